@@ -1,0 +1,75 @@
+"""One tree as plain arrays, and the vectorised walk every stage shares.
+
+A tree is four parallel arrays indexed by node (local to the tree, root 0):
+``feature`` (-1 at leaves), ``threshold``, ``left`` and ``right`` (-1 at
+leaves). A row goes left iff ``x[feature] OP threshold`` with OP ``"<="`` or
+``"<"``. Values are compared as float64 after being rounded to the
+backend's comparison precision (see :func:`as_compared`), which reproduces
+scikit-learn (float32 value vs float64 threshold), XGBoost (float32 vs
+float32) and LightGBM (float64 vs float64) exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Literal, NamedTuple
+
+import numpy as np
+
+Op = Literal["<=", "<"]
+
+
+class TreeArrays(NamedTuple):
+    """The split structure of one tree (no leaf values)."""
+
+    feature: np.ndarray  # int64, -1 at leaves
+    threshold: np.ndarray  # float64
+    left: np.ndarray  # int64, -1 at leaves
+    right: np.ndarray  # int64, -1 at leaves
+
+
+def as_compared(X: np.ndarray, compare_dtype: str) -> np.ndarray:
+    """``X`` rounded to the precision a backend compares in, held as float64."""
+    return np.asarray(X).astype(compare_dtype).astype(np.float64)
+
+
+def goes_left(values: np.ndarray, thresholds: np.ndarray, op: Op) -> np.ndarray:
+    """The comparison every backend makes, for one op."""
+    if op == "<=":
+        return values <= thresholds
+    if op == "<":
+        return values < thresholds
+    raise ValueError(f"unknown comparison {op!r}; expected '<=' or '<'")
+
+
+def walk_levels(
+    tree: TreeArrays, X: np.ndarray, op: Op
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Route all rows of ``X`` down ``tree`` one level at a time.
+
+    Yields, for every level, ``(rows, nodes, values, left_mask)``: the rows
+    still at an internal node, the node each is at, the value it is tested
+    on and whether it goes left. Cost O(n * depth), no loop over rows.
+    """
+    n = X.shape[0]
+    rows = np.arange(n)
+    nodes = np.zeros(n, dtype=np.int64)
+    while rows.size:
+        feat = tree.feature[nodes]
+        internal = feat >= 0
+        if not internal.all():
+            rows, nodes, feat = rows[internal], nodes[internal], feat[internal]
+            if not rows.size:
+                return
+        values = X[rows, feat]
+        left_mask = goes_left(values, tree.threshold[nodes], op)
+        yield rows, nodes, values, left_mask
+        nodes = np.where(left_mask, tree.left[nodes], tree.right[nodes])
+
+
+def apply(tree: TreeArrays, X: np.ndarray, op: Op) -> np.ndarray:
+    """Leaf index (local node id) that each row of ``X`` reaches."""
+    leaves = np.zeros(X.shape[0], dtype=np.int64)
+    for rows, nodes, _, left_mask in walk_levels(tree, X, op):
+        leaves[rows] = np.where(left_mask, tree.left[nodes], tree.right[nodes])
+    return leaves

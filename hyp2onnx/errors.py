@@ -1,0 +1,24 @@
+"""Exceptions raised by hyp2onnx.
+
+Every error a user can cause subclasses :class:`Hyp2OnnxError`; those that
+describe bad input values also subclass :class:`ValueError`, so code written
+against scikit-learn's conventions keeps working.
+"""
+
+from __future__ import annotations
+
+
+class Hyp2OnnxError(Exception):
+    """Base class of every error raised on purpose by hyp2onnx."""
+
+
+class InvalidPointError(Hyp2OnnxError, ValueError):
+    """Input points are not valid points of the stated hyperbolic model."""
+
+
+class UnsupportedModelError(Hyp2OnnxError, TypeError):
+    """The estimator or model file is not one hyp2onnx can train, correct or export."""
+
+
+class VerificationError(Hyp2OnnxError):
+    """An exported graph does not agree with the model it came from."""

@@ -1,0 +1,234 @@
+"""The scikit-learn face of every hyperbolic tree model.
+
+``fit`` runs the whole training half of the pipeline: validate the points,
+project them to unit-ball Klein coordinates, fit the wrapped Euclidean
+model through its backend, then move every threshold to its Einstein
+midpoint among the rows each tree was trained on and write it back into the
+native model. ``estimator_`` is that corrected native model: its own
+``predict`` on Klein coordinates and ours on hyperbolic points agree.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from abc import ABCMeta, abstractmethod
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import BaseEstimator, is_classifier
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from .._tree import as_compared
+from ..geometry import GEOMETRIES, to_klein
+from ..ir import InputSpace, Model
+from ..thresholds import CorrectionReport, correct_tree
+from ._interface import Backend
+from ._registry import backend_for
+
+#: Parameters every hyperbolic model takes, with their defaults.
+GEOMETRY_DEFAULTS: dict[str, Any] = {
+    "input_geometry": "hyperboloid",
+    "curvature": -1.0,
+    "timelike_dim": 0,
+    "midpoint": "einstein",
+    "check_manifold": True,
+}
+
+
+class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
+    """Shared fit/predict logic; subclasses say which native model to wrap.
+
+    Fitted attributes: ``estimator_`` (the corrected native model, trained on
+    Klein coordinates), ``n_features_in_`` (columns of the hyperbolic input),
+    ``correction_`` (a :class:`~hyp2onnx.thresholds.CorrectionReport`) and,
+    for classifiers, ``classes_``.
+    """
+
+    _parameter_constraints: ClassVar[dict] = {
+        "input_geometry": [StrOptions(set(GEOMETRIES))],
+        "curvature": [Interval(Real, None, 0, closed="neither")],
+        "timelike_dim": [Integral],
+        "midpoint": [StrOptions({"einstein", "arithmetic"})],
+        "check_manifold": ["boolean"],
+    }
+
+    @abstractmethod
+    def _make_estimator(self) -> Any:
+        """A new, unfitted native estimator configured from this model's parameters."""
+
+    # -- data ----------------------------------------------------------------
+
+    def to_klein(self, X: Any) -> np.ndarray:
+        """Unit-ball Klein coordinates (float64) that the trees see for points ``X``."""
+        check_is_fitted(self)
+        return self._klein(X, reset=False)
+
+    def _klein(self, X: Any, *, reset: bool) -> np.ndarray:
+        X = validate_data(self, X, reset=reset, dtype=np.float64)
+        return to_klein(
+            X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
+        )
+
+    # -- training ------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
+        """Fit on hyperbolic points ``X`` and correct every threshold.
+
+        ``fit_params`` are passed to the native model's ``fit``.
+        """
+        self._validate_params()
+        X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X)
+        Xk = to_klein(
+            X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
+        )
+        estimator = self._make_estimator()
+        backend = backend_for(estimator)
+        fitted = backend.fit(estimator, Xk, y, sample_weight, **self._fit_params(fit_params))
+        self.estimator_, self.correction_ = self._correct(backend, fitted, Xk, y, sample_weight)
+        if is_classifier(self):
+            self.classes_ = self._classes(fitted)
+        self.n_outputs_ = 1 if np.ndim(y) == 1 else np.shape(y)[1]
+        return self
+
+    def _fit_params(self, fit_params: dict[str, Any]) -> dict[str, Any]:
+        """Hook: map fit parameters that hold hyperbolic points (eval sets) to Klein."""
+        return fit_params
+
+    def _classes(self, fitted: Any) -> np.ndarray:
+        """Hook: the class labels in output order."""
+        return fitted.classes_
+
+    def _correct(
+        self,
+        backend: Backend,
+        fitted: Any,
+        Xk: np.ndarray,
+        y: np.ndarray,
+        sample_weight: np.ndarray | None,
+    ) -> tuple[Any, CorrectionReport]:
+        Xc = as_compared(Xk, backend.compare_dtype)
+        n = Xc.shape[0]
+        report = CorrectionReport()
+        new_thresholds = []
+        trees = backend.read_trees(fitted)
+        for tree, rows in zip(trees, backend.training_rows(fitted, y, sample_weight), strict=True):
+            seen = Xc if rows.size == n else Xc[rows]
+            thresholds, tree_report = correct_tree(
+                tree,
+                seen,
+                op=backend.op,
+                threshold_dtype=backend.threshold_dtype,
+                midpoint=self.midpoint,
+            )
+            new_thresholds.append(thresholds)
+            report = report + tree_report
+        if report.n_unreached:
+            warnings.warn(
+                f"{report.n_unreached} of {report.n_splits} splits had no training row on one "
+                "side and keep the learner's threshold.",
+                stacklevel=3,
+            )
+        return backend.write_thresholds(fitted, new_thresholds), report
+
+    # -- prediction ----------------------------------------------------------
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Labels (classifiers) or values (regressors) for hyperbolic points ``X``."""
+        check_is_fitted(self)
+        return self.estimator_.predict(self._klein(X, reset=False))
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Importances of the Klein features (one per spacelike input column)."""
+        check_is_fitted(self)
+        return self.estimator_.feature_importances_
+
+    # -- export --------------------------------------------------------------
+
+    def _to_ir(self) -> Model:
+        """The fitted model as an :class:`~hyp2onnx.ir.Model` for the emitters."""
+        check_is_fitted(self)
+        backend = backend_for(self.estimator_)
+        return Model(
+            ensemble=backend.to_ensemble(self.estimator_),
+            space=InputSpace(
+                geometry=self.input_geometry,
+                curvature=float(self.curvature),
+                timelike_dim=int(self.timelike_dim),
+                n_input_features=int(self.n_features_in_),
+            ),
+            backend=backend.name,
+            estimator_class=type(self).__name__,
+        )
+
+
+class HyperbolicClassifierMixin:
+    """Probability methods of hyperbolic classifiers."""
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities, columns in ``classes_`` order."""
+        check_is_fitted(self)
+        return self.estimator_.predict_proba(self._klein(X, reset=False))
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+
+class WrappedParamsModel(HyperbolicTreeModel):
+    """A hyperbolic model that takes the wrapped class's own parameters by keyword.
+
+    A subclass sets ``_wrapped`` to a native estimator class; its ``__init__``
+    is then generated with every keyword of that class plus the geometry
+    parameters, storing each unchanged, as scikit-learn's ``get_params`` and
+    ``clone`` require.
+    """
+
+    _wrapped: ClassVar[type | None] = None
+    _wrapped_params: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        wrapped = cls.__dict__.get("_wrapped")
+        if wrapped is None:
+            return
+        native = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for name, p in inspect.signature(wrapped.__init__).parameters.items()
+            if name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        ]
+        ours = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+            for name, default in GEOMETRY_DEFAULTS.items()
+        ]
+        signature = inspect.Signature(
+            [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *ours, *native]
+        )
+
+        def __init__(self, **params: Any) -> None:
+            bound = signature.bind(self, **params)
+            bound.apply_defaults()
+            for name, value in bound.arguments.items():
+                if name != "self":
+                    setattr(self, name, value)
+
+        __init__.__signature__ = signature  # type: ignore[attr-defined]
+        __init__.__qualname__ = f"{cls.__name__}.__init__"
+        __init__.__doc__ = (
+            f"Store the geometry parameters and {wrapped.__name__}'s own parameters unchanged."
+        )
+        cls.__init__ = __init__  # type: ignore[method-assign]
+        cls._wrapped_params = tuple(p.name for p in native)
+        cls._parameter_constraints = {
+            **getattr(wrapped, "_parameter_constraints", {}),
+            **HyperbolicTreeModel._parameter_constraints,
+        }
+
+    def _make_estimator(self) -> Any:
+        return self._wrapped(**{name: getattr(self, name) for name in self._wrapped_params})

@@ -1,0 +1,77 @@
+"""The small interface every training backend implements.
+
+A backend knows one library's tree models: how to fit one on Klein
+coordinates, which training rows each tree saw, how to read the split
+arrays out and write corrected thresholds back into the native model (so
+the library's own ``predict`` uses them), and how to describe the result as
+an :class:`~hyp2onnx.ir.Ensemble`. Adding a backend means one new file
+subclassing :class:`Backend` and one line in ``_registry.py``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .._tree import Op, TreeArrays
+from ..ir import Ensemble
+
+
+class Backend(ABC):
+    """How hyp2onnx trains, corrects and describes one library's tree models."""
+
+    #: Short name, recorded in exported models ("sklearn", "xgboost", ...).
+    name: ClassVar[str]
+    #: Comparison the library makes: go left iff ``x OP threshold``.
+    op: ClassVar[Op]
+    #: Precision the library compares feature values in.
+    compare_dtype: ClassVar[str]
+    #: Precision the library stores thresholds in.
+    threshold_dtype: ClassVar[str]
+
+    @classmethod
+    @abstractmethod
+    def handles(cls, estimator: Any) -> bool:
+        """True if ``estimator`` (fitted or not) belongs to this backend."""
+
+    @classmethod
+    @abstractmethod
+    def supported(cls) -> list[str]:
+        """Names of the estimator classes this backend accepts, for error messages."""
+
+    @abstractmethod
+    def fit(
+        self,
+        estimator: Any,
+        Xk: np.ndarray,
+        y: np.ndarray,
+        sample_weight: np.ndarray | None,
+        **fit_params: Any,
+    ) -> Any:
+        """Fit ``estimator`` on unit-ball Klein coordinates; return the fitted model."""
+
+    @abstractmethod
+    def training_rows(
+        self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
+    ) -> list[np.ndarray]:
+        """Indices of the training rows each tree was grown on, tree by tree.
+
+        ``y`` and ``sample_weight`` are what :meth:`fit` was given.
+        """
+
+    @abstractmethod
+    def read_trees(self, fitted: Any) -> list[TreeArrays]:
+        """Split arrays of every tree, in the model's tree order."""
+
+    @abstractmethod
+    def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
+        """Store corrected thresholds (one array per tree) into the native model.
+
+        Returns the model to keep (the same object, or a rebuilt one).
+        """
+
+    @abstractmethod
+    def to_ensemble(self, fitted: Any) -> Ensemble:
+        """Describe the fitted (corrected) model as an :class:`Ensemble`."""

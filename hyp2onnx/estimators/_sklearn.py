@@ -1,0 +1,151 @@
+"""scikit-learn decision trees and forests.
+
+scikit-learn casts X to float32 and sends a row left iff
+``float32(x) <= threshold`` with float64 thresholds. Trees are read from and
+written to the public ``tree_`` arrays; ``tree_.threshold`` is a view of the
+tree's node storage, so writing into it changes what ``predict`` does (and
+what is pickled).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.base import is_classifier
+from sklearn.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from sklearn.tree import (
+    DecisionTreeClassifier,
+    DecisionTreeRegressor,
+    ExtraTreeClassifier,
+    ExtraTreeRegressor,
+)
+from sklearn.utils.class_weight import compute_sample_weight
+
+from .._tree import TreeArrays
+from ..errors import UnsupportedModelError
+from ..ir import Ensemble
+from ._interface import Backend
+
+_TREES = (DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier, ExtraTreeRegressor)
+_FORESTS = (RandomForestClassifier, RandomForestRegressor, ExtraTreesClassifier, ExtraTreesRegressor)
+
+
+def _trees_of(fitted: Any) -> list[Any]:
+    return list(fitted.estimators_) if isinstance(fitted, _FORESTS) else [fitted]
+
+
+class SklearnBackend(Backend):
+    name = "sklearn"
+    op = "<="
+    compare_dtype = "float32"
+    threshold_dtype = "float64"
+
+    @classmethod
+    def handles(cls, estimator: Any) -> bool:
+        # Exact types: a subclass may change how it routes or predicts.
+        return type(estimator) in _TREES + _FORESTS
+
+    @classmethod
+    def supported(cls) -> list[str]:
+        return [c.__name__ for c in _TREES + _FORESTS]
+
+    def fit(
+        self,
+        estimator: Any,
+        Xk: np.ndarray,
+        y: np.ndarray,
+        sample_weight: np.ndarray | None,
+        **fit_params: Any,
+    ) -> Any:
+        # Hand over float32, the precision scikit-learn trains in, so it
+        # does not copy the data again.
+        estimator.fit(Xk.astype(np.float32), y, sample_weight=sample_weight, **fit_params)
+        if is_classifier(estimator) and estimator.n_outputs_ > 1:
+            raise UnsupportedModelError(
+                "multi-output classification is not supported; fit one classifier per output."
+            )
+        return estimator
+
+    def training_rows(
+        self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
+    ) -> list[np.ndarray]:
+        # A tree's splitter only sees rows of positive weight; in a
+        # bootstrapped forest that weight is the row's draw count.
+        n = y.shape[0]
+        class_weight = getattr(fitted, "class_weight", None)
+        if class_weight is not None and class_weight != "balanced_subsample":
+            class_w = compute_sample_weight(class_weight, y)
+        else:
+            class_w = np.ones(n)
+        if isinstance(fitted, _FORESTS) and fitted.bootstrap:
+            return [
+                np.flatnonzero((np.bincount(s, minlength=n) > 0) & (class_w > 0))
+                for s in fitted.estimators_samples_
+            ]
+        w = class_w if sample_weight is None else class_w * sample_weight
+        rows = np.flatnonzero(w > 0)
+        return [rows] * len(_trees_of(fitted))
+
+    def read_trees(self, fitted: Any) -> list[TreeArrays]:
+        out = []
+        for est in _trees_of(fitted):
+            t = est.tree_
+            feature = t.feature.astype(np.int64)
+            out.append(
+                TreeArrays(
+                    np.where(feature >= 0, feature, -1),
+                    t.threshold.astype(np.float64),
+                    t.children_left.astype(np.int64),
+                    t.children_right.astype(np.int64),
+                )
+            )
+        return out
+
+    def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
+        for est, new in zip(_trees_of(fitted), thresholds, strict=True):
+            view = est.tree_.threshold
+            leaf = est.tree_.feature < 0
+            view[~leaf] = new[~leaf]
+        return fitted
+
+    def to_ensemble(self, fitted: Any) -> Ensemble:
+        trees = _trees_of(fitted)
+        classifier = is_classifier(fitted)
+        features, thresholds, lefts, rights, values, roots = [], [], [], [], [], []
+        offset = 0
+        for est, arrays in zip(trees, self.read_trees(fitted), strict=True):
+            v = est.tree_.value
+            # Classifiers store class fractions; regressors one value per target.
+            leaf_values = v[:, 0, : fitted.n_classes_] if classifier else v[:, :, 0]
+            leaf_values = np.where((arrays.feature < 0)[:, None], leaf_values, 0.0)
+            roots.append(offset)
+            features.append(arrays.feature)
+            thresholds.append(np.where(arrays.feature >= 0, arrays.threshold, 0.0))
+            lefts.append(np.where(arrays.left >= 0, arrays.left + offset, -1))
+            rights.append(np.where(arrays.right >= 0, arrays.right + offset, -1))
+            values.append(leaf_values.astype(np.float64))
+            offset += arrays.feature.shape[0]
+        value = np.concatenate(values)
+        return Ensemble(
+            feature=np.concatenate(features),
+            threshold=np.concatenate(thresholds),
+            left=np.concatenate(lefts),
+            right=np.concatenate(rights),
+            value=value,
+            roots=np.asarray(roots, dtype=np.int64),
+            op=self.op,
+            compare_dtype=self.compare_dtype,
+            threshold_dtype=self.threshold_dtype,
+            n_features=int(fitted.n_features_in_),
+            aggregate="mean",
+            base_values=np.zeros(value.shape[1]),
+            post_transform="identity",
+            sum_dtype="float64",
+            classes=np.asarray(fitted.classes_) if classifier else None,
+        )

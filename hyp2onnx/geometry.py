@@ -1,0 +1,287 @@
+"""Maps between the hyperboloid, Poincare and Beltrami-Klein models.
+
+Everything a tree sees is a *unit-ball Klein coordinate*: for curvature
+``K < 0`` and ``R = 1 / sqrt(-K)``
+
+* hyperboloid ``x`` (``x_0^2 - |x_s|^2 = R^2``, ``x_0 > 0``): ``k = x_s / x_0``
+  (``K`` does not enter);
+* Poincare ball of radius ``R``: with ``q = p / R``, ``k = 2 q / (1 + |q|^2)``;
+* Klein ball of radius ``R``: ``k = input / R``.
+
+A split ``k_i <= t`` is a geodesic hyperplane of hyperbolic space, so an
+ordinary Euclidean tree on ``k`` is a hyperbolic decision tree; the one
+hyperbolic step is where a threshold goes between its two nearest training
+values, the 1-D Einstein midpoint :func:`einstein_midpoint`.
+
+Sums of squares are taken in one fixed pairwise order
+(:func:`sum_of_squares`) that the ONNX emitter repeats node for node, so the
+exported graph computes bit-identical Klein coordinates.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+
+from .errors import InvalidPointError
+
+Geometry = Literal["hyperboloid", "poincare", "klein"]
+GEOMETRIES: tuple[str, ...] = ("hyperboloid", "poincare", "klein")
+
+#: Default relative tolerance of the on-manifold checks (see :func:`check_points`).
+DEFAULT_RTOL = 1e-5
+
+__all__ = [
+    "GEOMETRIES",
+    "check_points",
+    "curvature_radius",
+    "einstein_midpoint",
+    "from_klein",
+    "hyperboloid_to_klein",
+    "hyperboloid_to_poincare",
+    "klein_to_hyperboloid",
+    "klein_to_poincare",
+    "n_klein_features",
+    "poincare_to_klein",
+    "sum_of_squares",
+    "to_klein",
+]
+
+
+def curvature_radius(curvature: float) -> float:
+    """Return ``R = 1 / sqrt(-K)`` for a finite curvature ``K < 0``."""
+    try:
+        k = float(curvature)
+    except (TypeError, ValueError):
+        raise ValueError(f"curvature must be a negative number, got {curvature!r}.") from None
+    if not math.isfinite(k) or k >= 0:
+        raise ValueError(
+            f"curvature must be a finite negative number (hyperbolic space), got {curvature!r}."
+        )
+    return 1.0 / math.sqrt(-k)
+
+
+def _check_geometry(geometry: str) -> None:
+    if geometry not in GEOMETRIES:
+        raise ValueError(
+            f"input_geometry must be one of {', '.join(map(repr, GEOMETRIES))}, got {geometry!r}."
+        )
+
+
+def n_klein_features(n_input_features: int, geometry: str) -> int:
+    """Number of Klein coordinates for ``n_input_features`` input columns."""
+    _check_geometry(geometry)
+    return n_input_features - 1 if geometry == "hyperboloid" else n_input_features
+
+
+def sum_of_squares(q: np.ndarray) -> np.ndarray:
+    """Row-wise ``sum(q**2)`` in a fixed, documented order.
+
+    The squared columns are padded with zeros to a power of two, then halves
+    are added pairwise (``s = s[:, :h] + s[:, h:]``) until one column is left.
+    Numpy's own reductions and onnxruntime's ReduceSum use other orders that
+    can differ in the last bit; the ONNX emitter repeats this one exactly.
+    """
+    s = q * q
+    width = s.shape[1]
+    padded = 1 << max(width - 1, 0).bit_length()
+    if padded != width:
+        s = np.concatenate([s, np.zeros((s.shape[0], padded - width), dtype=s.dtype)], axis=1)
+    while s.shape[1] > 1:
+        half = s.shape[1] // 2
+        s = s[:, :half] + s[:, half:]
+    return s[:, 0]
+
+
+def _timelike_split(X: np.ndarray, timelike_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return the timelike column and the spacelike columns (in order)."""
+    n_cols = X.shape[1]
+    if not -n_cols <= timelike_dim < n_cols:
+        raise ValueError(
+            f"timelike_dim={timelike_dim} is out of range for hyperboloid input with "
+            f"{n_cols} columns."
+        )
+    t = timelike_dim % n_cols
+    spacelike = np.delete(X, t, axis=1) if n_cols > 1 else X[:, :0]
+    return X[:, t], spacelike
+
+
+def hyperboloid_to_klein(X: np.ndarray, timelike_dim: int = 0) -> np.ndarray:
+    """``k_i = x_i / x_0`` (unit-ball Klein coordinates; curvature does not enter)."""
+    x0, xs = _timelike_split(np.asarray(X, dtype=np.float64), timelike_dim)
+    return xs / x0[:, None]
+
+
+def poincare_to_klein(P: np.ndarray, curvature: float = -1.0) -> np.ndarray:
+    """``k = 2 q / (1 + |q|^2)`` with ``q = p / R``."""
+    q = np.asarray(P, dtype=np.float64) / curvature_radius(curvature)
+    return 2.0 * q / (1.0 + sum_of_squares(q))[:, None]
+
+
+def klein_to_poincare(Kc: np.ndarray, curvature: float = -1.0) -> np.ndarray:
+    """Unit-ball Klein coordinates to the Poincare ball of radius R."""
+    k = np.asarray(Kc, dtype=np.float64)
+    q = k / (1.0 + np.sqrt(1.0 - sum_of_squares(k)))[:, None]
+    return curvature_radius(curvature) * q
+
+
+def klein_to_hyperboloid(
+    Kc: np.ndarray, curvature: float = -1.0, timelike_dim: int = 0
+) -> np.ndarray:
+    """Unit-ball Klein coordinates to the hyperboloid ``x_0^2 - |x_s|^2 = R^2``."""
+    k = np.asarray(Kc, dtype=np.float64)
+    x0 = curvature_radius(curvature) / np.sqrt(1.0 - sum_of_squares(k))
+    xs = x0[:, None] * k
+    return np.insert(xs, timelike_dim % (k.shape[1] + 1), x0, axis=1)
+
+
+def hyperboloid_to_poincare(
+    X: np.ndarray, curvature: float = -1.0, timelike_dim: int = 0
+) -> np.ndarray:
+    """``p = R x_s / (R + x_0)``."""
+    R = curvature_radius(curvature)
+    x0, xs = _timelike_split(np.asarray(X, dtype=np.float64), timelike_dim)
+    return R * xs / (R + x0)[:, None]
+
+
+def _as_points(X: np.ndarray, what: str = "X") -> np.ndarray:
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise InvalidPointError(
+            f"{what} must be a 2-D array of points (n_samples, n_features), got an array of "
+            f"shape {X.shape}. Reshape a single point with X.reshape(1, -1)."
+        )
+    if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
+        raise InvalidPointError(f"{what} must hold real numbers, got dtype {X.dtype}.")
+    return X.astype(np.float64, copy=False)
+
+
+def _raise_rows(bad: np.ndarray, message: str, fix: str) -> None:
+    rows = np.flatnonzero(bad)
+    if rows.size == 0:
+        return
+    shown = ", ".join(str(r) for r in rows[:5]) + (", ..." if rows.size > 5 else "")
+    raise InvalidPointError(f"{rows.size} row(s) {message} (rows {shown}). {fix}")
+
+
+def check_points(
+    X: np.ndarray,
+    geometry: str,
+    curvature: float = -1.0,
+    timelike_dim: int = 0,
+    *,
+    rtol: float = DEFAULT_RTOL,
+) -> np.ndarray:
+    """Validate points of a hyperbolic model; return them as float64.
+
+    Rejects, with the offending rows named: a non-2-D array, NaN or inf,
+    hyperboloid points with ``x_0 <= 0`` or off the hyperboloid
+    (``|<x, x>_L + R^2| > rtol * (x_0^2 + |x_s|^2)``, a test that stays
+    meaningful for far points stored in float32), and ball points with
+    ``|p| >= R``.
+    """
+    _check_geometry(geometry)
+    R = curvature_radius(curvature)
+    X = _as_points(X)
+    if X.shape[1] < (2 if geometry == "hyperboloid" else 1):
+        raise InvalidPointError(
+            f"{geometry} points need at least {2 if geometry == 'hyperboloid' else 1} "
+            f"column(s), got {X.shape[1]}."
+        )
+    _raise_rows(
+        ~np.isfinite(X).all(axis=1),
+        "contain NaN or infinity",
+        "Hyperbolic points must be finite; drop or impute those rows first.",
+    )
+    skip = " Pass check_manifold=False to skip this check for trusted data."
+    if geometry == "hyperboloid":
+        x0, xs = _timelike_split(X, timelike_dim)
+        _raise_rows(
+            x0 <= 0,
+            f"have a timelike coordinate x_0 <= 0 (column {timelike_dim % X.shape[1]})",
+            "Points on the hyperboloid's upper sheet have x_0 > 0; check timelike_dim.",
+        )
+        s = sum_of_squares(xs)
+        deviation = np.abs(x0 * x0 - s - R * R)
+        _raise_rows(
+            deviation > rtol * (x0 * x0 + s),
+            f"are off the hyperboloid x_0^2 - |x_s|^2 = R^2 with R = {R:g} "
+            f"(curvature {curvature}; relative tolerance {rtol:g})",
+            "Check the curvature and timelike_dim, or project the points onto the manifold."
+            + skip,
+        )
+    else:
+        norm2 = sum_of_squares(X / R)
+        _raise_rows(
+            norm2 >= 1.0,
+            f"lie on or outside the {geometry} ball of radius R = {R:g} (curvature {curvature})",
+            "Check the curvature and input_geometry." + skip,
+        )
+    return X
+
+
+def to_klein(
+    X: np.ndarray,
+    geometry: str = "hyperboloid",
+    curvature: float = -1.0,
+    timelike_dim: int = 0,
+    *,
+    check: bool = True,
+    rtol: float = DEFAULT_RTOL,
+) -> np.ndarray:
+    """Unit-ball Klein coordinates (float64) of points given in ``geometry``.
+
+    With ``check=False`` only the array's shape and finiteness are checked;
+    use it for large data known to be on the manifold.
+    """
+    _check_geometry(geometry)
+    if check:
+        X = check_points(X, geometry, curvature, timelike_dim, rtol=rtol)
+    else:
+        X = _as_points(X)
+        _raise_rows(
+            ~np.isfinite(X).all(axis=1),
+            "contain NaN or infinity",
+            "Hyperbolic points must be finite; drop or impute those rows first.",
+        )
+    if geometry == "hyperboloid":
+        return hyperboloid_to_klein(X, timelike_dim)
+    if geometry == "poincare":
+        return poincare_to_klein(X, curvature)
+    return X / curvature_radius(curvature)
+
+
+def from_klein(
+    Kc: np.ndarray, geometry: str = "hyperboloid", curvature: float = -1.0, timelike_dim: int = 0
+) -> np.ndarray:
+    """Inverse of :func:`to_klein`: unit-ball Klein coordinates to ``geometry``."""
+    _check_geometry(geometry)
+    if geometry == "hyperboloid":
+        return klein_to_hyperboloid(Kc, curvature, timelike_dim)
+    if geometry == "poincare":
+        return klein_to_poincare(Kc, curvature)
+    return np.asarray(Kc, dtype=np.float64) * curvature_radius(curvature)
+
+
+def einstein_midpoint(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """1-D Einstein midpoint of unit-ball Klein coordinates ``a`` and ``b``.
+
+    ``m = (g(a) a + g(b) b) / (g(a) + g(b))`` with ``g(t) = 1 / sqrt(1 - t^2)``,
+    which equals ``tanh((artanh a + artanh b) / 2)``: the point halfway
+    between ``a`` and ``b`` in hyperbolic distance. It does not depend on the
+    curvature. Inputs lie in [-1, 1]; an endpoint at +-1 (a point that
+    rounded onto the ideal boundary) gives the limit, that endpoint.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ga = 1.0 / np.sqrt((1.0 - a) * (1.0 + a))
+        gb = 1.0 / np.sqrt((1.0 - b) * (1.0 + b))
+        m = (ga * a + gb * b) / (ga + gb)
+        bad = ~np.isfinite(m)
+        if np.any(bad):
+            limit = np.tanh((np.arctanh(a) + np.arctanh(b)) / 2.0)
+            m = np.where(bad, np.nan_to_num(limit, nan=0.0), m)
+    return m

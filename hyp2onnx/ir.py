@@ -1,0 +1,170 @@
+"""A plain in-memory description of a fitted hyperbolic tree model.
+
+Every backend ends here, and every emitter starts here. The description is
+frozen numpy arrays and a few strings, with nothing backend-specific left
+to infer: the comparison operator, the precision the feature value is
+compared in, the dtype thresholds are stored in and how leaf values are
+combined are all explicit.
+
+:func:`predict_scores` evaluates the description in numpy in the backend's
+own order of operations; tests use it as the reference between the Python
+model and the ONNX graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from ._tree import Op, TreeArrays, apply, as_compared
+from .geometry import curvature_radius, n_klein_features
+
+__all__ = ["Ensemble", "InputSpace", "Model", "predict_output", "predict_scores"]
+
+
+@dataclass(frozen=True)
+class InputSpace:
+    """Where the model's input points live and how they become Klein coordinates."""
+
+    geometry: Literal["hyperboloid", "poincare", "klein"]
+    curvature: float
+    timelike_dim: int
+    n_input_features: int
+
+    def __post_init__(self) -> None:
+        curvature_radius(self.curvature)  # validates K < 0
+        n_klein_features(self.n_input_features, self.geometry)  # validates the name
+
+    @property
+    def n_klein_features(self) -> int:
+        return n_klein_features(self.n_input_features, self.geometry)
+
+
+@dataclass(frozen=True, eq=False)
+class Ensemble:
+    """Trees over unit-ball Klein coordinates, all nodes of all trees concatenated.
+
+    Node ``j`` of the whole ensemble tests ``k[feature[j]] OP threshold[j]``
+    (true: go to ``left[j]``); ``left``/``right`` are global node indices and
+    ``feature`` is -1 at leaves. ``value[j]`` is what leaf ``j`` adds to the
+    model's raw scores (zero rows at internal nodes). Raw scores are
+    ``aggregate`` ("sum" or "mean") of the trees' leaf values, added tree by
+    tree in tree order in ``sum_dtype``, plus ``base_values``; then
+    ``post_transform`` maps scores to the outputs (probabilities or values).
+    """
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    roots: np.ndarray
+    op: Op
+    compare_dtype: Literal["float32", "float64"]
+    threshold_dtype: Literal["float32", "float64"]
+    n_features: int
+    aggregate: Literal["sum", "mean"]
+    base_values: np.ndarray
+    post_transform: Literal["identity", "logistic", "softmax"]
+    sum_dtype: Literal["float32", "float64"] = "float64"
+    classes: np.ndarray | None = None
+    tree_target: np.ndarray | None = None  #: output column each tree feeds; None: all
+
+    def __post_init__(self) -> None:
+        n = self.feature.shape[0]
+        for name in ("threshold", "left", "right"):
+            if getattr(self, name).shape != (n,):
+                raise ValueError(f"Ensemble.{name} must have shape ({n},)")
+        if self.value.ndim != 2 or self.value.shape[0] != n:
+            raise ValueError(f"Ensemble.value must have shape ({n}, n_outputs)")
+        if self.base_values.shape != (self.n_outputs,):
+            raise ValueError("Ensemble.base_values must have one entry per output")
+        internal = self.feature >= 0
+        if np.any(self.feature[internal] >= self.n_features):
+            raise ValueError("a node tests a feature beyond n_features")
+        if np.any(self.left[internal] < 0) or np.any(self.right[internal] < 0):
+            raise ValueError("an internal node lacks a child")
+        if self.tree_target is not None and self.tree_target.shape != self.roots.shape:
+            raise ValueError("Ensemble.tree_target must have one entry per tree")
+        if self.post_transform == "logistic" and self.n_outputs != 1:
+            raise ValueError("the logistic post-transform takes one score column")
+
+    @property
+    def n_trees(self) -> int:
+        return int(self.roots.shape[0])
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.feature.shape[0])
+
+    @property
+    def n_outputs(self) -> int:
+        """Columns of the raw scores (1 for binary logistic models)."""
+        return int(self.value.shape[1])
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.classes is not None
+
+    def tree_bounds(self) -> np.ndarray:
+        """``[start, stop)`` node ranges of each tree (trees are stored contiguously)."""
+        stops = np.append(self.roots[1:], self.n_nodes)
+        return np.stack([self.roots, stops], axis=1)
+
+    def tree(self, i: int) -> tuple[TreeArrays, np.ndarray]:
+        """Tree ``i`` with local node indices, and its leaf values."""
+        start, stop = self.tree_bounds()[i]
+        local = lambda a: np.where(a[start:stop] >= 0, a[start:stop] - start, -1)  # noqa: E731
+        arrays = TreeArrays(
+            self.feature[start:stop], self.threshold[start:stop], local(self.left), local(self.right)
+        )
+        return arrays, self.value[start:stop]
+
+    def used_features(self) -> np.ndarray:
+        """Sorted Klein feature indices that some split reads."""
+        return np.unique(self.feature[self.feature >= 0])
+
+
+@dataclass(frozen=True, eq=False)
+class Model:
+    """What the emitters need: trees, the input space and where they came from."""
+
+    ensemble: Ensemble
+    space: InputSpace
+    backend: str
+    estimator_class: str
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+def predict_scores(ensemble: Ensemble, Xk: np.ndarray) -> np.ndarray:
+    """Raw scores (before ``post_transform``) for unit-ball Klein rows ``Xk``.
+
+    Reproduces the backend's arithmetic: values compared in
+    ``compare_dtype``, leaf values added in tree order in ``sum_dtype``,
+    then divided by the tree count ("mean") and offset by ``base_values``.
+    """
+    X = as_compared(Xk, ensemble.compare_dtype)
+    dt = np.dtype(ensemble.sum_dtype)
+    total = np.zeros((X.shape[0], ensemble.n_outputs), dtype=dt)
+    for i in range(ensemble.n_trees):
+        tree, values = ensemble.tree(i)
+        total += values[apply(tree, X, ensemble.op)].astype(dt)
+    if ensemble.aggregate == "mean":
+        total /= dt.type(ensemble.n_trees)
+    return (total + ensemble.base_values.astype(dt)).astype(np.float64)
+
+
+def predict_output(ensemble: Ensemble, Xk: np.ndarray) -> np.ndarray:
+    """Probabilities (classifiers, in ``classes`` order) or values (regressors)."""
+    scores = predict_scores(ensemble, Xk)
+    if ensemble.post_transform == "identity":
+        return scores
+    if ensemble.post_transform == "logistic":
+        p = 1.0 / (1.0 + np.exp(-scores[:, 0]))
+        return np.stack([1.0 - p, p], axis=1)
+    if ensemble.post_transform == "softmax":
+        e = np.exp(scores - scores.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    raise ValueError(f"unknown post_transform {ensemble.post_transform!r}")

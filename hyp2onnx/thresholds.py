@@ -1,0 +1,142 @@
+"""Move split thresholds to the hyperbolic midpoint (Fast-HyperDT, Algorithm 1).
+
+A Euclidean learner on Klein coordinates finds the right *partition* of its
+training rows but puts each threshold at the arithmetic midpoint of the two
+nearest training values ``L < R``. The hyperbolic tree puts it at their
+Einstein midpoint instead. Here, for every split of a tree, ``L`` is the
+largest value routed left and ``R`` the smallest routed right *among the
+rows that reached that node*, compared exactly as the backend compares
+(its operator and precision), and the new threshold is placed so that every
+one of those rows stays on its side:
+
+* ``x <= t`` (scikit-learn, LightGBM): ``L <= t < R``;
+* ``x < t`` (XGBoost): ``L < t <= R``;
+
+then rounded to the dtype the backend stores thresholds in, in the direction
+that keeps that interval (toward -inf for ``<=``, toward +inf for ``<``).
+Hence the tree routes the rows it was trained on exactly as before.
+
+Pure numpy; one walk of the tree's rows, O(n * depth), no loop over rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from ._tree import Op, TreeArrays, walk_levels
+from .geometry import einstein_midpoint
+
+Midpoint = Literal["einstein", "arithmetic"]
+
+__all__ = ["CorrectionReport", "correct_tree", "place_thresholds", "round_threshold"]
+
+
+@dataclass(frozen=True)
+class CorrectionReport:
+    """What a correction did, summed over trees."""
+
+    n_splits: int = 0  #: internal nodes seen
+    n_moved: int = 0  #: thresholds whose value changed
+    n_unreached: int = 0  #: splits left as they were: no training row on one side
+
+    def __add__(self, other: CorrectionReport) -> CorrectionReport:
+        return CorrectionReport(
+            self.n_splits + other.n_splits,
+            self.n_moved + other.n_moved,
+            self.n_unreached + other.n_unreached,
+        )
+
+
+def round_threshold(t: np.ndarray, dtype: str, direction: Literal["down", "up"]) -> np.ndarray:
+    """Round float64 thresholds to ``dtype`` toward -inf (``"down"``) or +inf (``"up"``).
+
+    Returned as float64 holding ``dtype`` values. Round-to-nearest would
+    misroute inputs that fall between ``t`` and the rounded value.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    if np.dtype(dtype) == np.float64:
+        return t.copy()
+    r = t.astype(dtype)
+    if direction == "down":
+        r = np.where(r.astype(np.float64) > t, np.nextafter(r, r.dtype.type(-np.inf)), r)
+    elif direction == "up":
+        r = np.where(r.astype(np.float64) < t, np.nextafter(r, r.dtype.type(np.inf)), r)
+    else:
+        raise ValueError(f"direction must be 'down' or 'up', got {direction!r}")
+    return r.astype(np.float64)
+
+
+def place_thresholds(
+    L: np.ndarray,
+    R: np.ndarray,
+    *,
+    op: Op,
+    threshold_dtype: str = "float64",
+    midpoint: Midpoint = "einstein",
+) -> np.ndarray:
+    """New thresholds between ``L < R`` that keep ``L`` left and ``R`` right.
+
+    ``L`` and ``R`` must be values representable in ``threshold_dtype``
+    (they are training values in the backend's comparison precision).
+    """
+    L = np.asarray(L, dtype=np.float64)
+    R = np.asarray(R, dtype=np.float64)
+    if np.any(~(L < R)):
+        raise ValueError("every split needs L < R (largest value left < smallest value right)")
+    if midpoint == "einstein":
+        m = einstein_midpoint(L, R)
+    elif midpoint == "arithmetic":
+        m = L / 2.0 + R / 2.0
+    else:
+        raise ValueError(f"midpoint must be 'einstein' or 'arithmetic', got {midpoint!r}")
+    if op == "<=":
+        m = np.clip(m, L, np.nextafter(R, -np.inf))
+        return np.maximum(round_threshold(m, threshold_dtype, "down"), L)
+    if op == "<":
+        m = np.clip(m, np.nextafter(L, np.inf), R)
+        return np.minimum(round_threshold(m, threshold_dtype, "up"), R)
+    raise ValueError(f"unknown comparison {op!r}; expected '<=' or '<'")
+
+
+def correct_tree(
+    tree: TreeArrays,
+    X: np.ndarray,
+    *,
+    op: Op,
+    threshold_dtype: str = "float64",
+    midpoint: Midpoint = "einstein",
+) -> tuple[np.ndarray, CorrectionReport]:
+    """Corrected thresholds of one tree and a report.
+
+    ``X`` holds the rows this tree was trained on, already rounded to the
+    backend's comparison precision (``_tree.as_compared``). Splits that no
+    training row reaches on one side keep their threshold and are counted
+    in ``n_unreached``.
+    """
+    n_nodes = tree.feature.shape[0]
+    largest_left = np.full(n_nodes, -np.inf)
+    smallest_right = np.full(n_nodes, np.inf)
+    for _, nodes, values, left_mask in walk_levels(tree, X, op):
+        np.maximum.at(largest_left, nodes[left_mask], values[left_mask])
+        right_mask = ~left_mask
+        np.minimum.at(smallest_right, nodes[right_mask], values[right_mask])
+
+    internal = tree.feature >= 0
+    reached = internal & np.isfinite(largest_left) & np.isfinite(smallest_right)
+    new = np.asarray(tree.threshold, dtype=np.float64).copy()
+    new[reached] = place_thresholds(
+        largest_left[reached],
+        smallest_right[reached],
+        op=op,
+        threshold_dtype=threshold_dtype,
+        midpoint=midpoint,
+    )
+    report = CorrectionReport(
+        n_splits=int(internal.sum()),
+        n_moved=int(np.sum(new[internal] != tree.threshold[internal])),
+        n_unreached=int(np.sum(internal & ~reached)),
+    )
+    return new, report
