@@ -6,9 +6,8 @@ Einstein-midpoint thresholds), then export one ONNX graph that takes the
 raw hyperbolic points.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
 from . import geometry
+from ._version import __version__
 from .errors import Hyp2OnnxError, InvalidPointError, UnsupportedModelError, VerificationError
 from .estimators import (
     HyperbolicDecisionTreeClassifier,
@@ -17,11 +16,7 @@ from .estimators import (
     HyperbolicRandomForestClassifier,
     HyperbolicRandomForestRegressor,
 )
-
-try:
-    __version__ = version("hyp2onnx")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+unknown"
+from .export import read_metadata, save_onnx, to_onnx
 
 __all__ = [
     "Hyp2OnnxError",
@@ -35,4 +30,7 @@ __all__ = [
     "VerificationError",
     "__version__",
     "geometry",
+    "read_metadata",
+    "save_onnx",
+    "to_onnx",
 ]

@@ -1,0 +1,104 @@
+"""A minimal, deterministic ONNX graph builder.
+
+Nodes are named ``stage/OpType`` (``klein/Div``, ``trees/TreeEnsemble``,
+...) so the graph reads well in a viewer; names and the order of nodes and
+initializers depend only on what is added, so the same model always gives
+byte-identical files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ML_DOMAIN = "ai.onnx.ml"
+
+NP_TO_ONNX = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.float64): TensorProto.DOUBLE,
+    np.dtype(np.int64): TensorProto.INT64,
+}
+
+
+def onnx_type(dtype: Any) -> int:
+    """ONNX element type of a numpy dtype (float32, float64, int64)."""
+    return NP_TO_ONNX[np.dtype(dtype)]
+
+
+class GraphBuilder:
+    """Collects nodes and initializers; every name it hands out is unique."""
+
+    def __init__(self, opset: int) -> None:
+        self.opset = opset  #: ai.onnx opset the nodes must be valid in
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._used: set[str] = set()
+
+    def child(self) -> GraphBuilder:
+        """A builder for a subgraph (a Loop body): own nodes, shared names and initializers."""
+        sub = GraphBuilder(self.opset)
+        sub._used = self._used
+        sub.initializers = self.initializers
+        return sub
+
+    def unique(self, name: str) -> str:
+        if name not in self._used:
+            self._used.add(name)
+            return name
+        i = 1
+        while f"{name}_{i}" in self._used:
+            i += 1
+        self._used.add(f"{name}_{i}")
+        return f"{name}_{i}"
+
+    def reserve(self, *names: str) -> None:
+        """Mark graph input/output names as taken."""
+        self._used.update(names)
+
+    def const(self, stage: str, label: str, value: Any, dtype: Any = None) -> str:
+        """An initializer; returns its name."""
+        array = np.asarray(value, dtype=dtype)
+        name = self.unique(f"{stage}/{label}")
+        self.initializers.append(numpy_helper.from_array(array, name))
+        return name
+
+    def op(
+        self,
+        stage: str,
+        op_type: str,
+        inputs: list[str],
+        *,
+        n_outputs: int = 1,
+        outputs: list[str] | None = None,
+        domain: str = "",
+        **attrs: Any,
+    ) -> Any:
+        """Add a node; returns its output name (or a list of names)."""
+        name = self.unique(f"{stage}/{op_type}")
+        if outputs is None:
+            outputs = [self.unique(f"{name}:{i}") for i in range(n_outputs)]
+        node = helper.make_node(op_type, inputs, outputs, name=name, domain=domain or None)
+        for key in sorted(attrs):
+            value = attrs[key]
+            if isinstance(value, np.ndarray):
+                node.attribute.append(helper.make_attribute(key, numpy_helper.from_array(value)))
+            else:
+                node.attribute.append(helper.make_attribute(key, value))
+        self.nodes.append(node)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def rename(self, old: str, new: str) -> str:
+        """Give the tensor ``old`` the name ``new`` (for graph outputs)."""
+        self._used.add(new)
+        for node in self.nodes:
+            for field in (node.input, node.output):
+                for i, name in enumerate(field):
+                    if name == old:
+                        field[i] = new
+        return new
+
+    def cast(self, stage: str, name: str, dtype: Any) -> str:
+        return self.op(stage, "Cast", [name], to=onnx_type(dtype))

@@ -1,0 +1,62 @@
+"""ONNX nodes from raw scores to the model's outputs.
+
+Classifiers: ``probabilities`` [N, n_classes] in ``classes_`` order (no
+ZipMap) and ``label`` [N], the first class of highest probability (numpy's
+``argmax`` rule, which every backend's ``predict`` uses). Regressors:
+``variable`` [N, n_targets].
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from ..errors import UnsupportedModelError
+from ..ir import Ensemble
+from ._graph import GraphBuilder, onnx_type
+
+STAGE = "output"
+
+
+def label_tensor(classes: np.ndarray) -> tuple[np.ndarray, int]:
+    """Class labels as an initializer array and its ONNX element type."""
+    classes = np.asarray(classes)
+    if classes.dtype.kind in "iub":
+        return classes.astype(np.int64), TensorProto.INT64
+    if classes.dtype.kind in "USO" and all(isinstance(c, str) for c in classes.tolist()):
+        return np.array(classes.tolist(), dtype=object), TensorProto.STRING
+    if classes.dtype.kind == "f":
+        return classes.astype(np.float64), TensorProto.DOUBLE
+    raise UnsupportedModelError(
+        f"class labels of dtype {classes.dtype} cannot be ONNX outputs; use integer or string labels."
+    )
+
+
+def emit_outputs(
+    g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str
+) -> list[helper.ValueInfoProto]:
+    """Wire the named graph outputs; returns their value infos."""
+    elem = onnx_type(dtype)
+    if not ensemble.is_classifier:
+        if ensemble.post_transform == "logistic":
+            scores = g.op(STAGE, "Sigmoid", [scores])
+        g.rename(scores, "variable")
+        return [helper.make_tensor_value_info("variable", elem, ["N", ensemble.n_outputs])]
+
+    n_classes = len(ensemble.classes)
+    if ensemble.post_transform == "logistic":
+        p = g.op(STAGE, "Sigmoid", [scores])
+        q = g.op(STAGE, "Sub", [g.const(STAGE, "one", np.ones((1, 1)), dtype), p])
+        probabilities = g.op(STAGE, "Concat", [q, p], axis=1)
+    elif ensemble.post_transform == "softmax":
+        probabilities = g.op(STAGE, "Softmax", [scores], axis=1)
+    else:
+        probabilities = scores
+    g.rename(probabilities, "probabilities")
+    labels, label_type = label_tensor(ensemble.classes)
+    best = g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
+    g.op(STAGE, "Gather", [g.const(STAGE, "classes", labels), best], axis=0, outputs=["label"])
+    return [
+        helper.make_tensor_value_info("label", label_type, ["N"]),
+        helper.make_tensor_value_info("probabilities", elem, ["N", n_classes]),
+    ]

@@ -1,0 +1,94 @@
+"""ONNX nodes that turn raw hyperbolic points into the Klein coordinates the trees read.
+
+Each function mirrors :mod:`hyp2onnx.geometry` operation for operation, in
+the same precision and order, so the graph's Klein coordinates are
+bit-identical to the Python model's. Only the columns some split reads are
+projected (the paper's selective projection); the caller remaps feature
+indices to ``0 .. len(used) - 1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..geometry import curvature_radius
+from ..ir import InputSpace
+from ._graph import GraphBuilder
+
+STAGE = "klein"
+
+
+def projection_dtype(space: InputSpace, input_dtype: str, compare_dtype: str) -> str:
+    """Precision the projection is computed in.
+
+    Python computes Klein coordinates in float64. A float32 division of two
+    float32 numbers is the float32 rounding of their float64 quotient, so
+    when the input is float32, the trees compare in float32 and the
+    projection is one division of input values (hyperboloid, or Klein with
+    R = 1), float32 arithmetic gives the very same values at less cost.
+    """
+    one_division = space.geometry == "hyperboloid" or (
+        space.geometry == "klein" and curvature_radius(space.curvature) == 1.0
+    )
+    if input_dtype == "float32" and compare_dtype == "float32" and one_division:
+        return "float32"
+    return "float64"
+
+
+def _columns(g: GraphBuilder, x: str, columns: np.ndarray, label: str) -> str:
+    idx = g.const(STAGE, label, columns.astype(np.int64))
+    return g.op(STAGE, "Gather", [x, idx], axis=1)
+
+
+def sum_of_squares(g: GraphBuilder, q: str, width: int, dtype: str) -> str:
+    """Row sums of ``q * q`` as [N, 1], in :func:`hyp2onnx.geometry.sum_of_squares`' order."""
+    s = g.op(STAGE, "Mul", [q, q])
+    padded = 1 << max(width - 1, 0).bit_length()
+    if padded != width:
+        pads = g.const(STAGE, "pads", [0, 0, 0, padded - width], np.int64)
+        s = g.op(STAGE, "Pad", [s, pads])
+    while padded > 1:
+        halves = {"num_outputs": 2} if g.opset >= 18 else {}
+        first, second = g.op(STAGE, "Split", [s], n_outputs=2, axis=1, **halves)
+        s = g.op(STAGE, "Add", [first, second])
+        padded //= 2
+    return s
+
+
+def emit_projection(
+    g: GraphBuilder,
+    x: str,
+    space: InputSpace,
+    used: np.ndarray,
+    *,
+    input_dtype: str,
+    dtype: str,
+) -> str:
+    """Klein coordinates ``[N, len(used)]`` of graph input ``x``, in ``dtype``.
+
+    ``used`` lists the Klein feature indices the trees read, sorted.
+    """
+    R = curvature_radius(space.curvature)
+
+    def as_dtype(name: str) -> str:
+        return name if input_dtype == dtype else g.cast(STAGE, name, dtype)
+
+    if space.geometry == "hyperboloid":
+        t = space.timelike_dim % space.n_input_features
+        spacelike = np.delete(np.arange(space.n_input_features), t)
+        x_used = as_dtype(_columns(g, x, spacelike[used], "spacelike_columns"))
+        x0 = as_dtype(_columns(g, x, np.array([t]), "timelike_column"))
+        return g.op(STAGE, "Div", [x_used, x0])
+    if space.geometry == "klein":
+        x_used = as_dtype(_columns(g, x, used, "columns"))
+        if R == 1.0:
+            return x_used
+        return g.op(STAGE, "Div", [x_used, g.const(STAGE, "R", R, dtype)])
+    # Poincare: q = p / R, k = 2 q / (1 + |q|^2); the norm needs every column.
+    x = as_dtype(x)
+    q = x if R == 1.0 else g.op(STAGE, "Div", [x, g.const(STAGE, "R", R, dtype)])
+    s = sum_of_squares(g, q, space.n_input_features, dtype)
+    denominator = g.op(STAGE, "Add", [s, g.const(STAGE, "one", 1.0, dtype)])
+    q_used = q if len(used) == space.n_input_features else _columns(g, q, used, "columns")
+    twice = g.op(STAGE, "Mul", [q_used, g.const(STAGE, "two", 2.0, dtype)])
+    return g.op(STAGE, "Div", [twice, denominator])

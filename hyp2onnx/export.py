@@ -1,0 +1,254 @@
+"""Compile a fitted hyperbolic tree model into one ONNX graph.
+
+The graph takes raw points ``X`` [N, D] in the model's input geometry,
+projects the columns the trees read to Klein coordinates, evaluates the
+ensemble and returns ``label`` + ``probabilities`` (classifiers) or
+``variable`` (regressors). See :mod:`hyp2onnx.emit.trees` for the two
+encodings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from ._version import __version__ as _version
+from .emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
+from .emit.outputs import emit_outputs
+from .emit.projection import emit_projection, projection_dtype
+from .emit.trees import emit_compat, emit_exact, remap_features
+from .errors import UnsupportedModelError
+from .estimators import HyperbolicTreeModel, backend_for
+from .geometry import GEOMETRIES
+from .ir import InputSpace, Model
+
+__all__ = ["DEFAULT_OPSET", "ENCODINGS", "describe", "read_metadata", "save_onnx", "to_onnx"]
+
+ENCODINGS: tuple[str, ...] = ("exact", "compat")
+#: ai.onnx opset used unless ``target_opset`` says otherwise.
+DEFAULT_OPSET = 18
+_ML_OPSET = {"exact": 5, "compat": 1}
+_META_PREFIX = "hyp2onnx."
+
+
+def describe(
+    model: Any,
+    *,
+    input_geometry: str | None = None,
+    curvature: float | None = None,
+    timelike_dim: int | None = None,
+) -> Model:
+    """The :class:`~hyp2onnx.ir.Model` of a hyperbolic estimator or a plain Klein model.
+
+    A plain fitted scikit-learn / XGBoost / LightGBM tree model trained on
+    unit-ball Klein coordinates needs ``input_geometry`` (and ``curvature``,
+    ``timelike_dim`` if not the defaults); its thresholds are used as they
+    are, not corrected.
+    """
+    stated = {"input_geometry": input_geometry, "curvature": curvature, "timelike_dim": timelike_dim}
+    if isinstance(model, HyperbolicTreeModel):
+        for key, value in stated.items():
+            if value is not None and value != getattr(model, key):
+                raise ValueError(
+                    f"{key}={value!r} contradicts the model's own {key}={getattr(model, key)!r}; "
+                    "leave it out for hyperbolic estimators."
+                )
+        return model._to_ir()
+    backend = backend_for(model)
+    if input_geometry is None:
+        raise ValueError(
+            f"{type(model).__name__} is a plain Euclidean model: state the geometry of the "
+            "points it will receive with input_geometry='hyperboloid', 'poincare' or 'klein' "
+            "(it must have been trained on their unit-ball Klein coordinates)."
+        )
+    if input_geometry not in GEOMETRIES:
+        raise ValueError(f"input_geometry must be one of {GEOMETRIES}, got {input_geometry!r}.")
+    try:
+        ensemble = backend.to_ensemble(model)
+    except (AttributeError, ValueError) as exc:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} does not look fitted ({exc}); fit it before exporting."
+        ) from exc
+    warnings.warn(
+        f"{type(model).__name__} is exported with its own (Euclidean) thresholds; train a "
+        "hyp2onnx estimator to get Einstein-midpoint thresholds.",
+        stacklevel=3,
+    )
+    n_input = ensemble.n_features + (1 if input_geometry == "hyperboloid" else 0)
+    space = InputSpace(
+        geometry=input_geometry,
+        curvature=-1.0 if curvature is None else float(curvature),
+        timelike_dim=0 if timelike_dim is None else int(timelike_dim),
+        n_input_features=n_input,
+    )
+    return Model(ensemble, space, backend.name, type(model).__name__)
+
+
+def to_onnx(
+    model: Any,
+    *,
+    dtype: Literal["float32", "float64"] = "float32",
+    encoding: Literal["exact", "compat"] = "exact",
+    target_opset: int | None = None,
+    name: str | None = None,
+    input_geometry: str | None = None,
+    curvature: float | None = None,
+    timelike_dim: int | None = None,
+) -> onnx.ModelProto:
+    """Export ``model`` to an ONNX model taking raw hyperbolic points.
+
+    ``dtype`` is the input tensor type. ``encoding="exact"`` (ai.onnx.ml
+    opset 5) reproduces the Python model's labels exactly and its
+    probabilities/values bit for bit (scikit-learn, LightGBM) or in float32
+    (XGBoost); ``"compat"`` uses the legacy opset-1 operator with float32
+    sums for older runtimes. ``target_opset`` is the ai.onnx opset (13 or
+    newer). The other keywords are for plain Klein models (:func:`describe`).
+    """
+    if dtype not in ("float32", "float64"):
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}.")
+    if encoding not in ENCODINGS:
+        raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}.")
+    opset = DEFAULT_OPSET if target_opset is None else int(target_opset)
+    if opset < 13:
+        raise ValueError(f"target_opset must be 13 or newer, got {target_opset}.")
+    described = describe(
+        model, input_geometry=input_geometry, curvature=curvature, timelike_dim=timelike_dim
+    )
+    return compile_model(described, dtype=dtype, encoding=encoding, opset=opset, name=name)
+
+
+def compile_model(
+    described: Model, *, dtype: str, encoding: str, opset: int, name: str | None = None
+) -> onnx.ModelProto:
+    """Emit, check and return the ONNX model for an IR model."""
+    space = described.space
+    ensemble, used = remap_features(described.ensemble)
+    compare = ensemble.compare_dtype if encoding == "exact" else "float32"
+    k_dtype = projection_dtype(space, dtype, compare)
+
+    g = GraphBuilder(opset)
+    g.reserve("X", "label", "probabilities", "variable")
+    k = emit_projection(g, "X", space, used, input_dtype=dtype, dtype=k_dtype)
+    if encoding == "exact":
+        scores, out_dtype = emit_exact(g, k, k_dtype, ensemble), ensemble.sum_dtype
+    else:
+        scores, out_dtype = emit_compat(g, k, k_dtype, ensemble), "float32"
+    outputs = emit_outputs(g, scores, ensemble, out_dtype)
+
+    graph = helper.make_graph(
+        g.nodes,
+        name or f"hyp2onnx_{described.estimator_class}",
+        [helper.make_tensor_value_info("X", onnx_type(dtype), ["N", space.n_input_features])],
+        outputs,
+        g.initializers,
+    )
+    opsets = [helper.make_opsetid("", opset), helper.make_opsetid(ML_DOMAIN, _ML_OPSET[encoding])]
+    onnx_model = helper.make_model(
+        graph,
+        opset_imports=opsets,
+        producer_name="hyp2onnx",
+        producer_version=_version,
+        ir_version=helper.find_min_ir_version_for(opsets),
+        doc_string=_doc_string(described, encoding),
+    )
+    _write_metadata(onnx_model, described, encoding, dtype)
+    onnx.checker.check_model(onnx_model, full_check=True)
+    return onnx_model
+
+
+def _doc_string(described: Model, encoding: str) -> str:
+    space = described.space
+    what = "labels and class probabilities" if described.ensemble.is_classifier else "values"
+    return (
+        f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} trees) "
+        f"exported by hyp2onnx {_version}. Input X: points in the {space.geometry} model of "
+        f"hyperbolic space of curvature {space.curvature:g}"
+        + (f", timelike column {space.timelike_dim}" if space.geometry == "hyperboloid" else "")
+        + f", {space.n_input_features} columns. Outputs: {what}. Encoding: {encoding}."
+    )
+
+
+def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str, dtype: str) -> None:
+    space, ensemble = described.space, described.ensemble
+    classes = None if ensemble.classes is None else np.asarray(ensemble.classes).tolist()
+    entries = {
+        "input_geometry": space.geometry,
+        "curvature": repr(float(space.curvature)),
+        "timelike_dim": str(space.timelike_dim),
+        "n_features_in": str(space.n_input_features),
+        "backend": described.backend,
+        "estimator_class": described.estimator_class,
+        "task": "classification" if ensemble.is_classifier else "regression",
+        "classes": json.dumps(classes),
+        "n_trees": str(ensemble.n_trees),
+        "encoding": encoding,
+        "input_dtype": dtype,
+        "version": _version,
+    }
+    for key, value in entries.items():
+        prop = onnx_model.metadata_props.add()
+        prop.key, prop.value = _META_PREFIX + key, value
+
+
+def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[str, Any]:
+    """The hyp2onnx metadata of an exported model, with values parsed.
+
+    Raises :class:`ValueError` if the model carries no hyp2onnx metadata.
+    """
+    onnx_model = (
+        model_or_path
+        if isinstance(model_or_path, onnx.ModelProto)
+        else onnx.load(os.fspath(model_or_path), load_external_data=False)
+    )
+    raw = {
+        p.key[len(_META_PREFIX) :]: p.value
+        for p in onnx_model.metadata_props
+        if p.key.startswith(_META_PREFIX)
+    }
+    if not raw:
+        raise ValueError("this ONNX model has no hyp2onnx metadata (was it exported by hyp2onnx?)")
+    parsed: dict[str, Any] = dict(raw)
+    parsed["curvature"] = float(raw["curvature"])
+    for key in ("timelike_dim", "n_features_in", "n_trees"):
+        parsed[key] = int(raw[key])
+    parsed["classes"] = json.loads(raw["classes"])
+    parsed["doc_string"] = onnx_model.doc_string
+    return parsed
+
+
+def save_onnx(
+    model: Any, path: str | os.PathLike, *, overwrite: bool = True, **to_onnx_kwargs: Any
+) -> onnx.ModelProto:
+    """Export with :func:`to_onnx` and write ``path`` atomically.
+
+    The file appears complete or not at all: it is written to a temporary
+    file in the same folder and renamed. With ``overwrite=False`` an
+    existing ``path`` raises :class:`FileExistsError`.
+    """
+    onnx_model = model if isinstance(model, onnx.ModelProto) else to_onnx(model, **to_onnx_kwargs)
+    write_atomic(Path(path), onnx_model.SerializeToString(), overwrite=overwrite)
+    return onnx_model
+
+
+def write_atomic(path: Path, data: bytes, *, overwrite: bool) -> None:
+    """Write ``data`` to ``path`` via a temporary file and a rename."""
+    if not overwrite and path.exists():
+        raise FileExistsError(f"{path} exists; choose another name or allow overwriting.")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if not overwrite and path.exists():
+            raise FileExistsError(f"{path} exists; choose another name or allow overwriting.")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
