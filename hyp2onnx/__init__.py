@@ -17,6 +17,9 @@ from .estimators import (
     HyperbolicRandomForestRegressor,
 )
 from .export import read_metadata, save_onnx, to_onnx
+from .skl2onnx_converter import register_skl2onnx_converters
+
+register_skl2onnx_converters()
 
 __all__ = [
     "Hyp2OnnxError",

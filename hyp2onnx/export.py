@@ -24,7 +24,7 @@ from ._version import __version__ as _version
 from .emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from .emit.outputs import emit_outputs
 from .emit.projection import emit_projection, projection_dtype
-from .emit.trees import emit_compat, emit_exact, remap_features
+from .emit.trees import emit_compat, emit_exact, remap_features, tree_operator
 from .errors import UnsupportedModelError
 from .estimators import HyperbolicTreeModel, backend_for
 from .geometry import GEOMETRIES
@@ -35,7 +35,7 @@ __all__ = ["DEFAULT_OPSET", "ENCODINGS", "describe", "read_metadata", "save_onnx
 ENCODINGS: tuple[str, ...] = ("exact", "compat")
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
-_ML_OPSET = {"exact": 5, "compat": 1}
+_ML_OPSET = {"legacy": 1, "v5": 5}  # ai.onnx.ml opset of each tree operator
 _META_PREFIX = "hyp2onnx."
 
 
@@ -150,7 +150,8 @@ def compile_model(
         outputs,
         g.initializers,
     )
-    opsets = [helper.make_opsetid("", opset), helper.make_opsetid(ML_DOMAIN, _ML_OPSET[encoding])]
+    ml_opset = _ML_OPSET[tree_operator(ensemble, encoding)]
+    opsets = [helper.make_opsetid("", opset), helper.make_opsetid(ML_DOMAIN, ml_opset)]
     onnx_model = helper.make_model(
         graph,
         opset_imports=opsets,

@@ -1,0 +1,173 @@
+"""skl2onnx converters for hyp2onnx estimators.
+
+After ``import hyp2onnx``, ``skl2onnx.to_onnx`` converts a hyperbolic
+estimator, alone or as the last step of a scikit-learn ``Pipeline``. The
+converter compiles the estimator with :func:`hyp2onnx.export.compile_model`
+and grafts that graph into skl2onnx's, renaming every tensor into
+skl2onnx's scope.
+
+skl2onnx (1.20) accepts ai.onnx.ml opsets up to 3, so only graphs built on
+the legacy tree operator fit: the exact encoding of models that compare in
+float32 (scikit-learn, XGBoost) and the compat encoding of any model
+(``options={"encoding": "compat"}``). Exact LightGBM graphs need opset 5:
+export those with :func:`hyp2onnx.to_onnx`. Classifiers output ``label``
+and ``probabilities`` without ZipMap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from sklearn.base import is_classifier
+
+from .estimators import HyperbolicTreeModel
+from .emit.trees import remap_features, tree_operator
+from .export import DEFAULT_OPSET, compile_model, describe
+
+_ML_DOMAIN = "ai.onnx.ml"
+
+
+def _estimator_classes() -> list[type]:
+    """Every concrete hyperbolic estimator class defined so far."""
+    found, todo = [], [HyperbolicTreeModel]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if not getattr(cls, "__abstractmethods__", None) and not cls.__name__.startswith("_"):
+            found.append(cls)
+    return sorted(set(found), key=lambda c: c.__name__)
+
+
+def _opsets(target_opset: Any) -> tuple[int, int | None]:
+    """(ai.onnx opset, ai.onnx.ml opset or None) from skl2onnx's ``target_opset``."""
+    if isinstance(target_opset, dict):
+        return target_opset.get("") or DEFAULT_OPSET, target_opset.get(_ML_DOMAIN)
+    return target_opset or DEFAULT_OPSET, None
+
+
+def _compile(model: Any, input_type: Any, target_opset: Any, options: dict[str, Any]) -> onnx.ModelProto:
+    """Our graph for ``model`` under skl2onnx's opsets and options."""
+    opset, _ = _opsets(target_opset)
+    encoding = options.get("encoding") or "exact"
+    described = describe(model)
+    if tree_operator(remap_features(described.ensemble)[0], encoding) != "legacy":
+        raise RuntimeError(
+            f"the exact encoding of {type(model).__name__} needs ai.onnx.ml opset 5, which "
+            "skl2onnx does not accept; export it with hyp2onnx.to_onnx, or pass "
+            "options={'encoding': 'compat'} to skl2onnx."
+        )
+    elem = input_type.to_onnx_type().tensor_type.elem_type
+    if elem not in (TensorProto.FLOAT, TensorProto.DOUBLE):
+        raise RuntimeError("hyp2onnx estimators take float or double input tensors")
+    dtype = "float64" if elem == TensorProto.DOUBLE else "float32"
+    return compile_model(described, dtype=dtype, encoding=encoding, opset=opset)
+
+
+def _parser(scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = None) -> list[Any]:
+    from skl2onnx.common.data_types import (
+        DoubleTensorType,
+        FloatTensorType,
+        Int64TensorType,
+        StringTensorType,
+    )
+
+    kinds = {
+        TensorProto.FLOAT: FloatTensorType,
+        TensorProto.DOUBLE: DoubleTensorType,
+        TensorProto.INT64: Int64TensorType,
+        TensorProto.STRING: StringTensorType,
+    }
+    options = scope.get_options(model, dict(encoding=None))
+    onx = _compile(model, inputs[0].type, scope.target_opset, options)
+    operator = scope.declare_local_operator(_alias(type(model)), model)
+    operator.inputs = inputs
+    for output in onx.graph.output:
+        tensor = output.type.tensor_type
+        dims = [d.dim_value or None for d in tensor.shape.dim]
+        kind = kinds[tensor.elem_type]([None, *dims[1:]])
+        operator.outputs.append(scope.declare_local_variable(output.name, kind))
+    return list(operator.outputs)
+
+
+def _shape_calculator(operator: Any) -> None:
+    """Types were fixed by the parser; only the batch dimension follows the input."""
+    n = operator.inputs[0].get_first_dimension()
+    for variable in operator.outputs:
+        variable.type.shape = [n, *variable.type.shape[1:]]
+
+
+def _converter(scope: Any, operator: Any, container: Any) -> None:
+    model = operator.raw_operator
+    options = container.get_options(model, dict(encoding=None))
+    onx = _compile(model, operator.inputs[0].type, container.target_opset_all, options)
+    graph = onx.graph
+    rename = {graph.input[0].name: operator.inputs[0].full_name}
+    for output, variable in zip(graph.output, operator.outputs, strict=True):
+        rename[output.name] = variable.full_name
+    prefix = scope.get_unique_variable_name("hyp2onnx")
+
+    def new_name(name: str) -> str:
+        if not name:
+            return name
+        if name not in rename:
+            rename[name] = f"{prefix}/{name}"
+        return rename[name]
+
+    for tensor in graph.initializer:
+        copy = numpy_helper.from_array(numpy_helper.to_array(tensor), new_name(tensor.name))
+        container.initializers.append(copy)
+    versions = {o.domain: o.version for o in onx.opset_import}
+    for node in graph.node:
+        attrs = {a.name: _attribute(a, new_name) for a in node.attribute}
+        container.add_node(
+            node.op_type,
+            [new_name(i) for i in node.input],
+            [new_name(o) for o in node.output],
+            op_domain=node.domain,
+            op_version=versions[node.domain],
+            name=scope.get_unique_operator_name(node.name),
+            **attrs,
+        )
+
+
+def _attribute(attribute: onnx.AttributeProto, new_name: Any) -> Any:
+    """An attribute's value, with subgraph tensor names renamed too."""
+    value = helper.get_attribute_value(attribute)
+    if attribute.type == onnx.AttributeProto.GRAPH:
+        value = _renamed_graph(value, new_name)
+    return value
+
+
+def _renamed_graph(graph: onnx.GraphProto, new_name: Any) -> onnx.GraphProto:
+    copy = onnx.GraphProto()
+    copy.CopyFrom(graph)
+    for value_info in [*copy.input, *copy.output]:
+        value_info.name = new_name(value_info.name)
+    for node in copy.node:
+        node.input[:] = [new_name(i) for i in node.input]
+        node.output[:] = [new_name(o) for o in node.output]
+        node.name = new_name(node.name)
+    return copy
+
+
+def _alias(cls: type) -> str:
+    return f"Hyp2Onnx{cls.__name__}"
+
+
+def register_skl2onnx_converters() -> list[type]:
+    """Register every hyperbolic estimator class with skl2onnx; returns the classes."""
+    from skl2onnx import update_registered_converter
+
+    classes = _estimator_classes()
+    for cls in classes:
+        update_registered_converter(
+            cls,
+            _alias(cls),
+            _shape_calculator,
+            _converter,
+            parser=_parser,
+            options={"encoding": ["exact", "compat", None]},
+        )
+    return classes
