@@ -18,6 +18,7 @@ from .estimators import (
 )
 from .export import read_metadata, save_onnx, to_onnx
 from .skl2onnx_converter import register_skl2onnx_converters
+from .verify import VerifyReport, verify
 
 register_skl2onnx_converters()
 
@@ -31,9 +32,11 @@ __all__ = [
     "InvalidPointError",
     "UnsupportedModelError",
     "VerificationError",
+    "VerifyReport",
     "__version__",
     "geometry",
     "read_metadata",
     "save_onnx",
     "to_onnx",
+    "verify",
 ]

@@ -1,0 +1,161 @@
+"""Check an exported graph against the Python model it came from.
+
+:func:`verify` runs the graph in onnxruntime on the same points (cast to
+the graph's input type, so both sides see the same numbers) and compares
+labels and every numeric output with the model's own ``predict`` /
+``predict_proba``. Tests, the command line and users share it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+
+from .errors import VerificationError
+from .estimators import HyperbolicTreeModel
+from .export import read_metadata
+from .geometry import to_klein
+
+__all__ = ["VerifyReport", "default_tolerance", "run_onnx", "verify"]
+
+_NP_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64}
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """How an ONNX graph's outputs compare with the Python model's."""
+
+    rows: int
+    atol: float
+    label_mismatches: int | None  #: None for regressors
+    max_abs_diff: dict[str, float] = field(default_factory=dict)  #: per numeric output
+    worst_rows: list[int] = field(default_factory=list)  #: rows that differ most (up to 5)
+
+    @property
+    def ok(self) -> bool:
+        """No label differs and every numeric output is within ``atol``."""
+        return not self.label_mismatches and all(d <= self.atol for d in self.max_abs_diff.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+    def __str__(self) -> str:
+        parts = [f"{self.rows} rows"]
+        if self.label_mismatches is not None:
+            agree = 1.0 - self.label_mismatches / self.rows if self.rows else 1.0
+            parts.append(f"labels agree on {agree:.4%} ({self.label_mismatches} differ)")
+        for name, diff in self.max_abs_diff.items():
+            parts.append(f"max |{name} difference| {diff:.3g} (tolerance {self.atol:.3g})")
+        if self.worst_rows and not self.ok:
+            parts.append("worst rows " + ", ".join(map(str, self.worst_rows)))
+        return ("OK: " if self.ok else "MISMATCH: ") + "; ".join(parts)
+
+    def raise_if_failed(self) -> VerifyReport:
+        """Raise :class:`VerificationError` unless :attr:`ok`; return self."""
+        if not self.ok:
+            raise VerificationError(str(self))
+        return self
+
+
+def default_tolerance(metadata: dict[str, Any]) -> float:
+    """Largest output difference accepted for a graph, from its metadata.
+
+    The exact encoding reproduces scikit-learn bit for bit; LightGBM's
+    logistic/softmax are evaluated by the runtime's own exp (1e-12); XGBoost
+    works in float32 (1e-6). The compat encoding adds in float32 (1e-5).
+    """
+    if metadata["encoding"] != "exact":
+        return 1e-5
+    return {"sklearn": 0.0, "lightgbm": 1e-12}.get(metadata["backend"], 1e-6)
+
+
+def _load(onnx_model_or_path: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
+    if isinstance(onnx_model_or_path, onnx.ModelProto):
+        return onnx_model_or_path
+    return onnx.load(os.fspath(onnx_model_or_path))
+
+
+def run_onnx(
+    onnx_model: onnx.ModelProto, X: np.ndarray, *, threads: int | None = None
+) -> dict[str, np.ndarray]:
+    """Run ``onnx_model`` in onnxruntime on ``X`` (cast to its input type); outputs by name."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    session = ort.InferenceSession(
+        onnx_model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    graph_input = onnx_model.graph.input[0]
+    dtype = _NP_TYPES[graph_input.type.tensor_type.elem_type]
+    outputs = session.run(None, {graph_input.name: np.asarray(X, dtype=dtype)})
+    return {o.name: value for o, value in zip(session.get_outputs(), outputs, strict=True)}
+
+
+def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict[str, np.ndarray]:
+    points = X
+    if not isinstance(model, HyperbolicTreeModel):  # a plain model trained on Klein coordinates
+        points = to_klein(
+            X, metadata["input_geometry"], metadata["curvature"], metadata["timelike_dim"]
+        )
+    if metadata["task"] == "classification":
+        return {
+            "label": np.asarray(model.predict(points)),
+            "probabilities": np.asarray(model.predict_proba(points)),
+        }
+    return {"variable": np.asarray(model.predict(points))}
+
+
+def verify(
+    model: Any,
+    onnx_model_or_path: onnx.ModelProto | str | os.PathLike,
+    X: Any,
+    *,
+    atol: float | None = None,
+) -> VerifyReport:
+    """Compare an exported graph with ``model`` on the points ``X``.
+
+    ``X`` is cast to the graph's input type first and given to both, so a
+    float32 graph is checked on float32 points. ``atol`` defaults to
+    :func:`default_tolerance`. Label differences are counted exactly.
+    """
+    onnx_model = _load(onnx_model_or_path)
+    metadata = read_metadata(onnx_model)
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[1] != metadata["n_features_in"]:
+        raise ValueError(
+            f"X must have shape (n_samples, {metadata['n_features_in']}) for this model, "
+            f"got {X.shape}."
+        )
+    dtype = _NP_TYPES[onnx_model.graph.input[0].type.tensor_type.elem_type]
+    X = X.astype(dtype)
+    got = run_onnx(onnx_model, X)
+    want = _python_outputs(model, X, metadata)
+    tolerance = default_tolerance(metadata) if atol is None else float(atol)
+
+    label_mismatches = None
+    row_error = np.zeros(X.shape[0])
+    diffs: dict[str, float] = {}
+    if "label" in want:
+        differs = got["label"] != want["label"]
+        label_mismatches = int(differs.sum())
+        row_error = np.where(differs, np.inf, row_error)
+    for name in ("probabilities", "variable"):
+        if name in want:
+            expected = want[name].reshape(got[name].shape).astype(np.float64)
+            delta = np.abs(got[name].astype(np.float64) - expected)
+            diffs[name] = float(delta.max()) if delta.size else 0.0
+            row_error = np.maximum(row_error, delta.max(axis=1) if delta.size else row_error)
+    worst = [int(i) for i in np.argsort(-row_error, kind="stable")[:5] if row_error[i] > 0]
+    return VerifyReport(
+        rows=int(X.shape[0]),
+        atol=tolerance,
+        label_mismatches=label_mismatches,
+        max_abs_diff=diffs,
+        worst_rows=worst,
+    )
