@@ -24,7 +24,7 @@ from ._version import __version__ as _version
 from .emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from .emit.outputs import emit_outputs
 from .emit.projection import emit_projection, projection_dtype
-from .emit.trees import emit_compat, emit_exact, remap_features, tree_operator
+from .emit.trees import emit_compat, emit_exact, plan_trees, remap_features
 from .errors import UnsupportedModelError
 from .estimators import HyperbolicTreeModel, backend_for
 from .geometry import GEOMETRIES
@@ -35,7 +35,6 @@ __all__ = ["DEFAULT_OPSET", "ENCODINGS", "describe", "read_metadata", "save_onnx
 ENCODINGS: tuple[str, ...] = ("exact", "compat")
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
-_ML_OPSET = {"legacy": 1, "v5": 5}  # ai.onnx.ml opset of each tree operator
 _META_PREFIX = "hyp2onnx."
 
 
@@ -126,11 +125,22 @@ def to_onnx(
 
 
 def compile_model(
-    described: Model, *, dtype: str, encoding: str, opset: int, name: str | None = None
+    described: Model,
+    *,
+    dtype: str,
+    encoding: str,
+    opset: int,
+    name: str | None = None,
+    legacy_only: bool = False,
 ) -> onnx.ModelProto:
-    """Emit, check and return the ONNX model for an IR model."""
+    """Emit, check and return the ONNX model for an IR model.
+
+    ``legacy_only`` restricts the tree operator to ai.onnx.ml opset 1 (for
+    hosts that cannot import opset 5) and raises ValueError if it cannot.
+    """
     space = described.space
     ensemble, used = remap_features(described.ensemble)
+    plan = plan_trees(ensemble, encoding, legacy_only=legacy_only)
     compare = ensemble.compare_dtype if encoding == "exact" else "float32"
     k_dtype = projection_dtype(space, dtype, compare)
 
@@ -138,7 +148,7 @@ def compile_model(
     g.reserve("X", "label", "probabilities", "variable")
     k = emit_projection(g, "X", space, used, input_dtype=dtype, dtype=k_dtype)
     if encoding == "exact":
-        scores, out_dtype = emit_exact(g, k, k_dtype, ensemble), ensemble.sum_dtype
+        scores, out_dtype = emit_exact(g, k, k_dtype, ensemble, plan), ensemble.sum_dtype
     else:
         scores, out_dtype = emit_compat(g, k, k_dtype, ensemble), "float32"
     outputs = emit_outputs(g, scores, ensemble, out_dtype)
@@ -150,8 +160,7 @@ def compile_model(
         outputs,
         g.initializers,
     )
-    ml_opset = _ML_OPSET[tree_operator(ensemble, encoding)]
-    opsets = [helper.make_opsetid("", opset), helper.make_opsetid(ML_DOMAIN, ml_opset)]
+    opsets = [helper.make_opsetid("", opset), helper.make_opsetid(ML_DOMAIN, plan.ml_opset)]
     onnx_model = helper.make_model(
         graph,
         opset_imports=opsets,

@@ -23,7 +23,6 @@ from onnx import TensorProto, helper, numpy_helper
 from sklearn.base import is_classifier
 
 from .estimators import HyperbolicTreeModel
-from .emit.trees import remap_features, tree_operator
 from .export import DEFAULT_OPSET, compile_model, describe
 
 _ML_DOMAIN = "ai.onnx.ml"
@@ -51,18 +50,20 @@ def _compile(model: Any, input_type: Any, target_opset: Any, options: dict[str, 
     """Our graph for ``model`` under skl2onnx's opsets and options."""
     opset, _ = _opsets(target_opset)
     encoding = options.get("encoding") or "exact"
-    described = describe(model)
-    if tree_operator(remap_features(described.ensemble)[0], encoding) != "legacy":
-        raise RuntimeError(
-            f"the exact encoding of {type(model).__name__} needs ai.onnx.ml opset 5, which "
-            "skl2onnx does not accept; export it with hyp2onnx.to_onnx, or pass "
-            "options={'encoding': 'compat'} to skl2onnx."
-        )
     elem = input_type.to_onnx_type().tensor_type.elem_type
     if elem not in (TensorProto.FLOAT, TensorProto.DOUBLE):
         raise RuntimeError("hyp2onnx estimators take float or double input tensors")
     dtype = "float64" if elem == TensorProto.DOUBLE else "float32"
-    return compile_model(described, dtype=dtype, encoding=encoding, opset=opset)
+    try:
+        return compile_model(
+            describe(model), dtype=dtype, encoding=encoding, opset=opset, legacy_only=True
+        )
+    except ValueError as exc:
+        raise RuntimeError(
+            f"{exc}: skl2onnx accepts ai.onnx.ml opsets up to 3 only. Export "
+            f"{type(model).__name__} with hyp2onnx.to_onnx, or pass "
+            "options={'encoding': 'compat'} to skl2onnx."
+        ) from exc
 
 
 def _parser(scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = None) -> list[Any]:
@@ -141,6 +142,7 @@ def _attribute(attribute: onnx.AttributeProto, new_name: Any) -> Any:
 
 
 def _renamed_graph(graph: onnx.GraphProto, new_name: Any) -> onnx.GraphProto:
+    """A copy of a subgraph (and the subgraphs inside it) with every name renamed."""
     copy = onnx.GraphProto()
     copy.CopyFrom(graph)
     for value_info in [*copy.input, *copy.output]:
@@ -149,6 +151,9 @@ def _renamed_graph(graph: onnx.GraphProto, new_name: Any) -> onnx.GraphProto:
         node.input[:] = [new_name(i) for i in node.input]
         node.output[:] = [new_name(o) for o in node.output]
         node.name = new_name(node.name)
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                attribute.g.CopyFrom(_renamed_graph(attribute.g, new_name))
     return copy
 
 

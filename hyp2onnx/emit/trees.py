@@ -11,7 +11,7 @@ classes in the operator itself would repeat every tree once per class. The
 operator is the legacy float32 one when values are compared in float32
 (exact routing with thresholds rounded as below; leaf rows are integers
 below 2**24, exact in float32) and opset-5 ``TreeEnsemble`` in double when
-they are compared in float64 (see :func:`tree_operator`).
+they are compared in float64 (see :func:`plan_trees`).
 
 ``compat`` (legacy ai.onnx.ml opset 1 ``TreeEnsembleRegressor``): float32
 thresholds and leaf sums, for older and smaller runtimes. Thresholds are
@@ -23,7 +23,8 @@ in the last float32 bits and exact vote ties may break differently.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
@@ -82,26 +83,51 @@ def _per_class_trees(ensemble: Ensemble) -> np.ndarray | None:
     return order.reshape(ensemble.n_outputs, -1)
 
 
-def tree_operator(ensemble: Ensemble, encoding: str) -> str:
-    """Which ensemble operator an encoding uses for ``ensemble``.
+@dataclass(frozen=True)
+class TreePlan:
+    """How the ensemble operator is used.
 
-    ``"legacy"``: ai.onnx.ml opset-1 ``TreeEnsembleRegressor``, float32
-    thresholds and outputs; routing is exact for values compared in
-    float32 (scikit-learn, XGBoost), and every runtime with ML operators
-    has it. ``"v5"``: ai.onnx.ml opset-5 ``TreeEnsemble`` in double, for
-    values compared in float64 (LightGBM) or tree outputs that need double.
+    ``operator``: ``"legacy"`` is ai.onnx.ml opset-1 ``TreeEnsembleRegressor``
+    (float32 thresholds and outputs; exact routing for values compared in
+    float32, and every runtime with ML operators has it); ``"v5"`` is
+    opset-5 ``TreeEnsemble`` in double. ``carries``: ``"values"`` when each
+    tree feeds one output column and hands over its own leaf value,
+    ``"leaf_rows"`` when it hands over the row of its leaf in a value table.
+    """
+
+    operator: Literal["legacy", "v5"]
+    carries: Literal["values", "leaf_rows"]
+
+    @property
+    def ml_opset(self) -> int:
+        return 1 if self.operator == "legacy" else 5
+
+
+def plan_trees(ensemble: Ensemble, encoding: str, *, legacy_only: bool = False) -> TreePlan:
+    """Choose the operator and what it carries (see :class:`TreePlan`).
+
+    ``legacy_only`` (for hosts such as skl2onnx that cap ai.onnx.ml below
+    opset 5) raises :class:`ValueError` when the exact encoding needs v5.
     """
     if encoding == "compat":
-        return "legacy"
-    if ensemble.compare_dtype != "float32":
-        return "v5"
-    if _per_class_trees(ensemble) is not None:  # the trees' own values travel
-        return "legacy" if ensemble.sum_dtype == "float32" else "v5"
-    leaves = int(np.sum(ensemble.feature < 0))  # leaf rows travel, as float32 integers
-    return "legacy" if leaves < _FLOAT32_EXACT_INTS else "v5"
+        return TreePlan("legacy", "values")
+    leaves = int(np.sum(ensemble.feature < 0))
+    float32_routing = ensemble.compare_dtype == "float32"
+    if _per_class_trees(ensemble) is not None:
+        if float32_routing and ensemble.sum_dtype == "float32":
+            return TreePlan("legacy", "values")
+        if not legacy_only:
+            return TreePlan("v5", "values")
+    if float32_routing and leaves < _FLOAT32_EXACT_INTS:
+        return TreePlan("legacy", "leaf_rows")
+    if legacy_only:
+        raise ValueError(
+            "the exact encoding of this model needs ai.onnx.ml opset 5 (float64 routing)"
+        )
+    return TreePlan("v5", "leaf_rows")
 
 
-def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
+def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: TreePlan) -> str:
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` (aggregated, base added).
 
     When each tree feeds one output column, the ensemble operator returns
@@ -113,8 +139,8 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str
     leaf = ensemble.feature < 0
     leaf_nodes = np.flatnonzero(leaf)
     tree = _tree_of_node(ensemble)
-    groups = _per_class_trees(ensemble)
-    operator = tree_operator(ensemble, "exact")
+    groups = _per_class_trees(ensemble) if plan.carries == "values" else None
+    operator = plan.operator
     if groups is not None:
         column = np.empty(ensemble.n_trees, dtype=np.int64)
         column[groups.ravel()] = np.arange(ensemble.n_trees)  # class-major tree order

@@ -1,0 +1,301 @@
+"""The exported graph against the Python model: numbers, not smoke.
+
+Exact encoding: labels identical and probabilities/values bit-identical for
+scikit-learn models, for float32 and float64 input, on random rows, rows on
+and one float step either side of every threshold, far points and exact
+vote ties. Compat encoding: float32 routing exact, float32 sums, labels may
+differ only where the model's top two probabilities tie.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx.reference import ReferenceEvaluator
+from sklearn.ensemble import ExtraTreesClassifier, RandomForestRegressor
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import LogisticRegression
+from sklearn.tree import DecisionTreeClassifier
+
+import hyp2onnx as h
+from hyp2onnx import geometry
+from hyp2onnx.export import read_metadata, save_onnx, to_onnx
+from hyp2onnx.verify import run_onnx
+
+from _data import labels, points, targets
+
+GEOMETRIES = ["hyperboloid", "poincare", "klein"]
+
+
+def _estimators():
+    return {
+        "tree_clf": (h.HyperbolicDecisionTreeClassifier(max_depth=6, random_state=0), "clf"),
+        "tree_reg": (h.HyperbolicDecisionTreeRegressor(max_depth=6, random_state=0), "reg"),
+        "forest_clf": (
+            h.HyperbolicRandomForestClassifier(n_estimators=7, max_depth=6, random_state=0),
+            "clf",
+        ),
+        "forest_reg": (
+            h.HyperbolicRandomForestRegressor(n_estimators=5, max_depth=6, random_state=0),
+            "reg",
+        ),
+        "extra_clf": (
+            h.HyperbolicEstimator(ExtraTreesClassifier(n_estimators=4, random_state=0)),
+            "clf",
+        ),
+    }
+
+
+def adversarial_klein(model, k_base: np.ndarray, *, steps: int = 2) -> np.ndarray:
+    """Klein rows whose tested coordinate is each threshold and its float32/float64 neighbours."""
+    ens = model._to_ir().ensemble
+    internal = ens.feature >= 0
+    feats, thr = ens.feature[internal], ens.threshold[internal]
+    rng = np.random.default_rng(1)
+    rows = []
+    for f, t in zip(feats, thr, strict=True):
+        values = {t}
+        for dtype in (np.float32, np.float64):
+            v = dtype(t)
+            for direction in (-np.inf, np.inf):
+                w = v
+                for _ in range(steps):
+                    w = np.nextafter(w, dtype(direction))
+                    values.add(float(w))
+            values.add(float(v))
+        base = k_base[rng.integers(0, len(k_base), size=len(values))] * 0.5
+        base[:, f] = sorted(values)
+        rows.append(base)
+    k = np.concatenate(rows)
+    return k[np.linalg.norm(k, axis=1) < 1]
+
+
+def _fit(est, kind, X, k, *, n_classes=3, seed=0):
+    y = labels(k, n_classes, seed=seed) if kind == "clf" else targets(k, seed=seed)
+    return est.fit(X, y)
+
+
+def _assert_exact(model, onx, X):
+    got = run_onnx(onx, X)
+    Xt = X.astype(np.float32 if onx.graph.input[0].type.tensor_type.elem_type == 1 else np.float64)
+    if "label" in got:
+        np.testing.assert_array_equal(got["label"], model.predict(Xt))
+        np.testing.assert_array_equal(got["probabilities"], model.predict_proba(Xt))
+    else:
+        np.testing.assert_array_equal(got["variable"][:, 0], model.predict(Xt))
+
+
+@pytest.mark.parametrize("geometry_name", GEOMETRIES)
+@pytest.mark.parametrize("name", list(_estimators()))
+def test_exact_parity_random_and_adversarial(name, geometry_name):
+    est, kind = _estimators()[name]
+    est.set_params(input_geometry=geometry_name, curvature=-2.5)
+    X, k = points(400, 3, geometry_name, curvature=-2.5, seed=3)
+    model = _fit(est, kind, X, k)
+    k_adv = adversarial_klein(model, k)
+    X_adv = geometry.from_klein(k_adv, geometry_name, -2.5)
+    # Far points: radius 12 (float32 Klein input cannot hold more than ~8: |k| rounds to 1).
+    far = 7.0 if geometry_name == "klein" else 12.0
+    X_far, _ = points(200, 3, geometry_name, curvature=-2.5, seed=4, max_radius=far)
+    X_all = np.concatenate([X, X_adv, X_far])
+    for dtype in ("float32", "float64"):
+        onx = to_onnx(model, dtype=dtype)
+        _assert_exact(model, onx, X_all)
+        assert h.verify(model, onx, X_all).ok
+
+
+@pytest.mark.parametrize("geometry_name", GEOMETRIES)
+def test_adversarial_rows_hit_thresholds_exactly_in_klein_input(geometry_name):
+    """With unit-ball Klein input the adversarial rows reach the trees unchanged."""
+    X, k = points(300, 2, "klein", seed=5)
+    model = h.HyperbolicDecisionTreeClassifier(max_depth=5, input_geometry="klein").fit(
+        X, labels(k, 3)
+    )
+    k_adv = adversarial_klein(model, k)
+    ens = model._to_ir().ensemble
+    on_threshold = np.isin(k_adv.astype(np.float32), ens.threshold.astype(np.float32)).any(axis=1)
+    assert on_threshold.sum() >= len(ens.threshold[ens.feature >= 0])
+    for dtype in ("float32", "float64"):
+        _assert_exact(model, to_onnx(model, dtype=dtype), k_adv)
+
+
+def test_exact_vote_ties_keep_labels():
+    """Tiny fully grown forests tie on many rows; argmax must break ties like numpy."""
+    X, k = points(300, 2, seed=6)
+    y = labels(k, 2, noise=0.4)
+    model = h.HyperbolicRandomForestClassifier(n_estimators=2, random_state=1).fit(X, y)
+    X_test, _ = points(3000, 2, seed=7)
+    proba = model.predict_proba(X_test.astype(np.float32))
+    assert np.sum(proba[:, 0] == proba[:, 1]) > 50  # the test needs ties to mean anything
+    _assert_exact(model, to_onnx(model), X_test)
+
+
+@pytest.mark.parametrize("timelike_dim", [0, 2, -1])
+def test_timelike_dim_and_curvature(timelike_dim):
+    X, k = points(300, 3, curvature=-0.3, timelike_dim=timelike_dim, seed=8)
+    model = h.HyperbolicRandomForestRegressor(
+        n_estimators=3, max_depth=5, curvature=-0.3, timelike_dim=timelike_dim, random_state=0
+    ).fit(X, targets(k))
+    for dtype in ("float32", "float64"):
+        _assert_exact(model, to_onnx(model, dtype=dtype), X)
+
+
+@pytest.mark.parametrize("name", ["forest_clf", "forest_reg", "tree_clf"])
+def test_compat_routes_exactly_and_differs_only_at_ties(name):
+    est, kind = _estimators()[name]
+    X, k = points(400, 3, seed=9)
+    model = _fit(est, kind, X, k)
+    X_all = np.concatenate([X, geometry.from_klein(adversarial_klein(model, k), "hyperboloid")])
+    onx = to_onnx(model, encoding="compat")
+    got = run_onnx(onx, X_all)
+    X32 = X_all.astype(np.float32)
+    if kind == "reg":
+        np.testing.assert_allclose(got["variable"][:, 0], model.predict(X32), rtol=1e-6, atol=1e-6)
+        return
+    proba = model.predict_proba(X32)
+    np.testing.assert_allclose(got["probabilities"], proba, atol=1e-6)
+    top2 = np.sort(proba, axis=1)[:, -2:]
+    differs = got["label"] != model.predict(X32)
+    assert np.all(top2[differs, 1] - top2[differs, 0] < 1e-6)
+
+
+def test_reference_evaluator_agrees_with_onnxruntime():
+    X, k = points(150, 3, "poincare", curvature=-0.7, seed=10)
+    for est, kind in _estimators().values():
+        est.set_params(input_geometry="poincare", curvature=-0.7)
+        model = _fit(est, kind, X, k)
+        for encoding in ("exact", "compat"):
+            onx = to_onnx(model, encoding=encoding)
+            ort_out = run_onnx(onx, X)
+            ref_out = ReferenceEvaluator(onx).run(None, {"X": X.astype(np.float32)})
+            for name, ref in zip([o.name for o in onx.graph.output], ref_out, strict=True):
+                if encoding == "exact":
+                    np.testing.assert_array_equal(ref, ort_out[name])
+                else:
+                    np.testing.assert_allclose(ref, ort_out[name], atol=1e-6)
+
+
+def test_graph_reads_only_used_features_and_checks():
+    X, k = points(400, 16, seed=11)
+    model = h.HyperbolicDecisionTreeClassifier(max_depth=2).fit(X, labels(k, 3))
+    onx = to_onnx(model)
+    onnx.checker.check_model(onx, full_check=True)
+    gathers = [n for n in onx.graph.node if n.name == "klein/Gather"]
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in onx.graph.initializer}
+    used = model._to_ir().ensemble.used_features()
+    np.testing.assert_array_equal(inits[gathers[0].input[1]], used + 1)  # spacelike columns
+    assert len(used) <= 3
+    assert all(n.name.split("/")[0] in {"klein", "trees", "output"} for n in onx.graph.node)
+
+
+def test_export_is_deterministic_and_carries_metadata(tmp_path):
+    X, k = points(300, 2, seed=12)
+    y = np.array(["leaf", "root", "mid"])[labels(k, 3)]
+    model = h.HyperbolicRandomForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    first, second = to_onnx(model), to_onnx(model)
+    assert first.SerializeToString() == second.SerializeToString()
+    meta = read_metadata(first)
+    assert meta["input_geometry"] == "hyperboloid" and meta["curvature"] == -1.0
+    assert meta["classes"] == ["leaf", "mid", "root"]
+    assert meta["backend"] == "sklearn" and meta["encoding"] == "exact"
+    assert meta["n_features_in"] == 3 and meta["n_trees"] == 3
+    assert "hyperboloid" in meta["doc_string"]
+    path = tmp_path / "m.onnx"
+    save_onnx(model, path)
+    assert read_metadata(path)["estimator_class"] == "HyperbolicRandomForestClassifier"
+    with pytest.raises(FileExistsError):
+        save_onnx(model, path, overwrite=False)
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]  # no temporary file left
+    _assert_exact(model, onnx.load(path), X)
+
+
+def test_empty_batch_and_single_row():
+    X, k = points(300, 2, seed=13)
+    model = h.HyperbolicRandomForestClassifier(n_estimators=3, random_state=0).fit(X, labels(k))
+    got = run_onnx(to_onnx(model), X[:0])
+    assert got["label"].shape == (0,) and got["probabilities"].shape == (0, 3)
+    _assert_exact(model, to_onnx(model), X[:1])
+
+
+def test_large_batch_crosses_row_blocks():
+    X, k = points(500, 3, seed=14)
+    model = h.HyperbolicRandomForestClassifier(n_estimators=5, random_state=0).fit(X, labels(k))
+    X_big, _ = points(5000, 3, seed=15)  # several blocks of CHUNK_ROWS and a partial one
+    _assert_exact(model, to_onnx(model), X_big)
+
+
+def test_plain_klein_model_needs_geometry():
+    _, k = points(300, 2, seed=16)
+    plain = DecisionTreeClassifier(max_depth=4).fit(k, labels(k))
+    with pytest.raises(ValueError, match="input_geometry"):
+        to_onnx(plain)
+    with pytest.warns(UserWarning, match="Euclidean"):
+        onx = to_onnx(plain, input_geometry="poincare", curvature=-4.0)
+    P = geometry.from_klein(k, "poincare", -4.0)
+    got = run_onnx(onx, P)
+    np.testing.assert_array_equal(got["label"], plain.predict(geometry.to_klein(P.astype(np.float32), "poincare", -4.0)))
+    assert h.verify(plain, onx, P).ok
+
+
+def test_bad_requests_raise_clear_errors():
+    X, k = points(100, 2, seed=17)
+    with pytest.raises(NotFittedError):
+        to_onnx(h.HyperbolicDecisionTreeClassifier())
+    with pytest.raises(h.UnsupportedModelError, match="Supported"):
+        to_onnx(LogisticRegression().fit(k, labels(k)), input_geometry="klein")
+    model = h.HyperbolicDecisionTreeClassifier().fit(X, labels(k))
+    with pytest.raises(ValueError, match="dtype"):
+        to_onnx(model, dtype="float16")
+    with pytest.raises(ValueError, match="encoding"):
+        to_onnx(model, encoding="fast")
+    with pytest.raises(ValueError, match="contradicts"):
+        to_onnx(model, input_geometry="klein")
+    with pytest.raises(ValueError, match="shape"):
+        h.verify(model, to_onnx(model), X[:, :2])
+
+
+def test_skl2onnx_converts_estimators_and_pipelines():
+    import skl2onnx
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    X, k = points(400, 3, seed=18)
+    model = h.HyperbolicRandomForestClassifier(n_estimators=4, random_state=0).fit(X, labels(k))
+    onx = skl2onnx.to_onnx(model, X[:1].astype(np.float32))
+    _assert_exact(model, onx, X)
+    compat = skl2onnx.to_onnx(
+        model, X[:1].astype(np.float32), target_opset={"": 17, "ai.onnx.ml": 3},
+        options={id(model): {"encoding": "compat"}},
+    )
+    assert np.array_equal(run_onnx(compat, X)["label"], model.predict(X.astype(np.float32)))
+    pipe = Pipeline(
+        [("identity", FunctionTransformer()), ("forest", h.HyperbolicRandomForestRegressor(n_estimators=3, random_state=0))]
+    ).fit(X, targets(k))
+    onx = skl2onnx.to_onnx(pipe, X[:1])
+    np.testing.assert_array_equal(run_onnx(onx, X)["variable"][:, 0], pipe.predict(X))
+
+
+def test_sklearn_forest_parity_matches_skl2onnx_routing():
+    """skl2onnx rounds thresholds correctly for float32: our compat graph must agree with it."""
+    import skl2onnx
+
+    X, k = points(500, 4, "klein", seed=19)
+    model = h.HyperbolicRandomForestRegressor(
+        input_geometry="klein", n_estimators=5, random_state=0
+    ).fit(X, targets(k))
+    theirs = skl2onnx.to_onnx(model.estimator_, k[:1].astype(np.float32))
+    ours = run_onnx(to_onnx(model, encoding="compat"), X)["variable"]
+    np.testing.assert_allclose(ours, run_onnx(theirs, k)["variable"], rtol=1e-6, atol=1e-6)
+
+
+def test_forest_regressor_n_jobs_is_not_needed_for_exactness():
+    """Parity is checked against n_jobs=1 sums (tree order), which the graph reproduces."""
+    _, k = points(300, 2, seed=20)
+    forest = RandomForestRegressor(n_estimators=20, random_state=0, n_jobs=1).fit(k, targets(k))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        onx = to_onnx(forest, input_geometry="klein", dtype="float64")
+    np.testing.assert_array_equal(run_onnx(onx, k)["variable"][:, 0], forest.predict(k))

@@ -1,0 +1,59 @@
+"""Property test: random data, depths, curvatures and geometries, exact parity."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hyp2onnx as h
+from hyp2onnx import geometry
+from hyp2onnx.export import to_onnx
+from hyp2onnx.verify import run_onnx
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n=st.integers(2, 120),
+    d=st.integers(1, 5),
+    depth=st.integers(1, 9),
+    curvature=st.floats(-6.0, -0.05),
+    geometry_name=st.sampled_from(["hyperboloid", "poincare", "klein"]),
+    timelike=st.integers(0, 5),
+    forest=st.booleans(),
+    classify=st.booleans(),
+    dtype=st.sampled_from(["float32", "float64"]),
+    radius=st.floats(0.01, 6.0),
+    n_values=st.integers(1, 6),
+)
+def test_exact_graph_matches_model(
+    seed, n, d, depth, curvature, geometry_name, timelike, forest, classify, dtype, radius, n_values
+):
+    rng = np.random.default_rng(seed)
+    direction = rng.normal(size=(n, d))
+    direction /= np.linalg.norm(direction, axis=1, keepdims=True) + 1e-300
+    # Few distinct radii: many ties and repeated coordinates.
+    k = direction * np.tanh(rng.choice(rng.uniform(0, radius, n_values), size=(n, 1)))
+    timelike_dim = timelike % (d + 1)
+    X = geometry.from_klein(k, geometry_name, curvature, timelike_dim)
+    y = rng.integers(0, 3, n) if classify else rng.normal(size=n)
+    params = dict(
+        input_geometry=geometry_name, curvature=curvature, timelike_dim=timelike_dim,
+        max_depth=depth, random_state=seed % 1000,
+    )
+    if forest:
+        cls = h.HyperbolicRandomForestClassifier if classify else h.HyperbolicRandomForestRegressor
+        model = cls(n_estimators=3, **params)
+    else:
+        cls = h.HyperbolicDecisionTreeClassifier if classify else h.HyperbolicDecisionTreeRegressor
+        model = cls(**params)
+    model.fit(X, y)
+    X_test = np.concatenate([X, geometry.from_klein(k[::-1] * 0.999, geometry_name, curvature, timelike_dim)])
+    Xt = X_test.astype(dtype)
+    got = run_onnx(to_onnx(model, dtype=dtype), Xt)
+    if classify:
+        np.testing.assert_array_equal(got["label"], model.predict(Xt))
+        np.testing.assert_array_equal(got["probabilities"], model.predict_proba(Xt))
+    else:
+        np.testing.assert_array_equal(got["variable"][:, 0], model.predict(Xt))
