@@ -80,7 +80,8 @@ def emit_projection(
         x0 = as_dtype(_columns(g, x, np.array([t]), "timelike_column"))
         return g.op(STAGE, "Div", [x_used, x0])
     if space.geometry == "klein":
-        x_used = as_dtype(_columns(g, x, used, "columns"))
+        every_column = np.array_equal(used, np.arange(space.n_input_features))
+        x_used = as_dtype(x if every_column else _columns(g, x, used, "columns"))
         if R == 1.0:
             return x_used
         return g.op(STAGE, "Div", [x_used, g.const(STAGE, "R", R, dtype)])
