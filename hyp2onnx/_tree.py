@@ -51,20 +51,26 @@ def walk_levels(
     still at an internal node, the node each is at, the value it is tested
     on and whether it goes left. Cost O(n * depth), no loop over rows.
     """
-    n = X.shape[0]
+    n, d = X.shape
+    # Flat gathers (``take``) are several times faster than 2-D fancy
+    # indexing and ``np.where`` over two gathered child arrays.
+    flat = X.reshape(-1) if X.flags.c_contiguous else None
+    children = np.stack([tree.left, tree.right], axis=1).reshape(-1)  # [2j]: left, [2j+1]: right
     rows = np.arange(n)
     nodes = np.zeros(n, dtype=np.int64)
     while rows.size:
-        feat = tree.feature[nodes]
+        feat = tree.feature.take(nodes)
         internal = feat >= 0
         if not internal.all():
             rows, nodes, feat = rows[internal], nodes[internal], feat[internal]
             if not rows.size:
                 return
-        values = X[rows, feat]
-        left_mask = goes_left(values, tree.threshold[nodes], op)
+        values = flat.take(rows * d + feat) if flat is not None else X[rows, feat]
+        left_mask = goes_left(values, tree.threshold.take(nodes), op)
         yield rows, nodes, values, left_mask
-        nodes = np.where(left_mask, tree.left[nodes], tree.right[nodes])
+        slot = nodes * 2
+        slot += ~left_mask
+        nodes = children.take(slot)
 
 
 def apply(tree: TreeArrays, X: np.ndarray, op: Op) -> np.ndarray:

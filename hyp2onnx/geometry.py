@@ -166,6 +166,16 @@ def _raise_rows(bad: np.ndarray, message: str, fix: str) -> None:
     raise InvalidPointError(f"{rows.size} row(s) {message} (rows {shown}). {fix}")
 
 
+def _check_finite(X: np.ndarray) -> None:
+    """Reject NaN and infinity, naming the rows (the per-row pass only on failure)."""
+    if not np.isfinite(X).all():
+        _raise_rows(
+            ~np.isfinite(X).all(axis=1),
+            "contain NaN or infinity",
+            "Hyperbolic points must be finite; drop or impute those rows first.",
+        )
+
+
 def check_points(
     X: np.ndarray,
     geometry: str,
@@ -190,11 +200,7 @@ def check_points(
             f"{geometry} points need at least {2 if geometry == 'hyperboloid' else 1} "
             f"column(s), got {X.shape[1]}."
         )
-    _raise_rows(
-        ~np.isfinite(X).all(axis=1),
-        "contain NaN or infinity",
-        "Hyperbolic points must be finite; drop or impute those rows first.",
-    )
+    _check_finite(X)
     skip = " Pass check_manifold=False to skip this check for trusted data."
     if geometry == "hyperboloid":
         x0, xs = _timelike_split(X, timelike_dim)
@@ -213,7 +219,7 @@ def check_points(
             + skip,
         )
     else:
-        norm2 = sum_of_squares(X / R)
+        norm2 = sum_of_squares(X if R == 1.0 else X / R)  # x / 1.0 is x: skip the copy
         _raise_rows(
             norm2 >= 1.0,
             f"lie on or outside the {geometry} ball of radius R = {R:g} (curvature {curvature})",
@@ -241,11 +247,7 @@ def to_klein(
         X = check_points(X, geometry, curvature, timelike_dim, rtol=rtol)
     else:
         X = _as_points(X)
-        _raise_rows(
-            ~np.isfinite(X).all(axis=1),
-            "contain NaN or infinity",
-            "Hyperbolic points must be finite; drop or impute those rows first.",
-        )
+        _check_finite(X)
     if geometry == "hyperboloid":
         return hyperboloid_to_klein(X, timelike_dim)
     if geometry == "poincare":

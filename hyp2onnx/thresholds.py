@@ -31,6 +31,9 @@ from .geometry import einstein_midpoint
 
 Midpoint = Literal["einstein", "arithmetic"]
 
+#: Rows walked at a time by :func:`correct_tree` (temporaries of a few hundred kB).
+_BLOCK_ROWS = 1 << 15
+
 __all__ = ["CorrectionReport", "correct_tree", "place_thresholds", "round_threshold"]
 
 
@@ -112,17 +115,25 @@ def correct_tree(
     """Corrected thresholds of one tree and a report.
 
     ``X`` holds the rows this tree was trained on, already rounded to the
-    backend's comparison precision (``_tree.as_compared``). Splits that no
+    backend's comparison precision (``_tree.as_compared``, or simply stored in
+    that dtype, e.g. float32). Splits that no
     training row reaches on one side keep their threshold and are counted
     in ``n_unreached``.
     """
     n_nodes = tree.feature.shape[0]
-    largest_left = np.full(n_nodes, -np.inf)
-    smallest_right = np.full(n_nodes, np.inf)
-    for _, nodes, values, left_mask in walk_levels(tree, X, op):
-        np.maximum.at(largest_left, nodes[left_mask], values[left_mask])
-        right_mask = ~left_mask
-        np.minimum.at(smallest_right, nodes[right_mask], values[right_mask])
+    # One unbuffered max per level, no boolean selection: slot 2j collects
+    # the values going left at node j, slot 2j+1 the negated values going
+    # right (negation is exact, so -max(-v) is min(v) bit for bit).
+    # Rows go in blocks so the walk's temporaries stay in cache.
+    extreme = np.full(2 * n_nodes, -np.inf)
+    for start in range(0, X.shape[0], _BLOCK_ROWS):
+        for _, nodes, values, left_mask in walk_levels(tree, X[start : start + _BLOCK_ROWS], op):
+            values = values.astype(np.float64, copy=False)
+            slot = nodes * 2
+            slot += ~left_mask
+            np.maximum.at(extreme, slot, np.where(left_mask, values, -values))
+    largest_left = extreme[0::2]
+    smallest_right = -extreme[1::2]
 
     internal = tree.feature >= 0
     reached = internal & np.isfinite(largest_left) & np.isfinite(smallest_right)

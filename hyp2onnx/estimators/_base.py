@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, is_classifier
+from sklearn.utils import Tags, get_tags
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .._tree import as_compared
 from ..geometry import GEOMETRIES, to_klein
 from ..ir import InputSpace, Model
 from ..thresholds import CorrectionReport, correct_tree
@@ -59,6 +59,21 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
     def _make_estimator(self) -> Any:
         """A new, unfitted native estimator configured from this model's parameters."""
 
+    def _native_template(self) -> Any:
+        """The native estimator as configured (unfitted, not to be fitted), for its tags."""
+        return self._make_estimator()
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        # Multi-output regression passes through to the native model;
+        # classification is single-output (no backend corrects multi-output
+        # classifiers).
+        native = get_tags(self._native_template())
+        tags.target_tags.multi_output = (
+            native.target_tags.multi_output and native.estimator_type != "classifier"
+        )
+        return tags
+
     # -- data ----------------------------------------------------------------
 
     def to_klein(self, X: Any) -> np.ndarray:
@@ -67,7 +82,8 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         return self._klein(X, reset=False)
 
     def _klein(self, X: Any, *, reset: bool) -> np.ndarray:
-        X = validate_data(self, X, reset=reset, dtype=np.float64)
+        # NaN and infinity are left to the geometry check, which names the rows.
+        X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
         return to_klein(
             X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
         )
@@ -80,7 +96,12 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         ``fit_params`` are passed to the native model's ``fit``.
         """
         self._validate_params()
-        X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True)
+        # Single-output models (every classifier) ravel a column y with
+        # scikit-learn's DataConversionWarning and reject a 2-D one here.
+        multi_output = get_tags(self).target_tags.multi_output
+        X, y = validate_data(
+            self, X, y, dtype=np.float64, multi_output=multi_output, ensure_all_finite=False
+        )
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X)
         Xk = to_klein(
@@ -111,7 +132,10 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         y: np.ndarray,
         sample_weight: np.ndarray | None,
     ) -> tuple[Any, CorrectionReport]:
-        Xc = as_compared(Xk, backend.compare_dtype)
+        # The values each tree compared, held in the backend's precision (float32
+        # stays float32: half the memory of widening; correct_tree widens the
+        # values it gathers, exactly).
+        Xc = np.ascontiguousarray(Xk, dtype=backend.compare_dtype)
         n = Xc.shape[0]
         report = CorrectionReport()
         new_thresholds = []

@@ -75,21 +75,24 @@ class SklearnBackend(Backend):
     def training_rows(
         self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
     ) -> list[np.ndarray]:
-        # A tree's splitter only sees rows of positive weight; in a
-        # bootstrapped forest that weight is the row's draw count.
+        # A tree's splitter sees exactly the rows of non-zero weight
+        # (negative weights included); in a bootstrapped forest a row's
+        # weight is also multiplied by its draw count. (scikit-learn >= 1.9
+        # draws bootstrap rows in proportion to their weight, so a drawn row
+        # has a non-zero weight; older versions drew uniformly.)
         n = y.shape[0]
         class_weight = getattr(fitted, "class_weight", None)
         if class_weight is not None and class_weight != "balanced_subsample":
             class_w = compute_sample_weight(class_weight, y)
         else:
             class_w = np.ones(n)
+        weighted = (class_w if sample_weight is None else class_w * sample_weight) != 0
         if isinstance(fitted, _FORESTS) and fitted.bootstrap:
             return [
-                np.flatnonzero((np.bincount(s, minlength=n) > 0) & (class_w > 0))
+                np.flatnonzero((np.bincount(s, minlength=n) > 0) & weighted)
                 for s in fitted.estimators_samples_
             ]
-        w = class_w if sample_weight is None else class_w * sample_weight
-        rows = np.flatnonzero(w > 0)
+        rows = np.flatnonzero(weighted)
         return [rows] * len(_trees_of(fitted))
 
     def read_trees(self, fitted: Any) -> list[TreeArrays]:

@@ -121,12 +121,18 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
     def _make_estimator(self) -> Any:
         return clone(self.estimator)
 
+    def _native_template(self) -> Any:
+        return self.estimator
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         wrapped = get_tags(self.estimator)
         tags.estimator_type = wrapped.estimator_type
         tags.classifier_tags = wrapped.classifier_tags
         tags.regressor_tags = wrapped.regressor_tags
+        tags.target_tags.required = wrapped.target_tags.required
+        if tags.classifier_tags is not None:
+            tags.classifier_tags.multi_label = False  # classifiers are single-output
         return tags
 
     @available_if(lambda self: hasattr(self.estimator, "predict_proba"))
