@@ -1,0 +1,56 @@
+"""scikit-learn's own estimator checks, run on every hyperbolic estimator.
+
+scikit-learn's generic test data is random Euclidean data, not points on a
+hyperboloid, so the checks run with ``input_geometry="klein"`` and
+``curvature=-1e-6``: the Klein ball then has radius ``R = 1/sqrt(1e-6) =
+1000`` and holds every array the checks generate (their values stay well
+below 1000 in norm). The hyperboloid and Poincare inputs, which random data
+cannot satisfy, are covered by the tests in ``test_estimators.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
+from sklearn.tree import DecisionTreeRegressor
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from hyp2onnx import (
+    HyperbolicDecisionTreeClassifier,
+    HyperbolicDecisionTreeRegressor,
+    HyperbolicEstimator,
+    HyperbolicRandomForestClassifier,
+    HyperbolicRandomForestRegressor,
+)
+
+BALL = {"input_geometry": "klein", "curvature": -1e-6}
+
+ESTIMATORS = [
+    HyperbolicDecisionTreeClassifier(**BALL),
+    HyperbolicDecisionTreeRegressor(**BALL),
+    HyperbolicRandomForestClassifier(n_estimators=5, **BALL),
+    HyperbolicRandomForestRegressor(n_estimators=5, **BALL),
+    # The checks seed only a top-level random_state; a wrapped model gets its own.
+    HyperbolicEstimator(ExtraTreesClassifier(n_estimators=5, random_state=0), **BALL),
+    HyperbolicEstimator(ExtraTreesRegressor(n_estimators=5, random_state=0), **BALL),
+    HyperbolicEstimator(DecisionTreeRegressor(random_state=0), **BALL),
+]
+
+BOOTSTRAP_WEIGHTS = (
+    "bootstrap samples are drawn in proportion to sample_weight, so weighting a row is only "
+    "statistically equivalent to repeating it; scikit-learn's own RandomForestClassifier/"
+    "Regressor fail this exact check in the same way"
+)
+
+
+def expected_failed_checks(estimator: Any) -> dict[str, str]:
+    """Checks that cannot pass, with the reason."""
+    if isinstance(estimator, HyperbolicRandomForestClassifier | HyperbolicRandomForestRegressor):
+        return {"check_sample_weight_equivalence_on_dense_data": BOOTSTRAP_WEIGHTS}
+    return {}
+
+
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
+def test_sklearn_compatible_estimator(estimator: Any, check: Any) -> None:
+    check(estimator)
