@@ -6,7 +6,7 @@ Einstein-midpoint thresholds), then export one ONNX graph that takes the
 raw hyperbolic points.
 """
 
-from . import geometry
+from . import datasets, geometry
 from ._version import __version__
 from .errors import Hyp2OnnxError, InvalidPointError, UnsupportedModelError, VerificationError
 from .estimators import (
