@@ -6,7 +6,8 @@ Einstein-midpoint thresholds), then export one ONNX graph that takes the
 raw hyperbolic points.
 """
 
-from . import datasets, geometry
+from . import datasets
+from . import geometry
 from ._version import __version__
 from .errors import Hyp2OnnxError, InvalidPointError, UnsupportedModelError, VerificationError
 from .estimators import (
@@ -34,6 +35,7 @@ __all__ = [
     "VerificationError",
     "VerifyReport",
     "__version__",
+    "datasets",
     "geometry",
     "read_metadata",
     "save_onnx",
