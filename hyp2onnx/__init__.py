@@ -14,8 +14,12 @@ from .estimators import (
     HyperbolicDecisionTreeClassifier,
     HyperbolicDecisionTreeRegressor,
     HyperbolicEstimator,
+    HyperbolicLGBMClassifier,
+    HyperbolicLGBMRegressor,
     HyperbolicRandomForestClassifier,
     HyperbolicRandomForestRegressor,
+    HyperbolicXGBClassifier,
+    HyperbolicXGBRegressor,
 )
 from .export import read_metadata, save_onnx, to_onnx
 from .skl2onnx_converter import register_skl2onnx_converters
@@ -28,8 +32,12 @@ __all__ = [
     "HyperbolicDecisionTreeClassifier",
     "HyperbolicDecisionTreeRegressor",
     "HyperbolicEstimator",
+    "HyperbolicLGBMClassifier",
+    "HyperbolicLGBMRegressor",
     "HyperbolicRandomForestClassifier",
     "HyperbolicRandomForestRegressor",
+    "HyperbolicXGBClassifier",
+    "HyperbolicXGBRegressor",
     "InvalidPointError",
     "UnsupportedModelError",
     "VerificationError",

@@ -1,6 +1,12 @@
 """Hyperbolic tree estimators with scikit-learn's API."""
 
 from ._base import HyperbolicTreeModel
+from ._boosting_models import (
+    HyperbolicLGBMClassifier,
+    HyperbolicLGBMRegressor,
+    HyperbolicXGBClassifier,
+    HyperbolicXGBRegressor,
+)
 from ._registry import BACKENDS, backend_for
 from ._sklearn_models import (
     HyperbolicDecisionTreeClassifier,
@@ -15,8 +21,12 @@ __all__ = [
     "HyperbolicDecisionTreeClassifier",
     "HyperbolicDecisionTreeRegressor",
     "HyperbolicEstimator",
+    "HyperbolicLGBMClassifier",
+    "HyperbolicLGBMRegressor",
     "HyperbolicRandomForestClassifier",
     "HyperbolicRandomForestRegressor",
     "HyperbolicTreeModel",
+    "HyperbolicXGBClassifier",
+    "HyperbolicXGBRegressor",
     "backend_for",
 ]

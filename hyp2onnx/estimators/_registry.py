@@ -6,9 +6,11 @@ from typing import Any
 
 from ..errors import UnsupportedModelError
 from ._interface import Backend
+from ._lightgbm import LightGBMBackend
 from ._sklearn import SklearnBackend
+from ._xgboost import XGBoostBackend
 
-BACKENDS: list[type[Backend]] = [SklearnBackend]
+BACKENDS: list[type[Backend]] = [SklearnBackend, XGBoostBackend, LightGBMBackend]
 
 
 def backend_for(estimator: Any) -> Backend:

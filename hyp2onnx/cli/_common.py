@@ -1,0 +1,214 @@
+"""Pieces every subcommand shares: exit codes, input errors, atomic output, progress.
+
+Work functions raise :class:`InputError` (a file and what to do about it)
+and return a result object whose ``exit_code`` the command returns;
+:func:`run` turns any exception into one or two stderr lines and exit code
+2, with the traceback only under ``--debug``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any, Protocol, TypeVar
+
+import click
+
+__all__ = [
+    "EXIT_CODES_HELP",
+    "EXIT_DISAGREE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "InputError",
+    "Result",
+    "atomic_output",
+    "check_output",
+    "debug_option",
+    "existing_file",
+    "progress",
+    "run",
+]
+
+EXIT_OK = 0
+#: The graph and the model disagree (``verify``, ``convert --check``).
+EXIT_DISAGREE = 1
+#: Bad usage or input: a missing or unreadable file, an unsupported model, invalid data.
+EXIT_USAGE = 2
+
+EXIT_CODES_HELP = (
+    "\b\nExit status:\n"
+    "  0  success\n"
+    "  1  the ONNX graph disagrees with the model (verify, convert --check)\n"
+    "  2  usage or input error (message on stderr; --debug shows the traceback)"
+)
+
+
+class InputError(Exception):
+    """A problem with one of the user's files, with what to do about it."""
+
+    def __init__(self, path: Path | str | None, message: str, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+        self.fix = fix
+
+    def lines(self) -> list[str]:
+        """The one or two stderr lines: what is wrong with which file, then the fix."""
+        where = f"{self.path}: " if self.path is not None else ""
+        out = [f"error: {where}{self.message}"]
+        if self.fix:
+            out.append(f"  fix: {self.fix}")
+        return out
+
+
+class Result(Protocol):
+    """What a work function returns: the command's exit status comes from it."""
+
+    @property
+    def exit_code(self) -> int: ...
+
+
+R = TypeVar("R", bound=Result)
+
+
+def existing_file(path: Path, what: str) -> Path:
+    """``path`` if it is an existing regular file, else an :class:`InputError`."""
+    if not path.exists():
+        raise InputError(path, f"no such {what} file", "check the path and the current folder")
+    if not path.is_file():
+        raise InputError(path, f"is a folder, not a {what} file", f"pass the {what} file itself")
+    return path
+
+
+def check_output(path: Path, *, force: bool) -> Path:
+    """Fail early if ``path`` exists (without ``force``) or its folder does not."""
+    if path.is_dir():
+        raise InputError(path, "is a folder", "give a file name with -o")
+    if path.exists() and not force:
+        raise InputError(
+            path, "already exists; not overwritten", "pass --force to replace it, or choose -o"
+        )
+    if not path.parent.is_dir():
+        raise InputError(path, f"folder {path.parent} does not exist", "create it or choose -o")
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def atomic_output(path: Path, *, force: bool, binary: bool = False) -> Iterator[IO[Any]]:
+    """Write ``path`` through a temporary file in its folder, renamed into place at the end.
+
+    On any error the temporary file is removed and ``path`` is untouched.
+    Without ``force`` an existing ``path`` is never replaced, even one
+    created while writing (the final step is a hard link, which fails if
+    the name exists).
+    """
+    check_output(path, force=force)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        os.chmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide the output from others
+        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": ""})) as f:
+            yield f
+        if force:
+            os.replace(tmp, path)
+        else:
+            appeared = InputError(path, "appeared while writing; not overwritten", "pass --force")
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise appeared from None
+            except OSError:  # a file system without hard links
+                if path.exists():
+                    raise appeared from None
+                os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def progress(total: int | None, desc: str) -> Any:
+    """A tqdm bar on stderr, shown only when stderr is a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit="rows",
+        unit_scale=True,
+        file=sys.stderr,
+        disable=not sys.stderr.isatty(),
+        leave=False,
+    )
+
+
+def debug_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--debug`` (show tracebacks) to a command."""
+    return click.option("--debug", is_flag=True, help="Show the full traceback of an error.")(f)
+
+
+def _debug_requested(debug: bool) -> bool:
+    ctx = click.get_current_context(silent=True)
+    root = ctx.find_root() if ctx is not None else None
+    return debug or bool(root is not None and root.params.get("debug"))
+
+
+def _warning_lines(caught: list[warnings.WarningMessage]) -> list[str]:
+    seen: list[str] = []
+    for w in caught:
+        if not issubclass(w.category, UserWarning):
+            continue  # library deprecations are for developers, not for this command's user
+        text = "warning: " + str(w.message).strip().splitlines()[0]
+        if text not in seen:
+            seen.append(text)
+    return seen
+
+
+def _error_lines(exc: BaseException) -> list[str]:
+    if isinstance(exc, InputError):
+        return exc.lines()
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, (ValueError, TypeError, OSError)):
+        return [f"error: {message}"]
+    return [
+        f"error: unexpected {type(exc).__name__}: {message}",
+        "  fix: rerun with --debug and report the traceback",
+    ]
+
+
+def run(work: Callable[[], R], *, debug: bool, report: Callable[[R], None]) -> int:
+    """Call ``work``, print its result with ``report`` and return its exit code.
+
+    Warnings raised on the way become ``warning:`` lines on stderr; an
+    exception becomes one or two ``error:`` lines and :data:`EXIT_USAGE`.
+    """
+    debug = _debug_requested(debug)
+    error: Exception | None = None
+    result: R | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        try:
+            result = work()
+        except Exception as exc:
+            error = exc
+    for line in _warning_lines(caught):
+        click.echo(line, err=True)
+    if error is not None:
+        if debug:
+            traceback.print_exception(error, file=sys.stderr)
+        for line in _error_lines(error):
+            click.echo(line, err=True)
+        return EXIT_USAGE
+    assert result is not None
+    report(result)
+    return result.exit_code

@@ -1,0 +1,313 @@
+"""Loading trained models and exported graphs from the files the commands take.
+
+Model files, by suffix:
+
+* ``.pkl``, ``.pickle``, ``.joblib``: loaded with joblib (which reads plain
+  pickles too). A pickle runs arbitrary code while it loads: only load
+  files you trust.
+* ``.skops``: loaded with :func:`skops.io.load` and the explicit list of
+  types in :func:`trusted_types` (hyp2onnx estimators and the scikit-learn,
+  XGBoost and LightGBM models they wrap); a file holding any other
+  non-default type is refused, and the types are named.
+* ``.json``, ``.ubj``: an XGBoost model (``save_model``). The file does not
+  say classifier or regressor; its objective does: ``binary:*`` and
+  ``multi:*`` load as :class:`xgboost.XGBClassifier`, everything else as
+  :class:`xgboost.XGBRegressor` (the exporter rejects objectives it cannot
+  express, by name).
+* ``.txt``: a LightGBM model (``Booster.save_model``), loaded as
+  :class:`lightgbm.LGBMClassifier` for the ``binary`` and ``multiclass*``
+  objectives and :class:`lightgbm.LGBMRegressor` otherwise. A model file
+  stores class indices, not labels, so the classes are ``0 .. n-1``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._common import InputError, existing_file
+
+__all__ = [
+    "MODEL_FORMATS",
+    "check_convertible",
+    "load_model",
+    "load_onnx",
+    "model_kind",
+    "onnx_metadata",
+    "trusted_types",
+]
+
+#: Model file suffixes and what reads them.
+MODEL_FORMATS: dict[str, str] = {
+    ".pkl": "pickle",
+    ".pickle": "pickle",
+    ".joblib": "pickle",
+    ".skops": "skops",
+    ".json": "xgboost",
+    ".ubj": "xgboost",
+    ".txt": "lightgbm",
+}
+
+_FORMATS_HELP = ".pkl/.pickle/.joblib, .skops, .json/.ubj (XGBoost) or .txt (LightGBM)"
+
+
+def model_kind(path: Path) -> str:
+    """How the model file ``path`` is read ("pickle", "skops", ...), from its suffix."""
+    suffix = path.suffix.lower()
+    if suffix == ".onnx":
+        raise InputError(
+            path, "is an ONNX graph, not a trained model", "pass the model it was converted from"
+        )
+    kind = MODEL_FORMATS.get(suffix)
+    if kind is None:
+        raise InputError(
+            path, f"unknown model file type {suffix or '(no suffix)'!r}", f"use {_FORMATS_HELP}"
+        )
+    return kind
+
+
+def load_model(path: Path) -> Any:
+    """The model stored in ``path``, read according to its suffix (see the module doc)."""
+    kind = model_kind(path)
+    existing_file(path, "model")
+    loader = {
+        "pickle": _load_pickle,
+        "skops": _load_skops,
+        "xgboost": _load_xgboost,
+        "lightgbm": _load_lightgbm,
+    }[kind]
+    return loader(path)
+
+
+def _load_pickle(path: Path) -> Any:
+    import joblib
+
+    try:
+        return joblib.load(path)
+    except Exception as exc:
+        raise InputError(
+            path,
+            f"not a readable pickle/joblib file ({type(exc).__name__}: {_first_line(exc)})",
+            "pass a file written by pickle.dump or joblib.dump of a fitted model",
+        ) from exc
+
+
+def trusted_types() -> list[str]:
+    """Types a ``.skops`` file may hold beyond skops' defaults: the models hyp2onnx exports."""
+    import lightgbm
+    import xgboost
+    from sklearn.tree._tree import Tree
+
+    from .. import estimators
+    from ..thresholds import CorrectionReport
+
+    hyperbolic = [
+        getattr(estimators, name)
+        for name in estimators.__all__
+        if isinstance(getattr(estimators, name), type)
+        and issubclass(getattr(estimators, name), estimators.HyperbolicTreeModel)
+    ]
+    classes: list[type] = [
+        *hyperbolic,
+        CorrectionReport,
+        Tree,
+        xgboost.XGBClassifier,
+        xgboost.XGBRegressor,
+        xgboost.Booster,
+        lightgbm.LGBMClassifier,
+        lightgbm.LGBMRegressor,
+        lightgbm.Booster,
+    ]
+    names = [f"{c.__module__}.{c.__qualname__}" for c in classes]
+    return [*names, "collections.OrderedDict"]
+
+
+def _load_skops(path: Path) -> Any:
+    import skops.io as sio
+
+    try:
+        untrusted = sio.get_untrusted_types(file=path)
+    except Exception as exc:
+        raise InputError(
+            path,
+            f"not a readable .skops file ({type(exc).__name__}: {_first_line(exc)})",
+            "pass a file written by skops.io.dump",
+        ) from exc
+    allowed = trusted_types()
+    refused = sorted(set(untrusted) - set(allowed))
+    if refused:
+        raise InputError(
+            path,
+            "holds types outside hyp2onnx's trusted list: " + ", ".join(refused),
+            "save only the fitted estimator with skops.io.dump",
+        )
+    try:
+        return sio.load(path, trusted=allowed)
+    except Exception as exc:
+        raise InputError(
+            path, f"could not load ({type(exc).__name__}: {_first_line(exc)})"
+        ) from exc
+
+
+def _load_xgboost(path: Path) -> Any:
+    import xgboost
+
+    try:
+        booster = xgboost.Booster(model_file=str(path))
+        objective = json.loads(booster.save_config())["learner"]["objective"]["name"]
+    except Exception as exc:
+        raise InputError(
+            path,
+            f"not an XGBoost model file ({_first_line(exc)})",
+            "pass a file written by XGBoost's save_model (.json or .ubj)",
+        ) from exc
+    classifier = objective.startswith(("binary:", "multi:"))
+    model = xgboost.XGBClassifier() if classifier else xgboost.XGBRegressor()
+    model.load_model(str(path))
+    return model
+
+
+def _load_lightgbm(path: Path) -> Any:
+    """An LGBMClassifier/LGBMRegressor around the Booster in ``path``.
+
+    LightGBM's scikit-learn classes cannot be built from a Booster through
+    their public API, so a stand-in is fitted on a few rows of the loaded
+    model's shape (LightGBM sets its own fitted attributes, classes
+    included) and its booster is swapped for the loaded one, through the
+    attribute ``booster_`` reads.
+    """
+    import lightgbm
+
+    try:
+        booster = lightgbm.Booster(model_file=str(path))
+        objective = _lightgbm_objective(path)
+    except Exception as exc:
+        raise InputError(
+            path,
+            f"not a LightGBM model file ({_first_line(exc)})",
+            "pass a file written by LightGBM's Booster.save_model",
+        ) from exc
+    n_features = booster.num_feature()
+    if objective.startswith("multiclass"):
+        n_classes = booster.num_model_per_iteration()
+    elif objective == "binary":
+        n_classes = 2
+    else:
+        n_classes = 0
+    X = np.zeros((max(n_classes, 2), n_features))
+    if n_classes:
+        model = lightgbm.LGBMClassifier(n_estimators=1, verbose=-1)
+        model.fit(X, np.arange(n_classes))
+    else:
+        model = lightgbm.LGBMRegressor(n_estimators=1, verbose=-1)
+        model.fit(X, np.zeros(X.shape[0]))
+    model._Booster = booster
+    return model
+
+
+def _lightgbm_objective(path: Path) -> str:
+    """The objective's name from a LightGBM model file's header ("" if none is stated)."""
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("objective="):
+                words = line[len("objective=") :].split()
+                return words[0] if words else ""
+            if line.startswith("Tree="):
+                break
+    return ""
+
+
+def check_convertible(
+    model: Any,
+    path: Path,
+    *,
+    geometry: str | None,
+    curvature: float | None = None,
+    timelike_dim: int | None = None,
+) -> None:
+    """Raise an :class:`InputError` naming ``path`` unless ``model`` can be exported as asked."""
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    from ..errors import UnsupportedModelError
+    from ..estimators import HyperbolicTreeModel, backend_for
+
+    hyperbolic = isinstance(model, HyperbolicTreeModel)
+    if not hyperbolic:
+        try:
+            backend_for(model)
+        except UnsupportedModelError as exc:
+            raise InputError(
+                path,
+                f"holds a {type(model).__module__}.{type(model).__name__}, which hyp2onnx "
+                "cannot export",
+                "save a fitted hyp2onnx estimator, or a plain tree model: "
+                + str(exc).split("Supported: ", 1)[-1].rstrip("."),
+            ) from exc
+    try:
+        check_is_fitted(model)
+    except NotFittedError as exc:
+        raise InputError(
+            path, f"the {type(model).__name__} in it is not fitted", "fit the model, then save it"
+        ) from exc
+    stated = {"geometry": geometry, "curvature": curvature, "timelike-dim": timelike_dim}
+    if hyperbolic:
+        own = {
+            "geometry": model.input_geometry,
+            "curvature": model.curvature,
+            "timelike-dim": model.timelike_dim,
+        }
+        for option, value in stated.items():
+            if value is not None and value != own[option]:
+                raise InputError(
+                    path,
+                    f"--{option} {value} contradicts the {type(model).__name__}'s own "
+                    f"{own[option]}",
+                    "leave out --geometry/--curvature/--timelike-dim: hyperbolic estimators "
+                    "record their own",
+                )
+    if not hyperbolic and geometry is None:
+        raise InputError(
+            path,
+            f"{type(model).__name__} is a plain (Euclidean) model: the geometry of its input "
+            "points is not recorded",
+            "pass --geometry hyperboloid|poincare|klein (and --curvature/--timelike-dim if not "
+            "-1/0); it must have been trained on their unit-ball Klein coordinates",
+        )
+
+
+def load_onnx(path: Path) -> Any:
+    """The ONNX model in ``path``, or an :class:`InputError` naming it."""
+    import onnx
+
+    existing_file(path, "ONNX")
+    try:
+        return onnx.load(str(path))
+    except Exception as exc:
+        raise InputError(
+            path,
+            f"not a readable ONNX file ({type(exc).__name__}: {_first_line(exc)})",
+            "pass a .onnx file written by 'hyp2onnx convert'",
+        ) from exc
+
+
+def onnx_metadata(onnx_model: Any, path: Path) -> dict[str, Any]:
+    """hyp2onnx's metadata of a loaded graph, or an :class:`InputError` naming ``path``."""
+    from ..export import read_metadata
+
+    try:
+        return read_metadata(onnx_model)
+    except (ValueError, KeyError) as exc:
+        raise InputError(
+            path,
+            "has no hyp2onnx metadata, so its input geometry is unknown",
+            "pass a graph written by 'hyp2onnx convert' or hyp2onnx.save_onnx",
+        ) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,247 @@
+"""``hyp2onnx convert``: a trained model file to an ONNX graph taking raw hyperbolic points."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._common import (
+    EXIT_CODES_HELP,
+    EXIT_DISAGREE,
+    EXIT_OK,
+    InputError,
+    atomic_output,
+    check_output,
+    debug_option,
+    run,
+)
+from ._data import check_points_in, check_width, open_data
+from ._models import check_convertible, load_model, model_kind
+
+__all__ = ["ConvertOptions", "ConvertResult", "command", "convert_file", "default_output"]
+
+GEOMETRY_CHOICES = ("hyperboloid", "poincare", "klein")
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """How to export: :func:`hyp2onnx.to_onnx`'s keywords as the command line gives them."""
+
+    dtype: str = "float32"
+    encoding: str = "exact"
+    geometry: str | None = None
+    curvature: float | None = None
+    timelike_dim: int | None = None
+    opset: int | None = None
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    """What ``convert`` did; ``output`` is None when ``--check`` failed and nothing was written."""
+
+    model_path: Path
+    output: Path | None
+    intended_output: Path
+    n_bytes: int
+    metadata: dict[str, Any]
+    check: Any = None  #: the VerifyReport of --check, if asked
+    check_path: Path | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_DISAGREE if self.check is not None and not self.check.ok else EXIT_OK
+
+
+def default_output(model_path: Path) -> Path:
+    """``MODEL`` with its suffix replaced by ``.onnx``."""
+    return model_path.with_suffix(".onnx")
+
+
+def convert_file(
+    model_path: Path,
+    output: Path,
+    options: ConvertOptions,
+    *,
+    check_data: Path | None = None,
+    force: bool = False,
+) -> ConvertResult:
+    """Export the model in ``model_path`` to ``output``, checked on ``check_data`` if given.
+
+    Nothing is written unless every step succeeds and the check (if any)
+    finds no disagreement.
+    """
+    model_kind(model_path)
+    if output.resolve() == model_path.resolve():
+        raise InputError(output, "is the model file itself", "choose another name with -o")
+    check_output(output, force=force)
+    source = open_data(check_data) if check_data is not None else None
+    model = load_model(model_path)
+    check_convertible(
+        model,
+        model_path,
+        geometry=options.geometry,
+        curvature=options.curvature,
+        timelike_dim=options.timelike_dim,
+    )
+
+    from ..export import read_metadata, to_onnx
+
+    try:
+        onnx_model = to_onnx(
+            model,
+            dtype=options.dtype,  # type: ignore[arg-type]
+            encoding=options.encoding,  # type: ignore[arg-type]
+            target_opset=options.opset,
+            input_geometry=options.geometry,
+            curvature=options.curvature,
+            timelike_dim=options.timelike_dim,
+        )
+    except (ValueError, TypeError) as exc:  # UnsupportedModelError is a TypeError
+        raise InputError(model_path, _sentence(exc)) from exc
+    metadata = read_metadata(onnx_model)
+    data = onnx_model.SerializeToString()
+
+    report = None
+    if source is not None:
+        from ..verify import verify
+
+        check_width(source, metadata)
+        X = source.read_all()
+        check_points_in(X, metadata, source.path, 0)
+        try:
+            report = verify(model, onnx_model, X)
+        except (ValueError, TypeError) as exc:
+            raise InputError(source.path, _sentence(exc)) from exc
+        if not report.ok:
+            return ConvertResult(
+                model_path, None, output, len(data), metadata, report, source.path
+            )
+
+    with atomic_output(output, force=force, binary=True) as f:
+        f.write(data)
+    return ConvertResult(
+        model_path, output, output, len(data), metadata, report, source.path if source else None
+    )
+
+
+def _sentence(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def report_convert(result: ConvertResult) -> None:
+    """Print what was written (stdout) or why not (stderr)."""
+    meta = result.metadata
+    if result.check is not None:
+        click.echo(f"check on {result.check_path}: {result.check}")
+    if result.output is None:
+        click.echo(
+            f"error: {result.intended_output} not written: the graph disagrees with "
+            f"{result.model_path} on {result.check_path}",
+            err=True,
+        )
+        return
+    click.echo(
+        f"wrote {result.output} ({result.n_bytes} bytes): {meta['estimator_class']}, "
+        f"{meta['n_trees']} trees, {meta['input_geometry']} input, "
+        f"{meta['encoding']} encoding, {meta['input_dtype']}"
+    )
+
+
+def _negative(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not value < 0:
+        raise click.BadParameter(f"curvature must be negative, got {value:g}")
+    return value
+
+
+HELP = f"""Convert a trained MODEL file to an ONNX graph taking raw hyperbolic points.
+
+MODEL is a hyp2onnx estimator saved as .pkl/.pickle/.joblib or .skops, or a
+plain tree model trained on unit-ball Klein coordinates (scikit-learn
+pickle, XGBoost .json/.ubj, LightGBM .txt), which then needs --geometry.
+The graph is written to OUT (default: MODEL with .onnx) only if every step
+succeeds; an existing file is replaced only with --force.
+
+A pickle runs arbitrary code when it is loaded: convert only pickles you
+trust. Prefer .skops files (skops.io.dump), which are loaded with an
+explicit list of trusted types.
+
+\b
+Examples:
+  hyp2onnx convert forest.pkl
+  hyp2onnx convert forest.skops -o forest.onnx --check sample.npy
+  hyp2onnx convert forest.pkl --dtype float64 --encoding compat --force
+  hyp2onnx convert booster.json --geometry poincare --curvature -0.5
+
+{EXIT_CODES_HELP}
+"""
+
+
+@click.command(
+    "convert",
+    help=HELP,
+    short_help="Trained model file -> .onnx graph taking raw hyperbolic points.",
+    no_args_is_help=True,
+)
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Output .onnx file.")
+@click.option(
+    "--dtype",
+    type=click.Choice(["float32", "float64"]),
+    default="float32",
+    show_default=True,
+    help="Type of the graph's input tensor.",
+)
+@click.option(
+    "--encoding",
+    type=click.Choice(["exact", "compat"]),
+    default="exact",
+    show_default=True,
+    help="exact: reproduces the model's outputs; compat: legacy operator, float32 sums, "
+    "for older runtimes.",
+)
+@click.option(
+    "--geometry",
+    type=click.Choice(GEOMETRY_CHOICES),
+    help="Geometry of the input points (plain Klein models only; hyperbolic estimators "
+    "know theirs).",
+)
+@click.option(
+    "--curvature", type=float, callback=_negative, help="Curvature K < 0 (default -1)."
+)
+@click.option(
+    "--timelike-dim", type=int, help="Column of the timelike coordinate (hyperboloid; default 0)."
+)
+@click.option("--opset", type=click.IntRange(min=13), help="ai.onnx opset (default 18).")
+@click.option(
+    "--check",
+    "check_data",
+    type=click.Path(path_type=Path),
+    help="Points (.npy/.csv/.parquet) to verify the graph on; nothing is written on "
+    "any disagreement.",
+)
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@debug_option
+def command(
+    model: Path,
+    output: Path | None,
+    dtype: str,
+    encoding: str,
+    geometry: str | None,
+    curvature: float | None,
+    timelike_dim: int | None,
+    opset: int | None,
+    check_data: Path | None,
+    force: bool,
+    debug: bool,
+) -> int:
+    options = ConvertOptions(dtype, encoding, geometry, curvature, timelike_dim, opset)
+    out = output if output is not None else default_output(model)
+    return run(
+        lambda: convert_file(model, out, options, check_data=check_data, force=force),
+        debug=debug,
+        report=report_convert,
+    )

@@ -1,0 +1,205 @@
+"""``hyp2onnx inspect``: what an exported graph takes, returns, contains and runs in."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._common import EXIT_CODES_HELP, EXIT_OK, debug_option, existing_file, run
+from ._models import load_onnx
+from ._runtimes import runtimes_for
+
+__all__ = ["Inspection", "command", "inspect_file"]
+
+_TREE_OPS = {"TreeEnsemble", "TreeEnsembleRegressor", "TreeEnsembleClassifier"}
+_DOMAIN_NAMES = {"": "ai.onnx", "ai.onnx": "ai.onnx"}
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """Everything ``inspect`` reports about one ONNX file."""
+
+    file: str
+    file_size: int
+    producer: str
+    ir_version: int
+    opsets: dict[str, int]
+    inputs: list[dict[str, Any]]
+    outputs: list[dict[str, Any]]
+    operators: dict[str, int]  #: "domain/OpType" -> count, subgraphs included
+    tree_nodes: int  #: nodes (splits and leaves) in the graph's tree operators
+    hyp2onnx: dict[str, Any] | None  #: hyp2onnx's metadata; None if not exported by it
+    runtimes: list[str] = field(default_factory=list)
+
+    exit_code = EXIT_OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        meta = self.hyp2onnx
+        rows: list[tuple[str, str]] = [("file", f"{self.file} ({_size(self.file_size)})")]
+        if meta is None:
+            rows.append(("exported by", f"{self.producer or 'unknown'} (no hyp2onnx metadata)"))
+        else:
+            rows.append(
+                (
+                    "exported by",
+                    f"hyp2onnx {meta['version']} from {meta['estimator_class']} "
+                    f"({meta['backend']} backend)",
+                )
+            )
+            task = meta["task"]
+            if meta["classes"] is not None:
+                task += f", classes {meta['classes']}"
+            rows.append(("task", task))
+            geometry = f"{meta['input_geometry']}, curvature {meta['curvature']:g}"
+            if meta["input_geometry"] == "hyperboloid":
+                geometry += f", timelike column {meta['timelike_dim']}"
+            rows.append(("geometry", geometry))
+        for label, values in (("inputs", self.inputs), ("outputs", self.outputs)):
+            for i, v in enumerate(values):
+                rows.append((label if i == 0 else "", f"{v['name']}  {v['type']} {_shape(v)}"))
+        trees = f"{self.tree_nodes} tree nodes"
+        if meta is not None:
+            trees = f"{meta['n_trees']} trees, " + trees
+        rows.append(("trees", trees))
+        if meta is not None:
+            rows.append(("encoding", f"{meta['encoding']}, input {meta['input_dtype']}"))
+        rows.append(("opsets", ", ".join(f"{d} {v}" for d, v in self.opsets.items())))
+        ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in self.operators.items())
+        rows.append(("operators", ops))
+        rows.append(("runs in", "; ".join(self.runtimes) if self.runtimes else "unknown"))
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    if n < 1024**2:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / 1024**2:.1f} MiB"
+
+
+def _shape(value: dict[str, Any]) -> str:
+    if value["shape"] is None:
+        return "(unknown shape)"
+    return "[" + ", ".join("?" if d is None else str(d) for d in value["shape"]) + "]"
+
+
+def _value_info(info: Any) -> dict[str, Any]:
+    from onnx import TensorProto
+
+    names = {
+        TensorProto.FLOAT: "float32",
+        TensorProto.DOUBLE: "float64",
+        TensorProto.INT64: "int64",
+        TensorProto.INT32: "int32",
+        TensorProto.STRING: "string",
+    }
+    kind = info.type.WhichOneof("value")
+    if kind != "tensor_type":
+        return {"name": info.name, "type": kind or "unknown", "shape": None}
+    tensor = info.type.tensor_type
+    elem = names.get(tensor.elem_type, TensorProto.DataType.Name(tensor.elem_type).lower())
+    shape = None
+    if tensor.HasField("shape"):
+        shape = [_dim(d) for d in tensor.shape.dim]
+    return {"name": info.name, "type": elem, "shape": shape}
+
+
+def _dim(d: Any) -> str | int | None:
+    """A dimension's name, size, or None when unknown."""
+    if d.HasField("dim_param"):
+        return d.dim_param
+    return d.dim_value if d.HasField("dim_value") else None
+
+
+def _nodes(graph: Any) -> list[Any]:
+    """Every node of ``graph`` and of its subgraphs (Loop and If bodies)."""
+    from onnx import AttributeProto
+
+    out = []
+    for node in graph.node:
+        out.append(node)
+        for attr in node.attribute:
+            if attr.type == AttributeProto.GRAPH:
+                out.extend(_nodes(attr.g))
+            elif attr.type == AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    out.extend(_nodes(g))
+    return out
+
+
+def _tree_nodes(node: Any) -> int:
+    attrs = {a.name: a for a in node.attribute}
+    if node.op_type == "TreeEnsemble":  # opset 5: splits and leaves are listed apart
+        return len(attrs["nodes_featureids"].ints) + len(attrs["leaf_targetids"].ints)
+    return len(attrs["nodes_nodeids"].ints)
+
+
+def inspect_file(path: Path) -> Inspection:
+    """Describe the ONNX graph in ``path``."""
+    from ..export import read_metadata
+
+    existing_file(path, "ONNX")
+    model = load_onnx(path)
+    try:
+        meta: dict[str, Any] | None = read_metadata(model)
+    except (ValueError, KeyError):
+        meta = None
+    nodes = _nodes(model.graph)
+    operators = Counter(
+        f"{_DOMAIN_NAMES.get(n.domain, n.domain)}/{n.op_type}" for n in nodes
+    )
+    return Inspection(
+        file=str(path),
+        file_size=path.stat().st_size,
+        producer=f"{model.producer_name} {model.producer_version}".strip(),
+        ir_version=int(model.ir_version),
+        opsets={_DOMAIN_NAMES.get(o.domain, o.domain): int(o.version) for o in model.opset_import},
+        inputs=[_value_info(v) for v in model.graph.input],
+        outputs=[_value_info(v) for v in model.graph.output],
+        operators=dict(sorted(operators.items())),
+        tree_nodes=sum(_tree_nodes(n) for n in nodes if n.op_type in _TREE_OPS),
+        hyp2onnx=meta,
+        runtimes=runtimes_for(meta["encoding"] if meta else None),
+    )
+
+
+HELP = f"""Describe ONNX graph OUT: what it takes and returns and what it contains.
+
+Shows the input geometry and curvature, the classes, the inputs and
+outputs with their shapes and types, the operators and opsets, the number
+of trees and tree nodes, the file size, and the runtimes its encoding is
+known to run in. --json prints the same as one JSON object.
+
+\b
+Examples:
+  hyp2onnx inspect forest.onnx
+  hyp2onnx inspect forest.onnx --json
+
+{EXIT_CODES_HELP}
+"""
+
+
+@click.command(
+    "inspect",
+    help=HELP,
+    short_help="Describe a graph: geometry, inputs/outputs, operators, runtimes.",
+    no_args_is_help=True,
+)
+@click.argument("onnx_file", metavar="OUT", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@debug_option
+def command(onnx_file: Path, as_json: bool, debug: bool) -> int:
+    def report(result: Inspection) -> None:
+        click.echo(json.dumps(result.to_dict(), indent=2) if as_json else str(result))
+
+    return run(lambda: inspect_file(onnx_file), debug=debug, report=report)

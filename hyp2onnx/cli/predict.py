@@ -1,0 +1,207 @@
+"""``hyp2onnx predict``: score a data file with an exported graph, chunk by chunk, into CSV."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from ._common import (
+    EXIT_CODES_HELP,
+    EXIT_OK,
+    InputError,
+    atomic_output,
+    check_output,
+    debug_option,
+    progress,
+    run,
+)
+from ._data import DEFAULT_CHUNK_ROWS, check_points_in, check_width, open_data
+from ._models import load_onnx, onnx_metadata
+
+__all__ = ["PredictResult", "command", "default_predictions", "predict_file"]
+
+@dataclass(frozen=True)
+class PredictResult:
+    """Where the predictions went and how many rows were scored."""
+
+    onnx_path: Path
+    data_path: Path
+    output: Path
+    rows: int
+
+    exit_code = EXIT_OK
+
+
+def default_predictions(data_path: Path) -> Path:
+    """``DATA`` with its suffix replaced by ``.predictions.csv``."""
+    return data_path.with_suffix(".predictions.csv")
+
+
+def _header(metadata: dict[str, Any], outputs: dict[str, Any]) -> list[str]:
+    if metadata["task"] == "classification":
+        classes = metadata["classes"]
+        n = outputs["probabilities"].shape[1]
+        names = classes if classes is not None and len(classes) == n else list(range(n))
+        return ["label", *(f"probability_{c}" for c in names)]
+    n = outputs["variable"].shape[1] if outputs["variable"].ndim == 2 else 1
+    return ["value"] if n == 1 else [f"value_{i}" for i in range(n)]
+
+
+def _field(value: Any) -> str:
+    """One CSV field, quoted when it holds a comma, quote or line break."""
+    text = str(value)
+    if any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _float_format(dtype: np.dtype) -> str:
+    """Shortest exact text: 9 significant digits round-trip float32, repr does float64."""
+    return "%.9g" if dtype == np.float32 else "%r"
+
+
+def _lines(metadata: dict[str, Any], outputs: dict[str, Any]) -> str:
+    """The CSV rows of one chunk's outputs."""
+    if metadata["task"] == "classification":
+        labels = np.asarray(outputs["label"])
+        first = labels.tolist()
+        if not (np.issubdtype(labels.dtype, np.number) or labels.dtype == np.bool_):
+            first = [_field(x) for x in first]
+        values = np.asarray(outputs["probabilities"])
+    else:
+        first = None
+        values = np.asarray(outputs["variable"])
+        values = values.reshape(values.shape[0], -1)
+    fmt = ",".join([_float_format(values.dtype)] * values.shape[1])
+    if first is None:
+        rows = [fmt % tuple(r) for r in values.astype(np.float64).tolist()]
+    else:
+        fmt = "%s," + fmt
+        rows = [fmt % (a, *r) for a, r in zip(first, values.astype(np.float64).tolist())]
+    return "".join(row + "\n" for row in rows)
+
+
+def predict_file(
+    onnx_path: Path,
+    data_path: Path,
+    output: Path,
+    *,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    force: bool = False,
+    check_manifold: bool = True,
+) -> PredictResult:
+    """Write the graph's outputs for every row of ``data_path`` to the CSV ``output``.
+
+    Rows are read, checked and scored ``chunk_rows`` at a time, so memory
+    stays bounded. ``output`` appears complete or not at all.
+    """
+    check_output(output, force=force)
+    if output.resolve() in (data_path.resolve(), onnx_path.resolve()):
+        raise InputError(output, "is one of the input files", "choose another name with -o")
+    onnx_model = load_onnx(onnx_path)
+    metadata = onnx_metadata(onnx_model, onnx_path)
+    source = open_data(data_path)
+    check_width(source, metadata)
+
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(
+        onnx_model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    graph_input = session.get_inputs()[0]
+    dtype = np.float64 if graph_input.type == "tensor(double)" else np.float32
+    names = [o.name for o in session.get_outputs()]
+
+    rows = 0
+    with atomic_output(output, force=force) as f, progress(source.n_rows, "predict") as bar:
+        header_written = False
+        for chunk in source.chunks(chunk_rows):
+            if check_manifold:
+                check_points_in(chunk, metadata, data_path, rows)
+            outputs = dict(zip(names, session.run(None, {graph_input.name: chunk.astype(dtype)})))
+            if not header_written:
+                f.write(",".join(map(_field, _header(metadata, outputs))) + "\n")
+                header_written = True
+            f.write(_lines(metadata, outputs))
+            rows += chunk.shape[0]
+            bar.update(chunk.shape[0])
+        if not header_written:  # no rows: still a valid CSV with its header
+            empty = np.zeros((0, source.n_cols), dtype=dtype)
+            outputs = dict(zip(names, session.run(None, {graph_input.name: empty})))
+            f.write(",".join(map(_field, _header(metadata, outputs))) + "\n")
+    return PredictResult(onnx_path, data_path, output, rows)
+
+
+HELP = f"""Score the points in DATA with ONNX graph OUT and write the predictions as CSV.
+
+DATA (.npy, .csv or .parquet) is read CHUNK_ROWS rows at a time, so memory
+stays bounded whatever its size; a progress bar is shown when stderr is a
+terminal. Points are checked to lie on the graph's manifold first
+(--no-manifold-check skips that for trusted data). The CSV has a header
+and one row per point: label and one probability_<class> column per class
+for classifiers, value (value_0, ... for several targets) for regressors.
+It is written to PREDICTIONS (default: DATA with .predictions.csv) only if
+every chunk succeeds; an existing file is replaced only with --force.
+
+\b
+Examples:
+  hyp2onnx predict forest.onnx points.npy -o predictions.csv
+  hyp2onnx predict forest.onnx points.parquet --chunk-rows 100000 --force
+
+{EXIT_CODES_HELP}
+"""
+
+
+@click.command(
+    "predict",
+    help=HELP,
+    short_help="Score a data file in chunks with a graph; write CSV.",
+    no_args_is_help=True,
+)
+@click.argument("onnx_file", metavar="OUT", type=click.Path(path_type=Path))
+@click.argument("data", type=click.Path(path_type=Path))
+@click.option(
+    "-o", "--output", metavar="PREDICTIONS", type=click.Path(path_type=Path), help="Output CSV."
+)
+@click.option(
+    "--chunk-rows",
+    type=click.IntRange(min=1),
+    default=DEFAULT_CHUNK_ROWS,
+    show_default=True,
+    help="Rows scored at a time.",
+)
+@click.option(
+    "--no-manifold-check", is_flag=True, help="Do not check that the points are on the manifold."
+)
+@click.option("--force", is_flag=True, help="Replace PREDICTIONS if it exists.")
+@debug_option
+def command(
+    onnx_file: Path,
+    data: Path,
+    output: Path | None,
+    chunk_rows: int,
+    no_manifold_check: bool,
+    force: bool,
+    debug: bool,
+) -> int:
+    out = output if output is not None else default_predictions(data)
+
+    def report(result: PredictResult) -> None:
+        click.echo(f"wrote {result.output} ({result.rows} rows)")
+
+    return run(
+        lambda: predict_file(
+            onnx_file,
+            data,
+            out,
+            chunk_rows=chunk_rows,
+            force=force,
+            check_manifold=not no_manifold_check,
+        ),
+        debug=debug,
+        report=report,
+    )

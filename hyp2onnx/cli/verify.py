@@ -1,0 +1,128 @@
+"""``hyp2onnx verify``: compare an exported graph with its model on data."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._common import EXIT_CODES_HELP, EXIT_DISAGREE, EXIT_OK, InputError, debug_option, run
+from ._data import check_points_in, check_width, open_data
+from ._models import load_model, load_onnx, onnx_metadata
+
+__all__ = ["VerifyResult", "command", "verify_files"]
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """The agreement report of one model, graph and data file."""
+
+    model_path: Path
+    onnx_path: Path
+    data_path: Path
+    report: Any  #: a hyp2onnx.verify.VerifyReport
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_OK if self.report.ok else EXIT_DISAGREE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": str(self.model_path),
+            "onnx": str(self.onnx_path),
+            "data": str(self.data_path),
+            **self.report.to_dict(),
+        }
+
+
+def verify_files(
+    model_path: Path, onnx_path: Path, data_path: Path, *, atol: float | None = None
+) -> VerifyResult:
+    """Run :func:`hyp2onnx.verify` on the three files, naming the file at fault on error."""
+    onnx_model = load_onnx(onnx_path)
+    metadata = onnx_metadata(onnx_model, onnx_path)
+    source = open_data(data_path)
+    check_width(source, metadata)
+    model = load_model(model_path)
+    if type(model).__name__ != metadata["estimator_class"]:
+        raise InputError(
+            onnx_path,
+            f"was exported from a {metadata['estimator_class']}, but {model_path} holds a "
+            f"{type(model).__name__}",
+            "pass the model file the graph was converted from",
+        )
+    X = source.read_all()
+    check_points_in(X, metadata, data_path, 0)
+
+    from ..verify import verify
+
+    try:
+        report = verify(model, onnx_model, X, atol=atol)
+    except (ValueError, TypeError) as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(model_path, text) from exc
+    return VerifyResult(model_path, onnx_path, data_path, report)
+
+
+HELP = f"""Check that ONNX graph OUT agrees with MODEL on the points in DATA.
+
+Runs the graph in onnxruntime and MODEL in Python on the same points (cast
+to the graph's input type) and reports label differences and the largest
+difference of every numeric output. The exit status is 1 if any label
+differs or any difference is above the tolerance (0 for exact
+scikit-learn graphs; see hyp2onnx.verify.default_tolerance).
+
+MODEL is read as by 'hyp2onnx convert'; a pickle runs arbitrary code when
+loaded, so pass only pickles you trust (prefer .skops). DATA is .npy,
+.csv or .parquet and is read into memory.
+
+\b
+Examples:
+  hyp2onnx verify forest.pkl forest.onnx --data sample.npy
+  hyp2onnx verify forest.skops forest.onnx --data sample.csv --json
+
+{EXIT_CODES_HELP}
+"""
+
+
+def _report_text(result: VerifyResult) -> None:
+    click.echo(str(result.report))
+
+
+def _report_json(result: VerifyResult) -> None:
+    click.echo(json.dumps(result.to_dict(), indent=2))
+
+
+@click.command(
+    "verify",
+    help=HELP,
+    short_help="Check a graph against its model on data.",
+    no_args_is_help=True,
+)
+@click.argument("model", type=click.Path(path_type=Path))
+@click.argument("onnx_file", metavar="OUT", type=click.Path(path_type=Path))
+@click.option(
+    "--data",
+    "data",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Points to compare on (.npy/.csv/.parquet).",
+)
+@click.option(
+    "--atol",
+    type=click.FloatRange(min=0),
+    help="Largest accepted output difference (default: by encoding and backend).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@debug_option
+def command(
+    model: Path, onnx_file: Path, data: Path, atol: float | None, as_json: bool, debug: bool
+) -> int:
+    return run(
+        lambda: verify_files(model, onnx_file, data, atol=atol),
+        debug=debug,
+        report=_report_json if as_json else _report_text,
+    )

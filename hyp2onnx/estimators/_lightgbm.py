@@ -1,0 +1,427 @@
+"""LightGBM boosters (``LGBMClassifier``, ``LGBMRegressor``).
+
+LightGBM compares float64 inputs with float64 thresholds and sends a row
+left iff ``x <= threshold``. Each node also has a missing-value type: with
+``Zero`` (only from ``zero_as_missing=True``, which hyp2onnx rejects) any
+``|x| <= kZeroThreshold`` (float32 1e-35, widened) goes to the node's
+default side whatever the threshold; ``None`` and ``NaN`` route every finite
+value by the threshold, exactly as the Ensemble does. A ``Zero`` node is
+accepted only where its default side agrees with the threshold for the
+whole zero band, so the Ensemble routes every finite input as LightGBM does.
+
+Trees are read from ``Booster.model_to_string()`` and corrected thresholds
+are written back by rewriting each tree's ``threshold=`` line with
+``repr(float)`` (the shortest text that parses back to the same double) and
+rebuilding the Booster from the text, so ``predict`` uses them.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.utils.class_weight import compute_sample_weight
+
+from .._tree import TreeArrays
+from ..errors import UnsupportedModelError
+from ..ir import Ensemble
+from ..thresholds import CorrectionReport, Midpoint
+from ._interface import Backend
+from ._shared_rows import correct_per_tree
+
+#: LightGBM's kZeroThreshold: the float literal 1e-35f held in a double.
+ZERO_THRESHOLD = float(np.float32(1e-35))
+
+#: Objectives (as the model text names them) whose prediction is the raw score.
+_IDENTITY_OBJECTIVES = {"regression", "regression_l1", "huber", "fair", "quantile", "mape"}
+
+# Parameter names and their aliases (LightGBM's docs, "Parameters").
+_BAGGING_FRACTIONS = (
+    ("subsample", "bagging_fraction", "sub_row", "bagging"),
+    ("pos_bagging_fraction", "pos_sub_row", "pos_subsample", "pos_bagging"),
+    ("neg_bagging_fraction", "neg_sub_row", "neg_subsample", "neg_bagging"),
+)
+_BAGGING_FREQ = ("subsample_freq", "bagging_freq")
+_BOOSTING = ("boosting_type", "boosting", "boost")
+_CATEGORICAL = (
+    "categorical_feature",
+    "cat_feature",
+    "categorical_column",
+    "cat_column",
+    "categorical_features",
+)
+_LINEAR_TREE = ("linear_tree", "linear_trees")
+
+_TREE_START = re.compile(r"^Tree=\d+$", re.MULTILINE)
+
+
+def _lightgbm() -> Any:
+    try:
+        import lightgbm
+    except ImportError as exc:  # pragma: no cover - lightgbm is a dependency
+        raise UnsupportedModelError(
+            "LightGBM models need the lightgbm package: pip install lightgbm"
+        ) from exc
+    return lightgbm
+
+
+def _values(params: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
+    return [params[name] for name in names if params.get(name) is not None]
+
+
+class _Tree:
+    """One ``Tree=`` block of a LightGBM model text."""
+
+    def __init__(self, index: int, block: str) -> None:
+        self.block = block
+        fields = dict(
+            line.split("=", 1) for line in block.splitlines()[1:] if "=" in line
+        )
+        self.fields = fields
+        n_leaves = int(fields["num_leaves"])
+        n_internal = n_leaves - 1
+        if int(fields.get("num_cat", "0")) > 0:
+            raise UnsupportedModelError(
+                f"tree {index} of the LightGBM model has categorical splits. Klein "
+                "coordinates are continuous: fit without categorical_feature."
+            )
+        if int(fields.get("is_linear", "0")):
+            raise UnsupportedModelError(
+                "LightGBM linear trees are not supported (their leaves depend on x); "
+                "fit with linear_tree=False."
+            )
+
+        # Python's int() and float() parse exactly (and faster than numpy from strings).
+        def ints(key: str) -> np.ndarray:
+            return np.array(list(map(int, fields[key].split())) if n_internal else [], np.int64)
+
+        def floats(key: str) -> np.ndarray:
+            return np.array(list(map(float, fields[key].split())) if n_internal else [], float)
+
+        self.split_feature = ints("split_feature")
+        self.threshold = floats("threshold")
+        self.decision_type = ints("decision_type")
+        child = lambda c: np.where(c >= 0, c, n_internal + ~c)  # noqa: E731  (~leaf -> node id)
+        self.left = child(ints("left_child"))
+        self.right = child(ints("right_child"))
+        self.leaf_value = np.array(list(map(float, fields["leaf_value"].split())), float)
+        if self.leaf_value.shape != (n_leaves,):
+            raise UnsupportedModelError("malformed LightGBM model text: leaf_value count")
+        if np.any(self.decision_type & 1):
+            raise UnsupportedModelError(
+                f"tree {index} of the LightGBM model has categorical splits; fit without "
+                "categorical_feature."
+            )
+
+    @property
+    def n_internal(self) -> int:
+        return self.split_feature.shape[0]
+
+    def arrays(self) -> TreeArrays:
+        """Internal nodes first (LightGBM's numbering), then leaf i as node n_internal + i."""
+        n_leaves = self.leaf_value.shape[0]
+        pad = np.full(n_leaves, -1, dtype=np.int64)
+        return TreeArrays(
+            np.concatenate([self.split_feature, pad]),
+            np.concatenate([self.threshold, np.zeros(n_leaves)]),
+            np.concatenate([self.left, pad]),
+            np.concatenate([self.right, pad]),
+        )
+
+    def check_zero_band(self, thresholds: np.ndarray, index: int) -> None:
+        """Reject ``Zero`` nodes whose default side disagrees with ``x <= t`` near zero."""
+        zero = ((self.decision_type >> 2) & 3) == 1
+        if not zero.any():
+            return
+        default_left = (self.decision_type & 2) > 0
+        t = thresholds[: self.n_internal]
+        agrees = np.where(default_left, t >= ZERO_THRESHOLD, t < -ZERO_THRESHOLD)
+        if np.any(zero & ~agrees):
+            raise UnsupportedModelError(
+                f"tree {index} of the LightGBM model sends |x| <= 1e-35 to a default side "
+                "that its threshold does not (missing_type Zero, from zero_as_missing=True), "
+                "which the exported model cannot reproduce. Fit with zero_as_missing=False."
+            )
+
+    def with_thresholds(self, thresholds: np.ndarray) -> str:
+        """This block with its ``threshold=`` line rewritten."""
+        line = "threshold=" + " ".join(repr(float(t)) for t in thresholds[: self.n_internal])
+        return re.sub(r"(?m)^threshold=.*$", lambda _: line, self.block, count=1)
+
+
+class _Model:
+    """A LightGBM model text split into header, tree blocks and tail."""
+
+    def __init__(self, text: str) -> None:
+        end = text.find("end of trees")
+        starts = [m.start() for m in _TREE_START.finditer(text, 0, end)]
+        if end < 0 or not starts:
+            raise UnsupportedModelError("malformed LightGBM model text: no trees found")
+        self.head, self.tail = text[: starts[0]], text[end:]
+        blocks = [text[a:b] for a, b in zip(starts, [*starts[1:], end], strict=True)]
+        self.trees = [_Tree(i, block) for i, block in enumerate(blocks)]
+        header = dict(line.split("=", 1) for line in self.head.splitlines() if "=" in line)
+        self.n_per_iteration = int(header.get("num_tree_per_iteration", "1"))
+        self.n_features = int(header["max_feature_idx"]) + 1
+        objective = header.get("objective", "").split()
+        self.objective = objective[0] if objective else ""
+        self.objective_options = objective[1:]
+        self.average_output = "average_output" in (line.strip() for line in self.head.splitlines())
+        for i, tree in enumerate(self.trees):
+            tree.check_zero_band(tree.threshold, i)
+
+    def text(self, thresholds: list[np.ndarray]) -> str:
+        """The model text with new thresholds (and matching ``tree_sizes``)."""
+        blocks = [
+            tree.with_thresholds(t) for tree, t in zip(self.trees, thresholds, strict=True)
+        ]
+        sizes = "tree_sizes=" + " ".join(str(len(b.encode())) for b in blocks)
+        head = re.sub(r"(?m)^tree_sizes=.*$", lambda _: sizes, self.head, count=1)
+        return head + "".join(blocks) + self.tail
+
+
+class LightGBMBackend(Backend):
+    name = "lightgbm"
+    op = "<="
+    compare_dtype = "float64"
+    threshold_dtype = "float64"
+
+    def __init__(self) -> None:
+        # read_trees and write_thresholds of one correction share one parse.
+        self._parsed: tuple[Any, _Model] | None = None
+
+    @classmethod
+    def handles(cls, estimator: Any) -> bool:
+        try:
+            lgb = _lightgbm()
+        except UnsupportedModelError:
+            return False
+        return type(estimator) in (lgb.LGBMClassifier, lgb.LGBMRegressor)
+
+    @classmethod
+    def supported(cls) -> list[str]:
+        return ["LGBMClassifier", "LGBMRegressor"]
+
+    # -- training --------------------------------------------------------
+
+    @staticmethod
+    def row_subsampling(estimator: Any) -> str | None:
+        """Which parameters make trees see random row subsets, or None."""
+        params = estimator.get_params()
+        if "goss" in _values(params, _BOOSTING) or params.get("data_sample_strategy") == "goss":
+            return "GOSS"
+        freq = max(_values(params, _BAGGING_FREQ), default=0)
+        if freq > 0:
+            for names in _BAGGING_FRACTIONS:
+                for name in names:
+                    value = params.get(name)
+                    if value is not None and value < 1.0:
+                        return f"{name}={value} with bagging_freq={freq}"
+        return None
+
+    @staticmethod
+    def disable_row_subsampling(estimator: Any) -> None:
+        """Make every tree see every training row (column sampling is harmless)."""
+        params = estimator.get_params()
+        if LightGBMBackend.row_subsampling(estimator) == "GOSS":
+            raise UnsupportedModelError(
+                "GOSS keeps a different, gradient-dependent subset of rows for every tree, so "
+                "the thresholds cannot be corrected exactly. Use data_sample_strategy='bagging' "
+                "(the default), or override_subsample=False to accept an approximate correction."
+            )
+        ones = {name: 1.0 for names in _BAGGING_FRACTIONS for name in names if name in params}
+        estimator.set_params(**{**ones, "subsample": 1.0})
+
+    def fit(
+        self,
+        estimator: Any,
+        Xk: np.ndarray,
+        y: np.ndarray,
+        sample_weight: np.ndarray | None,
+        **fit_params: Any,
+    ) -> Any:
+        params = estimator.get_params()
+        if callable(params.get("objective")):
+            raise UnsupportedModelError(
+                "custom LightGBM objectives are not supported: their link function is unknown."
+            )
+        if "rf" in _values(params, _BOOSTING):
+            raise UnsupportedModelError(
+                "LightGBM boosting_type='rf' is not supported; use 'gbdt' or 'dart', or a "
+                "hyperbolic random forest."
+            )
+        if params.get("zero_as_missing"):
+            raise UnsupportedModelError(
+                "zero_as_missing=True sends |x| <= 1e-35 to a default side whatever the "
+                "threshold; Klein coordinates have no missing values. Leave it False."
+            )
+        if any(_values(params, _LINEAR_TREE)):
+            raise UnsupportedModelError(
+                "LightGBM linear trees are not supported (their leaves depend on x)."
+            )
+        categorical = [fit_params.get("categorical_feature", "auto")]
+        categorical += _values(params, _CATEGORICAL)
+        if any(
+            (c != "auto" if isinstance(c, str) else len(c) > 0) for c in categorical
+        ):
+            raise UnsupportedModelError(
+                "categorical splits are not hyperbolic: Klein coordinates are continuous. "
+                "Fit without categorical_feature."
+            )
+        for name in ("init_score", "eval_init_score"):
+            if fit_params.get(name) is not None:
+                raise UnsupportedModelError(
+                    f"{name} gives each row its own starting score, which an exported model "
+                    "cannot reproduce; fit without it."
+                )
+        if np.ndim(y) != 1:
+            raise UnsupportedModelError("LightGBM models take a 1-D y.")
+        subsampling = self.row_subsampling(estimator)
+        if subsampling:
+            warnings.warn(
+                f"LightGBM trains each tree on a subset of rows ({subsampling}), but the "
+                "threshold correction uses all training rows, so it is approximate: training "
+                "predictions may change. Use override_subsample=True for an exact correction.",
+                stacklevel=3,
+            )
+        estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
+        return estimator
+
+    def training_rows(
+        self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
+    ) -> list[np.ndarray]:
+        # Every tree sees every row; rows of zero weight carry no gradient.
+        w = np.ones(np.shape(y)[0]) if sample_weight is None else np.asarray(sample_weight)
+        class_weight = getattr(fitted, "class_weight", None)
+        if class_weight is not None:
+            w = w * compute_sample_weight(class_weight, y)
+        rows = np.flatnonzero(w > 0)
+        return [rows] * len(self._model(fitted).trees)
+
+    # -- trees -------------------------------------------------------------
+
+    def _model(self, fitted: Any) -> _Model:
+        if self._parsed is None or self._parsed[0] is not fitted:
+            text = fitted.booster_.model_to_string(num_iteration=-1)
+            self._parsed = (fitted, _Model(text))
+        return self._parsed[1]
+
+    def read_trees(self, fitted: Any) -> list[TreeArrays]:
+        return [tree.arrays() for tree in self._model(fitted).trees]
+
+    def correct(
+        self,
+        trees: list[TreeArrays],
+        X_seen: np.ndarray,
+        rows: list[np.ndarray],
+        *,
+        midpoint: Midpoint,
+    ) -> tuple[list[np.ndarray], CorrectionReport]:
+        """Corrected thresholds of all trees, in one pass when they share their rows."""
+        return correct_per_tree(
+            trees, X_seen, rows, op=self.op, threshold_dtype=self.threshold_dtype,
+            midpoint=midpoint,
+        )
+
+    def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
+        model = self._model(fitted)
+        self._parsed = None
+        for i, (tree, new) in enumerate(zip(model.trees, thresholds, strict=True)):
+            tree.check_zero_band(np.asarray(new, dtype=np.float64), i)
+        old = fitted.booster_
+        booster = _lightgbm().Booster(model_str=model.text(thresholds))
+        booster.best_iteration = old.best_iteration
+        booster.best_score = old.best_score
+        # LGBMModel has no public setter; booster_ reads this attribute.
+        fitted._Booster = booster
+        return fitted
+
+    # -- description -----------------------------------------------------
+
+    def _outputs(self, fitted: Any, model: _Model) -> tuple[int, str]:
+        """Score columns and post-transform, or an error if the Ensemble cannot say it."""
+        classifier = type(fitted) is _lightgbm().LGBMClassifier
+        objective, options = model.objective, model.objective_options
+        if model.average_output:
+            raise UnsupportedModelError(
+                "LightGBM random forests (average_output) are not supported."
+            )
+        if classifier and objective == "binary":
+            if "sigmoid:1" not in options:
+                raise UnsupportedModelError(
+                    f"LightGBM binary objective with {' '.join(options)} is not supported: the "
+                    "Ensemble's logistic transform has slope 1. Leave sigmoid at 1.0."
+                )
+            return 1, "logistic"
+        if classifier and objective == "multiclass":
+            return model.n_per_iteration, "softmax"
+        if not classifier and objective in _IDENTITY_OBJECTIVES and "sqrt" not in options:
+            return 1, "identity"
+        supported = (
+            "binary, multiclass"
+            if classifier
+            else ", ".join(sorted(_IDENTITY_OBJECTIVES)) + " (without reg_sqrt)"
+        )
+        raise UnsupportedModelError(
+            f"LightGBM objective {' '.join([objective, *options])!r} is not supported for "
+            f"{type(fitted).__name__}: its prediction is not the Ensemble's identity, logistic "
+            f"or softmax of the trees' sum. Supported: {supported}."
+        )
+
+    def check_exportable(self, fitted: Any) -> None:
+        """Raise now, at fit time, what :meth:`to_ensemble` would reject."""
+        model = self._model(fitted)
+        self._outputs(fitted, model)
+
+    def to_ensemble(self, fitted: Any) -> Ensemble:
+        """Trees as LightGBM predicts: float64 sums in tree order, from zero.
+
+        LightGBM folds its initial score into the first trees' leaves, so the
+        base values are zero.
+        """
+        model = self._model(fitted)
+        classifier = type(fitted) is _lightgbm().LGBMClassifier
+        n_outputs, post = self._outputs(fitted, model)
+        n_used = len(model.trees)
+        best = int(getattr(fitted.booster_, "best_iteration", 0) or 0)
+        if best > 0:
+            n_used = min(n_used, best * model.n_per_iteration)
+
+        features, thresholds, lefts, rights, values, roots, targets = [], [], [], [], [], [], []
+        offset = 0
+        for i in range(n_used):
+            tree = model.trees[i]
+            tree.check_zero_band(tree.threshold, i)
+            arrays = tree.arrays()
+            n_nodes = arrays.feature.shape[0]
+            target = i % model.n_per_iteration if n_outputs > 1 else 0
+            value = np.zeros((n_nodes, n_outputs))
+            value[tree.n_internal :, target] = tree.leaf_value
+            roots.append(offset)
+            targets.append(target)
+            features.append(arrays.feature)
+            thresholds.append(arrays.threshold)
+            lefts.append(np.where(arrays.left >= 0, arrays.left + offset, -1))
+            rights.append(np.where(arrays.right >= 0, arrays.right + offset, -1))
+            values.append(value)
+            offset += n_nodes
+        return Ensemble(
+            feature=np.concatenate(features),
+            threshold=np.concatenate(thresholds),
+            left=np.concatenate(lefts),
+            right=np.concatenate(rights),
+            value=np.concatenate(values),
+            roots=np.asarray(roots, dtype=np.int64),
+            op=self.op,
+            compare_dtype=self.compare_dtype,
+            threshold_dtype=self.threshold_dtype,
+            n_features=model.n_features,
+            aggregate="sum",
+            base_values=np.zeros(n_outputs),
+            post_transform=post,
+            sum_dtype="float64",
+            classes=np.asarray(fitted.classes_) if classifier else None,
+            tree_target=np.asarray(targets, dtype=np.int64) if n_outputs > 1 else None,
+        )

@@ -1,0 +1,254 @@
+"""Hyperbolic XGBoost models: exact corrected thresholds inside the booster."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import xgboost as xgb
+from sklearn.base import clone
+
+from hyp2onnx import HyperbolicXGBClassifier, HyperbolicXGBRegressor, UnsupportedModelError, ir
+from hyp2onnx._tree import apply, as_compared
+from hyp2onnx.estimators import HyperbolicEstimator
+from hyp2onnx.estimators._xgboost import XGBoostBackend, _ubj_load
+from hyp2onnx.thresholds import correct_tree
+
+from _boosting_data import GEOMETRIES, as_points, klein_with_ties, labels, probe_points
+
+PARAMS = dict(n_estimators=6, max_depth=4, learning_rate=0.5, n_jobs=1, random_state=0)
+TASKS = {
+    "binary": (HyperbolicXGBClassifier, xgb.XGBClassifier),
+    "multiclass": (HyperbolicXGBClassifier, xgb.XGBClassifier),
+    "regression": (HyperbolicXGBRegressor, xgb.XGBRegressor),
+}
+
+
+def native_output(model, Xk):
+    return model.predict_proba(Xk) if hasattr(model, "predict_proba") else model.predict(Xk)
+
+
+def ir_output(model, X):
+    out = ir.predict_output(model._to_ir().ensemble, model.to_klein(X))
+    return out if hasattr(model, "predict_proba") else out[:, 0]
+
+
+@pytest.fixture(scope="module", params=[(t, g) for t in TASKS for g in GEOMETRIES], ids=str)
+def fitted(request):
+    """A hyperbolic model and the same XGBoost model fitted without correction."""
+    task, geometry = request.param
+    hyperbolic, native = TASKS[task]
+    k = klein_with_ties(300, seed=len(task))
+    y = labels(k, task)
+    X = as_points(k, geometry)
+    model = hyperbolic(input_geometry=geometry, **PARAMS).fit(X, y)
+    plain = native(**PARAMS).fit(model.to_klein(X), y)
+    return model, plain, X, y
+
+
+def test_training_predictions_unchanged(fitted):
+    model, plain, X, _ = fitted
+    np.testing.assert_array_equal(native_output(model, X), native_output(plain, model.to_klein(X)))
+    np.testing.assert_array_equal(model.predict(X), plain.predict(model.to_klein(X)))
+
+
+def test_thresholds_moved_to_the_reference_correction(fitted):
+    model, plain, X, _ = fitted
+    backend = XGBoostBackend()
+    ours, theirs = backend.read_trees(model.estimator_), backend.read_trees(plain)
+    Xc = as_compared(model.to_klein(X), "float32")
+    moved = 0
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(a.feature, b.feature)
+        np.testing.assert_array_equal(a.left, b.left)
+        want, _ = correct_tree(b, Xc, op="<", threshold_dtype="float32", midpoint="einstein")
+        np.testing.assert_array_equal(a.threshold, want)
+        moved += int(np.sum(a.threshold != b.threshold))
+    assert moved > 0 and model.correction_.n_moved == moved
+
+
+def test_ir_reproduces_xgboost(fitted):
+    model, _, X, _ = fitted
+    ensemble = model._to_ir().ensemble
+    internal = ensemble.feature >= 0
+    k = np.concatenate(
+        [
+            klein_with_ties(500, seed=99),
+            probe_points(ensemble.threshold[internal], ensemble.feature[internal], 2),
+        ]
+    )
+    Xt = as_points(k, model.input_geometry)
+    native = native_output(model.estimator_, model.to_klein(Xt))
+    np.testing.assert_allclose(ir_output(model, Xt), native, atol=1e-6, rtol=0)
+    if not hasattr(model, "predict_proba"):  # float32 sums in XGBoost's order: bit for bit
+        np.testing.assert_array_equal(ir_output(model, Xt), model.predict(Xt))
+
+
+def test_hist_thresholds_equal_training_values():
+    """``hist`` cuts are training values: ``<`` routes them right, ``<=`` would not."""
+    k = klein_with_ties(400, seed=5)
+    y = labels(k, "regression")
+    params = dict(PARAMS, tree_method="hist", n_estimators=10)
+    model = HyperbolicXGBRegressor(input_geometry="klein", **params).fit(k, y)
+    plain = xgb.XGBRegressor(**params).fit(k, y)
+    Xc = as_compared(k, "float32")
+    trees = XGBoostBackend().read_trees(plain)
+    on_value = [np.isin(t.threshold[t.feature >= 0], Xc).any() for t in trees]
+    assert all(on_value)
+    # Treating the test as <= sends the rows at a cut to the other side.
+    assert any(not np.array_equal(apply(t, Xc, "<"), apply(t, Xc, "<=")) for t in trees)
+    np.testing.assert_array_equal(model.predict(k), plain.predict(k))
+    assert model.correction_.n_moved > 0
+
+
+def test_string_labels_and_classes():
+    k = klein_with_ties(300, seed=3)
+    y = np.array(["cat", "dog", "emu"])[labels(k, "multiclass")]
+    X = as_points(k, "poincare")
+    model = HyperbolicXGBClassifier(input_geometry="poincare", **PARAMS).fit(X, y)
+    assert model.classes_.tolist() == ["cat", "dog", "emu"]
+    assert set(model.predict(X)) <= {"cat", "dog", "emu"}
+    proba = model.predict_proba(X)
+    np.testing.assert_array_equal(model.predict(X), model.classes_[proba.argmax(axis=1)])
+    assert model._to_ir().ensemble.classes.tolist() == ["cat", "dog", "emu"]
+    assert model.score(X, y) > 0.6
+
+
+def test_eval_set_in_hyperbolic_coordinates_and_early_stopping():
+    k = klein_with_ties(300, seed=8)
+    y = np.where(labels(k, "binary") == 1, "yes", "no")
+    kv = klein_with_ties(200, seed=9)
+    # Unlearnable validation labels: early stopping ends the boosting soon.
+    yv = np.where(np.random.default_rng(0).random(200) < 0.5, "yes", "no")
+    params = dict(PARAMS, n_estimators=40, early_stopping_rounds=2)
+    model = HyperbolicXGBClassifier(**params).fit(
+        as_points(k, "hyperboloid"), y, eval_set=[(as_points(kv, "hyperboloid"), yv)], verbose=False
+    )
+    best = model.estimator_.best_iteration
+    assert best < 39
+    ensemble = model._to_ir().ensemble
+    assert ensemble.n_trees == best + 1
+    Xt = as_points(klein_with_ties(300, seed=10), "hyperboloid")
+    np.testing.assert_allclose(ir_output(model, Xt), model.predict_proba(Xt), atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="not seen"):
+        HyperbolicXGBClassifier(**params).fit(
+            as_points(k, "hyperboloid"), y, eval_set=[(as_points(kv, "hyperboloid"), yv + "!")]
+        )
+
+
+def test_sample_weight():
+    k = klein_with_ties(300, seed=4)
+    y = labels(k, "binary")
+    w = np.random.default_rng(2).choice([0.0, 0.5, 2.0], size=300)
+    model = HyperbolicXGBClassifier(input_geometry="klein", **PARAMS).fit(k, y, sample_weight=w)
+    plain = xgb.XGBClassifier(**PARAMS).fit(k, y, sample_weight=w)
+    seen = w > 0
+    np.testing.assert_array_equal(model.predict_proba(k[seen]), plain.predict_proba(k[seen]))
+    Xc = as_compared(k[seen], "float32")
+    backend = XGBoostBackend()
+    for a, b in zip(backend.read_trees(model.estimator_), backend.read_trees(plain), strict=True):
+        want, _ = correct_tree(b, Xc, op="<", threshold_dtype="float32")
+        np.testing.assert_array_equal(a.threshold, want)
+
+
+def test_clone_get_params_and_pickle():
+    model = HyperbolicXGBRegressor(input_geometry="poincare", max_depth=3, n_estimators=4, eta=0.3)
+    params = model.get_params()
+    assert params["max_depth"] == 3 and params["eta"] == 0.3
+    assert params["override_subsample"] is True
+    twin = clone(model)
+    assert twin.get_params() == params
+    twin.set_params(max_depth=2, max_bin=32, nthread=1)
+    assert twin.get_params()["max_bin"] == 32 and twin.get_params()["nthread"] == 1
+    k = klein_with_ties(200, seed=6)
+    X = as_points(k, "poincare")
+    twin.fit(X, labels(k, "regression"))
+    assert twin.estimator_.get_params()["nthread"] == 1
+    again = pickle.loads(pickle.dumps(twin))
+    np.testing.assert_array_equal(again.predict(X), twin.predict(X))
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        HyperbolicXGBRegressor(predict=1)
+
+
+def test_subsampling_override_and_warning():
+    k = klein_with_ties(300, seed=11)
+    y = labels(k, "binary")
+    model = HyperbolicXGBClassifier(input_geometry="klein", subsample=0.5, **PARAMS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.fit(k, y)
+    assert model.subsample == 0.5 and model.estimator_.get_params()["subsample"] == 1.0
+    plain = xgb.XGBClassifier(subsample=1.0, **PARAMS).fit(k, y)
+    np.testing.assert_array_equal(model.predict_proba(k), plain.predict_proba(k))
+    with pytest.warns(UserWarning, match="approximate"):
+        HyperbolicXGBClassifier(
+            input_geometry="klein", subsample=0.5, override_subsample=False, **PARAMS
+        ).fit(k, y)
+
+
+def test_categorical_rejected():
+    k = klein_with_ties(200, seed=12)
+    y = labels(k, "binary")
+    with pytest.raises(UnsupportedModelError, match="categorical"):
+        HyperbolicXGBClassifier(
+            input_geometry="klein", enable_categorical=True, feature_types=["c", "q"], **PARAMS
+        ).fit(k, y)
+    # A booster that has categorical splits is refused when read.
+    codes = np.column_stack([np.arange(200) % 4, k[:, 1]])
+    native = xgb.XGBClassifier(
+        enable_categorical=True, feature_types=["c", "q"], tree_method="hist", **PARAMS
+    ).fit(codes, (codes[:, 0] % 2 == 0).astype(int))
+    with pytest.raises(UnsupportedModelError, match="categorical"):
+        XGBoostBackend().read_trees(native)
+
+
+def test_unsupported_objectives_and_margins():
+    k = klein_with_ties(200, seed=13)
+    with pytest.raises(UnsupportedModelError, match="count:poisson"):
+        HyperbolicXGBRegressor(input_geometry="klein", objective="count:poisson", **PARAMS).fit(
+            k, np.abs(labels(k, "regression"))
+        )
+    with pytest.raises(UnsupportedModelError, match="base_margin"):
+        HyperbolicXGBRegressor(input_geometry="klein", **PARAMS).fit(
+            k, labels(k, "regression"), base_margin=np.zeros(200)
+        )
+
+
+def test_unreached_splits_keep_threshold_and_warn(monkeypatch):
+    k = klein_with_ties(300, seed=14)
+    y = labels(k, "binary")
+    few = np.flatnonzero(k[:, 0] < 0)  # pretend the trees saw only these rows
+    monkeypatch.setattr(
+        XGBoostBackend,
+        "training_rows",
+        lambda self, fitted, y, w: [few] * len(self.read_trees(fitted)),
+    )
+    with pytest.warns(UserWarning, match="no training row on one side"):
+        model = HyperbolicXGBClassifier(input_geometry="klein", **PARAMS).fit(k, y)
+    assert model.correction_.n_unreached > 0
+
+
+def test_generic_wrapper_and_ubjson_reader():
+    k = klein_with_ties(200, seed=15)
+    y = labels(k, "multiclass")
+    model = HyperbolicEstimator(xgb.XGBClassifier(**PARAMS), input_geometry="klein").fit(k, y)
+    np.testing.assert_allclose(
+        ir.predict_output(model._to_ir().ensemble, k), model.predict_proba(k), atol=1e-6, rtol=0
+    )
+    booster = model.estimator_.get_booster()
+    ubj, text = _ubj_load(booster.save_raw("ubj")), json.loads(booster.save_raw("json"))
+
+    def same(a, b):
+        if isinstance(b, dict):
+            return set(a) == set(b) and all(same(a[key], b[key]) for key in b)
+        if isinstance(a, np.ndarray):
+            expected = np.array(b, dtype=np.float64).astype(a.dtype.newbyteorder("="))
+            return np.array_equal(a, expected)
+        if isinstance(b, list):
+            return len(a) == len(b) and all(same(x, z) for x, z in zip(a, b, strict=True))
+        return a == b or np.float32(a) == np.float32(b)
+
+    assert same(ubj, text)
