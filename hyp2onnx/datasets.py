@@ -31,9 +31,7 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
-def _class_assignments(
-    rng: np.random.Generator, n_samples: int, weights: np.ndarray
-) -> np.ndarray:
+def _class_assignments(rng: np.random.Generator, n_samples: int, weights: np.ndarray) -> np.ndarray:
     """Class of each row, drawn with ``weights``; every class gets at least two rows when possible.
 
     As in the reference code (``manify``), the draw is repeated until each

@@ -143,6 +143,4 @@ def test_clear_errors(kwargs: dict, match: str) -> None:
 
 def test_points_that_round_onto_the_ball_boundary_are_refused() -> None:
     with pytest.raises(ValueError, match="boundary"):
-        make_wrapped_normal_mixture(
-            200, 2, 2, noise_std=2000.0, geometry="klein", random_state=0
-        )
+        make_wrapped_normal_mixture(200, 2, 2, noise_std=2000.0, geometry="klein", random_state=0)

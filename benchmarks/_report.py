@@ -1,0 +1,129 @@
+"""Shared plumbing of the benchmark scripts: output folder, Markdown tables, figures, timing.
+
+Full runs write to ``benchmarks/results/``; ``--quick`` runs (smoke tests)
+write to a temporary folder unless ``--out`` says otherwise, so a smoke test
+never replaces the committed results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def add_output_args(parser: argparse.ArgumentParser) -> None:
+    """``--quick`` and ``--out`` for every benchmark."""
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test in seconds")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the Markdown/PNG results "
+        "(default: benchmarks/results, or a temporary folder with --quick)",
+    )
+
+
+def output_dir(args: argparse.Namespace) -> Path:
+    """The folder results go to (created)."""
+    if args.out is not None:
+        out = Path(args.out)
+    elif args.quick:
+        out = Path(tempfile.gettempdir()) / "hyp2onnx-bench-quick"
+    else:
+        out = RESULTS
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def md_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str | None = None
+) -> str:
+    """A GitHub Markdown table; ``align``: ``l``/``r``/``c`` per column (default: first left)."""
+    align = align or "l" + "r" * (len(headers) - 1)
+    marks = {"l": ":---", "r": "---:", "c": ":---:"}
+    lines = [
+        "| " + " | ".join(map(str, headers)) + " |",
+        "| " + " | ".join(marks[a] for a in align) + " |",
+    ]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """The same table as plain aligned text for the terminal."""
+    cells = [list(map(str, headers))] + [list(map(str, r)) for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    out = []
+    for j, row in enumerate(cells):
+        out.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))
+            )
+        )
+        if j == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def environment() -> str:
+    """One line saying where and with what the numbers were measured."""
+    import numpy
+    import sklearn
+
+    parts = [
+        f"{os.cpu_count()} cores",
+        f"Python {platform.python_version()}",
+        f"numpy {numpy.__version__}",
+        f"scikit-learn {sklearn.__version__}",
+    ]
+    for name in ("xgboost", "lightgbm", "onnxruntime", "hyperdt"):
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        version = getattr(module, "__version__", None)
+        if version is None and name == "hyperdt":
+            from importlib.metadata import version as _version
+
+            version = _version("hyperdt")
+        parts.append(f"{name} {version}")
+    try:
+        load = ", load average {:.1f}".format(os.getloadavg()[0])
+    except OSError:
+        load = ""
+    return f"Measured {datetime.date.today().isoformat()} on {', '.join(parts)}{load}."
+
+
+def write(path: Path, text: str) -> None:
+    """Write ``text`` and say where."""
+    path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    print(f"wrote {path}")
+
+
+def pyplot() -> Any | None:
+    """matplotlib's pyplot on the Agg backend, or None (with a note) if matplotlib is missing."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no figure (pip install 'hyp2onnx[bench]')")
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def timed(call: Callable[[], Any]) -> float:
+    """Wall time of one call, in seconds."""
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start

@@ -1,0 +1,166 @@
+"""Inference speed: the Python estimator, the exported graphs in onnxruntime, and plain skl2onnx.
+
+Three models trained on 20,000 rows of wrapped-normal mixtures in d = 16
+(``hyp2onnx.datasets``): a depth-8 tree (8 classes) and 100-tree depth-8
+random forests (2 and 8 classes). On 100,000 further rows of the same
+mixture, for each model:
+
+* the hyp2onnx estimator's ``predict_proba`` in Python (float64 hyperboloid
+  input; scikit-learn with ``n_jobs=1``);
+* the exported graph (``hyp2onnx.to_onnx``) in onnxruntime, exact and compat
+  encodings, float32 hyperboloid input;
+* skl2onnx's plain Euclidean graph of the same (corrected) trees, fed
+  float32 Klein coordinates computed beforehand: the floor without the
+  projection.
+
+Throughput is rows per second on the 100k-row batch, latency the time of a
+single-row call; onnxruntime uses one thread; medians of interleaved runs
+(``bench_export.time_graphs``). "labels ≠ Python" counts rows whose label
+differs from the Python model's on the same float32 points.
+
+    python benchmarks/bench_inference.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import skl2onnx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import add_output_args, environment, md_table, output_dir, text_table, write  # noqa: E402
+from bench_export import session, time_graphs  # noqa: E402
+
+import hyp2onnx as h  # noqa: E402
+from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
+
+DIM = 16
+
+
+def python_timing(model, X: np.ndarray, *, repeats: int, single_calls: int) -> tuple[float, float]:
+    """Median rows/s of ``predict_proba`` on ``X`` and median µs of a single-row call."""
+    model.predict_proba(X[:1])
+    batch, single = [], []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        model.predict_proba(X)
+        batch.append(len(X) / (time.perf_counter() - t))
+        one = X[:1]
+        t = time.perf_counter()
+        for _ in range(single_calls):
+            model.predict_proba(one)
+        single.append((time.perf_counter() - t) / single_calls * 1e6)
+    return statistics.median(batch), statistics.median(single)
+
+
+def labels_of(onnx_model, x: np.ndarray) -> np.ndarray:
+    return session(onnx_model).run(None, {"X": x})[0].ravel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_output_args(parser)
+    args = parser.parse_args(argv)
+    n_train, n_test, n_trees, repeats, calls, py_calls = (
+        (2_000, 5_000, 10, 2, 50, 10) if args.quick else (20_000, 100_000, 100, 5, 2_000, 200)
+    )
+    out = output_dir(args)
+    specs = (
+        (
+            "tree, 8 classes",
+            8,
+            lambda: h.HyperbolicDecisionTreeClassifier(max_depth=8, random_state=0),
+        ),
+        (
+            "forest, binary",
+            2,
+            lambda: h.HyperbolicRandomForestClassifier(
+                n_estimators=n_trees, max_depth=8, random_state=0, n_jobs=2
+            ),
+        ),
+        (
+            "forest, 8 classes",
+            8,
+            lambda: h.HyperbolicRandomForestClassifier(
+                n_estimators=n_trees, max_depth=8, random_state=0, n_jobs=2
+            ),
+        ),
+    )
+    started = time.perf_counter()
+    headers = (
+        "model",
+        "system",
+        f"rows/s ({n_test // 1000}k batch)",
+        "vs skl2onnx",
+        "1-row call, µs",
+        "labels ≠ Python",
+    )
+    rows = []
+    for label, n_classes, make in specs:
+        X, y = make_wrapped_normal_mixture(n_train + n_test, DIM, n_classes, random_state=0)
+        model = make().fit(X[:n_train], y[:n_train])
+        if hasattr(model.estimator_, "n_jobs"):
+            model.estimator_.set_params(n_jobs=1)
+        X32 = X[n_train:].astype(np.float32)
+        X64 = X32.astype(np.float64)  # the same float32 points, for the Python model
+        k32 = model.to_klein(X64).astype(np.float32)
+        graphs = {
+            "hyp2onnx exact": (h.to_onnx(model), X32),
+            "hyp2onnx compat": (h.to_onnx(model, encoding="compat"), X32),
+            "skl2onnx, Klein input": (
+                skl2onnx.to_onnx(model.estimator_, k32[:1], options={"zipmap": False}),
+                k32,
+            ),
+        }
+        timing = time_graphs(graphs, X32, repeats=repeats, single_calls=calls)
+        py_rate, py_lat = python_timing(
+            model, X64, repeats=max(2, repeats // 2), single_calls=py_calls
+        )
+        reference = model.predict(X64)
+        base_rate = timing["skl2onnx, Klein input"][0]
+        system_rows = [("Python estimator", py_rate, py_lat, 0)]
+        for name, (onnx_model, x) in graphs.items():
+            system_rows.append(
+                (name, *timing[name], int(np.sum(labels_of(onnx_model, x) != reference)))
+            )
+        for name, rate, lat, diff in system_rows:
+            rows.append(
+                (
+                    label,
+                    name,
+                    f"{rate / 1e3:,.0f}k",
+                    f"{rate / base_rate:.2f}x",
+                    f"{lat:,.1f}",
+                    diff,
+                )
+            )
+        print(text_table(headers, rows[-len(system_rows) :]), flush=True)
+        print()
+    elapsed = time.perf_counter() - started
+
+    md = [
+        "# Inference speed",
+        "",
+        f"Trained on {n_train:,} rows of wrapped-normal mixtures in d = {DIM}; timed on "
+        f"{n_test:,} further rows. Tree: depth 8; forests: {n_trees} trees of depth 8. The Python "
+        "estimator takes float64 hyperboloid points (scikit-learn, `n_jobs=1`); the hyp2onnx "
+        "graphs take float32 hyperboloid points; skl2onnx's plain graph of the same trees "
+        "takes float32 Klein coordinates computed beforehand (no projection). onnxruntime with "
+        'one thread; medians of interleaved runs. "labels ≠ Python" counts test rows whose '
+        "label differs from the Python model's on the same float32 points.",
+        "",
+        md_table(headers, rows, align="llrrrr"),
+        "",
+        environment() + f" Whole run: {elapsed / 60:.1f} min.",
+    ]
+    write(out / "inference.md", "\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
