@@ -22,6 +22,7 @@ from onnx import helper
 
 from ._version import __version__ as _version
 from .emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
+from .emit.oblique import emit_normals, remap_projection
 from .emit.outputs import emit_outputs
 from .emit.projection import emit_projection, projection_dtype
 from .emit.trees import emit_compat, emit_exact, plan_trees, remap_features
@@ -139,14 +140,18 @@ def compile_model(
     hosts that cannot import opset 5) and raises ValueError if it cannot.
     """
     space = described.space
-    ensemble, used = remap_features(described.ensemble)
+    oblique = described.ensemble.projection is not None
+    ensemble, used = (remap_projection if oblique else remap_features)(described.ensemble)
     plan = plan_trees(ensemble, encoding, legacy_only=legacy_only)
-    compare = ensemble.compare_dtype if encoding == "exact" else "float32"
+    # Oblique splits project float64 Klein coordinates, whatever the encoding.
+    compare = ensemble.compare_dtype if encoding == "exact" or oblique else "float32"
     k_dtype = projection_dtype(space, dtype, compare)
 
     g = GraphBuilder(opset)
     g.reserve("X", "label", "probabilities", "variable")
     k = emit_projection(g, "X", space, used, input_dtype=dtype, dtype=k_dtype)
+    if ensemble.projection is not None:
+        k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
     if encoding == "exact":
         scores, out_dtype = emit_exact(g, k, k_dtype, ensemble, plan), ensemble.sum_dtype
     else:

@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 
+from ._oblique import project
 from ._tree import Op, TreeArrays, apply, as_compared
 from .geometry import curvature_radius, n_klein_features
 
@@ -71,6 +72,10 @@ class Ensemble:
     sum_dtype: Literal["float32", "float64"] = "float64"
     classes: np.ndarray | None = None
     tree_target: np.ndarray | None = None  #: output column each tree feeds; None: all
+    #: Oblique splits: ``[n_features, n_columns]`` normals. Node ``j`` then tests
+    #: column ``feature[j]`` of ``project(k, projection)`` (see :mod:`hyp2onnx._oblique`)
+    #: instead of Klein feature ``feature[j]``; None: axis-parallel splits.
+    projection: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = self.feature.shape[0]
@@ -82,8 +87,13 @@ class Ensemble:
         if self.base_values.shape != (self.n_outputs,):
             raise ValueError("Ensemble.base_values must have one entry per output")
         internal = self.feature >= 0
-        if np.any(self.feature[internal] >= self.n_features):
-            raise ValueError("a node tests a feature beyond n_features")
+        if self.projection is not None and (
+            self.projection.ndim != 2 or self.projection.shape[0] != self.n_features
+        ):
+            raise ValueError("Ensemble.projection must have shape (n_features, n_columns)")
+        n_tested = self.n_features if self.projection is None else self.projection.shape[1]
+        if np.any(self.feature[internal] >= n_tested):
+            raise ValueError("a node tests a feature (or projection column) beyond the last one")
         if np.any(self.left[internal] < 0) or np.any(self.right[internal] < 0):
             raise ValueError("an internal node lacks a child")
         if self.tree_target is not None and self.tree_target.shape != self.roots.shape:
@@ -124,7 +134,10 @@ class Ensemble:
 
     def used_features(self) -> np.ndarray:
         """Sorted Klein feature indices that some split reads."""
-        return np.unique(self.feature[self.feature >= 0])
+        tested = np.unique(self.feature[self.feature >= 0])
+        if self.projection is None:
+            return tested
+        return np.flatnonzero(np.any(self.projection[:, tested] != 0, axis=1))
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,10 +154,13 @@ class Model:
 def predict_scores(ensemble: Ensemble, Xk: np.ndarray) -> np.ndarray:
     """Raw scores (before ``post_transform``) for unit-ball Klein rows ``Xk``.
 
-    Reproduces the backend's arithmetic: values compared in
+    Reproduces the backend's arithmetic: oblique splits' projections in
+    :func:`hyp2onnx._oblique.project`'s order, values compared in
     ``compare_dtype``, leaf values added in tree order in ``sum_dtype``,
     then divided by the tree count ("mean") and offset by ``base_values``.
     """
+    if ensemble.projection is not None:
+        Xk = project(Xk, ensemble.projection)
     X = as_compared(Xk, ensemble.compare_dtype)
     dt = np.dtype(ensemble.sum_dtype)
     total = np.zeros((X.shape[0], ensemble.n_outputs), dtype=dt)

@@ -64,13 +64,14 @@ class VerifyReport:
 def default_tolerance(metadata: dict[str, Any]) -> float:
     """Largest output difference accepted for a graph, from its metadata.
 
-    The exact encoding reproduces scikit-learn bit for bit; LightGBM's
+    The exact encoding reproduces scikit-learn and the oblique (HHCART)
+    trees bit for bit; LightGBM's
     logistic/softmax are evaluated by the runtime's own exp (1e-12); XGBoost
     works in float32 (1e-6). The compat encoding adds in float32 (1e-5).
     """
     if metadata["encoding"] != "exact":
         return 1e-5
-    return {"sklearn": 0.0, "lightgbm": 1e-12}.get(metadata["backend"], 1e-6)
+    return {"sklearn": 0.0, "hhcart": 0.0, "lightgbm": 1e-12}.get(metadata["backend"], 1e-6)
 
 
 def _load(onnx_model_or_path: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:

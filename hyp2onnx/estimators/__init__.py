@@ -7,6 +7,7 @@ from ._boosting_models import (
     HyperbolicXGBClassifier,
     HyperbolicXGBRegressor,
 )
+from ._householder import HyperbolicHouseholderTreeClassifier, HyperbolicHouseholderTreeRegressor
 from ._registry import BACKENDS, backend_for
 from ._sklearn_models import (
     HyperbolicDecisionTreeClassifier,
@@ -21,6 +22,8 @@ __all__ = [
     "HyperbolicDecisionTreeClassifier",
     "HyperbolicDecisionTreeRegressor",
     "HyperbolicEstimator",
+    "HyperbolicHouseholderTreeClassifier",
+    "HyperbolicHouseholderTreeRegressor",
     "HyperbolicLGBMClassifier",
     "HyperbolicLGBMRegressor",
     "HyperbolicRandomForestClassifier",
