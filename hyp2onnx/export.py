@@ -25,6 +25,7 @@ from .emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from .emit.oblique import emit_normals, remap_projection
 from .emit.outputs import emit_outputs
 from .emit.projection import emit_projection, projection_dtype
+from .emit.standard import emit_standard
 from .emit.trees import emit_compat, emit_exact, plan_trees, remap_features
 from .errors import UnsupportedModelError
 from .estimators import HyperbolicTreeModel, backend_for
@@ -33,7 +34,7 @@ from .ir import InputSpace, Model
 
 __all__ = ["DEFAULT_OPSET", "ENCODINGS", "describe", "read_metadata", "save_onnx", "to_onnx"]
 
-ENCODINGS: tuple[str, ...] = ("exact", "compat")
+ENCODINGS: tuple[str, ...] = ("exact", "compat", "standard")
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
 _META_PREFIX = "hyp2onnx."
@@ -142,9 +143,9 @@ def compile_model(
     space = described.space
     oblique = described.ensemble.projection is not None
     ensemble, used = (remap_projection if oblique else remap_features)(described.ensemble)
-    plan = plan_trees(ensemble, encoding, legacy_only=legacy_only)
+    plan = None if encoding == "standard" else plan_trees(ensemble, encoding, legacy_only=legacy_only)
     # Oblique splits project float64 Klein coordinates, whatever the encoding.
-    compare = ensemble.compare_dtype if encoding == "exact" or oblique else "float32"
+    compare = "float32" if encoding == "compat" and not oblique else ensemble.compare_dtype
     k_dtype = projection_dtype(space, dtype, compare)
 
     g = GraphBuilder(opset)
@@ -154,6 +155,8 @@ def compile_model(
         k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
     if encoding == "exact":
         scores, out_dtype = emit_exact(g, k, k_dtype, ensemble, plan), ensemble.sum_dtype
+    elif encoding == "standard":
+        scores, out_dtype = emit_standard(g, k, k_dtype, ensemble), ensemble.sum_dtype
     else:
         scores, out_dtype = emit_compat(g, k, k_dtype, ensemble), "float32"
     outputs = emit_outputs(g, scores, ensemble, out_dtype)
@@ -165,7 +168,9 @@ def compile_model(
         outputs,
         g.initializers,
     )
-    opsets = [helper.make_opsetid("", opset), helper.make_opsetid(ML_DOMAIN, plan.ml_opset)]
+    opsets = [helper.make_opsetid("", opset)]
+    if plan is not None:
+        opsets.append(helper.make_opsetid(ML_DOMAIN, plan.ml_opset))
     onnx_model = helper.make_model(
         graph,
         opset_imports=opsets,

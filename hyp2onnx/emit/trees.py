@@ -142,8 +142,7 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: 
     groups = _per_class_trees(ensemble) if plan.carries == "values" else None
     operator = plan.operator
     if groups is not None:
-        column = np.empty(ensemble.n_trees, dtype=np.int64)
-        column[groups.ravel()] = np.arange(ensemble.n_trees)  # class-major tree order
+        column = tree_columns(groups)
         targets = {
             "leaf_nodes": leaf_nodes,
             "target_ids": column[tree[leaf_nodes]],
@@ -176,9 +175,7 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: 
         """[b, T] leaf rows or values -> [b, C] sums in tree order."""
         if groups is None:
             return _sum_trees(b, table, rows, ensemble.n_trees)
-        shape = b.const(STAGE, "class_major", [-1, *groups.shape], np.int64)
-        by_class = b.op(STAGE, "Reshape", [rows, shape])  # [b, C, T / C]
-        return _sum_in_order(b, by_class, axis=2, length=groups.shape[1])
+        return sum_tree_columns(b, rows, groups)
 
     if ensemble.n_trees == 1:
         scores = tree_sums(g, per_tree)
@@ -295,6 +292,27 @@ def _sum_trees(g: GraphBuilder, table: str, index: str, n_trees: int) -> str:
     """``table[index]`` added over trees in tree order: [b, T] leaf rows -> [b, C]."""
     per_tree = g.op(STAGE, "Gather", [table, index], axis=0)  # [b, T, C]
     return _sum_in_order(g, per_tree, axis=1, length=n_trees)
+
+
+def tree_columns(groups: np.ndarray) -> np.ndarray:
+    """Column of each tree in the per-tree values when trees feed one class each.
+
+    ``groups[c, j]`` is the ``j``-th tree of class ``c``; it goes to column
+    ``j * C + c`` so that a reshape to ``[N, T / C, C]`` lines each class's
+    trees up in order along axis 1, where CumSum is fastest (measured: three
+    times faster than along the last axis).
+    """
+    n_classes, per_class = groups.shape
+    column = np.empty(groups.size, dtype=np.int64)
+    column[groups.T.ravel()] = np.arange(groups.size)
+    return column
+
+
+def sum_tree_columns(g: GraphBuilder, values: str, groups: np.ndarray) -> str:
+    """``[b, T]`` per-tree values in :func:`tree_columns` order -> ``[b, C]`` class sums."""
+    shape = g.const(STAGE, "tree_major", [-1, groups.shape[1], groups.shape[0]], np.int64)
+    per_tree = g.op(STAGE, "Reshape", [values, shape])  # [b, T / C, C]
+    return _sum_in_order(g, per_tree, axis=1, length=groups.shape[1])
 
 
 def _sum_in_order(g: GraphBuilder, x: str, *, axis: int, length: int) -> str:
