@@ -11,12 +11,14 @@ So the rows are sorted once per feature, and every split's region becomes
 a box of rank intervals (a row reaches the node iff its rank on each
 feature lies in the box). ``L`` is found by walking down the split
 feature's sorted rows from the threshold until the first row inside the
-box, ``R`` likewise upward. A walk looks at as many rows as lie between
-``L`` and ``R`` (small for large nodes), in windows that double, for all
+box, ``R`` likewise upward. A walk looks at the rows that lie between
+``L`` and ``R`` (few for large nodes), in windows that double, for all
 splits of all trees at once; each candidate is checked against the box's
-narrowest interval first, so most are dropped after one comparison. A tree
-whose walks would cost more than routing its rows is handed to
-:func:`~hyp2onnx.thresholds.correct_tree` instead.
+narrowest interval first, so most are dropped after one comparison. A walk
+that has looked at as many rows as that narrowest interval holds reads the
+interval instead (the "slab"), so a small node costs at most about twice
+the cheaper of the two. A tree whose search would cost more than routing
+its rows is handed to :func:`~hyp2onnx.thresholds.correct_tree` instead.
 
 The result is identical to :func:`~hyp2onnx.thresholds.correct_tree` tree
 by tree: ``L`` and ``R`` are the same maximum and minimum, placed by the
@@ -253,15 +255,34 @@ def _find_neighbours(
         for i in range(by_width.shape[1])
     ]
 
+    # A walk that has looked at as many candidates as its narrowest other
+    # interval holds rows switches to reading that whole interval instead
+    # (the "slab"): at most twice the cheaper of the two.
+    if checks:
+        slab_col, slab_lo, slab_hi = checks[0]
+        slab_width = np.maximum(slab_hi - slab_lo, 0).astype(np.int64)  # empty boxes: 0
+    else:
+        slab_width = np.full(nodes.shape[0], n + 1, dtype=np.int64)
+
+    def inside(row: np.ndarray, box: np.ndarray, alive: np.ndarray, todo: list) -> tuple:
+        """Keep the candidates whose ranks pass every check in ``todo``."""
+        for check_col, check_lo, check_hi in todo:
+            r = rank_flat.take(row * u + check_col.take(box))
+            keep = np.flatnonzero((r >= check_lo.take(box)) & (r < check_hi.take(box)))
+            alive, box, row = alive.take(keep), box.take(keep), row.take(keep)
+        return alive, box, row
+
     def walk(sign: int) -> np.ndarray:
         """Walk down from each threshold (largest value left) or up (smallest value right)."""
         found = largest_left if sign < 0 else smallest_right
         start, remaining = (p - 1, p - lo_c) if sign < 0 else (p, hi_c - p)
         cursor = c * n + start  # flat position in order/sorted_values
         window = np.full(nodes.shape[0], _FIRST_WINDOW, dtype=np.int64)
+        scanned = np.zeros(nodes.shape[0], dtype=np.int64)
         work = np.zeros(n_trees)
         routed = np.zeros(n_trees, dtype=bool)
         tree = tree_of[nodes]
+        to_slab = []
         active = np.flatnonzero(remaining > 0)
         while active.size:
             count = np.minimum(window[active], remaining[active])
@@ -288,11 +309,7 @@ def _find_neighbours(
                 )
                 # The rest on the few candidates left.
                 box = active.take(np.searchsorted(offset, alive, side="right") - 1)
-                row = order_flat.take(at.take(alive))
-                for check_col, check_lo, check_hi in todo[1:]:
-                    r = rank_flat.take(row * u + check_col.take(box))
-                    keep = np.flatnonzero((r >= check_lo.take(box)) & (r < check_hi.take(box)))
-                    alive, box, row = alive.take(keep), box.take(keep), row.take(keep)
+                alive, _, _ = inside(order_flat.take(at.take(alive)), box, alive, todo[1:])
             else:
                 alive = np.arange(total)
             # The first candidate inside the box, walk by walk.
@@ -305,9 +322,40 @@ def _find_neighbours(
             routed |= work > budget
             cursor[active] += sign * count
             remaining[active] -= count
+            scanned[active] += count
             window[active] *= _GROWTH
             active = active[~hit & (remaining[active] > 0)]
             active = active[~routed[tree[active]]]
+            long = scanned[active] >= slab_width[active]
+            to_slab.append(active[long])
+            active = active[~long]
+        slab = np.concatenate(to_slab)
+        slab = slab[~routed[tree[slab]]]
+        if slab.size:
+            # Every row of the slab that lies on this side of the threshold and
+            # inside the box; the largest (smallest) rank on c among them.
+            count = slab_width[slab]
+            offset = np.cumsum(count) - count
+            total = int(offset[-1] + count[-1])
+            at = np.repeat(slab_col.take(slab) * n + slab_lo.take(slab) - offset, count)
+            at += np.arange(total)
+            row = order_flat.take(at)
+            rc = rank_flat.take(row * u + np.repeat(c.take(slab), count))
+            side_lo, side_hi = (lo_c, p) if sign < 0 else (p, hi_c)
+            alive = np.flatnonzero(
+                (rc >= np.repeat(side_lo.take(slab), count))
+                & (rc < np.repeat(side_hi.take(slab), count))
+            )
+            box = slab.take(np.searchsorted(offset, alive, side="right") - 1)
+            alive, box, _ = inside(row.take(alive), box, alive, checks[1:])
+            if alive.size:
+                rc = rc.take(alive)
+                starts = np.flatnonzero(np.diff(box, prepend=-1))
+                best = (np.maximum if sign < 0 else np.minimum).reduceat(rc, starts)
+                walks = box.take(starts)
+                found[nodes[walks]] = sorted_flat.take(c.take(walks) * n + best)
+            np.add.at(work, tree[slab], count)
+            routed |= work > budget
         return routed
 
     return walk(-1) | walk(1)
