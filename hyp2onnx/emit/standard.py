@@ -42,9 +42,9 @@ from .trees import (
     _by_row_blocks,
     _finish,
     _per_class_trees,
-    _sum_in_order,
     _to,
     _tree_of_node,
+    sum_looked_up,
     sum_tree_columns,
     tree_columns,
 )
@@ -134,13 +134,10 @@ def emit_standard(
 
     def tree_sums(b: GraphBuilder, x: str) -> str:
         where = find_leaves(b, x)  # [b, T] leaf slots
-        looked_up = [b.op(STAGE, "GatherElements", [t, where], axis=0) for t in tables]
         if groups is not None:
-            return sum_tree_columns(b, looked_up[0], groups)
-        axis = b.const(STAGE, "class_axis", [2], np.int64)
-        stacked = [b.op(STAGE, "Unsqueeze", [v, axis]) for v in looked_up]
-        per_tree = stacked[0] if len(stacked) == 1 else b.op(STAGE, "Concat", stacked, axis=2)
-        return _sum_in_order(b, per_tree, axis=1, length=T)  # [b, T, C] -> [b, C]
+            looked_up = b.op(STAGE, "GatherElements", [tables[0], where], axis=0)
+            return sum_tree_columns(b, looked_up, groups)
+        return sum_looked_up(b, tables, where, T)
 
     if T == 1:
         scores = tree_sums(g, k)
