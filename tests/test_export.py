@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import onnx
 import pytest
-from onnx.reference import ReferenceEvaluator
+from hyp2onnx.verify import reference_evaluator
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -170,7 +170,7 @@ def test_reference_evaluator_agrees_with_onnxruntime():
         for encoding in ("exact", "compat"):
             onx = to_onnx(model, encoding=encoding)
             ort_out = run_onnx(onx, X)
-            ref_out = ReferenceEvaluator(onx).run(None, {"X": X.astype(np.float32)})
+            ref_out = reference_evaluator(onx).run(None, {"X": X.astype(np.float32)})
             for name, ref in zip([o.name for o in onx.graph.output], ref_out, strict=True):
                 if encoding == "exact":
                     np.testing.assert_array_equal(ref, ort_out[name])
