@@ -9,6 +9,7 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from hyp2onnx import HyperbolicLGBMClassifier, HyperbolicLGBMRegressor, UnsupportedModelError, ir
 from hyp2onnx.estimators._lightgbm import ZERO_THRESHOLD, LightGBMBackend, _Tree
@@ -261,3 +262,18 @@ def test_dart_and_single_leaf_trees():
     stumps.fit(k, y)
     assert stumps.correction_.n_splits == 0
     np.testing.assert_array_equal(ir_output(stumps, k), stumps.predict(k))
+
+
+# scikit-learn's generic checks use random Euclidean data: a Klein ball of radius 1000 holds it.
+# (An extra keyword such as verbose=-1 is not a signature parameter, which one check forbids.)
+BALL = {"input_geometry": "klein", "curvature": -1e-6, "n_jobs": 1}
+
+
+@parametrize_with_checks(
+    [
+        HyperbolicLGBMClassifier(n_estimators=5, **BALL),
+        HyperbolicLGBMRegressor(n_estimators=20, **BALL),
+    ]
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import xgboost as xgb
 from sklearn.base import clone
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from hyp2onnx import HyperbolicXGBClassifier, HyperbolicXGBRegressor, UnsupportedModelError, ir
 from hyp2onnx._tree import apply, as_compared
@@ -102,6 +103,29 @@ def test_hist_thresholds_equal_training_values():
     assert any(not np.array_equal(apply(t, Xc, "<"), apply(t, Xc, "<=")) for t in trees)
     np.testing.assert_array_equal(model.predict(k), plain.predict(k))
     assert model.correction_.n_moved > 0
+
+
+def test_multi_output_regression():
+    """A 2-D y (or several quantiles): one tree per target and round, summed per target."""
+    k = klein_with_ties(300, seed=16)
+    Y = np.column_stack([labels(k, "regression"), k[:, 0] - 2 * k[:, 1]])
+    X = as_points(k, "hyperboloid")
+    model = HyperbolicXGBRegressor(**PARAMS).fit(X, Y)
+    plain = xgb.XGBRegressor(**PARAMS).fit(model.to_klein(X), Y)
+    np.testing.assert_array_equal(model.predict(X), plain.predict(model.to_klein(X)))
+    assert model.correction_.n_moved > 0
+    ensemble = model._to_ir().ensemble
+    assert ensemble.n_outputs == 2 and set(ensemble.tree_target) == {0, 1}
+    Xt = as_points(klein_with_ties(300, seed=17), "hyperboloid")
+    scores = ir.predict_output(ensemble, model.to_klein(Xt))
+    np.testing.assert_array_equal(scores, model.predict(Xt))
+    quantiles = HyperbolicXGBRegressor(
+        objective="reg:quantileerror", quantile_alpha=[0.2, 0.8], **PARAMS
+    ).fit(X, Y[:, 0])
+    np.testing.assert_array_equal(
+        ir.predict_output(quantiles._to_ir().ensemble, quantiles.to_klein(Xt)),
+        quantiles.predict(Xt),
+    )
 
 
 def test_string_labels_and_classes():
@@ -252,3 +276,12 @@ def test_generic_wrapper_and_ubjson_reader():
         return a == b or np.float32(a) == np.float32(b)
 
     assert same(ubj, text)
+
+
+# scikit-learn's generic checks use random Euclidean data: a Klein ball of radius 1000 holds it.
+BALL = {"input_geometry": "klein", "curvature": -1e-6, "n_estimators": 5, "n_jobs": 1}
+
+
+@parametrize_with_checks([HyperbolicXGBClassifier(**BALL), HyperbolicXGBRegressor(**BALL)])
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)

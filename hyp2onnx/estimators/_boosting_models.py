@@ -20,14 +20,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils import assert_all_finite
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..ir import Model
 from ..thresholds import CorrectionReport
 from ._base import GEOMETRY_DEFAULTS, HyperbolicClassifierMixin, HyperbolicTreeModel
-from ._interface import Backend
 from ._lightgbm import LightGBMBackend, _lightgbm
+from ._shared_rows import SharedRowsBackend
 from ._xgboost import XGBoostBackend, _xgboost
 
 _KW = inspect.Parameter.KEYWORD_ONLY
@@ -88,7 +89,7 @@ class _BoostingModel(HyperbolicTreeModel):
 
     _native: ClassVar[type]
     _signature_from: ClassVar[tuple[type, ...]] = ()
-    _backend: ClassVar[type[Backend]]
+    _backend: ClassVar[type[SharedRowsBackend]]
     _native_params: ClassVar[tuple[str, ...]] = ()
     _parameter_constraints: ClassVar[dict] = {
         **HyperbolicTreeModel._parameter_constraints,
@@ -203,7 +204,7 @@ class _BoostingModel(HyperbolicTreeModel):
 
     def _correct(
         self,
-        backend: Backend,
+        backend: SharedRowsBackend,
         fitted: Any,
         Xk: np.ndarray,
         y: np.ndarray,
@@ -245,6 +246,7 @@ class HyperbolicXGBClassifier(HyperbolicClassifierMixin, ClassifierMixin, _XGBMo
     def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
         """Fit on hyperbolic points ``X`` and labels ``y`` (any values)."""
         y = column_or_1d(y, warn=True)
+        assert_all_finite(y, input_name="y")
         check_classification_targets(y)
         self._labels, encoded = np.unique(y, return_inverse=True)
         return super().fit(X, encoded, sample_weight, **fit_params)
@@ -266,6 +268,10 @@ class HyperbolicXGBClassifier(HyperbolicClassifierMixin, ClassifierMixin, _XGBMo
         check_is_fitted(self)
         return self.classes_[self.estimator_.predict(self._klein(X, reset=False))]
 
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities, columns in ``classes_`` order (XGBoost's float32, widened)."""
+        return super().predict_proba(X).astype(np.float64)
+
     def _to_ir(self) -> Model:
         model = super()._to_ir()
         ensemble = dataclasses.replace(model.ensemble, classes=np.asarray(self.classes_))
@@ -280,6 +286,10 @@ class HyperbolicXGBRegressor(RegressorMixin, _XGBModel):
     )
     _native = _xgboost().XGBRegressor
     _signature_from = (_xgboost().XGBModel,)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Values for hyperbolic points ``X`` (XGBoost's float32, widened exactly)."""
+        return super().predict(X).astype(np.float64)
 
 
 class HyperbolicLGBMClassifier(HyperbolicClassifierMixin, ClassifierMixin, _LGBMModel):

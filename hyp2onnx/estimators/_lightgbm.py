@@ -27,9 +27,7 @@ from sklearn.utils.class_weight import compute_sample_weight
 from .._tree import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
-from ..thresholds import CorrectionReport, Midpoint
-from ._interface import Backend
-from ._shared_rows import correct_per_tree
+from ._shared_rows import SharedRowsBackend
 
 #: LightGBM's kZeroThreshold: the float literal 1e-35f held in a double.
 ZERO_THRESHOLD = float(np.float32(1e-35))
@@ -182,7 +180,7 @@ class _Model:
         return head + "".join(blocks) + self.tail
 
 
-class LightGBMBackend(Backend):
+class LightGBMBackend(SharedRowsBackend):
     name = "lightgbm"
     op = "<="
     compare_dtype = "float64"
@@ -310,20 +308,6 @@ class LightGBMBackend(Backend):
 
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
         return [tree.arrays() for tree in self._model(fitted).trees]
-
-    def correct(
-        self,
-        trees: list[TreeArrays],
-        X_seen: np.ndarray,
-        rows: list[np.ndarray],
-        *,
-        midpoint: Midpoint,
-    ) -> tuple[list[np.ndarray], CorrectionReport]:
-        """Corrected thresholds of all trees, in one pass when they share their rows."""
-        return correct_per_tree(
-            trees, X_seen, rows, op=self.op, threshold_dtype=self.threshold_dtype,
-            midpoint=midpoint,
-        )
 
     def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
         model = self._model(fitted)

@@ -28,13 +28,16 @@ same :func:`~hyp2onnx.thresholds.place_thresholds`.
 from __future__ import annotations
 
 import sys
+from abc import abstractmethod
+from typing import Any
 
 import numpy as np
 
 from .._tree import Op, TreeArrays
 from ..thresholds import CorrectionReport, Midpoint, correct_tree, place_thresholds
+from ._interface import Backend
 
-__all__ = ["correct_per_tree", "correct_shared_rows", "shared_rows"]
+__all__ = ["SharedRowsBackend", "correct_per_tree", "correct_shared_rows", "shared_rows"]
 
 #: Candidates a walk looks at first; each further window is _GROWTH times larger.
 _FIRST_WINDOW = 4
@@ -45,6 +48,43 @@ _GROWTH = 2
 _ROUTING_BUDGET = 1.0
 #: Largest rank table (entries) also kept in walking order for the first check.
 _IN_ORDER_MAX = 1 << 24
+
+
+class SharedRowsBackend(Backend):
+    """A booster backend: all trees share their rows unless rows are subsampled.
+
+    Besides :class:`Backend`, it says how the library subsamples rows (so the
+    hyperbolic models can turn that off) and rejects, at fit time, models the
+    Ensemble cannot describe.
+    """
+
+    @staticmethod
+    @abstractmethod
+    def row_subsampling(estimator: Any) -> str | None:
+        """The setting that makes trees see random row subsets, or None."""
+
+    @staticmethod
+    @abstractmethod
+    def disable_row_subsampling(estimator: Any) -> None:
+        """Make every tree see every training row (column sampling is harmless)."""
+
+    @abstractmethod
+    def check_exportable(self, fitted: Any) -> None:
+        """Raise now, at fit time, what :meth:`to_ensemble` would reject."""
+
+    def correct(
+        self,
+        trees: list[TreeArrays],
+        X_seen: np.ndarray,
+        rows: list[np.ndarray],
+        *,
+        midpoint: Midpoint,
+    ) -> tuple[list[np.ndarray], CorrectionReport]:
+        """Corrected thresholds of all trees, in one pass when they share their rows."""
+        return correct_per_tree(
+            trees, X_seen, rows, op=self.op, threshold_dtype=self.threshold_dtype,
+            midpoint=midpoint,
+        )
 
 
 def shared_rows(rows: list[np.ndarray]) -> np.ndarray | None:

@@ -25,9 +25,7 @@ import numpy as np
 from .._tree import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
-from ..thresholds import CorrectionReport, Midpoint
-from ._interface import Backend
-from ._shared_rows import correct_per_tree
+from ._shared_rows import SharedRowsBackend
 
 #: Objectives whose prediction is the raw score itself.
 _IDENTITY_OBJECTIVES = {
@@ -139,10 +137,7 @@ class _Model:
         param = learner["learner_model_param"]
         self.n_features = int(param["num_feature"])
         self.n_classes = int(param.get("num_class", "0"))
-        if int(param.get("num_target", "1")) > 1:
-            raise UnsupportedModelError(
-                "multi-output XGBoost models are not supported; fit one model per target."
-            )
+        self.n_targets = int(param.get("num_target", "1"))
         self.base_score = _float32_list(param["base_score"])
         for i, tree in enumerate(self.trees):
             if int(tree["tree_param"].get("size_leaf_vector", "1")) > 1:
@@ -184,7 +179,7 @@ def _booster(fitted: Any) -> Any:
     return fitted.get_booster()
 
 
-class XGBoostBackend(Backend):
+class XGBoostBackend(SharedRowsBackend):
     name = "xgboost"
     op = "<"
     compare_dtype = "float32"
@@ -249,9 +244,9 @@ class XGBoostBackend(Backend):
                     f"{name} gives each row its own starting score, which an exported model "
                     "cannot reproduce; fit without it."
                 )
-        if np.ndim(y) != 1:
+        if np.ndim(y) != 1 and type(estimator) is not _xgboost().XGBRegressor:
             raise UnsupportedModelError(
-                "multi-output XGBoost models are not supported; pass a 1-D y."
+                "multi-label XGBoost classifiers are not supported; pass a 1-D y."
             )
         subsampling = self.row_subsampling(estimator)
         if subsampling:
@@ -285,20 +280,6 @@ class XGBoostBackend(Backend):
         model = self._model(fitted)
         return [model.arrays(i) for i in range(len(model.trees))]
 
-    def correct(
-        self,
-        trees: list[TreeArrays],
-        X_seen: np.ndarray,
-        rows: list[np.ndarray],
-        *,
-        midpoint: Midpoint,
-    ) -> tuple[list[np.ndarray], CorrectionReport]:
-        """Corrected thresholds of all trees, in one pass when they share their rows."""
-        return correct_per_tree(
-            trees, X_seen, rows, op=self.op, threshold_dtype=self.threshold_dtype,
-            midpoint=midpoint,
-        )
-
     def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
         model = self._model(fitted)
         self._parsed = None
@@ -321,6 +302,10 @@ class XGBoostBackend(Backend):
         """Score columns and post-transform, or an error if the Ensemble cannot say it."""
         objective = model.objective
         if type(fitted) is _xgboost().XGBClassifier:
+            if model.n_targets > 1:
+                raise UnsupportedModelError(
+                    "multi-label XGBoost classifiers are not supported; fit one per label."
+                )
             if objective == "binary:logistic":
                 return 1, "logistic"
             if objective == "multi:softprob":
@@ -334,11 +319,9 @@ class XGBoostBackend(Backend):
                 f"XGBRegressor objective {objective!r} is not supported: its prediction is not "
                 f"the raw score. Supported: {', '.join(sorted(_IDENTITY_OBJECTIVES))}."
             )
-        if model.base_score.size != 1:
-            raise UnsupportedModelError(
-                "XGBoost with several quantiles is multi-output; fit one model per quantile."
-            )
-        return 1, "identity"
+        # Several targets (a 2-D y, or several quantiles): one tree per target
+        # and iteration (multi_strategy="one_output_per_tree").
+        return model.n_targets, "identity"
 
     def check_exportable(self, fitted: Any) -> None:
         """Raise now, at fit time, what :meth:`to_ensemble` would reject."""
