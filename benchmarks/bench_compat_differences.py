@@ -48,7 +48,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     k_train, k_test = klein_data(n_train, 4, rng), klein_data(n_test, 4, rng)
     X_train = geometry.from_klein(k_train, "hyperboloid")
-    print(f"{"model":58s} {'rows':>7s} {'ties':>7s} {'labels differ':>14s} {'max |dp|':>9s}")
+    print(f"{'model':58s} {'rows':>7s} {'ties':>7s} {'labels differ':>14s} {'max |dp|':>9s}")
     models = []
     for n_classes in (2, 8):
         y = np.argmax(k_train[:, :min(n_classes, 4)] @ rng.normal(size=(min(n_classes, 4), n_classes))

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import warnings
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import onnx
 from onnx import helper
 
+from ._atomic import atomic_write
 from ._version import __version__ as _version
 from .emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from .emit.oblique import emit_normals, remap_projection
@@ -254,21 +253,6 @@ def save_onnx(
     existing ``path`` raises :class:`FileExistsError`.
     """
     onnx_model = model if isinstance(model, onnx.ModelProto) else to_onnx(model, **to_onnx_kwargs)
-    write_atomic(Path(path), onnx_model.SerializeToString(), overwrite=overwrite)
+    with atomic_write(path, overwrite=overwrite) as f:
+        f.write(onnx_model.SerializeToString())
     return onnx_model
-
-
-def write_atomic(path: Path, data: bytes, *, overwrite: bool) -> None:
-    """Write ``data`` to ``path`` via a temporary file and a rename."""
-    if not overwrite and path.exists():
-        raise FileExistsError(f"{path} exists; choose another name or allow overwriting.")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        if not overwrite and path.exists():
-            raise FileExistsError(f"{path} exists; choose another name or allow overwriting.")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

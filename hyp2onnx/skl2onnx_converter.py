@@ -20,7 +20,6 @@ from typing import Any
 
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-from sklearn.base import is_classifier
 
 from .estimators import HyperbolicTreeModel
 from .export import DEFAULT_OPSET, compile_model, describe

@@ -9,6 +9,7 @@ differ only where the model's top two probabilities tie.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -209,6 +210,9 @@ def test_export_is_deterministic_and_carries_metadata(tmp_path):
     with pytest.raises(FileExistsError):
         save_onnx(model, path, overwrite=False)
     assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]  # no temporary file left
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's owner-only 0600
     _assert_exact(model, onnx.load(path), X)
 
 

@@ -8,9 +8,7 @@ and return a result object whose ``exit_code`` the command returns;
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 import traceback
 import warnings
 from collections.abc import Callable, Iterator
@@ -19,6 +17,8 @@ from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar
 
 import click
+
+from .._atomic import atomic_write
 
 __all__ = [
     "EXIT_CODES_HELP",
@@ -99,42 +99,15 @@ def check_output(path: Path, *, force: bool) -> Path:
     return path
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 @contextmanager
 def atomic_output(path: Path, *, force: bool, binary: bool = False) -> Iterator[IO[Any]]:
-    """Write ``path`` through a temporary file in its folder, renamed into place at the end.
-
-    On any error the temporary file is removed and ``path`` is untouched.
-    Without ``force`` an existing ``path`` is never replaced, even one
-    created while writing (the final step is a hard link, which fails if
-    the name exists).
-    """
+    """:func:`hyp2onnx._atomic.atomic_write` with the CLI's checks and messages."""
     check_output(path, force=force)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
     try:
-        os.chmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide the output from others
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": ""})) as f:
+        with atomic_write(path, overwrite=force, binary=binary) as f:
             yield f
-        if force:
-            os.replace(tmp, path)
-        else:
-            appeared = InputError(path, "appeared while writing; not overwritten", "pass --force")
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                raise appeared from None
-            except OSError:  # a file system without hard links
-                if path.exists():
-                    raise appeared from None
-                os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    except FileExistsError:
+        raise InputError(path, "appeared while writing; not overwritten", "pass --force") from None
 
 
 def progress(total: int | None, desc: str) -> Any:
