@@ -9,6 +9,8 @@ labels and every numeric output with the model's own ``predict`` /
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -118,18 +120,39 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
     return ReferenceEvaluator(onnx_model, new_ops=[GatherElements])
 
 
+@contextmanager
+def _trees_in_order(model: Any) -> Iterator[None]:
+    """Make a scikit-learn forest add its trees in tree order while verifying.
+
+    With ``n_jobs`` > 1 a forest adds tree probabilities in the order its
+    threads finish, so repeated calls differ in the last bit; the graph
+    reproduces the ``n_jobs=1`` order (tree order).
+    """
+    native = getattr(model, "estimator_", model)
+    n_jobs = getattr(native, "n_jobs", None)
+    if n_jobs in (None, 1) or not hasattr(native, "estimators_"):
+        yield
+        return
+    native.n_jobs = 1
+    try:
+        yield
+    finally:
+        native.n_jobs = n_jobs
+
+
 def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict[str, np.ndarray]:
     points = X
     if not isinstance(model, HyperbolicTreeModel):  # a plain model trained on Klein coordinates
         points = to_klein(
             X, metadata["input_geometry"], metadata["curvature"], metadata["timelike_dim"]
         )
-    if metadata["task"] == "classification":
-        return {
-            "label": np.asarray(model.predict(points)),
-            "probabilities": np.asarray(model.predict_proba(points)),
-        }
-    return {"variable": np.asarray(model.predict(points))}
+    with _trees_in_order(model):
+        if metadata["task"] == "classification":
+            return {
+                "label": np.asarray(model.predict(points)),
+                "probabilities": np.asarray(model.predict_proba(points)),
+            }
+        return {"variable": np.asarray(model.predict(points))}
 
 
 def verify(

@@ -303,3 +303,13 @@ def test_forest_regressor_n_jobs_is_not_needed_for_exactness():
         warnings.simplefilter("ignore")
         onx = to_onnx(forest, input_geometry="klein", dtype="float64")
     np.testing.assert_array_equal(run_onnx(onx, k)["variable"][:, 0], forest.predict(k))
+
+
+def test_verify_compares_with_tree_order_sums_for_threaded_forests():
+    """A forest with n_jobs=2 adds in thread order; verify uses tree order and restores n_jobs."""
+    X, k = points(600, 3, seed=24)
+    model = h.HyperbolicRandomForestClassifier(n_estimators=60, n_jobs=2, random_state=0)
+    model.fit(X, labels(k, 4, noise=0.3))
+    report = h.verify(model, to_onnx(model), X)
+    assert report.ok and report.max_abs_diff["probabilities"] == 0.0
+    assert model.estimator_.n_jobs == 2
