@@ -24,7 +24,8 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ..geometry import GEOMETRIES, to_klein
 from ..ir import InputSpace, Model
-from ..thresholds import CorrectionReport, correct_tree
+from ..ensemble_thresholds import correct_trees
+from ..thresholds import CorrectionReport
 from ._interface import Backend
 from ._registry import backend_for
 
@@ -133,24 +134,17 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         sample_weight: np.ndarray | None,
     ) -> tuple[Any, CorrectionReport]:
         # The values each tree compared, held in the backend's precision (float32
-        # stays float32: half the memory of widening; correct_tree widens the
+        # stays float32: half the memory of widening; the correction widens the
         # values it gathers, exactly).
         Xc = np.ascontiguousarray(Xk, dtype=backend.compare_dtype)
-        n = Xc.shape[0]
-        report = CorrectionReport()
-        new_thresholds = []
-        trees = backend.read_trees(fitted)
-        for tree, rows in zip(trees, backend.training_rows(fitted, y, sample_weight), strict=True):
-            seen = Xc if rows.size == n else Xc[rows]
-            thresholds, tree_report = correct_tree(
-                tree,
-                seen,
-                op=backend.op,
-                threshold_dtype=backend.threshold_dtype,
-                midpoint=self.midpoint,
-            )
-            new_thresholds.append(thresholds)
-            report = report + tree_report
+        new_thresholds, report = correct_trees(
+            backend.read_trees(fitted),
+            Xc,
+            backend.training_rows(fitted, y, sample_weight),
+            op=backend.op,
+            threshold_dtype=backend.threshold_dtype,
+            midpoint=self.midpoint,
+        )
         if report.n_unreached:
             warnings.warn(
                 f"{report.n_unreached} of {report.n_splits} splits had no training row on one "

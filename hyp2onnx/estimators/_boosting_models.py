@@ -8,14 +8,13 @@ the native booster, so the booster's own ``predict`` uses them.
 
 All trees of a booster without row subsampling are grown on the same rows,
 so the thresholds of all trees are corrected in one pass
-(:mod:`._shared_rows`), at a small fraction of the boosting time.
+(:mod:`hyp2onnx.ensemble_thresholds`), at a small fraction of the boosting time.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,10 +24,9 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..ir import Model
-from ..thresholds import CorrectionReport
 from ._base import GEOMETRY_DEFAULTS, HyperbolicClassifierMixin, HyperbolicTreeModel
+from ._booster import BoosterBackend
 from ._lightgbm import LightGBMBackend, _lightgbm
-from ._shared_rows import SharedRowsBackend
 from ._xgboost import XGBoostBackend, _xgboost
 
 _KW = inspect.Parameter.KEYWORD_ONLY
@@ -89,7 +87,7 @@ class _BoostingModel(HyperbolicTreeModel):
 
     _native: ClassVar[type]
     _signature_from: ClassVar[tuple[type, ...]] = ()
-    _backend: ClassVar[type[SharedRowsBackend]]
+    _backend: ClassVar[type[BoosterBackend]]
     _native_params: ClassVar[tuple[str, ...]] = ()
     _parameter_constraints: ClassVar[dict] = {
         **HyperbolicTreeModel._parameter_constraints,
@@ -201,28 +199,6 @@ class _BoostingModel(HyperbolicTreeModel):
     def _eval_labels(self, y: Any) -> Any:
         """Hook: evaluation labels as the booster expects them."""
         return y
-
-    def _correct(
-        self,
-        backend: SharedRowsBackend,
-        fitted: Any,
-        Xk: np.ndarray,
-        y: np.ndarray,
-        sample_weight: np.ndarray | None,
-    ) -> tuple[Any, CorrectionReport]:
-        # All trees at once when they share their rows (see _shared_rows).
-        Xc = np.ascontiguousarray(Xk, dtype=backend.compare_dtype)
-        trees = backend.read_trees(fitted)
-        rows = backend.training_rows(fitted, y, sample_weight)
-        thresholds, report = backend.correct(trees, Xc, rows, midpoint=self.midpoint)
-        if report.n_unreached:
-            warnings.warn(
-                f"{report.n_unreached} of {report.n_splits} splits had no training row on one "
-                "side and keep the learner's threshold.",
-                stacklevel=3,
-            )
-        backend.check_exportable(fitted)
-        return backend.write_thresholds(fitted, thresholds), report
 
 
 class _XGBModel(_BoostingModel):

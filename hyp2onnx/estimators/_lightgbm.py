@@ -27,7 +27,7 @@ from sklearn.utils.class_weight import compute_sample_weight
 from .._tree import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
-from ._shared_rows import SharedRowsBackend
+from ._booster import BoosterBackend
 
 #: LightGBM's kZeroThreshold: the float literal 1e-35f held in a double.
 ZERO_THRESHOLD = float(np.float32(1e-35))
@@ -180,7 +180,7 @@ class _Model:
         return head + "".join(blocks) + self.tail
 
 
-class LightGBMBackend(SharedRowsBackend):
+class LightGBMBackend(BoosterBackend):
     name = "lightgbm"
     op = "<="
     compare_dtype = "float64"
@@ -285,6 +285,7 @@ class LightGBMBackend(SharedRowsBackend):
                 stacklevel=3,
             )
         estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
+        self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
         return estimator
 
     def training_rows(
@@ -353,11 +354,6 @@ class LightGBMBackend(SharedRowsBackend):
             f"{type(fitted).__name__}: its prediction is not the Ensemble's identity, logistic "
             f"or softmax of the trees' sum. Supported: {supported}."
         )
-
-    def check_exportable(self, fitted: Any) -> None:
-        """Raise now, at fit time, what :meth:`to_ensemble` would reject."""
-        model = self._model(fitted)
-        self._outputs(fitted, model)
 
     def to_ensemble(self, fitted: Any) -> Ensemble:
         """Trees as LightGBM predicts: float64 sums in tree order, from zero.

@@ -25,7 +25,7 @@ import numpy as np
 from .._tree import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
-from ._shared_rows import SharedRowsBackend
+from ._booster import BoosterBackend
 
 #: Objectives whose prediction is the raw score itself.
 _IDENTITY_OBJECTIVES = {
@@ -179,7 +179,7 @@ def _booster(fitted: Any) -> Any:
     return fitted.get_booster()
 
 
-class XGBoostBackend(SharedRowsBackend):
+class XGBoostBackend(BoosterBackend):
     name = "xgboost"
     op = "<"
     compare_dtype = "float32"
@@ -259,6 +259,7 @@ class XGBoostBackend(SharedRowsBackend):
             )
         # XGBoost casts to float32 itself, exactly as it does when predicting.
         estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
+        self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
         return estimator
 
     def training_rows(
@@ -322,10 +323,6 @@ class XGBoostBackend(SharedRowsBackend):
         # Several targets (a 2-D y, or several quantiles): one tree per target
         # and iteration (multi_strategy="one_output_per_tree").
         return model.n_targets, "identity"
-
-    def check_exportable(self, fitted: Any) -> None:
-        """Raise now, at fit time, what :meth:`to_ensemble` would reject."""
-        self._outputs(fitted, self._model(fitted))
 
     def _used_trees(self, fitted: Any, model: _Model) -> int:
         """Trees ``predict`` uses: up to the best iteration after early stopping."""

@@ -1,4 +1,10 @@
-"""Threshold correction for many trees grown on the same rows (boosting).
+"""Threshold correction for whole ensembles.
+
+:func:`correct_trees` corrects every tree of a model on the rows it was
+grown on. Trees with rows of their own (bootstrapped forests), and single
+trees, go through :func:`~hyp2onnx.thresholds.correct_tree` one by one;
+many trees grown on the same rows (boosters, forests without bootstrap)
+are corrected in one pass, as follows.
 
 :func:`hyp2onnx.thresholds.correct_tree` routes every training row down
 every tree: O(n * depth) per tree, which for a 100-tree booster on 100k rows
@@ -28,16 +34,13 @@ same :func:`~hyp2onnx.thresholds.place_thresholds`.
 from __future__ import annotations
 
 import sys
-from abc import abstractmethod
-from typing import Any
 
 import numpy as np
 
-from .._tree import Op, TreeArrays
-from ..thresholds import CorrectionReport, Midpoint, correct_tree, place_thresholds
-from ._interface import Backend
+from ._tree import Op, TreeArrays
+from .thresholds import CorrectionReport, Midpoint, correct_tree, place_thresholds
 
-__all__ = ["SharedRowsBackend", "correct_per_tree", "correct_shared_rows", "shared_rows"]
+__all__ = ["correct_shared_rows", "correct_trees", "shared_rows"]
 
 #: Candidates a walk looks at first; each further window is _GROWTH times larger.
 _FIRST_WINDOW = 4
@@ -50,43 +53,6 @@ _ROUTING_BUDGET = 1.0
 _IN_ORDER_MAX = 1 << 24
 
 
-class SharedRowsBackend(Backend):
-    """A booster backend: all trees share their rows unless rows are subsampled.
-
-    Besides :class:`Backend`, it says how the library subsamples rows (so the
-    hyperbolic models can turn that off) and rejects, at fit time, models the
-    Ensemble cannot describe.
-    """
-
-    @staticmethod
-    @abstractmethod
-    def row_subsampling(estimator: Any) -> str | None:
-        """The setting that makes trees see random row subsets, or None."""
-
-    @staticmethod
-    @abstractmethod
-    def disable_row_subsampling(estimator: Any) -> None:
-        """Make every tree see every training row (column sampling is harmless)."""
-
-    @abstractmethod
-    def check_exportable(self, fitted: Any) -> None:
-        """Raise now, at fit time, what :meth:`to_ensemble` would reject."""
-
-    def correct(
-        self,
-        trees: list[TreeArrays],
-        X_seen: np.ndarray,
-        rows: list[np.ndarray],
-        *,
-        midpoint: Midpoint,
-    ) -> tuple[list[np.ndarray], CorrectionReport]:
-        """Corrected thresholds of all trees, in one pass when they share their rows."""
-        return correct_per_tree(
-            trees, X_seen, rows, op=self.op, threshold_dtype=self.threshold_dtype,
-            midpoint=midpoint,
-        )
-
-
 def shared_rows(rows: list[np.ndarray]) -> np.ndarray | None:
     """The one row set every tree saw, or None if the trees saw different rows."""
     if not rows:
@@ -97,7 +63,7 @@ def shared_rows(rows: list[np.ndarray]) -> np.ndarray | None:
     return None
 
 
-def correct_per_tree(
+def correct_trees(
     trees: list[TreeArrays],
     X: np.ndarray,
     rows: list[np.ndarray],
@@ -106,8 +72,13 @@ def correct_per_tree(
     threshold_dtype: str = "float64",
     midpoint: Midpoint = "einstein",
 ) -> tuple[list[np.ndarray], CorrectionReport]:
-    """Correct each tree on its own rows of ``X``; all at once when they share them."""
-    common = shared_rows(rows)
+    """Corrected thresholds of every tree, each on its rows ``X[rows[i]]``.
+
+    ``X`` holds the training rows in the backend's comparison precision.
+    Several trees that share their rows are corrected in one pass (a single
+    tree is cheaper to route than to sort its rows for).
+    """
+    common = shared_rows(rows) if len(trees) > 1 else None
     if common is not None:
         seen = X if common.size == X.shape[0] else X[common]
         return correct_shared_rows(

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from hyp2onnx._tree import TreeArrays
-from hyp2onnx.estimators import _shared_rows
-from hyp2onnx.estimators._shared_rows import correct_per_tree, correct_shared_rows
+from hyp2onnx import ensemble_thresholds as _shared_rows
+from hyp2onnx.ensemble_thresholds import correct_shared_rows, correct_trees
 from hyp2onnx.thresholds import CorrectionReport, correct_tree
 
 
@@ -70,14 +70,14 @@ def test_float32_input_and_row_subsets():
     X = data(400, 2, "float32", seed=2).astype(np.float32)
     trees = [random_tree(rng, X, max_depth=5) for _ in range(6)]
     shared = np.flatnonzero(rng.random(400) < 0.7)
-    new, _ = correct_per_tree(trees, X, [shared] * 6, op="<", threshold_dtype="float32")
+    new, _ = correct_trees(trees, X, [shared] * 6, op="<", threshold_dtype="float32")
     for tree, got in zip(trees, new, strict=True):
         seen = X[shared].astype(np.float64)
         want, _ = correct_tree(tree, seen, op="<", threshold_dtype="float32")
         np.testing.assert_array_equal(got, want)
     # Different rows per tree: corrected one by one.
     rows = [np.flatnonzero(rng.random(400) < 0.5) for _ in range(6)]
-    new, _ = correct_per_tree(trees, X, rows, op="<", threshold_dtype="float32")
+    new, _ = correct_trees(trees, X, rows, op="<", threshold_dtype="float32")
     for tree, r, got in zip(trees, rows, new, strict=True):
         want, _ = correct_tree(tree, X[r].astype(np.float64), op="<", threshold_dtype="float32")
         np.testing.assert_array_equal(got, want)
