@@ -21,7 +21,14 @@ from ._common import (
 from ._data import check_points_in, check_width, open_data
 from ._models import check_convertible, load_model, model_kind
 
-__all__ = ["ConvertOptions", "ConvertResult", "command", "convert_file", "default_output"]
+__all__ = [
+    "ConvertOptions",
+    "ConvertResult",
+    "command",
+    "convert_file",
+    "default_output",
+    "ort_outputs",
+]
 
 GEOMETRY_CHOICES = ("hyperboloid", "poincare", "klein")
 
@@ -36,6 +43,7 @@ class ConvertOptions:
     curvature: float | None = None
     timelike_dim: int | None = None
     opset: int | None = None
+    row_blocks: bool = True  #: False: :func:`hyp2onnx.edge.without_row_blocks` (OpenVINO, tract)
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,8 @@ class ConvertResult:
     metadata: dict[str, Any]
     check: Any = None  #: the VerifyReport of --check, if asked
     check_path: Path | None = None
+    ort_output: Path | None = None  #: the .ort file of --ort
+    config_output: Path | None = None  #: its required_operators.config
 
     @property
     def exit_code(self) -> int:
@@ -60,6 +70,14 @@ def default_output(model_path: Path) -> Path:
     return model_path.with_suffix(".onnx")
 
 
+def ort_outputs(output: Path) -> tuple[Path, Path]:
+    """The ``.ort`` file and operator list ``--ort`` writes beside ``output``."""
+    from ..edge import config_path_for
+
+    ort_path = output.with_suffix(".ort")
+    return ort_path, config_path_for(ort_path)
+
+
 def convert_file(
     model_path: Path,
     output: Path,
@@ -67,16 +85,26 @@ def convert_file(
     *,
     check_data: Path | None = None,
     force: bool = False,
+    ort: bool = False,
 ) -> ConvertResult:
     """Export the model in ``model_path`` to ``output``, checked on ``check_data`` if given.
 
-    Nothing is written unless every step succeeds and the check (if any)
-    finds no disagreement.
+    With ``ort`` the graph is also written in onnxruntime's ``.ort`` format
+    with its ``required_operators.config`` (:func:`hyp2onnx.edge.to_ort`),
+    beside ``output``. Nothing is written unless every step succeeds and
+    the check (if any) finds no disagreement.
     """
     model_kind(model_path)
     if output.resolve() == model_path.resolve():
         raise InputError(output, "is the model file itself", "choose another name with -o")
     check_output(output, force=force)
+    extra = ort_outputs(output) if ort else ()
+    if output in extra:
+        raise InputError(output, "would also be the .ort file's name", "give -o a .onnx name")
+    for path in extra:
+        if path.resolve() == model_path.resolve():
+            raise InputError(path, "is the model file itself", "choose another name with -o")
+        check_output(path, force=force)
     source = open_data(check_data) if check_data is not None else None
     model = load_model(model_path)
     check_convertible(
@@ -101,6 +129,10 @@ def convert_file(
         )
     except (ValueError, TypeError) as exc:  # UnsupportedModelError is a TypeError
         raise InputError(model_path, _sentence(exc)) from exc
+    if not options.row_blocks:
+        from ..edge import without_row_blocks
+
+        onnx_model = without_row_blocks(onnx_model)
     metadata = read_metadata(onnx_model)
     data = onnx_model.SerializeToString()
 
@@ -120,10 +152,25 @@ def convert_file(
                 model_path, None, output, len(data), metadata, report, source.path
             )
 
-    with atomic_output(output, force=force, binary=True) as f:
-        f.write(data)
+    check_path = source.path if source else None
+    if not ort:
+        with atomic_output(output, force=force, binary=True) as f:
+            f.write(data)
+        return ConvertResult(model_path, output, output, len(data), metadata, report, check_path)
+
+    from ..edge import ort_package, write_all
+
+    ort_path, config_path = extra
+    package = ort_package(onnx_model, name=ort_path.stem)
+    try:
+        write_all(
+            {output: data, ort_path: package.ort, config_path: package.config.encode()},
+            overwrite=force,
+        )
+    except FileExistsError as exc:
+        raise InputError(None, f"{exc}; nothing written", "pass --force") from None
     return ConvertResult(
-        model_path, output, output, len(data), metadata, report, source.path if source else None
+        model_path, output, output, len(data), metadata, report, check_path, ort_path, config_path
     )
 
 
@@ -149,6 +196,8 @@ def report_convert(result: ConvertResult) -> None:
         f"{meta['n_trees']} trees, {meta['input_geometry']} input, "
         f"{meta['encoding']} encoding, {meta['input_dtype']}"
     )
+    if result.ort_output is not None:
+        click.echo(f"wrote {result.ort_output} and {result.config_output}")
 
 
 def _negative(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -174,6 +223,8 @@ Examples:
   hyp2onnx convert forest.pkl
   hyp2onnx convert forest.skops -o forest.onnx --check sample.npy
   hyp2onnx convert forest.pkl --dtype float64 --encoding compat --force
+  hyp2onnx convert forest.pkl --ort        # also forest.ort + its operator list
+  hyp2onnx convert forest.pkl --encoding standard --no-row-blocks   # OpenVINO, tract
   hyp2onnx convert booster.json --geometry poincare --curvature -0.5
 
 {EXIT_CODES_HELP}
@@ -197,11 +248,11 @@ Examples:
 )
 @click.option(
     "--encoding",
-    type=click.Choice(["exact", "compat"]),
+    type=click.Choice(["exact", "compat", "standard"]),
     default="exact",
     show_default=True,
     help="exact: reproduces the model's outputs; compat: legacy operator, float32 sums, "
-    "for older runtimes.",
+    "for older runtimes; standard: exact, standard ONNX operators only (no ai.onnx.ml).",
 )
 @click.option(
     "--geometry",
@@ -223,7 +274,21 @@ Examples:
     help="Points (.npy/.csv/.parquet) to verify the graph on; nothing is written on "
     "any disagreement.",
 )
-@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option(
+    "--ort",
+    is_flag=True,
+    help="Also write the graph as OUT with suffix .ort (onnxruntime's format for mobile "
+    "and minimal builds) and its operator list, OUT with suffix "
+    ".required_operators.config (for --include_ops_by_config).",
+)
+@click.option(
+    "--no-row-blocks",
+    "no_row_blocks",
+    is_flag=True,
+    help="Compute all rows at once, without the Loop over row blocks: for runtimes "
+    "without sequence operators (OpenVINO, tract); large batches run slower.",
+)
+@click.option("--force", is_flag=True, help="Replace OUT (and the --ort files) if they exist.")
 @debug_option
 def command(
     model: Path,
@@ -235,13 +300,17 @@ def command(
     timelike_dim: int | None,
     opset: int | None,
     check_data: Path | None,
+    ort: bool,
+    no_row_blocks: bool,
     force: bool,
     debug: bool,
 ) -> int:
-    options = ConvertOptions(dtype, encoding, geometry, curvature, timelike_dim, opset)
+    options = ConvertOptions(
+        dtype, encoding, geometry, curvature, timelike_dim, opset, row_blocks=not no_row_blocks
+    )
     out = output if output is not None else default_output(model)
     return run(
-        lambda: convert_file(model, out, options, check_data=check_data, force=force),
+        lambda: convert_file(model, out, options, check_data=check_data, force=force, ort=ort),
         debug=debug,
         report=report_convert,
     )

@@ -1,0 +1,284 @@
+"""Deploy exported graphs beyond onnxruntime's Python package.
+
+* :func:`to_ort` converts a graph to onnxruntime's ``.ort`` format (what
+  onnxruntime's mobile and minimal builds load) with onnxruntime's own tool,
+  ``onnxruntime.tools.convert_onnx_models_to_ort``, and writes beside it the
+  ``required_operators.config`` that a minimal build's
+  ``--include_ops_by_config`` takes.
+* :func:`without_row_blocks` removes the row-block ``Loop`` (and its sequence
+  operators) from a graph, for runtimes that have no sequence operators:
+  OpenVINO and tract run the standard encoding only in this form.
+
+The ``.ort`` file is what the tool writes with its ``Fixed`` optimization
+style at its default level (``all``, less the x86-only NCHWc layout
+transformer): the optimizations are applied once, when converting, so
+the device needs no optimizer. The tests check that the ``.ort`` file gives
+the same outputs as the ``.onnx`` graph, bit for bit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from ._atomic import atomic_write
+
+__all__ = [
+    "OrtPackage",
+    "config_path_for",
+    "has_row_blocks",
+    "ort_package",
+    "required_operators",
+    "to_ort",
+    "without_row_blocks",
+    "write_all",
+]
+
+#: What onnxruntime's tool appends to a model's name for the operator list
+#: (``required_operators.config`` for a folder of models, ``MODEL.required_operators.config``
+#: for one model; ``Fixed`` style, level ``all``).
+CONFIG_SUFFIX = ".required_operators.config"
+
+_SEQUENCE_OPS = {
+    "SplitToSequence",
+    "SequenceAt",
+    "SequenceInsert",
+    "SequenceEmpty",
+    "SequenceLength",
+    "ConcatFromSequence",
+}
+
+
+@dataclass(frozen=True)
+class OrtPackage:
+    """An ``.ort`` model and its operator list, in memory."""
+
+    ort: bytes  #: the ``.ort`` file's bytes
+    config: str  #: the ``required_operators.config`` file's text
+    operators: dict[str, dict[int, list[str]]]  #: domain -> opset -> operator types
+
+
+def config_path_for(ort_path: str | os.PathLike) -> Path:
+    """Where the operator list of ``ort_path`` goes: ``MODEL.required_operators.config``."""
+    path = Path(ort_path)
+    return path.with_name(path.stem + CONFIG_SUFFIX)
+
+
+def _load(onnx_model_or_path: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
+    if isinstance(onnx_model_or_path, onnx.ModelProto):
+        return onnx_model_or_path
+    return onnx.load(os.fspath(onnx_model_or_path))
+
+
+@contextlib.contextmanager
+def _quiet_ort_tool():
+    """Import onnxruntime's converter without its side effects on logging and stdout.
+
+    Its logger module calls ``logging.basicConfig`` on import (a handler on
+    the root logger) and the converter prints progress lines: both are
+    undone or captured here.
+    """
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        from onnxruntime.tools import convert_onnx_models_to_ort as tool
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+    with contextlib.redirect_stdout(io.StringIO()):
+        yield tool
+
+
+def required_operators(config: str) -> dict[str, dict[int, list[str]]]:
+    """Parse a ``required_operators.config`` text: domain -> opset -> operator types."""
+    out: dict[str, dict[int, list[str]]] = {}
+    for line in config.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        domain, opset, ops = line.split(";", 2)
+        out.setdefault(domain, {})[int(opset)] = [op for op in ops.split(",") if op]
+    return out
+
+
+def ort_package(
+    onnx_model_or_path: onnx.ModelProto | str | os.PathLike, *, name: str = "model"
+) -> OrtPackage:
+    """Convert a graph to the ``.ort`` format in memory (nothing written but temporary files).
+
+    ``name`` is the model's file name without suffix, as the operator list's
+    header comment names ``NAME.ort``.
+    """
+    model = _load(onnx_model_or_path)
+    with tempfile.TemporaryDirectory(prefix="hyp2onnx-ort-") as tmp, _quiet_ort_tool() as tool:
+        source = Path(tmp) / f"{name}.onnx"
+        source.write_bytes(model.SerializeToString())
+        try:
+            tool.convert_onnx_models_to_ort(
+                source, optimization_styles=[tool.OptimizationStyle.Fixed]
+            )
+        except Exception as exc:  # onnxruntime raises its own exception types
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ValueError(f"onnxruntime could not convert the graph to .ort: {first}") from exc
+        ort_file, config_file = source.with_suffix(".ort"), config_path_for(source)
+        if not ort_file.is_file() or not config_file.is_file():
+            raise ValueError(
+                f"onnxruntime's converter wrote no {ort_file.name} and {config_file.name}; "
+                "its output names may have changed in this onnxruntime version"
+            )
+        config = config_file.read_text().replace(str(ort_file), ort_file.name)
+        return OrtPackage(ort_file.read_bytes(), config, required_operators(config))
+
+
+def write_all(contents: Mapping[Path, bytes], *, overwrite: bool) -> None:
+    """Write several files, each atomically; on any failure remove those written here.
+
+    With ``overwrite=False`` an existing file raises :class:`FileExistsError`
+    before anything is written.
+    """
+    if not overwrite:
+        for path in contents:
+            if path.exists():
+                raise FileExistsError(f"{path} exists; not overwritten")
+    written: list[Path] = []
+    try:
+        for path, data in contents.items():
+            with atomic_write(path, overwrite=overwrite) as f:
+                f.write(data)
+            written.append(path)
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
+
+
+def to_ort(
+    onnx_model_or_path: onnx.ModelProto | str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+) -> tuple[Path, Path]:
+    """Write the graph as an ``.ort`` file and its ``required_operators.config``.
+
+    ``output`` is the ``.ort`` file, or an existing folder, which then gets
+    ``MODEL.ort`` (named after the input file, ``model.ort`` for an
+    in-memory model). The operator list goes beside it as
+    ``MODEL.required_operators.config``. Both files appear complete or not
+    at all; existing ones are replaced only with ``overwrite=True``.
+    Returns the two paths.
+    """
+    output = Path(output)
+    if output.is_dir():
+        stem = (
+            Path(os.fspath(onnx_model_or_path)).stem
+            if not isinstance(onnx_model_or_path, onnx.ModelProto)
+            else "model"
+        )
+        output = output / f"{stem}.ort"
+    elif output.suffix.lower() != ".ort":
+        raise ValueError(f"{output}: an .ort file name or an existing folder is needed")
+    config_path = config_path_for(output)
+    if not overwrite:
+        for path in (output, config_path):
+            if path.exists():
+                raise FileExistsError(f"{path} exists; not overwritten")
+    package = ort_package(onnx_model_or_path, name=output.stem)
+    write_all({output: package.ort, config_path: package.config.encode()}, overwrite=overwrite)
+    return output, config_path
+
+
+def has_row_blocks(onnx_model: onnx.ModelProto) -> bool:
+    """Whether the graph processes rows in blocks (a ``Loop`` over sequence operators)."""
+    return any(_is_row_block_if(node) for node in onnx_model.graph.node)
+
+
+def _is_row_block_if(node: onnx.NodeProto) -> bool:
+    if node.op_type != "If" or node.domain not in ("", "ai.onnx"):
+        return False
+    branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
+    if set(branches) != {"then_branch", "else_branch"} or len(node.output) != 1:
+        return False
+    return any(n.op_type in _SEQUENCE_OPS for n in branches["else_branch"].node) and not any(
+        n.op_type in _SEQUENCE_OPS | {"Loop"} for n in branches["then_branch"].node
+    )
+
+
+def _inputs_used(graph: onnx.GraphProto) -> set[str]:
+    """Every name read by a node of ``graph`` or of its subgraphs."""
+    used: set[str] = set()
+    for node in graph.node:
+        used.update(node.input)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                used |= _inputs_used(attr.g) | {o.name for o in attr.g.output}
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    used |= _inputs_used(g) | {o.name for o in g.output}
+    return used
+
+
+def without_row_blocks(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
+    """The same graph computing all rows at once, with no ``Loop`` or sequence operators.
+
+    hyp2onnx's exact and standard graphs split batches of more than 1024
+    rows into blocks (``If`` -> ``Loop`` over ``SplitToSequence``), which
+    is faster in onnxruntime, and take the ``If``'s other branch, the
+    whole batch at once, for smaller batches. This keeps only that branch:
+    every batch size gives the same outputs as before, bit for bit, but
+    large batches run slower (more memory per call; split them yourself).
+    OpenVINO and tract, which have no sequence operators, need this form.
+    Returns a new model; ``onnx_model`` is not changed.
+    """
+    model = onnx.ModelProto()
+    model.CopyFrom(onnx_model)
+    graph = model.graph
+    nodes: list[onnx.NodeProto] = []
+    changed = False
+    for node in graph.node:
+        if not _is_row_block_if(node):
+            nodes.append(node)
+            continue
+        changed = True
+        whole = next(a.g for a in node.attribute if a.name == "then_branch")
+        result = whole.output[0].name
+        inner = list(whole.node)
+        producers = [n for n in inner if result in n.output]
+        if producers:
+            out = producers[0].output
+            out[list(out).index(result)] = node.output[0]
+        else:  # the branch hands an outer value through
+            inner.append(onnx.helper.make_node("Identity", [result], [node.output[0]]))
+        nodes.extend(inner)
+    if not changed:
+        return model
+    # drop what only the removed branch (and the If's condition) used
+    keep = {o.name for o in graph.output}
+    live: list[onnx.NodeProto] = []
+    for node in reversed(nodes):
+        if any(o in keep for o in node.output) or not node.output:
+            live.append(node)
+            keep.update(node.input)
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    keep |= _inputs_used(attr.g)
+    del graph.node[:]
+    graph.node.extend(reversed(live))
+    used = _inputs_used(graph) | {o.name for o in graph.output}
+    initializers = [t for t in graph.initializer if t.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(initializers)
+    value_info = [v for v in graph.value_info if v.name in used]
+    del graph.value_info[:]
+    graph.value_info.extend(value_info)
+    onnx.checker.check_model(model, full_check=True)
+    return model
