@@ -1,0 +1,149 @@
+"""The JavaScript examples (examples/js) against the Python models.
+
+Runs ``predict-node.js`` (onnxruntime-node) and ``predict-web.js``
+(onnxruntime-web's WebAssembly backend, in Node.js), both on one thread,
+on exact, compat and standard graphs of a forest classifier and regressor
+and on an ``.ort`` file, and compares their JSON with the Python model:
+labels equal, values within verify's tolerance. The npm packages are
+installed into examples/js/node_modules (git-ignored) with ``npm ci`` when
+they are missing; the test is skipped when node or npm is absent or the
+install cannot reach the registry.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hyp2onnx as h
+from hyp2onnx import edge, geometry
+from hyp2onnx.export import read_metadata
+from hyp2onnx.verify import default_tolerance
+
+from _data import labels, points, targets
+from test_export import adversarial_klein
+
+JS = Path(__file__).resolve().parents[1] / "examples" / "js"
+INSTALL_TIMEOUT = 300  # s; a cold npm cache downloads about 80 MB
+RUN_TIMEOUT = 60  # s per script run
+_NETWORK = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "network")
+
+
+def _installed() -> bool:
+    wanted = json.loads((JS / "package.json").read_text())["dependencies"]
+    for name, version in wanted.items():
+        meta = JS / "node_modules" / name / "package.json"
+        if not meta.is_file() or json.loads(meta.read_text())["version"] != version:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    """The node executable, with examples/js's npm packages installed."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.skip("node and npm are needed for the JavaScript examples (not on PATH)")
+    lock = Path(tempfile.gettempdir()) / "hyp2onnx-examples-js-npm.lock"
+    with lock.open("w") as held:  # other test runs in this checkout may install at once
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not _installed():
+            env = {**os.environ, "ONNXRUNTIME_NODE_INSTALL": "skip"}
+            try:
+                done = subprocess.run(
+                    [npm, "ci", "--no-audit", "--no-fund"],
+                    cwd=JS,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=INSTALL_TIMEOUT,
+                )
+            except subprocess.TimeoutExpired:
+                pytest.skip(f"npm ci in examples/js did not finish in {INSTALL_TIMEOUT} s")
+            if done.returncode != 0:
+                offline = [
+                    line for line in done.stderr.splitlines() if any(w in line for w in _NETWORK)
+                ]
+                if offline:
+                    pytest.skip(f"npm ci could not reach the npm registry: {offline[0].strip()}")
+                pytest.fail(f"npm ci in examples/js failed: {done.stderr[-2000:]}")
+    return node
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> list[tuple[str, Path, Path, object, str]]:
+    """(name, graph file, data file, model, dtype) for every graph the scripts run."""
+    work = tmp_path_factory.mktemp("js")
+    X, k = points(500, 3, seed=51)
+    clf = h.HyperbolicRandomForestClassifier(n_estimators=6, max_depth=6, random_state=0)
+    reg = h.HyperbolicRandomForestRegressor(n_estimators=4, max_depth=6, random_state=0)
+    clf.fit(X, labels(k, 3))
+    reg.fit(X, targets(k))
+    out = []
+    for model, dtype, tag in ((clf, "float32", "clf"), (reg, "float64", "reg")):
+        # > 1024 rows, so that the row-block Loop runs, with every threshold's neighbours
+        rows = np.concatenate(
+            [
+                points(800, 3, seed=52)[0],
+                geometry.from_klein(adversarial_klein(model, k), "hyperboloid"),
+                points(100, 3, seed=53, max_radius=12.0)[0],
+            ]
+        ).astype(dtype)
+        data = work / f"{tag}.npy"
+        np.save(data, rows)
+        for encoding in ("exact", "compat", "standard"):
+            graph = work / f"{tag}_{encoding}.onnx"
+            h.save_onnx(model, graph, encoding=encoding, dtype=dtype)
+            out.append((f"{tag}/{encoding}", graph, data, model, dtype))
+    ort_path, _ = edge.to_ort(work / "clf_exact.onnx", work / "clf_exact.ort")
+    out.append(("clf/exact .ort", ort_path, work / "clf.npy", clf, "float32"))
+    return out
+
+
+def _run(node: str, script: str, graph: Path, data: Path) -> dict[str, list]:
+    done = subprocess.run(
+        [node, str(JS / script), str(graph), str(data)],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert done.returncode == 0, f"{script} {graph.name}: {done.stderr.strip()}"
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("script", ["predict-node.js", "predict-web.js"])
+def test_js_predictions_match_python(node, cases, script):
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda c: _run(node, script, c[1], c[2]), cases))
+    for (name, graph, data, model, dtype), got in zip(cases, results, strict=True):
+        X = np.load(data)
+        onnx_file = graph.with_suffix(".onnx")
+        atol = default_tolerance(read_metadata(onnx_file))
+        if hasattr(model, "predict_proba"):
+            assert set(got) == {"label", "probabilities"}, name
+            np.testing.assert_array_equal(got["label"], model.predict(X), err_msg=name)
+            np.testing.assert_allclose(
+                got["probabilities"], model.predict_proba(X), rtol=0, atol=atol, err_msg=name
+            )
+        else:
+            assert set(got) == {"variable"}, name
+            np.testing.assert_allclose(
+                np.asarray(got["variable"])[:, 0], model.predict(X), rtol=0, atol=atol,
+                err_msg=name,
+            )
+
+
+def test_js_usage_error(node):
+    done = subprocess.run(
+        [node, str(JS / "predict-node.js")], capture_output=True, text=True, timeout=RUN_TIMEOUT
+    )
+    assert done.returncode == 2 and done.stderr.startswith("usage: node predict-node.js")
