@@ -15,15 +15,14 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from _data import labels, points, targets
+from test_export import adversarial_klein
 
 import hyp2onnx as h
 from hyp2onnx import edge, geometry
 from hyp2onnx.cli import main
 from hyp2onnx.export import read_metadata, to_onnx
 from hyp2onnx.verify import default_tolerance, run_onnx
-
-from _data import labels, points, targets
-from test_export import adversarial_klein
 
 ENCODINGS = ("exact", "compat", "standard")
 ML = "ai.onnx.ml"
@@ -143,11 +142,14 @@ def test_config_lists_the_optimized_graphs_operators(models, encoding, tmp_path)
     assert listed == _graph_ops(optimized.graph)
     assert listed <= _graph_ops(onx.graph)
     tree_ops = {op for domain, op in listed if domain == ML}
-    assert tree_ops == {
-        "exact": {"TreeEnsembleRegressor"},
-        "compat": {"TreeEnsembleRegressor"},
-        "standard": set(),
-    }[encoding]
+    assert (
+        tree_ops
+        == {
+            "exact": {"TreeEnsembleRegressor"},
+            "compat": {"TreeEnsembleRegressor"},
+            "standard": set(),
+        }[encoding]
+    )
 
 
 def test_to_ort_names_and_overwrite(models, tmp_path):

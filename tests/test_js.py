@@ -23,14 +23,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _data import labels, points, targets
+from test_export import adversarial_klein
 
 import hyp2onnx as h
 from hyp2onnx import edge, geometry
 from hyp2onnx.export import read_metadata
 from hyp2onnx.verify import default_tolerance
-
-from _data import labels, points, targets
-from test_export import adversarial_klein
 
 JS = Path(__file__).resolve().parents[1] / "examples" / "js"
 INSTALL_TIMEOUT = 300  # s; a cold npm cache downloads about 80 MB
@@ -61,6 +60,7 @@ def node() -> str:
             try:
                 done = subprocess.run(
                     [npm, "ci", "--no-audit", "--no-fund"],
+                    check=False,
                     cwd=JS,
                     env=env,
                     capture_output=True,
@@ -112,6 +112,7 @@ def cases(tmp_path_factory) -> list[tuple[str, Path, Path, object, str]]:
 def _run(node: str, script: str, graph: Path, data: Path) -> dict[str, list]:
     done = subprocess.run(
         [node, str(JS / script), str(graph), str(data)],
+        check=False,
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT,
@@ -137,13 +138,20 @@ def test_js_predictions_match_python(node, cases, script):
         else:
             assert set(got) == {"variable"}, name
             np.testing.assert_allclose(
-                np.asarray(got["variable"])[:, 0], model.predict(X), rtol=0, atol=atol,
+                np.asarray(got["variable"])[:, 0],
+                model.predict(X),
+                rtol=0,
+                atol=atol,
                 err_msg=name,
             )
 
 
 def test_js_usage_error(node):
     done = subprocess.run(
-        [node, str(JS / "predict-node.js")], capture_output=True, text=True, timeout=RUN_TIMEOUT
+        [node, str(JS / "predict-node.js")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
     )
     assert done.returncode == 2 and done.stderr.startswith("usage: node predict-node.js")

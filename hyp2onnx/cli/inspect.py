@@ -169,7 +169,18 @@ def inspect_file(path: Path) -> Inspection:
         operators=dict(sorted(operators.items())),
         tree_nodes=sum(_tree_nodes(n) for n in nodes if n.op_type in _TREE_OPS),
         hyp2onnx=meta,
-        runtimes=runtimes_for(meta["encoding"] if meta else None),
+        runtimes=_runtimes(model, meta),
+    )
+
+
+def _runtimes(model: Any, meta: dict[str, Any] | None) -> list[str]:
+    """The runtimes this graph is known to run in (docs/compatibility.md's results)."""
+    if meta is None:
+        return []
+    from ..edge import has_row_blocks
+
+    return runtimes_for(
+        meta["encoding"], row_blocks=has_row_blocks(model), dtype=meta["input_dtype"]
     )
 
 

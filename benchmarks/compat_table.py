@@ -1,0 +1,656 @@
+"""Which runtimes run which exported graphs: the compatibility table, measured.
+
+For each graph variant (encodings exact, compat and standard; the standard
+encoding also without row blocks, ``hyp2onnx.edge.without_row_blocks``;
+and each encoding as an ``.ort`` file) this script exports a random-forest
+classifier and regressor, runs them in every runtime that is installed
+here, one thread each, on random rows, rows at every threshold and its
+float neighbours, and far rows (more than 1024 in all, so the row-block
+``Loop`` runs), and records for each cell:
+
+* ``agrees``: labels equal to the Python model's, values within
+  ``hyp2onnx.verify``'s tolerance (for these forests: bit for bit, or 1e-5
+  for compat);
+* ``runs``: the graph runs but labels or values differ (how much is noted);
+* ``fails``: loading or running raised (the error's first line is noted);
+* ``not installed`` / ``n/a``: the runtime is missing here, or cannot read
+  the format (only onnxruntime reads ``.ort``).
+
+It writes ``docs/compatibility.md`` (the table, versions, date) and
+``hyp2onnx/cli/runtimes.json``, which ``hyp2onnx inspect`` reads to say where
+a graph is known to run. Runtimes: onnxruntime (Python), onnxruntime-node and
+onnxruntime-web's WebAssembly backend (examples/js, installed there with
+``npm ci`` if missing), onnx's ReferenceEvaluator (as is, and with
+hyp2onnx's GatherElements), OpenVINO and tract (``pip install -e
+'.[compat-table]'``).
+
+    python benchmarks/compat_table.py            # -> docs/compatibility.md, runtimes.json
+    python benchmarks/compat_table.py --quick    # smaller models, into a temporary folder
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+import hyp2onnx as h
+from hyp2onnx import edge, geometry
+from hyp2onnx.export import read_metadata
+from hyp2onnx.verify import default_tolerance, reference_evaluator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import md_table
+
+ROOT = Path(__file__).resolve().parents[1]
+JS = ROOT / "examples" / "js"
+DOC = ROOT / "docs" / "compatibility.md"
+DATA = ROOT / "hyp2onnx" / "cli" / "runtimes.json"
+
+Outputs = dict[str, np.ndarray]
+Runner = Callable[[Path, np.ndarray], Outputs]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One kind of exported graph: an encoding, with or without row blocks, .onnx or .ort."""
+
+    key: str
+    encoding: str
+    row_blocks: bool = True
+    ort_format: bool = False
+    dtype: str = "float32"
+
+    @property
+    def label(self) -> str:
+        text = f"`{self.encoding}`"
+        if not self.row_blocks:
+            text += ", no row blocks"
+        if self.dtype != "float32":
+            text += f", {self.dtype} input"
+        return text + (" (.ort)" if self.ort_format else "")
+
+
+VARIANTS = [
+    Variant("exact", "exact"),
+    Variant("compat", "compat"),
+    Variant("standard", "standard"),
+    Variant("standard-no-row-blocks", "standard", row_blocks=False),
+    Variant("standard-no-row-blocks-float64", "standard", row_blocks=False, dtype="float64"),
+    Variant("exact-ort", "exact", ort_format=True),
+    Variant("compat-ort", "compat", ort_format=True),
+    Variant("standard-ort", "standard", ort_format=True),
+]
+
+
+@dataclass
+class Runtime:
+    """A runtime column: how to run a graph file, and what it is."""
+
+    key: str
+    name: str
+    version: str | None  #: None: not installed here
+    run: Runner | None
+    reads_ort: bool = False
+    ml_ops: bool = True  #: has the ai.onnx.ml tree operators
+    note: str = ""
+
+
+# -- data and models -------------------------------------------------------------------
+
+
+def make_models(quick: bool) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A forest classifier and regressor on hyperboloid points, the rows to score
+    (float64) and which of them sit at a threshold."""
+    rng = np.random.default_rng(0)
+
+    def klein(n: int, radius: float) -> np.ndarray:
+        d = rng.normal(size=(n, 3))
+        d /= np.linalg.norm(d, axis=1, keepdims=True)
+        return d * np.tanh(rng.uniform(0, radius, size=(n, 1)))
+
+    k = klein(2000, 3.0)
+    X = geometry.from_klein(k, "hyperboloid")
+    angle = np.arctan2(k[:, 1], k[:, 0])
+    y_clf = np.floor((angle + np.pi) / (2 * np.pi) * 3).astype(int) % 3
+    y_reg = np.sin(3 * k[:, 0]) + np.arctanh(np.clip(k, -0.999, 0.999)).sum(axis=1)
+    size = {"n_estimators": 4 if quick else 20, "max_depth": 4 if quick else 8}
+    models = {
+        "classifier": h.HyperbolicRandomForestClassifier(**size, random_state=0).fit(X, y_clf),
+        "regressor": h.HyperbolicRandomForestRegressor(**size, random_state=0).fit(X, y_reg),
+    }
+    rows, at_threshold = {}, {}
+    for name, model in models.items():
+        ens = model._to_ir().ensemble
+        internal = np.flatnonzero(ens.feature >= 0)
+        pick = rng.choice(internal, size=min(internal.size, 150 if quick else 300), replace=False)
+        at = k[rng.integers(0, len(k), size=3 * pick.size)] * 0.5
+        t32 = ens.threshold[pick].astype(np.float32)
+        values = np.concatenate(
+            [t32, np.nextafter(t32, np.float32(-1)), np.nextafter(t32, np.float32(1))]
+        )
+        at[np.arange(at.shape[0]), np.tile(ens.feature[pick], 3)] = values
+        at = at[np.linalg.norm(at, axis=1) < 1]
+        all_k = np.concatenate([klein(600, 3.0), at, klein(200, 12.0)])
+        rows[name] = geometry.from_klein(all_k, "hyperboloid")
+        at_threshold[name] = np.repeat([False, True, False], [600, len(at), 200])
+    return models, rows, at_threshold
+
+
+def python_outputs(model: Any, X: np.ndarray) -> Outputs:
+    """What the Python model returns, named as the graph's outputs."""
+    if hasattr(model, "predict_proba"):
+        return {"label": np.asarray(model.predict(X)), "probabilities": model.predict_proba(X)}
+    return {"variable": np.asarray(model.predict(X)).reshape(len(X), -1)}
+
+
+# -- runtimes -------------------------------------------------------------------------
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _named(names: list[str], values: list[Any]) -> Outputs:
+    return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
+
+
+def onnxruntime_python() -> Runtime:
+    """onnxruntime's Python package, CPU, one thread (reads .ort files too)."""
+    import onnxruntime as ort
+
+    def run(path: Path, X: np.ndarray) -> Outputs:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        out = session.run(None, {session.get_inputs()[0].name: X})
+        return _named([o.name for o in session.get_outputs()], out)
+
+    return Runtime("onnxruntime", "onnxruntime (Python)", ort.__version__, run, reads_ort=True)
+
+
+def _reference(fixed: bool) -> Runtime:
+    """onnx's ReferenceEvaluator, as is or with hyp2onnx's GatherElements."""
+    from onnx.reference import ReferenceEvaluator
+
+    def run(path: Path, X: np.ndarray) -> Outputs:
+        model = onnx.load(str(path))
+        session = reference_evaluator(model) if fixed else ReferenceEvaluator(model)
+        out = session.run(None, {model.graph.input[0].name: X})
+        return _named([o.name for o in model.graph.output], out)
+
+    if fixed:
+        return Runtime(
+            "onnx-reference-fixed",
+            "onnx ReferenceEvaluator + hyp2onnx's GatherElements",
+            onnx.__version__,
+            run,
+            note="`hyp2onnx.verify.reference_evaluator`: onnx's evaluator with a "
+            "GatherElements that follows the operator's definition beyond 64 table rows",
+        )
+    return Runtime("onnx-reference", "onnx ReferenceEvaluator", onnx.__version__, run)
+
+
+def openvino_runtime() -> Runtime:
+    """OpenVINO on the CPU, one thread, float32 precision, if installed."""
+    version = _version("openvino")
+    if version is None:
+        return Runtime(
+            "openvino",
+            "OpenVINO (CPU)",
+            None,
+            None,
+            ml_ops=False,
+            note="not installed: `pip install -e '.[compat-table]'`",
+        )
+    import openvino as ov
+
+    def run(path: Path, X: np.ndarray) -> Outputs:
+        core = ov.Core()
+        compiled = core.compile_model(
+            core.read_model(str(path)),
+            "CPU",
+            {"INFERENCE_NUM_THREADS": 1, "INFERENCE_PRECISION_HINT": "f32"},
+        )
+        result = compiled([X])
+        return {o.get_any_name(): np.asarray(result[o]) for o in compiled.outputs}
+
+    return Runtime(
+        "openvino",
+        "OpenVINO (CPU)",
+        version,
+        run,
+        ml_ops=False,
+        note="computes float64 tensors in float32 on the CPU",
+    )
+
+
+def tract_runtime() -> Runtime:
+    """tract's Python bindings, if installed, with the input's shape and type fixed."""
+    version = _version("tract")
+    if version is None:
+        return Runtime(
+            "tract",
+            "tract",
+            None,
+            None,
+            ml_ops=False,
+            note="not installed: `pip install -e '.[compat-table]'`",
+        )
+    import tract
+
+    def run(path: Path, X: np.ndarray) -> Outputs:
+        model = tract.onnx().load(str(path))
+        kind = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}[X.dtype]
+        model.set_input_fact(0, f"{X.shape[0]},{X.shape[1]},{kind}")
+        out = model.into_model().into_runnable().run([X])
+        names = [o.name for o in onnx.load(str(path)).graph.output]  # tract names nodes
+        return _named(names, [o.to_numpy() for o in out])
+
+    return Runtime("tract", "tract", version, run, ml_ops=False)
+
+
+def _js_installed() -> bool:
+    """Whether examples/js/node_modules holds the pinned npm packages."""
+    wanted = json.loads((JS / "package.json").read_text())["dependencies"]
+    for name, version in wanted.items():
+        meta = JS / "node_modules" / name / "package.json"
+        if not meta.is_file() or json.loads(meta.read_text())["version"] != version:
+            return False
+    return True
+
+
+def _js_problem() -> str | None:
+    """Why the JavaScript runtimes cannot run here, or None (installing them if needed)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        return "not installed: node and npm are needed"
+    if not _js_installed():
+        env = {**os.environ, "ONNXRUNTIME_NODE_INSTALL": "skip"}
+        try:
+            done = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"],
+                check=False,
+                cwd=JS,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+        except subprocess.TimeoutExpired:
+            return "not installed: npm ci did not finish in 600 s"
+        if done.returncode != 0:
+            return "not installed: npm ci failed: " + first_line(done.stderr)
+    return None
+
+
+def js_runtime(script: str, key: str, name: str, package: str, problem: str | None) -> Runtime:
+    """One of the examples/js scripts, run with node on a .npy file of the rows."""
+    if problem is not None:
+        return Runtime(key, name, None, None, reads_ort=True, note=problem)
+    meta = json.loads((JS / "node_modules" / package / "package.json").read_text())
+    node_version = subprocess.run(
+        ["node", "--version"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+    def run(path: Path, X: np.ndarray) -> Outputs:
+        with tempfile.TemporaryDirectory(prefix="hyp2onnx-compat-") as tmp:
+            data = Path(tmp) / "X.npy"
+            np.save(data, X)
+            done = subprocess.run(
+                ["node", str(JS / script), str(path), str(data)],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr.strip().removeprefix("error: "))
+        return {k: np.asarray(v) for k, v in json.loads(done.stdout).items()}
+
+    return Runtime(
+        key,
+        name,
+        meta["version"],
+        run,
+        reads_ort=True,
+        note=f"examples/js/{script}, Node.js {node_version}",
+    )
+
+
+def all_runtimes() -> list[Runtime]:
+    """Every runtime column, installed here or not."""
+    problem = _js_problem()
+    return [
+        onnxruntime_python(),
+        js_runtime(
+            "predict-node.js", "onnxruntime-node", "onnxruntime-node", "onnxruntime-node", problem
+        ),
+        js_runtime(
+            "predict-web.js",
+            "onnxruntime-web-wasm",
+            "onnxruntime-web (wasm, in Node.js)",
+            "onnxruntime-web",
+            problem,
+        ),
+        _reference(fixed=False),
+        _reference(fixed=True),
+        openvino_runtime(),
+        tract_runtime(),
+    ]
+
+
+# -- one cell -------------------------------------------------------------------------
+
+_NOISE = re.compile(
+    r"^(Exception from src/|Check '.*' failed at |FrontEnd API failed|"
+    r"Model wasn't fully converted|Failed operations detailed log|Summary:|$)"
+)
+
+
+def first_line(text: str) -> str:
+    """The error's first informative line (OpenVINO starts with source locations), shortened.
+
+    OpenVINO's summary line of the operators it lacks is taken where there is one.
+    """
+    lines = [line.strip().lstrip("-").strip() for line in str(text).strip().splitlines()]
+    missing = [line for line in lines if line.startswith("No conversion rule found")]
+    useful = missing or [line for line in lines if not _NOISE.match(line)]
+    line = (useful or lines or ["(no message)"])[0]
+    line = re.sub(r"_\d+\b", "", line)  # OpenVINO's node numbers change from run to run
+    cause = re.findall(r"Unimplemented\(\w+\)", str(text))  # tract: the operator it lacks
+    if cause and cause[-1] not in line:
+        line += f" ... {cause[-1]}"
+    return line if len(line) <= 160 else line[:157] + "..."
+
+
+def compare(got: Outputs, want: Outputs, atol: float, at_threshold: np.ndarray) -> dict[str, Any]:
+    """Labels differing and the largest value difference; status agrees or runs."""
+    result: dict[str, Any] = {"rows": len(at_threshold)}
+    bad = np.zeros(len(at_threshold), dtype=bool)
+    for name, value in want.items():
+        if name not in got:
+            raise KeyError(f"no output {name!r} (got {sorted(got)})")
+        mine = np.asarray(got[name])
+        off = ~at_threshold
+        if name == "label":
+            wrong = mine.ravel() != value.ravel()
+            result["labels_differ"] = int(wrong.sum())
+            result["labels_differ_off_thresholds"] = int(wrong[off].sum())
+        else:
+            per_row = np.abs(mine.reshape(value.shape).astype(np.float64) - value)
+            per_row = per_row.reshape(len(per_row), -1).max(axis=1)
+            result["max_abs_diff"] = float(per_row.max())
+            result["max_abs_diff_off_thresholds"] = float(per_row[off].max())
+            wrong = per_row > atol
+        bad |= wrong
+    result["tolerance"] = atol
+    result["status"] = "runs" if bad.any() else "agrees"
+    return result
+
+
+def run_cell(
+    runtime: Runtime, path: Path, model: Any, X: np.ndarray, atol: float, at: np.ndarray
+) -> dict:
+    """One model's graph in one runtime: agrees, runs (with differences) or fails (error)."""
+    try:
+        got = runtime.run(path, X)  # type: ignore[misc]
+    except Exception as exc:  # noqa: BLE001 -- every runtime raises its own types
+        return {"status": "fails", "error": first_line(str(exc) or type(exc).__name__)}
+    try:
+        return compare(got, python_outputs(model, X), atol, at)
+    except (KeyError, ValueError) as exc:
+        return {"status": "fails", "error": first_line(str(exc))}
+
+
+def summarize(per_model: dict[str, dict]) -> dict[str, Any]:
+    """One cell from the classifier's and regressor's results."""
+    statuses = [r["status"] for r in per_model.values()]
+    for status in ("fails", "runs", "agrees"):
+        if status in statuses:
+            worst = status
+            break
+    return {"status": worst, "models": per_model}
+
+
+def cell_text(cell: dict[str, Any]) -> str:
+    """The table cell: agrees / runs / fails, per model where the models differ."""
+    status = cell["status"]
+    if status in ("not installed", "n/a"):
+        return status
+    statuses = {model: r["status"] for model, r in cell["models"].items()}
+    names = {"agrees": "**agrees**", "runs": "runs", "fails": "fails"}
+    if len(set(statuses.values())) == 1:
+        return names[status]
+    return "; ".join(f"{model}: {names[st]}" for model, st in statuses.items())
+
+
+def difference_text(cell: dict[str, Any]) -> str:
+    """How the outputs of a cell whose graph runs differ from the Python model's."""
+    parts = []
+    for model, r in cell["models"].items():
+        if r["status"] == "runs":
+            what = []
+            if r.get("labels_differ"):
+                what.append(
+                    f"{r['labels_differ']} of {r['rows']} labels differ "
+                    f"({r['labels_differ_off_thresholds']} off thresholds)"
+                )
+            if "max_abs_diff" in r and r["max_abs_diff"] > r["tolerance"]:
+                what.append(
+                    f"values by up to {r['max_abs_diff']:.2g} "
+                    f"({r['max_abs_diff_off_thresholds']:.2g} off thresholds)"
+                )
+            parts.append(f"{model}: " + ", ".join(what))
+    return "; ".join(parts)
+
+
+# -- the table ------------------------------------------------------------------------
+
+
+def measure(quick: bool, work: Path) -> dict[str, Any]:
+    """Export every variant, run it in every runtime; the results as runtimes.json holds them."""
+    models, rows, at_threshold = make_models(quick)
+    runtimes = all_runtimes()
+    files: dict[tuple[str, str], Path] = {}
+    tolerances: dict[tuple[str, str], float] = {}
+    for variant in VARIANTS:
+        for name, model in models.items():
+            graph = h.to_onnx(model, encoding=variant.encoding, dtype=variant.dtype)
+            if not variant.row_blocks:
+                graph = edge.without_row_blocks(graph)
+            path = work / f"{variant.key}-{name}.onnx"
+            h.save_onnx(graph, path)
+            if variant.ort_format:
+                path, _ = edge.to_ort(graph, work / f"{variant.key}-{name}.ort")
+            files[variant.key, name] = path
+            tolerances[variant.key, name] = default_tolerance(read_metadata(graph))
+    results: dict[str, dict[str, Any]] = {}
+    for variant in VARIANTS:
+        results[variant.key] = {}
+        for runtime in runtimes:
+            if runtime.version is None:
+                cell: dict[str, Any] = {"status": "not installed"}
+            elif variant.ort_format and not runtime.reads_ort:
+                cell = {"status": "n/a"}
+            else:
+                cell = summarize(
+                    {
+                        name: run_cell(
+                            runtime,
+                            files[variant.key, name],
+                            model,
+                            rows[name].astype(variant.dtype),
+                            tolerances[variant.key, name],
+                            at_threshold[name],
+                        )
+                        for name, model in models.items()
+                    }
+                )
+            results[variant.key][runtime.key] = cell
+            print(f"{variant.key:24s} {runtime.key:22s} {cell_text(cell)}", file=sys.stderr)
+    size = next(iter(models.values())).get_params()
+    return {
+        "generated": datetime.date.today().isoformat(),
+        "generator": "benchmarks/compat_table.py" + (" --quick" if quick else ""),
+        "hyp2onnx": h.__version__,
+        "python": platform.python_version(),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "models": {
+            name: f"{type(m).__name__}(n_estimators={size['n_estimators']}, "
+            f"max_depth={size['max_depth']}), {len(rows[name])} rows "
+            f"({int(at_threshold[name].sum())} at thresholds)"
+            for name, m in models.items()
+        },
+        "runtimes": {
+            r.key: {
+                "name": r.name,
+                "version": r.version,
+                "ml_ops": r.ml_ops,
+                "reads_ort": r.reads_ort,
+                "note": r.note,
+            }
+            for r in runtimes
+        },
+        "variants": {
+            v.key: {
+                "encoding": v.encoding,
+                "row_blocks": v.row_blocks,
+                "dtype": v.dtype,
+                "format": "ort" if v.ort_format else "onnx",
+                "label": v.label,
+            }
+            for v in VARIANTS
+        },
+        "results": results,
+    }
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """docs/compatibility.md, made from runtimes.json's data."""
+    runtimes = data["runtimes"]
+    headers = ["graph"] + [r["name"] for r in runtimes.values()]
+    rows = [
+        [variant["label"]] + [cell_text(data["results"][key][r]) for r in runtimes]
+        for key, variant in data["variants"].items()
+    ]
+    versions = [[r["name"], r["version"] or "—", r["note"] or ""] for r in runtimes.values()]
+    failures, differences = [], []
+    for key, variant in data["variants"].items():
+        for rkey, cell in data["results"][key].items():
+            for model, r in cell.get("models", {}).items():
+                if r["status"] == "fails":
+                    failures.append([variant["label"], runtimes[rkey]["name"], model, r["error"]])
+            if any(r["status"] == "runs" for r in cell.get("models", {}).values()):
+                differences.append(
+                    [variant["label"], runtimes[rkey]["name"], difference_text(cell)]
+                )
+    models = "\n".join(f"* {name}: {text}" for name, text in data["models"].items())
+    return f"""# Where the exported graphs run
+
+Generated by `python {data["generator"]}` on {data["generated"]}
+(hyp2onnx {data["hyp2onnx"]}, Python {data["python"]}, {data["platform"]}):
+do not edit by hand. The same results are in `hyp2onnx/cli/runtimes.json`,
+which `hyp2onnx inspect` reads to list the runtimes a graph is known to run
+in.
+
+Each graph is a random forest exported with `hyp2onnx.to_onnx(model,
+encoding=..., dtype="float32")` unless noted, and scored on random rows,
+rows at thresholds and their float32 neighbours, and far rows:
+
+{models}
+
+Every runtime runs on one thread. **agrees**: labels equal to the Python
+model's and values within `hyp2onnx.verify`'s tolerance (bit for bit;
+compat 1e-5); runs: the graph runs but its outputs differ (how much:
+below); fails: the runtime could not load or run it (errors below); n/a:
+the runtime does not read `.ort` files.
+
+"No row blocks" is `hyp2onnx.edge.without_row_blocks` (`hyp2onnx convert
+--no-row-blocks`): all rows at once, without the `Loop` over 1024-row
+blocks and its sequence operators. ".ort" is the graph converted by
+`hyp2onnx.edge.to_ort` (`hyp2onnx convert --ort`).
+
+{md_table(headers, rows, "l" * len(headers))}
+
+## Runtimes
+
+{md_table(["runtime", "version", "note"], versions, "lll")}
+
+OpenVINO and tract have no `ai.onnx.ml` tree operators and no sequence
+operators: of these graphs they run only the standard encoding without
+row blocks; how their outputs then differ from the Python model's is
+measured below (OpenVINO computes float64 tensors in float32). onnx's own
+ReferenceEvaluator fails where a `GatherElements` table has more than 64
+rows (its implementation uses `np.choose`).
+
+## Differences
+
+"Off thresholds": on the random and far rows only.
+
+{
+        md_table(["graph", "runtime", "how the outputs differ"], differences, "lll")
+        if differences
+        else "None."
+    }
+
+## Errors
+
+{
+        md_table(["graph", "runtime", "model", "first line of the error"], failures, "llll")
+        if failures
+        else "None."
+    }
+"""
+
+
+def main() -> None:
+    """Measure and write the page and the data."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small models; write into a temporary folder unless --out",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for compatibility.md and runtimes.json (default: docs/ and hyp2onnx/cli/)",
+    )
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="hyp2onnx-compat-") as tmp:
+        data = measure(args.quick, Path(tmp))
+    if args.out is None and args.quick:
+        args.out = Path(tempfile.gettempdir()) / "hyp2onnx-compat-quick"
+    doc, js = (DOC, DATA) if args.out is None else (args.out / DOC.name, args.out / DATA.name)
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    from hyp2onnx._atomic import atomic_write
+
+    with atomic_write(js, overwrite=True, binary=False) as f:
+        f.write(json.dumps(data, indent=1) + "\n")
+    with atomic_write(doc, overwrite=True, binary=False) as f:
+        f.write(markdown(data))
+    print(f"wrote {doc} and {js}")
+
+
+if __name__ == "__main__":
+    main()

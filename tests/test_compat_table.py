@@ -1,0 +1,118 @@
+"""The compatibility table: its data, the page made from it, and what ``inspect`` reads from it.
+
+``benchmarks/compat_table.py`` writes ``hyp2onnx/cli/runtimes.json`` and
+``docs/compatibility.md``; these tests check that the committed page is
+exactly what the script makes of the committed data, that the data covers
+every graph variant and runtime, and that the script's cells are judged
+as ``hyp2onnx.verify`` judges (run in onnxruntime here, in-process).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hyp2onnx as h
+from hyp2onnx import edge
+from hyp2onnx.cli._runtimes import compatibility, runtimes_for
+
+ROOT = Path(__file__).resolve().parents[1]
+STATUSES = {"agrees", "runs", "fails", "not installed", "n/a"}
+
+
+@pytest.fixture(scope="module")
+def table():
+    """benchmarks/compat_table.py as a module."""
+    spec = importlib.util.spec_from_file_location(
+        "compat_table", ROOT / "benchmarks" / "compat_table.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["compat_table"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_page_is_made_from_the_data(table):
+    page = (ROOT / "docs" / "compatibility.md").read_text()
+    assert page == table.markdown(compatibility())
+
+
+def test_data_covers_every_variant_and_runtime(table):
+    data = compatibility()
+    assert set(data["variants"]) == {v.key for v in table.VARIANTS}
+    for variant, cells in data["results"].items():
+        assert set(cells) == set(data["runtimes"]), variant
+        for cell in cells.values():
+            assert cell["status"] in STATUSES
+            if cell["status"] in ("agrees", "runs", "fails"):
+                assert {r["status"] for r in cell["models"].values()} <= {"agrees", "runs", "fails"}
+    # every encoding agrees in onnxruntime, .ort files included
+    assert all(cells["onnxruntime"]["status"] == "agrees" for cells in data["results"].values())
+    # the standard encoding runs in a runtime without ai.onnx.ml operators (if one was installed)
+    without_ml = [k for k, r in data["runtimes"].items() if not r["ml_ops"] and r["version"]]
+    if without_ml:
+        standard = [k for k, v in data["variants"].items() if v["encoding"] == "standard"]
+        assert any(
+            data["results"][v][r]["status"] in ("agrees", "runs")
+            for v in standard
+            for r in without_ml
+        )
+
+
+def test_inspect_reads_the_runtimes():
+    exact = runtimes_for("exact")
+    version = compatibility()["runtimes"]["onnxruntime"]["version"]
+    assert f"onnxruntime (Python) {version}" in exact
+    assert runtimes_for("no such encoding") == []
+    assert runtimes_for(None) == []
+    # compat graphs have no row blocks; their runtimes are those measured for compat
+    assert runtimes_for("compat", row_blocks=False) == runtimes_for("compat")
+    data = compatibility()
+    running = {
+        key: {r for r, c in data["results"][key].items() if c["status"] in ("agrees", "runs")}
+        for key in ("standard", "standard-no-row-blocks")
+    }
+    only_flat = running["standard-no-row-blocks"] - running["standard"]
+    blocked = runtimes_for("standard")
+    assert len(runtimes_for("standard", row_blocks=False)) == len(running["standard-no-row-blocks"])
+    if only_flat:  # named after the blocked graph's runtimes, with the option that helps
+        assert len(blocked) == len(running["standard"]) + 1
+        assert blocked[-1].startswith("without row blocks (convert --no-row-blocks) also: ")
+        for key in only_flat:
+            assert data["runtimes"][key]["name"] in blocked[-1]
+
+
+def test_cells_are_judged_like_verify(table, tmp_path):
+    models, rows, at_threshold = table.make_models(quick=True)
+    runtime = table.onnxruntime_python()
+    for name, model in models.items():
+        graph = edge.without_row_blocks(h.to_onnx(model, encoding="standard"))
+        path = tmp_path / f"{name}.onnx"
+        h.save_onnx(graph, path)
+        X = rows[name].astype(np.float32)
+        cell = table.run_cell(runtime, path, model, X, 0.0, at_threshold[name])
+        assert cell["status"] == "agrees", cell
+        assert h.verify(model, graph, X).ok
+
+        def shifted(path, X, run=runtime.run):  # a runtime whose values are off by 1e-9
+            out = run(path, X)
+            key = "probabilities" if "probabilities" in out else "variable"
+            return {**out, key: out[key] + 1e-9}
+
+        off = table.Runtime("off", "off", "0", shifted)
+        cell = table.run_cell(off, path, model, X, 0.0, at_threshold[name])
+        assert cell["status"] == "runs" and cell["max_abs_diff_off_thresholds"] > 0
+
+        def broken(path, X):
+            raise RuntimeError(
+                "Exception from src/x.cpp:1:\nCheck 'x' failed at src/y.cpp:2:\nno Loop"
+            )
+
+        cell = table.run_cell(
+            table.Runtime("b", "b", "0", broken), path, model, X, 0.0, at_threshold[name]
+        )
+        assert cell == {"status": "fails", "error": "no Loop"}
