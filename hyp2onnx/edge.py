@@ -5,9 +5,10 @@
   ``onnxruntime.tools.convert_onnx_models_to_ort``, and writes beside it the
   ``required_operators.config`` that a minimal build's
   ``--include_ops_by_config`` takes.
-* :func:`without_row_blocks` removes the row-block ``Loop`` (and its sequence
-  operators) from a graph, for runtimes that have no sequence operators:
-  OpenVINO and tract run the standard encoding only in this form.
+* :func:`without_row_blocks` removes the exact encoding's row-block
+  ``Loop`` (and its sequence operators) from a graph, for a runtime with the
+  tree operators but without sequence operators. (The standard encoding,
+  for runtimes such as OpenVINO and tract, has no row blocks.)
 
 The ``.ort`` file is what the tool writes with its ``Fixed`` optimization
 style at its default level (``all``, less the x86-only NCHWc layout

@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 import hyp2onnx as h
-from hyp2onnx import edge
 from hyp2onnx.cli._runtimes import compatibility, runtimes_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,11 +73,11 @@ def test_inspect_reads_the_runtimes():
     data = compatibility()
     running = {
         key: {r for r, c in data["results"][key].items() if c["status"] in ("agrees", "runs")}
-        for key in ("standard", "standard-no-row-blocks")
+        for key in ("exact", "exact-no-row-blocks")
     }
-    only_flat = running["standard-no-row-blocks"] - running["standard"]
-    blocked = runtimes_for("standard")
-    assert len(runtimes_for("standard", row_blocks=False)) == len(running["standard-no-row-blocks"])
+    only_flat = running["exact-no-row-blocks"] - running["exact"]
+    blocked = runtimes_for("exact")
+    assert len(runtimes_for("exact", row_blocks=False)) == len(running["exact-no-row-blocks"])
     if only_flat:  # named after the blocked graph's runtimes, with the option that helps
         assert len(blocked) == len(running["standard"]) + 1
         assert blocked[-1].startswith("without row blocks (convert --no-row-blocks) also: ")
@@ -90,7 +89,7 @@ def test_cells_are_judged_like_verify(table, tmp_path):
     models, rows, at_threshold = table.make_models(quick=True)
     runtime = table.onnxruntime_python()
     for name, model in models.items():
-        graph = edge.without_row_blocks(h.to_onnx(model, encoding="standard"))
+        graph = h.to_onnx(model, encoding="standard")
         path = tmp_path / f"{name}.onnx"
         h.save_onnx(graph, path)
         X = rows[name].astype(np.float32)

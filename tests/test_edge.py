@@ -205,7 +205,7 @@ def test_without_row_blocks_same_outputs(models, rows, encoding):
     assert not edge.has_row_blocks(flat)
     ops = {op for _, op in _graph_ops(flat.graph)}
     assert not ops & {"Loop", "If", "SplitToSequence", "SequenceInsert", "ConcatFromSequence"}
-    assert edge.has_row_blocks(onx) == (encoding != "compat")
+    assert edge.has_row_blocks(onx) == (encoding == "exact")  # standard: all rows at once
     got, want = run_onnx(flat, X), run_onnx(onx, X)
     for output, value in want.items():
         np.testing.assert_array_equal(got[output], value)

@@ -43,7 +43,7 @@ class ConvertOptions:
     curvature: float | None = None
     timelike_dim: int | None = None
     opset: int | None = None
-    row_blocks: bool = True  #: False: :func:`hyp2onnx.edge.without_row_blocks` (OpenVINO, tract)
+    row_blocks: bool = True  #: False: :func:`hyp2onnx.edge.without_row_blocks`
 
 
 @dataclass(frozen=True)
@@ -224,7 +224,7 @@ Examples:
   hyp2onnx convert forest.skops -o forest.onnx --check sample.npy
   hyp2onnx convert forest.pkl --dtype float64 --encoding compat --force
   hyp2onnx convert forest.pkl --ort        # also forest.ort + its operator list
-  hyp2onnx convert forest.pkl --encoding standard --no-row-blocks   # OpenVINO, tract
+  hyp2onnx convert forest.pkl --encoding standard         # OpenVINO, tract
   hyp2onnx convert booster.json --geometry poincare --curvature -0.5
 
 {EXIT_CODES_HELP}
@@ -285,8 +285,9 @@ Examples:
     "--no-row-blocks",
     "no_row_blocks",
     is_flag=True,
-    help="Compute all rows at once, without the Loop over row blocks: for runtimes "
-    "without sequence operators (OpenVINO, tract); large batches run slower.",
+    help="Exact encoding: compute all rows at once, without the Loop over row blocks, "
+    "for runtimes without sequence operators; large batches run slower. (The standard "
+    "encoding never has row blocks.)",
 )
 @click.option("--force", is_flag=True, help="Replace OUT (and the --ort files) if they exist.")
 @debug_option

@@ -4,7 +4,9 @@ For runtimes without the ML tree operators (onnxruntime-web's WebGPU
 bundle, OpenVINO, tract, builds made with ``--disable_ml_ops``). Every tree
 is evaluated for all rows at once, then the trees' leaf values are added in
 tree order with ``CumSum`` as in the exact encoding, so the outputs are the
-exact encoding's, bit for bit.
+exact encoding's, bit for bit. No Loop or sequence operator is used (those
+runtimes lack them too), so a call holds ``N * T * C`` numbers at once:
+score very large batches in pieces.
 
 A tree's leaves are found by one of two strategies, chosen by depth
 (:func:`choose_strategy`):
@@ -39,7 +41,6 @@ from ..thresholds import round_threshold
 from ._graph import GraphBuilder
 from .trees import (
     _ROUNDING,
-    _by_row_blocks,
     _finish,
     _per_class_trees,
     _to,
@@ -139,11 +140,10 @@ def emit_standard(
             return sum_tree_columns(b, looked_up, groups)
         return sum_looked_up(b, tables, where, T)
 
-    if T == 1:
-        scores = tree_sums(g, k)
-    else:
-        scores = _by_row_blocks(g, k, tree_sums, ensemble.n_outputs, ensemble.sum_dtype)
-    return _finish(g, scores, ensemble, ensemble.sum_dtype)
+    # All rows at once: the exact encoding's row blocks need Loop and sequence
+    # operators, which runtimes without the tree operators (OpenVINO, tract)
+    # lack as well.
+    return _finish(g, tree_sums(g, k), ensemble, ensemble.sum_dtype)
 
 
 def _level_tables(ensemble, layout, column, thresholds, n_slots, slot, nodes, dtype):
