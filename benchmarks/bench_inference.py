@@ -11,12 +11,15 @@ mixture, for each model:
   encodings, float32 hyperboloid input;
 * skl2onnx's plain Euclidean graph of the same (corrected) trees, fed
   float32 Klein coordinates computed beforehand: the floor without the
-  projection.
+  projection;
+* the same plain graph behind a numpy projection of the float32 hyperboloid
+  rows (``x[:, 1:] / x[:, :1]``): what a user without hyp2onnx's graph runs.
 
 Throughput is rows per second on the 100k-row batch, latency the time of a
-single-row call; onnxruntime uses one thread; medians of interleaved runs
-(``bench_export.time_graphs``). "labels ≠ Python" counts rows whose label
-differs from the Python model's on the same float32 points.
+single-row call; onnxruntime uses one thread. Every system is timed once
+per round (the graphs by ``bench_export.time_graphs``) and the table gives
+medians over the rounds. "labels ≠ Python" counts rows whose label differs
+from the Python model's on the same float32 points.
 
     python benchmarks/bench_inference.py [--quick]
 """
@@ -42,20 +45,59 @@ from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
 DIM = 16
 
 
-def python_timing(model, X: np.ndarray, *, repeats: int, single_calls: int) -> tuple[float, float]:
-    """Median rows/s of ``predict_proba`` on ``X`` and median µs of a single-row call."""
-    model.predict_proba(X[:1])
-    batch, single = [], []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        model.predict_proba(X)
-        batch.append(len(X) / (time.perf_counter() - t))
-        one = X[:1]
-        t = time.perf_counter()
-        for _ in range(single_calls):
-            model.predict_proba(one)
-        single.append((time.perf_counter() - t) / single_calls * 1e6)
-    return statistics.median(batch), statistics.median(single)
+def python_timing(model, X: np.ndarray, *, single_calls: int) -> tuple[float, float]:
+    """Rows/s of one ``predict_proba`` on ``X`` and µs per single-row call (mean of the calls)."""
+    t = time.perf_counter()
+    model.predict_proba(X)
+    rate = len(X) / (time.perf_counter() - t)
+    one = X[:1]
+    t = time.perf_counter()
+    for _ in range(single_calls):
+        model.predict_proba(one)
+    return rate, (time.perf_counter() - t) / single_calls * 1e6
+
+
+def projected_timing(onnx_model, X32: np.ndarray, *, single_calls: int) -> tuple[float, float]:
+    """The same for numpy's Klein projection of float32 hyperboloid rows, then the plain graph."""
+    s = session(onnx_model)
+
+    def run(x: np.ndarray) -> None:
+        s.run(None, {"X": x[:, 1:] / x[:, :1]})
+
+    run(X32[:1])
+    t = time.perf_counter()
+    run(X32)
+    rate = len(X32) / (time.perf_counter() - t)
+    one = X32[:1]
+    t = time.perf_counter()
+    for _ in range(single_calls):
+        run(one)
+    return rate, (time.perf_counter() - t) / single_calls * 1e6
+
+
+def interleaved(
+    model, graphs: dict, X32: np.ndarray, X64: np.ndarray, *, rounds: int, calls: int, py_calls: int
+) -> dict[str, tuple[float, float]]:
+    """Median (rows/s, µs per row call) of every system over ``rounds`` interleaved rounds.
+
+    Each round times the graphs once with ``bench_export.time_graphs``, then
+    the Python estimator, then numpy projection + the plain skl2onnx graph.
+    """
+    samples: dict[str, list[tuple[float, float]]] = {}
+    model.predict_proba(X64[:1])  # warm-up
+    for _ in range(rounds):
+        for name, value in time_graphs(graphs, X32, repeats=1, single_calls=calls).items():
+            samples.setdefault(name, []).append(value)
+        samples.setdefault("Python estimator", []).append(
+            python_timing(model, X64, single_calls=py_calls)
+        )
+        samples.setdefault("numpy projection, then skl2onnx", []).append(
+            projected_timing(graphs["skl2onnx, Klein input"][0], X32, single_calls=calls)
+        )
+    return {
+        name: (statistics.median(v[0] for v in values), statistics.median(v[1] for v in values))
+        for name, values in samples.items()
+    }
 
 
 def labels_of(onnx_model, x: np.ndarray) -> np.ndarray:
@@ -67,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     add_output_args(parser)
     args = parser.parse_args(argv)
     n_train, n_test, n_trees, repeats, calls, py_calls = (
-        (2_000, 5_000, 10, 2, 50, 10) if args.quick else (20_000, 100_000, 100, 5, 2_000, 200)
+        (2_000, 5_000, 10, 2, 50, 10) if args.quick else (20_000, 100_000, 100, 7, 2_000, 200)
     )
     out = output_dir(args)
     specs = (
@@ -117,17 +159,24 @@ def main(argv: list[str] | None = None) -> int:
                 k32,
             ),
         }
-        timing = time_graphs(graphs, X32, repeats=repeats, single_calls=calls)
-        py_rate, py_lat = python_timing(
-            model, X64, repeats=max(2, repeats // 2), single_calls=py_calls
+        timing = interleaved(
+            model, graphs, X32, X64, rounds=repeats, calls=calls, py_calls=py_calls
         )
         reference = model.predict(X64)
         base_rate = timing["skl2onnx, Klein input"][0]
-        system_rows = [("Python estimator", py_rate, py_lat, 0)]
+        system_rows = [("Python estimator", *timing["Python estimator"], 0)]
         for name, (onnx_model, x) in graphs.items():
             system_rows.append(
                 (name, *timing[name], int(np.sum(labels_of(onnx_model, x) != reference)))
             )
+        projected = labels_of(graphs["skl2onnx, Klein input"][0], X32[:, 1:] / X32[:, :1])
+        system_rows.append(
+            (
+                "numpy projection, then skl2onnx",
+                *timing["numpy projection, then skl2onnx"],
+                int(np.sum(projected != reference)),
+            )
+        )
         for name, rate, lat, diff in system_rows:
             rows.append(
                 (
