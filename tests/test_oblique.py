@@ -368,3 +368,17 @@ BALL = {"input_geometry": "klein", "curvature": -1e-6}  # radius 1000: holds the
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+def test_skops_files_of_oblique_trees_load_with_the_trusted_list(tmp_path):
+    """The CLI's .skops loader must trust the oblique tree's fitted node container."""
+    import skops.io as sio
+
+    from hyp2onnx.cli._models import load_model
+
+    X, k = points(200, 2, seed=7)
+    model = h.HyperbolicHouseholderTreeClassifier(max_depth=3).fit(X, labels(k, 3))
+    path = tmp_path / "oblique.skops"
+    sio.dump(model, path)
+    loaded = load_model(path)
+    np.testing.assert_array_equal(loaded.predict_proba(X), model.predict_proba(X))

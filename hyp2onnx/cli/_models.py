@@ -102,6 +102,7 @@ def trusted_types() -> list[str]:
     from sklearn.tree._tree import Tree
 
     from .. import estimators
+    from ..estimators._householder import HouseholderTree
     from ..thresholds import CorrectionReport
 
     hyperbolic = [
@@ -113,6 +114,7 @@ def trusted_types() -> list[str]:
     classes: list[type] = [
         *hyperbolic,
         CorrectionReport,
+        HouseholderTree,  # the fitted nodes of an oblique tree
         Tree,
         xgboost.XGBClassifier,
         xgboost.XGBRegressor,
