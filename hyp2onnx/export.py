@@ -105,11 +105,12 @@ def to_onnx(
 ) -> onnx.ModelProto:
     """Export ``model`` to an ONNX model taking raw hyperbolic points.
 
-    ``dtype`` is the input tensor type. ``encoding="exact"`` (ai.onnx.ml
-    opset 5) reproduces the Python model's labels exactly and its
-    probabilities/values bit for bit (scikit-learn, LightGBM) or in float32
-    (XGBoost); ``"compat"`` uses the legacy opset-1 operator with float32
-    sums for older runtimes. ``target_opset`` is the ai.onnx opset (13 or
+    ``dtype`` is the input tensor type. ``encoding="exact"`` reproduces the
+    Python model's labels exactly and its probabilities/values bit for bit
+    (scikit-learn, LightGBM) or in float32 (XGBoost); ``"compat"`` uses the
+    legacy opset-1 operator with float32 sums for older runtimes;
+    ``"standard"`` gives the exact outputs without any ai.onnx.ml operator
+    (see ``docs/export.md``). ``target_opset`` is the ai.onnx opset (13 or
     newer). The other keywords are for plain Klein models (:func:`describe`).
     """
     if dtype not in ("float32", "float64"):

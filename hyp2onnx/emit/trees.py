@@ -96,7 +96,9 @@ class TreePlan:
     float32, and every runtime with ML operators has it); ``"v5"`` is
     opset-5 ``TreeEnsemble`` in double. ``carries``: ``"values"`` when each
     tree feeds one output column and hands over its own leaf value,
-    ``"leaf_rows"`` when it hands over the row of its leaf in a value table.
+    ``"leaf_rows"`` when it hands over where its leaf's values are: the
+    leaf's index among its tree's leaves (up to ``ELEMENTWISE_MAX_CLASSES``
+    classes, read by GatherElements) or its row in one table (Gather).
     """
 
     operator: Literal["legacy", "v5"]
