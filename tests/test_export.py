@@ -313,3 +313,15 @@ def test_verify_compares_with_tree_order_sums_for_threaded_forests():
     report = h.verify(model, to_onnx(model), X)
     assert report.ok and report.max_abs_diff["probabilities"] == 0.0
     assert model.estimator_.n_jobs == 2
+
+
+def test_verify_report_raises_on_disagreement():
+    X, k = points(200, 2, seed=25)
+    model = h.HyperbolicDecisionTreeRegressor(max_depth=4).fit(X, targets(k))
+    onx = to_onnx(model, encoding="compat")  # float32 sums: differences of about 1e-7
+    report = h.verify(model, onx, X)
+    assert report.raise_if_failed() is report
+    strict = h.verify(model, onx, X, atol=0.0)
+    assert strict.max_abs_diff["variable"] > 0 and not strict.ok
+    with pytest.raises(h.VerificationError, match="MISMATCH"):
+        strict.raise_if_failed()
