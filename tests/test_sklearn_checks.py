@@ -53,4 +53,5 @@ def expected_failed_checks(estimator: Any) -> dict[str, str]:
 
 @parametrize_with_checks(ESTIMATORS, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator: Any, check: Any) -> None:
+    """Each scikit-learn check raises (AssertionError and others) when a convention breaks."""
     check(estimator)
