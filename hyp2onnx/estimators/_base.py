@@ -199,6 +199,55 @@ class HyperbolicClassifierMixin:
             return np.log(self.predict_proba(X))
 
 
+_KEYWORD = inspect.Parameter.KEYWORD_ONLY
+
+
+def generate_init(
+    cls: type, sources: tuple[type, ...], own: dict[str, Any], *, extra: bool = False
+) -> tuple[str, ...]:
+    """Give ``cls`` an ``__init__`` taking ``own`` and every keyword of ``sources``.
+
+    Each argument is stored unchanged under its own name, as scikit-learn's
+    ``get_params`` and ``clone`` require; the signature is real, so
+    ``inspect.signature`` (and scikit-learn) sees every parameter. With
+    ``extra=True`` unknown keywords are accepted too and handed to
+    ``self._store_extra`` (boosters take parameters their ``__init__`` does
+    not name). Returns the names taken from ``sources``.
+    """
+    native: list[inspect.Parameter] = []
+    for source in sources:
+        for name, p in inspect.signature(source.__init__).parameters.items():
+            if name == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                continue
+            if name not in own and all(q.name != name for q in native):
+                native.append(p.replace(kind=_KEYWORD))
+    ours = [inspect.Parameter(name, _KEYWORD, default=value) for name, value in own.items()]
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *ours, *native]
+    if extra:
+        parameters.append(inspect.Parameter("params", inspect.Parameter.VAR_KEYWORD))
+    signature = inspect.Signature(parameters)
+    known = {p.name for p in (*ours, *native)}
+
+    def __init__(self, **params: Any) -> None:
+        unknown = {name: params.pop(name) for name in list(params) if name not in known}
+        bound = signature.bind(self, **params, **({} if extra else unknown))
+        bound.apply_defaults()
+        for name, value in bound.arguments.items():
+            if name not in ("self", "params"):
+                setattr(self, name, value)
+        if extra:
+            self._extra_params = ()
+            self._store_extra(unknown)
+
+    __init__.__signature__ = signature  # type: ignore[attr-defined]
+    __init__.__qualname__ = f"{cls.__name__}.__init__"
+    __init__.__doc__ = (
+        f"Store the geometry parameters and {sources[0].__name__}'s own parameters unchanged."
+    )
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    return tuple(p.name for p in native)
+
+
 class WrappedParamsModel(HyperbolicTreeModel):
     """A hyperbolic model that takes the wrapped class's own parameters by keyword.
 
@@ -216,33 +265,7 @@ class WrappedParamsModel(HyperbolicTreeModel):
         wrapped = cls.__dict__.get("_wrapped")
         if wrapped is None:
             return
-        native = [
-            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-            for name, p in inspect.signature(wrapped.__init__).parameters.items()
-            if name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
-        ]
-        ours = [
-            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
-            for name, default in GEOMETRY_DEFAULTS.items()
-        ]
-        signature = inspect.Signature(
-            [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *ours, *native]
-        )
-
-        def __init__(self, **params: Any) -> None:
-            bound = signature.bind(self, **params)
-            bound.apply_defaults()
-            for name, value in bound.arguments.items():
-                if name != "self":
-                    setattr(self, name, value)
-
-        __init__.__signature__ = signature  # type: ignore[attr-defined]
-        __init__.__qualname__ = f"{cls.__name__}.__init__"
-        __init__.__doc__ = (
-            f"Store the geometry parameters and {wrapped.__name__}'s own parameters unchanged."
-        )
-        cls.__init__ = __init__  # type: ignore[method-assign]
-        cls._wrapped_params = tuple(p.name for p in native)
+        cls._wrapped_params = generate_init(cls, (wrapped,), GEOMETRY_DEFAULTS)
         cls._parameter_constraints = {
             **getattr(wrapped, "_parameter_constraints", {}),
             **HyperbolicTreeModel._parameter_constraints,

@@ -14,7 +14,6 @@ so the thresholds of all trees are corrected in one pass
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,12 +23,16 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..ir import Model
-from ._base import GEOMETRY_DEFAULTS, HyperbolicClassifierMixin, HyperbolicTreeModel
+from ._base import (
+    GEOMETRY_DEFAULTS,
+    HyperbolicClassifierMixin,
+    HyperbolicTreeModel,
+    generate_init,
+)
 from ._booster import BoosterBackend
 from ._lightgbm import LightGBMBackend, _lightgbm
 from ._xgboost import XGBoostBackend, _xgboost
 
-_KW = inspect.Parameter.KEYWORD_ONLY
 
 _BOOSTING_DOC = """
     Parameters
@@ -98,45 +101,12 @@ class _BoostingModel(HyperbolicTreeModel):
         super().__init_subclass__(**kwargs)
         if "_native" not in cls.__dict__:
             return
-        native: list[inspect.Parameter] = []
-        for source in (cls._native, *cls._signature_from):
-            for name, p in inspect.signature(source.__init__).parameters.items():
-                if name == "self" or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
-                    continue
-                if name not in GEOMETRY_DEFAULTS and all(q.name != name for q in native):
-                    native.append(p.replace(kind=_KW))
-        ours = [
-            inspect.Parameter(name, _KW, default=default)
-            for name, default in {**GEOMETRY_DEFAULTS, "override_subsample": True}.items()
-        ]
-        signature = inspect.Signature(
-            [
-                inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-                *ours,
-                *native,
-                inspect.Parameter("params", inspect.Parameter.VAR_KEYWORD),
-            ]
+        cls._native_params = generate_init(
+            cls,
+            (cls._native, *cls._signature_from),
+            {**GEOMETRY_DEFAULTS, "override_subsample": True},
+            extra=True,
         )
-        known = {p.name for p in (*ours, *native)}
-
-        def __init__(self, **params: Any) -> None:
-            extra = {name: params.pop(name) for name in list(params) if name not in known}
-            bound = signature.bind(self, **params)
-            bound.apply_defaults()
-            for name, value in bound.arguments.items():
-                if name not in ("self", "params"):
-                    setattr(self, name, value)
-            self._extra_params = ()
-            self._store_extra(extra)
-
-        __init__.__signature__ = signature  # type: ignore[attr-defined]
-        __init__.__qualname__ = f"{cls.__name__}.__init__"
-        __init__.__doc__ = (
-            f"Store the geometry parameters and {cls._native.__name__}'s own parameters "
-            "unchanged."
-        )
-        cls.__init__ = __init__  # type: ignore[method-assign]
-        cls._native_params = tuple(p.name for p in native)
 
     # -- parameters --------------------------------------------------------
 
