@@ -38,7 +38,7 @@ import sys
 import numpy as np
 
 from ._tree import Op, TreeArrays
-from .thresholds import CorrectionReport, Midpoint, correct_tree, place_thresholds
+from .thresholds import CorrectionReport, Midpoint, correct_tree, thresholds_from_neighbours
 
 __all__ = ["correct_shared_rows", "correct_trees", "shared_rows"]
 
@@ -137,14 +137,9 @@ def correct_shared_rows(
             largest_left, smallest_right,
         )
 
-    reached = internal & np.isfinite(largest_left) & np.isfinite(smallest_right)
-    new = threshold.copy()
-    new[reached] = place_thresholds(
-        largest_left[reached],
-        smallest_right[reached],
-        op=op,
-        threshold_dtype=threshold_dtype,
-        midpoint=midpoint,
+    new, internal, reached = thresholds_from_neighbours(
+        feature, threshold, largest_left, smallest_right,
+        op=op, threshold_dtype=threshold_dtype, midpoint=midpoint,
     )
     moved = internal & (new != threshold)
     n_splits, n_moved, n_unreached = (

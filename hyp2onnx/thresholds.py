@@ -34,7 +34,13 @@ Midpoint = Literal["einstein", "arithmetic"]
 #: Rows walked at a time by :func:`correct_tree` (temporaries of a few hundred kB).
 _BLOCK_ROWS = 1 << 15
 
-__all__ = ["CorrectionReport", "correct_tree", "place_thresholds", "round_threshold"]
+__all__ = [
+    "CorrectionReport",
+    "correct_tree",
+    "place_thresholds",
+    "round_threshold",
+    "thresholds_from_neighbours",
+]
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,35 @@ def place_thresholds(
     raise ValueError(f"unknown comparison {op!r}; expected '<=' or '<'")
 
 
+def thresholds_from_neighbours(
+    feature: np.ndarray,
+    threshold: np.ndarray,
+    largest_left: np.ndarray,
+    smallest_right: np.ndarray,
+    *,
+    op: Op,
+    threshold_dtype: str,
+    midpoint: Midpoint,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """New thresholds from each split's nearest training values on either side.
+
+    ``largest_left``/``smallest_right`` are per node, infinite where no
+    training row went that way; such splits keep their threshold. Returns
+    the new thresholds (float64) and the internal and reached node masks.
+    """
+    internal = feature >= 0
+    reached = internal & np.isfinite(largest_left) & np.isfinite(smallest_right)
+    new = np.asarray(threshold, dtype=np.float64).copy()
+    new[reached] = place_thresholds(
+        largest_left[reached],
+        smallest_right[reached],
+        op=op,
+        threshold_dtype=threshold_dtype,
+        midpoint=midpoint,
+    )
+    return new, internal, reached
+
+
 def correct_tree(
     tree: TreeArrays,
     X: np.ndarray,
@@ -135,15 +170,9 @@ def correct_tree(
     largest_left = extreme[0::2]
     smallest_right = -extreme[1::2]
 
-    internal = tree.feature >= 0
-    reached = internal & np.isfinite(largest_left) & np.isfinite(smallest_right)
-    new = np.asarray(tree.threshold, dtype=np.float64).copy()
-    new[reached] = place_thresholds(
-        largest_left[reached],
-        smallest_right[reached],
-        op=op,
-        threshold_dtype=threshold_dtype,
-        midpoint=midpoint,
+    new, internal, reached = thresholds_from_neighbours(
+        tree.feature, tree.threshold, largest_left, smallest_right,
+        op=op, threshold_dtype=threshold_dtype, midpoint=midpoint,
     )
     report = CorrectionReport(
         n_splits=int(internal.sum()),
