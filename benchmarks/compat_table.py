@@ -33,11 +33,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.metadata
+import importlib.util
 import json
-import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -268,37 +267,19 @@ def tract_runtime() -> Runtime:
     return Runtime("tract", "tract", version, run, ml_ops=False)
 
 
-def _js_installed() -> bool:
-    """Whether examples/js/node_modules holds the pinned npm packages."""
-    wanted = json.loads((JS / "package.json").read_text())["dependencies"]
-    for name, version in wanted.items():
-        meta = JS / "node_modules" / name / "package.json"
-        if not meta.is_file() or json.loads(meta.read_text())["version"] != version:
-            return False
-    return True
-
-
 def _js_problem() -> str | None:
     """Why the JavaScript runtimes cannot run here, or None (installing them if needed)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
+    spec = importlib.util.spec_from_file_location("npm_install", JS / "npm_install.py")
+    npm_install = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(npm_install)
+    try:
+        done = npm_install.npm_ci(600)
+    except FileNotFoundError:
         return "not installed: node and npm are needed"
-    if not _js_installed():
-        env = {**os.environ, "ONNXRUNTIME_NODE_INSTALL": "skip"}
-        try:
-            done = subprocess.run(
-                [npm, "ci", "--no-audit", "--no-fund"],
-                check=False,
-                cwd=JS,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-        except subprocess.TimeoutExpired:
-            return "not installed: npm ci did not finish in 600 s"
-        if done.returncode != 0:
-            return "not installed: npm ci failed: " + first_line(done.stderr)
+    except subprocess.TimeoutExpired:
+        return "not installed: npm ci did not finish in 600 s"
+    if done is not None and done.returncode != 0:
+        return "not installed: npm ci failed: " + first_line(done.stderr)
     return None
 
 

@@ -12,12 +12,10 @@ install cannot reach the registry.
 
 from __future__ import annotations
 
-import fcntl
+import importlib.util
 import json
-import os
 import shutil
 import subprocess
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,51 +29,37 @@ from hyp2onnx import edge, geometry
 from hyp2onnx.export import read_metadata
 from hyp2onnx.verify import default_tolerance
 
+
+def _load_module(path: Path):  # noqa: ANN202
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 JS = Path(__file__).resolve().parents[1] / "examples" / "js"
+npm_install = _load_module(JS / "npm_install.py")
 INSTALL_TIMEOUT = 300  # s; a cold npm cache downloads about 80 MB
 RUN_TIMEOUT = 60  # s per script run
 _NETWORK = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "network")
 
 
-def _installed() -> bool:
-    wanted = json.loads((JS / "package.json").read_text())["dependencies"]
-    for name, version in wanted.items():
-        meta = JS / "node_modules" / name / "package.json"
-        if not meta.is_file() or json.loads(meta.read_text())["version"] != version:
-            return False
-    return True
-
-
 @pytest.fixture(scope="module")
 def node() -> str:
     """The node executable, with examples/js's npm packages installed."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
+    try:
+        done = npm_install.npm_ci(INSTALL_TIMEOUT)
+    except FileNotFoundError:
         pytest.skip("node and npm are needed for the JavaScript examples (not on PATH)")
-    lock = Path(tempfile.gettempdir()) / "hyp2onnx-examples-js-npm.lock"
-    with lock.open("w") as held:  # other test runs in this checkout may install at once
-        fcntl.flock(held, fcntl.LOCK_EX)
-        if not _installed():
-            env = {**os.environ, "ONNXRUNTIME_NODE_INSTALL": "skip"}
-            try:
-                done = subprocess.run(
-                    [npm, "ci", "--no-audit", "--no-fund"],
-                    check=False,
-                    cwd=JS,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=INSTALL_TIMEOUT,
-                )
-            except subprocess.TimeoutExpired:
-                pytest.skip(f"npm ci in examples/js did not finish in {INSTALL_TIMEOUT} s")
-            if done.returncode != 0:
-                offline = [
-                    line for line in done.stderr.splitlines() if any(w in line for w in _NETWORK)
-                ]
-                if offline:
-                    pytest.skip(f"npm ci could not reach the npm registry: {offline[0].strip()}")
-                pytest.fail(f"npm ci in examples/js failed: {done.stderr[-2000:]}")
+    except subprocess.TimeoutExpired:
+        pytest.skip(f"npm ci in examples/js did not finish in {INSTALL_TIMEOUT} s")
+    if done is not None and done.returncode != 0:
+        offline = [line for line in done.stderr.splitlines() if any(w in line for w in _NETWORK)]
+        if offline:
+            pytest.skip(f"npm ci could not reach the npm registry: {offline[0].strip()}")
+        pytest.fail(f"npm ci in examples/js failed: {done.stderr[-2000:]}")
+    node = shutil.which("node")
+    assert node is not None
     return node
 
 
