@@ -136,6 +136,11 @@ def thresholds_from_neighbours(
         threshold_dtype=threshold_dtype,
         midpoint=midpoint,
     )
+    # -0.0 and 0.0 tie, so which one is largest (smallest) depends on the order
+    # the rows are seen in, and a threshold at zero could carry either sign.
+    # Both route every value alike; keep +0.0 so that every order, partitioned
+    # or not, gives the same bits.
+    new[reached] += 0.0
     return new, internal, reached
 
 

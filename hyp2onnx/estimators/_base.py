@@ -145,11 +145,18 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
             threshold_dtype=backend.threshold_dtype,
             midpoint=self.midpoint,
         )
+        return self._store_correction(backend, fitted, new_thresholds, report)
+
+    @staticmethod
+    def _store_correction(
+        backend: Backend, fitted: Any, new_thresholds: list[np.ndarray], report: CorrectionReport
+    ) -> tuple[Any, CorrectionReport]:
+        """Write corrected thresholds into ``fitted``; warn about splits left as they were."""
         if report.n_unreached:
             warnings.warn(
                 f"{report.n_unreached} of {report.n_splits} splits had no training row on one "
                 "side and keep the learner's threshold.",
-                stacklevel=3,
+                stacklevel=4,
             )
         return backend.write_thresholds(fitted, new_thresholds), report
 

@@ -240,6 +240,13 @@ class LightGBMBackend(BoosterBackend):
         sample_weight: np.ndarray | None,
         **fit_params: Any,
     ) -> Any:
+        self.check_fit(estimator, y, fit_params)
+        estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
+        self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
+        return estimator
+
+    def check_fit(self, estimator: Any, y: Any, fit_params: dict[str, Any]) -> None:
+        """Refuse what cannot be corrected or exported, before any training."""
         params = estimator.get_params()
         if callable(params.get("objective")):
             raise UnsupportedModelError(
@@ -282,11 +289,8 @@ class LightGBMBackend(BoosterBackend):
                 f"LightGBM trains each tree on a subset of rows ({subsampling}), but the "
                 "threshold correction uses all training rows, so it is approximate: training "
                 "predictions may change. Use override_subsample=True for an exact correction.",
-                stacklevel=3,
+                stacklevel=4,
             )
-        estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
-        self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
-        return estimator
 
     def training_rows(
         self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
@@ -309,6 +313,15 @@ class LightGBMBackend(BoosterBackend):
 
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
         return [tree.arrays() for tree in self._model(fitted).trees]
+
+    def leaf_nodes(self, fitted: Any, Xc: np.ndarray) -> np.ndarray:
+        """Node (in :meth:`read_trees` numbering) each row of ``Xc`` reaches in every tree."""
+        leaves = fitted.booster_.predict(Xc, pred_leaf=True, num_iteration=-1)
+        leaves = np.asarray(leaves, dtype=np.int64).reshape(Xc.shape[0], -1)
+        # LightGBM numbers leaves apart from internal nodes; read_trees puts
+        # leaf i of a tree after its internal nodes.
+        internal = np.array([tree.n_internal for tree in self._model(fitted).trees])
+        return leaves + internal
 
     def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
         model = self._model(fitted)

@@ -228,6 +228,14 @@ class XGBoostBackend(BoosterBackend):
         sample_weight: np.ndarray | None,
         **fit_params: Any,
     ) -> Any:
+        self.check_fit(estimator, y, fit_params)
+        # XGBoost casts to float32 itself, exactly as it does when predicting.
+        estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
+        self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
+        return estimator
+
+    def check_fit(self, estimator: Any, y: Any, fit_params: dict[str, Any]) -> None:
+        """Refuse what cannot be corrected or exported, before any training."""
         params = estimator.get_params()
         if params.get("booster") not in (None, "gbtree"):
             raise UnsupportedModelError(
@@ -255,12 +263,8 @@ class XGBoostBackend(BoosterBackend):
                 "the threshold correction uses all training rows, so it is approximate: "
                 "training predictions may change. Use override_subsample=True for an exact "
                 "correction.",
-                stacklevel=4,
+                stacklevel=5,
             )
-        # XGBoost casts to float32 itself, exactly as it does when predicting.
-        estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
-        self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
-        return estimator
 
     def training_rows(
         self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
@@ -280,6 +284,12 @@ class XGBoostBackend(BoosterBackend):
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
         model = self._model(fitted)
         return [model.arrays(i) for i in range(len(model.trees))]
+
+    def leaf_nodes(self, fitted: Any, Xc: np.ndarray) -> np.ndarray:
+        """Node (in :meth:`read_trees` numbering) each row of ``Xc`` reaches in every tree."""
+        dmatrix = _xgboost().DMatrix(Xc)
+        leaves = _booster(fitted).predict(dmatrix, pred_leaf=True, iteration_range=(0, 0))
+        return np.asarray(leaves).reshape(Xc.shape[0], -1).astype(np.int64)
 
     def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
         model = self._model(fitted)
