@@ -1,0 +1,591 @@
+"""Hyperbolic boosters trained on a Dask cluster, and exported graphs scored on one.
+
+Needs the ``dask`` extra: ``pip install 'hyp2onnx[dask]'``.
+
+Training. :class:`HyperbolicDaskXGBClassifier`, :class:`HyperbolicDaskXGBRegressor`,
+:class:`HyperbolicDaskLGBMClassifier` and :class:`HyperbolicDaskLGBMRegressor`
+take the same parameters as their single-machine twins plus ``client``
+(as ``xgboost.dask`` and ``lightgbm``'s Dask estimators do: None means
+the default client), and dask arrays or dataframes of hyperbolic points.
+``fit`` projects every partition to Klein coordinates where it lies, trains
+with ``xgboost.dask`` or ``lightgbm.DaskLGBM*``, then corrects the
+thresholds as a map-reduce (:mod:`hyp2onnx.leaf_thresholds`): each partition
+sends the per-(tree, leaf) minimum and maximum of every split feature of its
+rows, reached through the booster's own ``pred_leaf``; the summaries merge
+on the workers by element-wise min/max and the driver receives one of them,
+``2 * leaves * features`` numbers, however many rows there are. The
+thresholds are bit-identical to the single-machine correction of the same
+booster on the same rows.
+
+The fitted model holds the corrected booster as a local native model
+(``estimator_``), so :func:`hyp2onnx.to_onnx`, :func:`hyp2onnx.verify`,
+:func:`hyp2onnx.save_onnx` and pickling (for ``hyp2onnx convert``) treat it
+like any other hyperbolic model. ``predict`` and ``predict_proba`` return
+dask arrays for dask input and numpy arrays for numpy input.
+
+Scoring. :func:`predict` runs an exported graph over a dask array or
+dataframe of points, with one onnxruntime session per worker process
+(cached by the graph's hash), not one per partition.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import is_classifier
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import _scoring
+from .ensemble_thresholds import shared_rows
+from .estimators._base import GEOMETRY_DEFAULTS, generate_init
+from .estimators._boosting_models import (
+    HyperbolicLGBMClassifier,
+    HyperbolicLGBMRegressor,
+    HyperbolicXGBClassifier,
+    HyperbolicXGBRegressor,
+)
+from .estimators._interface import Backend
+from .estimators._registry import backend_for
+from .geometry import n_klein_features, to_klein
+from .leaf_thresholds import LeafBounds, LeafLayout, correct_from_bounds, leaf_bounds, leaf_layout
+from .thresholds import CorrectionReport
+
+__all__ = [
+    "HyperbolicDaskLGBMClassifier",
+    "HyperbolicDaskLGBMRegressor",
+    "HyperbolicDaskXGBClassifier",
+    "HyperbolicDaskXGBRegressor",
+    "distributed_leaf_bounds",
+    "predict",
+]
+
+
+def _dask() -> Any:
+    """The ``dask`` module, or an ImportError naming the extra to install."""
+    try:
+        import dask
+        import dask.array
+        import dask.dataframe
+        import distributed  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "hyp2onnx.dask needs Dask (dask[array,dataframe] and distributed): "
+            "pip install 'hyp2onnx[dask]'"
+        ) from exc
+    return dask
+
+
+def _client(client: Any) -> Any:
+    """``client``, or the default client of this process."""
+    _dask()
+    if client is not None:
+        return client
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError as exc:
+        raise ValueError(
+            "no Dask client: start one (distributed.Client(...)) or pass client=... "
+            "to the estimator."
+        ) from exc
+
+
+def _is_dask(x: Any) -> bool:
+    return x is not None and _dask().is_dask_collection(x)
+
+
+def _as_rows(X: Any, what: str = "X") -> Any:
+    """A 2-D float64 dask array with one chunk of columns (partitions by row)."""
+    dask = _dask()
+    if isinstance(X, dask.dataframe.DataFrame):
+        X = X.to_dask_array()
+    if not isinstance(X, dask.array.Array):
+        raise TypeError(
+            f"{what} must be a dask array or dask DataFrame, got {type(X).__name__}; for data "
+            "in memory use the single-machine estimators (hyp2onnx.HyperbolicXGBClassifier, ...)."
+        )
+    if X.ndim != 2:
+        raise ValueError(f"{what} must be 2-D (n_samples, n_features), got {X.ndim} dimensions.")
+    if X.numblocks[1] != 1:
+        X = X.rechunk({1: -1})
+    return X.astype(np.float64)
+
+
+def _as_column(v: Any, X: Any, what: str, *, allow_2d: bool = False) -> Any:
+    """``v`` (dask array, Series or one-column DataFrame) partitioned like ``X``."""
+    dask = _dask()
+    if isinstance(v, (dask.dataframe.Series, dask.dataframe.DataFrame)):
+        v = v.to_dask_array()
+    if not isinstance(v, dask.array.Array):
+        raise TypeError(f"{what} must be a dask array or Series like X, got {type(v).__name__}.")
+    if v.ndim == 2 and v.shape[1] == 1 and not allow_2d:
+        v = v[:, 0]
+    if v.ndim != 1 and not (allow_2d and v.ndim == 2):
+        raise ValueError(f"{what} must be 1-D, got shape {v.shape}.")
+    if v.ndim == 2 and v.numblocks[1] != 1:
+        v = v.rechunk({1: -1})
+    if v.numblocks[0] != X.numblocks[0] or (
+        not np.isnan(X.shape[0]) and not np.isnan(v.shape[0]) and v.chunks[0] != X.chunks[0]
+    ):
+        if np.isnan(X.shape[0]) or np.isnan(v.shape[0]):
+            raise ValueError(
+                f"{what} has {v.numblocks[0]} partitions and X has {X.numblocks[0]}; give them "
+                "the same partitions (or known chunk sizes, which are aligned here)."
+            )
+        if v.shape[0] != X.shape[0]:
+            raise ValueError(f"{what} has {v.shape[0]} rows and X has {X.shape[0]}.")
+        v = v.rechunk({0: X.chunks[0]})
+    return v
+
+
+def _raise_partition_errors(persisted: Any) -> None:
+    """Wait for a persisted collection; re-raise the first partition's error, if any."""
+    from distributed import futures_of, wait
+
+    futures = futures_of(persisted)
+    wait(futures)
+    for future in futures:
+        if future.status == "error":
+            future.result()  # raises the partition's own exception
+
+
+def _klein_block(block: np.ndarray, geometry: str, curvature: float, timelike: int, check: bool):
+    return to_klein(np.asarray(block, dtype=np.float64), geometry, curvature, timelike, check=check)
+
+
+def _framed(model: Any, block: np.ndarray) -> Any:
+    """A partition as the model was fitted on it: a DataFrame if it had column names."""
+    names = getattr(model, "feature_names_in_", None)
+    if names is None:
+        return block
+    import pandas as pd
+
+    return pd.DataFrame(block, columns=names)
+
+
+def _call_block(block: np.ndarray, model: Any, method: str) -> np.ndarray:
+    return np.asarray(getattr(model, method)(_framed(model, block)))
+
+
+def _block_bounds(
+    shipped: tuple[Backend, Any, LeafLayout], X: np.ndarray, y: np.ndarray, w: np.ndarray | None
+) -> LeafBounds:
+    """Leaf bounds of one partition's training rows (the map step)."""
+    backend, fitted, layout = shipped
+    X, y = np.asarray(X), np.asarray(y)
+    if y.shape[0] != X.shape[0] or (w is not None and np.shape(w)[0] != X.shape[0]):
+        raise ValueError(
+            f"a partition of X has {X.shape[0]} rows but its partition of y (or sample_weight) "
+            "does not: give X, y and sample_weight the same partitions."
+        )
+    rows = shared_rows(backend.training_rows(fitted, y, None if w is None else np.asarray(w)))
+    if rows is None:  # boosters grow every tree on the same rows
+        raise ValueError("the trees of this booster were not grown on the same rows")
+    seen = X if rows.size == X.shape[0] else X[rows]
+    Xc = np.ascontiguousarray(seen, dtype=backend.compare_dtype)
+    return leaf_bounds(layout, backend.leaf_nodes(fitted, Xc), Xc)
+
+
+def distributed_leaf_bounds(
+    client: Any,
+    backend: Backend,
+    fitted: Any,
+    layout: LeafLayout,
+    Xk: Any,
+    y: Any,
+    sample_weight: Any = None,
+) -> LeafBounds:
+    """Leaf bounds of all training rows of ``fitted``: a map over partitions, a tree reduce.
+
+    ``Xk`` is a dask array of unit-ball Klein coordinates, ``y`` and
+    ``sample_weight`` what the booster was fitted with, partitioned alike.
+    The model goes to every worker once; only the final summary
+    (:attr:`LeafBounds.nbytes`) comes back to this process.
+    """
+    dask = _dask()
+    shipped = client.scatter((type(backend)(), fitted, layout), broadcast=True, hash=False)
+    xs = Xk.to_delayed().ravel()
+    ys = y.to_delayed().ravel()
+    ws = sample_weight.to_delayed().ravel() if sample_weight is not None else [None] * len(xs)
+    block = dask.delayed(_block_bounds, pure=True)
+    parts = [block(shipped, x, v, w) for x, v, w in zip(xs, ys, ws, strict=True)]
+    merge = dask.delayed(LeafBounds.merge, pure=True)
+    while len(parts) > 1:
+        pairs = [merge(a, b) for a, b in zip(parts[0::2], parts[1::2], strict=False)]
+        parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
+    return client.compute(parts[0]).result()
+
+
+# -- training on the cluster: one function per library ------------------------------
+
+
+def _train_xgboost(native: Any, client: Any, Xk: Any, y: Any, w: Any, fit_params: dict) -> Any:
+    """Fit ``native``'s parameters with ``xgboost.dask``; a local model with the booster."""
+    import xgboost
+    from xgboost import dask as dxgb
+
+    dask_class = {
+        xgboost.XGBClassifier: dxgb.DaskXGBClassifier,
+        xgboost.XGBRegressor: dxgb.DaskXGBRegressor,
+    }[type(native)]
+    model = dask_class(**native.get_params())
+    model.client = client
+    model.fit(Xk, y, sample_weight=w, **fit_params)
+    local = type(native)(**native.get_params())
+    local.load_model(bytearray(model.get_booster().save_raw(raw_format="ubj")))
+    return local
+
+
+def _train_lightgbm(native: Any, client: Any, Xk: Any, y: Any, w: Any, fit_params: dict) -> Any:
+    """Fit ``native``'s parameters with LightGBM's Dask estimator; its local model."""
+    import lightgbm
+
+    dask_class = {
+        lightgbm.LGBMClassifier: lightgbm.DaskLGBMClassifier,
+        lightgbm.LGBMRegressor: lightgbm.DaskLGBMRegressor,
+    }[type(native)]
+    model = dask_class(client=client, **native.get_params())
+    model.fit(Xk, y, sample_weight=w, **fit_params)
+    return model.to_local()
+
+
+_DASK_DOC = """
+    Trained on a Dask cluster: ``X`` is a dask array or dask DataFrame of
+    hyperbolic points, ``y`` and ``sample_weight`` dask arrays or Series with
+    the same partitions. ``client`` is the ``distributed.Client`` to use
+    (default: the current one); it is not pickled. ``predict`` returns a dask
+    array for dask input, a numpy array for numpy input. The thresholds are
+    corrected by a map-reduce over the partitions (see :mod:`hyp2onnx.dask`),
+    bit-identical to the single-machine correction of the same booster.
+"""
+
+
+class _DaskModel:
+    """What the Dask estimators add to their single-machine twins."""
+
+    _train: ClassVar[Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not hasattr(cls, "_native"):  # an intermediate class
+            return
+        cls._native_params = generate_init(
+            cls,
+            (cls._native, *cls._signature_from),
+            {**GEOMETRY_DEFAULTS, "override_subsample": True, "client": None},
+            extra=True,
+        )
+        cls._parameter_constraints = {**cls._parameter_constraints, "client": "no_validation"}
+        cls.__doc__ = (cls.__doc__ or "") + _DASK_DOC
+
+    # -- a Client is a handle: shared by clones, never pickled -------------------
+
+    def __sklearn_clone__(self):
+        client = self.client
+        self.client = None
+        try:
+            new = super().__sklearn_clone__()
+        finally:
+            self.client = client
+        new.client = client
+        return new
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(super().__getstate__())  # a copy: the client stays on this object
+        state["client"] = None
+        return state
+
+    @property
+    def client_(self) -> Any:
+        """The client ``fit`` and ``predict`` use: ``client``, or the default one."""
+        return _client(self.client)
+
+    # -- data --------------------------------------------------------------------
+
+    def _klein(self, X: Any, *, reset: bool) -> Any:
+        """Klein coordinates, computed per partition for dask input."""
+        if not _is_dask(X):
+            return super()._klein(X, reset=reset)
+        X = _as_rows(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        d = n_klein_features(X.shape[1], self.input_geometry)
+        return X.map_blocks(
+            _klein_block,
+            self.input_geometry,
+            float(self.curvature),
+            int(self.timelike_dim),
+            bool(self.check_manifold),
+            chunks=(X.chunks[0], (d,)),
+            dtype=np.float64,
+        )
+
+    def _record_features(self, X: Any) -> None:
+        """``n_features_in_`` and (for DataFrames) ``feature_names_in_``, as validate_data sets them."""
+        dask = _dask()
+        meta = X._meta if isinstance(X, dask.dataframe.DataFrame) else None
+        if meta is None:
+            shape = _as_rows(X).shape
+            meta = np.empty((0, shape[1]))
+        validate_data(
+            self, meta, reset=True, dtype=np.float64, ensure_min_samples=0, ensure_all_finite=False
+        )
+
+    # -- training ------------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
+        """Fit on a dask collection of hyperbolic points ``X`` and correct every threshold."""
+        self._validate_params()
+        client = _client(self.client)
+        rows = _as_rows(X)
+        self._record_features(X)
+        y = _as_column(y, rows, "y", allow_2d=not self._is_classifier())
+        w = None if sample_weight is None else _as_column(sample_weight, rows, "sample_weight")
+        Xk = self._klein(rows, reset=False)
+        Xk, y, w = client.persist([Xk, y, w]) if w is not None else (*client.persist([Xk, y]), None)
+        _raise_partition_errors(Xk)  # invalid points, named, before any training
+        estimator = self._make_estimator()
+        backend = backend_for(estimator)
+        backend.check_fit(estimator, y, fit_params)
+        y_train = self._training_labels(y, client)
+        fitted = self._train(estimator, client, Xk, y_train, w, self._fit_params(fit_params))
+        backend.to_ensemble(fitted)  # refuse now what export would refuse
+        self._check_classes(fitted)
+        self._fit_client = client
+        try:
+            self.estimator_, self.correction_ = self._correct(backend, fitted, Xk, y_train, w)
+        finally:
+            del self._fit_client
+        if self._is_classifier():
+            self.classes_ = self._classes(fitted)
+        self.n_outputs_ = 1 if y.ndim == 1 else int(y.shape[1])
+        return self
+
+    def _is_classifier(self) -> bool:
+        return is_classifier(self)
+
+    def _training_labels(self, y: Any, client: Any) -> Any:
+        """Hook: the labels the booster is trained on (classifiers: also record the classes)."""
+        if self._is_classifier():
+            self._labels = self._unique_labels(y, client)
+        return y
+
+    @staticmethod
+    def _unique_labels(y: Any, client: Any) -> np.ndarray:
+        from sklearn.utils.multiclass import check_classification_targets
+
+        classes = np.asarray(client.compute(_dask().array.unique(y)).result())
+        check_classification_targets(classes)
+        return classes
+
+    def _check_classes(self, fitted: Any) -> None:
+        """Hook: refuse a model whose classes are not those of ``y``."""
+
+    def _correct(
+        self, backend: Backend, fitted: Any, Xk: Any, y: Any, sample_weight: Any
+    ) -> tuple[Any, CorrectionReport]:
+        trees = backend.read_trees(fitted)
+        layout = leaf_layout(trees)
+        bounds = distributed_leaf_bounds(
+            self._fit_client, backend, fitted, layout, Xk, y, sample_weight
+        )
+        new, report = correct_from_bounds(
+            trees,
+            layout,
+            bounds,
+            op=backend.op,
+            threshold_dtype=backend.threshold_dtype,
+            midpoint=self.midpoint,
+        )
+        return self._store_correction(backend, fitted, new, report)
+
+    # -- prediction ------------------------------------------------------------------
+
+    def _map_rows(self, X: Any, method: str, dtype: Any, width: int | None) -> Any:
+        """``method`` of this model on every partition of ``X``: a dask array."""
+        check_is_fitted(self)
+        dask = _dask()
+        rows = _as_rows(X)
+        if rows.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {rows.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        model = dask.delayed(self, pure=False)  # sent to each worker once, not per partition
+        if width is None:
+            return rows.map_blocks(_call_block, model, method, drop_axis=1, dtype=dtype)
+        return rows.map_blocks(
+            _call_block, model, method, chunks=(rows.chunks[0], (width,)), dtype=dtype
+        )
+
+    def predict(self, X: Any) -> Any:
+        """Labels or values; a dask array (one task per partition) for dask input."""
+        if not _is_dask(X):
+            return super().predict(X)
+        check_is_fitted(self)
+        if self._is_classifier():
+            return self._map_rows(X, "predict", self.classes_.dtype, None)
+        width = None if self.n_outputs_ == 1 else self.n_outputs_
+        return self._map_rows(X, "predict", np.float64, width)
+
+
+class _DaskClassifier(_DaskModel):
+    def predict_proba(self, X: Any) -> Any:
+        """Class probabilities, columns in ``classes_`` order; a dask array for dask input."""
+        if not _is_dask(X):
+            return super().predict_proba(X)
+        check_is_fitted(self)
+        return self._map_rows(X, "predict_proba", np.float64, len(self.classes_))
+
+
+class HyperbolicDaskXGBClassifier(_DaskClassifier, HyperbolicXGBClassifier):
+    __doc__ = HyperbolicXGBClassifier.__doc__
+    _train = staticmethod(_train_xgboost)
+
+    def _training_labels(self, y: Any, client: Any) -> Any:
+        # XGBoost sees the labels encoded as 0..k-1, as the single-machine model does.
+        labels = self._unique_labels(y, client)
+        self._labels = labels
+        return y.map_blocks(_encode, labels, dtype=np.int64)
+
+    def _eval_labels(self, y: Any) -> Any:
+        if not _is_dask(y):
+            return super()._eval_labels(y)
+        if hasattr(y, "to_dask_array"):
+            y = y.to_dask_array()
+        return y.map_blocks(_encode, self._labels, dtype=np.int64)
+
+
+def _encode(y: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Index of every label of ``y`` in the sorted ``labels``; unseen labels are an error."""
+    index = np.minimum(np.searchsorted(labels, y), labels.size - 1)
+    if np.any(labels[index] != y):
+        unseen = np.setdiff1d(y, labels)
+        raise ValueError(f"labels {unseen[:5].tolist()} were not seen in y.")
+    return index.astype(np.int64)
+
+
+class HyperbolicDaskXGBRegressor(_DaskModel, HyperbolicXGBRegressor):
+    __doc__ = HyperbolicXGBRegressor.__doc__
+    _train = staticmethod(_train_xgboost)
+
+
+class HyperbolicDaskLGBMClassifier(_DaskClassifier, HyperbolicLGBMClassifier):
+    __doc__ = HyperbolicLGBMClassifier.__doc__
+    _train = staticmethod(_train_lightgbm)
+
+    def _check_classes(self, fitted: Any) -> None:
+        # Each worker's LightGBM encodes the labels it holds; they agree only
+        # if every worker holds every class.
+        got = np.asarray(fitted.classes_)
+        if got.shape != self._labels.shape or np.any(got != self._labels):
+            raise ValueError(
+                f"LightGBM's Dask training found the classes {got.tolist()[:10]} but y holds "
+                f"{self._labels.tolist()[:10]}: every worker's partitions must contain every "
+                "class. Shuffle or repartition the data."
+            )
+
+
+class HyperbolicDaskLGBMRegressor(_DaskModel, HyperbolicLGBMRegressor):
+    __doc__ = HyperbolicLGBMRegressor.__doc__
+    _train = staticmethod(_train_lightgbm)
+
+
+# -- scoring exported graphs -------------------------------------------------------------
+
+
+def _score_block(graph: bytes, key: str, block: Any, threads: int) -> dict[str, np.ndarray]:
+    session = _scoring.session(key, graph, threads)
+    return _scoring.run(session, np.asarray(block))
+
+
+def predict(
+    graph: Any,
+    data: Any,
+    *,
+    columns: list[str] | None = None,
+    threads: int = 1,
+    output_prefix: str = "",
+) -> Any:
+    """Score dask points with an exported graph, one onnxruntime session per worker process.
+
+    ``graph`` is an ONNX model exported by hyp2onnx (``onnx.ModelProto``,
+    bytes, or a path). ``data`` is a dask array of points (n, D): the result
+    is a dict of dask arrays keyed by the graph's outputs (``label`` and
+    ``probabilities``, or ``variable``). For a dask DataFrame, ``columns``
+    names the point columns (default: all, in order) and the result is the
+    DataFrame with the outputs appended as columns ``label`` and
+    ``probability_<i>`` (one per class, in ``classes`` order of the graph's
+    metadata) or ``variable`` (``variable_<j>`` for several targets), each
+    name preceded by ``output_prefix``. The graph is sent to each worker once;
+    the session is cached there by the graph's hash. ``threads`` is the
+    session's intra-op thread count (Dask already runs partitions in
+    parallel). Compute the outputs together (``dask.compute(*out.values())``):
+    each compute scores the partitions again.
+    """
+    dask = _dask()
+    blob = _scoring.graph_bytes(graph)
+    spec = _scoring.OutputSpec.of(blob)
+    key = _scoring.graph_key(blob)
+    shipped = dask.delayed(blob, pure=True)
+    score = dask.delayed(_score_block, pure=True)
+    if isinstance(data, dask.dataframe.DataFrame):
+        return _predict_frame(data, spec, shipped, key, columns, threads, output_prefix)
+    if columns is not None:
+        raise ValueError("columns= is for dask DataFrames; pass the point columns as the array.")
+    rows = _as_rows(data, "data")
+    if rows.shape[1] != spec.n_features:
+        raise ValueError(f"data has {rows.shape[1]} columns; the graph takes {spec.n_features}.")
+    results = [score(shipped, key, block, threads) for block in rows.to_delayed().ravel()]
+    outputs = {}
+    for name, dtype, width in spec.outputs:
+        pieces = [
+            dask.array.from_delayed(
+                dask.delayed(operator.getitem, pure=True)(result, name),
+                shape=(n,) if width is None else (n, width),
+                dtype=dtype,
+            )
+            for result, n in zip(results, rows.chunks[0], strict=True)
+        ]
+        outputs[name] = dask.array.concatenate(pieces, axis=0)
+    return outputs
+
+
+def _score_frame(
+    graph: bytes, key: str, part: Any, columns: list[str], threads: int, names: dict, dtypes: dict
+) -> Any:
+    session = _scoring.session(key, graph, threads)
+    result = _scoring.run(session, part[columns].to_numpy(dtype=np.float64))
+    # Explicit dtypes: pandas would infer its string dtype for string labels.
+    return part.assign(**_scoring.columns_of(result, names)).astype(dtypes)
+
+
+def _predict_frame(data, spec, shipped, key, columns, threads, prefix):  # noqa: ANN001, ANN202
+    dask = _dask()
+    columns = list(data.columns) if columns is None else list(columns)
+    missing = [c for c in columns if c not in data.columns]
+    if missing:
+        raise ValueError(f"columns {missing} are not in the DataFrame.")
+    if len(columns) != spec.n_features:
+        raise ValueError(f"{len(columns)} point columns given; the graph takes {spec.n_features}.")
+    names = spec.column_names(prefix)
+    clash = sorted(set(data.columns) & {col for cols in names.values() for col in cols})
+    if clash:
+        raise ValueError(
+            f"the DataFrame already has columns {clash}; pass output_prefix=... to name the "
+            "outputs apart."
+        )
+    empty = spec.empty_columns(prefix)
+    meta = data._meta.assign(**empty)
+    dtypes = {col: meta[col].dtype for col in empty}
+    score = dask.delayed(_score_frame, pure=True)
+    parts = [
+        score(shipped, key, part, columns, threads, names, dtypes) for part in data.to_delayed()
+    ]
+    return dask.dataframe.from_delayed(parts, meta=meta, divisions=data.divisions)
