@@ -1,0 +1,95 @@
+"""hyp2onnx.spark on a real local[2] Spark session (pyspark with the installed JDK).
+
+Oracle: onnxruntime run on the whole array in this process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyspark", reason="the 'spark' extra is not installed")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas"),
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
+]
+
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("Spark needs a Java runtime (java on PATH or JAVA_HOME)", allow_module_level=True)
+
+import hyp2onnx  # noqa: E402
+import hyp2onnx.spark as hspark  # noqa: E402
+from _boosting_data import as_points, klein_with_ties, labels  # noqa: E402
+from hyp2onnx import _scoring  # noqa: E402
+from hyp2onnx.verify import run_onnx  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this interpreter
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("hyp2onnx-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+def _model(task: str):
+    k = klein_with_ties(2000, 2, seed=11)
+    y = labels(k, task, seed=11)
+    X = as_points(k, "hyperboloid")
+    if task == "multiclass":
+        y = np.array(["a", "b", "c"])[y]
+        model = hyp2onnx.HyperbolicXGBClassifier(n_estimators=5, max_depth=3)
+    else:
+        model = hyp2onnx.HyperbolicLGBMRegressor(n_estimators=5, num_leaves=7, verbose=-1)
+    return hyp2onnx.to_onnx(model.fit(X, y)), X
+
+
+@pytest.mark.parametrize("task", ["multiclass", "regression"])
+def test_spark_scores_like_onnxruntime(spark, task):
+    graph, X = _model(task)
+    import pandas as pd
+
+    frame = pd.DataFrame(X, columns=["x0", "x1", "x2"]).assign(id=np.arange(X.shape[0]))
+    df = spark.createDataFrame(frame).repartition(3)
+    scored = hspark.predict(graph, df, ["x0", "x1", "x2"]).toPandas().sort_values("id")
+    want = run_onnx(graph, X)
+    spec = _scoring.OutputSpec.of(graph.SerializeToString())
+    for out, cols in spec.column_names().items():
+        value = want[out].reshape(X.shape[0], -1)
+        for i, col in enumerate(cols):
+            got = scored[col].to_numpy()
+            np.testing.assert_array_equal(got.astype(value.dtype), value[:, i])
+    np.testing.assert_array_equal(scored[["x0", "x1", "x2"]].to_numpy(), X)
+
+
+def test_spark_refuses_clashes_and_bad_columns(spark):
+    graph, X = _model("multiclass")
+    import pandas as pd
+
+    df = spark.createDataFrame(pd.DataFrame(X[:10], columns=["x0", "x1", "label"]))
+    with pytest.raises(ValueError, match="output_prefix"):
+        hspark.predict(graph, df, ["x0", "x1", "label"])
+    assert "p_label" in hspark.predict(graph, df, ["x0", "x1", "label"], output_prefix="p_").columns
+    with pytest.raises(ValueError, match="not in the DataFrame"):
+        hspark.predict(graph, df, ["x0", "x1", "nope"])
+    with pytest.raises(ValueError, match="graph takes"):
+        hspark.predict(graph, df, ["x0", "x1"])
+
+
+def test_missing_extra_is_named(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    with pytest.raises(ImportError, match=r"hyp2onnx\[spark\]"):
+        hspark._pyspark()
