@@ -136,6 +136,25 @@ class OutputSpec:
                 names[name] = [f"{prefix}{stem}_{i}" for i in range(width)]
         return names
 
+    def table_columns(
+        self, existing: list[str], points: list[str], prefix: str = ""
+    ) -> dict[str, list[str]]:
+        """:meth:`column_names` for a table with columns ``existing``, whose ``points`` columns
+        are scored; refuses unknown point columns, a wrong count and names already taken."""
+        missing = [c for c in points if c not in existing]
+        if missing:
+            raise ValueError(f"columns {missing} are not in the DataFrame.")
+        if len(points) != self.n_features:
+            raise ValueError(f"{len(points)} point columns given; the graph takes {self.n_features}.")
+        names = self.column_names(prefix)
+        clash = sorted(set(existing) & {col for cols in names.values() for col in cols})
+        if clash:
+            raise ValueError(
+                f"the DataFrame already has columns {clash}; pass output_prefix=... to name the "
+                "outputs apart."
+            )
+        return names
+
     def empty_columns(self, prefix: str = "") -> dict[str, np.ndarray]:
         """Zero-row columns of the right dtypes (a DataFrame's metadata)."""
         names = self.column_names(prefix)

@@ -569,18 +569,7 @@ def _score_frame(
 def _predict_frame(data, spec, shipped, key, columns, threads, prefix):  # noqa: ANN001, ANN202
     dask = _dask()
     columns = list(data.columns) if columns is None else list(columns)
-    missing = [c for c in columns if c not in data.columns]
-    if missing:
-        raise ValueError(f"columns {missing} are not in the DataFrame.")
-    if len(columns) != spec.n_features:
-        raise ValueError(f"{len(columns)} point columns given; the graph takes {spec.n_features}.")
-    names = spec.column_names(prefix)
-    clash = sorted(set(data.columns) & {col for cols in names.values() for col in cols})
-    if clash:
-        raise ValueError(
-            f"the DataFrame already has columns {clash}; pass output_prefix=... to name the "
-            "outputs apart."
-        )
+    names = spec.table_columns(list(data.columns), columns, prefix)
     empty = spec.empty_columns(prefix)
     meta = data._meta.assign(**empty)
     dtypes = {col: meta[col].dtype for col in empty}

@@ -69,24 +69,13 @@ def predict(
     spec = _scoring.OutputSpec.of(blob)
     key = _scoring.graph_key(blob)
     columns = list(columns)
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"columns {missing} are not in the DataFrame.")
-    if len(columns) != spec.n_features:
-        raise ValueError(f"{len(columns)} point columns given; the graph takes {spec.n_features}.")
-    names = spec.column_names(output_prefix)
+    names = spec.table_columns(list(df.columns), columns, output_prefix)
     dtypes = {name: dtype for name, dtype, _ in spec.outputs}
     added = [
         sql.types.StructField(col, _spark_type(dtypes[out]), nullable=False)
         for out, cols in names.items()
         for col in cols
     ]
-    clash = sorted(set(df.columns) & {f.name for f in added})
-    if clash:
-        raise ValueError(
-            f"the DataFrame already has columns {clash}; pass output_prefix=... to name the "
-            "outputs apart."
-        )
     schema = sql.types.StructType([*df.schema.fields, *added])
     shared = df.sparkSession.sparkContext.broadcast(blob)
     casts = {col: _column_dtype(dtypes[out]) for out, cols in names.items() for col in cols}

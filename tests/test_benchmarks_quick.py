@@ -22,12 +22,18 @@ NEEDS_HYPERDT = pytest.mark.skipif(
     not HAVE_HYPERDT, reason="hyperdt (the original HyperDT, extra 'bench') is not installed"
 )
 
+NEEDS_DASK = pytest.mark.skipif(
+    importlib.util.find_spec("distributed") is None,
+    reason="dask (extra 'dask') is not installed",
+)
+
 # script, the Markdown it writes, the figure it writes (None: no figure)
 CASES = [
     pytest.param("bench_vs_hyperdt.py", "vs_hyperdt.md", "vs_hyperdt.png", marks=NEEDS_HYPERDT),
     pytest.param("bench_agreement.py", "agreement.md", "agreement.png", marks=NEEDS_HYPERDT),
     pytest.param("bench_accuracy.py", "accuracy.md", "accuracy.png"),
     pytest.param("bench_inference.py", "inference.md", None),
+    pytest.param("bench_distributed.py", "distributed.md", None, marks=NEEDS_DASK),
 ]
 
 

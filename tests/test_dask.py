@@ -292,3 +292,21 @@ def test_predict_refuses_foreign_graphs_and_widths(graph):
     del stripped.metadata_props[:]
     with pytest.raises(ValueError, match="metadata"):
         hdask.predict(stripped, da.from_array(X, chunks=500))
+
+
+def test_forests_train_through_joblibs_dask_backend(client):
+    """The documented route for scikit-learn forests: joblib's Dask backend grows the
+    trees on the workers; the correction then runs here, as for any forest."""
+    import joblib
+
+    k, X, y, _ = _data("binary", seed=6)
+    with joblib.parallel_backend("dask"):
+        forest = hyp2onnx.HyperbolicRandomForestClassifier(
+            n_estimators=6, max_depth=4, random_state=0, n_jobs=2
+        ).fit(X, y)
+    same = hyp2onnx.HyperbolicRandomForestClassifier(
+        n_estimators=6, max_depth=4, random_state=0, n_jobs=1
+    ).fit(X, y)
+    for grown, local in zip(forest.estimator_.estimators_, same.estimator_.estimators_):
+        np.testing.assert_array_equal(grown.tree_.threshold, local.tree_.threshold)
+        np.testing.assert_array_equal(grown.tree_.value, local.tree_.value)

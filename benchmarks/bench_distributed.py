@@ -1,0 +1,275 @@
+"""Beyond one machine: the distributed threshold correction and distributed scoring.
+
+Correction. One XGBoost booster (100 trees, depth 6, on d = 8 Klein
+features of a wrapped-normal mixture; trained on 100k rows) is corrected
+against N rows of the same distribution two ways:
+
+* single machine: :func:`hyp2onnx.ensemble_thresholds.correct_trees` on all N
+  rows in this process (what ``fit`` runs);
+* distributed: :func:`hyp2onnx.dask.distributed_leaf_bounds` (per-partition
+  ``pred_leaf`` and per-leaf min/max, tree reduce on the workers) and
+  :func:`hyp2onnx.leaf_thresholds.correct_from_bounds` on a 2-worker
+  LocalCluster (1 thread each), the rows already in the workers' memory.
+
+Both must give the same thresholds bit for bit (checked). The booster was not
+grown on those N rows, which changes neither method's work. "bytes to the
+driver" is the size of the one summary that reaches this process.
+
+Scoring. The exported graph of a hyperbolic XGBoost classifier (100 trees,
+depth 6, 4 classes) scores N hyperboloid points: onnxruntime in this
+process (1 and 2 threads), :func:`hyp2onnx.dask.predict` on the 2-worker
+cluster (points already in the workers' memory), and
+:func:`hyp2onnx.spark.predict` on Spark ``local[2]`` (points in a cached
+DataFrame; results written to Spark's no-op sink). Peak memory per worker is
+the workers' maximum resident set size after each phase.
+
+    python benchmarks/bench_distributed.py [--quick [--spark]] [--rows 1000000 10000000] [--no-spark]
+
+``--quick`` (the test suite's smoke run) leaves Spark out unless ``--spark``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import add_output_args, environment, md_table, output_dir, text_table, write  # noqa: E402
+
+import hyp2onnx as h  # noqa: E402
+from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
+from hyp2onnx.ensemble_thresholds import correct_trees  # noqa: E402
+from hyp2onnx.estimators import backend_for  # noqa: E402
+from hyp2onnx.geometry import to_klein  # noqa: E402
+from hyp2onnx.leaf_thresholds import correct_from_bounds, leaf_layout  # noqa: E402
+from hyp2onnx.verify import run_onnx  # noqa: E402
+
+DIM = 8
+CLASSES = 4
+BLOCK = 250_000  # rows per partition
+
+
+def block_points(index: int, n: int) -> np.ndarray:
+    """Partition ``index`` of the data set: ``n`` hyperboloid points (deterministic)."""
+    X, _ = make_wrapped_normal_mixture(n, DIM, CLASSES, random_state=1000 + index)
+    return X
+
+
+def block_klein(index: int, n: int) -> np.ndarray:
+    return to_klein(block_points(index, n))
+
+
+def sizes_of(n: int, block: int) -> list[int]:
+    return [block] * (n // block) + ([n % block] if n % block else [])
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def distributed_array(client, sizes: list[int], make, width: int):
+    """A dask array whose partitions are built on the workers, persisted there."""
+    import dask
+    import dask.array as da
+
+    parts = [
+        da.from_delayed(dask.delayed(make)(i, n), shape=(n, width), dtype=np.float64)
+        for i, n in enumerate(sizes)
+    ]
+    array = client.persist(da.concatenate(parts))
+    from distributed import wait
+
+    wait(array)
+    return array
+
+
+def correction_rows(client, model, n: int, rounds: int, block: int) -> tuple[list, dict]:
+    """Single-machine vs distributed correction of ``model``'s booster on ``n`` rows."""
+    import dask.array as da
+
+    from hyp2onnx.dask import distributed_leaf_bounds
+
+    backend = backend_for(model.estimator_)
+    fitted = model.estimator_
+    trees = backend.read_trees(fitted)
+    sizes = sizes_of(n, block)
+    Xk = distributed_array(client, sizes, block_klein, DIM)
+    y = da.zeros(n, chunks=(tuple(sizes),))
+    local = np.concatenate([block_klein(i, s) for i, s in enumerate(sizes)]).astype(np.float32)
+    rows = [np.arange(n)] * len(trees)
+    kwargs = dict(op=backend.op, threshold_dtype=backend.threshold_dtype, midpoint="einstein")
+    single, dist, nbytes = [], [], 0
+    for _ in range(rounds):  # interleaved
+        t = time.perf_counter()
+        want, _ = correct_trees(trees, local, rows, **kwargs)
+        single.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        layout = leaf_layout(trees)
+        bounds = distributed_leaf_bounds(client, backend, fitted, layout, Xk, y)
+        got, _ = correct_from_bounds(trees, layout, bounds, **kwargs)
+        dist.append(time.perf_counter() - t)
+        nbytes = bounds.nbytes
+        identical = all(
+            np.array_equal(a.view(np.int64), b.view(np.int64)) for a, b in zip(got, want)
+        )
+        if not identical:
+            raise AssertionError(f"distributed thresholds differ from single-machine at n={n}")
+    memory = client.run(peak_rss_mb)
+    del Xk, local
+    return [single, dist, nbytes], memory
+
+
+def scoring(client, spark, graph, n: int, rounds: int, block: int) -> tuple[dict, dict]:
+    """Rows/s of each scoring route on ``n`` points (medians of interleaved rounds)."""
+    import dask
+
+    import hyp2onnx.dask as hdask
+
+    sizes = sizes_of(n, block)
+    X = np.concatenate([block_points(i, s) for i, s in enumerate(sizes)])
+    Xd = distributed_array(client, sizes, block_points, DIM + 1)
+    frame = None
+    if spark is not None:
+        import pandas as pd
+
+        import hyp2onnx.spark as hspark
+
+        columns = [f"x{i}" for i in range(DIM + 1)]
+        frame = spark.createDataFrame(pd.DataFrame(X, columns=columns)).repartition(2).cache()
+        frame.count()
+    times: dict[str, list[float]] = {}
+
+    def clock(name, call):
+        t = time.perf_counter()
+        call()
+        times.setdefault(name, []).append(time.perf_counter() - t)
+
+    want = run_onnx(graph, X, threads=1)["label"]
+    # Warm-up, untimed: worker imports, the sessions, Spark's Python workers.
+    dask.compute(hdask.predict(graph, Xd))
+    if frame is not None:
+        hspark.predict(graph, frame, columns).write.format("noop").mode("overwrite").save()
+    for _ in range(rounds):
+        clock("onnxruntime, this process, 1 thread", lambda: run_onnx(graph, X, threads=1))
+        clock("onnxruntime, this process, 2 threads", lambda: run_onnx(graph, X, threads=2))
+        out = {}
+        clock("hyp2onnx.dask.predict, 2 workers", lambda: out.update(
+            dask.compute(hdask.predict(graph, Xd))[0]))
+        if not np.array_equal(out["label"], want):
+            raise AssertionError("Dask labels differ from onnxruntime's")
+        if frame is not None:
+            clock(
+                "hyp2onnx.spark.predict, local[2]",
+                lambda: hspark.predict(graph, frame, columns)
+                .write.format("noop").mode("overwrite").save(),
+            )
+    if frame is not None:
+        frame.unpersist()
+    memory = client.run(peak_rss_mb)
+    return {k: n / statistics.median(v) for k, v in times.items()}, memory
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_output_args(parser)
+    parser.add_argument("--rows", type=int, nargs="+", default=None,
+                        help="row counts of the correction runs (default 1M and 10M)")
+    parser.add_argument("--score-rows", type=int, default=None, help="rows scored (default 1M)")
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark route")
+    parser.add_argument(
+        "--spark", action="store_true", help="include the Spark route in --quick runs"
+    )
+    args = parser.parse_args(argv)
+    quick = args.quick
+    rows = args.rows or ([20_000] if quick else [1_000_000, 10_000_000])
+    score_rows = args.score_rows or (20_000 if quick else 1_000_000)
+    n_trees, n_train, rounds, block = (10, 5_000, 1, 5_000) if quick else (100, 100_000, 3, BLOCK)
+    out = output_dir(args)
+    started = time.perf_counter()
+
+    from distributed import Client, LocalCluster
+
+    X, y = make_wrapped_normal_mixture(n_train, DIM, CLASSES, random_state=0)
+    model = h.HyperbolicXGBClassifier(n_estimators=n_trees, max_depth=6, n_jobs=2).fit(X, y)
+    graph = h.to_onnx(model)
+    spark = None
+    if not args.no_spark and (args.spark or not quick):
+        from pyspark.sql import SparkSession
+
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        t = time.perf_counter()
+        spark = (
+            SparkSession.builder.master("local[2]").appName("hyp2onnx-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.driver.memory", "4g")
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+            .getOrCreate()
+        )
+        spark_start = time.perf_counter() - t
+    t = time.perf_counter()
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+    ) as cluster, Client(cluster) as client:
+        cluster_start = time.perf_counter() - t
+        corr_headers = (
+            "rows", "single machine, s", "distributed, s", "distributed / single",
+            "bytes to the driver", "peak RSS per worker, MB",
+        )
+        corr_rows = []
+        for n in rows:
+            (single, dist, nbytes), memory = correction_rows(client, model, n, rounds, block)
+            s, d = statistics.median(single), statistics.median(dist)
+            spread = (f"{s:.2f} ({min(single):.2f}–{max(single):.2f})",
+                      f"{d:.2f} ({min(dist):.2f}–{max(dist):.2f})")
+            corr_rows.append((f"{n:,}", *spread, f"{d / s:.2f}x", f"{nbytes:,}",
+                              " / ".join(f"{m:,.0f}" for m in memory.values())))
+            print(text_table(corr_headers, corr_rows[-1:]), flush=True)
+        rates, memory = scoring(client, spark, graph, score_rows, rounds, block)
+    if spark is not None:
+        spark.stop()
+    base = rates["onnxruntime, this process, 1 thread"]
+    score_headers = ("system", "rows/s", "vs 1-thread onnxruntime")
+    score_rows_md = [(name, f"{rate / 1e3:,.0f}k", f"{rate / base:.2f}x")
+                     for name, rate in rates.items()]
+    print(text_table(score_headers, score_rows_md))
+    elapsed = time.perf_counter() - started
+    starts = f"LocalCluster start {cluster_start:.1f} s"
+    if spark is not None:
+        starts += f", Spark session start {spark_start:.1f} s"
+
+    md = [
+        "# Distributed correction and scoring",
+        "",
+        f"Booster: XGBoost, {n_trees} trees of depth 6 on d = {DIM} Klein features "
+        f"({CLASSES}-class wrapped-normal mixture, trained on {n_train:,} rows), corrected "
+        "against N further rows of the same distribution: single machine "
+        "(`correct_trees`, this process) vs distributed (per-partition `pred_leaf` and "
+        "per-leaf min/max on a 2-worker LocalCluster, 1 thread each, rows already in the "
+        f"workers' memory in partitions of {block:,}). Thresholds checked bit-identical. "
+        f"Medians of {rounds} interleaved runs (min–max in brackets).",
+        "",
+        md_table(corr_headers, corr_rows),
+        "",
+        f"Scoring {score_rows:,} hyperboloid points with the exported graph of a hyperbolic "
+        f"XGBoost classifier ({n_trees} trees, depth 6, {CLASSES} classes; float32 input). "
+        "Dask: 2 workers x 1 thread, one session per worker; Spark: `local[2]`, cached "
+        "DataFrame, no-op sink. Peak RSS per Dask worker after scoring: "
+        + " / ".join(f"{m:,.0f}" for m in memory.values()) + " MB.",
+        "",
+        md_table(score_headers, score_rows_md, align="lrr"),
+        "",
+        environment() + f" {starts}. Whole run: {elapsed / 60:.1f} min.",
+    ]
+    write(out / "distributed.md", "\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
