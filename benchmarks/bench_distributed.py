@@ -182,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, nargs="+", default=None,
                         help="row counts of the correction runs (default 1M and 10M)")
     parser.add_argument("--score-rows", type=int, default=None, help="rows scored (default 1M)")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3)")
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark route")
     parser.add_argument(
         "--spark", action="store_true", help="include the Spark route in --quick runs"
@@ -191,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = args.rows or ([20_000] if quick else [1_000_000, 10_000_000])
     score_rows = args.score_rows or (20_000 if quick else 1_000_000)
     n_trees, n_train, rounds, block = (10, 5_000, 1, 5_000) if quick else (100, 100_000, 3, BLOCK)
+    rounds = args.rounds or rounds
     out = output_dir(args)
     started = time.perf_counter()
 

@@ -220,10 +220,17 @@ def test_bad_input_is_refused(client):
         hdask.HyperbolicDaskLGBMClassifier(client=client, zero_as_missing=True).fit(
             da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
         )
-    with pytest.raises(ValueError, match="every class"):  # a worker without class 1
-        one_class = da.from_array(np.sort(y), chunks=(1500, 1500))
+    # Each worker holds one class only (partitions pinned to workers): LightGBM's
+    # per-worker label encoding would disagree.
+    order = np.argsort(y, kind="stable")
+    half = X.shape[0] // 2
+    pinned = [
+        client.persist((da.from_array(X[order][part]), da.from_array(y[order][part])), workers=w)
+        for part, w in zip([slice(None, half), slice(half, None)], client.scheduler_info()["workers"])
+    ]
+    with pytest.raises(ValueError, match="every class"):
         hdask.HyperbolicDaskLGBMClassifier(client=client, n_estimators=2, verbose=-1).fit(
-            da.from_array(X, chunks=(1500, -1)), one_class
+            da.concatenate([p[0] for p in pinned]), da.concatenate([p[1] for p in pinned])
         )
 
 
