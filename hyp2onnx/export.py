@@ -112,6 +112,8 @@ def to_onnx(
     ``"standard"`` gives the exact outputs without any ai.onnx.ml operator
     (see ``docs/export.md``). ``target_opset`` is the ai.onnx opset (13 or
     newer). The other keywords are for plain Klein models (:func:`describe`).
+    Models of the original HyperDT (``hyperdt`` 0.0.3) are accepted too and
+    reproduced as HyperDT computes them (:mod:`hyp2onnx.hyperdt`).
     """
     if dtype not in ("float32", "float64"):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}.")
@@ -120,10 +122,23 @@ def to_onnx(
     opset = DEFAULT_OPSET if target_opset is None else int(target_opset)
     if opset < 13:
         raise ValueError(f"target_opset must be 13 or newer, got {target_opset}.")
+    from . import hyperdt
+
+    if hyperdt.handles(model):
+        _no_stated_geometry(model, input_geometry, curvature, timelike_dim)
+        return hyperdt.compile_hyperdt(model, dtype=dtype, encoding=encoding, opset=opset, name=name)
     described = describe(
         model, input_geometry=input_geometry, curvature=curvature, timelike_dim=timelike_dim
     )
     return compile_model(described, dtype=dtype, encoding=encoding, opset=opset, name=name)
+
+
+def _no_stated_geometry(model: Any, *stated: Any) -> None:
+    if any(v is not None for v in stated):
+        raise ValueError(
+            f"{type(model).__name__} (HyperDT) records its own geometry: leave out "
+            "input_geometry, curvature and timelike_dim."
+        )
 
 
 def compile_model(
@@ -168,9 +183,23 @@ def compile_model(
         outputs,
         g.initializers,
     )
-    opsets = [helper.make_opsetid("", opset)]
-    if plan is not None:
-        opsets.append(helper.make_opsetid(ML_DOMAIN, plan.ml_opset))
+    extra = [] if plan is None else [helper.make_opsetid(ML_DOMAIN, plan.ml_opset)]
+    return finish_model(
+        graph, described, opset=opset, extra_opsets=extra, encoding=encoding, dtype=dtype
+    )
+
+
+def finish_model(
+    graph: onnx.GraphProto,
+    described: Model,
+    *,
+    opset: int,
+    extra_opsets: list[onnx.OperatorSetIdProto],
+    encoding: str,
+    dtype: str,
+) -> onnx.ModelProto:
+    """Wrap ``graph`` in a model with its opsets, doc string and metadata; check it."""
+    opsets = [helper.make_opsetid("", opset), *extra_opsets]
     onnx_model = helper.make_model(
         graph,
         opset_imports=opsets,
