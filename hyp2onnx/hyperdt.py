@@ -48,7 +48,14 @@ from onnx import helper
 from .errors import UnsupportedModelError
 from .ir import Ensemble, InputSpace, Model
 
-__all__ = ["HYPERDT_CLASSES", "handles", "read_hyperdt"]
+__all__ = [
+    "HYPERDT_CLASSES",
+    "boundary_rows",
+    "handles",
+    "predict_reference",
+    "read_hyperdt",
+    "split_columns",
+]
 
 #: HyperDT 0.0.3's hyperbolic estimators, by module and class name.
 HYPERDT_CLASSES: dict[str, str] = {
@@ -267,7 +274,7 @@ def compile_hyperdt(
     from .emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
     from .emit.outputs import label_tensor
     from .emit.standard import emit_standard
-    from .emit.trees import _by_row_blocks, emit_exact, plan_trees
+    from .emit.trees import emit_exact, plan_trees
     from .export import finish_model
 
     if encoding not in ("exact", "standard"):
@@ -296,14 +303,13 @@ def compile_hyperdt(
 
     values = described.values
     scores = trees(values)
-    outputs = []
     if values.is_classifier:
         g.rename(scores, "probabilities")
         labels, label_type = label_tensor(values.classes)
         if described.votes is None:
             winner = g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
         else:
-            winner = g.cast(STAGE, _emit_mode(g, trees(described.votes), encoding, _by_row_blocks), np.int64)
+            winner = g.cast(STAGE, _emit_mode(g, trees(described.votes), encoding), np.int64)
         g.op(STAGE, "Gather", [g.const(STAGE, "classes", labels), winner], axis=0, outputs=["label"])
         outputs = [
             helper.make_tensor_value_info("label", label_type, ["N"]),
@@ -311,7 +317,7 @@ def compile_hyperdt(
         ]
     else:
         if described.votes is not None:
-            mode = _emit_mode(g, trees(described.votes), encoding, _by_row_blocks)
+            mode = _emit_mode(g, trees(described.votes), encoding)
             scores = g.op(STAGE, "Unsqueeze", [mode, g.const(STAGE, "axis1", [1], np.int64)])
         g.rename(scores, "variable")
         outputs = [helper.make_tensor_value_info("variable", onnx_type("float64"), ["N", 1])]
@@ -328,12 +334,13 @@ def compile_hyperdt(
     return finish_model(graph, described.model, opset=opset, extra_opsets=extra, encoding=encoding, dtype=dtype)
 
 
-def _emit_mode(g: Any, per_tree: str, encoding: str, by_row_blocks: Any) -> str:
+def _emit_mode(g: Any, per_tree: str, encoding: str) -> str:
     """[N] mode of the [N, T] per-tree values (smallest on a tie), as :func:`_mode`.
 
     Counts pairwise equalities ([rows, T, T]); the exact encoding does this
     in blocks of rows (a Loop), the standard one for all rows at once.
     """
+    from .emit.trees import _by_row_blocks
 
     def mode(b: Any, v: str) -> str:
         rows = b.op(STAGE, "Unsqueeze", [v, b.const(STAGE, "axis2", [2], np.int64)])
@@ -350,5 +357,53 @@ def _emit_mode(g: Any, per_tree: str, encoding: str, by_row_blocks: Any) -> str:
             return b.op(STAGE, "ReduceMin", [candidates], axes=[1], keepdims=1)
         return b.op(STAGE, "ReduceMin", [candidates, b.const(STAGE, "axis1c", [1], np.int64)], keepdims=1)
 
-    winner = mode(g, per_tree) if encoding == "standard" else by_row_blocks(g, per_tree, mode, 1, "float64")
+    winner = mode(g, per_tree) if encoding == "standard" else _by_row_blocks(g, per_tree, mode, 1, "float64")
     return g.op(STAGE, "Squeeze", [winner, g.const(STAGE, "axis1d", [1], np.int64)])
+
+
+def boundary_rows(
+    model: Any, *, per_split: int = 6, ulps_feature: int = 3, ulps_time: int = 2, seed: int = 0
+) -> np.ndarray:
+    """Adversarial hyperboloid rows at and beside every split of a HyperDT ``model``.
+
+    For each split with ``|cot(theta)| < 1`` (one that crosses the
+    hyperboloid), ``per_split`` points exactly on its boundary in Klein
+    coordinates (``k_d = cot(theta)``, the other coordinates random) are
+    lifted to the hyperboloid and then moved by up to ``ulps_feature`` ulps
+    in ``x_d`` and ``ulps_time`` ulps in ``x_t``: the rows a different
+    arithmetic would send the other way. Use them with :func:`hyp2onnx.verify`.
+    """
+    described = read_hyperdt(model)
+    rng = np.random.default_rng(seed)
+    n_in, t = described.model.space.n_input_features, described.timelike
+    spacelike = np.delete(np.arange(n_in), t)
+    steps_d = np.arange(-ulps_feature, ulps_feature + 1)
+    steps_t = np.arange(-ulps_time, ulps_time + 1)
+    rows = []
+    for d, sin, cos in zip(described.columns_feature, described.columns_sin, described.columns_cos):
+        cot = cos / sin
+        if not -1 < cot < 1:
+            continue
+        k = np.zeros((per_split, n_in))
+        k[:, spacelike] = rng.uniform(-1, 1, (per_split, n_in - 1))
+        k[:, spacelike] *= np.sqrt(1 - cot**2) * rng.uniform(0, 0.999, (per_split, 1)) / np.maximum(
+            np.linalg.norm(k[:, spacelike], axis=1, keepdims=True), 1.0
+        )
+        k[:, d] = cot
+        x0 = 1 / np.sqrt(1 - np.sum(k * k, axis=1, keepdims=True))
+        x = k * x0
+        x[:, t] = x0[:, 0]
+        for sd in steps_d:
+            for st in steps_t:
+                z = x.copy()
+                z[:, d] = _step_ulps(z[:, d], sd)
+                z[:, t] = _step_ulps(z[:, t], st)
+                rows.append(z)
+    return np.concatenate(rows) if rows else np.empty((0, n_in))
+
+
+def _step_ulps(v: np.ndarray, n: int) -> np.ndarray:
+    toward = np.inf if n > 0 else -np.inf
+    for _ in range(abs(int(n))):
+        v = np.nextafter(v, toward)
+    return v

@@ -20,7 +20,7 @@ import pytest
 import hyp2onnx
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.errors import UnsupportedModelError
-from hyp2onnx.hyperdt import read_hyperdt, split_columns
+from hyp2onnx.hyperdt import boundary_rows, predict_reference, read_hyperdt, split_columns
 from hyp2onnx.verify import run_onnx
 
 hyperdt_tree = pytest.importorskip("hyperdt.tree", reason="hyperdt==0.0.3 (extra 'bench') is not installed")
@@ -57,40 +57,6 @@ def _fit(kind: str, *, timelike_dim: int = 0, seed: int = 0, **params):
     return make[kind]().fit(X, target)
 
 
-def _boundary_rows(model, seed: int = 1) -> np.ndarray:
-    """Rows at and a few ulps beside every split of ``model`` (hyperboloid, then nudged)."""
-    described = read_hyperdt(model)
-    rng = np.random.default_rng(seed)
-    n_in, t = described.model.space.n_input_features, described.timelike
-    rows = []
-    for d, s, c in zip(described.columns_feature, described.columns_sin, described.columns_cos):
-        cot = c / s
-        if not -1 < cot < 1:
-            continue
-        for _ in range(6):
-            k = rng.uniform(-1, 1, n_in - 1) * np.sqrt(1 - cot**2) * rng.uniform(0, 0.999)
-            spacelike = np.delete(np.arange(n_in), t)
-            x = np.empty(n_in)
-            k_full = np.zeros(n_in)
-            k_full[spacelike] = k
-            k_full[d] = cot
-            x[:] = k_full / np.sqrt(1 - np.sum(k_full**2))
-            x[t] = 1 / np.sqrt(1 - np.sum(k_full**2))
-            for step_d in range(-3, 4):
-                for step_t in range(-2, 3):
-                    z = x.copy()
-                    z[d] = _ulps(z[d], step_d)
-                    z[t] = _ulps(z[t], step_t)
-                    rows.append(z)
-    return np.array(rows)
-
-
-def _ulps(v: float, n: int) -> float:
-    for _ in range(abs(n)):
-        v = np.nextafter(v, np.inf if n > 0 else -np.inf)
-    return v
-
-
 KINDS = ["tree_classifier", "tree_regressor", "forest_classifier", "forest_regressor"]
 
 
@@ -98,7 +64,7 @@ KINDS = ["tree_classifier", "tree_regressor", "forest_classifier", "forest_regre
 def test_graph_routes_every_row_as_hyperdt(kind: str) -> None:
     model = _fit(kind)
     held_out, _ = _data(seed=7, n=400)
-    adversarial = _boundary_rows(model)
+    adversarial = boundary_rows(model, seed=1)
     assert adversarial.shape[0] > 1024  # the exact encoding's row blocks (a Loop) are used too
     X = np.vstack([held_out, adversarial])
     for encoding in ("exact", "standard"):
@@ -108,13 +74,18 @@ def test_graph_routes_every_row_as_hyperdt(kind: str) -> None:
         assert report.atol == 0.0  # bit for bit
         if report.label_mismatches is not None:
             assert report.label_mismatches == 0
-    # The oracle is HyperDT itself, independent of the graph.
-    got = run_onnx(hyp2onnx.to_onnx(model, dtype="float64"), X)
+    # (opset 15: ReduceMax/ReduceMin take axes as an attribute before 18.)
+    # The oracle is HyperDT itself, independent of the graph; the numpy
+    # reference of what was read from the model must match it too.
+    got = run_onnx(hyp2onnx.to_onnx(model, dtype="float64", target_opset=15), X)
+    reference = predict_reference(read_hyperdt(model), X)
     if kind.endswith("classifier"):
-        np.testing.assert_array_equal(got["label"], model.predict(X))
-        np.testing.assert_array_equal(got["probabilities"], model.predict_proba(X))
+        for out in (got, reference):
+            np.testing.assert_array_equal(out["label"], model.predict(X))
+            np.testing.assert_array_equal(out["probabilities"], model.predict_proba(X))
     else:
-        np.testing.assert_array_equal(got["variable"][:, 0], model.predict(X))
+        for out in (got, reference):
+            np.testing.assert_array_equal(out["variable"][:, 0], model.predict(X))
 
 
 def test_klein_threshold_cannot_route_boundary_rows_as_hyperdt() -> None:
@@ -125,7 +96,7 @@ def test_klein_threshold_cannot_route_boundary_rows_as_hyperdt() -> None:
     """
     model = _fit("tree_classifier")
     described = read_hyperdt(model)
-    X = _boundary_rows(model)
+    X = boundary_rows(model, seed=1)
     hyperdt_left = split_columns(described, X) < 0  # HyperDT's own test
     klein = X[:, described.columns_feature] / X[:, [described.timelike]]
     inseparable = 0
@@ -141,7 +112,7 @@ def test_klein_threshold_cannot_route_boundary_rows_as_hyperdt() -> None:
 
 def test_float32_graph_matches_hyperdt_on_float32_points() -> None:
     model = _fit("forest_classifier")
-    X = _boundary_rows(model).astype(np.float32)
+    X = boundary_rows(model, seed=1).astype(np.float32)
     report = hyp2onnx.verify(model, hyp2onnx.to_onnx(model, dtype="float32"), X)
     assert report.ok and report.label_mismatches == 0
 
@@ -149,7 +120,7 @@ def test_float32_graph_matches_hyperdt_on_float32_points() -> None:
 @pytest.mark.parametrize("timelike_dim", [-1, 1])
 def test_timelike_column_elsewhere(timelike_dim: int) -> None:
     model = _fit("tree_classifier", timelike_dim=timelike_dim)
-    X = np.vstack([_data(3, 200, timelike_dim)[0], _boundary_rows(model)])
+    X = np.vstack([_data(3, 200, timelike_dim)[0], boundary_rows(model, seed=1)])
     onnx_model = hyp2onnx.to_onnx(model)
     assert hyp2onnx.read_metadata(onnx_model)["timelike_dim"] == timelike_dim % 3
     assert hyp2onnx.verify(model, onnx_model, X.astype(np.float32)).ok
@@ -157,7 +128,7 @@ def test_timelike_column_elsewhere(timelike_dim: int) -> None:
 
 def test_sparse_minkowski_dot_product() -> None:
     model = _fit("tree_classifier", dot_product="sparse_minkowski", skip_hyperboloid_check=True)
-    X = np.vstack([_data(3, 200)[0], _boundary_rows(model)])
+    X = np.vstack([_data(3, 200)[0], boundary_rows(model, seed=1)])
     report = hyp2onnx.verify(model, hyp2onnx.to_onnx(model, dtype="float64"), X)
     assert report.ok, report
 
@@ -215,7 +186,7 @@ def test_refusals() -> None:
 def test_cli_converts_and_checks_a_hyperdt_pickle(tmp_path: Path) -> None:
     model = _fit("forest_regressor")
     joblib.dump(model, tmp_path / "hdt.pkl")
-    np.save(tmp_path / "sample.npy", np.vstack([_data(4, 100)[0], _boundary_rows(model)[:300]]))
+    np.save(tmp_path / "sample.npy", np.vstack([_data(4, 100)[0], boundary_rows(model, seed=1)[:300]]))
     done = subprocess.run(
         [sys.executable, "-m", "hyp2onnx.cli", "convert", str(tmp_path / "hdt.pkl"),
          "--check", str(tmp_path / "sample.npy")],
@@ -231,3 +202,17 @@ def test_cli_converts_and_checks_a_hyperdt_pickle(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and not (tmp_path / "again.onnx").exists()
     assert "records its own" in done.stderr
+
+
+def test_boundary_rows_lie_at_the_splits() -> None:
+    """Each unmoved row is on the hyperboloid and on its split's boundary in Klein terms."""
+    model = _fit("tree_classifier")
+    described = read_hyperdt(model)
+    X = boundary_rows(model, per_split=3, ulps_feature=0, ulps_time=0)
+    hyp2onnx.geometry.check_points(X, "hyperboloid", -1.0, 0, rtol=1e-12)
+    cot = described.columns_cos / described.columns_sin
+    crossing = np.flatnonzero(np.abs(cot) < 1)
+    assert X.shape[0] == 3 * crossing.size
+    for i, j in enumerate(crossing):
+        k = X[3 * i : 3 * i + 3, described.columns_feature[j]] / X[3 * i : 3 * i + 3, 0]
+        np.testing.assert_allclose(k, cot[j], rtol=1e-14)
