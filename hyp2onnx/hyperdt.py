@@ -23,7 +23,9 @@ What each class predicts, reproduced as HyperDT computes it:
   first class of highest fraction.
 * ``HyperbolicDecisionTreeRegressor``: the leaf's mean target.
 * ``HyperbolicRandomForestClassifier``: ``probabilities`` are the mean of
-  the trees' leaf fractions (tree order, then divided); ``label`` is the
+  the trees' leaf fractions (tree order, then divided; a tree whose
+  bootstrap sample missed a class gives it 0, where HyperDT's own
+  ``predict_proba`` fails: see :func:`hyperdt_outputs`); ``label`` is the
   *mode* of the trees' labels, the smallest label on a tie
   (``scipy.stats.mode``), which may differ from the most probable class.
 * ``HyperbolicRandomForestRegressor``: HyperDT 0.0.3 inherits the
@@ -52,6 +54,7 @@ __all__ = [
     "HYPERDT_CLASSES",
     "boundary_rows",
     "handles",
+    "hyperdt_outputs",
     "predict_reference",
     "read_hyperdt",
     "split_columns",
@@ -250,6 +253,29 @@ def predict_reference(described: HyperDTModel, X: np.ndarray) -> dict[str, np.nd
     if values.is_classifier:
         return {"label": values.classes[winner.astype(np.int64)], "probabilities": out}
     return {"variable": winner[:, None]}
+
+
+def hyperdt_outputs(model: Any, X: np.ndarray) -> dict[str, np.ndarray]:
+    """HyperDT's own outputs for ``X``: ``predict``, and ``predict_proba`` for classifiers.
+
+    A forest whose bootstrap samples missed a class has trees with fewer
+    classes, and HyperDT's ``predict_proba`` then fails (it stacks arrays of
+    different widths). Its probabilities are then the mean, over trees in
+    order, of each tree's own ``predict_proba`` placed in the forest's class
+    columns (0 for classes a tree never saw), which is what the graph gives.
+    """
+    out = {"label" if read_hyperdt(model).values.is_classifier else "variable": np.asarray(model.predict(X))}
+    if "variable" in out:
+        return out
+    trees = _trees_of(model)
+    if all(np.array_equal(t.classes_, model.classes_) for t in trees):
+        out["probabilities"] = np.asarray(model.predict_proba(X))
+        return out
+    per_tree = np.zeros((len(trees), X.shape[0], len(model.classes_)))
+    for i, t in enumerate(trees):
+        per_tree[i][:, np.searchsorted(model.classes_, t.classes_)] = t.predict_proba(X)
+    out["probabilities"] = np.mean(per_tree, axis=0)
+    return out
 
 
 def split_columns(described: HyperDTModel, X: np.ndarray) -> np.ndarray:

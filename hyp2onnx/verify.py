@@ -141,9 +141,12 @@ def _trees_in_order(model: Any) -> Iterator[None]:
 
 
 def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict[str, np.ndarray]:
+    if metadata["backend"] == "hyperdt":  # HyperDT's models read hyperboloid points
+        from .hyperdt import hyperdt_outputs
+
+        return hyperdt_outputs(model, X)
     points = X
-    # A plain model trained on Klein coordinates; HyperDT's models read hyperboloid points.
-    if not isinstance(model, HyperbolicTreeModel) and metadata["backend"] != "hyperdt":
+    if not isinstance(model, HyperbolicTreeModel):  # a plain model trained on Klein coordinates
         points = to_klein(
             X, metadata["input_geometry"], metadata["curvature"], metadata["timelike_dim"]
         )

@@ -216,3 +216,24 @@ def test_boundary_rows_lie_at_the_splits() -> None:
     for i, j in enumerate(crossing):
         k = X[3 * i : 3 * i + 3, described.columns_feature[j]] / X[3 * i : 3 * i + 3, 0]
         np.testing.assert_allclose(k, cot[j], rtol=1e-14)
+
+
+def test_forest_whose_trees_missed_a_class() -> None:
+    """HyperDT's predict_proba fails when a bootstrap sample lacks a class; the graph does not."""
+    X, y = _data(5, 60)
+    y = np.where(np.arange(60) == 0, 9, y)  # class 9: one row, missed by some bootstrap samples
+    model = hyperdt_ensemble.HyperbolicRandomForestClassifier(
+        n_estimators=6, max_depth=2, n_jobs=1, random_state=0
+    ).fit(X, y)
+    assert any(len(t.classes_) < len(model.classes_) for t in model.trees)
+    with pytest.raises(ValueError):
+        model.predict_proba(X)
+    rows = np.vstack([X, boundary_rows(model)])
+    got = run_onnx(hyp2onnx.to_onnx(model, dtype="float64"), rows)
+    np.testing.assert_array_equal(got["label"], model.predict(rows))
+    # Each tree's own predict_proba, in the forest's columns, averaged in tree order.
+    expected = np.zeros((len(model.trees), rows.shape[0], model.classes_.size))
+    for i, tree in enumerate(model.trees):
+        expected[i][:, np.searchsorted(model.classes_, tree.classes_)] = tree.predict_proba(rows)
+    np.testing.assert_array_equal(got["probabilities"], expected.mean(axis=0))
+    assert hyp2onnx.verify(model, hyp2onnx.to_onnx(model), rows).ok
