@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
     text = (
         "# HyperDT 0.0.3 models exported to ONNX\n\n"
-        + __doc__.split("\n\n", 1)[1].split("Needs ")[0]
+        + __doc__.split("\n\n", 1)[1].split("Needs ")[0].replace("``", "`").replace(":func:", "")
         + "Rows checked count both encodings (exact, standard), float64 input.\n\n"
         + md_table(headers, rows)
         + f"\n\n{environment()}\n"
