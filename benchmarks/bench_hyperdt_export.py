@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, write  # noqa: E402
+from _report import add_output_args, environment, have_hyperdt, md_table, output_dir, write  # noqa: E402
 
 import hyp2onnx  # noqa: E402
 from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
@@ -83,10 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--dims", type=int, nargs="+", default=[2, 4])
     args = parser.parse_args(argv)
-    try:
-        import hyperdt  # noqa: F401
-    except ImportError:
-        print("hyperdt is not installed: pip install hyperdt==0.0.3 (or '.[bench]')")
+    if not have_hyperdt():
         return 2
     if args.quick:
         args.seeds, args.dims = 1, [2]
