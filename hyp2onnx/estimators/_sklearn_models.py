@@ -92,7 +92,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
     ----------
     estimator : estimator instance
         The Euclidean tree model to wrap, e.g. ``ExtraTreesClassifier()``.
-    input_geometry, curvature, timelike_dim, midpoint, check_manifold
+    input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space
         As for :class:`HyperbolicDecisionTreeClassifier`.
     """
 
@@ -105,6 +105,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
         timelike_dim: int = GEOMETRY_DEFAULTS["timelike_dim"],
         midpoint: str = GEOMETRY_DEFAULTS["midpoint"],
         check_manifold: bool = GEOMETRY_DEFAULTS["check_manifold"],
+        tree_space: str = GEOMETRY_DEFAULTS["tree_space"],
     ) -> None:
         self.estimator = estimator
         self.input_geometry = input_geometry
@@ -112,6 +113,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
         self.timelike_dim = timelike_dim
         self.midpoint = midpoint
         self.check_manifold = check_manifold
+        self.tree_space = tree_space
 
     _parameter_constraints = {
         **HyperbolicTreeModel._parameter_constraints,
