@@ -17,13 +17,13 @@ the paper's design), for rays at angle 0, 0.3 and pi/4 from the first axis
 * how far out each configuration is reliable: the largest r0 up to which
   every accuracy is at least 0.99.
 
-Second table (input precision): a forest with the default tree space,
+Second table (input precision): a forest with the default tree space (ranks),
 trained on float64 points given in each input geometry, scores test points
 given as float64 or rounded to float32, and hyperboloid points whose x_0 is
 recomputed from the float32 spacelike coordinates (what a projection using
 only spacelike coordinates, MATH.md's leave-one-out form, would see).
 
-    python benchmarks/bench_far.py [--quick] [--radii 2 ... 16]
+    python benchmarks/bench_far.py [--quick] [--radii 2 ... 16] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -32,13 +32,21 @@ import argparse
 import sys
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write  # noqa: E402
+from _report import (  # noqa: E402
+    add_output_args,
+    environment,
+    md_table,
+    output_dir,
+    text_table,
+    write,
+)
 
 from hyp2onnx import (  # noqa: E402
     HyperbolicLGBMClassifier,
@@ -61,6 +69,8 @@ BACKENDS = {
     ),
 }
 SPACES = ("ranks", "rapidity", "klein")
+#: The default tree space of each backend.
+DEFAULT = {"scikit-learn forest": "ranks", "XGBoost": "ranks", "LightGBM": "ranks"}
 GOAL = 0.99
 
 
@@ -102,7 +112,8 @@ def graph_labels(model, X: np.ndarray, dtype: str = "float64") -> np.ndarray:
     return session.run(["label"], {"X": X.astype(dtype)})[0]
 
 
-def ray_cell(backend: str, space: str, u: np.ndarray, r0: float, n_train: int, n_test: int):
+def ray_cell(backend: str, space: str, dname: str, r0: float, n_train: int, n_test: int):
+    u = directions()[dname]
     X, y = make_geodesic_ray(n_train, r0, u, random_state=1)
     Xt, yt = make_geodesic_ray(n_test, r0, u, random_state=2)
     with warnings.catch_warnings():
@@ -124,7 +135,8 @@ def reliable_to(radii: list[float], accuracies: list[float]) -> str:
     return "-" if best is None else f"{best:g}"
 
 
-def precision_cell(geometry: str, variant: str, u: np.ndarray, r0: float, n_train: int, n_test: int):
+def precision_cell(geometry: str, variant: str, dname: str, r0: float, n_train: int, n_test: int):
+    u = directions()[dname]
     X, y = make_geodesic_ray(n_train, r0, u, geometry=geometry, random_state=1)
     Xt, yt = make_geodesic_ray(n_test, r0, u, geometry=geometry, random_state=2)
     model = BACKENDS["scikit-learn forest"](input_geometry=geometry).fit(X, y)
@@ -140,13 +152,19 @@ def precision_cell(geometry: str, variant: str, u: np.ndarray, r0: float, n_trai
         warnings.simplefilter("ignore")
         model.set_params(check_manifold=False)
         correct[keep] = model.predict(Xt[keep]) == yt[keep]
-    return float(np.mean(correct)), model.input_dtype_
+    return (float(np.mean(correct)),)
+
+
+def run_task(task: tuple) -> tuple:
+    kind, *args = task
+    return task, (ray_cell if kind == "ray" else precision_cell)(*args)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_output_args(parser)
     parser.add_argument("--radii", type=float, nargs="+", default=list(range(2, 17)))
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     args = parser.parse_args(argv)
     n_train, n_test = 6000, 2000
     dirs = directions()
@@ -154,60 +172,69 @@ def main(argv: list[str] | None = None) -> int:
         args.radii, n_train, n_test = [3.0, 10.0], 1500, 500
         dirs = {k: dirs[k] for k in ("angle pi/4",)}
     out = output_dir(args)
+    variants = {
+        "hyperboloid": ("float64", "float32", "float32, x0 recomputed"),
+        "poincare": ("float64", "float32"),
+        "klein": ("float64", "float32"),
+    }
+    precision_dirs = [k for k in ("angle 0", "angle pi/4", "random, d = 8") if k in dirs]
+    tasks = [
+        ("ray", backend, space, dname, r0, n_train, n_test)
+        for dname in dirs for backend in BACKENDS for space in SPACES for r0 in args.radii
+    ] + [
+        ("precision", geometry, variant, dname, r0, n_train, n_test)
+        for dname in precision_dirs for geometry, vs in variants.items() for variant in vs
+        for r0 in args.radii
+    ]
     started = time.perf_counter()
+    results = {}
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        done = pool.map(run_task, tasks, chunksize=1)
+        for i, (task, result) in enumerate(done, start=1):
+            results[task] = result
+            if i % max(1, len(tasks) // 20) == 0 or i == len(tasks):
+                print(f"  {i}/{len(tasks)} cells, {time.perf_counter() - started:.0f} s", flush=True)
+    elapsed = time.perf_counter() - started
 
-    sections = []
-    summary_rows = []
-    for dname, u in dirs.items():
+    sections, summary_rows = [], []
+    for dname in dirs:
         rows = []
         for backend in BACKENDS:
             for space in SPACES:
-                accs, diffs, probes = [], 0, 0
-                for r0 in args.radii:
-                    acc, d, p = ray_cell(backend, space, u, r0, n_train, n_test)
-                    accs.append(acc)
-                    diffs, probes = diffs + d, probes + p
+                cells = [
+                    results[("ray", backend, space, dname, r0, n_train, n_test)]
+                    for r0 in args.radii
+                ]
+                accs = [c[0] for c in cells]
+                diffs, probes = sum(c[1] for c in cells), sum(c[2] for c in cells)
                 reach = reliable_to(args.radii, accs)
+                name = space + (" (default)" if DEFAULT[backend] == space else "")
                 rows.append(
-                    [backend, space + (" (default)" if space == "ranks" else "")]
+                    [backend, name]
                     + [f"{a:.3f}" if a >= GOAL else f"**{a:.3f}**" for a in accs]
                     + [reach, f"{diffs} / {probes}"]
                 )
-                summary_rows.append([dname, backend, space, reach, f"{min(accs):.3f}", diffs])
-                print(f"  {dname:14s} {backend:20s} {space:9s} reliable to r0 = {reach:>3s}, "
-                      f"min accuracy {min(accs):.3f}, graph label differences {diffs}, "
-                      f"{time.perf_counter() - started:.0f} s", flush=True)
+                summary_rows.append([dname, backend, name, reach, f"{min(accs):.3f}", diffs])
         headers = ["backend", "tree space"] + [f"r0={r:g}" for r in args.radii] + [
             "reliable to r0", "graph label differences"
         ]
-        sections.append(f"### Ray at {dname}\n\n" + md_table(headers, rows, "ll" + "r" * (len(headers) - 2)))
+        sections.append(
+            f"### Ray at {dname}\n\n" + md_table(headers, rows, "ll" + "r" * (len(headers) - 2))
+        )
 
     precision_rows = []
-    for dname in [k for k in ("angle 0", "angle pi/4", "random, d = 8") if k in dirs]:
-        u = dirs[dname]
-        for geometry, variants in (
-            ("hyperboloid", ("float64", "float32", "float32, x0 recomputed")),
-            ("poincare", ("float64", "float32")),
-            ("klein", ("float64", "float32")),
-        ):
-            for variant in variants:
-                accs, dtypes = [], set()
-                for r0 in args.radii:
-                    try:
-                        acc, dtype = precision_cell(geometry, variant, u, r0, n_train, n_test)
-                    except ValueError:  # the ball cannot hold the training points in float64
-                        acc, dtype = 0.0, "-"
-                    accs.append(acc)
-                    dtypes.add(dtype)
-                reach = reliable_to(args.radii, accs)
+    for dname in precision_dirs:
+        for geometry, vs in variants.items():
+            for variant in vs:
+                accs = [
+                    results[("precision", geometry, variant, dname, r0, n_train, n_test)][0]
+                    for r0 in args.radii
+                ]
                 precision_rows.append(
                     [dname, geometry, variant]
                     + [f"{a:.3f}" if a >= GOAL else f"**{a:.3f}**" for a in accs]
-                    + [reach]
+                    + [reliable_to(args.radii, accs)]
                 )
-                print(f"  input {dname:14s} {geometry:11s} {variant:24s} reliable to r0 = {reach}",
-                      flush=True)
-    elapsed = time.perf_counter() - started
 
     summary_headers = ["ray", "backend", "tree space", "reliable to r0", "min accuracy",
                        "graph label differences"]
@@ -215,17 +242,19 @@ def main(argv: list[str] | None = None) -> int:
     precision_headers = ["ray", "input geometry", "test input"] + [
         f"r0={r:g}" for r in args.radii
     ] + ["reliable to r0"]
+    print(text_table(precision_headers, precision_rows))
     text = "\n\n".join(
         [
             "# Far from the origin: the ray test",
             __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0],
             f"Accuracy below {GOAL} in bold. {n_train} training and {n_test} test rows. "
-            f"Total time {elapsed:.0f} s. {environment()}",
+            f"{len(tasks)} cells in {elapsed:.0f} s with {args.jobs} workers. {environment()}",
             "## Accuracy by backend and tree space (Python model; the graph's labels equal "
             "the Python model's wherever the last column says 0)",
             *sections,
             "## Input precision (scikit-learn forest, default tree space, trained on float64 "
-            "points of that geometry)",
+            "points of that geometry; a float32 point that rounds onto the ball's boundary "
+            "counts as wrong)",
             md_table(precision_headers, precision_rows, "lll" + "r" * (len(precision_headers) - 3)),
         ]
     )

@@ -8,17 +8,15 @@ radius ``r`` are about ``e^{-2r}`` apart, below float32's spacing (6e-8 near
 ``|k| = 1``) and scikit-learn's 1e-7 splitter tolerance from ``r`` of about
 6 on (see MATH.md, "Rapidity coordinates"). Tree spaces:
 
-* ``"ranks"``: each value's rank among the feature's distinct float64
+* ``"ranks"`` (the default): each value's rank among the feature's distinct float64
   training values (1, 2, ...): distinct training values are 1 apart in any
   precision, so every backend can split wherever float64 Klein coordinates
   differ;
 * ``"rapidity"``: ``artanh(k)``, which spreads values only near the axes'
   ideal points (kept as an option to measure it);
 * ``"klein"``: the coordinates themselves (the paper's design), compared
-  in the backend's own precision; ``"auto"`` (the estimators' default) means
-  ``"ranks"`` for backends that compare in float32 (scikit-learn, XGBoost)
-  and ``"klein"`` for LightGBM, whose float64 comparisons already separate
-  what float64 Klein coordinates do.
+  in the backend's own precision (LightGBM's float64 comparisons hold to
+  about radius 15 on the ray test; its binning merges values closer still).
 
 For the first two, each split goes back to a Klein threshold at the
 Einstein midpoint of the float64 Klein values of its two nearest training
@@ -55,6 +53,10 @@ Space = Literal["ranks", "rapidity", "klein"]
 _EXACT_INTS = {"float32": 1 << 24, "float64": 1 << 53}
 
 
+def _zeroed(Xk: np.ndarray, zero_band: float) -> np.ndarray:
+    return np.where(np.abs(Xk) <= zero_band, 0.0, Xk) if zero_band else Xk
+
+
 class ResolutionError(Exception):
     """A split whose two nearest training values are equal in the trial precision."""
 
@@ -73,12 +75,17 @@ class TreeSpace:
     compare_dtype: str
     klein: tuple[np.ndarray, ...]
     image: tuple[np.ndarray, ...]
+    zero_band: float = 0.0
 
     @classmethod
-    def fit(cls, Xk: np.ndarray, space: Space, compare_dtype: str) -> TreeSpace:
-        """The map of ``space`` for training Klein rows ``Xk`` and a learner comparing in ``compare_dtype``."""
+    def fit(
+        cls, Xk: np.ndarray, space: Space, compare_dtype: str, zero_band: float = 0.0
+    ) -> TreeSpace:
+        """The map of ``space`` for training Klein rows ``Xk`` and a learner comparing in
+        ``compare_dtype`` that reads ``|x| <= zero_band`` as 0 (LightGBM)."""
         if space not in TREE_SPACES:
             raise ValueError(f"tree space must be one of {TREE_SPACES}, got {space!r}")
+        Xk = _zeroed(Xk, zero_band)
         klein = tuple(np.unique(Xk[:, f]) for f in range(Xk.shape[1]))
         if space == "ranks":
             largest = max((u.size for u in klein), default=0)
@@ -93,7 +100,7 @@ class TreeSpace:
             image = tuple(as_compared(u, compare_dtype) for u in klein)
         else:
             image = tuple(as_compared(np.arctanh(u), compare_dtype) for u in klein)
-        return cls(space, compare_dtype, klein, image)
+        return cls(space, compare_dtype, klein, image, zero_band)
 
     def transform(self, Xk: np.ndarray) -> np.ndarray:
         """The learner's input (float64) for Klein rows ``Xk``, training rows or not.
@@ -101,6 +108,7 @@ class TreeSpace:
         Ranks: a training value's rank, or halfway between the ranks of the
         two training values around it.
         """
+        Xk = _zeroed(Xk, self.zero_band)
         if self.space == "klein":
             return Xk
         if self.space == "rapidity":
@@ -203,6 +211,12 @@ class KleinPlacer:
         only_right = np.isfinite(hi) & ~both
         first = hi[only_right].astype(dt)
         out[only_right] = first if self.op == "<" else np.nextafter(first, dt(-np.inf))
+        z = self.space.zero_band
+        if z:
+            # The backend reads the zero band as 0: keep the band on one side
+            # (its values are one training value, 0, so L <= t < R still holds).
+            inside = (feature >= 0) & (out >= -z) & (out < z)
+            out[inside] = np.where(hi[inside] > z, z, np.nextafter(-z, -np.inf))
         return out
 
 

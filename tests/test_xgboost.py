@@ -30,7 +30,7 @@ TASKS = {
 
 
 #: Tests comparing with plain XGBoost on Klein coordinates fit there too (the
-#: default, "auto", fits on ranks: see test_far.py and the fixture below).
+#: default fits on ranks: see test_far.py and the fixture below).
 KLEIN = {"tree_space": "klein"}
 
 
@@ -45,14 +45,14 @@ def ir_output(model, X):
 
 @pytest.fixture(
     scope="module",
-    params=[(t, g, s) for t in TASKS for g in GEOMETRIES for s in ("klein", "auto")],
+    params=[(t, g, s) for t in TASKS for g in GEOMETRIES for s in ("klein", "ranks")],
     ids=str,
 )
 def fitted(request):
     """A hyperbolic model and the same XGBoost model fitted without correction.
 
     The plain model is fitted on what the hyperbolic one's learner saw: Klein
-    coordinates, or (``"auto"``) their ranks, whose ties-and-near-ties data
+    coordinates, or their ranks (the default), whose ties-and-near-ties data
     float32 cannot separate, so its ``estimator_`` reads split indices.
     """
     task, geometry, space = request.param

@@ -17,8 +17,8 @@ import dataclasses
 import functools
 import inspect
 import warnings
-from collections.abc import Callable
 from abc import ABCMeta, abstractmethod
+from collections.abc import Callable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -43,7 +43,7 @@ GEOMETRY_DEFAULTS: dict[str, Any] = {
     "timelike_dim": 0,
     "midpoint": "einstein",
     "check_manifold": True,
-    "tree_space": "auto",
+    "tree_space": "ranks",
 }
 
 
@@ -66,7 +66,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         "timelike_dim": [Integral],
         "midpoint": [StrOptions({"einstein", "arithmetic"})],
         "check_manifold": ["boolean"],
-        "tree_space": [StrOptions({"auto", *TREE_SPACES})],
+        "tree_space": [StrOptions(set(TREE_SPACES))],
     }
 
     @abstractmethod
@@ -129,7 +129,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         )
         estimator = self._make_estimator()
         backend = backend_for(estimator)
-        space = TreeSpace.fit(Xk, self._tree_space(backend), backend.compare_dtype)
+        space = TreeSpace.fit(Xk, self.tree_space, backend.compare_dtype, backend.zero_band)
         Xt = space.transform(Xk)
         fitted = backend.fit(
             estimator, Xt, y, sample_weight, **self._fit_params(fit_params, space.transform)
@@ -141,12 +141,6 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
             self.classes_ = self._classes(fitted)
         self.n_outputs_ = 1 if np.ndim(y) == 1 else np.shape(y)[1]
         return self
-
-    def _tree_space(self, backend: Backend) -> str:
-        """The tree space ``"auto"`` stands for: ranks unless the backend compares in float64."""
-        if self.tree_space != "auto":
-            return self.tree_space
-        return "ranks" if backend.compare_dtype == "float32" else "klein"
 
     def _fit_params(
         self, fit_params: dict[str, Any], to_tree: Callable[[np.ndarray], np.ndarray]
@@ -190,28 +184,19 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
             threshold_dtype=backend.threshold_dtype,
             midpoint=self.midpoint,
         )
+        placer = functools.partial(KleinPlacer, space, backend.op, midpoint=self.midpoint)
         # First in the backend's own comparison; if it cannot separate some
         # split's two nearest rows, in float64 through split indices.
-        index, placer = None, KleinPlacer(
-            space,
-            backend.op,
+        index, place = None, placer(
             op=backend.op,
             compare_dtype=backend.compare_dtype,
             threshold_dtype=backend.threshold_dtype,
-            midpoint=self.midpoint,
         )
         try:
-            new_thresholds, report = correct(place=placer)
+            new_thresholds, report = correct(place=place)
         except ResolutionError:
-            placer = KleinPlacer(
-                space,
-                backend.op,
-                op="<=",
-                compare_dtype="float64",
-                threshold_dtype="float64",
-                midpoint=self.midpoint,
-            )
-            klein, report = correct(place=placer)
+            place = placer(op="<=", compare_dtype="float64", threshold_dtype="float64")
+            klein, report = correct(place=place)
             index = SplitIndex.from_splits(
                 np.concatenate([t.feature for t in trees]),
                 np.concatenate(klein),
@@ -222,14 +207,14 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
                 index.native_thresholds(t.feature, k) for t, k in zip(trees, klein, strict=True)
             ]
         if space.space != "klein":  # learner thresholds are not Klein values to compare with
-            report = dataclasses.replace(report, n_moved=placer.n_moved)
+            report = dataclasses.replace(report, n_moved=place.n_moved)
         if report.n_unreached:
             warnings.warn(
                 f"{report.n_unreached} of {report.n_splits} splits had no training row on one "
                 "side; each is placed just past the training values on the other side.",
                 stacklevel=3,
             )
-        input_dtype = "float32" if placer.float32_separates else "float64"
+        input_dtype = "float32" if place.float32_separates else "float64"
         return backend.write_thresholds(fitted, new_thresholds), report, index, input_dtype
 
     # -- prediction ----------------------------------------------------------
