@@ -99,6 +99,12 @@ class TreeSpace:
         elif space == "klein":
             image = tuple(as_compared(u, compare_dtype) for u in klein)
         else:
+            if any(np.abs(u).max(initial=0.0) >= 1.0 for u in klein):
+                raise ValueError(
+                    "some training points are so far from the origin that a Klein coordinate "
+                    "rounds to +-1 in float64 (radius about 19 or more): their rapidity is "
+                    "infinite. Use tree_space='ranks'."
+                )
             image = tuple(as_compared(np.arctanh(u), compare_dtype) for u in klein)
         return cls(space, compare_dtype, klein, image, zero_band)
 

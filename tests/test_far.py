@@ -22,6 +22,7 @@ import pytest
 from hyp2onnx import (
     HyperbolicDecisionTreeClassifier,
     HyperbolicLGBMClassifier,
+    HyperbolicLGBMRegressor,
     HyperbolicRandomForestClassifier,
     HyperbolicRandomForestRegressor,
     HyperbolicXGBClassifier,
@@ -139,19 +140,57 @@ def test_far_tree_thresholds_are_float64_einstein_midpoints_of_their_rows() -> N
     assert np.mean(model.predict(X) == y) > 0.99
 
 
+@pytest.mark.parametrize("make", [HyperbolicDecisionTreeClassifier, HyperbolicXGBClassifier])
+def test_klein_input_exactly_on_thresholds_routes_as_float64_comparisons(make) -> None:
+    # Klein input (R = 1) is the Klein coordinate itself, so rows hit every
+    # threshold t exactly, and t's float64 neighbours. Oracle: walk each tree
+    # by hand with k <= t in float64 and take the majority of the leaf classes.
+    direction = DIRECTION_D8
+    k, _ = make_geodesic_ray(2000, 9.0, direction, geometry="klein", random_state=10)
+    y = (np.arctanh(np.linalg.norm(k, axis=1)) > 9.0).astype(np.int64)
+    model = make(input_geometry="klein", max_depth=6, random_state=0).fit(k, y)
+    assert model.split_index_ is not None
+    ens = model._to_ir().ensemble
+    rows = []
+    for node in np.flatnonzero(ens.feature >= 0):
+        for value in (np.nextafter(ens.threshold[node], -1), ens.threshold[node],
+                      np.nextafter(ens.threshold[node], 2)):
+            row = k[node % len(k)].copy()
+            row[ens.feature[node]] = value
+            rows.append(row)
+    probe = np.array(rows)
+    scores = np.zeros((len(probe), ens.n_outputs))
+    for i in range(ens.n_trees):
+        node = np.full(len(probe), ens.roots[i])
+        while np.any(ens.feature[node] >= 0):
+            inner = ens.feature[node] >= 0
+            f = ens.feature[node[inner]]
+            left = probe[inner, f] <= ens.threshold[node[inner]]
+            node[inner] = np.where(left, ens.left[node[inner]], ens.right[node[inner]])
+        scores += ens.value[node]
+    if ens.n_outputs == 1:  # XGBoost binary: one margin column
+        expected = (scores[:, 0] + ens.base_values[0] > 0).astype(np.int64)
+    else:
+        expected = ens.classes[np.argmax(scores, axis=1)]
+    np.testing.assert_array_equal(model.predict(probe), expected)
+    labels = session(model).run(["label"], {"X": probe})[0]
+    np.testing.assert_array_equal(labels, expected)
+
+
 @pytest.mark.parametrize(
     "make",
     [
         lambda: HyperbolicRandomForestRegressor(**SMALL),
         lambda: HyperbolicXGBRegressor(**SMALL),
+        lambda: HyperbolicLGBMRegressor(**SMALL, learning_rate=0.5, verbose=-1),
     ],
-    ids=["sklearn-regressor", "xgboost-regressor"],
+    ids=["sklearn-regressor", "xgboost-regressor", "lightgbm-regressor"],
 )
 def test_far_regressors_match_the_graph_at_thresholds(make) -> None:
     X, _ = ray(2000, 10.0, DIRECTION_D8, seed=5)
     target = np.arccosh(X[:, 0])
     model = make().fit(X, target)
-    assert model.split_index_ is not None
+    assert model.input_dtype_ == "float64"
     probe = np.concatenate([X[:300], threshold_rows(model, klein(X))])
     values = session(model).run(["variable"], {"X": probe})[0].ravel()
     np.testing.assert_allclose(values, model.predict(probe), rtol=1e-6, atol=1e-6)
@@ -227,3 +266,10 @@ def test_too_many_ranks_for_float32_is_refused(monkeypatch) -> None:
     with pytest.raises(ValueError, match="more ranks than float32 holds exactly"):
         HyperbolicDecisionTreeClassifier(max_depth=2).fit(X, y)
     HyperbolicLGBMClassifier(n_estimators=2, verbose=-1).fit(X, y)  # compares in float64
+
+
+def test_rapidity_refuses_points_whose_klein_coordinate_rounds_to_one() -> None:
+    X, y = ray(200, 20.0, np.array([1.0, 0.0]), seed=11)
+    assert np.any(klein(X)[:, 0] == 1.0)
+    with pytest.raises(ValueError, match="rapidity is infinite"):
+        HyperbolicDecisionTreeClassifier(tree_space="rapidity").fit(X, y)
