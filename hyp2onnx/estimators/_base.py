@@ -129,7 +129,16 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         )
         estimator = self._make_estimator()
         backend = backend_for(estimator)
-        space = TreeSpace.fit(Xk, self.tree_space, backend.compare_dtype, backend.zero_band)
+        # The map is fitted on the rows the learner learns from: a row of zero
+        # weight must not change where the others are (random splitters draw
+        # thresholds in the space they see).
+        weighted = None if sample_weight is None else sample_weight != 0
+        space = TreeSpace.fit(
+            Xk if weighted is None or not weighted.any() else Xk[weighted],
+            self.tree_space,
+            backend.compare_dtype,
+            backend.zero_band,
+        )
         Xt = space.transform(Xk)
         fitted = backend.fit(
             estimator, Xt, y, sample_weight, **self._fit_params(fit_params, space.transform)
