@@ -18,9 +18,10 @@ radius ``r`` are about ``e^{-2r}`` apart, below float32's spacing (6e-8 near
   in the backend's own precision (LightGBM's float64 comparisons hold to
   about radius 15 on the ray test; its binning merges values closer still).
 
-For the first two, each split goes back to a Klein threshold at the
+In every tree space each split goes back to a Klein threshold at the
 Einstein midpoint of the float64 Klein values of its two nearest training
-rows (:class:`KleinPlacer`). If the backend's own comparison separates
+rows (:class:`KleinPlacer`; for ``"klein"`` this is the correction of
+:mod:`hyp2onnx.thresholds` as it always was). If the backend's own comparison separates
 every split's two neighbours (near the origin: always), the thresholds are
 written back in the backend's precision and ``estimator_`` reads Klein
 coordinates, as with ``"klein"``. Otherwise they are float64 thresholds
@@ -250,6 +251,11 @@ class SplitIndex:
 
     def native_thresholds(self, feature: np.ndarray, threshold: np.ndarray) -> np.ndarray:
         """Split-index thresholds ``j + 1.5`` for Klein splits (leaves: 0)."""
+        if max((t.size for t in self.thresholds), default=0) >= 1 << 22:
+            raise ValueError(
+                "a feature has more than 4 million distinct thresholds: their indices are not "
+                "exact in float32. Use fewer or shallower trees."
+            )
         out = np.zeros(feature.shape[0])
         for f in np.unique(feature[feature >= 0]):
             at = np.flatnonzero(feature == f)
