@@ -32,6 +32,16 @@ def add_output_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def have_hyperdt() -> bool:
+    """True if PyPI's hyperdt is importable; otherwise say how to install it."""
+    try:
+        import hyperdt  # noqa: F401
+    except ImportError:
+        print("hyperdt is not installed: pip install hyperdt==0.0.3 (or '.[bench]')")
+        return False
+    return True
+
+
 def output_dir(args: argparse.Namespace) -> Path:
     """The folder results go to (created)."""
     if args.out is not None:

@@ -41,7 +41,16 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, pyplot, text_table, write  # noqa: E402
+from _report import (  # noqa: E402
+    add_output_args,
+    environment,
+    have_hyperdt,
+    md_table,
+    output_dir,
+    pyplot,
+    text_table,
+    write,
+)
 
 from hyp2onnx import HyperbolicDecisionTreeClassifier  # noqa: E402
 from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
@@ -149,10 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dims", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     args = parser.parse_args(argv)
-    try:
-        import hyperdt  # noqa: F401
-    except ImportError:
-        print("hyperdt is not installed: pip install hyperdt==0.0.3 (or '.[bench]')")
+    if not have_hyperdt():
         return 2
     if args.quick:
         args.seeds, args.dims = 4, [2]

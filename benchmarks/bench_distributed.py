@@ -112,10 +112,10 @@ def correction_rows(client, model, n: int, rounds: int, block: int) -> tuple[lis
         single.append(time.perf_counter() - t)
         t = time.perf_counter()
         layout = leaf_layout(trees)
-        bounds = distributed_leaf_bounds(client, backend, fitted, layout, Xk, y)
+        bounds, around = distributed_leaf_bounds(client, backend, fitted, layout, Xk, y)
         got, _ = correct_from_bounds(trees, layout, bounds, **kwargs)
         dist.append(time.perf_counter() - t)
-        nbytes = bounds.nbytes
+        nbytes = bounds.nbytes + around.nbytes
         identical = all(
             np.array_equal(a.view(np.int64), b.view(np.int64)) for a, b in zip(got, want)
         )

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import (  # noqa: E402
     add_output_args,
     environment,
+    have_hyperdt,
     md_table,
     output_dir,
     pyplot,
@@ -118,10 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         "--budget", type=float, default=150.0, help="seconds of HyperDT fitting per size"
     )
     args = parser.parse_args(argv)
-    try:
-        import hyperdt  # noqa: F401
-    except ImportError:
-        print("hyperdt is not installed: pip install hyperdt==0.0.3 (or '.[bench]')")
+    if not have_hyperdt():
         return 2
     if args.quick:
         args.max_n, args.trials, args.repeats, args.budget = 512, 2, 3, 5.0

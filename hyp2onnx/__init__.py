@@ -6,6 +6,7 @@ Einstein-midpoint thresholds), then export one ONNX graph that takes the
 raw hyperbolic points.
 """
 
+from . import conventions
 from . import datasets
 from . import geometry
 from ._version import __version__
@@ -47,6 +48,7 @@ __all__ = [
     "VerificationError",
     "VerifyReport",
     "__version__",
+    "conventions",
     "datasets",
     "geometry",
     "read_metadata",

@@ -8,14 +8,17 @@ take the same parameters as their single-machine twins plus ``client``
 (as ``xgboost.dask`` and ``lightgbm``'s Dask estimators do: None means
 the default client), and dask arrays or dataframes of hyperbolic points.
 ``fit`` projects every partition to Klein coordinates where it lies, trains
-with ``xgboost.dask`` or ``lightgbm.DaskLGBM*``, then corrects the
-thresholds as a map-reduce (:mod:`hyp2onnx.leaf_thresholds`): each partition
-sends the per-(tree, leaf) minimum and maximum of every split feature of its
-rows, reached through the booster's own ``pred_leaf``; the summaries merge
-on the workers by element-wise min/max and the driver receives one of them,
-``2 * leaves * features`` numbers, however many rows there are. The
-thresholds are bit-identical to the single-machine correction of the same
-booster on the same rows.
+with ``xgboost.dask`` or ``lightgbm.DaskLGBM*`` on them (``tree_space`` is
+``"klein"`` only, see below), then corrects the thresholds as a map-reduce
+(:mod:`hyp2onnx.leaf_thresholds`): each partition sends the per-(tree, leaf)
+minimum and maximum of every split feature of its rows, reached through the
+booster's own ``pred_leaf``, and per split the nearest values of its feature
+around its threshold; the summaries merge on the workers by element-wise
+min/max and the driver receives one of them, ``2 * (leaves * features +
+splits)`` numbers, however many rows there are. The single-machine placement
+(:class:`~hyp2onnx.tree_space.KleinPlacer`) then runs on them, so the
+thresholds are bit-identical to those of the single-machine estimator with
+``tree_space="klein"`` correcting the same booster on the same rows.
 
 The fitted model holds the corrected booster as a local native model
 (``estimator_``), so :func:`hyp2onnx.to_onnx`, :func:`hyp2onnx.verify`,
@@ -30,6 +33,7 @@ dataframe of points, with one onnxruntime session per worker process
 
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Any, ClassVar
 
@@ -49,8 +53,18 @@ from .estimators._boosting_models import (
 from .estimators._interface import Backend
 from .estimators._registry import backend_for
 from .geometry import n_klein_features, to_klein
-from .leaf_thresholds import LeafBounds, LeafLayout, correct_from_bounds, leaf_bounds, leaf_layout
+from .leaf_thresholds import (
+    LeafBounds,
+    LeafLayout,
+    SplitBounds,
+    correct_from_bounds,
+    klein_space,
+    leaf_bounds,
+    leaf_layout,
+    split_bounds,
+)
 from .thresholds import CorrectionReport
+from .tree_space import SplitIndex, TreeSpace
 
 __all__ = [
     "HyperbolicDaskLGBMClassifier",
@@ -152,6 +166,15 @@ def _raise_partition_errors(persisted: Any) -> None:
             future.result()  # raises the partition's own exception
 
 
+def _blockwise(f: Any) -> Any:
+    """``f`` applied per partition to dask arrays, directly to numpy arrays."""
+
+    def apply(x: Any) -> Any:
+        return x.map_blocks(f, dtype=np.float64) if _is_dask(x) else f(x)
+
+    return apply
+
+
 def _klein_block(block: np.ndarray, geometry: str, curvature: float, timelike: int, check: bool):
     return to_klein(np.asarray(block, dtype=np.float64), geometry, curvature, timelike, check=check)
 
@@ -171,10 +194,10 @@ def _call_block(block: np.ndarray, model: Any, method: str) -> np.ndarray:
 
 
 def _block_bounds(
-    shipped: tuple[Backend, Any, LeafLayout], X: np.ndarray, y: np.ndarray, w: np.ndarray | None
-) -> LeafBounds:
-    """Leaf bounds of one partition's training rows (the map step)."""
-    backend, fitted, layout = shipped
+    shipped: tuple[Backend, Any, LeafLayout, list], X: np.ndarray, y: np.ndarray, w: Any
+) -> tuple[LeafBounds, SplitBounds]:
+    """Leaf bounds and split bounds of one partition's training rows (the map step)."""
+    backend, fitted, layout, trees = shipped
     X, y = np.asarray(X), np.asarray(y)
     if y.shape[0] != X.shape[0] or (w is not None and np.shape(w)[0] != X.shape[0]):
         raise ValueError(
@@ -186,7 +209,16 @@ def _block_bounds(
         raise ValueError("the trees of this booster were not grown on the same rows")
     seen = X if rows.size == X.shape[0] else X[rows]
     Xc = np.ascontiguousarray(seen, dtype=backend.compare_dtype)
-    return leaf_bounds(layout, backend.leaf_nodes(fitted, Xc), Xc)
+    return (
+        leaf_bounds(layout, backend.leaf_nodes(fitted, Xc), Xc),
+        split_bounds(trees, Xc, backend.op),
+    )
+
+
+def _merge_bounds(
+    a: tuple[LeafBounds, SplitBounds], b: tuple[LeafBounds, SplitBounds]
+) -> tuple[LeafBounds, SplitBounds]:
+    return a[0].merge(b[0]), a[1].merge(b[1])
 
 
 def distributed_leaf_bounds(
@@ -197,22 +229,27 @@ def distributed_leaf_bounds(
     Xk: Any,
     y: Any,
     sample_weight: Any = None,
-) -> LeafBounds:
-    """Leaf bounds of all training rows of ``fitted``: a map over partitions, a tree reduce.
+) -> tuple[LeafBounds, SplitBounds]:
+    """Leaf and split bounds of all training rows of ``fitted``: a map over partitions,
+    a tree reduce.
 
-    ``Xk`` is a dask array of unit-ball Klein coordinates, ``y`` and
-    ``sample_weight`` what the booster was fitted with, partitioned alike.
-    The model goes to every worker once; only the final summary
-    (:attr:`LeafBounds.nbytes`) comes back to this process.
+    ``Xk`` is a dask array of what the booster was fitted on (unit-ball Klein
+    coordinates), ``y`` and ``sample_weight`` too, partitioned alike. The
+    model goes to every worker once; only the final summaries
+    (:attr:`LeafBounds.nbytes` + :attr:`SplitBounds.nbytes`, independent of
+    the rows) come back to this process.
     """
     dask = _dask()
-    shipped = client.scatter((type(backend)(), fitted, layout), broadcast=True, hash=False)
+    trees = backend.read_trees(fitted)
+    shipped = client.scatter(
+        (type(backend)(), fitted, layout, trees), broadcast=True, hash=False
+    )
     xs = Xk.to_delayed().ravel()
     ys = y.to_delayed().ravel()
     ws = sample_weight.to_delayed().ravel() if sample_weight is not None else [None] * len(xs)
     block = dask.delayed(_block_bounds, pure=True)
     parts = [block(shipped, x, v, w) for x, v, w in zip(xs, ys, ws, strict=True)]
-    merge = dask.delayed(LeafBounds.merge, pure=True)
+    merge = dask.delayed(_merge_bounds, pure=True)
     while len(parts) > 1:
         pairs = [merge(a, b) for a, b in zip(parts[0::2], parts[1::2], strict=False)]
         parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
@@ -259,8 +296,27 @@ _DASK_DOC = """
     (default: the current one); it is not pickled. ``predict`` returns a dask
     array for dask input, a numpy array for numpy input. The thresholds are
     corrected by a map-reduce over the partitions (see :mod:`hyp2onnx.dask`),
-    bit-identical to the single-machine correction of the same booster.
+    bit-identical to the single-machine estimator's (``tree_space="klein"``)
+    correction of the same booster.
+
+    ``tree_space`` is ``"klein"`` (the default here, and the only value): the
+    booster is fitted on Klein coordinates. The single-machine default,
+    ``"ranks"``, needs every feature's distinct training values in one place,
+    traffic that grows with the rows. On Klein coordinates XGBoost stays
+    reliable to a distance of about 6 from the origin and LightGBM to about
+    15 (the ray test, benchmarks/bench_far.py); for points farther out,
+    train a single-machine estimator (``tree_space="ranks"``).
 """
+
+#: Why the Dask estimators train on Klein coordinates only.
+_KLEIN_ONLY = (
+    "{name} supports tree_space='klein' only, got {value!r}: the 'ranks' and 'rapidity' "
+    "spaces map each feature through all of its distinct training values, which would have "
+    "to be gathered from every partition (traffic growing with the rows). On Klein "
+    "coordinates XGBoost is reliable to a distance of about 6 from the origin and LightGBM "
+    "to about 15; for points farther out, fit a single-machine estimator (e.g. "
+    "hyp2onnx.HyperbolicXGBClassifier, tree_space='ranks') on data that fits one machine."
+)
 
 
 class _DaskModel:
@@ -275,7 +331,12 @@ class _DaskModel:
         cls._native_params = generate_init(
             cls,
             (cls._native, *cls._signature_from),
-            {**GEOMETRY_DEFAULTS, "override_subsample": True, "client": None},
+            {
+                **GEOMETRY_DEFAULTS,
+                "tree_space": "klein",
+                "override_subsample": True,
+                "client": None,
+            },
             extra=True,
         )
         cls._parameter_constraints = {**cls._parameter_constraints, "client": "no_validation"}
@@ -342,24 +403,33 @@ class _DaskModel:
     def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
         """Fit on a dask collection of hyperbolic points ``X`` and correct every threshold."""
         self._validate_params()
+        if self.tree_space != "klein":
+            raise ValueError(_KLEIN_ONLY.format(name=type(self).__name__, value=self.tree_space))
         client = _client(self.client)
         rows = _as_rows(X)
         self._record_features(X)
         y = _as_column(y, rows, "y", allow_2d=not self._is_classifier())
         w = None if sample_weight is None else _as_column(sample_weight, rows, "sample_weight")
-        Xk = self._klein(rows, reset=False)
-        Xk, y, w = client.persist([Xk, y, w]) if w is not None else (*client.persist([Xk, y]), None)
-        _raise_partition_errors(Xk)  # invalid points, named, before any training
         estimator = self._make_estimator()
         backend = backend_for(estimator)
+        # The learner's input: Klein coordinates (LightGBM's zero band read as
+        # 0, as the single-machine "klein" space does), computed per partition.
+        to_tree = TreeSpace("klein", backend.compare_dtype, (), (), backend.zero_band).transform
+        Xt = self._klein(rows, reset=False).map_blocks(to_tree, dtype=np.float64)
+        Xt, y, w = client.persist([Xt, y, w]) if w is not None else (*client.persist([Xt, y]), None)
+        _raise_partition_errors(Xt)  # invalid points, named, before any training
         backend.check_fit(estimator, y, fit_params)
         y_train = self._training_labels(y, client)
-        fitted = self._train(estimator, client, Xk, y_train, w, self._fit_params(fit_params))
+        fitted = self._train(
+            estimator, client, Xt, y_train, w, self._fit_params(fit_params, _blockwise(to_tree))
+        )
         backend.to_ensemble(fitted)  # refuse now what export would refuse
         self._check_classes(fitted)
         self._fit_client = client
         try:
-            self.estimator_, self.correction_ = self._correct(backend, fitted, Xk, y_train, w)
+            self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = (
+                self._correct(backend, fitted, Xt, y_train, w)
+            )
         finally:
             del self._fit_client
         if self._is_classifier():
@@ -388,14 +458,19 @@ class _DaskModel:
         """Hook: refuse a model whose classes are not those of ``y``."""
 
     def _correct(
-        self, backend: Backend, fitted: Any, Xk: Any, y: Any, sample_weight: Any
-    ) -> tuple[Any, CorrectionReport]:
+        self, backend: Backend, fitted: Any, Xt: Any, y: Any, sample_weight: Any
+    ) -> tuple[Any, CorrectionReport, SplitIndex | None, str]:
+        """The single-machine placement, fed by summaries of the partitions."""
         trees = backend.read_trees(fitted)
         layout = leaf_layout(trees)
-        bounds = distributed_leaf_bounds(
-            self._fit_client, backend, fitted, layout, Xk, y, sample_weight
+        bounds, around = distributed_leaf_bounds(
+            self._fit_client, backend, fitted, layout, Xt, y, sample_weight
         )
-        new, report = correct_from_bounds(
+        space = klein_space(
+            trees, layout, bounds, around, Xt.shape[1], backend.compare_dtype, backend.zero_band
+        )
+        correct = functools.partial(
+            correct_from_bounds,
             trees,
             layout,
             bounds,
@@ -403,7 +478,7 @@ class _DaskModel:
             threshold_dtype=backend.threshold_dtype,
             midpoint=self.midpoint,
         )
-        return self._store_correction(backend, fitted, new, report)
+        return self._place(backend, fitted, trees, space, correct)
 
     # -- prediction ------------------------------------------------------------------
 

@@ -33,9 +33,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._tree import Op, TreeArrays
-from .thresholds import CorrectionReport, Midpoint, thresholds_from_neighbours
+from .thresholds import CorrectionReport, Midpoint, Placer, thresholds_from_neighbours
+from .tree_space import TreeSpace
 
-__all__ = ["LeafBounds", "LeafLayout", "correct_from_bounds", "leaf_bounds", "leaf_layout"]
+__all__ = [
+    "LeafBounds",
+    "LeafLayout",
+    "SplitBounds",
+    "correct_from_bounds",
+    "klein_space",
+    "leaf_bounds",
+    "leaf_layout",
+    "split_bounds",
+]
 
 
 @dataclass(frozen=True)
@@ -189,11 +199,14 @@ def correct_from_bounds(
     op: Op,
     threshold_dtype: str = "float64",
     midpoint: Midpoint = "einstein",
+    place: Placer | None = None,
 ) -> tuple[list[np.ndarray], CorrectionReport]:
     """Corrected thresholds of every tree from the leaf bounds of its training rows.
 
     The same result as :func:`~hyp2onnx.ensemble_thresholds.correct_trees`
-    on those rows, when the leaves came from the booster's own routing.
+    on those rows, when the leaves came from the booster's own routing
+    (``place`` as there: a :class:`~hyp2onnx.tree_space.KleinPlacer`, see
+    :func:`klein_space`).
     """
     if not trees:
         return [], CorrectionReport()
@@ -205,7 +218,7 @@ def correct_from_bounds(
     feature, threshold, largest_left, smallest_right = _neighbours(trees, layout, bounds)
     new, internal, reached = thresholds_from_neighbours(
         feature, threshold, largest_left, smallest_right,
-        op=op, threshold_dtype=threshold_dtype, midpoint=midpoint,
+        op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place,
     )
     report = CorrectionReport(
         n_splits=int(internal.sum()),
@@ -213,3 +226,85 @@ def correct_from_bounds(
         n_unreached=int(np.sum(internal & ~reached)),
     )
     return np.split(new, layout.node_offset[1:]), report
+
+
+@dataclass(frozen=True)
+class SplitBounds:
+    """Per split, the nearest training values around its threshold, over all rows.
+
+    ``below``/``above``: the largest value of the split's feature that the
+    learner's comparison sends left and the smallest it sends right, among
+    every training row (not only those reaching the split); ``-inf``/``inf``
+    where there is none. A split that no row reaches on one side is placed
+    between these (as :class:`~hyp2onnx.tree_space.KleinPlacer` does with the
+    training values of the whole feature). Merges by element-wise max/min.
+    """
+
+    below: np.ndarray
+    above: np.ndarray
+
+    def merge(self, other: SplitBounds) -> SplitBounds:
+        """Bounds of the union of both summaries' rows (exact, in any order)."""
+        if self.below.shape != other.below.shape or self.below.dtype != other.below.dtype:
+            raise ValueError("cannot merge split bounds of different models")
+        return SplitBounds(np.maximum(self.below, other.below), np.minimum(self.above, other.above))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.below.nbytes + self.above.nbytes)
+
+
+def split_bounds(trees: list[TreeArrays], X: np.ndarray, op: Op) -> SplitBounds:
+    """The summary of the rows ``X`` (compared precision) around every node's threshold.
+
+    One sort of each split feature's distinct values, then a binary search
+    per split: O(n log n + splits log n).
+    """
+    X = np.asarray(X)
+    feature = np.concatenate([np.asarray(t.feature, np.int64) for t in trees])
+    threshold = np.concatenate([np.asarray(t.threshold, np.float64) for t in trees])
+    below = np.full(feature.shape[0], -np.inf, dtype=X.dtype)
+    above = np.full(feature.shape[0], np.inf, dtype=X.dtype)
+    if X.shape[0] == 0:
+        return SplitBounds(below, above)
+    side = "right" if op == "<=" else "left"
+    for f in np.unique(feature[feature >= 0]):
+        at = np.flatnonzero(feature == f)
+        u = np.unique(X[:, f])
+        pos = np.searchsorted(u.astype(np.float64), threshold[at], side=side)
+        below[at] = np.where(pos > 0, u[np.maximum(pos - 1, 0)], -np.inf)
+        above[at] = np.where(pos < u.size, u[np.minimum(pos, u.size - 1)], np.inf)
+    return SplitBounds(below, above)
+
+
+def klein_space(
+    trees: list[TreeArrays],
+    layout: LeafLayout,
+    bounds: LeafBounds,
+    around: SplitBounds,
+    n_features: int,
+    compare_dtype: str,
+    zero_band: float = 0.0,
+) -> TreeSpace:
+    """A ``"klein"`` :class:`~hyp2onnx.tree_space.TreeSpace` holding only the training
+    values the placement of these trees looks up.
+
+    The single-machine space holds every distinct training value; placement
+    reads from it each split's nearest values on either side: those in the
+    leaf bounds (rows reaching the split) and, for a split no row reaches on
+    one side, those in ``around``. Both are training values in the compared
+    precision, so the predecessor (successor) of any query in this subset is
+    the one in the full table, and :class:`~hyp2onnx.tree_space.KleinPlacer`
+    places the same thresholds from it.
+    """
+    feature = np.concatenate([np.asarray(t.feature, np.int64) for t in trees])
+    tables = []
+    for f in range(n_features):
+        values = [around.below[feature == f], around.above[feature == f]]
+        column = np.flatnonzero(layout.features == f)
+        if column.size:
+            values += [bounds.low[:, column[0]], bounds.high[:, column[0]]]
+        v = np.concatenate(values).astype(np.float64)
+        tables.append(np.unique(v[np.isfinite(v)]))
+    tables = tuple(tables)
+    return TreeSpace("klein", compare_dtype, tables, tables, zero_band)

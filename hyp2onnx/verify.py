@@ -66,14 +66,14 @@ class VerifyReport:
 def default_tolerance(metadata: dict[str, Any]) -> float:
     """Largest output difference accepted for a graph, from its metadata.
 
-    The exact and standard encodings reproduce scikit-learn and the oblique (HHCART)
-    trees bit for bit; LightGBM's
+    The exact and standard encodings reproduce scikit-learn, the oblique (HHCART)
+    trees and HyperDT bit for bit; LightGBM's
     logistic/softmax are evaluated by the runtime's own exp (1e-12); XGBoost
     works in float32 (1e-6). The compat encoding adds in float32 (1e-5).
     """
     if metadata["encoding"] == "compat":
         return 1e-5
-    return {"sklearn": 0.0, "hhcart": 0.0, "lightgbm": 1e-12}.get(metadata["backend"], 1e-6)
+    return {"sklearn": 0.0, "hhcart": 0.0, "hyperdt": 0.0, "lightgbm": 1e-12}.get(metadata["backend"], 1e-6)
 
 
 def _load(onnx_model_or_path: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
@@ -141,6 +141,10 @@ def _trees_in_order(model: Any) -> Iterator[None]:
 
 
 def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict[str, np.ndarray]:
+    if metadata["backend"] == "hyperdt":  # HyperDT's models read hyperboloid points
+        from .hyperdt import hyperdt_outputs
+
+        return hyperdt_outputs(model, X)
     points = X
     if not isinstance(model, HyperbolicTreeModel):  # a plain model trained on Klein coordinates
         points = to_klein(

@@ -34,6 +34,7 @@ CASES = [
     pytest.param("bench_accuracy.py", "accuracy.md", "accuracy.png"),
     pytest.param("bench_inference.py", "inference.md", None),
     pytest.param("bench_distributed.py", "distributed.md", None, marks=NEEDS_DASK),
+    pytest.param("bench_far.py", "far.md", None),
 ]
 
 
@@ -87,4 +88,16 @@ def test_decision_boundary_example_writes_a_png(tmp_path: Path) -> None:
         ]
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(
+    not HAVE_MATPLOTLIB or importlib.util.find_spec("gensim") is None,
+    reason="gensim and matplotlib (extra 'dev') are needed",
+)
+def test_hierarchy_example_runs_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "hierarchy.png"
+    done = _run([str(ROOT / "examples" / "hierarchy_poincare.py"), "--quick", "-o", str(out)])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "labels agree on 100.0000% (0 differ)" in done.stdout
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

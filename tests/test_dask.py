@@ -1,9 +1,9 @@
 """hyp2onnx.dask on a real LocalCluster (2 worker processes, 1 thread each).
 
-The oracle for training is the single-machine correction
-(:func:`hyp2onnx.ensemble_thresholds.correct_trees`) of the very booster the
-cluster trained, on all its training rows gathered in this process: the
-distributed thresholds must equal it bit for bit. Data: Klein values on a
+The oracle for training is the single-machine estimator with
+``tree_space="klein"`` correcting the very booster the cluster trained, on
+all its training rows gathered in this process: the distributed thresholds
+must equal its thresholds bit for bit. Data: Klein values on a
 grid with one-ulp nudges (ties and near-ties at every threshold), partitioned
 unevenly, with zero-weight rows. Scoring is checked against onnxruntime run
 on the whole array in this process.
@@ -11,8 +11,10 @@ on the whole array in this process.
 
 from __future__ import annotations
 
+import copy
 import pickle
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -29,7 +31,7 @@ import hyp2onnx  # noqa: E402
 import hyp2onnx.dask as hdask  # noqa: E402
 from _boosting_data import as_points, klein_with_ties, labels  # noqa: E402
 from hyp2onnx import _scoring  # noqa: E402
-from hyp2onnx.ensemble_thresholds import correct_trees  # noqa: E402
+from hyp2onnx.tree_space import TreeSpace  # noqa: E402
 from hyp2onnx.estimators import backend_for  # noqa: E402
 from hyp2onnx.verify import run_onnx  # noqa: E402
 
@@ -70,14 +72,20 @@ CASES = [
 def _train(name: str, task: str, client):
     k, X, y, w = _data(task)
     recorded = {}
-    original = hdask.correct_from_bounds
+    original, correct = hdask.correct_from_bounds, hdask._DaskModel._correct
 
     def record(trees, layout, bounds, **kwargs):
         recorded.update(trees=trees, bounds=bounds, kwargs=kwargs)
         recorded["result"] = original(trees, layout, bounds, **kwargs)
         return recorded["result"]
 
+    def record_booster(self, backend, fitted, Xt, y, sample_weight):
+        # The booster as trained, and the labels it saw, before the correction.
+        recorded.update(fitted=copy.deepcopy(fitted), y_train=y.compute())
+        return correct(self, backend, fitted, Xt, y, sample_weight)
+
     hdask.correct_from_bounds = record
+    hdask._DaskModel._correct = record_booster
     try:
         model = getattr(hdask, name)(client=client, **_native_params(name))
         model.fit(
@@ -87,6 +95,7 @@ def _train(name: str, task: str, client):
         )
     finally:
         hdask.correct_from_bounds = original
+        hdask._DaskModel._correct = correct
     return model, recorded, (k, X, y, w)
 
 
@@ -108,26 +117,37 @@ def trained(request, models):
     return models(request.param)
 
 
-def test_thresholds_bit_identical_to_the_single_machine_correction(trained):
+def test_thresholds_bit_identical_to_the_single_machine_estimator(trained):
     model, recorded, (_, X, _, w) = trained
-    backend = backend_for(model.estimator_)
-    rows = np.flatnonzero(w > 0)
-    want, want_report = correct_trees(
-        recorded["trees"],
-        np.ascontiguousarray(model.to_klein(X), dtype=backend.compare_dtype),  # the rows it saw
-        [rows] * len(recorded["trees"]),
-        op=backend.op,
-        threshold_dtype=backend.threshold_dtype,
-        midpoint="einstein",
-    )
-    got, report = recorded["result"]
-    assert report == want_report == model.correction_
-    assert report.n_moved > 0
+    name = type(model).__name__.replace("Dask", "")
+    single = getattr(hyp2onnx, name)(tree_space="klein", **_native_params(name))
+    fitted = recorded["fitted"]
+    backend = backend_for(fitted)
+    # What the single-machine fit does after training, on the same booster and rows.
+    Xk = model.to_klein(X)
+    space = TreeSpace.fit(Xk[w != 0], "klein", backend.compare_dtype, backend.zero_band)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # splits with one empty side warn in both
+        want_model, want_report, want_index, want_dtype = single._correct(
+            backend, fitted, space.transform(Xk), recorded["y_train"], w, space
+        )
+    assert model.correction_ == want_report
+    assert model.correction_.n_moved > 0
+    assert model.split_index_ is None and want_index is None
+    assert model.input_dtype_ == want_dtype
+    got_report = recorded["result"][1]
+    assert got_report.n_splits == want_report.n_splits
     stored = backend.read_trees(model.estimator_)  # the booster holds them
-    for g, w_, s in zip(got, want, stored, strict=True):
-        np.testing.assert_array_equal(g.view(np.int64), w_.view(np.int64))
-        internal = s.feature >= 0
-        np.testing.assert_array_equal(s.threshold[internal], w_[internal])
+    want = backend.read_trees(want_model)
+    for got_tree, want_tree in zip(stored, want, strict=True):
+        np.testing.assert_array_equal(
+            got_tree.threshold.view(np.int64), want_tree.threshold.view(np.int64)
+        )
+    for got_t, want_t in zip(recorded["result"][0], want, strict=True):
+        internal = want_t.feature >= 0
+        np.testing.assert_array_equal(
+            got_t[internal].view(np.int64), want_t.threshold[internal].view(np.int64)
+        )
     # What reached the driver: 2 * leaves * split features, in the comparison dtype.
     bounds = recorded["bounds"]
     assert bounds.low.dtype == np.dtype(backend.compare_dtype)
@@ -208,6 +228,12 @@ def test_early_stopping_on_a_hyperbolic_eval_set(client):
 def test_bad_input_is_refused(client):
     k, X, y, _ = _data("binary")
     model = hdask.HyperbolicDaskLGBMClassifier(client=client, n_estimators=2, verbose=-1)
+    assert model.tree_space == "klein"  # the default here; ranks would gather every value
+    for space in ("ranks", "rapidity"):
+        with pytest.raises(ValueError, match="tree_space='klein' only.*single-machine"):
+            hdask.HyperbolicDaskXGBRegressor(client=client, tree_space=space).fit(
+                da.from_array(X, chunks=1000), da.from_array(k[:, 0], chunks=1000)
+            )
     with pytest.raises(TypeError, match="dask array or dask DataFrame"):
         model.fit(X, y)
     with pytest.raises(ValueError, match="rows"):

@@ -18,7 +18,15 @@ from hyp2onnx._tree import TreeArrays
 from hyp2onnx.ensemble_thresholds import correct_trees
 from hyp2onnx.estimators._lightgbm import LightGBMBackend
 from hyp2onnx.estimators._xgboost import XGBoostBackend
-from hyp2onnx.leaf_thresholds import LeafBounds, correct_from_bounds, leaf_bounds, leaf_layout
+from hyp2onnx.leaf_thresholds import (
+    LeafBounds,
+    correct_from_bounds,
+    klein_space,
+    leaf_bounds,
+    leaf_layout,
+    split_bounds,
+)
+from hyp2onnx.tree_space import KleinPlacer, TreeSpace
 
 
 def _native(backend, task):
@@ -116,3 +124,65 @@ def test_bad_summaries_are_refused():
             [_stump(), _stump()], leaf_layout([_stump(), _stump()]), a, op="<="
         )
     assert isinstance(a, LeafBounds) and a.nbytes == 2 * 2 * 1 * 8
+
+
+def _route(tree: TreeArrays, X: np.ndarray, op: str) -> np.ndarray:
+    """Leaf of every row (an oracle apart from the code under test: one row at a time)."""
+    out = []
+    for x in X:
+        node = 0
+        while tree.feature[node] >= 0:
+            v, t = x[tree.feature[node]], tree.threshold[node]
+            node = tree.left[node] if (v <= t if op == "<=" else v < t) else tree.right[node]
+        out.append(node)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("op, dtype", [("<=", "float64"), ("<", "float32")])
+def test_klein_placement_from_summaries_matches_the_whole_table(op, dtype):
+    """Placement from partition summaries (``klein_space``) equals placement from every
+    distinct training value (``TreeSpace.fit``), bit for bit, including a split no row
+    reaches on one side (placed from the whole feature's values) and +-0 ties."""
+    rng = np.random.default_rng(11)
+    tiny = np.finfo(dtype).smallest_subnormal  # next to the +-0 tie: thresholds at zero
+    X = rng.choice([-0.6, -tiny, -0.0, 0.0, tiny, 0.2, 0.45, 0.7, 0.97], size=(400, 2))
+    X[rng.random(400) < 0.3, 1] = np.nextafter(0.45, 1)  # a one-ulp neighbour
+    X = X.astype(dtype).astype(np.float64)
+    first = TreeArrays(  # root on feature 1, right child on feature 0
+        np.array([1, -1, 0, -1, -1]), np.array([0.3, 0, 0.0, 0, 0]),
+        np.array([1, -1, 3, -1, -1]), np.array([2, -1, 4, -1, -1]),
+    )
+    second = TreeArrays(  # left child of the root splits at 0.9: no row with k1 <= 0.3 is right
+        np.array([1, 1, -1, -1, -1]), np.array([0.3, 0.9, 0, 0, 0]),
+        np.array([1, 3, -1, -1, -1]), np.array([2, 4, -1, -1, -1]),
+    )
+    trees = [first, second]
+    Xc = X.astype(dtype)
+    kwargs = dict(op=op, threshold_dtype=dtype, midpoint="einstein")
+    whole = TreeSpace.fit(X, "klein", dtype)
+    want, want_report = correct_trees(
+        trees,
+        Xc,
+        [np.arange(400)] * 2,
+        place=KleinPlacer(whole, op, compare_dtype=dtype, **kwargs),
+        **kwargs,
+    )
+    assert want_report.n_unreached == 1
+    layout = leaf_layout(trees)
+    leaves = np.stack([_route(t, Xc, op) for t in trees], axis=1)
+    parts = [  # partitions in reverse order (the table's -0/+0 come first the other way)
+        (leaf_bounds(layout, leaves[rows], Xc[rows]), split_bounds(trees, Xc[rows], op))
+        for rows in np.array_split(np.arange(400)[::-1], 5)
+    ]
+    bounds, around = parts[0]
+    for b, a in parts[1:]:
+        bounds, around = bounds.merge(b), around.merge(a)
+    space = klein_space(trees, layout, bounds, around, 2, dtype)
+    got, report = correct_from_bounds(
+        trees, layout, bounds, place=KleinPlacer(space, op, compare_dtype=dtype, **kwargs), **kwargs
+    )
+    assert report == want_report
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g.view(np.int64), w.view(np.int64))
+    # The unreached split sits between the feature's training values around 0.9.
+    assert 0.7 < got[1][1] < 0.97

@@ -234,9 +234,13 @@ def check_convertible(
     from sklearn.exceptions import NotFittedError
     from sklearn.utils.validation import check_is_fitted
 
+    from .. import hyperdt
     from ..errors import UnsupportedModelError
     from ..estimators import HyperbolicTreeModel, backend_for
 
+    if hyperdt.handles(model):
+        _check_hyperdt(model, path, geometry, curvature, timelike_dim)
+        return
     hyperbolic = isinstance(model, HyperbolicTreeModel)
     if not hyperbolic:
         try:
@@ -279,6 +283,23 @@ def check_convertible(
             "pass --geometry hyperboloid|poincare|klein (and --curvature/--timelike-dim if not "
             "-1/0); it must have been trained on their unit-ball Klein coordinates",
         )
+
+
+def _check_hyperdt(model: Any, path: Path, *stated: Any) -> None:
+    """A HyperDT (hyperdt 0.0.3) model: fitted, exportable, and no geometry options."""
+    from ..errors import UnsupportedModelError
+    from ..hyperdt import read_hyperdt
+
+    if any(v is not None for v in stated):
+        raise InputError(
+            path,
+            f"the HyperDT {type(model).__name__} in it records its own geometry",
+            "leave out --geometry/--curvature/--timelike-dim",
+        )
+    try:
+        read_hyperdt(model)
+    except UnsupportedModelError as exc:
+        raise InputError(path, str(exc).rstrip(".")) from exc
 
 
 def load_onnx(path: Path) -> Any:

@@ -2,17 +2,23 @@
 
 ``fit`` runs the whole training half of the pipeline: validate the points,
 project them to unit-ball Klein coordinates, fit the wrapped Euclidean
-model through its backend, then move every threshold to its Einstein
+model through its backend on a monotone image of them (``tree_space``, see
+:mod:`hyp2onnx.tree_space`), then move every threshold to its Einstein
 midpoint among the rows each tree was trained on and write it back into the
-native model. ``estimator_`` is that corrected native model: its own
-``predict`` on Klein coordinates and ours on hyperbolic points agree.
+native model. ``estimator_`` is that corrected native model. It reads Klein
+coordinates, unless the backend's own precision cannot separate some split
+(points far from the origin): it then reads the split indices of
+``split_index_``, which route every row as float64 Klein thresholds do.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
 import warnings
 from abc import ABCMeta, abstractmethod
+from collections.abc import Callable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -23,9 +29,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ..geometry import GEOMETRIES, to_klein
+from .._tree import TreeArrays
 from ..ir import InputSpace, Model
 from ..ensemble_thresholds import correct_trees
 from ..thresholds import CorrectionReport
+from ..tree_space import TREE_SPACES, KleinPlacer, ResolutionError, SplitIndex, TreeSpace
 from ._interface import Backend
 from ._registry import backend_for
 
@@ -36,16 +44,21 @@ GEOMETRY_DEFAULTS: dict[str, Any] = {
     "timelike_dim": 0,
     "midpoint": "einstein",
     "check_manifold": True,
+    "tree_space": "ranks",
 }
 
 
 class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
     """Shared fit/predict logic; subclasses say which native model to wrap.
 
-    Fitted attributes: ``estimator_`` (the corrected native model, trained on
-    Klein coordinates), ``n_features_in_`` (columns of the hyperbolic input),
-    ``correction_`` (a :class:`~hyp2onnx.thresholds.CorrectionReport`) and,
-    for classifiers, ``classes_``.
+    Fitted attributes: ``estimator_`` (the corrected native model),
+    ``split_index_`` (None when ``estimator_`` reads Klein coordinates; else a
+    :class:`~hyp2onnx.tree_space.SplitIndex`, the float64 Klein thresholds
+    whose indices it reads), ``input_dtype_`` (``"float32"`` if float32
+    separates every split's two nearest training rows, else ``"float64"``),
+    ``n_features_in_`` (columns of the hyperbolic input), ``correction_``
+    (a :class:`~hyp2onnx.thresholds.CorrectionReport`) and, for classifiers,
+    ``classes_``.
     """
 
     _parameter_constraints: ClassVar[dict] = {
@@ -54,6 +67,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         "timelike_dim": [Integral],
         "midpoint": [StrOptions({"einstein", "arithmetic"})],
         "check_manifold": ["boolean"],
+        "tree_space": [StrOptions(set(TREE_SPACES))],
     }
 
     @abstractmethod
@@ -81,6 +95,12 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         """Unit-ball Klein coordinates (float64) that the trees see for points ``X``."""
         check_is_fitted(self)
         return self._klein(X, reset=False)
+
+    def _tree_input(self, X: Any) -> np.ndarray:
+        """What ``estimator_`` reads for points ``X``: Klein coordinates or split indices."""
+        k = self._klein(X, reset=False)
+        index = getattr(self, "split_index_", None)
+        return k if index is None else index.transform(k)
 
     def _klein(self, X: Any, *, reset: bool) -> np.ndarray:
         # NaN and infinity are left to the geometry check, which names the rows.
@@ -110,15 +130,33 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         )
         estimator = self._make_estimator()
         backend = backend_for(estimator)
-        fitted = backend.fit(estimator, Xk, y, sample_weight, **self._fit_params(fit_params))
-        self.estimator_, self.correction_ = self._correct(backend, fitted, Xk, y, sample_weight)
+        # The map is fitted on the rows the learner learns from: a row of zero
+        # weight must not change where the others are (random splitters draw
+        # thresholds in the space they see).
+        weighted = None if sample_weight is None else sample_weight != 0
+        space = TreeSpace.fit(
+            Xk if weighted is None or not weighted.any() else Xk[weighted],
+            self.tree_space,
+            backend.compare_dtype,
+            backend.zero_band,
+        )
+        Xt = space.transform(Xk)
+        fitted = backend.fit(
+            estimator, Xt, y, sample_weight, **self._fit_params(fit_params, space.transform)
+        )
+        self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = self._correct(
+            backend, fitted, Xt, y, sample_weight, space
+        )
         if is_classifier(self):
             self.classes_ = self._classes(fitted)
         self.n_outputs_ = 1 if np.ndim(y) == 1 else np.shape(y)[1]
         return self
 
-    def _fit_params(self, fit_params: dict[str, Any]) -> dict[str, Any]:
-        """Hook: map fit parameters that hold hyperbolic points (eval sets) to Klein."""
+    def _fit_params(
+        self, fit_params: dict[str, Any], to_tree: Callable[[np.ndarray], np.ndarray]
+    ) -> dict[str, Any]:
+        """Hook: map fit parameters that hold hyperbolic points (eval sets) to what the
+        learner is fitted on (``to_tree`` of their Klein coordinates)."""
         return fit_params
 
     def _classes(self, fitted: Any) -> np.ndarray:
@@ -129,43 +167,88 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         self,
         backend: Backend,
         fitted: Any,
-        Xk: np.ndarray,
+        Xt: np.ndarray,
         y: np.ndarray,
         sample_weight: np.ndarray | None,
-    ) -> tuple[Any, CorrectionReport]:
+        space: TreeSpace,
+    ) -> tuple[Any, CorrectionReport, SplitIndex | None, str]:
+        """Correct the thresholds of ``fitted``, trained on ``Xt`` (``space`` of the Klein rows).
+
+        Thresholds become Klein thresholds in the backend's comparison if that
+        separates every split's two nearest training rows, else in float64,
+        and the native model is rewritten to read their split indices (see
+        :mod:`hyp2onnx.tree_space`). Returns the corrected model, the report,
+        the split index (or None) and the input dtype that keeps every split.
+        """
         # The values each tree compared, held in the backend's precision (float32
         # stays float32: half the memory of widening; the correction widens the
         # values it gathers, exactly).
-        Xc = np.ascontiguousarray(Xk, dtype=backend.compare_dtype)
-        new_thresholds, report = correct_trees(
-            backend.read_trees(fitted),
+        Xc = np.ascontiguousarray(Xt, dtype=backend.compare_dtype)
+        trees = backend.read_trees(fitted)
+        correct = functools.partial(
+            correct_trees,
+            trees,
             Xc,
             backend.training_rows(fitted, y, sample_weight),
             op=backend.op,
             threshold_dtype=backend.threshold_dtype,
             midpoint=self.midpoint,
         )
-        return self._store_correction(backend, fitted, new_thresholds, report)
+        return self._place(backend, fitted, trees, space, correct)
 
-    @staticmethod
-    def _store_correction(
-        backend: Backend, fitted: Any, new_thresholds: list[np.ndarray], report: CorrectionReport
-    ) -> tuple[Any, CorrectionReport]:
-        """Write corrected thresholds into ``fitted``; warn about splits left as they were."""
+    def _place(
+        self,
+        backend: Backend,
+        fitted: Any,
+        trees: list[TreeArrays],
+        space: TreeSpace,
+        correct: Callable[..., tuple[list[np.ndarray], CorrectionReport]],
+    ) -> tuple[Any, CorrectionReport, SplitIndex | None, str]:
+        """Place Klein thresholds for the splits of ``fitted`` and write them back.
+
+        ``correct(place=...)`` gathers each split's two nearest training rows
+        (in one pass over the rows, or from per-partition summaries) and
+        hands them to ``place``. Returns what :meth:`_correct` returns.
+        """
+        placer = functools.partial(KleinPlacer, space, backend.op, midpoint=self.midpoint)
+        # First in the backend's own comparison; if it cannot separate some
+        # split's two nearest rows, in float64 through split indices.
+        index, place = None, placer(
+            op=backend.op,
+            compare_dtype=backend.compare_dtype,
+            threshold_dtype=backend.threshold_dtype,
+        )
+        try:
+            new_thresholds, report = correct(place=place)
+        except ResolutionError:
+            place = placer(op="<=", compare_dtype="float64", threshold_dtype="float64")
+            klein, report = correct(place=place)
+            index = SplitIndex.from_splits(
+                np.concatenate([t.feature for t in trees]),
+                np.concatenate(klein),
+                len(space.klein),
+                "float64",
+            )
+            new_thresholds = [
+                index.native_thresholds(t.feature, k) for t, k in zip(trees, klein, strict=True)
+            ]
+        if space.space != "klein":  # learner thresholds are not Klein values to compare with
+            report = dataclasses.replace(report, n_moved=place.n_moved)
         if report.n_unreached:
             warnings.warn(
                 f"{report.n_unreached} of {report.n_splits} splits had no training row on one "
-                "side and keep the learner's threshold.",
+                "side; each is placed just past the training values on the other side.",
                 stacklevel=4,
             )
-        return backend.write_thresholds(fitted, new_thresholds), report
+        input_dtype = "float32" if place.float32_separates else "float64"
+        return backend.write_thresholds(fitted, new_thresholds), report, index, input_dtype
 
     # -- prediction ----------------------------------------------------------
 
     def predict(self, X: Any) -> np.ndarray:
         """Labels (classifiers) or values (regressors) for hyperbolic points ``X``."""
         check_is_fitted(self)
-        return self.estimator_.predict(self._klein(X, reset=False))
+        return self.estimator_.predict(self._tree_input(X))
 
     @property
     def feature_importances_(self) -> np.ndarray:
@@ -179,8 +262,18 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         """The fitted model as an :class:`~hyp2onnx.ir.Model` for the emitters."""
         check_is_fitted(self)
         backend = backend_for(self.estimator_)
+        ensemble = backend.to_ensemble(self.estimator_)
+        index = getattr(self, "split_index_", None)
+        if index is not None:
+            ensemble = dataclasses.replace(
+                ensemble,
+                threshold=index.klein_thresholds(ensemble.feature, ensemble.threshold),
+                op="<=",
+                compare_dtype=index.compare_dtype,
+                threshold_dtype=index.compare_dtype,
+            )
         return Model(
-            ensemble=backend.to_ensemble(self.estimator_),
+            ensemble=ensemble,
             space=InputSpace(
                 geometry=self.input_geometry,
                 curvature=float(self.curvature),
@@ -189,6 +282,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
             ),
             backend=backend.name,
             estimator_class=type(self).__name__,
+            input_dtype=getattr(self, "input_dtype_", None),
         )
 
 
@@ -198,7 +292,7 @@ class HyperbolicClassifierMixin:
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities, columns in ``classes_`` order."""
         check_is_fitted(self)
-        return self.estimator_.predict_proba(self._klein(X, reset=False))
+        return self.estimator_.predict_proba(self._tree_input(X))
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""

@@ -14,6 +14,7 @@ so the thresholds of all trees are corrected in one pass
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -52,6 +53,13 @@ _BOOSTING_DOC = """
     check_manifold : bool, default=True
         Reject points off the manifold (or outside the ball) in ``fit`` and
         ``predict``. Turn off only for large data known to be valid.
+    tree_space : {{"ranks", "rapidity", "klein"}}, default="ranks"
+        What the booster is fitted on: the ranks of each Klein coordinate's
+        distinct training values (splits as fine as float64 Klein
+        coordinates: points far from the origin stay separable), ``artanh``
+        of them, or the coordinates themselves (the paper's design).
+        Thresholds are Klein thresholds at Einstein midpoints in every case;
+        see :mod:`hyp2onnx.tree_space`.
     override_subsample : bool, default=True
         Train without row subsampling ({rows} set to 1.0) so that the
         correction sees exactly the rows each tree was grown on and training
@@ -147,22 +155,26 @@ class _BoostingModel(HyperbolicTreeModel):
 
     # -- training ------------------------------------------------------------
 
-    def _fit_params(self, fit_params: dict[str, Any]) -> dict[str, Any]:
-        """Map evaluation points (``eval_set``, LightGBM's ``eval_X``) to Klein coordinates."""
+    def _fit_params(
+        self, fit_params: dict[str, Any], to_tree: Callable[[np.ndarray], np.ndarray]
+    ) -> dict[str, Any]:
+        """Map evaluation points (``eval_set``, LightGBM's ``eval_X``) as the training points."""
         params = dict(fit_params)
+
+        def points(X: Any) -> np.ndarray:
+            return to_tree(self._klein(X, reset=False))
+
         eval_set = params.get("eval_set")
         if eval_set is not None:
             if isinstance(eval_set, tuple) and len(eval_set) == 2 and np.ndim(eval_set[0]) == 2:
                 eval_set = [eval_set]
             params["eval_set"] = [
-                (self._klein(X, reset=False), self._eval_labels(y)) for X, y in eval_set
+                (points(X), self._eval_labels(y)) for X, y in eval_set
             ]
         eval_X = params.get("eval_X")
         if eval_X is not None:
             params["eval_X"] = (
-                tuple(self._klein(X, reset=False) for X in eval_X)
-                if isinstance(eval_X, tuple)
-                else self._klein(eval_X, reset=False)
+                tuple(points(X) for X in eval_X) if isinstance(eval_X, tuple) else points(eval_X)
             )
         return params
 
@@ -212,7 +224,7 @@ class HyperbolicXGBClassifier(HyperbolicClassifierMixin, ClassifierMixin, _XGBMo
     def predict(self, X: Any) -> np.ndarray:
         """Labels (in ``classes_``) for hyperbolic points ``X``."""
         check_is_fitted(self)
-        return self.classes_[self.estimator_.predict(self._klein(X, reset=False))]
+        return self.classes_[self.estimator_.predict(self._tree_input(X))]
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities, columns in ``classes_`` order (XGBoost's float32, widened)."""

@@ -30,6 +30,8 @@ class Backend(ABC):
     compare_dtype: ClassVar[str]
     #: Precision the library stores thresholds in.
     threshold_dtype: ClassVar[str]
+    #: Values with ``|x| <=`` this are read as 0 (LightGBM's zero band); 0: none.
+    zero_band: ClassVar[float] = 0.0
 
     @classmethod
     @abstractmethod

@@ -185,6 +185,7 @@ class LightGBMBackend(BoosterBackend):
     op = "<="
     compare_dtype = "float64"
     threshold_dtype = "float64"
+    zero_band = ZERO_THRESHOLD
 
     def __init__(self) -> None:
         # read_trees and write_thresholds of one correction share one parse.

@@ -36,6 +36,13 @@ _GEOMETRY_DOC = """
     check_manifold : bool, default=True
         Reject points off the manifold (or outside the ball) in ``fit`` and
         ``predict``. Turn off only for large data known to be valid.
+    tree_space : {"ranks", "rapidity", "klein"}, default="ranks"
+        What the wrapped learner is fitted on: the ranks of each Klein
+        coordinate's distinct training values (splits as fine as float64
+        Klein coordinates, whatever the learner's precision: points far from
+        the origin stay separable), ``artanh`` of them, or the coordinates
+        themselves (the paper's design). Thresholds are Klein thresholds at
+        Einstein midpoints in every case; see :mod:`hyp2onnx.tree_space`.
     **params
         Every parameter of the wrapped scikit-learn class, by keyword
         (``max_depth``, ``n_estimators``, ``random_state``, ...).
@@ -92,7 +99,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
     ----------
     estimator : estimator instance
         The Euclidean tree model to wrap, e.g. ``ExtraTreesClassifier()``.
-    input_geometry, curvature, timelike_dim, midpoint, check_manifold
+    input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space
         As for :class:`HyperbolicDecisionTreeClassifier`.
     """
 
@@ -105,6 +112,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
         timelike_dim: int = GEOMETRY_DEFAULTS["timelike_dim"],
         midpoint: str = GEOMETRY_DEFAULTS["midpoint"],
         check_manifold: bool = GEOMETRY_DEFAULTS["check_manifold"],
+        tree_space: str = GEOMETRY_DEFAULTS["tree_space"],
     ) -> None:
         self.estimator = estimator
         self.input_geometry = input_geometry
@@ -112,6 +120,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
         self.timelike_dim = timelike_dim
         self.midpoint = midpoint
         self.check_manifold = check_manifold
+        self.tree_space = tree_space
 
     _parameter_constraints = {
         **HyperbolicTreeModel._parameter_constraints,
