@@ -249,7 +249,7 @@ def test_bad_input_is_refused(client):
     # Each worker holds one class only (partitions pinned to workers): LightGBM's
     # per-worker label encoding would disagree.
     order = np.argsort(y, kind="stable")
-    half = X.shape[0] // 2
+    half = int(np.count_nonzero(y == y[order[0]]))  # one class per worker, exactly
     pinned = [
         client.persist((da.from_array(X[order][part]), da.from_array(y[order][part])), workers=w)
         for part, w in zip([slice(None, half), slice(half, None)], client.scheduler_info()["workers"])
