@@ -26,9 +26,9 @@ from .emit.outputs import emit_outputs
 from .emit.projection import emit_projection, projection_dtype
 from .emit.standard import emit_standard
 from .emit.trees import emit_compat, emit_exact, plan_trees, remap_features
-from .errors import UnsupportedModelError
+from .errors import CompatRoutingWarning, UnsupportedModelError
 from .estimators import HyperbolicTreeModel, backend_for
-from .geometry import GEOMETRIES
+from .geometry import GEOMETRIES, curvature_radius
 from .ir import InputSpace, Model
 
 __all__ = [
@@ -202,6 +202,8 @@ def compile_model(
     plan = None if encoding == "standard" else plan_trees(ensemble, encoding, legacy_only=legacy_only)
     # Oblique splits project float64 Klein coordinates, whatever the encoding.
     compare = "float32" if encoding == "compat" and not oblique else ensemble.compare_dtype
+    if encoding == "compat":
+        _warn_if_compat_misroutes(described, dtype)
     k_dtype = projection_dtype(space, dtype, compare)
 
     g = GraphBuilder(opset)
@@ -252,6 +254,47 @@ def finish_model(
     _write_metadata(onnx_model, described, encoding, dtype)
     onnx.checker.check_model(onnx_model, full_check=True)
     return onnx_model
+
+
+def compat_routes_exactly(described: Model, dtype: str) -> bool:
+    """Whether the compat graph routes every input exactly as the model does.
+
+    The legacy operator compares float32 values with float32 thresholds
+    (rounded toward -inf for ``<=``, +inf for ``<``). That is exact when
+    the model itself compares float32 values (scikit-learn, XGBoost), and
+    for float64 comparisons only when the compared values are float32
+    already: float32 input in the Klein ball at curvature -1 (the input is
+    then the Klein coordinate). Oblique projections are float64 sums: never.
+    """
+    ensemble, space = described.ensemble, described.space
+    if ensemble.projection is not None:
+        return False
+    if ensemble.compare_dtype == "float32":
+        return True
+    return (
+        dtype == "float32"
+        and space.geometry == "klein"
+        and curvature_radius(space.curvature) == 1.0
+    )
+
+
+def _warn_if_compat_misroutes(described: Model, dtype: str) -> None:
+    if compat_routes_exactly(described, dtype):
+        return
+    if described.ensemble.projection is not None:
+        what = "compares each oblique split's float64 projection rounded to float32"
+    else:
+        what = (
+            f"rounds the Klein coordinates that {described.backend} compares in float64 to "
+            "float32 (exact only for float32 input in the Klein ball at curvature -1)"
+        )
+    warnings.warn(
+        f"The compat encoding {what}: rows within a float32 step of a threshold may go the "
+        "other way than in the Python model, changing labels and probabilities there. Use "
+        "encoding='exact' (or 'standard') for the model's own routing.",
+        CompatRoutingWarning,
+        stacklevel=4,
+    )
 
 
 def _doc_string(described: Model, encoding: str) -> str:
