@@ -440,6 +440,9 @@ def probe_rows(model: Native, k: np.ndarray, dtype: type = np.float64, *, steps:
             sides.append(np.tile(np.asarray(side), have.size))
             runs.append(n_runs + np.repeat(np.arange(have.size), width))
             n_runs += have.size
+    if not blocks:  # no split (single-leaf trees)
+        empty = np.zeros(0, dtype=np.int64)
+        return Probes(np.zeros((0, k.shape[1])), empty, empty, empty, empty, n_splits)
     k_out, tree_of, node_of, side_of, run_of = map(np.concatenate, (blocks, trees, nodes, sides, runs))
     # Strictly inside the unit ball (whatever the summation order).
     keep = np.sum(k_out * k_out, axis=1) < 1.0 - 1e-12
@@ -469,6 +472,8 @@ def probe_coverage(model: Native, probes: Probes) -> float:
     (axis-parallel: the two values of :func:`flip_values`; oblique: two
     consecutive steps of the moved coordinate).
     """
+    if probes.n_splits == 0:
+        return 1.0
     leaves = model.leaves(probes.k)
     lefts = np.concatenate([t.left for t in model.trees])
     rights = np.concatenate([t.right for t in model.trees])
