@@ -116,10 +116,13 @@ def to_onnx(
     ``dtype`` is the input tensor type; by default (None) the precision the
     model compares Klein coordinates in (:func:`input_dtype`): float64 for a
     model whose splits float32 cannot resolve (points far from the origin),
-    float32 otherwise. ``encoding="exact"`` reproduces the
-    Python model's labels exactly and its probabilities/values bit for bit
-    (scikit-learn, LightGBM) or in float32 (XGBoost); ``"compat"`` uses the
-    legacy opset-1 operator with float32 sums for older runtimes;
+    float32 otherwise. ``encoding="exact"`` reproduces the Python model's
+    labels exactly and its values bit for bit (probabilities: bit for bit for
+    scikit-learn and oblique trees, within 1e-15 for LightGBM, 1e-6 for
+    XGBoost); ``"compat"`` uses the legacy opset-1 operator with float32
+    thresholds and sums for older runtimes (a
+    :class:`~hyp2onnx.errors.CompatRoutingWarning` says when it cannot route
+    exactly);
     ``"standard"`` gives the exact outputs without any ai.onnx.ml operator
     (see ``docs/export.md``). ``target_opset`` is the ai.onnx opset (13 or
     newer). The other keywords are for plain Klein models (:func:`describe`).

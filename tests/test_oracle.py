@@ -216,26 +216,28 @@ def _klein_output(onx: onnx.ModelProto) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize(
-    "geometry_name, curvature, timelike_dim",
-    [("hyperboloid", -1.0, 0), ("hyperboloid", -0.4, 2), ("poincare", -1.0, 0),
-     ("poincare", -2.5, 0), ("klein", -2.5, 0)],
+    "geometry_name, curvature, timelike_dim, d",
+    [("hyperboloid", -1.0, 0, 3), ("hyperboloid", -0.4, 2, 3), ("poincare", -1.0, 0, 3),
+     ("poincare", -2.5, 0, 6), ("klein", -2.5, 0, 3)],
 )
-def test_projection_is_bit_identical(zoo, geometry_name, curvature, timelike_dim, dtype):
+def test_projection_is_bit_identical(geometry_name, curvature, timelike_dim, d, dtype):
     """Probe rows in another geometry: the graph's Klein coordinates are the Python model's.
 
     The map from Klein coordinates to the input geometry does not round-trip
     exactly, so these rows land near (not on) the thresholds; what matters is
-    that graph and model see the same Klein values, bit for bit.
+    that graph and model see the same Klein values, bit for bit (Poincare
+    input with d = 6 exercises the pairwise sum of squares over 8 columns).
     """
-    _, k, _, probes = zoo("forest_reg")
+    k = training_klein() if d == 3 else klein_points(500, d, seed=33)
     params = dict(input_geometry=geometry_name, curvature=curvature, timelike_dim=timelike_dim)
     X_train = geometry.from_klein(k, geometry_name, curvature, timelike_dim)
-    X = geometry.from_klein(probes[dtype].k, geometry_name, curvature, timelike_dim).astype(dtype)
     for fitted in (  # float64 comparisons, and float32 ones (float32 projection for one division)
         h.HyperbolicLGBMRegressor(n_estimators=4, verbose=-1, n_jobs=1, **params),
         h.HyperbolicDecisionTreeRegressor(max_depth=6, random_state=0, **params),
     ):
         fitted.fit(X_train, targets(k))
+        probes = oracle.probe_rows(oracle.native(fitted), fitted.to_klein(X_train), DTYPES[dtype])
+        X = geometry.from_klein(probes.k, geometry_name, curvature, timelike_dim).astype(dtype)
         onx = to_onnx(fitted, dtype=dtype)
         got = run_onnx(_klein_output(onx), X)
         k_graph = next(v for name, v in got.items() if name != "variable")
