@@ -257,33 +257,29 @@ def neighbours(model: Native, k: np.ndarray, *, training: bool = True) -> Neighb
     for i, (tree, rows) in enumerate(zip(model.trees, all_rows, strict=True)):
         n_nodes = tree.left.shape[0]
         parent = tree.parent
+        # Walk every row up from its leaf: one (node, value, side, row) per ancestor.
+        at, value, left, row = [], [], [], []
+        node = leaves[rows, i]
+        alive = np.arange(rows.shape[0])
+        while alive.size:
+            p = parent[node[alive]]
+            up = p >= 0
+            alive, p, child = alive[up], p[up], node[alive][up]
+            at.append(p)
+            value.append(values[rows[alive], tree.column[p]])
+            left.append(child == tree.left[p])
+            row.append(rows[alive])
+            node[alive] = p
+        at, value, left, row = (np.concatenate(a) if a else np.zeros(0) for a in (at, value, left, row))
+        at, left = at.astype(np.int64), left.astype(bool)
         L, R = np.full(n_nodes, -np.inf), np.full(n_nodes, np.inf)
+        np.maximum.at(L, at[left], value[left])
+        np.minimum.at(R, at[~left], value[~left])
+        # A row holding each extreme (any of them).
         row_L, row_R = np.full(n_nodes, -1), np.full(n_nodes, -1)
-        node = leaves[rows, i]
-        alive = np.arange(rows.shape[0])
-        while alive.size:
-            p = parent[node[alive]]
-            up = p >= 0
-            alive, p, child = alive[up], p[up], node[alive][up]
-            v = values[rows[alive], tree.column[p]]
-            went_left = child == tree.left[p]
-            np.maximum.at(L, p[went_left], v[went_left])
-            np.minimum.at(R, p[~went_left], v[~went_left])
-            node[alive] = p
-        # A row holding each extreme (the last such row is as good as any).
-        node = leaves[rows, i]
-        alive = np.arange(rows.shape[0])
-        while alive.size:
-            p = parent[node[alive]]
-            up = p >= 0
-            alive, p, child = alive[up], p[up], node[alive][up]
-            v = values[rows[alive], tree.column[p]]
-            went_left = child == tree.left[p]
-            hit_L = went_left & (v == L[p])
-            hit_R = ~went_left & (v == R[p])
-            row_L[p[hit_L]] = rows[alive[hit_L]]
-            row_R[p[hit_R]] = rows[alive[hit_R]]
-            node[alive] = p
+        hit_L, hit_R = left & (value == L[at]), ~left & (value == R[at])
+        row_L[at[hit_L]] = row[hit_L]
+        row_R[at[hit_R]] = row[hit_R]
         out.L.append(L)
         out.R.append(R)
         out.row_L.append(row_L)
