@@ -168,7 +168,8 @@ def run_tests(copy: Path, tests: tuple[str, ...]) -> tuple[list[str], str]:
          "-p", "no:randomly", "-W", "ignore", *tests],
         cwd=copy, env=env, capture_output=True, text=True,
     )
-    failed = sorted(set(re.findall(r"^FAILED (\S+)", proc.stdout, flags=re.M)))
+    # Parametrized ids may hold spaces: the id runs to the " - message" (if any).
+    failed = sorted(set(re.findall(r"^FAILED (.+?)(?: - .*)?$", proc.stdout, flags=re.M)))
     return failed, proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr
 
 
