@@ -113,7 +113,6 @@ def test_ort_file_agrees(models, rows, name, encoding, dtype, tmp_path):
         # to float32 (docs/export.md), so it is the model on those rounded rows.
         k32 = model.to_klein(X.astype(dtype)).astype(np.float32).astype(np.float64)
         want = {"label": model.estimator_.predict(k32), "probabilities": model.estimator_.predict_proba(k32)}
-        assert not np.array_equal(want["label"], model.predict(X.astype(dtype)))  # rows do move
     for output, value in want.items():
         if output == "label":
             np.testing.assert_array_equal(got[output], value)
