@@ -106,6 +106,8 @@ def test_thresholds_are_einstein_midpoints_of_library_routed_neighbours(zoo, nam
 def test_probe_rows_reach_every_split(zoo, name, dtype):
     _, _, native, probes = zoo(name)
     assert oracle.probe_coverage(native, probes[dtype]) >= 0.99
+    if dtype == "float64":  # float64 input can probe every split
+        assert probes[dtype].n_resolvable == probes[dtype].n_splits
 
 
 def _family(name: str) -> str:
@@ -140,13 +142,12 @@ def _assert_near_ties_only(got: dict, want: dict, tol: float = 1e-6) -> None:
     assert np.all(top2[differs, 1] - top2[differs, 0] < 2 * tol)
 
 
-def compat_routes_exactly(name: str, dtype: str) -> bool:
-    """docs/export.md: float32 comparisons (scikit-learn, XGBoost) always; LightGBM
-    only when its Klein coordinates are float32 already (float32 Klein-ball input at
+def compat_routes_exactly(native: oracle.Native, dtype: str) -> bool:
+    """docs/export.md: models comparing float32 values (scikit-learn, XGBoost near the
+    origin) always; models comparing float64 (LightGBM, split indices far out) only
+    when the Klein coordinates are float32 already (float32 Klein-ball input at
     curvature -1, as here); oblique trees never (float64 projections)."""
-    return _family(name) in ("tree", "forest", "extra", "xgb") or (
-        _family(name) == "lgbm" and dtype == "float32"
-    )
+    return native.normals is None and (native.compare is np.float32 or dtype == "float32")
 
 
 def oblique_compat_reference(model, k: np.ndarray) -> dict:
@@ -174,7 +175,7 @@ def oblique_compat_reference(model, k: np.ndarray) -> dict:
 @pytest.mark.parametrize("encoding", ["exact", "standard", "compat"])
 @pytest.mark.parametrize("name", list(MODELS))
 def test_parity_on_probe_rows(zoo, name, encoding, dtype):
-    model, k, _, probes = zoo(name)
+    model, k, native, probes = zoo(name)
     X = np.concatenate([probes[dtype].k, k]).astype(dtype)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -186,17 +187,15 @@ def test_parity_on_probe_rows(zoo, name, encoding, dtype):
         assert not routing_warnings
         _assert_claims(name, got, want)
         return
-    if compat_routes_exactly(name, dtype):
+    if compat_routes_exactly(native, dtype):
         assert not routing_warnings
         _assert_near_ties_only(got, want)
         return
     # The true, weaker property, announced by a warning at export.
     assert len(routing_warnings) == 1
     Xk = X.astype(np.float64)
-    if _family(name) == "lgbm":  # the model on Klein coordinates rounded to float32
-        reference = _python(model.estimator_, Xk.astype(np.float32).astype(np.float64))
-        if "variable" in reference:
-            reference["variable"] = reference["variable"].reshape(X.shape[0], -1)
+    if native.normals is None:  # the model on Klein coordinates rounded to float32
+        reference = _python(model, Xk.astype(np.float32).astype(np.float64))
     else:
         reference = oblique_compat_reference(model, Xk)
     _assert_near_ties_only(got, reference)
