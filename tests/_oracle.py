@@ -377,10 +377,6 @@ class Probes:
     side: np.ndarray  #: -1: the flip value going left, +1: going right, 0: another neighbour
     run: np.ndarray  #: rows of one run: one base row, one split (oblique: consecutive steps)
     n_splits: int
-    #: Splits that ``dtype`` input can probe at all: for float32 input, a split
-    #: between two training values that round to one float32 has no float32 row
-    #: on one of its sides (the model then needs float64 input).
-    n_resolvable: int
 
 
 def flip_values(t: np.ndarray, op: str, compare: type, dtype: type) -> tuple[np.ndarray, np.ndarray]:
@@ -435,16 +431,11 @@ def probe_rows(model: Native, k: np.ndarray, dtype: type = np.float64, *, steps:
     """
     nb = neighbours(model, k, training=False)
     blocks, trees, nodes, sides, runs = [], [], [], [], []
-    n_splits = n_runs = n_resolvable = 0
+    n_splits = n_runs = 0
     d = k.shape[1]
     for i, tree in enumerate(model.trees):
         internal = np.flatnonzero(tree.left >= 0)
         n_splits += internal.size
-        if model.normals is None:
-            fl, fr = flip_values(tree.threshold[internal], model.op, model.compare, dtype)
-            n_resolvable += int(np.sum((fl >= nb.L[i][internal]) & (fr <= nb.R[i][internal])))
-        else:
-            n_resolvable += internal.size
         # Oblique splits: move each coordinate in turn (moving one may change
         # an ancestor's side where another does not).
         moves = range(d) if model.normals is not None else [None]
@@ -472,12 +463,12 @@ def probe_rows(model: Native, k: np.ndarray, dtype: type = np.float64, *, steps:
             n_runs += have.size
     if not blocks:  # no split (single-leaf trees)
         empty = np.zeros(0, dtype=np.int64)
-        return Probes(np.zeros((0, k.shape[1])), empty, empty, empty, empty, n_splits, n_resolvable)
+        return Probes(np.zeros((0, k.shape[1])), empty, empty, empty, empty, n_splits)
     k_out, tree_of, node_of, side_of, run_of = map(np.concatenate, (blocks, trees, nodes, sides, runs))
     # Strictly inside the unit ball (whatever the summation order).
     keep = np.sum(k_out * k_out, axis=1) < 1.0 - 1e-12
     return Probes(
-        k_out[keep], tree_of[keep], node_of[keep], side_of[keep], run_of[keep], n_splits, n_resolvable
+        k_out[keep], tree_of[keep], node_of[keep], side_of[keep], run_of[keep], n_splits
     )
 
 
@@ -497,7 +488,7 @@ def _reaches(model: Native, leaves: np.ndarray, tree: np.ndarray, target: np.nda
 
 
 def probe_coverage(model: Native, probes: Probes) -> float:
-    """Share of the resolvable splits whose flip point the probes straddle, by the library's routing.
+    """Share of splits whose flip point the probes straddle, by the library's routing.
 
     A split counts when a probe reaches it and goes left, and a probe whose
     tested value is the next representable one reaches it and goes right
@@ -521,4 +512,4 @@ def probe_coverage(model: Native, probes: Probes) -> float:
         same = probes.run[1:] == probes.run[:-1]
         straddle = same & ((went_left[:-1] & went_right[1:]) | (went_right[:-1] & went_left[1:]))
         covered = np.unique(at[1:][straddle])
-    return covered.size / max(probes.n_resolvable, 1)
+    return covered.size / max(probes.n_splits, 1)
