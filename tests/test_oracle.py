@@ -55,6 +55,17 @@ MODELS = {
     "lgbm_binary": (lambda: h.HyperbolicLGBMClassifier(num_leaves=12, verbose=-1, **BOOST), 2),
     "lgbm_multi": (lambda: h.HyperbolicLGBMClassifier(num_leaves=8, verbose=-1, **BOOST), 3),
     "lgbm_reg": (lambda: h.HyperbolicLGBMRegressor(num_leaves=12, verbose=-1, **BOOST), 0),
+    # tree_space="klein" (the paper's design): the native learner reads Klein
+    # coordinates and compares them in its own precision and operator (float32 "<"
+    # for XGBoost), which the split-index models above (the default, on this
+    # data with one-ulp near-ties) do not exercise.
+    "forest_clf_klein": (
+        lambda: h.HyperbolicRandomForestClassifier(
+            n_estimators=5, max_depth=6, random_state=0, tree_space="klein", **KLEIN
+        ), 3
+    ),
+    "xgb_multi_klein": (lambda: h.HyperbolicXGBClassifier(max_depth=3, tree_space="klein", **BOOST), 3),
+    "xgb_reg_klein": (lambda: h.HyperbolicXGBRegressor(max_depth=4, tree_space="klein", **BOOST), 0),
     "hhcart_clf": (lambda: h.HyperbolicHouseholderTreeClassifier(max_depth=5, random_state=0, **KLEIN), 4),
     "hhcart_reg": (lambda: h.HyperbolicHouseholderTreeRegressor(max_depth=5, random_state=0, **KLEIN), 0),
 }
