@@ -16,6 +16,8 @@ from ..ir import InputSpace
 from ._graph import GraphBuilder
 
 STAGE = "klein"
+#: Runs of at least this many neighbouring columns are cut with Slice (see _columns).
+_SLICE_MIN_COLUMNS = 4
 
 
 def projection_dtype(space: InputSpace, input_dtype: str, compare_dtype: str) -> str:
@@ -36,8 +38,20 @@ def projection_dtype(space: InputSpace, input_dtype: str, compare_dtype: str) ->
 
 
 def _columns(g: GraphBuilder, x: str, columns: np.ndarray, label: str) -> str:
-    idx = g.const(STAGE, label, columns.astype(np.int64))
-    return g.op(STAGE, "Gather", [x, idx], axis=1)
+    """``x[:, columns]``: a ``Slice`` for a run of neighbouring columns, else a ``Gather``.
+
+    onnxruntime's ``Gather`` along axis 1 copies element by element: for a
+    depth-8 tree reading 16 of 17 columns it took twice as long as the tree
+    itself (one thread, 50k rows); a ``Slice`` copies each row's run at once.
+    For a few columns the two cost the same, and the ``Gather`` says which.
+    """
+    columns = columns.astype(np.int64)
+    if columns.size >= _SLICE_MIN_COLUMNS and np.all(np.diff(columns) == 1):
+        start, stop = int(columns[0]), int(columns[-1]) + 1
+        bounds = [g.const(STAGE, f"{label}_{key}", [value], np.int64) for key, value in
+                  (("start", start), ("stop", stop), ("axis", 1))]
+        return g.op(STAGE, "Slice", [x, *bounds])
+    return g.op(STAGE, "Gather", [x, g.const(STAGE, label, columns)], axis=1)
 
 
 def sum_of_squares(g: GraphBuilder, q: str, width: int, dtype: str) -> str:

@@ -352,8 +352,10 @@ def sum_tree_columns(g: GraphBuilder, values: str, groups: np.ndarray) -> str:
 
 def _sum_in_order(g: GraphBuilder, x: str, *, axis: int, length: int) -> str:
     """Sum ``x`` over ``axis`` strictly in index order: CumSum, then its last entry."""
-    if length > 1:
-        x = g.op(STAGE, "CumSum", [x, g.const(STAGE, f"axis{axis}", axis, np.int64)])
+    axis_name = g.const(STAGE, f"axis{axis}", [axis] if length == 1 else axis, np.int64)
+    if length == 1:  # nothing to add: drop the axis (no copy, unlike a Gather)
+        return g.op(STAGE, "Squeeze", [x, axis_name])
+    x = g.op(STAGE, "CumSum", [x, axis_name])
     last = g.const(STAGE, "last", -1, np.int64)
     return g.op(STAGE, "Gather", [x, last], axis=axis)
 
