@@ -19,7 +19,9 @@ block                     input columns   tree features          midpoint of a <
 ``dims`` is always the number of tree features (the manifold dimension for
 curved blocks, as in ``manify``'s signatures ``[(K, d), ...]``, which
 :func:`as_blocks` also accepts: ``K < 0`` hyperbolic hyperboloid, ``K = 0``
-Euclidean, ``K > 0`` spherical).
+Euclidean, ``K > 0`` spherical). The last block may leave it out: it then
+takes the remaining columns (``[Hyperbolic(2), Euclidean()]``: an embedding,
+then any number of plain columns).
 
 Spherical blocks: on the sphere ``x_0^2 + |x_s|^2 = R^2`` (``R = 1/sqrt(K)``)
 a split through the centre is a half-line of the gnomonic coordinate
@@ -38,7 +40,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from numbers import Integral, Real
 from typing import Any, Union
 
@@ -79,15 +81,26 @@ MAX_CATEGORY = 1 << 31
 
 
 def _check_dims(dims: Any, kind: str) -> None:
+    if dims is None:
+        return  # the remaining columns (last block only), resolved by as_blocks
     if isinstance(dims, bool) or not isinstance(dims, Integral) or dims < 1:
-        raise ValueError(f"{kind}(dims=...) must be an integer >= 1, got {dims!r}.")
+        raise ValueError(f"{kind}(dims=...) must be an integer >= 1 or None, got {dims!r}.")
+
+
+def _width(block: Any, extra: int) -> int:
+    if block.dims is None:
+        raise ValueError(
+            f"{type(block).__name__}(dims=None) takes the remaining columns, which are known "
+            "only once X is seen; resolve it with as_blocks(..., n_columns=X.shape[1])."
+        )
+    return block.dims + extra
 
 
 @dataclass(frozen=True)
 class Hyperbolic:
     """``dims``-dimensional hyperbolic space in ``model`` (hyperboloid, poincare or klein)."""
 
-    dims: int
+    dims: int | None = None
     model: str = "hyperboloid"
     curvature: float = -1.0
     timelike_dim: int = 0
@@ -100,11 +113,12 @@ class Hyperbolic:
                 f"got {self.model!r}."
             )
         curvature_radius(self.curvature)
-        _check_column(self.timelike_dim, self.n_columns, "Hyperbolic(timelike_dim=...)")
+        if self.dims is not None:
+            _check_column(self.timelike_dim, self.n_columns, "Hyperbolic(timelike_dim=...)")
 
     @property
     def n_columns(self) -> int:
-        return self.dims + 1 if self.model == "hyperboloid" else self.dims
+        return _width(self, 1 if self.model == "hyperboloid" else 0)
 
 
 @dataclass(frozen=True)
@@ -115,46 +129,47 @@ class Spherical:
     must lie on its positive side, ``x_0 > 0``.
     """
 
-    dims: int
+    dims: int | None = None
     curvature: float = 1.0
     base_dim: int = 0
 
     def __post_init__(self) -> None:
         _check_dims(self.dims, "Spherical")
         sphere_radius(self.curvature)
-        _check_column(self.base_dim, self.n_columns, "Spherical(base_dim=...)")
+        if self.dims is not None:
+            _check_column(self.base_dim, self.n_columns, "Spherical(base_dim=...)")
 
     @property
     def n_columns(self) -> int:
-        return self.dims + 1
+        return _width(self, 1)
 
 
 @dataclass(frozen=True)
 class Euclidean:
     """``dims`` plain numeric columns."""
 
-    dims: int
+    dims: int | None = None
 
     def __post_init__(self) -> None:
         _check_dims(self.dims, "Euclidean")
 
     @property
     def n_columns(self) -> int:
-        return self.dims
+        return _width(self, 0)
 
 
 @dataclass(frozen=True)
 class Categorical:
     """``dims`` categorical columns holding integer codes ``0 .. 2**31 - 1``."""
 
-    dims: int
+    dims: int | None = None
 
     def __post_init__(self) -> None:
         _check_dims(self.dims, "Categorical")
 
     @property
     def n_columns(self) -> int:
-        return self.dims
+        return _width(self, 0)
 
 
 Block = Union[Hyperbolic, Spherical, Euclidean, Categorical]
@@ -184,12 +199,14 @@ def sphere_radius(curvature: float) -> float:
     return 1.0 / math.sqrt(curvature)
 
 
-def as_blocks(spec: Any) -> tuple[Block, ...]:
+def as_blocks(spec: Any, n_columns: int | None = None) -> tuple[Block, ...]:
     """Blocks from a list of block objects and/or ``manify`` signature pairs ``(K, d)``.
 
     A pair ``(K, d)`` is ``Hyperbolic(d, curvature=K)`` (hyperboloid, timelike
     column first) for ``K < 0``, ``Euclidean(d)`` for ``K = 0`` and
-    ``Spherical(d, curvature=K)`` for ``K > 0``.
+    ``Spherical(d, curvature=K)`` for ``K > 0``. The last block may leave
+    ``dims`` out (None): it then takes the remaining columns of rows with
+    ``n_columns`` columns (left unresolved when ``n_columns`` is None).
     """
     if isinstance(spec, (str, bytes)) or not isinstance(spec, Sequence) or len(spec) == 0:
         raise ValueError(
@@ -214,6 +231,19 @@ def as_blocks(spec: Any) -> tuple[Block, ...]:
                 f"input_blocks entry {item!r} is neither a block (Hyperbolic, Spherical, "
                 "Euclidean, Categorical) nor a (curvature, dims) pair."
             )
+    if any(b.dims is None for b in blocks[:-1]):
+        raise ValueError("only the last input block may leave dims out (the remaining columns).")
+    last = blocks[-1]
+    if last.dims is None and n_columns is not None:
+        taken = sum(b.n_columns for b in blocks[:-1])
+        extra = 1 if isinstance(last, Spherical) or getattr(last, "model", "") == "hyperboloid" else 0
+        dims = n_columns - taken - extra
+        if dims < 1:
+            raise InvalidPointError(
+                f"X has {n_columns} columns: the blocks before the last take {taken}, which "
+                f"leaves no {type(last).__name__} feature for the last block."
+            )
+        blocks[-1] = replace(last, dims=dims)
     return tuple(blocks)
 
 

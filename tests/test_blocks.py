@@ -339,3 +339,21 @@ def test_unread_blocks_are_not_projected():
     ops = [n.op_type for n in onx.graph.node if n.name.startswith("klein/")]
     assert "Div" not in ops and "Mul" not in ops
     _assert_same(model, onx, X)
+
+
+def test_last_block_may_take_the_remaining_columns():
+    blocks = as_blocks([Hyperbolic(2), Euclidean()], n_columns=6)
+    assert blocks == (Hyperbolic(2), Euclidean(3))
+    assert as_blocks([(-1.0, 2), Spherical()], n_columns=7)[-1] == Spherical(3)
+    assert as_blocks([Euclidean()])[0].dims is None  # width unknown: left open
+    with pytest.raises(ValueError, match="only the last"):
+        as_blocks([Euclidean(), Hyperbolic(2)])
+    with pytest.raises(InvalidPointError, match="leaves no"):
+        as_blocks([Hyperbolic(2), Spherical()], n_columns=4)
+    with pytest.raises(ValueError, match="remaining columns"):
+        Euclidean().n_columns
+    rng = np.random.default_rng(13)
+    X = np.concatenate([geometry.from_klein(rng.uniform(-0.5, 0.5, (60, 2))), rng.normal(size=(60, 3))], 1)
+    model = h.HyperbolicDecisionTreeRegressor(input_blocks=[Hyperbolic(2), Euclidean()]).fit(X, X[:, 4])
+    assert model._to_ir().space.blocks == (Hyperbolic(2), Euclidean(3))
+    assert h.verify(model, to_onnx(model, dtype="float64"), X).ok

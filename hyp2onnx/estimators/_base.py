@@ -126,7 +126,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
                 f"input_blocks describes every column, so {', '.join(changed)} must stay at the "
                 "default; give each block its own model and curvature instead."
             )
-        return as_blocks(self.input_blocks)
+        return as_blocks(self.input_blocks, n_columns=getattr(self, "n_features_in_", None))
 
     def _features(self, X: np.ndarray) -> np.ndarray:
         """What the trees see: Klein coordinates, or each block's features side by side."""
