@@ -131,18 +131,33 @@ def main(argv: list[str] | None = None) -> int:
         results = [_task(t) for t in tasks]
     elapsed = time.perf_counter() - start
 
+    def mean_se(values: np.ndarray) -> str:
+        se = values.std(ddof=1) / np.sqrt(values.size) if values.size > 1 else 0.0
+        return f"{100 * values.mean():.1f} ± {100 * se:.1f}"
+
     headers = ["signature", "rows dropped", *MODELS, "paper (Product RF)"]
-    rows = []
+    rows, paired = [], []
     for name in names:
         mine = [r for r in results if r["name"] == name]
         row = [name, f"{100 * np.mean([r['dropped'] for r in mine]):.1f}%"]
-        for model in MODELS:
-            acc = np.array([r[model] for r in mine])
-            se = acc.std(ddof=1) / np.sqrt(acc.size) if acc.size > 1 else 0.0
-            row.append(f"{100 * acc.mean():.1f} ± {100 * se:.1f}")
+        row += [mean_se(np.array([r[model] for r in mine])) for model in MODELS]
         row.append("not retrieved")
         rows.append(row)
+        # Paired by seed: the same data for every model.
+        product = np.array([r["Product RF"] for r in mine])
+        pair = [name]
+        for other in ("Euclidean RF, raw", "First block only", "Product RF, arith."):
+            diff = product - np.array([r[other] for r in mine])
+            pair.append(f"{mean_se(diff)} ({int(np.sum(diff > 0))}/{int(np.sum(diff < 0))})")
+        paired.append(pair)
     print(text_table(headers, rows))
+    paired_headers = [
+        "signature",
+        "Product RF − Euclidean RF, raw",
+        "Product RF − first block only",
+        "Product RF − arith. midpoints",
+    ]
+    print(text_table(paired_headers, paired))
 
     md = [
         "# Accuracy on product spaces",
@@ -154,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         "`benchmarks/bench_product.py`" + (" in --quick mode" if args.quick else "") + ".",
         "",
         md_table(headers, rows),
+        "",
+        "Paired by seed (same data for both models): accuracy difference in points, mean ± "
+        "standard error, and (seeds won/lost).",
+        "",
+        md_table(paired_headers, paired),
         "",
         "- *Product RF*: `HyperbolicRandomForestClassifier(input_blocks=signature)`, each "
         "block's own midpoint (Einstein for hyperbolic, angular for spherical, arithmetic for "

@@ -357,3 +357,31 @@ def test_last_block_may_take_the_remaining_columns():
     model = h.HyperbolicDecisionTreeRegressor(input_blocks=[Hyperbolic(2), Euclidean()]).fit(X, X[:, 4])
     assert model._to_ir().space.blocks == (Hyperbolic(2), Euclidean(3))
     assert h.verify(model, to_onnx(model, dtype="float64"), X).ok
+
+
+def test_command_line_checks_and_describes_product_rows(tmp_path, capsys):
+    import pickle as pkl
+
+    from hyp2onnx.cli import main
+
+    F = _features(200, seed=14)
+    X = _block_rows(F, BLOCKS, exact=False)
+    model = h.HyperbolicXGBClassifier(n_estimators=3, n_jobs=1, input_blocks=BLOCKS).fit(
+        X, _targets(F, "clf")
+    )
+    (tmp_path / "m.pkl").write_bytes(pkl.dumps(model))
+    np.save(tmp_path / "X.npy", X)
+    bad = X.copy()
+    bad[4, 2:5] *= -1  # the spherical block's antipode
+    np.save(tmp_path / "bad.npy", bad)
+    m, onx = str(tmp_path / "m.pkl"), str(tmp_path / "m.onnx")
+    assert main(["convert", m, "--check", str(tmp_path / "X.npy")]) == 0
+    assert main(["inspect", onx]) == 0
+    assert "blocks hyperbolic(2, poincare, K=-0.5) + spherical(2" in capsys.readouterr().out
+    assert main(["predict", onx, str(tmp_path / "bad.npy")]) == 2
+    err = capsys.readouterr().err
+    assert "x_0 <= 0" in err and "(rows 4)" in err and "spherical(2, K=2, base column 1)" in err
+    assert not (tmp_path / "bad.predictions.csv").exists()
+    assert main(["convert", m, "--encoding", "compat", "-o", str(tmp_path / "c.onnx")]) == 2
+    assert "set-membership" in capsys.readouterr().err
+    assert not (tmp_path / "c.onnx").exists()
