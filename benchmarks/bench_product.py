@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         "have no gnomonic coordinates; they are removed for every model alike.",
         "- *paper*: the mixed-curvature paper (Chlenski et al., ICML 2025) reports product RFs "
         "on Gaussian mixtures, but its result tables could not be retrieved when this was "
-        "written, so no published figure stands beside ours; its generator (``manify``, "
+        "written, so no published figure stands beside ours; its generator (`manify`, "
         "32 clusters for 8 classes) also differs from this one.",
         "",
         environment() + f" Whole run: {elapsed:.0f} s with {args.jobs} worker(s).",

@@ -35,6 +35,35 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
     return int(value)
 
 
+def _check_noise(noise_std: Any) -> None:
+    if (
+        isinstance(noise_std, bool)
+        or not isinstance(noise_std, Real)
+        or not math.isfinite(noise_std)
+        or noise_std < 0
+    ):
+        raise ValueError(f"noise_std must be a finite number >= 0, got {noise_std!r}.")
+
+
+def _regression_targets(
+    rng: np.random.Generator,
+    y: np.ndarray,
+    u: np.ndarray,
+    n_classes: int,
+    intercept_scale: float = 1.0,
+) -> np.ndarray:
+    """``manify``'s targets: per class ``slope . u + intercept`` plus noise, scaled to [0, 1]."""
+    slopes = (0.5 - rng.normal(size=(n_classes, u.shape[1]))) * 2.0
+    intercepts = (0.5 - rng.normal(size=n_classes)) * (20.0 * intercept_scale)
+    target = (
+        np.sum(slopes[y] * u, axis=1)
+        + intercepts[y]
+        + rng.normal(scale=REGRESSION_NOISE_STD, size=y.shape[0])
+    )
+    span = target.max() - target.min()
+    return (target - target.min()) / span if span > 0 else np.zeros(y.shape[0])
+
+
 def _class_assignments(rng: np.random.Generator, n_samples: int, weights: np.ndarray) -> np.ndarray:
     """Class of each row, drawn with ``weights``; every class gets at least two rows when possible.
 
@@ -155,13 +184,7 @@ def make_wrapped_normal_mixture(
     n_samples = _check_int("n_samples", n_samples, 1)
     d = _check_int("n_features", n_features, 1)
     n_classes = _check_int("n_classes", n_classes, 1)
-    if (
-        isinstance(noise_std, bool)
-        or not isinstance(noise_std, Real)
-        or not math.isfinite(noise_std)
-        or noise_std < 0
-    ):
-        raise ValueError(f"noise_std must be a finite number >= 0, got {noise_std!r}.")
+    _check_noise(noise_std)
     R = curvature_radius(curvature)
     if geometry not in GEOMETRIES:
         raise ValueError(
@@ -218,16 +241,7 @@ def make_wrapped_normal_mixture(
 
     if not regression:
         return X, y.astype(np.int64)
-    slopes = (0.5 - rng.normal(size=(n_classes, d))) * 2.0
-    intercepts = (0.5 - rng.normal(size=n_classes)) * (20.0 * float(intercept_scale))
-    target = (
-        np.sum(slopes[y] * u, axis=1)
-        + intercepts[y]
-        + rng.normal(scale=REGRESSION_NOISE_STD, size=n_samples)
-    )
-    span = target.max() - target.min()
-    target = (target - target.min()) / span if span > 0 else np.zeros(n_samples)
-    return X, target
+    return X, _regression_targets(rng, y, u, n_classes, float(intercept_scale))
 
 
 def make_geodesic_ray(
@@ -319,13 +333,7 @@ def make_product_mixture(
     """
     n_samples = _check_int("n_samples", n_samples, 1)
     n_classes = _check_int("n_classes", n_classes, 1)
-    if (
-        isinstance(noise_std, bool)
-        or not isinstance(noise_std, Real)
-        or not math.isfinite(noise_std)
-        or noise_std < 0
-    ):
-        raise ValueError(f"noise_std must be a finite number >= 0, got {noise_std!r}.")
+    _check_noise(noise_std)
     try:
         pairs = [(float(k), _check_int("a signature dimension", d, 1)) for k, d in signature]
     except (TypeError, ValueError) as exc:
@@ -382,14 +390,4 @@ def make_product_mixture(
     X = np.concatenate(columns, axis=1)
     if not regression:
         return X, y.astype(np.int64)
-    u = np.concatenate(tangents, axis=1)
-    slopes = (0.5 - rng.normal(size=(n_classes, u.shape[1]))) * 2.0
-    intercepts = (0.5 - rng.normal(size=n_classes)) * 20.0
-    target = (
-        np.sum(slopes[y] * u, axis=1)
-        + intercepts[y]
-        + rng.normal(scale=REGRESSION_NOISE_STD, size=n_samples)
-    )
-    span = target.max() - target.min()
-    target = (target - target.min()) / span if span > 0 else np.zeros(n_samples)
-    return X, target
+    return X, _regression_targets(rng, y, np.concatenate(tangents, axis=1), n_classes)
