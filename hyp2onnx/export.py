@@ -86,6 +86,12 @@ def describe(
         raise UnsupportedModelError(
             f"{type(model).__name__} does not look fitted ({exc}); fit it before exporting."
         ) from exc
+    if ensemble.categories is not None:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} has categorical splits, so some of its columns are not "
+            "Klein coordinates. Train a hyp2onnx estimator with input_blocks=[..., "
+            "Categorical(n)] to export categorical columns."
+        )
     warnings.warn(
         f"{type(model).__name__} is exported with its own (Euclidean) thresholds; train a "
         "hyp2onnx estimator to get Einstein-midpoint thresholds.",
