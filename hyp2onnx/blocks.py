@@ -69,10 +69,15 @@ __all__ = [
     "as_blocks",
     "blocks_from_json",
     "blocks_to_json",
+    "categorical_features",
     "check_categories",
+    "describe_blocks",
     "feature_kinds",
     "gnomonic_midpoint",
+    "n_features",
     "n_input_columns",
+    "spans",
+    "sphere_radius",
     "to_features",
 ]
 
