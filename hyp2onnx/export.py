@@ -34,6 +34,7 @@ from .emit.outputs import emit_outputs
 from .emit.projection import emit_projection, projection_dtype
 from .emit.standard import emit_standard
 from .emit.trees import emit_compat, emit_exact, plan_trees, remap_features
+from .blocks import blocks_from_json, blocks_to_json, describe_blocks
 from .errors import CompatRoutingWarning, UnsupportedModelError
 from .estimators import HyperbolicTreeModel, backend_for
 from .geometry import GEOMETRIES, curvature_radius
@@ -97,6 +98,12 @@ def describe(
         raise UnsupportedModelError(
             f"{type(model).__name__} does not look fitted ({exc}); fit it before exporting."
         ) from exc
+    if ensemble.categories is not None:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} has categorical splits, so some of its columns are not "
+            "Klein coordinates. Train a hyp2onnx estimator with input_blocks=[..., "
+            "Categorical(n)] to export categorical columns."
+        )
     warnings.warn(
         f"{type(model).__name__} is exported with its own (Euclidean) thresholds; train a "
         "hyp2onnx estimator to get Einstein-midpoint thresholds.",
@@ -212,6 +219,11 @@ def compile_model(
     hosts that cannot import opset 5) and raises ValueError if it cannot.
     """
     space = described.space
+    if described.ensemble.categories is not None and encoding == "compat":
+        raise UnsupportedModelError(
+            "the compat encoding's legacy TreeEnsembleRegressor (ai.onnx.ml opset 1) has no "
+            "set-membership node for categorical splits; use encoding='exact' or 'standard'."
+        )
     oblique = described.ensemble.projection is not None
     ensemble, used = (remap_projection if oblique else remap_features)(described.ensemble)
     plan = None if encoding == "standard" else plan_trees(ensemble, encoding, legacy_only=legacy_only)
@@ -326,6 +338,13 @@ def check_model(onnx_model: onnx.ModelProto) -> None:
 def _doc_string(described: Model, encoding: str) -> str:
     space = described.space
     what = "labels and class probabilities" if described.ensemble.is_classifier else "values"
+    if space.blocks is not None:
+        return (
+            f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} "
+            f"trees) exported by hyp2onnx {_version}. Input X: rows of {space.n_input_features} "
+            f"columns, blocks {describe_blocks(space.blocks)} (categorical columns as integer "
+            f"codes). Outputs: {what}. Encoding: {encoding}."
+        )
     return (
         f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} trees) "
         f"exported by hyp2onnx {_version}. Input X: points in the {space.geometry} model of "
@@ -352,6 +371,8 @@ def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str
         "input_dtype": dtype,
         "version": _version,
     }
+    if space.blocks is not None:
+        entries["blocks"] = blocks_to_json(space.blocks)
     for key, value in entries.items():
         prop = onnx_model.metadata_props.add()
         prop.key, prop.value = _META_PREFIX + key, value
@@ -379,6 +400,7 @@ def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[st
     for key in ("timelike_dim", "n_features_in", "n_trees"):
         parsed[key] = int(raw[key])
     parsed["classes"] = json.loads(raw["classes"])
+    parsed["blocks"] = blocks_from_json(raw["blocks"]) if "blocks" in raw else None
     parsed["doc_string"] = onnx_model.doc_string
     return parsed
 

@@ -36,6 +36,7 @@ from ._graph import ML_DOMAIN, GraphBuilder, onnx_type
 
 STAGE = "trees"
 _MODES = {"<=": 0, "<": 1}  # TreeEnsemble (opset 5) BRANCH_LEQ, BRANCH_LT
+_MEMBER_MODE = 6  # TreeEnsemble (opset 5) BRANCH_MEMBER: true iff the value equals a member
 _LEGACY_MODES = {"<=": "BRANCH_LEQ", "<": "BRANCH_LT"}
 _ROUNDING = {"<=": "down", "<": "up"}
 #: Up to this many classes, leaf values are read with one GatherElements per
@@ -123,6 +124,14 @@ def plan_trees(ensemble: Ensemble, encoding: str, *, legacy_only: bool = False) 
     """
     if encoding == "compat":
         return TreePlan("legacy", "values")
+    if ensemble.categories is not None:
+        # Set-membership splits exist only in opset 5 (BRANCH_MEMBER).
+        if legacy_only:
+            raise ValueError(
+                "the exact encoding of a model with categorical splits needs ai.onnx.ml opset 5"
+            )
+        carries = "values" if _per_class_trees(ensemble) is not None else "leaf_rows"
+        return TreePlan("v5", carries)
     leaves = int(np.sum(ensemble.feature < 0))
     float32_routing = ensemble.compare_dtype == "float32"
     small = legacy_only or ensemble.n_nodes <= LEGACY_MAX_NODES
@@ -237,6 +246,15 @@ def _tree_ensemble_v5(
     features = ensemble.feature[internal]
     splits = _thresholds(ensemble, ensemble.compare_dtype).astype(np.float64)[internal]
     modes = np.full(features.shape, _MODES[ensemble.op], dtype=np.uint8)
+    members = {}
+    if ensemble.categories is not None:
+        member_nodes = np.flatnonzero(ensemble.categories.member)  # all internal, in node order
+        modes[split_rank[member_nodes]] = _MEMBER_MODE
+        splits[split_rank[member_nodes]] = 0.0
+        # Each node's codes in node order, each set closed by NaN (onnxruntime and
+        # onnx's reference both count one NaN per membership node).
+        sets = [np.append(ensemble.categories.codes(int(j)), np.nan) for j in member_nodes]
+        members["membership_values"] = np.concatenate(sets).astype(np.float64)
 
     # A tree that is a single leaf still needs a split node to start from.
     roots = ensemble.roots
@@ -272,6 +290,7 @@ def _tree_ensemble_v5(
         nodes_falseleafs=false_leafs.tolist(),
         leaf_targetids=np.asarray(target_ids, dtype=np.int64).tolist(),
         leaf_weights=np.asarray(weights, dtype=np.float64),
+        **members,
     )
 
 
