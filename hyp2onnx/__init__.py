@@ -10,7 +10,7 @@ from . import conventions
 from . import datasets
 from . import geometry
 from ._version import __version__
-from .errors import Hyp2OnnxError, InvalidPointError, UnsupportedModelError, VerificationError
+from .errors import CompatRoutingWarning, Hyp2OnnxError, InvalidPointError, UnsupportedModelError, VerificationError
 from .estimators import (
     HyperbolicDecisionTreeClassifier,
     HyperbolicDecisionTreeRegressor,
@@ -31,6 +31,7 @@ from .verify import VerifyReport, verify
 register_skl2onnx_converters()
 
 __all__ = [
+    "CompatRoutingWarning",
     "Hyp2OnnxError",
     "HyperbolicDecisionTreeClassifier",
     "HyperbolicDecisionTreeRegressor",

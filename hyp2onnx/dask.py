@@ -405,6 +405,12 @@ class _DaskModel:
         self._validate_params()
         if self.tree_space != "klein":
             raise ValueError(_KLEIN_ONLY.format(name=type(self).__name__, value=self.tree_space))
+        if self.input_blocks is not None:
+            raise ValueError(
+                f"{type(self).__name__} takes one geometry (input_geometry, curvature, "
+                "timelike_dim), not input_blocks: mixed-input models train on one machine "
+                "(hyp2onnx.HyperbolicXGBClassifier(input_blocks=...), ...)."
+            )
         client = _client(self.client)
         rows = _as_rows(X)
         self._record_features(X)
@@ -476,7 +482,7 @@ class _DaskModel:
             bounds,
             op=backend.op,
             threshold_dtype=backend.threshold_dtype,
-            midpoint=self.midpoint,
+            midpoint=self._midpoint_rules(),
         )
         return self._place(backend, fitted, trees, space, correct)
 

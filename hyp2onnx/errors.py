@@ -22,3 +22,12 @@ class UnsupportedModelError(Hyp2OnnxError, TypeError):
 
 class VerificationError(Hyp2OnnxError):
     """An exported graph does not agree with the model it came from."""
+
+
+class CompatRoutingWarning(UserWarning):
+    """A compat-encoded graph may route rows at a threshold differently from the model.
+
+    The compat encoding's legacy operator compares in float32; models that
+    compare in float64 (LightGBM, oblique trees' projections) keep their
+    routing only where the compared values are float32 already.
+    """

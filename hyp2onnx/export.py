@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import warnings
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import onnx
 from onnx import helper
+from onnx.external_data_helper import (
+    convert_model_to_external_data,
+    set_external_data,
+    uses_external_data,
+)
 
 from ._atomic import atomic_write
 from ._version import __version__ as _version
@@ -26,16 +34,19 @@ from .emit.outputs import emit_outputs
 from .emit.projection import emit_projection, projection_dtype
 from .emit.standard import emit_standard
 from .emit.trees import emit_compat, emit_exact, plan_trees, remap_features
-from .errors import UnsupportedModelError
+from .blocks import blocks_from_json, blocks_to_json, describe_blocks
+from .errors import CompatRoutingWarning, UnsupportedModelError
 from .estimators import HyperbolicTreeModel, backend_for
-from .geometry import GEOMETRIES
+from .geometry import GEOMETRIES, curvature_radius
 from .ir import InputSpace, Model
 
 __all__ = [
     "DEFAULT_OPSET",
     "ENCODINGS",
     "describe",
+    "external_data_path",
     "input_dtype",
+    "needs_external_data",
     "read_metadata",
     "save_onnx",
     "to_onnx",
@@ -45,6 +56,8 @@ ENCODINGS: tuple[str, ...] = ("exact", "compat", "standard")
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
 _META_PREFIX = "hyp2onnx."
+#: Largest serialized protobuf message (2 GiB); larger graphs need external data.
+PROTOBUF_LIMIT = (1 << 31) - 1
 
 
 def describe(
@@ -85,6 +98,12 @@ def describe(
         raise UnsupportedModelError(
             f"{type(model).__name__} does not look fitted ({exc}); fit it before exporting."
         ) from exc
+    if ensemble.categories is not None:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} has categorical splits, so some of its columns are not "
+            "Klein coordinates. Train a hyp2onnx estimator with input_blocks=[..., "
+            "Categorical(n)] to export categorical columns."
+        )
     warnings.warn(
         f"{type(model).__name__} is exported with its own (Euclidean) thresholds; train a "
         "hyp2onnx estimator to get Einstein-midpoint thresholds.",
@@ -116,10 +135,13 @@ def to_onnx(
     ``dtype`` is the input tensor type; by default (None) the precision the
     model compares Klein coordinates in (:func:`input_dtype`): float64 for a
     model whose splits float32 cannot resolve (points far from the origin),
-    float32 otherwise. ``encoding="exact"`` reproduces the
-    Python model's labels exactly and its probabilities/values bit for bit
-    (scikit-learn, LightGBM) or in float32 (XGBoost); ``"compat"`` uses the
-    legacy opset-1 operator with float32 sums for older runtimes;
+    float32 otherwise. ``encoding="exact"`` reproduces the Python model's
+    labels exactly and its values bit for bit (probabilities: bit for bit for
+    scikit-learn and oblique trees, within 1e-15 for LightGBM, 1e-6 for
+    XGBoost); ``"compat"`` uses the legacy opset-1 operator with float32
+    thresholds and sums for older runtimes (a
+    :class:`~hyp2onnx.errors.CompatRoutingWarning` says when it cannot route
+    exactly);
     ``"standard"`` gives the exact outputs without any ai.onnx.ml operator
     (see ``docs/export.md``). ``target_opset`` is the ai.onnx opset (13 or
     newer). The other keywords are for plain Klein models (:func:`describe`).
@@ -197,11 +219,18 @@ def compile_model(
     hosts that cannot import opset 5) and raises ValueError if it cannot.
     """
     space = described.space
+    if described.ensemble.categories is not None and encoding == "compat":
+        raise UnsupportedModelError(
+            "the compat encoding's legacy TreeEnsembleRegressor (ai.onnx.ml opset 1) has no "
+            "set-membership node for categorical splits; use encoding='exact' or 'standard'."
+        )
     oblique = described.ensemble.projection is not None
     ensemble, used = (remap_projection if oblique else remap_features)(described.ensemble)
     plan = None if encoding == "standard" else plan_trees(ensemble, encoding, legacy_only=legacy_only)
     # Oblique splits project float64 Klein coordinates, whatever the encoding.
     compare = "float32" if encoding == "compat" and not oblique else ensemble.compare_dtype
+    if encoding == "compat":
+        _warn_if_compat_misroutes(described, dtype)
     k_dtype = projection_dtype(space, dtype, compare)
 
     g = GraphBuilder(opset)
@@ -250,13 +279,72 @@ def finish_model(
         doc_string=_doc_string(described, encoding),
     )
     _write_metadata(onnx_model, described, encoding, dtype)
-    onnx.checker.check_model(onnx_model, full_check=True)
+    check_model(onnx_model)
     return onnx_model
+
+
+def compat_routes_exactly(described: Model, dtype: str) -> bool:
+    """Whether the compat graph routes every input exactly as the model does.
+
+    The legacy operator compares float32 values with float32 thresholds
+    (rounded toward -inf for ``<=``, +inf for ``<``). That is exact when
+    the model itself compares float32 values (scikit-learn, XGBoost), and
+    for float64 comparisons only when the compared values are float32
+    already: float32 input in the Klein ball at curvature -1 (the input is
+    then the Klein coordinate). Oblique projections are float64 sums: never.
+    """
+    ensemble, space = described.ensemble, described.space
+    if ensemble.projection is not None:
+        return False
+    if ensemble.compare_dtype == "float32":
+        return True
+    return (
+        dtype == "float32"
+        and space.geometry == "klein"
+        and curvature_radius(space.curvature) == 1.0
+    )
+
+
+def _warn_if_compat_misroutes(described: Model, dtype: str) -> None:
+    if compat_routes_exactly(described, dtype):
+        return
+    if described.ensemble.projection is not None:
+        what = "compares each oblique split's float64 projection rounded to float32"
+    else:
+        what = (
+            f"rounds the Klein coordinates that {described.backend} compares in float64 to "
+            "float32 (exact only for float32 input in the Klein ball at curvature -1)"
+        )
+    warnings.warn(
+        f"The compat encoding {what}: rows within a float32 step of a threshold may go the "
+        "other way than in the Python model, changing labels and probabilities there. Use "
+        "encoding='exact' (or 'standard') for the model's own routing.",
+        CompatRoutingWarning,
+        stacklevel=4,
+    )
+
+
+def check_model(onnx_model: onnx.ModelProto) -> None:
+    """onnx's full check; a graph over 2 GiB is checked as written with external data."""
+    if not needs_external_data(onnx_model):
+        onnx.checker.check_model(onnx_model, full_check=True)
+        return
+    with tempfile.TemporaryDirectory(prefix="hyp2onnx-check-") as folder:
+        path = Path(folder) / "model.onnx"
+        _save_with_external_data(onnx_model, path, overwrite=True)
+        onnx.checker.check_model(str(path), full_check=True)
 
 
 def _doc_string(described: Model, encoding: str) -> str:
     space = described.space
     what = "labels and class probabilities" if described.ensemble.is_classifier else "values"
+    if space.blocks is not None:
+        return (
+            f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} "
+            f"trees) exported by hyp2onnx {_version}. Input X: rows of {space.n_input_features} "
+            f"columns, blocks {describe_blocks(space.blocks)} (categorical columns as integer "
+            f"codes). Outputs: {what}. Encoding: {encoding}."
+        )
     return (
         f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} trees) "
         f"exported by hyp2onnx {_version}. Input X: points in the {space.geometry} model of "
@@ -283,6 +371,8 @@ def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str
         "input_dtype": dtype,
         "version": _version,
     }
+    if space.blocks is not None:
+        entries["blocks"] = blocks_to_json(space.blocks)
     for key, value in entries.items():
         prop = onnx_model.metadata_props.add()
         prop.key, prop.value = _META_PREFIX + key, value
@@ -310,20 +400,98 @@ def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[st
     for key in ("timelike_dim", "n_features_in", "n_trees"):
         parsed[key] = int(raw[key])
     parsed["classes"] = json.loads(raw["classes"])
+    parsed["blocks"] = blocks_from_json(raw["blocks"]) if "blocks" in raw else None
     parsed["doc_string"] = onnx_model.doc_string
     return parsed
 
 
+def needs_external_data(onnx_model: onnx.ModelProto) -> bool:
+    """Whether the model is too large for one protobuf file (2 GiB) and needs external data."""
+    return onnx_model.ByteSize() > PROTOBUF_LIMIT
+
+
+def external_data_path(path: str | os.PathLike) -> Path:
+    """Where the tensors of ``path`` go when it is written with external data: ``PATH.data``."""
+    path = Path(path)
+    return path.with_name(path.name + ".data")
+
+
 def save_onnx(
-    model: Any, path: str | os.PathLike, *, overwrite: bool = True, **to_onnx_kwargs: Any
+    model: Any,
+    path: str | os.PathLike,
+    *,
+    overwrite: bool = True,
+    external_data: bool | None = None,
+    **to_onnx_kwargs: Any,
 ) -> onnx.ModelProto:
     """Export with :func:`to_onnx` and write ``path`` atomically.
 
     The file appears complete or not at all: it is written to a temporary
     file in the same folder and renamed. With ``overwrite=False`` an
     existing ``path`` raises :class:`FileExistsError`.
+
+    A graph over 2 GiB cannot be one protobuf: it is written as ``path``
+    plus ``PATH.data`` holding its tensors, initializers and tensor
+    attributes alike (onnx's external data; ``onnx.load(path)`` and
+    onnxruntime's ``InferenceSession(path)`` read both). ``external_data``
+    ``None`` decides by size; ``True`` or ``False`` force it. The data file
+    is moved into place first, and on any failure neither file is left.
     """
     onnx_model = model if isinstance(model, onnx.ModelProto) else to_onnx(model, **to_onnx_kwargs)
-    with atomic_write(path, overwrite=overwrite) as f:
-        f.write(onnx_model.SerializeToString())
+    if external_data is None:
+        external_data = needs_external_data(onnx_model)
+    if not external_data:
+        with atomic_write(path, overwrite=overwrite) as f:
+            f.write(onnx_model.SerializeToString())
+        return onnx_model
+    _save_with_external_data(onnx_model, Path(path), overwrite=overwrite)
     return onnx_model
+
+
+def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Initializers and tensor attributes of ``graph`` and of its subgraphs."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                yield attr.t
+            elif attr.type == onnx.AttributeProto.TENSORS:
+                yield from attr.tensors
+            elif attr.type == onnx.AttributeProto.GRAPH:
+                yield from _tensors(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _tensors(sub)
+
+
+def _save_with_external_data(onnx_model: onnx.ModelProto, path: Path, *, overwrite: bool) -> None:
+    """Write ``path`` and ``PATH.data`` together; ``onnx_model`` is left as it was."""
+    data_path = external_data_path(path)
+    if not overwrite:
+        for target in (path, data_path):
+            if target.exists():
+                raise FileExistsError(f"{target} exists; not overwritten")
+    convert_model_to_external_data(
+        onnx_model, all_tensors_to_one_file=True, location=data_path.name, convert_attribute=True
+    )
+    moved = [t for t in _tensors(onnx_model.graph) if uses_external_data(t) and t.HasField("raw_data")]
+    raw = [t.raw_data for t in moved]
+    placed: list[Path] = []
+    try:
+        with atomic_write(data_path, overwrite=overwrite) as f:
+            for tensor, data in zip(moved, raw):
+                set_external_data(tensor, data_path.name, offset=f.tell(), length=len(data))
+                f.write(data)
+                tensor.ClearField("raw_data")
+        placed.append(data_path)
+        with atomic_write(path, overwrite=overwrite) as f:
+            f.write(onnx_model.SerializeToString())
+    except BaseException:
+        for target in placed:
+            target.unlink(missing_ok=True)
+        raise
+    finally:  # back to the tensors held in memory
+        for tensor, data in zip(moved, raw):
+            tensor.raw_data = data
+            tensor.ClearField("data_location")
+            tensor.ClearField("external_data")

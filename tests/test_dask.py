@@ -229,6 +229,10 @@ def test_bad_input_is_refused(client):
     k, X, y, _ = _data("binary")
     model = hdask.HyperbolicDaskLGBMClassifier(client=client, n_estimators=2, verbose=-1)
     assert model.tree_space == "klein"  # the default here; ranks would gather every value
+    with pytest.raises(ValueError, match="not input_blocks"):
+        hdask.HyperbolicDaskXGBRegressor(client=client, input_blocks=[("klein", 3)]).fit(
+            da.from_array(X, chunks=1000), da.from_array(k[:, 0], chunks=1000)
+        )
     for space in ("ranks", "rapidity"):
         with pytest.raises(ValueError, match="tree_space='klein' only.*single-machine"):
             hdask.HyperbolicDaskXGBRegressor(client=client, tree_space=space).fit(

@@ -101,7 +101,7 @@ def trusted_types() -> list[str]:
     import xgboost
     from sklearn.tree._tree import Tree
 
-    from .. import estimators
+    from .. import blocks, estimators
     from ..estimators._householder import HouseholderTree
     from ..thresholds import CorrectionReport
 
@@ -114,6 +114,10 @@ def trusted_types() -> list[str]:
     classes: list[type] = [
         *hyperbolic,
         CorrectionReport,
+        blocks.Hyperbolic,  # input_blocks
+        blocks.Spherical,
+        blocks.Euclidean,
+        blocks.Categorical,
         HouseholderTree,  # the fitted nodes of an oblique tree
         Tree,
         xgboost.XGBClassifier,

@@ -60,6 +60,13 @@ _BOOSTING_DOC = """
         of them, or the coordinates themselves (the paper's design).
         Thresholds are Klein thresholds at Einstein midpoints in every case;
         see :mod:`hyp2onnx.tree_space`.
+    input_blocks : list or None, default=None
+        Input made of blocks (:mod:`hyp2onnx.blocks`): ``[Hyperbolic(2),
+        Spherical(2), Euclidean(3), Categorical(1)]`` or a signature
+        ``[(-1.0, 2), (0.0, 3), (1.0, 2)]``. Each block gets its own
+        midpoint; ``Categorical`` columns get the booster's native
+        set-membership splits. ``input_geometry``, ``curvature`` and
+        ``timelike_dim`` then stay at their defaults.
     override_subsample : bool, default=True
         Train without row subsampling ({rows} set to 1.0) so that the
         correction sees exactly the rows each tree was grown on and training
@@ -71,7 +78,8 @@ _BOOSTING_DOC = """
         Every parameter of :class:`{native}`, by keyword.
 
     Fit parameters such as ``eval_set`` take hyperbolic points, like ``X``.
-    Categorical features are rejected: Klein coordinates are continuous.
+    Categorical features are declared with ``input_blocks`` only (the
+    booster's own categorical options are refused).
 """
 
 _XGB_DOC = dict(

@@ -43,6 +43,15 @@ class Backend(ABC):
     def supported(cls) -> list[str]:
         """Names of the estimator classes this backend accepts, for error messages."""
 
+    def use_categorical(self, estimator: Any, features: np.ndarray) -> bool:
+        """Configure the unfitted ``estimator`` to treat ``features`` as categorical codes.
+
+        Returns True if the library then splits them natively (set
+        membership; the learner must see the codes themselves). By default
+        the codes are split as numbers (scikit-learn): False.
+        """
+        return False
+
     @abstractmethod
     def fit(
         self,

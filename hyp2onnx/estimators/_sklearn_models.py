@@ -43,6 +43,14 @@ _GEOMETRY_DOC = """
         the origin stay separable), ``artanh`` of them, or the coordinates
         themselves (the paper's design). Thresholds are Klein thresholds at
         Einstein midpoints in every case; see :mod:`hyp2onnx.tree_space`.
+    input_blocks : list or None, default=None
+        Input made of blocks (:mod:`hyp2onnx.blocks`): ``[Hyperbolic(2),
+        Spherical(2), Euclidean(3), Categorical(1)]`` or a signature
+        ``[(-1.0, 2), (0.0, 3), (1.0, 2)]``; the columns of a row are the
+        blocks' columns in order. Each block gets its own midpoint
+        (Einstein, angular, arithmetic); categorical codes are split as
+        numbers at scikit-learn's thresholds. ``input_geometry``,
+        ``curvature`` and ``timelike_dim`` then stay at their defaults.
     **params
         Every parameter of the wrapped scikit-learn class, by keyword
         (``max_depth``, ``n_estimators``, ``random_state``, ...).
@@ -99,7 +107,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
     ----------
     estimator : estimator instance
         The Euclidean tree model to wrap, e.g. ``ExtraTreesClassifier()``.
-    input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space
+    input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space, input_blocks
         As for :class:`HyperbolicDecisionTreeClassifier`.
     """
 
@@ -113,6 +121,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
         midpoint: str = GEOMETRY_DEFAULTS["midpoint"],
         check_manifold: bool = GEOMETRY_DEFAULTS["check_manifold"],
         tree_space: str = GEOMETRY_DEFAULTS["tree_space"],
+        input_blocks: Any = GEOMETRY_DEFAULTS["input_blocks"],
     ) -> None:
         self.estimator = estimator
         self.input_geometry = input_geometry
@@ -121,6 +130,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
         self.midpoint = midpoint
         self.check_manifold = check_manifold
         self.tree_space = tree_space
+        self.input_blocks = input_blocks
 
     _parameter_constraints = {
         **HyperbolicTreeModel._parameter_constraints,

@@ -6,6 +6,13 @@ the node's default direction; hyperbolic input has none). With ``hist`` the
 thresholds are bin cuts equal to training values, so treating the test as
 ``<=`` would misroute those rows.
 
+Categorical splits (from ``Categorical`` input blocks, ``feature_types``
+'c') send a row *right* iff its code is in the node's set; every other value
+(other codes, negative, past the largest category) goes left, NaN to the
+default side. The Ensemble's set-membership node sends members left, so the
+children of those nodes are swapped when read. (XGBoost truncates a
+fractional value to an integer first; hyp2onnx refuses fractional codes.)
+
 Trees are read from and written to the booster's UBJSON model, the binary
 encoding of its JSON model (same schema): floats are stored as exact
 float32 bits, there is no decimal round trip, and its typed arrays are
@@ -22,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .._tree import TreeArrays
+from .._tree import CategorySets, TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 from ._booster import BoosterBackend
@@ -145,20 +152,37 @@ class _Model:
                     "XGBoost trees with vector leaves (multi_strategy='multi_output_tree') "
                     "are not supported; use the default one_output_per_tree."
                 )
-            if np.any(np.asarray(tree["split_type"]) != 0):
-                raise UnsupportedModelError(
-                    f"tree {i} of the XGBoost model has categorical splits. Klein coordinates "
-                    "are continuous: drop enable_categorical/feature_types='c'."
-                )
+
+    def category_sets(self, i: int) -> dict[int, np.ndarray]:
+        """Codes of each categorical split of tree ``i`` (XGBoost sends them right)."""
+        tree = self.trees[i]
+        if not np.any(np.asarray(tree["split_type"]) != 0):
+            return {}
+        codes = np.asarray(tree["categories"], dtype=np.int64)
+        starts = np.asarray(tree["categories_segments"], dtype=np.int64)
+        sizes = np.asarray(tree["categories_sizes"], dtype=np.int64)
+        nodes = np.asarray(tree["categories_nodes"], dtype=np.int64)
+        return {
+            int(j): codes[a : a + k] for j, a, k in zip(nodes, starts, sizes, strict=True)
+        }
 
     def arrays(self, i: int) -> TreeArrays:
+        """Tree ``i``; a categorical split's children are swapped, so that, as the
+        Ensemble has it, a row goes left iff its code is in the node's set."""
         tree = self.trees[i]
         left = np.asarray(tree["left_children"], dtype=np.int64)
         right = np.asarray(tree["right_children"], dtype=np.int64)
         leaf = left < 0
         feature = np.where(leaf, -1, np.asarray(tree["split_indices"], dtype=np.int64))
         threshold = np.where(leaf, 0.0, np.asarray(tree["split_conditions"], dtype=np.float64))
-        return TreeArrays(feature, threshold, np.where(leaf, -1, left), np.where(leaf, -1, right))
+        left, right = np.where(leaf, -1, left), np.where(leaf, -1, right)
+        sets = self.category_sets(i)
+        categories = None
+        if sets:
+            categories = CategorySets.from_sets(leaf.shape[0], sets)
+            member = categories.member
+            left, right = np.where(member, right, left), np.where(member, left, right)
+        return TreeArrays(feature, threshold, left, right, categories)
 
     def leaf_values(self, i: int) -> np.ndarray:
         """Float32 leaf values (XGBoost keeps a leaf's value in split_conditions)."""
@@ -188,6 +212,21 @@ class XGBoostBackend(BoosterBackend):
     def __init__(self) -> None:
         # read_trees and write_thresholds of one correction share one parse.
         self._parsed: tuple[Any, _Model] | None = None
+        self._categorical = False
+        self._categorical_features = np.zeros(0, np.int64)
+
+    def use_categorical(self, estimator: Any, features: np.ndarray) -> bool:
+        """Split ``features`` natively (set membership: ``feature_types`` 'c')."""
+        if features.size == 0:
+            return False
+        if estimator.get_params().get("feature_types") is not None:
+            raise UnsupportedModelError(
+                "feature_types is set from input_blocks (Categorical blocks become 'c'); "
+                "leave it out."
+            )
+        self._categorical = True
+        self._categorical_features = features
+        return True
 
     @classmethod
     def _classes(cls) -> tuple[type, ...]:
@@ -244,8 +283,13 @@ class XGBoostBackend(BoosterBackend):
         if any(t == "c" for t in (params.get("feature_types") or ())):
             raise UnsupportedModelError(
                 "categorical splits are not hyperbolic: Klein coordinates are continuous. "
-                "Remove 'c' from feature_types."
+                "Declare categorical columns with input_blocks=[..., Categorical(n)] instead "
+                "of feature_types 'c'."
             )
+        if self._categorical:
+            types = np.full(Xk.shape[1], "q", dtype=object)
+            types[self._categorical_features] = "c"
+            estimator.set_params(enable_categorical=True, feature_types=types.tolist())
         for name in ("base_margin", "base_margin_eval_set"):
             if fit_params.get(name) is not None:
                 raise UnsupportedModelError(
@@ -363,6 +407,7 @@ class XGBoostBackend(BoosterBackend):
         targets = model.tree_info[:n_used] if n_outputs > 1 else np.zeros(n_used, np.int64)
 
         features, thresholds, lefts, rights, values, roots = [], [], [], [], [], []
+        sets: dict[int, np.ndarray] = {}
         folded = np.zeros(n_outputs, dtype=bool)
         offset = 0
         for i in range(n_used):
@@ -381,6 +426,7 @@ class XGBoostBackend(BoosterBackend):
             lefts.append(np.where(arrays.left >= 0, arrays.left + offset, -1))
             rights.append(np.where(arrays.right >= 0, arrays.right + offset, -1))
             values.append(value)
+            sets.update({offset + j: codes for j, codes in model.category_sets(i).items()})
             offset += leaf.shape[0]
         value = np.concatenate(values) if values else np.zeros((0, n_outputs))
         classes = None
@@ -403,4 +449,5 @@ class XGBoostBackend(BoosterBackend):
             sum_dtype="float32",
             classes=classes,
             tree_target=targets.astype(np.int64) if n_outputs > 1 else None,
+            categories=CategorySets.from_sets(offset, sets) if sets else None,
         )
