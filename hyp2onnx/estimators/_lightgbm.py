@@ -262,6 +262,8 @@ class LightGBMBackend(BoosterBackend):
         **fit_params: Any,
     ) -> Any:
         self.check_fit(estimator, y, fit_params)
+        if self._categorical:
+            fit_params = {**fit_params, "categorical_feature": self._categorical}
         estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
         self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
         return estimator
@@ -297,8 +299,6 @@ class LightGBMBackend(BoosterBackend):
                 "Declare categorical columns with input_blocks=[..., Categorical(n)] instead "
                 "of categorical_feature."
             )
-        if self._categorical:
-            fit_params = {**fit_params, "categorical_feature": self._categorical}
         for name in ("init_score", "eval_init_score"):
             if fit_params.get(name) is not None:
                 raise UnsupportedModelError(

@@ -268,6 +268,10 @@ class XGBoostBackend(BoosterBackend):
         **fit_params: Any,
     ) -> Any:
         self.check_fit(estimator, y, fit_params)
+        if self._categorical:
+            types = np.full(Xk.shape[1], "q", dtype=object)
+            types[self._categorical_features] = "c"
+            estimator.set_params(enable_categorical=True, feature_types=types.tolist())
         # XGBoost casts to float32 itself, exactly as it does when predicting.
         estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
         self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
@@ -286,10 +290,6 @@ class XGBoostBackend(BoosterBackend):
                 "Declare categorical columns with input_blocks=[..., Categorical(n)] instead "
                 "of feature_types 'c'."
             )
-        if self._categorical:
-            types = np.full(Xk.shape[1], "q", dtype=object)
-            types[self._categorical_features] = "c"
-            estimator.set_params(enable_categorical=True, feature_types=types.tolist())
         for name in ("base_margin", "base_margin_eval_set"):
             if fit_params.get(name) is not None:
                 raise UnsupportedModelError(
