@@ -28,7 +28,7 @@ from .emit.standard import emit_standard
 from .emit.trees import emit_compat, emit_exact, plan_trees, remap_features
 from .errors import CompatRoutingWarning, UnsupportedModelError
 from .estimators import HyperbolicTreeModel, backend_for
-from .geometry import GEOMETRIES, curvature_radius
+from .geometry import GEOMETRIES, check_timelike_dim, curvature_radius
 from .ir import InputSpace, Model
 
 __all__ = [
@@ -94,7 +94,9 @@ def describe(
     space = InputSpace(
         geometry=input_geometry,
         curvature=-1.0 if curvature is None else float(curvature),
-        timelike_dim=0 if timelike_dim is None else int(timelike_dim),
+        timelike_dim=(
+            0 if timelike_dim is None else check_timelike_dim(timelike_dim, n_input, input_geometry)
+        ),
         n_input_features=n_input,
     )
     return Model(ensemble, space, backend.name, type(model).__name__)

@@ -20,7 +20,7 @@ import numpy as np
 
 from ._oblique import project
 from ._tree import Op, TreeArrays, apply, as_compared
-from .geometry import curvature_radius, n_klein_features
+from .geometry import check_timelike_dim, curvature_radius, n_klein_features
 
 __all__ = ["Ensemble", "InputSpace", "Model", "predict_output", "predict_scores"]
 
@@ -37,6 +37,7 @@ class InputSpace:
     def __post_init__(self) -> None:
         curvature_radius(self.curvature)  # validates K < 0
         n_klein_features(self.n_input_features, self.geometry)  # validates the name
+        check_timelike_dim(self.timelike_dim, self.n_input_features, self.geometry)
 
     @property
     def n_klein_features(self) -> int:

@@ -30,9 +30,11 @@ __all__ = [
     "atomic_output",
     "check_output",
     "debug_option",
+    "error_lines",
     "existing_file",
     "progress",
     "run",
+    "with_suffix",
 ]
 
 EXIT_OK = 0
@@ -84,6 +86,17 @@ def existing_file(path: Path, what: str) -> Path:
     if not path.is_file():
         raise InputError(path, f"is a folder, not a {what} file", f"pass the {what} file itself")
     return path
+
+
+def with_suffix(path: Path, suffix: str, what: str) -> Path:
+    """``path`` with ``suffix`` in place of its own: the default name of a command's output.
+
+    A path without a file name (``.``, ``/``, ``..``) has no default output
+    name: an :class:`InputError` asking for the file itself.
+    """
+    if path.name in ("", ".", ".."):
+        raise InputError(path, f"is a folder, not a {what} file", f"pass the {what} file itself")
+    return path.with_suffix(suffix)
 
 
 def check_output(path: Path, *, force: bool) -> Path:
@@ -147,7 +160,7 @@ def _warning_lines(caught: list[warnings.WarningMessage]) -> list[str]:
     return seen
 
 
-def _error_lines(exc: BaseException) -> list[str]:
+def error_lines(exc: BaseException) -> list[str]:
     if isinstance(exc, InputError):
         return exc.lines()
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -179,7 +192,7 @@ def run(work: Callable[[], R], *, debug: bool, report: Callable[[R], None]) -> i
     if error is not None:
         if debug:
             traceback.print_exception(error, file=sys.stderr)
-        for line in _error_lines(error):
+        for line in error_lines(error):
             click.echo(line, err=True)
         return EXIT_USAGE
     assert result is not None

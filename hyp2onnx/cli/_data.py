@@ -3,7 +3,8 @@
 Each format is read a chunk of rows at a time, so memory stays bounded
 whatever the file size: ``.npy`` through a memory map, ``.csv`` line by line
 (comma-separated numbers; a first line that is not all numbers is a header
-and skipped), ``.parquet`` by record batches (needs pyarrow). Rows are
+and skipped; a UTF-8 byte-order mark, as spreadsheet programs write, is
+ignored), ``.parquet`` by record batches (needs pyarrow). Rows are
 numbered from 0, not counting a header.
 """
 
@@ -118,7 +119,7 @@ def _csv_start(path: Path) -> tuple[bool, int]:
     """Whether the first non-empty line is a header, and the number of columns of the data."""
     has_header = False
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open(encoding="utf-8-sig") as f:
             for line in f:
                 if not line.strip():
                     continue
@@ -138,7 +139,7 @@ def _csv_start(path: Path) -> tuple[bool, int]:
 
 def _csv_chunks(path: Path, rows: int, n_cols: int) -> Iterator[np.ndarray]:
     has_header, _ = _csv_start(path)
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8-sig") as f:
         lines = (line for line in f if line.strip())
         if has_header:
             next(lines)

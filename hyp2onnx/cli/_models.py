@@ -51,6 +51,8 @@ MODEL_FORMATS: dict[str, str] = {
     ".txt": "lightgbm",
 }
 
+_XGBOOST_FIX = "pass a file written by XGBoost's save_model (.json or .ubj)"
+_LIGHTGBM_FIX = "pass a file written by LightGBM's Booster.save_model"
 _FORMATS_HELP = ".pkl/.pickle/.joblib, .skops, .json/.ubj (XGBoost) or .txt (LightGBM)"
 
 
@@ -154,17 +156,77 @@ def _load_skops(path: Path) -> Any:
         ) from exc
 
 
+#: What the child process of :func:`_probe_native` does with a native model file: every
+#: read of the native library that loading and exporting the file will do.
+_PROBES = {
+    "XGBoost": (
+        "import sys, xgboost\n"
+        "b = xgboost.Booster(model_file=sys.argv[1])\n"
+        "b.save_config(); b.save_raw(raw_format='ubj')\n"
+    ),
+    "LightGBM": (
+        "import sys, lightgbm\n"
+        "b = lightgbm.Booster(model_file=sys.argv[1])\n"
+        "b.num_feature(); b.num_model_per_iteration(); b.model_to_string(num_iteration=-1)\n"
+    ),
+}
+
+
+def _probe_native(path: Path, library: str, fix: str) -> None:
+    """Read ``path`` with ``library`` in a child process first; an :class:`InputError` if it fails.
+
+    XGBoost and LightGBM check their files' structure only partly: a
+    truncated ``.ubj`` crashes XGBoost with a segmentation fault, and a
+    damaged LightGBM ``.txt`` aborts the process. Only a file the child
+    read without dying is loaded in this process.
+    """
+    import signal
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBES[library], str(path)],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+            timeout=600,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise InputError(path, f"{library} did not finish reading it in 10 minutes", fix) from exc
+    if done.returncode == 0:
+        return
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        raise InputError(path, f"not a readable {library} model file ({library} crashed "
+                         f"reading it: {name})", fix)
+    raise InputError(
+        path, f"not a readable {library} model file ({_native_error(done)})", fix
+    )
+
+
+def _native_error(done: Any) -> str:
+    """The native library's own complaint, from a failed probe's output."""
+    lines = [line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines()]
+    fatal = [line for line in lines if "[Fatal]" in line]
+    if fatal:
+        return fatal[0].split("[Fatal]", 1)[1].strip()
+    errors = [line for line in lines if "Error:" in line and not line.startswith("File ")]
+    text = errors[-1] if errors else (lines[-1] if lines else "it could not be read")
+    return text.split("Error: ", 1)[-1].strip()[:200]
+
+
 def _load_xgboost(path: Path) -> Any:
     import xgboost
 
+    _probe_native(path, "XGBoost", _XGBOOST_FIX)
     try:
         booster = xgboost.Booster(model_file=str(path))
         objective = json.loads(booster.save_config())["learner"]["objective"]["name"]
     except Exception as exc:
         raise InputError(
-            path,
-            f"not an XGBoost model file ({_first_line(exc)})",
-            "pass a file written by XGBoost's save_model (.json or .ubj)",
+            path, f"not an XGBoost model file ({_first_line(exc)})", _XGBOOST_FIX
         ) from exc
     classifier = objective.startswith(("binary:", "multi:"))
     model = xgboost.XGBClassifier() if classifier else xgboost.XGBRegressor()
@@ -183,14 +245,13 @@ def _load_lightgbm(path: Path) -> Any:
     """
     import lightgbm
 
+    _probe_native(path, "LightGBM", _LIGHTGBM_FIX)
     try:
         booster = lightgbm.Booster(model_file=str(path))
         objective = _lightgbm_objective(path)
     except Exception as exc:
         raise InputError(
-            path,
-            f"not a LightGBM model file ({_first_line(exc)})",
-            "pass a file written by LightGBM's Booster.save_model",
+            path, f"not a LightGBM model file ({_first_line(exc)})", _LIGHTGBM_FIX
         ) from exc
     n_features = booster.num_feature()
     if objective.startswith("multiclass"):
@@ -307,14 +368,19 @@ def load_onnx(path: Path) -> Any:
     import onnx
 
     existing_file(path, "ONNX")
+    fix = "pass a .onnx file written by 'hyp2onnx convert'"
     try:
-        return onnx.load(str(path))
+        model = onnx.load(str(path))
     except Exception as exc:
         raise InputError(
-            path,
-            f"not a readable ONNX file ({type(exc).__name__}: {_first_line(exc)})",
-            "pass a .onnx file written by 'hyp2onnx convert'",
+            path, f"not a readable ONNX file ({type(exc).__name__}: {_first_line(exc)})", fix
         ) from exc
+    # Protobuf reads an empty file, and some other bytes, as an empty model.
+    if model.ir_version <= 0 or not model.graph.input or not model.graph.output:
+        size = path.stat().st_size
+        what = "is empty (0 bytes)" if size == 0 else "holds no ONNX graph (no inputs or outputs)"
+        raise InputError(path, f"not an ONNX model: the file {what}", fix)
+    return model
 
 
 def onnx_metadata(onnx_model: Any, path: Path) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from ._common import (
     check_output,
     debug_option,
     run,
+    with_suffix,
 )
 from ._data import check_points_in, check_width, open_data
 from ._models import check_convertible, load_model, model_kind
@@ -67,7 +68,7 @@ class ConvertResult:
 
 def default_output(model_path: Path) -> Path:
     """``MODEL`` with its suffix replaced by ``.onnx``."""
-    return model_path.with_suffix(".onnx")
+    return with_suffix(model_path, ".onnx", "model")
 
 
 def ort_outputs(output: Path) -> tuple[Path, Path]:
@@ -309,9 +310,15 @@ def command(
     options = ConvertOptions(
         dtype, encoding, geometry, curvature, timelike_dim, opset, row_blocks=not no_row_blocks
     )
-    out = output if output is not None else default_output(model)
     return run(
-        lambda: convert_file(model, out, options, check_data=check_data, force=force, ort=ort),
+        lambda: convert_file(
+            model,
+            output if output is not None else default_output(model),
+            options,
+            check_data=check_data,
+            force=force,
+            ort=ort,
+        ),
         debug=debug,
         report=report_convert,
     )

@@ -18,6 +18,7 @@ from ._common import (
     debug_option,
     progress,
     run,
+    with_suffix,
 )
 from ._data import DEFAULT_CHUNK_ROWS, check_points_in, check_width, open_data
 from ._models import load_onnx, onnx_metadata
@@ -38,7 +39,7 @@ class PredictResult:
 
 def default_predictions(data_path: Path) -> Path:
     """``DATA`` with its suffix replaced by ``.predictions.csv``."""
-    return data_path.with_suffix(".predictions.csv")
+    return with_suffix(data_path, ".predictions.csv", "data")
 
 
 def _header(metadata: dict[str, Any], outputs: dict[str, Any]) -> list[str]:
@@ -188,7 +189,6 @@ def command(
     force: bool,
     debug: bool,
 ) -> int:
-    out = output if output is not None else default_predictions(data)
 
     def report(result: PredictResult) -> None:
         click.echo(f"wrote {result.output} ({result.rows} rows)")
@@ -197,7 +197,7 @@ def command(
         lambda: predict_file(
             onnx_file,
             data,
-            out,
+            output if output is not None else default_predictions(data),
             chunk_rows=chunk_rows,
             force=force,
             check_manifold=not no_manifold_check,
