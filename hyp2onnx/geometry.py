@@ -36,6 +36,7 @@ DEFAULT_RTOL = 1e-5
 __all__ = [
     "GEOMETRIES",
     "check_points",
+    "check_representable",
     "check_timelike_dim",
     "curvature_radius",
     "einstein_midpoint",
@@ -199,6 +200,29 @@ def _check_finite(X: np.ndarray) -> None:
             "contain NaN or infinity",
             "Hyperbolic points must be finite; drop or impute those rows first.",
         )
+
+
+def check_representable(X: np.ndarray, dtype: Any) -> np.ndarray:
+    """``X`` cast to ``dtype``, if every value is finite and stays finite in ``dtype``.
+
+    What a graph's caller checks before feeding it: an ONNX graph cannot
+    raise, so a NaN row, or a far point whose coordinates overflow float32
+    (hyperbolic radius above about 89) and become infinity in the cast,
+    would get a confident label. Rejected with the rows named. Values too
+    small for ``dtype`` round to zero or a subnormal, as any cast does.
+    """
+    X = _as_points(np.asarray(X), "X")
+    _check_finite(X)
+    dtype = np.dtype(dtype)
+    limit = float(np.finfo(dtype).max)
+    if X.size and float(np.abs(X).max()) > limit:
+        _raise_rows(
+            (np.abs(X) > limit).any(axis=1),
+            f"hold values beyond {dtype.name}'s largest, {limit:.4g}, which would become "
+            "infinity in the graph's input",
+            "Export the graph with dtype='float64' (--dtype float64) for such far points.",
+        )
+    return X.astype(dtype)
 
 
 def check_points(

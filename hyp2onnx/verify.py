@@ -20,7 +20,7 @@ import onnx
 from .errors import VerificationError
 from .estimators import HyperbolicTreeModel
 from .export import read_metadata
-from .geometry import to_klein
+from .geometry import check_representable, to_klein
 
 __all__ = ["VerifyReport", "default_tolerance", "reference_evaluator", "run_onnx", "verify"]
 
@@ -88,7 +88,13 @@ def _load(onnx_model_or_path: onnx.ModelProto | str | os.PathLike) -> onnx.Model
 def run_onnx(
     onnx_model: onnx.ModelProto, X: np.ndarray, *, threads: int | None = None
 ) -> dict[str, np.ndarray]:
-    """Run ``onnx_model`` in onnxruntime on ``X`` (cast to its input type); outputs by name."""
+    """Run ``onnx_model`` in onnxruntime on ``X`` (cast to its input type); outputs by name.
+
+    NaN, infinity, and values the input type cannot hold (float32
+    overflow) raise :class:`~hyp2onnx.errors.InvalidPointError` naming the
+    rows (:func:`hyp2onnx.geometry.check_representable`): the graph itself
+    cannot refuse them and would return confident labels.
+    """
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -99,7 +105,7 @@ def run_onnx(
     )
     graph_input = onnx_model.graph.input[0]
     dtype = _NP_TYPES[graph_input.type.tensor_type.elem_type]
-    outputs = session.run(None, {graph_input.name: np.asarray(X, dtype=dtype)})
+    outputs = session.run(None, {graph_input.name: check_representable(X, dtype)})
     return {o.name: value for o, value in zip(session.get_outputs(), outputs, strict=True)}
 
 
@@ -184,7 +190,7 @@ def verify(
             f"got {X.shape}."
         )
     dtype = _NP_TYPES[onnx_model.graph.input[0].type.tensor_type.elem_type]
-    X = X.astype(dtype)
+    X = check_representable(X, dtype)
     got = run_onnx(onnx_model, X)
     want = _python_outputs(model, X, metadata)
     tolerance = default_tolerance(metadata) if atol is None else float(atol)

@@ -31,6 +31,7 @@ __all__ = [
     "check_output",
     "debug_option",
     "error_lines",
+    "first_line",
     "existing_file",
     "progress",
     "run",
@@ -160,10 +161,16 @@ def _warning_lines(caught: list[warnings.WarningMessage]) -> list[str]:
     return seen
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type's name if it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def error_lines(exc: BaseException) -> list[str]:
     if isinstance(exc, InputError):
         return exc.lines()
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    message = first_line(exc)
     if isinstance(exc, (ValueError, TypeError, OSError)):
         return [f"error: {message}"]
     return [

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ._common import InputError, existing_file
+from ._common import InputError, existing_file, first_line
 
 __all__ = [
     "MODEL_FORMATS",
@@ -92,7 +92,7 @@ def _load_pickle(path: Path) -> Any:
     except Exception as exc:
         raise InputError(
             path,
-            f"not a readable pickle/joblib file ({type(exc).__name__}: {_first_line(exc)})",
+            f"not a readable pickle/joblib file ({type(exc).__name__}: {first_line(exc)})",
             "pass a file written by pickle.dump or joblib.dump of a fitted model",
         ) from exc
 
@@ -137,7 +137,7 @@ def _load_skops(path: Path) -> Any:
     except Exception as exc:
         raise InputError(
             path,
-            f"not a readable .skops file ({type(exc).__name__}: {_first_line(exc)})",
+            f"not a readable .skops file ({type(exc).__name__}: {first_line(exc)})",
             "pass a file written by skops.io.dump",
         ) from exc
     allowed = trusted_types()
@@ -152,7 +152,7 @@ def _load_skops(path: Path) -> Any:
         return sio.load(path, trusted=allowed)
     except Exception as exc:
         raise InputError(
-            path, f"could not load ({type(exc).__name__}: {_first_line(exc)})"
+            path, f"could not load ({type(exc).__name__}: {first_line(exc)})"
         ) from exc
 
 
@@ -226,7 +226,7 @@ def _load_xgboost(path: Path) -> Any:
         objective = json.loads(booster.save_config())["learner"]["objective"]["name"]
     except Exception as exc:
         raise InputError(
-            path, f"not an XGBoost model file ({_first_line(exc)})", _XGBOOST_FIX
+            path, f"not an XGBoost model file ({first_line(exc)})", _XGBOOST_FIX
         ) from exc
     classifier = objective.startswith(("binary:", "multi:"))
     model = xgboost.XGBClassifier() if classifier else xgboost.XGBRegressor()
@@ -251,7 +251,7 @@ def _load_lightgbm(path: Path) -> Any:
         objective = _lightgbm_objective(path)
     except Exception as exc:
         raise InputError(
-            path, f"not a LightGBM model file ({_first_line(exc)})", _LIGHTGBM_FIX
+            path, f"not a LightGBM model file ({first_line(exc)})", _LIGHTGBM_FIX
         ) from exc
     n_features = booster.num_feature()
     if objective.startswith("multiclass"):
@@ -373,7 +373,7 @@ def load_onnx(path: Path) -> Any:
         model = onnx.load(str(path))
     except Exception as exc:
         raise InputError(
-            path, f"not a readable ONNX file ({type(exc).__name__}: {_first_line(exc)})", fix
+            path, f"not a readable ONNX file ({type(exc).__name__}: {first_line(exc)})", fix
         ) from exc
     # Protobuf reads an empty file, and some other bytes, as an empty model.
     if model.ir_version <= 0 or not model.graph.input or not model.graph.output:
@@ -395,8 +395,3 @@ def onnx_metadata(onnx_model: Any, path: Path) -> dict[str, Any]:
             "has no hyp2onnx metadata, so its input geometry is unknown",
             "pass a graph written by 'hyp2onnx convert' or hyp2onnx.save_onnx",
         ) from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -16,6 +16,7 @@ from ._common import (
     atomic_output,
     check_output,
     debug_option,
+    first_line,
     run,
     with_suffix,
 )
@@ -129,7 +130,7 @@ def convert_file(
             timelike_dim=options.timelike_dim,
         )
     except (ValueError, TypeError) as exc:  # UnsupportedModelError is a TypeError
-        raise InputError(model_path, _sentence(exc)) from exc
+        raise InputError(model_path, first_line(exc)) from exc
     if not options.row_blocks:
         from ..edge import without_row_blocks
 
@@ -147,7 +148,7 @@ def convert_file(
         try:
             report = verify(model, onnx_model, X)
         except (ValueError, TypeError) as exc:
-            raise InputError(source.path, _sentence(exc)) from exc
+            raise InputError(source.path, first_line(exc)) from exc
         if not report.ok:
             return ConvertResult(
                 model_path, None, output, len(data), metadata, report, source.path
@@ -173,11 +174,6 @@ def convert_file(
     return ConvertResult(
         model_path, output, output, len(data), metadata, report, check_path, ort_path, config_path
     )
-
-
-def _sentence(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def report_convert(result: ConvertResult) -> None:

@@ -9,7 +9,15 @@ from typing import Any
 
 import click
 
-from ._common import EXIT_CODES_HELP, EXIT_DISAGREE, EXIT_OK, InputError, debug_option, run
+from ._common import (
+    EXIT_CODES_HELP,
+    EXIT_DISAGREE,
+    EXIT_OK,
+    InputError,
+    debug_option,
+    first_line,
+    run,
+)
 from ._data import check_points_in, check_width, open_data
 from ._models import load_model, load_onnx, onnx_metadata
 
@@ -62,8 +70,7 @@ def verify_files(
     try:
         report = verify(model, onnx_model, X, atol=atol)
     except (ValueError, TypeError) as exc:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(model_path, text) from exc
+        raise InputError(model_path, first_line(exc)) from exc
     return VerifyResult(model_path, onnx_path, data_path, report)
 
 
