@@ -108,6 +108,12 @@ def convert_file(
             raise InputError(path, "is the model file itself", "choose another name with -o")
         check_output(path, force=force)
     source = open_data(check_data) if check_data is not None else None
+    from ..export import check_opset
+
+    try:
+        check_opset(options.opset)
+    except ValueError as exc:
+        raise InputError(None, f"--opset: {first_line(exc)}") from exc
     model = load_model(model_path)
     check_convertible(
         model,
@@ -263,7 +269,11 @@ Examples:
 @click.option(
     "--timelike-dim", type=int, help="Column of the timelike coordinate (hyperboloid; default 0)."
 )
-@click.option("--opset", type=click.IntRange(min=13), help="ai.onnx opset (default 18).")
+@click.option(
+    "--opset",
+    type=click.IntRange(min=13),
+    help="ai.onnx opset: 13 up to the newest the installed onnx knows (default 18).",
+)
 @click.option(
     "--check",
     "check_data",
