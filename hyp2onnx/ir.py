@@ -101,6 +101,15 @@ class Ensemble:
             raise ValueError("Ensemble.tree_target must have one entry per tree")
         if self.post_transform == "logistic" and self.n_outputs != 1:
             raise ValueError("the logistic post-transform takes one score column")
+        if self.classes is not None:
+            scored = 2 if self.post_transform == "logistic" else self.n_outputs
+            if len(self.classes) != scored:
+                raise ValueError(
+                    f"the trees score {scored} classes but the model lists "
+                    f"{len(self.classes)} ({np.asarray(self.classes).tolist()[:5]}); XGBoost "
+                    "and LightGBM classifiers need at least two classes in y: train on data "
+                    "with two or more classes"
+                )
 
     @property
     def n_trees(self) -> int:

@@ -35,6 +35,7 @@ __all__ = [
     "existing_file",
     "progress",
     "run",
+    "tolerance_options",
     "with_suffix",
 ]
 
@@ -137,6 +138,21 @@ def progress(total: int | None, desc: str) -> Any:
         disable=not sys.stderr.isatty(),
         leave=False,
     )
+
+
+def tolerance_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--atol`` and ``--rtol`` (:func:`hyp2onnx.verify.verify`'s tolerances) to a command."""
+    f = click.option(
+        "--rtol",
+        type=click.FloatRange(min=0),
+        help="Largest accepted difference relative to the model's value (default: by "
+        "encoding and backend; 0 when only --atol is given).",
+    )(f)
+    return click.option(
+        "--atol",
+        type=click.FloatRange(min=0),
+        help="Largest accepted absolute output difference (default: by encoding and backend).",
+    )(f)
 
 
 def debug_option(f: Callable[..., Any]) -> Callable[..., Any]:

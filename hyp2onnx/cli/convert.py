@@ -18,6 +18,7 @@ from ._common import (
     debug_option,
     first_line,
     run,
+    tolerance_options,
     with_suffix,
 )
 from ._data import check_points_in, check_width, open_data
@@ -46,6 +47,8 @@ class ConvertOptions:
     timelike_dim: int | None = None
     opset: int | None = None
     row_blocks: bool = True  #: False: :func:`hyp2onnx.edge.without_row_blocks`
+    atol: float | None = None  #: ``--check``'s tolerances (:func:`hyp2onnx.verify.verify`)
+    rtol: float | None = None
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,7 @@ def convert_file(
         X = source.read_all()
         check_points_in(X, metadata, source.path, 0)
         try:
-            report = verify(model, onnx_model, X)
+            report = verify(model, onnx_model, X, atol=options.atol, rtol=options.rtol)
         except (ValueError, TypeError) as exc:
             raise InputError(source.path, first_line(exc)) from exc
         if not report.ok:
@@ -296,6 +299,7 @@ Examples:
     "for runtimes without sequence operators; large batches run slower. (The standard "
     "encoding never has row blocks.)",
 )
+@tolerance_options
 @click.option("--force", is_flag=True, help="Replace OUT (and the --ort files) if they exist.")
 @debug_option
 def command(
@@ -310,11 +314,21 @@ def command(
     check_data: Path | None,
     ort: bool,
     no_row_blocks: bool,
+    atol: float | None,
+    rtol: float | None,
     force: bool,
     debug: bool,
 ) -> int:
     options = ConvertOptions(
-        dtype, encoding, geometry, curvature, timelike_dim, opset, row_blocks=not no_row_blocks
+        dtype,
+        encoding,
+        geometry,
+        curvature,
+        timelike_dim,
+        opset,
+        row_blocks=not no_row_blocks,
+        atol=atol,
+        rtol=rtol,
     )
     return run(
         lambda: convert_file(
