@@ -130,7 +130,13 @@ def run_onnx(
     )
     graph_input = onnx_model.graph.input[0]
     dtype = _NP_TYPES[graph_input.type.tensor_type.elem_type]
-    outputs = session.run(None, {graph_input.name: check_representable(X, dtype)})
+    X = check_representable(X, dtype)
+    dims = graph_input.type.tensor_type.shape.dim
+    if len(dims) == 2 and dims[1].dim_value and X.shape[1] != dims[1].dim_value:
+        raise ValueError(
+            f"X must have shape (n_samples, {dims[1].dim_value}) for this graph, got {X.shape}."
+        )
+    outputs = session.run(None, {graph_input.name: X})
     return {o.name: value for o, value in zip(session.get_outputs(), outputs, strict=True)}
 
 

@@ -121,6 +121,10 @@ _UNWIND_SIGNALS = tuple(
 )
 
 
+#: click (8.2+) raises this for a command given without arguments; older versions print help.
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); return the exit status.
 
@@ -139,6 +143,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Terminated as exc:
         click.echo(f"terminated by {exc}; nothing written", err=True)
         return 128 + exc.signum
+    except _NO_ARGS_IS_HELP as exc:  # a bare command: its help, as asked
+        exc.show()
+        return EXIT_USAGE
+    except click.UsageError as exc:  # in one or two lines, like every other error
+        click.echo(f"error: {exc.format_message()}", err=True)
+        where = exc.ctx.command_path if exc.ctx is not None else "hyp2onnx"
+        click.echo(f"  fix: see '{where} --help'", err=True)
+        return EXIT_USAGE
     except click.ClickException as exc:
         exc.show()
         return EXIT_USAGE
