@@ -195,10 +195,14 @@ def predict_file(
 
 HELP = f"""Score the points in DATA with ONNX graph OUT and write the predictions as CSV.
 
-DATA (.npy, .csv or .parquet) is read CHUNK_ROWS rows at a time, so memory
-stays bounded whatever its size; a progress bar is shown when stderr is a
-terminal. Points are checked to lie on the graph's manifold first
-(--no-manifold-check skips that for trusted data). The CSV has a header
+DATA (.npy, .csv or .parquet) is read at most CHUNK_ROWS rows at a time,
+fewer for wide graphs (many trees times classes), so scoring takes at most
+about 256 MiB beyond the libraries' own memory whatever the file's size; a
+progress bar is shown when stderr is a terminal. Points are checked to lie
+on the graph's manifold first (--no-manifold-check skips that for trusted
+data); NaN, infinity and values the graph's input type cannot hold are
+refused either way. Labels starting with =, +, -, @, tab or carriage return
+are written with a leading ' so spreadsheets do not run them as formulas. The CSV has a header
 and one row per point: label and one probability_<class> column per class
 for classifiers, value (value_0, ... for several targets) for regressors.
 It is written to PREDICTIONS (default: DATA with .predictions.csv) only if
@@ -229,7 +233,7 @@ Examples:
     type=click.IntRange(min=1),
     default=DEFAULT_CHUNK_ROWS,
     show_default=True,
-    help="Rows scored at a time.",
+    help="Most rows scored at a time (fewer when the graph is wide).",
 )
 @click.option(
     "--no-manifold-check", is_flag=True, help="Do not check that the points are on the manifold."
