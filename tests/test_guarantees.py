@@ -9,14 +9,10 @@ subprocess shows.
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
-import os
 import pickle
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -30,34 +26,15 @@ from sklearn.tree import DecisionTreeClassifier
 
 import hyp2onnx as h
 from hyp2onnx import geometry
-from hyp2onnx.cli import main
 from hyp2onnx.cli.predict import SCORING_BUDGET, chunk_rows_for
 from hyp2onnx.errors import InvalidPointError
 from hyp2onnx.export import MIN_OPSET, max_opset, read_metadata, to_onnx
 from hyp2onnx.verify import run_onnx, verify
 
+from _cli import CLI, assert_usage_error, cli
 from _data import labels, points, targets
 
-CLI = [sys.executable, "-m", "hyp2onnx.cli"]
 pytestmark = pytest.mark.filterwarnings("ignore:.*exported with its own \\(Euclidean\\) thresholds")
-
-
-def cli(*args: str | Path) -> tuple[int, str, str]:
-    """``main(argv)`` in-process: exit status, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args])
-    return code, out.getvalue(), err.getvalue()
-
-
-def assert_usage_error(code: int, err: str, *, match: str | None = None) -> None:
-    """Exit 2, explained in ``error:`` (and ``fix:``) lines, no traceback."""
-    assert code == 2, err
-    lines = [line for line in err.splitlines() if not line.startswith("warning:")]
-    assert 1 <= len(lines) <= 2 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err and "unexpected" not in err, err
-    if match is not None:
-        assert match in err, err
 
 
 def files_in(folder: Path) -> set[str]:
@@ -212,7 +189,8 @@ def pipelines():
         ("forest", h.HyperbolicRandomForestClassifier(n_estimators=3, max_depth=4, random_state=0)),
         ("xgb", h.HyperbolicXGBClassifier(n_estimators=3, max_depth=3)),
     ]:
-        pipe = Pipeline([("to_hyperboloid", PoincareToHyperboloid()), ("model", model)])
+        steps = [("identity", FunctionTransformer()), ("to_hyperboloid", PoincareToHyperboloid())]
+        pipe = Pipeline([*steps, ("model", model)])
         out[name] = pipe.fit(X, y)
     return out, X
 
