@@ -1,6 +1,7 @@
 """Property test of the contract on bad input, for the API and every command.
 
-Hypothesis generates what a user might hand over: arrays with NaN,
+Hypothesis generates what a user might hand over to ``convert``, ``verify``,
+``inspect`` and ``predict``: arrays with NaN,
 infinities, huge and tiny values, odd shapes and dtypes; data and model
 files of every supported format, damaged; odd label sets; every parameter
 value the commands accept. The contract: a correct answer, or exit status
@@ -194,6 +195,11 @@ def test_predict_writes_the_right_rows_or_refuses_cleanly(world, X, fmt, graph, 
                 "--chunk-rows", str(chunk_rows)]
         code, _, err = cli(*args, *(["--no-manifold-check"] if no_check else []))
         assert_contract(code, err, folder, before, out)
+        if graph in ("rf32", "rf64"):  # verify reads the same file: agrees, or refuses it
+            v_code, _, v_err = cli("verify", world["folder"] / "rf.pkl",
+                                   world["folder"] / f"{graph}.onnx", "--data", data)
+            assert_contract(v_code, v_err, folder, before | {out.name}, None)
+            assert v_code in (0, 2), v_err
         if code != 0:
             return
         with out.open(newline="") as f:
@@ -259,6 +265,9 @@ FILES = {
     "plain.ubj": ["convert", "{f}", "--geometry", "klein", "-o", "{out}.onnx"],
     "plain.txt": ["convert", "{f}", "--geometry", "klein", "-o", "{out}.onnx"],
     "rf32.onnx": ["predict", "{f}", "{X}", "-o", "{out}.csv"],
+    "rf64.onnx": ["verify", "{m}", "{f}", "--data", "{X}"],
+    "rf_std.onnx": ["inspect", "{f}"],
+    "reg.pkl": ["verify", "{f}", "{r}", "--data", "{X}"],
     "X.npy": ["predict", "{g}", "{f}", "-o", "{out}.csv"],
     "X.csv": ["predict", "{g}", "{f}", "-o", "{out}.csv"],
     "X.parquet": ["predict", "{g}", "{f}", "-o", "{out}.csv"],
@@ -291,7 +300,8 @@ def _damaged_command(world, folder: Path, case) -> tuple[list[str], Path]:
     path.write_bytes(_damage((world["folder"] / name).read_bytes(), how, where, junk))
     out = folder / "out"
     command = [
-        part.format(f=path, out=out, X=world["folder"] / "X.npy", g=world["folder"] / "rf64.onnx")
+        part.format(f=path, out=out, X=world["folder"] / "X.npy", g=world["folder"] / "rf64.onnx",
+                    m=world["folder"] / "rf.pkl", r=world["folder"] / "reg.onnx")
         for part in FILES[name]
     ]
     return command, path
@@ -299,7 +309,8 @@ def _damaged_command(world, folder: Path, case) -> tuple[list[str], Path]:
 
 def _check_damaged(code: int, err: str, folder: Path, command: list[str]) -> None:
     before = {p.name for p in folder.iterdir() if not p.name.startswith("out.")}
-    assert_contract(code, err, folder, before, Path(command[command.index("-o") + 1]))
+    output = Path(command[command.index("-o") + 1]) if "-o" in command else None
+    assert_contract(code, err, folder, before, output)
 
 
 def _run_damaged(world, case) -> None:

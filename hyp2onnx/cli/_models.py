@@ -82,20 +82,117 @@ def load_model(path: Path) -> Any:
         "xgboost": _load_xgboost,
         "lightgbm": _load_lightgbm,
     }[kind]
-    return loader(path)
+    model = loader(path)
+    check_tree_arrays(model, path)
+    return model
+
+
+def check_tree_arrays(model: Any, path: Path) -> None:
+    """An :class:`InputError` if a scikit-learn tree in ``model`` has impossible node arrays.
+
+    scikit-learn restores a pickled tree's node array without checking its
+    links, and its compiled ``predict`` follows them unchecked: a damaged
+    file can make it read outside the array and crash the process. Trees
+    are built depth first, so every child comes after its parent; checking
+    that (and that features exist) rules out such reads and cycles.
+    """
+    for tree in _sklearn_trees(model):
+        n = int(tree.node_count)
+        left, right = np.asarray(tree.children_left), np.asarray(tree.children_right)
+        feature = np.asarray(tree.feature)
+        node = np.arange(n)
+        internal = left != -1
+        bad = (
+            len(left) != n
+            or len(right) != n
+            or len(feature) != n
+            or np.any(internal & ((left <= node) | (left >= n) | (right <= node) | (right >= n)))
+            or np.any(internal & ((feature < 0) | (feature >= tree.n_features)))
+            or np.any(~internal & (right != -1))
+        )
+        if bad:
+            raise InputError(
+                path,
+                "holds a damaged scikit-learn tree (its nodes link outside the tree)",
+                "save the fitted model again",
+            )
+
+
+def _sklearn_trees(obj: Any, depth: int = 0) -> Any:
+    """Every scikit-learn ``Tree`` reachable from ``obj`` through estimators and lists."""
+    from sklearn.tree._tree import Tree
+
+    if isinstance(obj, Tree):
+        yield obj
+        return
+    if depth > 4:
+        return
+    if isinstance(obj, (list, tuple)):
+        items: Any = obj
+    elif isinstance(obj, np.ndarray) and obj.dtype == object:
+        items = obj.ravel()
+    elif type(obj).__module__.startswith(("sklearn.", "hyp2onnx.")) and hasattr(obj, "__dict__"):
+        items = vars(obj).values()
+    else:
+        return
+    for item in items:
+        yield from _sklearn_trees(item, depth + 1)
 
 
 def _load_pickle(path: Path) -> Any:
     import joblib
 
+    if _may_hold_native_models(path.read_bytes()):
+        _probe_in_child(path, _PICKLE_PROBE, "pickle/joblib", _PICKLE_FIX)
     try:
         return joblib.load(path)
     except Exception as exc:
         raise InputError(
             path,
             f"not a readable pickle/joblib file ({type(exc).__name__}: {first_line(exc)})",
-            "pass a file written by pickle.dump or joblib.dump of a fitted model",
+            _PICKLE_FIX,
         ) from exc
+
+
+_PICKLE_FIX = "pass a file written by pickle.dump or joblib.dump of a fitted model"
+#: Unpickling an XGBoost or LightGBM model hands its bytes to the native library.
+_PICKLE_PROBE = "import sys, joblib\njoblib.load(sys.argv[1])\n"
+_SKOPS_PROBE = (
+    "import sys, skops.io as sio\n"
+    "from hyp2onnx.cli._models import trusted_types\n"
+    "sio.load(sys.argv[1], trusted=trusted_types())\n"
+)
+
+
+def _may_hold_native_models(data: bytes) -> bool:
+    """Whether a pickle may hold XGBoost/LightGBM models: it names them, or is compressed."""
+    compressed = data[:2] in (b"\x1f\x8b", b"BZ", b"\xfd7") or data[:1] in (b"\x78", b"\x04")
+    return compressed or b"xgboost" in data or b"lightgbm" in data
+
+
+def _probe_in_child(path: Path, code: str, what: str, fix: str) -> None:
+    """Load ``path`` with ``code`` in a child Python first; an :class:`InputError` if it dies.
+
+    For model files whose loading hands bytes to XGBoost or LightGBM,
+    which crash their process on some damaged input.
+    """
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(path.resolve())],
+            capture_output=True, text=True, errors="replace", stdin=subprocess.DEVNULL,
+            timeout=600, env=env,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise InputError(path, "loading it did not finish in 10 minutes", fix) from exc
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        raise InputError(path, f"not a readable {what} file (loading it crashed: {name})", fix)
 
 
 def trusted_types() -> list[str]:
@@ -143,6 +240,8 @@ def _load_skops(path: Path) -> Any:
         ) from exc
     allowed = trusted_types()
     refused = sorted(set(untrusted) - set(allowed))
+    if not refused and any(t.startswith(("xgboost.", "lightgbm.")) for t in untrusted):
+        _probe_in_child(path, _SKOPS_PROBE, ".skops", "pass a file written by skops.io.dump")
     if refused:
         raise InputError(
             path,
