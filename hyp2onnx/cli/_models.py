@@ -38,6 +38,7 @@ __all__ = [
     "load_onnx",
     "model_kind",
     "onnx_metadata",
+    "onnx_session",
     "trusted_types",
 ]
 
@@ -470,6 +471,22 @@ def load_onnx(path: Path) -> Any:
         what = "is empty (0 bytes)" if size == 0 else "holds no ONNX graph (no inputs or outputs)"
         raise InputError(path, f"not an ONNX model: the file {what}", fix)
     return model
+
+
+def onnx_session(onnx_model: Any, path: Path) -> Any:
+    """An onnxruntime session of a loaded graph, or an :class:`InputError` naming ``path``."""
+    import onnxruntime as ort
+
+    try:
+        return ort.InferenceSession(
+            onnx_model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime's own exception types
+        raise InputError(
+            path,
+            f"onnxruntime cannot load this graph ({first_line(exc)})",
+            "pass a .onnx file written by 'hyp2onnx convert'",
+        ) from exc
 
 
 def onnx_metadata(onnx_model: Any, path: Path) -> dict[str, Any]:

@@ -16,13 +16,12 @@ from ._common import (
     atomic_output,
     check_output,
     debug_option,
-    first_line,
     progress,
     run,
     with_suffix,
 )
 from ._data import DEFAULT_CHUNK_ROWS, as_graph_input, check_points_in, check_width, open_data
-from ._models import load_onnx, onnx_metadata
+from ._models import load_onnx, onnx_metadata, onnx_session
 
 __all__ = [
     "SCORING_BUDGET",
@@ -155,18 +154,7 @@ def predict_file(
     source = open_data(data_path)
     check_width(source, metadata)
 
-    import onnxruntime as ort
-
-    try:
-        session = ort.InferenceSession(
-            onnx_model.SerializeToString(), providers=["CPUExecutionProvider"]
-        )
-    except Exception as exc:  # onnxruntime's own exception types
-        raise InputError(
-            onnx_path,
-            f"onnxruntime cannot load this graph ({first_line(exc)})",
-            "pass a .onnx file written by 'hyp2onnx convert'",
-        ) from exc
+    session = onnx_session(onnx_model, onnx_path)
     chunk_rows = chunk_rows_for(onnx_model, metadata, chunk_rows)
     graph_input = session.get_inputs()[0]
     dtype = np.float64 if graph_input.type == "tensor(double)" else np.float32

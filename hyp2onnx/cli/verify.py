@@ -20,7 +20,7 @@ from ._common import (
     tolerance_options,
 )
 from ._data import check_points_in, check_width, open_data
-from ._models import load_model, load_onnx, onnx_metadata
+from ._models import load_model, load_onnx, onnx_metadata, onnx_session
 
 __all__ = ["VerifyResult", "command", "verify_files"]
 
@@ -58,6 +58,7 @@ def verify_files(
     """Run :func:`hyp2onnx.verify` on the three files, naming the file at fault on error."""
     onnx_model = load_onnx(onnx_path)
     metadata = onnx_metadata(onnx_model, onnx_path)
+    onnx_session(onnx_model, onnx_path)  # a graph onnxruntime refuses is the file's fault
     source = open_data(data_path)
     check_width(source, metadata)
     model = load_model(model_path)
