@@ -429,8 +429,8 @@ class _DaskModel:
         fitted = self._train(
             estimator, client, Xt, y_train, w, self._fit_params(fit_params, _blockwise(to_tree))
         )
+        self._check_classes(fitted)  # first: says why the classes disagree
         backend.to_ensemble(fitted)  # refuse now what export would refuse
-        self._check_classes(fitted)
         self._fit_client = client
         try:
             self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = (
