@@ -22,3 +22,7 @@ class UnsupportedModelError(Hyp2OnnxError, TypeError):
 
 class VerificationError(Hyp2OnnxError):
     """An exported graph does not agree with the model it came from."""
+
+
+class MissingExtraError(Hyp2OnnxError, ImportError):
+    """A backend's library is not installed; the message names the extra that installs it."""

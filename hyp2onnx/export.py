@@ -20,20 +20,18 @@ from onnx import helper
 
 from ._atomic import atomic_write
 from ._version import __version__ as _version
+from .emit import ENCODINGS, encoding as _encoding
 from .emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from .emit.oblique import emit_normals, remap_projection
 from .emit.outputs import emit_outputs
 from .emit.projection import emit_projection, projection_dtype
-from .emit.standard import emit_standard
-from .emit.trees import emit_compat, emit_exact, plan_trees, remap_features
+from .emit.trees import plan_trees, remap_features
 from .errors import UnsupportedModelError
-from .estimators import HyperbolicTreeModel, backend_for
 from .geometry import GEOMETRIES
 from .ir import InputSpace, Model
 
 __all__ = ["DEFAULT_OPSET", "ENCODINGS", "describe", "read_metadata", "save_onnx", "to_onnx"]
 
-ENCODINGS: tuple[str, ...] = ("exact", "compat", "standard")
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
 _META_PREFIX = "hyp2onnx."
@@ -53,6 +51,9 @@ def describe(
     ``timelike_dim`` if not the defaults); its thresholds are used as they
     are, not corrected.
     """
+    from .estimators import backend_for
+    from .estimators._base import HyperbolicTreeModel
+
     stated = {"input_geometry": input_geometry, "curvature": curvature, "timelike_dim": timelike_dim}
     if isinstance(model, HyperbolicTreeModel):
         for key, value in stated.items():
@@ -96,7 +97,7 @@ def to_onnx(
     model: Any,
     *,
     dtype: Literal["float32", "float64"] = "float32",
-    encoding: Literal["exact", "compat"] = "exact",
+    encoding: str = "exact",
     target_opset: int | None = None,
     name: str | None = None,
     input_geometry: str | None = None,
@@ -105,20 +106,20 @@ def to_onnx(
 ) -> onnx.ModelProto:
     """Export ``model`` to an ONNX model taking raw hyperbolic points.
 
-    ``dtype`` is the input tensor type. ``encoding="exact"`` reproduces the
-    Python model's labels exactly and its probabilities/values bit for bit
-    (scikit-learn, LightGBM) or in float32 (XGBoost); ``"compat"`` uses the
-    legacy opset-1 operator with float32 sums for older runtimes;
-    ``"standard"`` gives the exact outputs without any ai.onnx.ml operator
-    (see ``docs/export.md``). ``target_opset`` is the ai.onnx opset (13 or
+    ``dtype`` is the input tensor type. ``encoding`` is one of
+    :data:`hyp2onnx.emit.ENCODINGS`: ``"exact"`` reproduces the Python
+    model's labels exactly and its probabilities/values bit for bit
+    (float64 sums) or in float32 (XGBoost); ``"compat"`` uses the legacy
+    opset-1 operator with float32 sums for older runtimes; ``"standard"``
+    gives the exact outputs without any ai.onnx.ml operator (see
+    ``docs/export.md``). ``target_opset`` is the ai.onnx opset (13 or
     newer). The other keywords are for plain Klein models (:func:`describe`).
     Models of the original HyperDT (``hyperdt`` 0.0.3) are accepted too and
     reproduced as HyperDT computes them (:mod:`hyp2onnx.hyperdt`).
     """
     if dtype not in ("float32", "float64"):
         raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}.")
-    if encoding not in ENCODINGS:
-        raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}.")
+    _encoding(encoding)
     opset = DEFAULT_OPSET if target_opset is None else int(target_opset)
     if opset < 13:
         raise ValueError(f"target_opset must be 13 or newer, got {target_opset}.")
@@ -156,11 +157,12 @@ def compile_model(
     hosts that cannot import opset 5) and raises ValueError if it cannot.
     """
     space = described.space
+    how = _encoding(encoding)
     oblique = described.ensemble.projection is not None
     ensemble, used = (remap_projection if oblique else remap_features)(described.ensemble)
-    plan = None if encoding == "standard" else plan_trees(ensemble, encoding, legacy_only=legacy_only)
+    plan = plan_trees(ensemble, encoding, legacy_only=legacy_only) if how.tree_operator else None
     # Oblique splits project float64 Klein coordinates, whatever the encoding.
-    compare = "float32" if encoding == "compat" and not oblique else ensemble.compare_dtype
+    compare = "float32" if how.float32 and not oblique else ensemble.compare_dtype
     k_dtype = projection_dtype(space, dtype, compare)
 
     g = GraphBuilder(opset)
@@ -168,12 +170,8 @@ def compile_model(
     k = emit_projection(g, "X", space, used, input_dtype=dtype, dtype=k_dtype)
     if ensemble.projection is not None:
         k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
-    if encoding == "exact":
-        scores, out_dtype = emit_exact(g, k, k_dtype, ensemble, plan), ensemble.sum_dtype
-    elif encoding == "standard":
-        scores, out_dtype = emit_standard(g, k, k_dtype, ensemble), ensemble.sum_dtype
-    else:
-        scores, out_dtype = emit_compat(g, k, k_dtype, ensemble), "float32"
+    scores = how.emit_function()(g, k, k_dtype, ensemble, **({"plan": plan} if plan else {}))
+    out_dtype = "float32" if how.float32 else ensemble.sum_dtype
     outputs = emit_outputs(g, scores, ensemble, out_dtype)
 
     graph = helper.make_graph(
@@ -240,6 +238,9 @@ def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str
         "n_trees": str(ensemble.n_trees),
         "encoding": encoding,
         "input_dtype": dtype,
+        # What the verification tolerance follows from (hyp2onnx.verify.default_tolerance).
+        "sum_dtype": ensemble.sum_dtype,
+        "post_transform": ensemble.post_transform,
         "version": _version,
     }
     for key, value in entries.items():

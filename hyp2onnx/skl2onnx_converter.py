@@ -1,7 +1,9 @@
 """skl2onnx converters for hyp2onnx estimators.
 
-After ``import hyp2onnx``, ``skl2onnx.to_onnx`` converts a hyperbolic
-estimator, alone or as the last step of a scikit-learn ``Pipeline``. The
+After :func:`register_skl2onnx_converters` (``hyp2onnx.register_skl2onnx_converters()``),
+``skl2onnx.to_onnx`` converts a hyperbolic estimator, alone or as the last
+step of a scikit-learn ``Pipeline``. skl2onnx is an optional extra
+(``pip install 'hyp2onnx[skl2onnx]'``). The
 converter compiles the estimator with :func:`hyp2onnx.export.compile_model`
 and grafts that graph into skl2onnx's, renaming every tensor into
 skl2onnx's scope.
@@ -21,14 +23,24 @@ from typing import Any
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .estimators import HyperbolicTreeModel
+from .emit import ENCODINGS
+from .errors import MissingExtraError
+from .estimators import BACKENDS
+from .estimators._base import HyperbolicTreeModel
 from .export import DEFAULT_OPSET, compile_model, describe
 
 _ML_DOMAIN = "ai.onnx.ml"
 
 
 def _estimator_classes() -> list[type]:
-    """Every concrete hyperbolic estimator class defined so far."""
+    """Every concrete hyperbolic estimator class of the installed backends."""
+    import hyp2onnx.estimators._householder  # noqa: F401  (oblique trees: no backend library)
+
+    for spec in BACKENDS:
+        try:
+            spec.load()
+        except MissingExtraError:
+            continue
     found, todo = [], [HyperbolicTreeModel]
     while todo:
         cls = todo.pop()
@@ -161,8 +173,18 @@ def _alias(cls: type) -> str:
 
 
 def register_skl2onnx_converters() -> list[type]:
-    """Register every hyperbolic estimator class with skl2onnx; returns the classes."""
-    from skl2onnx import update_registered_converter
+    """Register every hyperbolic estimator class with skl2onnx; returns the classes.
+
+    Call it once before ``skl2onnx.to_onnx``; the estimators of backends
+    whose library is not installed are left out.
+    """
+    try:
+        from skl2onnx import update_registered_converter
+    except ModuleNotFoundError as exc:
+        raise MissingExtraError(
+            "skl2onnx converters need the skl2onnx package, which is not installed: "
+            "pip install 'hyp2onnx[skl2onnx]'"
+        ) from exc
 
     classes = _estimator_classes()
     for cls in classes:
@@ -172,6 +194,6 @@ def register_skl2onnx_converters() -> list[type]:
             _shape_calculator,
             _converter,
             parser=_parser,
-            options={"encoding": ["exact", "compat", None]},
+            options={"encoding": [*ENCODINGS, None]},
         )
     return classes

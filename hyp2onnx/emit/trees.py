@@ -404,8 +404,13 @@ def _by_row_blocks(
     return g.op(STAGE, "If", [condition], then_branch=whole_graph, else_branch=blocks_graph)
 
 
-def emit_compat(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
-    """Raw scores ``[N, n_outputs]`` in float32 from the legacy TreeEnsembleRegressor."""
+def emit_compat(
+    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: TreePlan | None = None
+) -> str:
+    """Raw scores ``[N, n_outputs]`` in float32 from the legacy TreeEnsembleRegressor.
+
+    ``plan`` is always the legacy operator carrying values (:func:`plan_trees`).
+    """
     leaf = ensemble.feature < 0
     leaf_nodes, columns = np.nonzero(ensemble.value * leaf[:, None])
     scores = _legacy_regressor(

@@ -17,9 +17,11 @@ from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, is_classifier
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import Tags, get_tags
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._available_if import available_if
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ..geometry import GEOMETRIES, to_klein
@@ -273,3 +275,74 @@ class WrappedParamsModel(HyperbolicTreeModel):
 
     def _make_estimator(self) -> Any:
         return self._wrapped(**{name: getattr(self, name) for name in self._wrapped_params})
+
+
+class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
+    """Make any supported tree model hyperbolic.
+
+    ``estimator`` is an unfitted scikit-learn tree or forest (or any model a
+    registered backend handles); a clone of it is fitted on Klein
+    coordinates and corrected. Classifier or regressor according to
+    ``estimator``.
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        The Euclidean tree model to wrap, e.g. ``ExtraTreesClassifier()``.
+    input_geometry, curvature, timelike_dim, midpoint, check_manifold
+        As for :class:`HyperbolicDecisionTreeClassifier`.
+    """
+
+    def __init__(
+        self,
+        estimator: Any,
+        *,
+        input_geometry: str = GEOMETRY_DEFAULTS["input_geometry"],
+        curvature: float = GEOMETRY_DEFAULTS["curvature"],
+        timelike_dim: int = GEOMETRY_DEFAULTS["timelike_dim"],
+        midpoint: str = GEOMETRY_DEFAULTS["midpoint"],
+        check_manifold: bool = GEOMETRY_DEFAULTS["check_manifold"],
+    ) -> None:
+        self.estimator = estimator
+        self.input_geometry = input_geometry
+        self.curvature = curvature
+        self.timelike_dim = timelike_dim
+        self.midpoint = midpoint
+        self.check_manifold = check_manifold
+
+    _parameter_constraints = {
+        **HyperbolicTreeModel._parameter_constraints,
+        "estimator": [HasMethods(["fit", "predict"])],
+    }
+
+    def _make_estimator(self) -> Any:
+        return clone(self.estimator)
+
+    def _native_template(self) -> Any:
+        return self.estimator
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        wrapped = get_tags(self.estimator)
+        tags.estimator_type = wrapped.estimator_type
+        tags.classifier_tags = wrapped.classifier_tags
+        tags.regressor_tags = wrapped.regressor_tags
+        tags.target_tags.required = wrapped.target_tags.required
+        if tags.classifier_tags is not None:
+            tags.classifier_tags.multi_label = False  # classifiers are single-output
+        return tags
+
+    @available_if(lambda self: hasattr(self.estimator, "predict_proba"))
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities, columns in ``classes_`` order."""
+        return HyperbolicClassifierMixin.predict_proba(self, X)
+
+    @available_if(lambda self: hasattr(self.estimator, "predict_proba"))
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`."""
+        return HyperbolicClassifierMixin.predict_log_proba(self, X)
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Accuracy for classifiers, R^2 for regressors."""
+        metric = accuracy_score if is_classifier(self) else r2_score
+        return metric(y, self.predict(X), sample_weight=sample_weight)

@@ -1,10 +1,25 @@
-"""What booster backends (XGBoost, LightGBM) add to :class:`Backend`."""
+"""What booster backends (XGBoost, LightGBM) add to :class:`Backend`, and
+the hyperbolic model around one booster's scikit-learn class.
+
+Each model wraps the library's scikit-learn class: it takes that class's own
+parameters by keyword (any extra keyword the library accepts through
+``**kwargs`` too, e.g. LightGBM's ``verbose`` or ``max_bin``), fits it on
+Klein coordinates and moves every threshold to its Einstein midpoint inside
+the native booster, so the booster's own ``predict`` uses them.
+
+All trees of a booster without row subsampling are grown on the same rows,
+so the thresholds of all trees are corrected in one pass
+(:mod:`hyp2onnx.ensemble_thresholds`), at a small fraction of the boosting time.
+"""
 
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
+
+from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, generate_init
 from ._interface import Backend
 
 
@@ -21,3 +36,130 @@ class BoosterBackend(Backend):
     @abstractmethod
     def disable_row_subsampling(estimator: Any) -> None:
         """Make every tree see every training row (column sampling is harmless)."""
+
+
+BOOSTING_DOC = """
+    Parameters
+    ----------
+    input_geometry : {{"hyperboloid", "poincare", "klein"}}, default="hyperboloid"
+        Model of hyperbolic space the input points are given in. Hyperboloid
+        points have ``d + 1`` columns (the timelike one at ``timelike_dim``);
+        Poincare and Klein points lie in the ball of radius ``R = 1/sqrt(-K)``.
+    curvature : float < 0, default=-1.0
+        Curvature ``K`` of the space.
+    timelike_dim : int, default=0
+        Column of the timelike coordinate ``x_0`` (hyperboloid input only).
+    midpoint : {{"einstein", "arithmetic"}}, default="einstein"
+        Where each threshold goes between its two nearest training values
+        (among the rows that reached the split): the hyperbolic (Einstein)
+        midpoint, or the Euclidean one (ablation).
+    check_manifold : bool, default=True
+        Reject points off the manifold (or outside the ball) in ``fit`` and
+        ``predict``. Turn off only for large data known to be valid.
+    override_subsample : bool, default=True
+        Train without row subsampling ({rows} set to 1.0) so that the
+        correction sees exactly the rows each tree was grown on and training
+        predictions never change. With False the booster subsamples as
+        asked and the correction uses all rows, with a warning that it is
+        approximate. Column subsampling ({columns}) is harmless either way:
+        it changes which features a split may use, not which rows reach it.
+    **params
+        Every parameter of :class:`{native}`, by keyword.
+
+    Fit parameters such as ``eval_set`` take hyperbolic points, like ``X``.
+    Categorical features are rejected: Klein coordinates are continuous.
+"""
+
+
+class BoostingModel(HyperbolicTreeModel):
+    """A hyperbolic model around one XGBoost or LightGBM scikit-learn class.
+
+    A subclass sets ``_native`` (the class it wraps), ``_signature_from``
+    (further classes whose ``__init__`` keywords ``_native`` accepts through
+    ``**kwargs``, e.g. ``XGBModel`` for ``XGBClassifier``) and ``_backend``.
+    Its ``__init__`` is generated: the geometry parameters, ``override_subsample``
+    and every native keyword, each stored unchanged as scikit-learn requires;
+    other keywords are stored too and reported by ``get_params``.
+    """
+
+    _native: ClassVar[type]
+    _signature_from: ClassVar[tuple[type, ...]] = ()
+    _backend: ClassVar[type[BoosterBackend]]
+    _native_params: ClassVar[tuple[str, ...]] = ()
+    _parameter_constraints: ClassVar[dict] = {
+        **HyperbolicTreeModel._parameter_constraints,
+        "override_subsample": ["boolean"],
+    }
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "_native" not in cls.__dict__:
+            return
+        cls._native_params = generate_init(
+            cls,
+            (cls._native, *cls._signature_from),
+            {**GEOMETRY_DEFAULTS, "override_subsample": True},
+            extra=True,
+        )
+
+    # -- parameters --------------------------------------------------------
+
+    def _store_extra(self, extra: dict[str, Any]) -> None:
+        for name, value in extra.items():
+            if name.startswith("_") or hasattr(type(self), name):
+                raise TypeError(
+                    f"{type(self).__name__} got an unexpected keyword argument {name!r}."
+                )
+            setattr(self, name, value)
+        new = [name for name in extra if name not in self._extra_params]
+        self._extra_params = (*self._extra_params, *new)
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """Parameters of this model, including extra keywords passed on to the booster."""
+        params = super().get_params(deep=deep)
+        params.update({name: getattr(self, name) for name in self._extra_params})
+        return params
+
+    def set_params(self, **params: Any):
+        """Set parameters; unknown plain names become extra booster keywords."""
+        known = set(self._get_param_names()) | set(self._extra_params)
+        extra = {k: v for k, v in params.items() if k not in known and "__" not in k}
+        self._store_extra(extra)
+        rest = {k: v for k, v in params.items() if k not in extra}
+        return super().set_params(**rest) if rest else self
+
+    def _native_template(self) -> Any:
+        """The native estimator with this model's parameters as given (for its tags)."""
+        params = {name: getattr(self, name) for name in (*self._native_params, *self._extra_params)}
+        return self._native(**params)
+
+    def _make_estimator(self) -> Any:
+        estimator = self._native_template()
+        if self.override_subsample:
+            self._backend.disable_row_subsampling(estimator)
+        return estimator
+
+    # -- training ------------------------------------------------------------
+
+    def _fit_params(self, fit_params: dict[str, Any]) -> dict[str, Any]:
+        """Map evaluation points (``eval_set``, LightGBM's ``eval_X``) to Klein coordinates."""
+        params = dict(fit_params)
+        eval_set = params.get("eval_set")
+        if eval_set is not None:
+            if isinstance(eval_set, tuple) and len(eval_set) == 2 and np.ndim(eval_set[0]) == 2:
+                eval_set = [eval_set]
+            params["eval_set"] = [
+                (self._klein(X, reset=False), self._eval_labels(y)) for X, y in eval_set
+            ]
+        eval_X = params.get("eval_X")
+        if eval_X is not None:
+            params["eval_X"] = (
+                tuple(self._klein(X, reset=False) for X in eval_X)
+                if isinstance(eval_X, tuple)
+                else self._klein(eval_X, reset=False)
+            )
+        return params
+
+    def _eval_labels(self, y: Any) -> Any:
+        """Hook: evaluation labels as the booster expects them."""
+        return y

@@ -5,17 +5,20 @@ coordinates, which training rows each tree saw, how to read the split
 arrays out and write corrected thresholds back into the native model (so
 the library's own ``predict`` uses them), and how to describe the result as
 an :class:`~hyp2onnx.ir.Ensemble`. Adding a backend means one new file
-subclassing :class:`Backend` and one line in ``_registry.py``.
+subclassing :class:`Backend` (with the backend's hyperbolic estimators)
+and one line in ``_registry.py``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from .._tree import Op, TreeArrays
+from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 
 
@@ -75,3 +78,19 @@ class Backend(ABC):
     @abstractmethod
     def to_ensemble(self, fitted: Any) -> Ensemble:
         """Describe the fitted (corrected) model as an :class:`Ensemble`."""
+
+    # -- files (optional) ----------------------------------------------------
+
+    @classmethod
+    def trusted_types(cls) -> list[type]:
+        """Native classes a ``.skops`` file of this backend's models may hold."""
+        return []
+
+    @classmethod
+    def load_file(cls, path: Path) -> Any:
+        """The native model in a file of one of the registry's suffixes for this backend.
+
+        Any exception means the file is not such a model; the command line
+        reports it with the file's name.
+        """
+        raise UnsupportedModelError(f"the {cls.name} backend reads no model files")

@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import re
 import warnings
+from pathlib import Path
 from typing import Any
 
+import lightgbm
 import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.class_weight import compute_sample_weight
 
 from .._tree import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
-from ._booster import BoosterBackend
+from ._base import HyperbolicClassifierMixin
+from ._booster import BOOSTING_DOC, BoosterBackend, BoostingModel
 
 #: LightGBM's kZeroThreshold: the float literal 1e-35f held in a double.
 ZERO_THRESHOLD = float(np.float32(1e-35))
@@ -53,16 +57,6 @@ _CATEGORICAL = (
 _LINEAR_TREE = ("linear_tree", "linear_trees")
 
 _TREE_START = re.compile(r"^Tree=\d+$", re.MULTILINE)
-
-
-def _lightgbm() -> Any:
-    try:
-        import lightgbm
-    except ImportError as exc:  # pragma: no cover - lightgbm is a dependency
-        raise UnsupportedModelError(
-            "LightGBM models need the lightgbm package: pip install lightgbm"
-        ) from exc
-    return lightgbm
 
 
 def _values(params: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
@@ -180,6 +174,18 @@ class _Model:
         return head + "".join(blocks) + self.tail
 
 
+def _objective_in_file(path: Path) -> str:
+    """The objective's name from a LightGBM model file's header ("" if none is stated)."""
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("objective="):
+                words = line[len("objective=") :].split()
+                return words[0] if words else ""
+            if line.startswith("Tree="):
+                break
+    return ""
+
+
 class LightGBMBackend(BoosterBackend):
     name = "lightgbm"
     op = "<="
@@ -192,15 +198,46 @@ class LightGBMBackend(BoosterBackend):
 
     @classmethod
     def handles(cls, estimator: Any) -> bool:
-        try:
-            lgb = _lightgbm()
-        except UnsupportedModelError:
-            return False
-        return type(estimator) in (lgb.LGBMClassifier, lgb.LGBMRegressor)
+        return type(estimator) in (lightgbm.LGBMClassifier, lightgbm.LGBMRegressor)
 
     @classmethod
     def supported(cls) -> list[str]:
         return ["LGBMClassifier", "LGBMRegressor"]
+
+    @classmethod
+    def trusted_types(cls) -> list[type]:
+        return [lightgbm.LGBMClassifier, lightgbm.LGBMRegressor, lightgbm.Booster]
+
+    @classmethod
+    def load_file(cls, path: Path) -> Any:
+        """An LGBMClassifier/LGBMRegressor around the Booster in ``path`` (``save_model``).
+
+        The ``binary`` and ``multiclass*`` objectives load as classifiers; a
+        model file stores class indices, not labels, so the classes are
+        ``0 .. n-1``. LightGBM's scikit-learn classes cannot be built from a
+        Booster through their public API, so a stand-in is fitted on a few
+        rows of the loaded model's shape (LightGBM sets its own fitted
+        attributes, classes included) and its booster is swapped for the
+        loaded one, through the attribute ``booster_`` reads.
+        """
+        booster = lightgbm.Booster(model_file=str(path))
+        objective = _objective_in_file(path)
+        n_features = booster.num_feature()
+        if objective.startswith("multiclass"):
+            n_classes = booster.num_model_per_iteration()
+        elif objective == "binary":
+            n_classes = 2
+        else:
+            n_classes = 0
+        X = np.zeros((max(n_classes, 2), n_features))
+        if n_classes:
+            model = lightgbm.LGBMClassifier(n_estimators=1, verbose=-1)
+            model.fit(X, np.arange(n_classes))
+        else:
+            model = lightgbm.LGBMRegressor(n_estimators=1, verbose=-1)
+            model.fit(X, np.zeros(X.shape[0]))
+        model._Booster = booster
+        return model
 
     # -- training --------------------------------------------------------
 
@@ -316,7 +353,7 @@ class LightGBMBackend(BoosterBackend):
         for i, (tree, new) in enumerate(zip(model.trees, thresholds, strict=True)):
             tree.check_zero_band(np.asarray(new, dtype=np.float64), i)
         old = fitted.booster_
-        booster = _lightgbm().Booster(model_str=model.text(thresholds))
+        booster = lightgbm.Booster(model_str=model.text(thresholds))
         booster.best_iteration = old.best_iteration
         booster.best_score = old.best_score
         # LGBMModel has no public setter; booster_ reads this attribute.
@@ -327,7 +364,7 @@ class LightGBMBackend(BoosterBackend):
 
     def _outputs(self, fitted: Any, model: _Model) -> tuple[int, str]:
         """Score columns and post-transform, or an error if the Ensemble cannot say it."""
-        classifier = type(fitted) is _lightgbm().LGBMClassifier
+        classifier = type(fitted) is lightgbm.LGBMClassifier
         objective, options = model.objective, model.objective_options
         if model.average_output:
             raise UnsupportedModelError(
@@ -362,7 +399,7 @@ class LightGBMBackend(BoosterBackend):
         base values are zero.
         """
         model = self._model(fitted)
-        classifier = type(fitted) is _lightgbm().LGBMClassifier
+        classifier = type(fitted) is lightgbm.LGBMClassifier
         n_outputs, post = self._outputs(fitted, model)
         n_used = len(model.trees)
         best = int(getattr(fitted.booster_, "best_iteration", 0) or 0)
@@ -405,3 +442,34 @@ class LightGBMBackend(BoosterBackend):
             classes=np.asarray(fitted.classes_) if classifier else None,
             tree_target=np.asarray(targets, dtype=np.int64) if n_outputs > 1 else None,
         )
+
+
+# -- the hyperbolic estimators ------------------------------------------------
+
+_LGBM_DOC = dict(
+    rows="``subsample``/``bagging_fraction`` and its aliases, and their ``pos_``/``neg_`` "
+    "variants; GOSS is refused",
+    columns="``colsample_bytree``/``feature_fraction``, ``feature_fraction_bynode``",
+)
+
+
+class HyperbolicLGBMClassifier(HyperbolicClassifierMixin, ClassifierMixin, BoostingModel):
+    __doc__ = (
+        "Hyperbolic LightGBM classifier: LightGBM on Klein coordinates with Einstein-midpoint "
+        "thresholds (compared as LightGBM does: ``x <= t`` in float64).\n"
+        + BOOSTING_DOC.format(**{**_LGBM_DOC, "native": "lightgbm.LGBMClassifier"})
+    )
+    _native = lightgbm.LGBMClassifier
+    _signature_from = (lightgbm.LGBMModel,)
+    _backend = LightGBMBackend
+
+
+class HyperbolicLGBMRegressor(RegressorMixin, BoostingModel):
+    __doc__ = (
+        "Hyperbolic LightGBM regressor: LightGBM on Klein coordinates with Einstein-midpoint "
+        "thresholds (compared as LightGBM does: ``x <= t`` in float64).\n"
+        + BOOSTING_DOC.format(**{**_LGBM_DOC, "native": "lightgbm.LGBMRegressor"})
+    )
+    _native = lightgbm.LGBMRegressor
+    _signature_from = (lightgbm.LGBMModel,)
+    _backend = LightGBMBackend

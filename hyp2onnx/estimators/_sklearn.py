@@ -1,4 +1,4 @@
-"""scikit-learn decision trees and forests.
+"""scikit-learn decision trees and forests, and their hyperbolic estimators.
 
 scikit-learn casts X to float32 and sends a row left iff
 ``float32(x) <= threshold`` with float64 thresholds. Trees are read from and
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.base import is_classifier
+from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.ensemble import (
     ExtraTreesClassifier,
     ExtraTreesRegressor,
@@ -30,6 +30,7 @@ from sklearn.utils.class_weight import compute_sample_weight
 from .._tree import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
+from ._base import HyperbolicClassifierMixin, WrappedParamsModel
 from ._interface import Backend
 
 _TREES = (DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier, ExtraTreeRegressor)
@@ -54,6 +55,12 @@ class SklearnBackend(Backend):
     @classmethod
     def supported(cls) -> list[str]:
         return [c.__name__ for c in _TREES + _FORESTS]
+
+    @classmethod
+    def trusted_types(cls) -> list[type]:
+        from sklearn.tree._tree import Tree
+
+        return [Tree]
 
     def fit(
         self,
@@ -152,3 +159,67 @@ class SklearnBackend(Backend):
             sum_dtype="float64",
             classes=np.asarray(fitted.classes_) if classifier else None,
         )
+
+
+# -- the hyperbolic estimators ------------------------------------------------
+
+_GEOMETRY_DOC = """
+    Parameters
+    ----------
+    input_geometry : {"hyperboloid", "poincare", "klein"}, default="hyperboloid"
+        Model of hyperbolic space the input points are given in. Hyperboloid
+        points have ``d + 1`` columns (the timelike one at ``timelike_dim``);
+        Poincare and Klein points lie in the ball of radius ``R = 1/sqrt(-K)``.
+    curvature : float < 0, default=-1.0
+        Curvature ``K`` of the space.
+    timelike_dim : int, default=0
+        Column of the timelike coordinate ``x_0`` (hyperboloid input only).
+    midpoint : {"einstein", "arithmetic"}, default="einstein"
+        Where each threshold goes between its two nearest training values:
+        the hyperbolic (Einstein) midpoint, or the Euclidean one (ablation;
+        identical to scikit-learn's own thresholds for best-split trees).
+    check_manifold : bool, default=True
+        Reject points off the manifold (or outside the ball) in ``fit`` and
+        ``predict``. Turn off only for large data known to be valid.
+    **params
+        Every parameter of the wrapped scikit-learn class, by keyword
+        (``max_depth``, ``n_estimators``, ``random_state``, ...).
+"""
+
+
+def _doc(summary: str, wrapped: type) -> str:
+    return (
+        f"{summary}\n\n    Fits :class:`sklearn.{wrapped.__module__.split('.')[1]}.{wrapped.__name__}` "
+        "on Klein coordinates and moves every threshold to its Einstein midpoint.\n"
+        + _GEOMETRY_DOC
+    )
+
+
+class HyperbolicDecisionTreeClassifier(
+    HyperbolicClassifierMixin, ClassifierMixin, WrappedParamsModel
+):
+    __doc__ = _doc("Hyperbolic decision tree classifier (Fast-HyperDT).", DecisionTreeClassifier)
+    _wrapped = DecisionTreeClassifier
+
+
+class HyperbolicDecisionTreeRegressor(RegressorMixin, WrappedParamsModel):
+    __doc__ = _doc("Hyperbolic decision tree regressor (Fast-HyperDT).", DecisionTreeRegressor)
+    _wrapped = DecisionTreeRegressor
+
+
+class HyperbolicRandomForestClassifier(
+    HyperbolicClassifierMixin, ClassifierMixin, WrappedParamsModel
+):
+    __doc__ = _doc(
+        "Hyperbolic random forest classifier; each tree is corrected on its own bootstrap rows.",
+        RandomForestClassifier,
+    )
+    _wrapped = RandomForestClassifier
+
+
+class HyperbolicRandomForestRegressor(RegressorMixin, WrappedParamsModel):
+    __doc__ = _doc(
+        "Hyperbolic random forest regressor; each tree is corrected on its own bootstrap rows.",
+        RandomForestRegressor,
+    )
+    _wrapped = RandomForestRegressor

@@ -16,16 +16,25 @@ milliseconds for 100 trees, a third of the JSON text route.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import struct
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xgboost
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils import assert_all_finite
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from .._tree import TreeArrays
 from ..errors import UnsupportedModelError
-from ..ir import Ensemble
-from ._booster import BoosterBackend
+from ..ir import Ensemble, Model
+from ._base import HyperbolicClassifierMixin
+from ._booster import BOOSTING_DOC, BoosterBackend, BoostingModel
 
 #: Objectives whose prediction is the raw score itself.
 _IDENTITY_OBJECTIVES = {
@@ -35,16 +44,6 @@ _IDENTITY_OBJECTIVES = {
     "reg:absoluteerror",
     "reg:quantileerror",
 }
-
-
-def _xgboost() -> Any:
-    try:
-        import xgboost
-    except ImportError as exc:  # pragma: no cover - xgboost is a dependency
-        raise UnsupportedModelError(
-            "XGBoost models need the xgboost package: pip install xgboost"
-        ) from exc
-    return xgboost
 
 
 # -- UBJSON (https://ubjson.org), the subset XGBoost writes -------------------
@@ -190,20 +189,30 @@ class XGBoostBackend(BoosterBackend):
         self._parsed: tuple[Any, _Model] | None = None
 
     @classmethod
-    def _classes(cls) -> tuple[type, ...]:
-        xgb = _xgboost()
-        return (xgb.XGBClassifier, xgb.XGBRegressor)
-
-    @classmethod
     def handles(cls, estimator: Any) -> bool:
-        try:
-            return type(estimator) in cls._classes()
-        except UnsupportedModelError:
-            return False
+        return type(estimator) in (xgboost.XGBClassifier, xgboost.XGBRegressor)
 
     @classmethod
     def supported(cls) -> list[str]:
         return ["XGBClassifier", "XGBRegressor"]
+
+    @classmethod
+    def trusted_types(cls) -> list[type]:
+        return [xgboost.XGBClassifier, xgboost.XGBRegressor, xgboost.Booster]
+
+    @classmethod
+    def load_file(cls, path: Path) -> Any:
+        """An XGBClassifier or XGBRegressor from ``save_model``'s ``.json``/``.ubj`` file.
+
+        The file does not say classifier or regressor; its objective does:
+        ``binary:*`` and ``multi:*`` load as classifiers.
+        """
+        booster = xgboost.Booster(model_file=str(path))
+        objective = json.loads(booster.save_config())["learner"]["objective"]["name"]
+        classifier = objective.startswith(("binary:", "multi:"))
+        model = xgboost.XGBClassifier() if classifier else xgboost.XGBRegressor()
+        model.load_model(str(path))
+        return model
 
     # -- training --------------------------------------------------------
 
@@ -244,7 +253,7 @@ class XGBoostBackend(BoosterBackend):
                     f"{name} gives each row its own starting score, which an exported model "
                     "cannot reproduce; fit without it."
                 )
-        if np.ndim(y) != 1 and type(estimator) is not _xgboost().XGBRegressor:
+        if np.ndim(y) != 1 and type(estimator) is not xgboost.XGBRegressor:
             raise UnsupportedModelError(
                 "multi-label XGBoost classifiers are not supported; pass a 1-D y."
             )
@@ -302,7 +311,7 @@ class XGBoostBackend(BoosterBackend):
     def _outputs(self, fitted: Any, model: _Model) -> tuple[int, str]:
         """Score columns and post-transform, or an error if the Ensemble cannot say it."""
         objective = model.objective
-        if type(fitted) is _xgboost().XGBClassifier:
+        if type(fitted) is xgboost.XGBClassifier:
             if model.n_targets > 1:
                 raise UnsupportedModelError(
                     "multi-label XGBoost classifiers are not supported; fit one per label."
@@ -344,7 +353,7 @@ class XGBoostBackend(BoosterBackend):
         last).
         """
         model = self._model(fitted)
-        classifier = type(fitted) is _xgboost().XGBClassifier
+        classifier = type(fitted) is xgboost.XGBClassifier
         n_outputs, post = self._outputs(fitted, model)
         base = model.base_margin()
         if base.size != n_outputs:
@@ -394,3 +403,70 @@ class XGBoostBackend(BoosterBackend):
             classes=classes,
             tree_target=targets.astype(np.int64) if n_outputs > 1 else None,
         )
+
+
+# -- the hyperbolic estimators ------------------------------------------------
+
+_XGB_DOC = dict(
+    rows="``subsample``",
+    columns="``colsample_bytree``, ``colsample_bylevel``, ``colsample_bynode``",
+)
+class HyperbolicXGBClassifier(HyperbolicClassifierMixin, ClassifierMixin, BoostingModel):
+    __doc__ = (
+        "Hyperbolic XGBoost classifier: XGBoost on Klein coordinates with Einstein-midpoint "
+        "thresholds (compared as XGBoost does: ``x < t`` in float32).\n\n    Labels may be "
+        "any values (strings too); XGBoost sees them encoded as 0..k-1.\n"
+        + BOOSTING_DOC.format(**{**_XGB_DOC, "native": "xgboost.XGBClassifier"})
+    )
+    _native = xgboost.XGBClassifier
+    _signature_from = (xgboost.XGBModel,)
+    _backend = XGBoostBackend
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
+        """Fit on hyperbolic points ``X`` and labels ``y`` (any values)."""
+        y = column_or_1d(y, warn=True)
+        assert_all_finite(y, input_name="y")
+        check_classification_targets(y)
+        self._labels, encoded = np.unique(y, return_inverse=True)
+        return super().fit(X, encoded, sample_weight, **fit_params)
+
+    def _classes(self, fitted: Any) -> np.ndarray:
+        return self._labels
+
+    def _eval_labels(self, y: Any) -> np.ndarray:
+        y = column_or_1d(y)
+        index = np.searchsorted(self._labels, y)
+        index = np.minimum(index, self._labels.size - 1)
+        if np.any(self._labels[index] != y):
+            unseen = np.setdiff1d(y, self._labels)
+            raise ValueError(f"eval_set has labels {unseen[:5].tolist()} not seen in y.")
+        return index
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Labels (in ``classes_``) for hyperbolic points ``X``."""
+        check_is_fitted(self)
+        return self.classes_[self.estimator_.predict(self._klein(X, reset=False))]
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities, columns in ``classes_`` order (XGBoost's float32, widened)."""
+        return super().predict_proba(X).astype(np.float64)
+
+    def _to_ir(self) -> Model:
+        model = super()._to_ir()
+        ensemble = dataclasses.replace(model.ensemble, classes=np.asarray(self.classes_))
+        return dataclasses.replace(model, ensemble=ensemble)
+
+
+class HyperbolicXGBRegressor(RegressorMixin, BoostingModel):
+    __doc__ = (
+        "Hyperbolic XGBoost regressor: XGBoost on Klein coordinates with Einstein-midpoint "
+        "thresholds (compared as XGBoost does: ``x < t`` in float32).\n"
+        + BOOSTING_DOC.format(**{**_XGB_DOC, "native": "xgboost.XGBRegressor"})
+    )
+    _native = xgboost.XGBRegressor
+    _signature_from = (xgboost.XGBModel,)
+    _backend = XGBoostBackend
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Values for hyperbolic points ``X`` (XGBoost's float32, widened exactly)."""
+        return super().predict(X).astype(np.float64)
