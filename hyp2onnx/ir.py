@@ -101,6 +101,38 @@ class Ensemble:
         if self.post_transform == "logistic" and self.n_outputs != 1:
             raise ValueError("the logistic post-transform takes one score column")
 
+    @classmethod
+    def from_trees(
+        cls, trees: list[TreeArrays], values: list[np.ndarray], **facts: object
+    ) -> Ensemble:
+        """Trees with local node indices (and their leaf values) laid end to end.
+
+        Every backend describes its model this way: children become global
+        node indices, thresholds are zeroed at leaves, the roots are each
+        tree's first node; ``facts`` are the other fields.
+        """
+        n_outputs = np.asarray(facts["base_values"]).shape[0]
+        sizes = np.array([t.feature.shape[0] for t in trees], dtype=np.int64)
+        roots = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)[: len(trees)]
+
+        def joined(arrays: list[np.ndarray], dtype: type, empty: tuple[int, ...]) -> np.ndarray:
+            return np.concatenate(arrays).astype(dtype) if arrays else np.zeros(empty, dtype)
+
+        glob = lambda c, o: np.where(c >= 0, c + o, -1)  # noqa: E731
+        return cls(
+            feature=joined([t.feature for t in trees], np.int64, (0,)),
+            threshold=joined(
+                [np.where(t.feature >= 0, t.threshold, 0.0) for t in trees], np.float64, (0,)
+            ),
+            left=joined([glob(t.left, o) for t, o in zip(trees, roots, strict=True)], np.int64, (0,)),
+            right=joined(
+                [glob(t.right, o) for t, o in zip(trees, roots, strict=True)], np.int64, (0,)
+            ),
+            value=joined(list(values), np.float64, (0, n_outputs)),
+            roots=roots,
+            **facts,  # type: ignore[arg-type]
+        )
+
     @property
     def n_trees(self) -> int:
         return int(self.roots.shape[0])

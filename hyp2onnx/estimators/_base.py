@@ -120,8 +120,27 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         return self
 
     def _fit_params(self, fit_params: dict[str, Any]) -> dict[str, Any]:
-        """Hook: map fit parameters that hold hyperbolic points (eval sets) to Klein."""
-        return fit_params
+        """Map evaluation points (``eval_set``, LightGBM's ``eval_X``) to Klein coordinates."""
+        params = dict(fit_params)
+        eval_set = params.get("eval_set")
+        if eval_set is not None:
+            if isinstance(eval_set, tuple) and len(eval_set) == 2 and np.ndim(eval_set[0]) == 2:
+                eval_set = [eval_set]
+            params["eval_set"] = [
+                (self._klein(X, reset=False), self._eval_labels(y)) for X, y in eval_set
+            ]
+        eval_X = params.get("eval_X")
+        if eval_X is not None:
+            params["eval_X"] = (
+                tuple(self._klein(X, reset=False) for X in eval_X)
+                if isinstance(eval_X, tuple)
+                else self._klein(eval_X, reset=False)
+            )
+        return params
+
+    def _eval_labels(self, y: Any) -> Any:
+        """Hook: evaluation labels as the booster expects them."""
+        return y
 
     def _classes(self, fitted: Any) -> np.ndarray:
         """Hook: the class labels in output order."""
