@@ -34,8 +34,6 @@ _ML_DOMAIN = "ai.onnx.ml"
 
 def _estimator_classes() -> list[type]:
     """Every concrete hyperbolic estimator class of the installed backends."""
-    import hyp2onnx.estimators._householder  # noqa: F401  (oblique trees: no backend library)
-
     for spec in BACKENDS:
         try:
             spec.load()

@@ -94,10 +94,9 @@ def _load_pickle(path: Path) -> Any:
 def trusted_types() -> list[str]:
     """Types a ``.skops`` file may hold beyond skops' defaults: the models hyp2onnx exports."""
     from .. import estimators
-    from ..estimators._householder import HouseholderTree
     from ..thresholds import CorrectionReport
 
-    classes: list[type] = [CorrectionReport, HouseholderTree]  # HouseholderTree: oblique nodes
+    classes: list[type] = [CorrectionReport, estimators.HyperbolicEstimator]
     for spec in BACKENDS:  # the installed backends' estimators and native classes
         try:
             backend = spec.load()
@@ -105,11 +104,6 @@ def trusted_types() -> list[str]:
             continue
         classes += [getattr(estimators, name) for name in spec.estimators]
         classes += backend.trusted_types()
-    classes += [
-        estimators.HyperbolicEstimator,
-        estimators.HyperbolicHouseholderTreeClassifier,
-        estimators.HyperbolicHouseholderTreeRegressor,
-    ]
     names = [f"{c.__module__}.{c.__qualname__}" for c in classes]
     return [*names, "collections.OrderedDict"]
 

@@ -16,8 +16,6 @@ from ._registry import BACKENDS, backend_for, estimator_class
 _OWN = {
     "HyperbolicTreeModel": "_base",
     "HyperbolicEstimator": "_base",
-    "HyperbolicHouseholderTreeClassifier": "_householder",
-    "HyperbolicHouseholderTreeRegressor": "_householder",
 }
 
 __all__ = sorted(

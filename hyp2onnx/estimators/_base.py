@@ -157,7 +157,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         # The values each tree compared, held in the backend's precision (float32
         # stays float32: half the memory of widening; the correction widens the
         # values it gathers, exactly).
-        Xc = np.ascontiguousarray(Xk, dtype=backend.compare_dtype)
+        Xc = backend.compared_values(fitted, Xk)
         new_thresholds, report = correct_trees(
             backend.read_trees(fitted),
             Xc,

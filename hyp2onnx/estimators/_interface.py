@@ -64,6 +64,14 @@ class Backend(ABC):
         ``y`` and ``sample_weight`` are what :meth:`fit` was given.
         """
 
+    def compared_values(self, fitted: Any, Xk: np.ndarray) -> np.ndarray:
+        """The values the splits compare, one column per tested feature.
+
+        Klein coordinates held in :attr:`compare_dtype`, unless a backend's
+        splits compare something else (oblique trees: projections).
+        """
+        return np.ascontiguousarray(Xk, dtype=self.compare_dtype)
+
     @abstractmethod
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
         """Split arrays of every tree, in the model's tree order."""

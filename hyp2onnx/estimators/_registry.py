@@ -56,6 +56,7 @@ BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec("_sklearn", "SklearnBackend", "sklearn", None, ("HyperbolicDecisionTreeClassifier", "HyperbolicDecisionTreeRegressor", "HyperbolicRandomForestClassifier", "HyperbolicRandomForestRegressor")),  # noqa: E501
     BackendSpec("_xgboost", "XGBoostBackend", "xgboost", "xgboost", ("HyperbolicXGBClassifier", "HyperbolicXGBRegressor"), (".json", ".ubj")),  # noqa: E501
     BackendSpec("_lightgbm", "LightGBMBackend", "lightgbm", "lightgbm", ("HyperbolicLGBMClassifier", "HyperbolicLGBMRegressor"), (".txt",)),  # noqa: E501
+    BackendSpec("_householder", "HouseholderBackend", "hyp2onnx", None, ("HyperbolicHouseholderTreeClassifier", "HyperbolicHouseholderTreeRegressor")),  # noqa: E501
     BackendSpec("_catboost", "CatBoostBackend", "catboost", "catboost", ("HyperbolicCatBoostClassifier", "HyperbolicCatBoostRegressor"), (".cbm",)),  # noqa: E501
 )
 
