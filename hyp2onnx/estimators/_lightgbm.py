@@ -406,31 +406,20 @@ class LightGBMBackend(BoosterBackend):
         if best > 0:
             n_used = min(n_used, best * model.n_per_iteration)
 
-        features, thresholds, lefts, rights, values, roots, targets = [], [], [], [], [], [], []
-        offset = 0
+        trees, values, targets = [], [], []
         for i in range(n_used):
             tree = model.trees[i]
             tree.check_zero_band(tree.threshold, i)
             arrays = tree.arrays()
-            n_nodes = arrays.feature.shape[0]
             target = i % model.n_per_iteration if n_outputs > 1 else 0
-            value = np.zeros((n_nodes, n_outputs))
+            value = np.zeros((arrays.feature.shape[0], n_outputs))
             value[tree.n_internal :, target] = tree.leaf_value
-            roots.append(offset)
+            trees.append(arrays)
             targets.append(target)
-            features.append(arrays.feature)
-            thresholds.append(arrays.threshold)
-            lefts.append(np.where(arrays.left >= 0, arrays.left + offset, -1))
-            rights.append(np.where(arrays.right >= 0, arrays.right + offset, -1))
             values.append(value)
-            offset += n_nodes
-        return Ensemble(
-            feature=np.concatenate(features),
-            threshold=np.concatenate(thresholds),
-            left=np.concatenate(lefts),
-            right=np.concatenate(rights),
-            value=np.concatenate(values),
-            roots=np.asarray(roots, dtype=np.int64),
+        return Ensemble.from_trees(
+            trees,
+            values,
             op=self.op,
             compare_dtype=self.compare_dtype,
             threshold_dtype=self.threshold_dtype,

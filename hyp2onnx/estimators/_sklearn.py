@@ -125,36 +125,22 @@ class SklearnBackend(Backend):
         return fitted
 
     def to_ensemble(self, fitted: Any) -> Ensemble:
-        trees = _trees_of(fitted)
         classifier = is_classifier(fitted)
-        features, thresholds, lefts, rights, values, roots = [], [], [], [], [], []
-        offset = 0
-        for est, arrays in zip(trees, self.read_trees(fitted), strict=True):
+        trees, values = self.read_trees(fitted), []
+        for est, arrays in zip(_trees_of(fitted), trees, strict=True):
             v = est.tree_.value
             # Classifiers store class fractions; regressors one value per target.
             leaf_values = v[:, 0, : fitted.n_classes_] if classifier else v[:, :, 0]
-            leaf_values = np.where((arrays.feature < 0)[:, None], leaf_values, 0.0)
-            roots.append(offset)
-            features.append(arrays.feature)
-            thresholds.append(np.where(arrays.feature >= 0, arrays.threshold, 0.0))
-            lefts.append(np.where(arrays.left >= 0, arrays.left + offset, -1))
-            rights.append(np.where(arrays.right >= 0, arrays.right + offset, -1))
-            values.append(leaf_values.astype(np.float64))
-            offset += arrays.feature.shape[0]
-        value = np.concatenate(values)
-        return Ensemble(
-            feature=np.concatenate(features),
-            threshold=np.concatenate(thresholds),
-            left=np.concatenate(lefts),
-            right=np.concatenate(rights),
-            value=value,
-            roots=np.asarray(roots, dtype=np.int64),
+            values.append(np.where((arrays.feature < 0)[:, None], leaf_values, 0.0))
+        return Ensemble.from_trees(
+            trees,
+            values,
             op=self.op,
             compare_dtype=self.compare_dtype,
             threshold_dtype=self.threshold_dtype,
             n_features=int(fitted.n_features_in_),
             aggregate="mean",
-            base_values=np.zeros(value.shape[1]),
+            base_values=np.zeros(values[0].shape[1]),
             post_transform="identity",
             sum_dtype="float64",
             classes=np.asarray(fitted.classes_) if classifier else None,

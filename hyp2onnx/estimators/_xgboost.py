@@ -361,9 +361,8 @@ class XGBoostBackend(BoosterBackend):
         n_used = self._used_trees(fitted, model)
         targets = model.tree_info[:n_used] if n_outputs > 1 else np.zeros(n_used, np.int64)
 
-        features, thresholds, lefts, rights, values, roots = [], [], [], [], [], []
+        trees, values = [], []
         folded = np.zeros(n_outputs, dtype=bool)
-        offset = 0
         for i in range(n_used):
             arrays = model.arrays(i)
             leaf = arrays.feature < 0
@@ -374,24 +373,11 @@ class XGBoostBackend(BoosterBackend):
                 folded[target] = True
             value = np.zeros((leaf.shape[0], n_outputs))
             value[:, target] = leaf_values
-            roots.append(offset)
-            features.append(arrays.feature)
-            thresholds.append(arrays.threshold)
-            lefts.append(np.where(arrays.left >= 0, arrays.left + offset, -1))
-            rights.append(np.where(arrays.right >= 0, arrays.right + offset, -1))
+            trees.append(arrays)
             values.append(value)
-            offset += leaf.shape[0]
-        value = np.concatenate(values) if values else np.zeros((0, n_outputs))
-        classes = None
-        if classifier:
-            classes = np.arange(max(model.n_classes, 2))
-        return Ensemble(
-            feature=np.concatenate(features) if features else np.zeros(0, np.int64),
-            threshold=np.concatenate(thresholds) if thresholds else np.zeros(0),
-            left=np.concatenate(lefts) if lefts else np.zeros(0, np.int64),
-            right=np.concatenate(rights) if rights else np.zeros(0, np.int64),
-            value=value,
-            roots=np.asarray(roots, dtype=np.int64),
+        return Ensemble.from_trees(
+            trees,
+            values,
             op=self.op,
             compare_dtype=self.compare_dtype,
             threshold_dtype=self.threshold_dtype,
@@ -400,7 +386,7 @@ class XGBoostBackend(BoosterBackend):
             base_values=np.where(folded, 0.0, base.astype(np.float64)),
             post_transform=post,
             sum_dtype="float32",
-            classes=classes,
+            classes=np.arange(max(model.n_classes, 2)) if classifier else None,
             tree_target=targets.astype(np.int64) if n_outputs > 1 else None,
         )
 
