@@ -14,9 +14,11 @@ so the thresholds of all trees are corrected in one pass
 
 from __future__ import annotations
 
+import warnings
 from abc import abstractmethod
 from typing import Any, ClassVar
 
+import numpy as np
 
 from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, generate_init
 from ._interface import Backend
@@ -24,7 +26,58 @@ from ._interface import Backend
 
 class BoosterBackend(Backend):
     """A booster backend: says how the library subsamples rows, so that the
-    hyperbolic models can turn it off and every tree sees every row."""
+    hyperbolic models can turn it off and every tree sees every row.
+
+    ``fit`` checks the settings (:meth:`check_fit`), warns when rows are
+    subsampled, fits, and refuses at once a model the export would refuse
+    (:meth:`outputs`). One parse of the native model (:meth:`parse`) serves
+    ``read_trees`` and ``write_thresholds`` of one correction.
+    """
+
+    #: The library's name in messages.
+    title: ClassVar[str]
+
+    def __init__(self) -> None:
+        self._parsed: tuple[Any, Any] | None = None
+
+    @abstractmethod
+    def parse(self, fitted: Any) -> Any:
+        """The fitted model's trees, read from its native format."""
+
+    @abstractmethod
+    def outputs(self, fitted: Any, model: Any) -> tuple[int, str]:
+        """Score columns and post-transform, or an error if the Ensemble cannot say it."""
+
+    @abstractmethod
+    def check_fit(self, estimator: Any, y: np.ndarray, fit_params: dict[str, Any]) -> None:
+        """Refuse settings the correction or the export cannot follow."""
+
+    def _model(self, fitted: Any) -> Any:
+        if self._parsed is None or self._parsed[0] is not fitted:
+            self._parsed = (fitted, self.parse(fitted))
+        return self._parsed[1]
+
+    def fit(
+        self,
+        estimator: Any,
+        Xk: np.ndarray,
+        y: np.ndarray,
+        sample_weight: np.ndarray | None,
+        **fit_params: Any,
+    ) -> Any:
+        self.check_fit(estimator, y, fit_params)
+        subsampling = self.row_subsampling(estimator)
+        if subsampling:
+            warnings.warn(
+                f"{self.title} trains each tree on a subset of rows ({subsampling}), but the "
+                "threshold correction uses all training rows, so it is approximate: training "
+                "predictions may change. Use override_subsample=True for an exact correction.",
+                stacklevel=4,
+            )
+        # The library casts to its own precision, exactly as it does when predicting.
+        estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
+        self.outputs(estimator, self._model(estimator))  # refuse now what export would refuse
+        return estimator
 
     @staticmethod
     @abstractmethod

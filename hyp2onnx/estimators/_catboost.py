@@ -41,7 +41,7 @@ from .._tree import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 from ._base import HyperbolicClassifierMixin, WrappedParamsModel
-from ._interface import Backend
+from ._interface import Backend, refuse_row_scores
 
 _CLASSES = (catboost.CatBoostClassifier, catboost.CatBoostRegressor)
 #: Regression losses whose prediction is the raw score itself.
@@ -120,14 +120,7 @@ class CatBoostBackend(Backend):
     op = "<="
     compare_dtype = "float32"
     threshold_dtype = "float32"
-
-    @classmethod
-    def handles(cls, estimator: Any) -> bool:
-        return type(estimator) in _CLASSES
-
-    @classmethod
-    def supported(cls) -> list[str]:
-        return [c.__name__ for c in _CLASSES]
+    native = _CLASSES
 
     @classmethod
     def load_file(cls, path: Path) -> Any:
@@ -163,11 +156,7 @@ class CatBoostBackend(Backend):
                 f"CatBoost grow_policy={params['grow_policy']!r} is not supported; use "
                 "'SymmetricTree' (the default)."
             )
-        if fit_params.get("baseline") is not None:
-            raise UnsupportedModelError(
-                "baseline gives each row its own starting score, which an exported model "
-                "cannot reproduce; fit without it."
-            )
+        refuse_row_scores(fit_params, "baseline")
         if Xk.shape[0] < 2:
             raise ValueError(f"CatBoost needs at least 2 samples to fit; got {Xk.shape[0]} sample.")
         if isinstance(estimator, catboost.CatBoostClassifier):

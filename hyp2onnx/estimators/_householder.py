@@ -658,18 +658,11 @@ class HouseholderBackend(Backend):
     op = "<="
     compare_dtype = "float64"
     threshold_dtype = "float64"
-
-    @classmethod
-    def handles(cls, estimator: Any) -> bool:
-        return type(estimator) in _PLAIN
-
-    @classmethod
-    def supported(cls) -> list[str]:
-        return [c.__name__ for c in _PLAIN]
+    native = _PLAIN
 
     @classmethod
     def trusted_types(cls) -> list[type]:
-        return [*_PLAIN, HouseholderTree]
+        return [*cls.native, HouseholderTree]
 
     def fit(
         self,

@@ -33,16 +33,18 @@ class Backend(ABC):
     compare_dtype: ClassVar[str]
     #: Precision the library stores thresholds in.
     threshold_dtype: ClassVar[str]
+    #: The native estimator classes handled (exact types: a subclass may route differently).
+    native: ClassVar[tuple[type, ...]] = ()
 
     @classmethod
-    @abstractmethod
     def handles(cls, estimator: Any) -> bool:
         """True if ``estimator`` (fitted or not) belongs to this backend."""
+        return type(estimator) in cls.native
 
     @classmethod
-    @abstractmethod
     def supported(cls) -> list[str]:
         """Names of the estimator classes this backend accepts, for error messages."""
+        return [c.__name__ for c in cls.native]
 
     @abstractmethod
     def fit(
@@ -92,7 +94,7 @@ class Backend(ABC):
     @classmethod
     def trusted_types(cls) -> list[type]:
         """Native classes a ``.skops`` file of this backend's models may hold."""
-        return []
+        return list(cls.native)
 
     @classmethod
     def load_file(cls, path: Path) -> Any:
@@ -102,3 +104,13 @@ class Backend(ABC):
         reports it with the file's name.
         """
         raise UnsupportedModelError(f"the {cls.name} backend reads no model files")
+
+
+def refuse_row_scores(fit_params: dict[str, Any], *names: str) -> None:
+    """Refuse fit parameters that give each row its own starting score (``base_margin``, ...)."""
+    for name in names:
+        if fit_params.get(name) is not None:
+            raise UnsupportedModelError(
+                f"{name} gives each row its own starting score, which an exported model "
+                "cannot reproduce; fit without it."
+            )

@@ -18,7 +18,6 @@ rebuilding the Booster from the text, so ``predict`` uses them.
 from __future__ import annotations
 
 import re
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 from ._base import HyperbolicClassifierMixin
 from ._booster import BOOSTING_DOC, BoosterBackend, BoostingModel
+from ._interface import refuse_row_scores
 
 #: LightGBM's kZeroThreshold: the float literal 1e-35f held in a double.
 ZERO_THRESHOLD = float(np.float32(1e-35))
@@ -191,22 +191,12 @@ class LightGBMBackend(BoosterBackend):
     op = "<="
     compare_dtype = "float64"
     threshold_dtype = "float64"
-
-    def __init__(self) -> None:
-        # read_trees and write_thresholds of one correction share one parse.
-        self._parsed: tuple[Any, _Model] | None = None
-
-    @classmethod
-    def handles(cls, estimator: Any) -> bool:
-        return type(estimator) in (lightgbm.LGBMClassifier, lightgbm.LGBMRegressor)
-
-    @classmethod
-    def supported(cls) -> list[str]:
-        return ["LGBMClassifier", "LGBMRegressor"]
+    title = "LightGBM"
+    native = (lightgbm.LGBMClassifier, lightgbm.LGBMRegressor)
 
     @classmethod
     def trusted_types(cls) -> list[type]:
-        return [lightgbm.LGBMClassifier, lightgbm.LGBMRegressor, lightgbm.Booster]
+        return [*cls.native, lightgbm.Booster]
 
     @classmethod
     def load_file(cls, path: Path) -> Any:
@@ -269,14 +259,7 @@ class LightGBMBackend(BoosterBackend):
         ones = {name: 1.0 for names in _BAGGING_FRACTIONS for name in names if name in params}
         estimator.set_params(**{**ones, "subsample": 1.0})
 
-    def fit(
-        self,
-        estimator: Any,
-        Xk: np.ndarray,
-        y: np.ndarray,
-        sample_weight: np.ndarray | None,
-        **fit_params: Any,
-    ) -> Any:
+    def check_fit(self, estimator: Any, y: np.ndarray, fit_params: dict[str, Any]) -> None:
         params = estimator.get_params()
         if callable(params.get("objective")):
             raise UnsupportedModelError(
@@ -305,25 +288,9 @@ class LightGBMBackend(BoosterBackend):
                 "categorical splits are not hyperbolic: Klein coordinates are continuous. "
                 "Fit without categorical_feature."
             )
-        for name in ("init_score", "eval_init_score"):
-            if fit_params.get(name) is not None:
-                raise UnsupportedModelError(
-                    f"{name} gives each row its own starting score, which an exported model "
-                    "cannot reproduce; fit without it."
-                )
+        refuse_row_scores(fit_params, "init_score", "eval_init_score")
         if np.ndim(y) != 1:
             raise UnsupportedModelError("LightGBM models take a 1-D y.")
-        subsampling = self.row_subsampling(estimator)
-        if subsampling:
-            warnings.warn(
-                f"LightGBM trains each tree on a subset of rows ({subsampling}), but the "
-                "threshold correction uses all training rows, so it is approximate: training "
-                "predictions may change. Use override_subsample=True for an exact correction.",
-                stacklevel=3,
-            )
-        estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
-        self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
-        return estimator
 
     def training_rows(
         self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
@@ -338,11 +305,8 @@ class LightGBMBackend(BoosterBackend):
 
     # -- trees -------------------------------------------------------------
 
-    def _model(self, fitted: Any) -> _Model:
-        if self._parsed is None or self._parsed[0] is not fitted:
-            text = fitted.booster_.model_to_string(num_iteration=-1)
-            self._parsed = (fitted, _Model(text))
-        return self._parsed[1]
+    def parse(self, fitted: Any) -> _Model:
+        return _Model(fitted.booster_.model_to_string(num_iteration=-1))
 
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
         return [tree.arrays() for tree in self._model(fitted).trees]
@@ -362,8 +326,7 @@ class LightGBMBackend(BoosterBackend):
 
     # -- description -----------------------------------------------------
 
-    def _outputs(self, fitted: Any, model: _Model) -> tuple[int, str]:
-        """Score columns and post-transform, or an error if the Ensemble cannot say it."""
+    def outputs(self, fitted: Any, model: _Model) -> tuple[int, str]:
         classifier = type(fitted) is lightgbm.LGBMClassifier
         objective, options = model.objective, model.objective_options
         if model.average_output:
@@ -400,7 +363,7 @@ class LightGBMBackend(BoosterBackend):
         """
         model = self._model(fitted)
         classifier = type(fitted) is lightgbm.LGBMClassifier
-        n_outputs, post = self._outputs(fitted, model)
+        n_outputs, post = self.outputs(fitted, model)
         n_used = len(model.trees)
         best = int(getattr(fitted.booster_, "best_iteration", 0) or 0)
         if best > 0:

@@ -46,21 +46,13 @@ class SklearnBackend(Backend):
     op = "<="
     compare_dtype = "float32"
     threshold_dtype = "float64"
-
-    @classmethod
-    def handles(cls, estimator: Any) -> bool:
-        # Exact types: a subclass may change how it routes or predicts.
-        return type(estimator) in _TREES + _FORESTS
-
-    @classmethod
-    def supported(cls) -> list[str]:
-        return [c.__name__ for c in _TREES + _FORESTS]
+    native = _TREES + _FORESTS
 
     @classmethod
     def trusted_types(cls) -> list[type]:
         from sklearn.tree._tree import Tree
 
-        return [Tree]
+        return [Tree]  # the forests' and trees' classes are skops defaults
 
     def fit(
         self,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from ..errors import UnsupportedModelError
 from ..ir import Ensemble, Model
 from ._base import HyperbolicClassifierMixin
 from ._booster import BOOSTING_DOC, BoosterBackend, BoostingModel
+from ._interface import refuse_row_scores
 
 #: Objectives whose prediction is the raw score itself.
 _IDENTITY_OBJECTIVES = {
@@ -183,22 +183,12 @@ class XGBoostBackend(BoosterBackend):
     op = "<"
     compare_dtype = "float32"
     threshold_dtype = "float32"
-
-    def __init__(self) -> None:
-        # read_trees and write_thresholds of one correction share one parse.
-        self._parsed: tuple[Any, _Model] | None = None
-
-    @classmethod
-    def handles(cls, estimator: Any) -> bool:
-        return type(estimator) in (xgboost.XGBClassifier, xgboost.XGBRegressor)
-
-    @classmethod
-    def supported(cls) -> list[str]:
-        return ["XGBClassifier", "XGBRegressor"]
+    title = "XGBoost"
+    native = (xgboost.XGBClassifier, xgboost.XGBRegressor)
 
     @classmethod
     def trusted_types(cls) -> list[type]:
-        return [xgboost.XGBClassifier, xgboost.XGBRegressor, xgboost.Booster]
+        return [*cls.native, xgboost.Booster]
 
     @classmethod
     def load_file(cls, path: Path) -> Any:
@@ -229,14 +219,7 @@ class XGBoostBackend(BoosterBackend):
         """Make every tree see every training row (column sampling is harmless)."""
         estimator.set_params(subsample=1.0)
 
-    def fit(
-        self,
-        estimator: Any,
-        Xk: np.ndarray,
-        y: np.ndarray,
-        sample_weight: np.ndarray | None,
-        **fit_params: Any,
-    ) -> Any:
+    def check_fit(self, estimator: Any, y: np.ndarray, fit_params: dict[str, Any]) -> None:
         params = estimator.get_params()
         if params.get("booster") not in (None, "gbtree"):
             raise UnsupportedModelError(
@@ -247,29 +230,11 @@ class XGBoostBackend(BoosterBackend):
                 "categorical splits are not hyperbolic: Klein coordinates are continuous. "
                 "Remove 'c' from feature_types."
             )
-        for name in ("base_margin", "base_margin_eval_set"):
-            if fit_params.get(name) is not None:
-                raise UnsupportedModelError(
-                    f"{name} gives each row its own starting score, which an exported model "
-                    "cannot reproduce; fit without it."
-                )
+        refuse_row_scores(fit_params, "base_margin", "base_margin_eval_set")
         if np.ndim(y) != 1 and type(estimator) is not xgboost.XGBRegressor:
             raise UnsupportedModelError(
                 "multi-label XGBoost classifiers are not supported; pass a 1-D y."
             )
-        subsampling = self.row_subsampling(estimator)
-        if subsampling:
-            warnings.warn(
-                f"XGBoost trains each tree on a random subset of rows ({subsampling}), but "
-                "the threshold correction uses all training rows, so it is approximate: "
-                "training predictions may change. Use override_subsample=True for an exact "
-                "correction.",
-                stacklevel=4,
-            )
-        # XGBoost casts to float32 itself, exactly as it does when predicting.
-        estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
-        self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
-        return estimator
 
     def training_rows(
         self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
@@ -281,10 +246,8 @@ class XGBoostBackend(BoosterBackend):
 
     # -- trees -------------------------------------------------------------
 
-    def _model(self, fitted: Any) -> _Model:
-        if self._parsed is None or self._parsed[0] is not fitted:
-            self._parsed = (fitted, _Model(_booster(fitted)))
-        return self._parsed[1]
+    def parse(self, fitted: Any) -> _Model:
+        return _Model(_booster(fitted))
 
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
         model = self._model(fitted)
@@ -308,8 +271,7 @@ class XGBoostBackend(BoosterBackend):
 
     # -- description -----------------------------------------------------
 
-    def _outputs(self, fitted: Any, model: _Model) -> tuple[int, str]:
-        """Score columns and post-transform, or an error if the Ensemble cannot say it."""
+    def outputs(self, fitted: Any, model: _Model) -> tuple[int, str]:
         objective = model.objective
         if type(fitted) is xgboost.XGBClassifier:
             if model.n_targets > 1:
@@ -354,7 +316,7 @@ class XGBoostBackend(BoosterBackend):
         """
         model = self._model(fitted)
         classifier = type(fitted) is xgboost.XGBClassifier
-        n_outputs, post = self._outputs(fitted, model)
+        n_outputs, post = self.outputs(fitted, model)
         base = model.base_margin()
         if base.size != n_outputs:
             base = np.broadcast_to(base, (n_outputs,)).astype(np.float32)
