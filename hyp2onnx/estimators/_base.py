@@ -264,6 +264,8 @@ def generate_init(
     __init__.__qualname__ = f"{cls.__name__}.__init__"
     __init__.__doc__ = (
         f"Store the geometry parameters and {sources[0].__name__}'s own parameters unchanged."
+        if sources
+        else "Store every parameter unchanged."
     )
     cls.__init__ = __init__  # type: ignore[method-assign]
     return tuple(p.name for p in native)

@@ -62,7 +62,7 @@ from .._oblique import project
 from .._tree import TreeArrays, apply
 from ..ir import Ensemble
 from ..thresholds import place_thresholds
-from ._base import HyperbolicClassifierMixin, WrappedParamsModel
+from ._base import HyperbolicClassifierMixin, WrappedParamsModel, generate_init
 from ._interface import Backend
 
 __all__ = [
@@ -262,6 +262,17 @@ def _midway(low: float, high: float) -> float:
     return min(max(t, low), float(np.nextafter(high, -np.inf)))
 
 
+#: Parameters both plain oblique trees take, with their defaults (after ``criterion``).
+_TREE_DEFAULTS: dict[str, Any] = {
+    "max_depth": None,
+    "min_samples_split": 2,
+    "min_samples_leaf": 1,
+    "min_weight_fraction_leaf": 0.0,
+    "min_impurity_decrease": 0.0,
+    "directions": "hhcart+fisher",
+}
+
+
 class _HouseholderTreeModel(BaseEstimator):
     """Shared fitting and prediction of the plain oblique trees, on Klein coordinates."""
 
@@ -282,6 +293,16 @@ class _HouseholderTreeModel(BaseEstimator):
     }
     _splitter: ClassVar[type]
     _classifier: ClassVar[bool]
+    _defaults: ClassVar[dict[str, Any]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "_defaults" not in cls.__dict__:
+            return
+        # One generated __init__ (every parameter stored unchanged) instead of a copy per class.
+        own = {"criterion": cls._defaults["criterion"], **_TREE_DEFAULTS}
+        own.update({k: v for k, v in cls._defaults.items() if k != "criterion"})
+        generate_init(cls, (), {**own, "random_state": None})
 
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
@@ -530,34 +551,12 @@ class HouseholderTreeClassifier(ClassifierMixin, _HouseholderTreeModel):
 
     _classifier = True
     _splitter = DecisionTreeClassifier
+    _defaults: ClassVar[dict[str, Any]] = {"criterion": "gini", "class_weight": None}
     _parameter_constraints: ClassVar[dict] = {
         **_HouseholderTreeModel._parameter_constraints,
         "criterion": [StrOptions({"gini", "entropy", "log_loss"})],
         "class_weight": [dict, list, StrOptions({"balanced"}), None],
     }
-
-    def __init__(
-        self,
-        *,
-        criterion: str = "gini",
-        max_depth: int | None = None,
-        min_samples_split: int | float = 2,
-        min_samples_leaf: int | float = 1,
-        min_weight_fraction_leaf: float = 0.0,
-        min_impurity_decrease: float = 0.0,
-        directions: str = "hhcart+fisher",
-        class_weight: Any = None,
-        random_state: Any = None,
-    ) -> None:
-        self.criterion = criterion
-        self.max_depth = max_depth
-        self.min_samples_split = min_samples_split
-        self.min_samples_leaf = min_samples_leaf
-        self.min_weight_fraction_leaf = min_weight_fraction_leaf
-        self.min_impurity_decrease = min_impurity_decrease
-        self.directions = directions
-        self.class_weight = class_weight
-        self.random_state = random_state
 
     def _encode_targets(self, y: np.ndarray) -> np.ndarray:
         check_classification_targets(y)
@@ -609,31 +608,11 @@ class HouseholderTreeRegressor(RegressorMixin, _HouseholderTreeModel):
 
     _classifier = False
     _splitter = DecisionTreeRegressor
+    _defaults: ClassVar[dict[str, Any]] = {"criterion": "squared_error"}
     _parameter_constraints: ClassVar[dict] = {
         **_HouseholderTreeModel._parameter_constraints,
         "criterion": [StrOptions({"squared_error", "friedman_mse"})],
     }
-
-    def __init__(
-        self,
-        *,
-        criterion: str = "squared_error",
-        max_depth: int | None = None,
-        min_samples_split: int | float = 2,
-        min_samples_leaf: int | float = 1,
-        min_weight_fraction_leaf: float = 0.0,
-        min_impurity_decrease: float = 0.0,
-        directions: str = "hhcart+fisher",
-        random_state: Any = None,
-    ) -> None:
-        self.criterion = criterion
-        self.max_depth = max_depth
-        self.min_samples_split = min_samples_split
-        self.min_samples_leaf = min_samples_leaf
-        self.min_weight_fraction_leaf = min_weight_fraction_leaf
-        self.min_impurity_decrease = min_impurity_decrease
-        self.directions = directions
-        self.random_state = random_state
 
     def predict(self, X: Any) -> np.ndarray:
         """Mean training target of the leaf each point reaches."""
