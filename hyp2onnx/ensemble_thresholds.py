@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._tree import Op, TreeArrays
+from .ir.trees import Op, TreeArrays
 from .thresholds import CorrectionReport, Midpoint, correct_tree, thresholds_from_neighbours
 
 __all__ = ["correct_shared_rows", "correct_trees", "shared_rows"]

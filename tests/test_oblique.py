@@ -20,7 +20,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import hyp2onnx as h
 from hyp2onnx import geometry
-from hyp2onnx._oblique import project
+from hyp2onnx.ir.projection import project
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.export import compile_model, read_metadata, to_onnx
 from hyp2onnx.ir import Ensemble, InputSpace, Model, predict_output, predict_scores

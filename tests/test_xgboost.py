@@ -13,7 +13,7 @@ from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from hyp2onnx import HyperbolicXGBClassifier, HyperbolicXGBRegressor, UnsupportedModelError, ir
-from hyp2onnx._tree import apply, as_compared
+from hyp2onnx.ir.trees import apply, as_compared
 from hyp2onnx.estimators import HyperbolicEstimator
 from hyp2onnx.estimators._xgboost import XGBoostBackend, _ubj_load
 from hyp2onnx.thresholds import correct_tree

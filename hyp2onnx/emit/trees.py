@@ -31,13 +31,12 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from ..ir import Ensemble
-from ..thresholds import round_threshold
+from ..ir.trees import threshold_in
 from ._graph import ML_DOMAIN, GraphBuilder, onnx_type
 
 STAGE = "trees"
 _MODES = {"<=": 0, "<": 1}  # TreeEnsemble (opset 5) BRANCH_LEQ, BRANCH_LT
 _LEGACY_MODES = {"<=": "BRANCH_LEQ", "<": "BRANCH_LT"}
-_ROUNDING = {"<=": "down", "<": "up"}
 #: Up to this many classes, leaf values are read with one GatherElements per
 #: class (about 0.4-0.8 ms per 1024 rows x 100 trees each in onnxruntime);
 #: beyond, one Gather of [leaves, C] rows (about 2 ms whatever C) is cheaper.
@@ -63,7 +62,7 @@ def _tree_of_node(ensemble: Ensemble) -> np.ndarray:
 
 
 def _thresholds(ensemble: Ensemble, dtype: str) -> np.ndarray:
-    return round_threshold(ensemble.threshold, dtype, _ROUNDING[ensemble.op]).astype(dtype)
+    return threshold_in(ensemble.threshold, dtype, ensemble.op)
 
 
 def _to(g: GraphBuilder, k: str, k_dtype: str, dtype: str) -> str:

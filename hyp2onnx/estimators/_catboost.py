@@ -37,7 +37,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 
-from .._tree import TreeArrays
+from ..ir.trees import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 from ._base import HyperbolicClassifierMixin, WrappedParamsModel

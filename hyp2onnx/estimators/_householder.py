@@ -33,7 +33,7 @@ behind the same :class:`Backend` interface as every library, so the
 hyperbolic estimators are corrected and described by the shared code (the
 values a split compares are the projections, :meth:`HouseholderBackend.compared_values`).
 
-Exactness: the projections are computed by :func:`hyp2onnx._oblique.project`
+Exactness: the projections are computed by :func:`hyp2onnx.ir.projection.project`
 (a fixed left-to-right sum that the ONNX graph repeats operation for
 operation). scikit-learn sees those float64 projections rounded to float32;
 float32 rounding is monotone, so its partition ``f32(p) <= t`` is also a
@@ -58,8 +58,8 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .._oblique import project
-from .._tree import TreeArrays, apply
+from ..ir.projection import project
+from ..ir.trees import TreeArrays, apply
 from ..ir import Ensemble
 from ..thresholds import place_thresholds
 from ._base import HyperbolicClassifierMixin, WrappedParamsModel, generate_init

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._tree import Op, TreeArrays
+from ..ir.trees import Op, TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 

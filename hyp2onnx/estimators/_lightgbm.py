@@ -26,7 +26,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.class_weight import compute_sample_weight
 
-from .._tree import TreeArrays
+from ..ir.trees import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 from ._base import HyperbolicClassifierMixin

@@ -27,7 +27,7 @@ from sklearn.tree import (
 )
 from sklearn.utils.class_weight import compute_sample_weight
 
-from .._tree import TreeArrays
+from ..ir.trees import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 from ._base import HyperbolicClassifierMixin, WrappedParamsModel

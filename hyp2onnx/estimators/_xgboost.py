@@ -29,7 +29,7 @@ from sklearn.utils import assert_all_finite
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .._tree import TreeArrays
+from ..ir.trees import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble, Model
 from ._base import HyperbolicClassifierMixin

@@ -8,7 +8,8 @@ combined are all explicit.
 
 :func:`predict_scores` evaluates the description in numpy in the backend's
 own order of operations; tests use it as the reference between the Python
-model and the ONNX graph.
+model and the ONNX graph. :mod:`.trees` holds one tree's arrays and how rows
+are routed and compared; :mod:`.projection` the oblique splits' projections.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Literal
 
 import numpy as np
 
-from ._oblique import project
-from ._tree import Op, TreeArrays, apply, as_compared
-from .geometry import curvature_radius, n_klein_features
+from ..geometry import curvature_radius, n_klein_features
+from .projection import project
+from .trees import Op, TreeArrays, apply, as_compared
 
 __all__ = ["Ensemble", "InputSpace", "Model", "predict_output", "predict_scores"]
 
@@ -73,7 +74,7 @@ class Ensemble:
     classes: np.ndarray | None = None
     tree_target: np.ndarray | None = None  #: output column each tree feeds; None: all
     #: Oblique splits: ``[n_features, n_columns]`` normals. Node ``j`` then tests
-    #: column ``feature[j]`` of ``project(k, projection)`` (see :mod:`hyp2onnx._oblique`)
+    #: column ``feature[j]`` of ``project(k, projection)`` (see :mod:`hyp2onnx.ir.projection`)
     #: instead of Klein feature ``feature[j]``; None: axis-parallel splits.
     projection: np.ndarray | None = None
 
@@ -187,7 +188,7 @@ def predict_scores(ensemble: Ensemble, Xk: np.ndarray) -> np.ndarray:
     """Raw scores (before ``post_transform``) for unit-ball Klein rows ``Xk``.
 
     Reproduces the backend's arithmetic: oblique splits' projections in
-    :func:`hyp2onnx._oblique.project`'s order, values compared in
+    :func:`hyp2onnx.ir.projection.project`'s order, values compared in
     ``compare_dtype``, leaf values added in tree order in ``sum_dtype``,
     then divided by the tree count ("mean") and offset by ``base_values``.
     """
