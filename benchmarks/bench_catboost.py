@@ -7,8 +7,9 @@
   on one thread: rows/s on a large batch and the time of a one-row call,
   medians of interleaved repeats; and how many labels each graph gets
   different from the Python model.
-* Startup: wall time of ``hyp2onnx --help``, ``hyp2onnx inspect`` and
-  ``python -c "import hyp2onnx"`` in fresh interpreters (medians).
+* Startup: wall and CPU time of ``hyp2onnx --help``, ``hyp2onnx inspect``
+  and ``python -c "import hyp2onnx"`` in fresh interpreters (medians; the
+  CPU time depends less on other load on the machine).
 
     python benchmarks/bench_catboost.py [--quick] [--out DIR]
 """
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import subprocess
 import sys
@@ -102,13 +104,20 @@ def startup(repeats: int) -> list[list[str]]:
             "python -c 'import hyp2onnx'": [sys.executable, "-c", "import hyp2onnx"],
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
+        cpu: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(repeats):
             for name, argv in commands.items():
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 start = time.perf_counter()
                 subprocess.run(argv, check=True, capture_output=True)
                 times[name].append(time.perf_counter() - start)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpu[name].append(
+                    after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+                )
     return [
-        [name, f"{statistics.median(t):.2f}", f"{min(t):.2f} to {max(t):.2f}"]
+        [name, f"{statistics.median(t):.2f}", f"{min(t):.2f} to {max(t):.2f}",
+         f"{statistics.median(cpu[name]):.2f}"]
         for name, t in times.items()
     ]
 
@@ -124,7 +133,7 @@ def main() -> None:
     headers = ["graph", "rows/s", "1-row call µs", "labels differing from Python"]
     print(text_table(headers, rows))
     start_rows = startup(2 if args.quick else 9)
-    start_headers = ["command", "median s", "range s"]
+    start_headers = ["command", "wall s, median", "wall s, range", "CPU s (user + system), median"]
     print(text_table(start_headers, start_rows))
     write(
         out / "catboost.md",
