@@ -119,3 +119,17 @@ def test_tolerance_follows_from_the_description(
 def test_tolerance_of_a_graph_without_the_description_is_refused() -> None:
     with pytest.raises(ValueError, match="re-export it, or pass atol"):
         default_tolerance({"encoding": "exact", "backend": "sklearn"})
+
+
+def test_cli_names_the_extra_for_a_native_model_file(tmp_path: Path) -> None:
+    (tmp_path / "model.cbm").write_bytes(b"\0")
+    code = (
+        "import sys; sys.modules['catboost'] = None\n"
+        "from hyp2onnx.cli import main\n"
+        f"sys.exit(main(['convert', {str(tmp_path / 'model.cbm')!r}, '--geometry', 'klein']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "reading .cbm files needs the catboost package" in out.stderr
+    assert "pip install 'hyp2onnx[catboost]'" in out.stderr
+    assert not (tmp_path / "model.onnx").exists()

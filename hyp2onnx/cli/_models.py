@@ -139,7 +139,7 @@ def _load_native(path: Path) -> Any:
     """A backend's native model file, read by the backend its suffix belongs to."""
     spec = file_backend(path.suffix)
     try:
-        backend = spec.load(f"{path.suffix} model files")
+        backend = spec.load(f"reading {path.suffix} files")
     except MissingExtraError as exc:
         raise InputError(path, str(exc)) from exc
     try:
