@@ -39,7 +39,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ir.trees import Op, TreeArrays
-from .thresholds import CorrectionReport, Midpoint, correct_tree, thresholds_from_neighbours
+from .thresholds import (
+    CorrectionReport,
+    Midpoint,
+    Placer,
+    correct_tree,
+    thresholds_from_neighbours,
+)
 
 __all__ = ["correct_shared_rows", "correct_trees", "shared_rows"]
 
@@ -72,6 +78,7 @@ def correct_trees(
     op: Op,
     threshold_dtype: str = "float64",
     midpoint: Midpoint = "einstein",
+    place: Placer | None = None,
 ) -> tuple[list[np.ndarray], CorrectionReport]:
     """Corrected thresholds of every tree, each on its rows ``X[rows[i]]``.
 
@@ -83,13 +90,13 @@ def correct_trees(
     if common is not None:
         seen = X if common.size == X.shape[0] else X[common]
         return correct_shared_rows(
-            trees, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint
+            trees, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
         )
     out, report = [], CorrectionReport()
     for tree, r in zip(trees, rows, strict=True):
         seen = X if r.size == X.shape[0] else X[r]
         thresholds, tree_report = correct_tree(
-            tree, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint
+            tree, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
         )
         out.append(thresholds)
         report = report + tree_report
@@ -103,6 +110,7 @@ def correct_shared_rows(
     op: Op,
     threshold_dtype: str = "float64",
     midpoint: Midpoint = "einstein",
+    place: Placer | None = None,
 ) -> tuple[list[np.ndarray], CorrectionReport]:
     """Corrected thresholds of every tree, all trained on the rows ``X``.
 
@@ -138,10 +146,15 @@ def correct_shared_rows(
             largest_left, smallest_right,
         )
 
-    new, internal, reached = thresholds_from_neighbours(
-        feature, threshold, largest_left, smallest_right,
-        op=op, threshold_dtype=threshold_dtype, midpoint=midpoint,
-    )
+    # Trees handed to correct_tree are placed there only.
+    searched = ~fallback[tree_of]
+    internal = feature >= 0
+    reached = internal & np.isfinite(largest_left) & np.isfinite(smallest_right)
+    new = threshold.copy()
+    new[searched] = thresholds_from_neighbours(
+        feature[searched], threshold[searched], largest_left[searched], smallest_right[searched],
+        op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place,
+    )[0]
     moved = internal & (new != threshold)
     n_splits, n_moved, n_unreached = (
         np.bincount(tree_of, weights=mask, minlength=len(trees)).astype(np.int64)
@@ -150,7 +163,7 @@ def correct_shared_rows(
     out = np.split(new, starts[1:])
     for i in np.flatnonzero(fallback):
         out[i], tree_report = correct_tree(
-            trees[i], X64, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint
+            trees[i], X64, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
         )
         n_moved[i], n_unreached[i] = tree_report.n_moved, tree_report.n_unreached
     report = CorrectionReport(int(n_splits.sum()), int(n_moved.sum()), int(n_unreached.sum()))

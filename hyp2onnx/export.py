@@ -30,7 +30,15 @@ from .errors import UnsupportedModelError
 from .geometry import GEOMETRIES
 from .ir import InputSpace, Model
 
-__all__ = ["DEFAULT_OPSET", "ENCODINGS", "describe", "read_metadata", "save_onnx", "to_onnx"]
+__all__ = [
+    "DEFAULT_OPSET",
+    "ENCODINGS",
+    "describe",
+    "input_dtype",
+    "read_metadata",
+    "save_onnx",
+    "to_onnx",
+]
 
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
@@ -96,7 +104,7 @@ def describe(
 def to_onnx(
     model: Any,
     *,
-    dtype: Literal["float32", "float64"] = "float32",
+    dtype: Literal["float32", "float64"] | None = None,
     encoding: str = "exact",
     target_opset: int | None = None,
     name: str | None = None,
@@ -106,20 +114,22 @@ def to_onnx(
 ) -> onnx.ModelProto:
     """Export ``model`` to an ONNX model taking raw hyperbolic points.
 
-    ``dtype`` is the input tensor type. ``encoding`` is one of
-    :data:`hyp2onnx.emit.ENCODINGS`: ``"exact"`` reproduces the Python
-    model's labels exactly and its probabilities/values bit for bit
-    (float64 sums) or in float32 (XGBoost); ``"compat"`` uses the legacy
-    opset-1 operator with float32 sums for older runtimes; ``"standard"``
-    gives the exact outputs without any ai.onnx.ml operator (see
-    ``docs/export.md``). ``target_opset`` is the ai.onnx opset (13 or
+    ``dtype`` is the input tensor type; by default (None) the precision the
+    model needs (:func:`input_dtype`): float64 for a model whose splits
+    float32 cannot resolve (points far from the origin), float32 otherwise.
+    ``encoding`` is one of :data:`hyp2onnx.emit.ENCODINGS`: ``"exact"``
+    reproduces the Python model's labels exactly and its
+    probabilities/values bit for bit (float64 sums) or in float32 (XGBoost);
+    ``"compat"`` uses the legacy opset-1 operator with float32 sums for
+    older runtimes; ``"standard"`` gives the exact outputs without any
+    ai.onnx.ml operator (see ``docs/export.md``). ``target_opset`` is the ai.onnx opset (13 or
     newer). The other keywords are for plain Klein models (:func:`describe`).
     Models of the original HyperDT (``hyperdt`` 0.0.3) are accepted too and
     reproduced as HyperDT computes them (:mod:`hyp2onnx.hyperdt`).
     """
-    if dtype not in ("float32", "float64"):
-        raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}.")
-    _encoding(encoding)
+    if dtype not in (None, "float32", "float64"):
+        raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}.")
+    entry = _encoding(encoding)
     opset = DEFAULT_OPSET if target_opset is None else int(target_opset)
     if opset < 13:
         raise ValueError(f"target_opset must be 13 or newer, got {target_opset}.")
@@ -127,10 +137,29 @@ def to_onnx(
 
     if hyperdt.handles(model):
         _no_stated_geometry(model, input_geometry, curvature, timelike_dim)
-        return hyperdt.compile_hyperdt(model, dtype=dtype, encoding=encoding, opset=opset, name=name)
+        return hyperdt.compile_hyperdt(
+            model, dtype=dtype or "float32", encoding=encoding, opset=opset, name=name
+        )
     described = describe(
         model, input_geometry=input_geometry, curvature=curvature, timelike_dim=timelike_dim
     )
+    needed = input_dtype(described)
+    if dtype is None:
+        dtype = needed
+    elif dtype == "float32" and needed == "float64":
+        warnings.warn(
+            "float32 cannot separate some of this model's splits (points far from the "
+            "origin): float32 input loses them, and labels near those splits will differ "
+            "from the model's on float64 input. Use dtype='float64' (the default here).",
+            stacklevel=2,
+        )
+    if entry.float32 and needed == "float64":
+        warnings.warn(
+            f"the {encoding} encoding compares in float32, which cannot separate some of this "
+            "model's splits (points far from the origin): labels near them will differ from "
+            "the model's. Use encoding='exact' or 'standard'.",
+            stacklevel=2,
+        )
     return compile_model(described, dtype=dtype, encoding=encoding, opset=opset, name=name)
 
 
@@ -140,6 +169,17 @@ def _no_stated_geometry(model: Any, *stated: Any) -> None:
             f"{type(model).__name__} (HyperDT) records its own geometry: leave out "
             "input_geometry, curvature and timelike_dim."
         )
+
+
+def input_dtype(described: Model) -> str:
+    """The graph input dtype that keeps what the model separates.
+
+    float64 if float32 cannot separate some split's two nearest training
+    rows (hyperbolic estimators record this when fitted, see
+    :mod:`hyp2onnx.tree_space`), else float32; for models that do not
+    record it (plain tree models), the precision they compare in.
+    """
+    return described.input_dtype or described.ensemble.compare_dtype
 
 
 def compile_model(

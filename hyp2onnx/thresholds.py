@@ -21,6 +21,7 @@ Pure numpy; one walk of the tree's rows, O(n * depth), no loop over rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,6 +31,9 @@ from .ir.trees import Op, TreeArrays, round_threshold, walk_levels
 from .geometry import einstein_midpoint
 
 Midpoint = Literal["einstein", "arithmetic"]
+#: Places thresholds from ``(feature, threshold, largest_left, smallest_right)``
+#: per node, instead of :func:`place_thresholds` (see :mod:`hyp2onnx.tree_space`).
+Placer = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
 #: Rows walked at a time by :func:`correct_tree` (temporaries of a few hundred kB).
 _BLOCK_ROWS = 1 << 15
@@ -99,15 +103,19 @@ def thresholds_from_neighbours(
     op: Op,
     threshold_dtype: str,
     midpoint: Midpoint,
+    place: Placer | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """New thresholds from each split's nearest training values on either side.
 
     ``largest_left``/``smallest_right`` are per node, infinite where no
-    training row went that way; such splits keep their threshold. Returns
-    the new thresholds (float64) and the internal and reached node masks.
+    training row went that way; such splits keep their threshold, unless
+    ``place`` is given: it then places every node's threshold. Returns the
+    new thresholds (float64) and the internal and reached node masks.
     """
     internal = feature >= 0
     reached = internal & np.isfinite(largest_left) & np.isfinite(smallest_right)
+    if place is not None:
+        return place(feature, threshold, largest_left, smallest_right), internal, reached
     new = np.asarray(threshold, dtype=np.float64).copy()
     new[reached] = place_thresholds(
         largest_left[reached],
@@ -126,6 +134,7 @@ def correct_tree(
     op: Op,
     threshold_dtype: str = "float64",
     midpoint: Midpoint = "einstein",
+    place: Placer | None = None,
 ) -> tuple[np.ndarray, CorrectionReport]:
     """Corrected thresholds of one tree and a report.
 
@@ -152,7 +161,7 @@ def correct_tree(
 
     new, internal, reached = thresholds_from_neighbours(
         tree.feature, tree.threshold, largest_left, smallest_right,
-        op=op, threshold_dtype=threshold_dtype, midpoint=midpoint,
+        op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place,
     )
     report = CorrectionReport(
         n_splits=int(internal.sum()),

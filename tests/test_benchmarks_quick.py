@@ -28,6 +28,7 @@ CASES = [
     pytest.param("bench_agreement.py", "agreement.md", "agreement.png", marks=NEEDS_HYPERDT),
     pytest.param("bench_accuracy.py", "accuracy.md", "accuracy.png"),
     pytest.param("bench_inference.py", "inference.md", None),
+    pytest.param("bench_far.py", "far.md", None),
 ]
 
 

@@ -14,6 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from hyp2onnx import HyperbolicLGBMClassifier, HyperbolicLGBMRegressor, UnsupportedModelError, ir
 from hyp2onnx.estimators._lightgbm import ZERO_THRESHOLD, LightGBMBackend, _Tree
 from hyp2onnx.thresholds import correct_tree
+from hyp2onnx.tree_space import TreeSpace
 
 from _boosting_data import GEOMETRIES, as_points, klein_with_ties, labels, probe_points
 
@@ -33,6 +34,11 @@ TASKS = {
 }
 
 
+#: Tests comparing with plain LightGBM on Klein coordinates fit there too (the
+#: default fits on ranks: see test_far.py and the fixture below).
+KLEIN = {"tree_space": "klein"}
+
+
 def native_output(model, Xk):
     return model.predict_proba(Xk) if hasattr(model, "predict_proba") else model.predict(Xk)
 
@@ -42,27 +48,40 @@ def ir_output(model, X):
     return out if hasattr(model, "predict_proba") else out[:, 0]
 
 
-@pytest.fixture(scope="module", params=[(t, g) for t in TASKS for g in GEOMETRIES], ids=str)
+@pytest.fixture(
+    scope="module",
+    params=[(t, g, s) for t in TASKS for g in GEOMETRIES for s in ("klein", "ranks")],
+    ids=str,
+)
 def fitted(request):
-    """A hyperbolic model and the same LightGBM model fitted without correction."""
-    task, geometry = request.param
+    """A hyperbolic model and the same LightGBM model fitted without correction.
+
+    The plain model is fitted on what the hyperbolic one's learner saw: Klein
+    coordinates, or their ranks (the default).
+    """
+    task, geometry, space = request.param
     hyperbolic, native = TASKS[task]
     k = klein_with_ties(300, seed=len(task))
     y = labels(k, task)
     X = as_points(k, geometry)
-    model = hyperbolic(input_geometry=geometry, **PARAMS).fit(X, y)
-    plain = native(**PARAMS).fit(model.to_klein(X), y)
-    return model, plain, X, y
+    model = hyperbolic(input_geometry=geometry, tree_space=space, **PARAMS).fit(X, y)
+    seen = model.to_klein(X)
+    if space != "klein":
+        seen = TreeSpace.fit(seen, "ranks", "float64", ZERO_THRESHOLD).transform(seen)
+    plain = native(**PARAMS).fit(seen, y)
+    return model, plain, X, y, seen
 
 
 def test_training_predictions_unchanged(fitted):
-    model, plain, X, _ = fitted
-    np.testing.assert_array_equal(native_output(model, X), native_output(plain, model.to_klein(X)))
-    np.testing.assert_array_equal(model.predict(X), plain.predict(model.to_klein(X)))
+    model, plain, X, _, seen = fitted
+    np.testing.assert_array_equal(native_output(model, X), native_output(plain, seen))
+    np.testing.assert_array_equal(model.predict(X), plain.predict(seen))
 
 
 def test_thresholds_moved_to_the_reference_correction(fitted):
-    model, plain, X, _ = fitted
+    model, plain, X, _, _ = fitted
+    if model.tree_space != "klein":
+        pytest.skip("the learner's thresholds are ranks, not Klein values")
     backend = LightGBMBackend()
     ours, theirs = backend.read_trees(model.estimator_), backend.read_trees(plain)
     Xk = model.to_klein(X)
@@ -77,7 +96,7 @@ def test_thresholds_moved_to_the_reference_correction(fitted):
 
 
 def test_ir_reproduces_lightgbm(fitted):
-    model, _, X, _ = fitted
+    model, _, X, _, _ = fitted
     ensemble = model._to_ir().ensemble
     internal = ensemble.feature >= 0
     k = np.concatenate(
@@ -143,7 +162,9 @@ def test_sample_and_class_weight():
     y = labels(k, "multiclass")
     w = np.random.default_rng(2).choice([0.0, 0.5, 2.0], size=300)
     params = dict(PARAMS, class_weight={0: 1.0, 1: 0.0, 2: 3.0})
-    model = HyperbolicLGBMClassifier(input_geometry="klein", **params).fit(k, y, sample_weight=w)
+    model = HyperbolicLGBMClassifier(input_geometry="klein", **KLEIN, **params).fit(
+        k, y, sample_weight=w
+    )
     plain = lgb.LGBMClassifier(**params).fit(k, y, sample_weight=w)
     seen = (w > 0) & (y != 1)
     np.testing.assert_array_equal(model.predict_proba(k[seen]), plain.predict_proba(k[seen]))
@@ -171,7 +192,7 @@ def test_subsampling_override_aliases_goss_and_warning():
     k = klein_with_ties(300, seed=11)
     y = labels(k, "binary")
     bagged = dict(PARAMS, bagging_fraction=0.5, subsample_freq=1, pos_subsample=0.5)
-    model = HyperbolicLGBMClassifier(input_geometry="klein", **bagged)
+    model = HyperbolicLGBMClassifier(input_geometry="klein", **KLEIN, **bagged)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model.fit(k, y)

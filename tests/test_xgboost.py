@@ -17,6 +17,7 @@ from hyp2onnx.ir.trees import apply, as_compared
 from hyp2onnx.estimators import HyperbolicEstimator
 from hyp2onnx.estimators._xgboost import XGBoostBackend, _ubj_load
 from hyp2onnx.thresholds import correct_tree
+from hyp2onnx.tree_space import TreeSpace
 
 from _boosting_data import GEOMETRIES, as_points, klein_with_ties, labels, probe_points
 
@@ -28,6 +29,11 @@ TASKS = {
 }
 
 
+#: Tests comparing with plain XGBoost on Klein coordinates fit there too (the
+#: default fits on ranks: see test_far.py and the fixture below).
+KLEIN = {"tree_space": "klein"}
+
+
 def native_output(model, Xk):
     return model.predict_proba(Xk) if hasattr(model, "predict_proba") else model.predict(Xk)
 
@@ -37,27 +43,41 @@ def ir_output(model, X):
     return out if hasattr(model, "predict_proba") else out[:, 0]
 
 
-@pytest.fixture(scope="module", params=[(t, g) for t in TASKS for g in GEOMETRIES], ids=str)
+@pytest.fixture(
+    scope="module",
+    params=[(t, g, s) for t in TASKS for g in GEOMETRIES for s in ("klein", "ranks")],
+    ids=str,
+)
 def fitted(request):
-    """A hyperbolic model and the same XGBoost model fitted without correction."""
-    task, geometry = request.param
+    """A hyperbolic model and the same XGBoost model fitted without correction.
+
+    The plain model is fitted on what the hyperbolic one's learner saw: Klein
+    coordinates, or their ranks (the default), whose ties-and-near-ties data
+    float32 cannot separate, so its ``estimator_`` reads split indices.
+    """
+    task, geometry, space = request.param
     hyperbolic, native = TASKS[task]
     k = klein_with_ties(300, seed=len(task))
     y = labels(k, task)
     X = as_points(k, geometry)
-    model = hyperbolic(input_geometry=geometry, **PARAMS).fit(X, y)
-    plain = native(**PARAMS).fit(model.to_klein(X), y)
-    return model, plain, X, y
+    model = hyperbolic(input_geometry=geometry, tree_space=space, **PARAMS).fit(X, y)
+    seen = model.to_klein(X)
+    if space != "klein":
+        seen = TreeSpace.fit(seen, "ranks", "float32").transform(seen)
+    plain = native(**PARAMS).fit(seen, y)
+    return model, plain, X, y, seen
 
 
 def test_training_predictions_unchanged(fitted):
-    model, plain, X, _ = fitted
-    np.testing.assert_array_equal(native_output(model, X), native_output(plain, model.to_klein(X)))
-    np.testing.assert_array_equal(model.predict(X), plain.predict(model.to_klein(X)))
+    model, plain, X, _, seen = fitted
+    np.testing.assert_array_equal(native_output(model, X), native_output(plain, seen))
+    np.testing.assert_array_equal(model.predict(X), plain.predict(seen))
 
 
 def test_thresholds_moved_to_the_reference_correction(fitted):
-    model, plain, X, _ = fitted
+    model, plain, X, _, _ = fitted
+    if model.tree_space != "klein":
+        pytest.skip("the learner's thresholds are ranks, not Klein values")
     backend = XGBoostBackend()
     ours, theirs = backend.read_trees(model.estimator_), backend.read_trees(plain)
     Xc = as_compared(model.to_klein(X), "float32")
@@ -72,7 +92,7 @@ def test_thresholds_moved_to_the_reference_correction(fitted):
 
 
 def test_ir_reproduces_xgboost(fitted):
-    model, _, X, _ = fitted
+    model, _, X, _, _ = fitted
     ensemble = model._to_ir().ensemble
     internal = ensemble.feature >= 0
     k = np.concatenate(
@@ -82,7 +102,7 @@ def test_ir_reproduces_xgboost(fitted):
         ]
     )
     Xt = as_points(k, model.input_geometry)
-    native = native_output(model.estimator_, model.to_klein(Xt))
+    native = native_output(model.estimator_, model._tree_input(Xt))
     np.testing.assert_allclose(ir_output(model, Xt), native, atol=1e-6, rtol=0)
     if not hasattr(model, "predict_proba"):  # float32 sums in XGBoost's order: bit for bit
         np.testing.assert_array_equal(ir_output(model, Xt), model.predict(Xt))
@@ -93,7 +113,7 @@ def test_hist_thresholds_equal_training_values():
     k = klein_with_ties(400, seed=5)
     y = labels(k, "regression")
     params = dict(PARAMS, tree_method="hist", n_estimators=10)
-    model = HyperbolicXGBRegressor(input_geometry="klein", **params).fit(k, y)
+    model = HyperbolicXGBRegressor(input_geometry="klein", **KLEIN, **params).fit(k, y)
     plain = xgb.XGBRegressor(**params).fit(k, y)
     Xc = as_compared(k, "float32")
     trees = XGBoostBackend().read_trees(plain)
@@ -110,7 +130,7 @@ def test_multi_output_regression():
     k = klein_with_ties(300, seed=16)
     Y = np.column_stack([labels(k, "regression"), k[:, 0] - 2 * k[:, 1]])
     X = as_points(k, "hyperboloid")
-    model = HyperbolicXGBRegressor(**PARAMS).fit(X, Y)
+    model = HyperbolicXGBRegressor(**KLEIN, **PARAMS).fit(X, Y)
     plain = xgb.XGBRegressor(**PARAMS).fit(model.to_klein(X), Y)
     np.testing.assert_array_equal(model.predict(X), plain.predict(model.to_klein(X)))
     assert model.correction_.n_moved > 0
@@ -167,7 +187,9 @@ def test_sample_weight():
     k = klein_with_ties(300, seed=4)
     y = labels(k, "binary")
     w = np.random.default_rng(2).choice([0.0, 0.5, 2.0], size=300)
-    model = HyperbolicXGBClassifier(input_geometry="klein", **PARAMS).fit(k, y, sample_weight=w)
+    model = HyperbolicXGBClassifier(input_geometry="klein", **KLEIN, **PARAMS).fit(
+        k, y, sample_weight=w
+    )
     plain = xgb.XGBClassifier(**PARAMS).fit(k, y, sample_weight=w)
     seen = w > 0
     np.testing.assert_array_equal(model.predict_proba(k[seen]), plain.predict_proba(k[seen]))
@@ -200,7 +222,7 @@ def test_clone_get_params_and_pickle():
 def test_subsampling_override_and_warning():
     k = klein_with_ties(300, seed=11)
     y = labels(k, "binary")
-    model = HyperbolicXGBClassifier(input_geometry="klein", subsample=0.5, **PARAMS)
+    model = HyperbolicXGBClassifier(input_geometry="klein", subsample=0.5, **KLEIN, **PARAMS)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model.fit(k, y)

@@ -39,7 +39,7 @@ GEOMETRY_CHOICES = GEOMETRIES
 class ConvertOptions:
     """How to export: :func:`hyp2onnx.to_onnx`'s keywords as the command line gives them."""
 
-    dtype: str = "float32"
+    dtype: str | None = None  #: None: the model's comparison precision
     encoding: str = "exact"
     geometry: str | None = None
     curvature: float | None = None
@@ -244,9 +244,9 @@ Examples:
 @click.option(
     "--dtype",
     type=click.Choice(["float32", "float64"]),
-    default="float32",
-    show_default=True,
-    help="Type of the graph's input tensor.",
+    default=None,
+    help="Type of the graph's input tensor [default: the precision the model compares in: "
+    "float64 if float32 cannot separate its splits (points far from the origin), else float32].",
 )
 @click.option(
     "--encoding",
@@ -295,7 +295,7 @@ Examples:
 def command(
     model: Path,
     output: Path | None,
-    dtype: str,
+    dtype: str | None,
     encoding: str,
     geometry: str | None,
     curvature: float | None,

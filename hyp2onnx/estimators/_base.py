@@ -2,17 +2,23 @@
 
 ``fit`` runs the whole training half of the pipeline: validate the points,
 project them to unit-ball Klein coordinates, fit the wrapped Euclidean
-model through its backend, then move every threshold to its Einstein
+model through its backend on a monotone image of them (``tree_space``, see
+:mod:`hyp2onnx.tree_space`), then move every threshold to its Einstein
 midpoint among the rows each tree was trained on and write it back into the
-native model. ``estimator_`` is that corrected native model: its own
-``predict`` on Klein coordinates and ours on hyperbolic points agree.
+native model. ``estimator_`` is that corrected native model. It reads Klein
+coordinates, unless the backend's own precision cannot separate some split
+(points far from the origin): it then reads the split indices of
+``split_index_``, which route every row as float64 Klein thresholds do.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
 import warnings
 from abc import ABCMeta, abstractmethod
+from collections.abc import Callable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -27,7 +33,9 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ..geometry import GEOMETRIES, to_klein
 from ..ir import InputSpace, Model
 from ..ensemble_thresholds import correct_trees
-from ..thresholds import CorrectionReport
+from ..ir.trees import Op, as_compared
+from ..thresholds import CorrectionReport, thresholds_from_neighbours
+from ..tree_space import TREE_SPACES, KleinPlacer, ResolutionError, SplitIndex, TreeSpace
 from ._interface import Backend
 from ._registry import backend_for
 
@@ -38,16 +46,21 @@ GEOMETRY_DEFAULTS: dict[str, Any] = {
     "timelike_dim": 0,
     "midpoint": "einstein",
     "check_manifold": True,
+    "tree_space": "ranks",
 }
 
 
 class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
     """Shared fit/predict logic; subclasses say which native model to wrap.
 
-    Fitted attributes: ``estimator_`` (the corrected native model, trained on
-    Klein coordinates), ``n_features_in_`` (columns of the hyperbolic input),
-    ``correction_`` (a :class:`~hyp2onnx.thresholds.CorrectionReport`) and,
-    for classifiers, ``classes_``.
+    Fitted attributes: ``estimator_`` (the corrected native model),
+    ``split_index_`` (None when ``estimator_`` reads Klein coordinates; else a
+    :class:`~hyp2onnx.tree_space.SplitIndex`, the float64 Klein thresholds
+    whose indices it reads), ``input_dtype_`` (``"float32"`` if float32
+    separates every split's two nearest training rows, else ``"float64"``),
+    ``n_features_in_`` (columns of the hyperbolic input), ``correction_``
+    (a :class:`~hyp2onnx.thresholds.CorrectionReport`) and, for classifiers,
+    ``classes_``.
     """
 
     _parameter_constraints: ClassVar[dict] = {
@@ -56,6 +69,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         "timelike_dim": [Integral],
         "midpoint": [StrOptions({"einstein", "arithmetic"})],
         "check_manifold": ["boolean"],
+        "tree_space": [StrOptions(set(TREE_SPACES))],
     }
 
     @abstractmethod
@@ -83,6 +97,12 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         """Unit-ball Klein coordinates (float64) that the trees see for points ``X``."""
         check_is_fitted(self)
         return self._klein(X, reset=False)
+
+    def _tree_input(self, X: Any) -> np.ndarray:
+        """What ``estimator_`` reads for points ``X``: Klein coordinates or split indices."""
+        k = self._klein(X, reset=False)
+        index = getattr(self, "split_index_", None)
+        return k if index is None else index.transform(k)
 
     def _klein(self, X: Any, *, reset: bool) -> np.ndarray:
         # NaN and infinity are left to the geometry check, which names the rows.
@@ -112,35 +132,69 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         )
         estimator = self._make_estimator()
         backend = backend_for(estimator)
-        fitted = backend.fit(estimator, Xk, y, sample_weight, **self._fit_params(fit_params))
-        self.estimator_, self.correction_ = self._correct(backend, fitted, Xk, y, sample_weight)
+        space = self._tree_space(backend, Xk, sample_weight)
+        Xt = space.transform(Xk)
+        fitted = backend.fit(
+            estimator, Xt, y, sample_weight, **self._fit_params(fit_params, space.transform)
+        )
+        self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = self._correct(
+            backend, fitted, Xt, y, sample_weight, space
+        )
         if is_classifier(self):
             self.classes_ = self._classes(fitted)
         self.n_outputs_ = 1 if np.ndim(y) == 1 else np.shape(y)[1]
         return self
 
-    def _fit_params(self, fit_params: dict[str, Any]) -> dict[str, Any]:
-        """Map evaluation points (``eval_set``, LightGBM's ``eval_X``) to Klein coordinates."""
+    def _fit_params(
+        self, fit_params: dict[str, Any], to_tree: Callable[[np.ndarray], np.ndarray]
+    ) -> dict[str, Any]:
+        """Map evaluation points (``eval_set``, LightGBM's ``eval_X``) as the training points:
+        ``to_tree`` of their Klein coordinates, what the learner is fitted on."""
         params = dict(fit_params)
+
+        def points(X: Any) -> np.ndarray:
+            return to_tree(self._klein(X, reset=False))
+
         eval_set = params.get("eval_set")
         if eval_set is not None:
             if isinstance(eval_set, tuple) and len(eval_set) == 2 and np.ndim(eval_set[0]) == 2:
                 eval_set = [eval_set]
-            params["eval_set"] = [
-                (self._klein(X, reset=False), self._eval_labels(y)) for X, y in eval_set
-            ]
+            params["eval_set"] = [(points(X), self._eval_labels(y)) for X, y in eval_set]
         eval_X = params.get("eval_X")
         if eval_X is not None:
             params["eval_X"] = (
-                tuple(self._klein(X, reset=False) for X in eval_X)
-                if isinstance(eval_X, tuple)
-                else self._klein(eval_X, reset=False)
+                tuple(points(X) for X in eval_X) if isinstance(eval_X, tuple) else points(eval_X)
             )
         return params
 
     def _eval_labels(self, y: Any) -> Any:
         """Hook: evaluation labels as the booster expects them."""
         return y
+
+    def _tree_space(
+        self, backend: Backend, Xk: np.ndarray, sample_weight: np.ndarray | None
+    ) -> TreeSpace:
+        """The map from Klein coordinates to what the learner is fitted on."""
+        if not backend.feature_splits:
+            # Oblique splits compare projections of all Klein coordinates, which
+            # no per-feature map keeps: such learners see the coordinates.
+            space = getattr(self, "tree_space", "klein")
+            if space != "klein":
+                raise ValueError(
+                    f"{backend.name} trees split on projections of the Klein coordinates, "
+                    f"which tree_space={space!r} does not keep; use tree_space='klein'."
+                )
+            return TreeSpace.fit(Xk[:0], "klein", backend.compare_dtype)
+        # The map is fitted on the rows the learner learns from: a row of zero
+        # weight must not change where the others are (random splitters draw
+        # thresholds in the space they see).
+        weighted = None if sample_weight is None else sample_weight != 0
+        return TreeSpace.fit(
+            Xk if weighted is None or not weighted.any() else Xk[weighted],
+            self.tree_space,
+            backend.compare_dtype,
+            backend.zero_band,
+        )
 
     def _classes(self, fitted: Any) -> np.ndarray:
         """Hook: the class labels in output order."""
@@ -150,36 +204,85 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         self,
         backend: Backend,
         fitted: Any,
-        Xk: np.ndarray,
+        Xt: np.ndarray,
         y: np.ndarray,
         sample_weight: np.ndarray | None,
-    ) -> tuple[Any, CorrectionReport]:
+        space: TreeSpace,
+    ) -> tuple[Any, CorrectionReport, SplitIndex | None, str]:
+        """Correct the thresholds of ``fitted``, trained on ``Xt`` (``space`` of the Klein rows).
+
+        Thresholds become Klein thresholds in the backend's comparison if that
+        separates every split's two nearest training rows, else in float64,
+        and the native model is rewritten to read their split indices (see
+        :mod:`hyp2onnx.tree_space`). Returns the corrected model, the report,
+        the split index (or None) and the input dtype that keeps every split.
+        """
         # The values each tree compared, held in the backend's precision (float32
         # stays float32: half the memory of widening; the correction widens the
         # values it gathers, exactly).
-        Xc = backend.compared_values(fitted, Xk)
-        new_thresholds, report = correct_trees(
-            backend.read_trees(fitted),
+        Xc = backend.compared_values(fitted, Xt)
+        trees = backend.read_trees(fitted)
+        correct = functools.partial(
+            correct_trees,
+            trees,
             Xc,
             backend.training_rows(fitted, y, sample_weight),
             op=backend.op,
             threshold_dtype=backend.threshold_dtype,
             midpoint=self.midpoint,
         )
+        if not backend.feature_splits:
+            # Oblique splits: the correction places thresholds among the
+            # projections, in float64, as it always did.
+            place = _Float32Check(backend.op, backend.threshold_dtype, self.midpoint)
+            new_thresholds, report = correct(place=place)
+            if report.n_unreached:
+                warnings.warn(
+                    f"{report.n_unreached} of {report.n_splits} splits had no training row on "
+                    "one side and keep the learner's threshold.",
+                    stacklevel=3,
+                )
+            input_dtype = "float32" if place.float32_separates else "float64"
+            return backend.write_thresholds(fitted, new_thresholds), report, None, input_dtype
+        placer = functools.partial(KleinPlacer, space, backend.op, midpoint=self.midpoint)
+        # First in the backend's own comparison; if it cannot separate some
+        # split's two nearest rows, in float64 through split indices.
+        index, place = None, placer(
+            op=backend.op,
+            compare_dtype=backend.compare_dtype,
+            threshold_dtype=backend.threshold_dtype,
+        )
+        try:
+            new_thresholds, report = correct(place=place)
+        except ResolutionError:
+            place = placer(op="<=", compare_dtype="float64", threshold_dtype="float64")
+            klein, report = correct(place=place)
+            index = SplitIndex.from_splits(
+                np.concatenate([t.feature for t in trees]),
+                np.concatenate(klein),
+                len(space.klein),
+                "float64",
+            )
+            new_thresholds = [
+                index.native_thresholds(t.feature, k) for t, k in zip(trees, klein, strict=True)
+            ]
+        if space.space != "klein":  # learner thresholds are not Klein values to compare with
+            report = dataclasses.replace(report, n_moved=place.n_moved)
         if report.n_unreached:
             warnings.warn(
                 f"{report.n_unreached} of {report.n_splits} splits had no training row on one "
-                "side and keep the learner's threshold.",
+                "side; each is placed just past the training values on the other side.",
                 stacklevel=3,
             )
-        return backend.write_thresholds(fitted, new_thresholds), report
+        input_dtype = "float32" if place.float32_separates else "float64"
+        return backend.write_thresholds(fitted, new_thresholds), report, index, input_dtype
 
     # -- prediction ----------------------------------------------------------
 
     def predict(self, X: Any) -> np.ndarray:
         """Labels (classifiers) or values (regressors) for hyperbolic points ``X``."""
         check_is_fitted(self)
-        return self.estimator_.predict(self._klein(X, reset=False))
+        return self.estimator_.predict(self._tree_input(X))
 
     @property
     def feature_importances_(self) -> np.ndarray:
@@ -193,8 +296,18 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         """The fitted model as an :class:`~hyp2onnx.ir.Model` for the emitters."""
         check_is_fitted(self)
         backend = backend_for(self.estimator_)
+        ensemble = backend.to_ensemble(self.estimator_)
+        index = getattr(self, "split_index_", None)
+        if index is not None:
+            ensemble = dataclasses.replace(
+                ensemble,
+                threshold=index.klein_thresholds(ensemble.feature, ensemble.threshold),
+                op="<=",
+                compare_dtype=index.compare_dtype,
+                threshold_dtype=index.compare_dtype,
+            )
         return Model(
-            ensemble=backend.to_ensemble(self.estimator_),
+            ensemble=ensemble,
             space=InputSpace(
                 geometry=self.input_geometry,
                 curvature=float(self.curvature),
@@ -203,7 +316,32 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
             ),
             backend=backend.name,
             estimator_class=type(self).__name__,
+            input_dtype=getattr(self, "input_dtype_", None),
         )
+
+
+class _Float32Check:
+    """The standard placement (``place=`` of the correction), noting whether float32
+    separates every split's two nearest training values (what float32 input keeps)."""
+
+    def __init__(self, op: Op, threshold_dtype: str, midpoint: str) -> None:
+        self.op, self.threshold_dtype, self.midpoint = op, threshold_dtype, midpoint
+        self.float32_separates = True
+
+    def __call__(
+        self,
+        feature: np.ndarray,
+        threshold: np.ndarray,
+        largest_left: np.ndarray,
+        smallest_right: np.ndarray,
+    ) -> np.ndarray:
+        new, _, reached = thresholds_from_neighbours(
+            feature, threshold, largest_left, smallest_right,
+            op=self.op, threshold_dtype=self.threshold_dtype, midpoint=self.midpoint,
+        )
+        lo = as_compared(largest_left[reached], "float32")
+        self.float32_separates &= bool(np.all(lo < as_compared(smallest_right[reached], "float32")))
+        return new
 
 
 class HyperbolicClassifierMixin:
@@ -212,7 +350,7 @@ class HyperbolicClassifierMixin:
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities, columns in ``classes_`` order."""
         check_is_fitted(self)
-        return self.estimator_.predict_proba(self._klein(X, reset=False))
+        return self.estimator_.predict_proba(self._tree_input(X))
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""
@@ -282,13 +420,15 @@ class WrappedParamsModel(HyperbolicTreeModel):
 
     _wrapped: ClassVar[type | None] = None
     _wrapped_params: ClassVar[tuple[str, ...]] = ()
+    #: The hyperbolic parameters the generated ``__init__`` takes, with defaults.
+    _own_params: ClassVar[dict[str, Any]] = GEOMETRY_DEFAULTS
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         wrapped = cls.__dict__.get("_wrapped")
         if wrapped is None:
             return
-        cls._wrapped_params = generate_init(cls, (wrapped,), GEOMETRY_DEFAULTS)
+        cls._wrapped_params = generate_init(cls, (wrapped,), cls._own_params)
         cls._parameter_constraints = {
             **getattr(wrapped, "_parameter_constraints", {}),
             **HyperbolicTreeModel._parameter_constraints,
@@ -310,8 +450,9 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
     ----------
     estimator : estimator instance
         The Euclidean tree model to wrap, e.g. ``ExtraTreesClassifier()``.
-    input_geometry, curvature, timelike_dim, midpoint, check_manifold
-        As for :class:`HyperbolicDecisionTreeClassifier`.
+    input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space
+        As for :class:`HyperbolicDecisionTreeClassifier` (oblique trees take
+        ``tree_space="klein"`` only).
     """
 
     def __init__(
@@ -323,6 +464,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
         timelike_dim: int = GEOMETRY_DEFAULTS["timelike_dim"],
         midpoint: str = GEOMETRY_DEFAULTS["midpoint"],
         check_manifold: bool = GEOMETRY_DEFAULTS["check_manifold"],
+        tree_space: str = GEOMETRY_DEFAULTS["tree_space"],
     ) -> None:
         self.estimator = estimator
         self.input_geometry = input_geometry
@@ -330,6 +472,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
         self.timelike_dim = timelike_dim
         self.midpoint = midpoint
         self.check_manifold = check_manifold
+        self.tree_space = tree_space
 
     _parameter_constraints = {
         **HyperbolicTreeModel._parameter_constraints,

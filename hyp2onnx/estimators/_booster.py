@@ -108,6 +108,13 @@ BOOSTING_DOC = """
     check_manifold : bool, default=True
         Reject points off the manifold (or outside the ball) in ``fit`` and
         ``predict``. Turn off only for large data known to be valid.
+    tree_space : {{"ranks", "rapidity", "klein"}}, default="ranks"
+        What the booster is fitted on: the ranks of each Klein coordinate's
+        distinct training values (splits as fine as float64 Klein
+        coordinates: points far from the origin stay separable), ``artanh``
+        of them, or the coordinates themselves (the paper's design).
+        Thresholds are Klein thresholds at Einstein midpoints in every case;
+        see :mod:`hyp2onnx.tree_space`.
     override_subsample : bool, default=True
         Train without row subsampling ({rows} set to 1.0) so that the
         correction sees exactly the rows each tree was grown on and training

@@ -288,7 +288,7 @@ class CatBoostBackend(Backend):
 _CATBOOST_DOC = """
     Parameters
     ----------
-    input_geometry, curvature, timelike_dim, midpoint, check_manifold
+    input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space
         As for :class:`HyperbolicDecisionTreeClassifier`.
     **params
         Every parameter of :class:`catboost.{native}`, by keyword. CatBoost

@@ -62,7 +62,7 @@ from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply
 from ..ir import Ensemble
 from ..thresholds import place_thresholds
-from ._base import HyperbolicClassifierMixin, WrappedParamsModel, generate_init
+from ._base import GEOMETRY_DEFAULTS, HyperbolicClassifierMixin, WrappedParamsModel, generate_init
 from ._interface import Backend
 
 __all__ = [
@@ -638,6 +638,7 @@ class HouseholderBackend(Backend):
     compare_dtype = "float64"
     threshold_dtype = "float64"
     native = _PLAIN
+    feature_splits = False
 
     @classmethod
     def trusted_types(cls) -> list[type]:
@@ -718,6 +719,9 @@ _HYPERBOLIC_DOC = """
 
 
 class _HyperbolicHouseholderModel(WrappedParamsModel):
+    # No tree_space: oblique splits compare projections, fitted on Klein coordinates.
+    _own_params = {k: v for k, v in GEOMETRY_DEFAULTS.items() if k != "tree_space"}
+
     @property
     def tree_(self) -> HouseholderTree:
         """The fitted (corrected) node arrays."""

@@ -35,6 +35,12 @@ class Backend(ABC):
     threshold_dtype: ClassVar[str]
     #: The native estimator classes handled (exact types: a subclass may route differently).
     native: ClassVar[tuple[type, ...]] = ()
+    #: Values with ``|x| <=`` this are read as 0 (LightGBM's zero band); 0: none.
+    zero_band: ClassVar[float] = 0.0
+    #: Every split compares one Klein coordinate, so the learner may be fitted on
+    #: any per-feature monotone image of them (``tree_space``); False for
+    #: oblique splits, which compare projections (:meth:`compared_values`).
+    feature_splits: ClassVar[bool] = True
 
     @classmethod
     def handles(cls, estimator: Any) -> bool:

@@ -193,6 +193,7 @@ class LightGBMBackend(BoosterBackend):
     threshold_dtype = "float64"
     title = "LightGBM"
     native = (lightgbm.LGBMClassifier, lightgbm.LGBMRegressor)
+    zero_band = ZERO_THRESHOLD
 
     @classmethod
     def trusted_types(cls) -> list[type]:

@@ -159,6 +159,13 @@ _GEOMETRY_DOC = """
     check_manifold : bool, default=True
         Reject points off the manifold (or outside the ball) in ``fit`` and
         ``predict``. Turn off only for large data known to be valid.
+    tree_space : {"ranks", "rapidity", "klein"}, default="ranks"
+        What the wrapped learner is fitted on: the ranks of each Klein
+        coordinate's distinct training values (splits as fine as float64
+        Klein coordinates, whatever the learner's precision: points far from
+        the origin stay separable), ``artanh`` of them, or the coordinates
+        themselves (the paper's design). Thresholds are Klein thresholds at
+        Einstein midpoints in every case; see :mod:`hyp2onnx.tree_space`.
     **params
         Every parameter of the wrapped scikit-learn class, by keyword
         (``max_depth``, ``n_estimators``, ``random_state``, ...).

@@ -393,7 +393,7 @@ class HyperbolicXGBClassifier(HyperbolicClassifierMixin, ClassifierMixin, Boosti
     def predict(self, X: Any) -> np.ndarray:
         """Labels (in ``classes_``) for hyperbolic points ``X``."""
         check_is_fitted(self)
-        return self.classes_[self.estimator_.predict(self._klein(X, reset=False))]
+        return self.classes_[self.estimator_.predict(self._tree_input(X))]
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities, columns in ``classes_`` order (XGBoost's float32, widened)."""

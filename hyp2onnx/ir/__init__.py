@@ -182,6 +182,9 @@ class Model:
     backend: str
     estimator_class: str
     metadata: dict[str, str] = field(default_factory=dict)
+    #: Input precision that keeps every split the model makes (None: unknown;
+    #: then its comparison precision).
+    input_dtype: Literal["float32", "float64"] | None = None
 
 
 def predict_scores(ensemble: Ensemble, Xk: np.ndarray) -> np.ndarray:

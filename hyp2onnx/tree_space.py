@@ -1,0 +1,286 @@
+"""What the wrapped learner is fitted on, and how its splits become Klein splits.
+
+A split on a monotone function of a Klein coordinate is the same split on
+the coordinate itself, so the learner may be fitted on any per-feature
+monotone image of the Klein coordinates. That matters far from the origin:
+the Klein positions of the split hyperplanes crossing a geodesic ray at
+radius ``r`` are about ``e^{-2r}`` apart, below float32's spacing (6e-8 near
+``|k| = 1``) and scikit-learn's 1e-7 splitter tolerance from ``r`` of about
+6 on (see MATH.md, "Rapidity coordinates"). Tree spaces:
+
+* ``"ranks"`` (the default): each value's rank among the feature's distinct float64
+  training values (1, 2, ...): distinct training values are 1 apart in any
+  precision, so every backend can split wherever float64 Klein coordinates
+  differ;
+* ``"rapidity"``: ``artanh(k)``, which spreads values only near the axes'
+  ideal points (kept as an option to measure it);
+* ``"klein"``: the coordinates themselves (the paper's design), compared
+  in the backend's own precision (LightGBM's float64 comparisons hold to
+  about radius 15 on the ray test; its binning merges values closer still).
+
+In every tree space each split goes back to a Klein threshold at the
+Einstein midpoint of the float64 Klein values of its two nearest training
+rows (:class:`KleinPlacer`; for ``"klein"`` this is the correction of
+:mod:`hyp2onnx.thresholds` as it always was). If the backend's own comparison separates
+every split's two neighbours (near the origin: always), the thresholds are
+written back in the backend's precision and ``estimator_`` reads Klein
+coordinates, as with ``"klein"``. Otherwise they are float64 thresholds
+compared with ``k <= t`` in float64, and the native model is rewritten to
+test *split indices* (:class:`SplitIndex`): it reads
+``z_f = 1 + #{t in T_f : t < k_f}`` for the sorted distinct Klein thresholds
+``T_f`` of feature ``f`` and sends a row left at the split on ``T_f[j]`` iff
+``z_f < j + 1.5``, which is ``k_f <= T_f[j]`` exactly, in any backend's
+precision. So the Python model and the exported graph, which compares
+``k`` with ``T`` in float64, route every row alike.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from .ir.trees import Op, as_compared
+from .thresholds import Midpoint, place_thresholds
+
+__all__ = ["TREE_SPACES", "KleinPlacer", "ResolutionError", "SplitIndex", "TreeSpace"]
+
+TREE_SPACES: tuple[str, ...] = ("ranks", "rapidity", "klein")
+Space = Literal["ranks", "rapidity", "klein"]
+
+#: Integers a float32 holds exactly (ranks and split indices must stay below).
+_EXACT_INTS = {"float32": 1 << 24, "float64": 1 << 53}
+
+
+def _zeroed(Xk: np.ndarray, zero_band: float) -> np.ndarray:
+    return np.where(np.abs(Xk) <= zero_band, 0.0, Xk) if zero_band else Xk
+
+
+class ResolutionError(Exception):
+    """A split whose two nearest training values are equal in the trial precision."""
+
+
+@dataclass(frozen=True, eq=False)
+class TreeSpace:
+    """A fitted per-feature monotone map from Klein coordinates to the learner's input.
+
+    ``klein[f]`` holds the sorted distinct float64 Klein values of feature
+    ``f`` in the training data and ``image[f]`` their images as the learner
+    compares them (non-decreasing, float64 holding ``compare_dtype``
+    values). Used during ``fit`` only; not kept in fitted models.
+    """
+
+    space: Space
+    compare_dtype: str
+    klein: tuple[np.ndarray, ...]
+    image: tuple[np.ndarray, ...]
+    zero_band: float = 0.0
+
+    @classmethod
+    def fit(
+        cls, Xk: np.ndarray, space: Space, compare_dtype: str, zero_band: float = 0.0
+    ) -> TreeSpace:
+        """The map of ``space`` for training Klein rows ``Xk`` and a learner comparing in
+        ``compare_dtype`` that reads ``|x| <= zero_band`` as 0 (LightGBM)."""
+        if space not in TREE_SPACES:
+            raise ValueError(f"tree space must be one of {TREE_SPACES}, got {space!r}")
+        Xk = _zeroed(Xk, zero_band)
+        klein = tuple(np.unique(Xk[:, f]) for f in range(Xk.shape[1]))
+        if space == "ranks":
+            largest = max((u.size for u in klein), default=0)
+            if largest >= _EXACT_INTS[compare_dtype]:
+                raise ValueError(
+                    f"a feature has {largest} distinct values, more ranks than {compare_dtype} "
+                    "holds exactly; use tree_space='rapidity' or 'klein', or a backend that "
+                    "compares in float64 (LightGBM)."
+                )
+            image = tuple(np.arange(1.0, u.size + 1.0) for u in klein)
+        elif space == "klein":
+            image = tuple(as_compared(u, compare_dtype) for u in klein)
+        else:
+            if any(np.abs(u).max(initial=0.0) >= 1.0 for u in klein):
+                raise ValueError(
+                    "some training points are so far from the origin that a Klein coordinate "
+                    "rounds to +-1 in float64 (radius about 19 or more): their rapidity is "
+                    "infinite. Use tree_space='ranks'."
+                )
+            image = tuple(as_compared(np.arctanh(u), compare_dtype) for u in klein)
+        return cls(space, compare_dtype, klein, image, zero_band)
+
+    def transform(self, Xk: np.ndarray) -> np.ndarray:
+        """The learner's input (float64) for Klein rows ``Xk``, training rows or not.
+
+        Ranks: a training value's rank, or halfway between the ranks of the
+        two training values around it.
+        """
+        Xk = _zeroed(Xk, self.zero_band)
+        if self.space == "klein":
+            return Xk
+        if self.space == "rapidity":
+            return np.arctanh(Xk)
+        out = np.empty(Xk.shape, dtype=np.float64)
+        for f, u in enumerate(self.klein):
+            at = np.searchsorted(u, Xk[:, f])
+            hit = np.take(u, np.minimum(at, u.size - 1)) == Xk[:, f]
+            out[:, f] = np.where(hit, at + 1.0, at + 0.5)
+        return out
+
+    def neighbours(
+        self,
+        feature: np.ndarray,
+        threshold: np.ndarray,
+        largest_left: np.ndarray,
+        smallest_right: np.ndarray,
+        op: Op,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Float64 Klein values of each split's two nearest training rows, node by node.
+
+        ``largest_left``/``smallest_right`` are learner-space values (infinite
+        where no row of the node went that way: the learner's ``threshold``
+        and ``op`` then locate the split among all training values). Each is
+        taken back to the largest (smallest) Klein value with that image;
+        ``-inf``/``inf`` where no training value lies on that side.
+        """
+        n = feature.shape[0]
+        lo, hi = np.full(n, -np.inf), np.full(n, np.inf)
+        for f in np.unique(feature[feature >= 0]):
+            at = np.flatnonzero(feature == f)
+            u, v = self.klein[f], self.image[f]
+            reached = np.isfinite(largest_left[at]) & np.isfinite(smallest_right[at])
+            below = np.searchsorted(v, threshold[at], side="right" if op == "<=" else "left")
+            left = np.where(reached, np.searchsorted(v, largest_left[at], side="right"), below)
+            right = np.where(reached, np.searchsorted(v, smallest_right[at], side="left"), below)
+            lo[at] = np.where(left > 0, u[np.maximum(left - 1, 0)], -np.inf)
+            hi[at] = np.where(right < u.size, u[np.minimum(right, u.size - 1)], np.inf)
+        return lo, hi
+
+
+class KleinPlacer:
+    """Places Klein thresholds for learner splits (``place=`` of the threshold correction).
+
+    For each split, the float64 Klein values of its two nearest training
+    rows (:meth:`TreeSpace.neighbours`) are rounded to ``compare_dtype`` and
+    the threshold goes between them by
+    :func:`~hyp2onnx.thresholds.place_thresholds` (``op``, ``threshold_dtype``,
+    ``midpoint``), so that every training row stays on its side. Raises
+    :class:`ResolutionError` if ``compare_dtype`` cannot separate some
+    split's two neighbours. ``float32_separates`` records whether float32
+    separates them all (what float32 input keeps).
+    """
+
+    def __init__(
+        self,
+        space: TreeSpace,
+        learner_op: Op,
+        *,
+        op: Op,
+        compare_dtype: str,
+        threshold_dtype: str,
+        midpoint: Midpoint,
+    ) -> None:
+        self.space, self.learner_op = space, learner_op
+        self.op, self.compare_dtype, self.threshold_dtype = op, compare_dtype, threshold_dtype
+        self.midpoint = midpoint
+        self.float32_separates = True
+        #: Splits whose threshold is not the arithmetic midpoint of its two
+        #: neighbours (where a Euclidean learner on Klein coordinates puts it).
+        self.n_moved = 0
+
+    def __call__(
+        self,
+        feature: np.ndarray,
+        threshold: np.ndarray,
+        largest_left: np.ndarray,
+        smallest_right: np.ndarray,
+    ) -> np.ndarray:
+        lo, hi = self.space.neighbours(
+            feature, threshold, largest_left, smallest_right, self.learner_op
+        )
+        both = np.isfinite(lo) & np.isfinite(hi)
+        lo32, hi32 = as_compared(lo[both], "float32"), as_compared(hi[both], "float32")
+        self.float32_separates &= bool(np.all(lo32 < hi32))
+        lo, hi = as_compared(lo, self.compare_dtype), as_compared(hi, self.compare_dtype)
+        if np.any(lo[both] >= hi[both]):
+            raise ResolutionError(self.compare_dtype)
+        out = np.zeros(feature.shape[0])
+        placed = functools.partial(
+            place_thresholds, lo[both], hi[both], op=self.op, threshold_dtype=self.threshold_dtype
+        )
+        out[both] = placed(midpoint=self.midpoint)
+        self.n_moved += int(np.sum(out[both] != placed(midpoint="arithmetic")))
+        # A split with training values on one side only: just past them.
+        dt = np.dtype(self.threshold_dtype).type
+        only_left = np.isfinite(lo) & ~both
+        last = lo[only_left].astype(dt)
+        out[only_left] = np.nextafter(last, dt(np.inf)) if self.op == "<" else last
+        only_right = np.isfinite(hi) & ~both
+        first = hi[only_right].astype(dt)
+        out[only_right] = first if self.op == "<" else np.nextafter(first, dt(-np.inf))
+        z = self.space.zero_band
+        if z:
+            # The backend reads the zero band as 0: keep the band on one side
+            # (its values are one training value, 0, so L <= t < R still holds).
+            inside = (feature >= 0) & (out >= -z) & (out < z)
+            out[inside] = np.where(hi[inside] > z, z, np.nextafter(-z, -np.inf))
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class SplitIndex:
+    """The Klein thresholds of a fitted model, and the split indices its native model reads.
+
+    ``thresholds[f]``: sorted distinct Klein thresholds (float64 holding
+    ``compare_dtype`` values) of feature ``f``; empty if no split reads it.
+    """
+
+    compare_dtype: str
+    thresholds: tuple[np.ndarray, ...]
+
+    @classmethod
+    def from_splits(
+        cls, feature: np.ndarray, threshold: np.ndarray, n_features: int, compare_dtype: str
+    ) -> SplitIndex:
+        """Index of the Klein splits ``k[feature] <= threshold`` (``feature`` -1: leaf)."""
+        internal = feature >= 0
+        tables = tuple(
+            np.unique(threshold[internal & (feature == f)]) for f in range(n_features)
+        )
+        return cls(compare_dtype, tables)
+
+    def native_thresholds(self, feature: np.ndarray, threshold: np.ndarray) -> np.ndarray:
+        """Split-index thresholds ``j + 1.5`` for Klein splits (leaves: 0)."""
+        if max((t.size for t in self.thresholds), default=0) >= 1 << 22:
+            raise ValueError(
+                "a feature has more than 4 million distinct thresholds: their indices are not "
+                "exact in float32. Use fewer or shallower trees."
+            )
+        out = np.zeros(feature.shape[0])
+        for f in np.unique(feature[feature >= 0]):
+            at = np.flatnonzero(feature == f)
+            out[at] = np.searchsorted(self.thresholds[f], threshold[at]) + 1.5
+        return out
+
+    def klein_thresholds(self, feature: np.ndarray, native: np.ndarray) -> np.ndarray:
+        """Klein thresholds of split-index thresholds (the inverse of :meth:`native_thresholds`)."""
+        out = np.zeros(feature.shape[0])
+        for f in np.unique(feature[feature >= 0]):
+            at = np.flatnonzero(feature == f)
+            j = native[at] - 1.5
+            index = j.astype(np.int64)
+            if np.any(index != j) or np.any(index < 0) or np.any(index >= self.thresholds[f].size):
+                raise ValueError(f"feature {f} has a split the split index does not hold")
+            out[at] = self.thresholds[f][index]
+        return out
+
+    def transform(self, Xk: np.ndarray) -> np.ndarray:
+        """Split indices ``1 + #{t < k}`` (float64, exact) of Klein rows ``Xk``.
+
+        ``k`` is rounded to ``compare_dtype`` first, as the graph compares it.
+        """
+        Xc = as_compared(Xk, self.compare_dtype)
+        out = np.empty(Xc.shape, dtype=np.float64)
+        for f, table in enumerate(self.thresholds):
+            out[:, f] = np.searchsorted(table, Xc[:, f], side="left") + 1.0
+        return out
