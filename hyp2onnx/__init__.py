@@ -18,6 +18,7 @@ from typing import Any
 
 from ._version import __version__
 from .errors import (
+    CompatRoutingWarning,
     Hyp2OnnxError,
     InvalidPointError,
     MissingExtraError,
@@ -39,6 +40,7 @@ _SUBMODULES = ("conventions", "datasets", "geometry")
 
 __all__ = sorted(
     [
+        "CompatRoutingWarning",
         "Hyp2OnnxError",
         "InvalidPointError",
         "MissingExtraError",

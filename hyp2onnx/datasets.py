@@ -79,6 +79,7 @@ def make_wrapped_normal_mixture(
     regression: bool = False,
     geometry: str = "hyperboloid",
     random_state: Any = None,
+    intercept_scale: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Points from a mixture of wrapped normal distributions on ``d``-dimensional hyperbolic space.
 
@@ -128,6 +129,9 @@ def make_wrapped_normal_mixture(
         Curvature ``K`` of the space.
     regression : bool, default=False
         Return regression targets in [0, 1] instead of class labels.
+    intercept_scale : float, default=1.0
+        Multiplies the regression targets' class intercepts (``manify``'s 20);
+        the MSE of every model depends strongly on it. Same random draws.
     geometry : {"hyperboloid", "poincare", "klein"}, default="hyperboloid"
         Model of the returned points: hyperboloid (timelike column 0), or the
         Poincare or Klein ball of radius ``R`` (the convention of
@@ -213,7 +217,7 @@ def make_wrapped_normal_mixture(
     if not regression:
         return X, y.astype(np.int64)
     slopes = (0.5 - rng.normal(size=(n_classes, d))) * 2.0
-    intercepts = (0.5 - rng.normal(size=n_classes)) * 20.0
+    intercepts = (0.5 - rng.normal(size=n_classes)) * (20.0 * float(intercept_scale))
     target = (
         np.sum(slopes[y] * u, axis=1)
         + intercepts[y]

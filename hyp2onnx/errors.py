@@ -26,3 +26,12 @@ class VerificationError(Hyp2OnnxError):
 
 class MissingExtraError(Hyp2OnnxError, ImportError):
     """A backend's library is not installed; the message names the extra that installs it."""
+
+
+class CompatRoutingWarning(UserWarning):
+    """A compat-encoded graph may route rows at a threshold differently from the model.
+
+    The compat encoding's legacy operator compares in float32; models that
+    compare in float64 (LightGBM, oblique trees' projections) keep their
+    routing only where the compared values are float32 already.
+    """

@@ -26,8 +26,8 @@ from .emit.oblique import emit_normals, remap_projection
 from .emit.outputs import emit_outputs
 from .emit.projection import emit_projection, projection_dtype
 from .emit.trees import plan_trees, remap_features
-from .errors import UnsupportedModelError
-from .geometry import GEOMETRIES
+from .errors import CompatRoutingWarning, UnsupportedModelError
+from .geometry import GEOMETRIES, curvature_radius
 from .ir import InputSpace, Model
 
 __all__ = [
@@ -118,11 +118,13 @@ def to_onnx(
     model needs (:func:`input_dtype`): float64 for a model whose splits
     float32 cannot resolve (points far from the origin), float32 otherwise.
     ``encoding`` is one of :data:`hyp2onnx.emit.ENCODINGS`: ``"exact"``
-    reproduces the Python model's labels exactly and its
-    probabilities/values bit for bit (float64 sums) or in float32 (XGBoost);
-    ``"compat"`` uses the legacy opset-1 operator with float32 sums for
-    older runtimes; ``"standard"`` gives the exact outputs without any
-    ai.onnx.ml operator (see ``docs/export.md``). ``target_opset`` is the ai.onnx opset (13 or
+    reproduces the Python model's labels exactly and its values bit for bit
+    (probabilities: bit for bit for float64 sums without a link function,
+    within 1e-15 with a logistic or softmax, 1e-6 for XGBoost); ``"compat"``
+    uses the legacy opset-1 operator with float32 thresholds and sums for
+    older runtimes (a :class:`~hyp2onnx.errors.CompatRoutingWarning` says
+    when it cannot route exactly); ``"standard"`` gives the exact outputs
+    without any ai.onnx.ml operator (see ``docs/export.md``). ``target_opset`` is the ai.onnx opset (13 or
     newer). The other keywords are for plain Klein models (:func:`describe`).
     Models of the original HyperDT (``hyperdt`` 0.0.3) are accepted too and
     reproduced as HyperDT computes them (:mod:`hyp2onnx.hyperdt`).
@@ -203,6 +205,8 @@ def compile_model(
     plan = plan_trees(ensemble, encoding, legacy_only=legacy_only) if how.tree_operator else None
     # Oblique splits project float64 Klein coordinates, whatever the encoding.
     compare = "float32" if how.float32 and not oblique else ensemble.compare_dtype
+    if how.float32:
+        _warn_if_compat_misroutes(described, dtype)
     k_dtype = projection_dtype(space, dtype, compare)
 
     g = GraphBuilder(opset)
@@ -249,6 +253,47 @@ def finish_model(
     _write_metadata(onnx_model, described, encoding, dtype)
     onnx.checker.check_model(onnx_model, full_check=True)
     return onnx_model
+
+
+def compat_routes_exactly(described: Model, dtype: str) -> bool:
+    """Whether the compat graph routes every input exactly as the model does.
+
+    The legacy operator compares float32 values with float32 thresholds
+    (rounded toward -inf for ``<=``, +inf for ``<``). That is exact when
+    the model itself compares float32 values (scikit-learn, XGBoost), and
+    for float64 comparisons only when the compared values are float32
+    already: float32 input in the Klein ball at curvature -1 (the input is
+    then the Klein coordinate). Oblique projections are float64 sums: never.
+    """
+    ensemble, space = described.ensemble, described.space
+    if ensemble.projection is not None:
+        return False
+    if ensemble.compare_dtype == "float32":
+        return True
+    return (
+        dtype == "float32"
+        and space.geometry == "klein"
+        and curvature_radius(space.curvature) == 1.0
+    )
+
+
+def _warn_if_compat_misroutes(described: Model, dtype: str) -> None:
+    if compat_routes_exactly(described, dtype):
+        return
+    if described.ensemble.projection is not None:
+        what = "compares each oblique split's float64 projection rounded to float32"
+    else:
+        what = (
+            f"rounds the Klein coordinates that {described.backend} compares in float64 to "
+            "float32 (exact only for float32 input in the Klein ball at curvature -1)"
+        )
+    warnings.warn(
+        f"The compat encoding {what}: rows within a float32 step of a threshold may go the "
+        "other way than in the Python model, changing labels and probabilities there. Use "
+        "encoding='exact' (or 'standard') for the model's own routing.",
+        CompatRoutingWarning,
+        stacklevel=4,
+    )
 
 
 def _doc_string(described: Model, encoding: str) -> str:

@@ -26,6 +26,7 @@ from hyp2onnx import geometry
 from hyp2onnx.export import read_metadata, save_onnx, to_onnx
 from hyp2onnx.verify import run_onnx
 
+import _oracle as oracle
 from _data import labels, points, targets
 
 GEOMETRIES = ["hyperboloid", "poincare", "klein"]
@@ -51,27 +52,12 @@ def _estimators():
 
 
 def adversarial_klein(model, k_base: np.ndarray, *, steps: int = 2) -> np.ndarray:
-    """Klein rows whose tested coordinate is each threshold and its float32/float64 neighbours."""
-    ens = model._to_ir().ensemble
-    internal = ens.feature >= 0
-    feats, thr = ens.feature[internal], ens.threshold[internal]
-    rng = np.random.default_rng(1)
-    rows = []
-    for f, t in zip(feats, thr, strict=True):
-        values = {t}
-        for dtype in (np.float32, np.float64):
-            v = dtype(t)
-            for direction in (-np.inf, np.inf):
-                w = v
-                for _ in range(steps):
-                    w = np.nextafter(w, dtype(direction))
-                    values.add(float(w))
-            values.add(float(v))
-        base = k_base[rng.integers(0, len(k_base), size=len(values))] * 0.5
-        base[:, f] = sorted(values)
-        rows.append(base)
-    k = np.concatenate(rows)
-    return k[np.linalg.norm(k, axis=1) < 1]
+    """Klein rows reaching each split with its tested value on the threshold and on the
+    threshold's float32 and float64 neighbours (``_oracle.probe_rows``, both precisions)."""
+    native = oracle.native(model)
+    return np.concatenate(
+        [oracle.probe_rows(native, k_base, dtype, steps=steps).k for dtype in (np.float32, np.float64)]
+    )
 
 
 def _fit(est, kind, X, k, *, n_classes=3, seed=0):
@@ -109,29 +95,47 @@ def test_exact_parity_random_and_adversarial(name, geometry_name):
 
 
 @pytest.mark.parametrize("geometry_name", GEOMETRIES)
-def test_adversarial_rows_hit_thresholds_exactly_in_klein_input(geometry_name):
-    """With unit-ball Klein input the adversarial rows reach the trees unchanged."""
-    X, k = points(300, 2, "klein", seed=5)
-    model = h.HyperbolicDecisionTreeClassifier(max_depth=5, input_geometry="klein").fit(
+def test_adversarial_rows_reach_every_split_at_its_threshold(geometry_name):
+    """Probe rows reach every split on both sides of its flip point in Klein input;
+    mapped to another geometry they land within rounding of it, and still route exactly."""
+    X, k = points(300, 2, geometry_name, seed=5)
+    model = h.HyperbolicDecisionTreeClassifier(max_depth=5, input_geometry=geometry_name).fit(
         X, labels(k, 3)
     )
-    k_adv = adversarial_klein(model, k)
-    ens = model._to_ir().ensemble
-    on_threshold = np.isin(k_adv.astype(np.float32), ens.threshold.astype(np.float32)).any(axis=1)
-    assert on_threshold.sum() >= len(ens.threshold[ens.feature >= 0])
+    native = oracle.native(model)
+    k_seen = model.to_klein(X)
     for dtype in ("float32", "float64"):
-        _assert_exact(model, to_onnx(model, dtype=dtype), k_adv)
+        probes = oracle.probe_rows(native, k_seen, np.dtype(dtype).type)
+        assert oracle.probe_coverage(native, probes) == 1.0
+        X_adv = geometry.from_klein(probes.k, geometry_name)
+        if geometry_name == "klein":  # unchanged: the rows sit on the thresholds
+            np.testing.assert_array_equal(model.to_klein(X_adv.astype(dtype)), probes.k)
+        else:  # within a few float steps of them
+            np.testing.assert_allclose(model.to_klein(X_adv), probes.k, rtol=0, atol=1e-15)
+        _assert_exact(model, to_onnx(model, dtype=dtype), X_adv)
 
 
-def test_exact_vote_ties_keep_labels():
-    """Tiny fully grown forests tie on many rows; argmax must break ties like numpy."""
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("encoding", ["exact", "standard", "compat"])
+def test_exact_vote_ties_keep_labels(encoding, dtype):
+    """Tiny fully grown forests tie on many rows; argmax must break ties like numpy.
+
+    compat sums in float32, so there only the ties themselves may break otherwise.
+    """
     X, k = points(300, 2, seed=6)
     y = labels(k, 2, noise=0.4)
     model = h.HyperbolicRandomForestClassifier(n_estimators=2, random_state=1).fit(X, y)
     X_test, _ = points(3000, 2, seed=7)
-    proba = model.predict_proba(X_test.astype(np.float32))
-    assert np.sum(proba[:, 0] == proba[:, 1]) > 50  # the test needs ties to mean anything
-    _assert_exact(model, to_onnx(model), X_test)
+    proba = model.predict_proba(X_test.astype(dtype))
+    tied = proba[:, 0] == proba[:, 1]
+    assert np.sum(tied) > 50  # the test needs ties to mean anything
+    onx = to_onnx(model, encoding=encoding, dtype=dtype)
+    if encoding != "compat":
+        _assert_exact(model, onx, X_test)
+        return
+    got = run_onnx(onx, X_test)
+    np.testing.assert_allclose(got["probabilities"], proba, rtol=0, atol=1e-7)
+    np.testing.assert_array_equal(got["label"][~tied], model.predict(X_test.astype(dtype))[~tied])
 
 
 @pytest.mark.parametrize("timelike_dim", [0, 2, -1])
@@ -155,12 +159,12 @@ def test_compat_routes_exactly_and_differs_only_at_ties(name):
     X32 = X_all.astype(np.float32)
     if kind == "reg":
         np.testing.assert_allclose(got["variable"][:, 0], model.predict(X32), rtol=1e-6, atol=1e-6)
-        return
-    proba = model.predict_proba(X32)
-    np.testing.assert_allclose(got["probabilities"], proba, atol=1e-6)
-    top2 = np.sort(proba, axis=1)[:, -2:]
-    differs = got["label"] != model.predict(X32)
-    assert np.all(top2[differs, 1] - top2[differs, 0] < 1e-6)
+    else:
+        proba = model.predict_proba(X32)
+        np.testing.assert_allclose(got["probabilities"], proba, atol=1e-6)
+        top2 = np.sort(proba, axis=1)[:, -2:]
+        differs = got["label"] != model.predict(X32)
+        assert np.all(top2[differs, 1] - top2[differs, 0] < 1e-6)
 
 
 def test_reference_evaluator_agrees_with_onnxruntime():

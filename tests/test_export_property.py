@@ -1,4 +1,9 @@
-"""Property test: random data, depths, curvatures and geometries, exact parity."""
+"""Property test: random data, depths, curvatures and geometries, exact parity.
+
+Test rows include every split's probe rows (``_oracle.probe_rows``): the
+tested value on the threshold and its float32/float64 neighbours, in Klein
+coordinates as the model sees them, mapped to the input geometry.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from hyp2onnx import geometry
 from hyp2onnx.export import to_onnx
 from hyp2onnx.verify import run_onnx
 
+import _oracle as oracle
+
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -18,7 +25,7 @@ from hyp2onnx.verify import run_onnx
     n=st.integers(2, 120),
     d=st.integers(1, 5),
     depth=st.integers(1, 9),
-    curvature=st.floats(-6.0, -0.05),
+    curvature=st.one_of(st.just(-1.0), st.floats(-6.0, -0.05)),
     geometry_name=st.sampled_from(["hyperboloid", "poincare", "klein"]),
     timelike=st.integers(0, 5),
     forest=st.booleans(),
@@ -49,7 +56,14 @@ def test_exact_graph_matches_model(
         cls = h.HyperbolicDecisionTreeClassifier if classify else h.HyperbolicDecisionTreeRegressor
         model = cls(**params)
     model.fit(X, y)
-    X_test = np.concatenate([X, geometry.from_klein(k[::-1] * 0.999, geometry_name, curvature, timelike_dim)])
+    k_seen = model.to_klein(X)
+    native = oracle.native(model)
+    probes = oracle.probe_rows(native, k_seen, np.dtype(dtype).type)
+    if geometry_name == "klein" and curvature == -1.0:  # the rows reach the trees unchanged
+        assert oracle.probe_coverage(native, probes) >= 0.99
+    X_test = np.concatenate(
+        [X, geometry.from_klein(np.concatenate([k[::-1] * 0.999, probes.k]), geometry_name, curvature, timelike_dim)]
+    )
     Xt = X_test.astype(dtype)
     got = run_onnx(to_onnx(model, dtype=dtype), Xt)
     if classify:

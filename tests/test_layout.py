@@ -101,8 +101,8 @@ def test_cli_lists_come_from_the_registries() -> None:
     [
         ("exact", "float64", "identity", 0.0),
         ("standard", "float64", "identity", 0.0),
-        ("exact", "float64", "softmax", 1e-12),
-        ("exact", "float64", "logistic", 1e-12),
+        ("exact", "float64", "softmax", 1e-15),
+        ("exact", "float64", "logistic", 1e-15),
         ("exact", "float32", "identity", 1e-6),
         ("standard", "float32", "softmax", 1e-6),
         ("compat", "float64", "identity", 1e-5),

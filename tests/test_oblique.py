@@ -122,6 +122,15 @@ def test_rows_on_both_sides_of_every_threshold_route_exactly(kind):
     _assert_exact(model, to_onnx(model, dtype="float32"), k_adv)
 
 
+@pytest.mark.parametrize("timelike_dim", [1, -1])
+def test_timelike_dim_and_curvature(timelike_dim):
+    X, k = points(300, 3, curvature=-0.3, timelike_dim=timelike_dim, seed=8)
+    model = _fit("clf", X, k, curvature=-0.3, timelike_dim=timelike_dim)
+    X_adv = geometry.from_klein(threshold_klein(model, k), "hyperboloid", -0.3, timelike_dim)
+    for dtype in ("float32", "float64"):
+        _assert_exact(model, to_onnx(model, dtype=dtype), np.concatenate([X, X_adv]))
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_large_batches_cross_row_blocks(kind):
     X, k = points(400, 3, "poincare", seed=15)
@@ -203,7 +212,9 @@ def test_unused_klein_features_are_not_projected():
 def test_compat_encoding_and_skl2onnx_limits():
     X, k = points(400, 3, seed=9)
     model = _fit("clf", X, k)
-    got = run_onnx(to_onnx(model, encoding="compat"), X)
+    with pytest.warns(h.CompatRoutingWarning, match="projection"):
+        onx = to_onnx(model, encoding="compat")
+    got = run_onnx(onx, X)
     np.testing.assert_allclose(got["probabilities"], model.predict_proba(X.astype(np.float32)), atol=1e-6)
     # The exact graph needs ai.onnx.ml opset 5, which skl2onnx cannot host.
     with pytest.raises(ValueError, match="opset 5"):
