@@ -77,7 +77,7 @@ def correct_trees(
     *,
     op: Op,
     threshold_dtype: str = "float64",
-    midpoint: Midpoint = "einstein",
+    midpoint: Midpoint | np.ndarray = "einstein",
     place: Placer | None = None,
 ) -> tuple[list[np.ndarray], CorrectionReport]:
     """Corrected thresholds of every tree, each on its rows ``X[rows[i]]``.
@@ -86,7 +86,10 @@ def correct_trees(
     Several trees that share their rows are corrected in one pass (a single
     tree is cheaper to route than to sort its rows for).
     """
-    common = shared_rows(rows) if len(trees) > 1 else None
+    # The rank search knows threshold splits only: trees with set-membership
+    # splits (categorical codes) are routed.
+    thresholds_only = all(t.categories is None for t in trees)
+    common = shared_rows(rows) if len(trees) > 1 and thresholds_only else None
     if common is not None:
         seen = X if common.size == X.shape[0] else X[common]
         return correct_shared_rows(
@@ -109,7 +112,7 @@ def correct_shared_rows(
     *,
     op: Op,
     threshold_dtype: str = "float64",
-    midpoint: Midpoint = "einstein",
+    midpoint: Midpoint | np.ndarray = "einstein",
     place: Placer | None = None,
 ) -> tuple[list[np.ndarray], CorrectionReport]:
     """Corrected thresholds of every tree, all trained on the rows ``X``.

@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import warnings
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import onnx
 from onnx import helper
+from onnx.external_data_helper import (
+    convert_model_to_external_data,
+    set_external_data,
+    uses_external_data,
+)
 
 from ._atomic import atomic_write
 from ._version import __version__ as _version
@@ -26,6 +34,7 @@ from .emit.oblique import emit_normals, remap_projection
 from .emit.outputs import emit_outputs
 from .emit.projection import emit_projection, projection_dtype
 from .emit.trees import plan_trees, remap_features
+from .blocks import blocks_from_json, blocks_to_json, describe_blocks
 from .errors import CompatRoutingWarning, UnsupportedModelError
 from .geometry import GEOMETRIES, curvature_radius
 from .ir import InputSpace, Model
@@ -34,7 +43,9 @@ __all__ = [
     "DEFAULT_OPSET",
     "ENCODINGS",
     "describe",
+    "external_data_path",
     "input_dtype",
+    "needs_external_data",
     "read_metadata",
     "save_onnx",
     "to_onnx",
@@ -43,6 +54,8 @@ __all__ = [
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
 _META_PREFIX = "hyp2onnx."
+#: Largest serialized protobuf message (2 GiB); larger graphs need external data.
+PROTOBUF_LIMIT = (1 << 31) - 1
 
 
 def describe(
@@ -86,6 +99,12 @@ def describe(
         raise UnsupportedModelError(
             f"{type(model).__name__} does not look fitted ({exc}); fit it before exporting."
         ) from exc
+    if ensemble.categories is not None:
+        raise UnsupportedModelError(
+            f"{type(model).__name__} has categorical splits, so some of its columns are not "
+            "Klein coordinates. Train a hyp2onnx estimator with input_blocks=[..., "
+            "Categorical(n)] to export categorical columns."
+        )
     warnings.warn(
         f"{type(model).__name__} is exported with its own (Euclidean) thresholds; train a "
         "hyp2onnx estimator to get Einstein-midpoint thresholds.",
@@ -200,6 +219,12 @@ def compile_model(
     """
     space = described.space
     how = _encoding(encoding)
+    if described.ensemble.categories is not None and not how.categories:
+        able = [e.name for e in ENCODINGS.values() if e.categories]
+        raise UnsupportedModelError(
+            f"the {encoding} encoding has no set-membership node for categorical splits; "
+            f"use encoding={' or '.join(map(repr, able))}."
+        )
     oblique = described.ensemble.projection is not None
     ensemble, used = (remap_projection if oblique else remap_features)(described.ensemble)
     plan = plan_trees(ensemble, encoding, legacy_only=legacy_only) if how.tree_operator else None
@@ -251,7 +276,7 @@ def finish_model(
         doc_string=_doc_string(described, encoding),
     )
     _write_metadata(onnx_model, described, encoding, dtype)
-    onnx.checker.check_model(onnx_model, full_check=True)
+    check_model(onnx_model)
     return onnx_model
 
 
@@ -296,9 +321,27 @@ def _warn_if_compat_misroutes(described: Model, dtype: str) -> None:
     )
 
 
+def check_model(onnx_model: onnx.ModelProto) -> None:
+    """onnx's full check; a graph over 2 GiB is checked as written with external data."""
+    if not needs_external_data(onnx_model):
+        onnx.checker.check_model(onnx_model, full_check=True)
+        return
+    with tempfile.TemporaryDirectory(prefix="hyp2onnx-check-") as folder:
+        path = Path(folder) / "model.onnx"
+        _save_with_external_data(onnx_model, path, overwrite=True)
+        onnx.checker.check_model(str(path), full_check=True)
+
+
 def _doc_string(described: Model, encoding: str) -> str:
     space = described.space
     what = "labels and class probabilities" if described.ensemble.is_classifier else "values"
+    if space.blocks is not None:
+        return (
+            f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} "
+            f"trees) exported by hyp2onnx {_version}. Input X: rows of {space.n_input_features} "
+            f"columns, blocks {describe_blocks(space.blocks)} (categorical columns as integer "
+            f"codes). Outputs: {what}. Encoding: {encoding}."
+        )
     return (
         f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} trees) "
         f"exported by hyp2onnx {_version}. Input X: points in the {space.geometry} model of "
@@ -328,6 +371,8 @@ def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str
         "post_transform": ensemble.post_transform,
         "version": _version,
     }
+    if space.blocks is not None:
+        entries["blocks"] = blocks_to_json(space.blocks)
     for key, value in entries.items():
         prop = onnx_model.metadata_props.add()
         prop.key, prop.value = _META_PREFIX + key, value
@@ -355,20 +400,98 @@ def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[st
     for key in ("timelike_dim", "n_features_in", "n_trees"):
         parsed[key] = int(raw[key])
     parsed["classes"] = json.loads(raw["classes"])
+    parsed["blocks"] = blocks_from_json(raw["blocks"]) if "blocks" in raw else None
     parsed["doc_string"] = onnx_model.doc_string
     return parsed
 
 
+def needs_external_data(onnx_model: onnx.ModelProto) -> bool:
+    """Whether the model is too large for one protobuf file (2 GiB) and needs external data."""
+    return onnx_model.ByteSize() > PROTOBUF_LIMIT
+
+
+def external_data_path(path: str | os.PathLike) -> Path:
+    """Where the tensors of ``path`` go when it is written with external data: ``PATH.data``."""
+    path = Path(path)
+    return path.with_name(path.name + ".data")
+
+
 def save_onnx(
-    model: Any, path: str | os.PathLike, *, overwrite: bool = True, **to_onnx_kwargs: Any
+    model: Any,
+    path: str | os.PathLike,
+    *,
+    overwrite: bool = True,
+    external_data: bool | None = None,
+    **to_onnx_kwargs: Any,
 ) -> onnx.ModelProto:
     """Export with :func:`to_onnx` and write ``path`` atomically.
 
     The file appears complete or not at all: it is written to a temporary
     file in the same folder and renamed. With ``overwrite=False`` an
     existing ``path`` raises :class:`FileExistsError`.
+
+    A graph over 2 GiB cannot be one protobuf: it is written as ``path``
+    plus ``PATH.data`` holding its tensors, initializers and tensor
+    attributes alike (onnx's external data; ``onnx.load(path)`` and
+    onnxruntime's ``InferenceSession(path)`` read both). ``external_data``
+    ``None`` decides by size; ``True`` or ``False`` force it. The data file
+    is moved into place first, and on any failure neither file is left.
     """
     onnx_model = model if isinstance(model, onnx.ModelProto) else to_onnx(model, **to_onnx_kwargs)
-    with atomic_write(path, overwrite=overwrite) as f:
-        f.write(onnx_model.SerializeToString())
+    if external_data is None:
+        external_data = needs_external_data(onnx_model)
+    if not external_data:
+        with atomic_write(path, overwrite=overwrite) as f:
+            f.write(onnx_model.SerializeToString())
+        return onnx_model
+    _save_with_external_data(onnx_model, Path(path), overwrite=overwrite)
     return onnx_model
+
+
+def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Initializers and tensor attributes of ``graph`` and of its subgraphs."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                yield attr.t
+            elif attr.type == onnx.AttributeProto.TENSORS:
+                yield from attr.tensors
+            elif attr.type == onnx.AttributeProto.GRAPH:
+                yield from _tensors(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _tensors(sub)
+
+
+def _save_with_external_data(onnx_model: onnx.ModelProto, path: Path, *, overwrite: bool) -> None:
+    """Write ``path`` and ``PATH.data`` together; ``onnx_model`` is left as it was."""
+    data_path = external_data_path(path)
+    if not overwrite:
+        for target in (path, data_path):
+            if target.exists():
+                raise FileExistsError(f"{target} exists; not overwritten")
+    convert_model_to_external_data(
+        onnx_model, all_tensors_to_one_file=True, location=data_path.name, convert_attribute=True
+    )
+    moved = [t for t in _tensors(onnx_model.graph) if uses_external_data(t) and t.HasField("raw_data")]
+    raw = [t.raw_data for t in moved]
+    placed: list[Path] = []
+    try:
+        with atomic_write(data_path, overwrite=overwrite) as f:
+            for tensor, data in zip(moved, raw):
+                set_external_data(tensor, data_path.name, offset=f.tell(), length=len(data))
+                f.write(data)
+                tensor.ClearField("raw_data")
+        placed.append(data_path)
+        with atomic_write(path, overwrite=overwrite) as f:
+            f.write(onnx_model.SerializeToString())
+    except BaseException:
+        for target in placed:
+            target.unlink(missing_ok=True)
+        raise
+    finally:  # back to the tensors held in memory
+        for tensor, data in zip(moved, raw):
+            tensor.raw_data = data
+            tensor.ClearField("data_location")
+            tensor.ClearField("external_data")

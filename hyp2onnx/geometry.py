@@ -39,6 +39,7 @@ __all__ = [
     "curvature_radius",
     "einstein_midpoint",
     "from_klein",
+    "gnomonic_midpoint",
     "hyperboloid_to_klein",
     "hyperboloid_to_poincare",
     "klein_to_hyperboloid",
@@ -287,3 +288,15 @@ def einstein_midpoint(a: np.ndarray, b: np.ndarray) -> np.ndarray:
             limit = np.tanh((np.arctanh(a) + np.arctanh(b)) / 2.0)
             m = np.where(bad, np.nan_to_num(limit, nan=0.0), m)
     return m
+
+
+def gnomonic_midpoint(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Midpoint of gnomonic coordinates ``a`` and ``b`` of a sphere, along their great circle.
+
+    ``tan((atan a + atan b) / 2)``: the point halfway between them in angle,
+    the spherical twin of :func:`einstein_midpoint`; independent of the
+    curvature (see :mod:`hyp2onnx.blocks`).
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return np.tan((np.arctan(a) + np.arctan(b)) / 2.0)

@@ -27,13 +27,21 @@ from typing import Literal
 
 import numpy as np
 
+from .geometry import einstein_midpoint, gnomonic_midpoint
 from .ir.trees import Op, TreeArrays, round_threshold, walk_levels
-from .geometry import einstein_midpoint
 
-Midpoint = Literal["einstein", "arithmetic"]
+Midpoint = Literal["einstein", "angular", "arithmetic"]
 #: Places thresholds from ``(feature, threshold, largest_left, smallest_right)``
 #: per node, instead of :func:`place_thresholds` (see :mod:`hyp2onnx.tree_space`).
 Placer = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+_RULES = {
+    "einstein": einstein_midpoint,
+    "angular": gnomonic_midpoint,
+    "arithmetic": lambda L, R: L / 2.0 + R / 2.0,
+}
+#: Per-feature rule name of features whose splits keep the learner's threshold
+#: (categorical codes: the backend's own rule).
+KEEP = "keep"
 
 #: Rows walked at a time by :func:`correct_tree` (temporaries of a few hundred kB).
 _BLOCK_ROWS = 1 << 15
@@ -62,15 +70,42 @@ class CorrectionReport:
         )
 
 
+def midpoints(L: np.ndarray, R: np.ndarray, midpoint: Midpoint | np.ndarray) -> np.ndarray:
+    """Midpoints of ``L < R`` by one rule, or by a rule per element.
+
+    Rules: ``"einstein"`` (hyperbolic, Klein coordinates), ``"angular"``
+    (spherical, gnomonic coordinates: :func:`hyp2onnx.blocks.gnomonic_midpoint`)
+    and ``"arithmetic"``. An array of rule names picks one per element.
+    """
+    if isinstance(midpoint, str):
+        if midpoint not in _RULES:
+            raise ValueError(
+                f"midpoint must be one of {', '.join(map(repr, _RULES))}, got {midpoint!r}"
+            )
+        return _RULES[midpoint](L, R)
+    rules = np.asarray(midpoint)
+    unknown = set(np.unique(rules).tolist()) - set(_RULES)
+    if unknown:
+        raise ValueError(f"unknown midpoint rule(s) {sorted(unknown)}; expected {list(_RULES)}")
+    m = np.empty_like(L)
+    for name, rule in _RULES.items():
+        at = rules == name
+        if at.any():
+            m[at] = rule(L[at], R[at])
+    return m
+
+
 def place_thresholds(
     L: np.ndarray,
     R: np.ndarray,
     *,
     op: Op,
     threshold_dtype: str = "float64",
-    midpoint: Midpoint = "einstein",
+    midpoint: Midpoint | np.ndarray = "einstein",
 ) -> np.ndarray:
     """New thresholds between ``L < R`` that keep ``L`` left and ``R`` right.
+
+    ``midpoint`` is one rule for all, or a rule per element (:func:`midpoints`).
 
     ``L`` and ``R`` must be values representable in ``threshold_dtype``
     (they are training values in the backend's comparison precision).
@@ -79,12 +114,7 @@ def place_thresholds(
     R = np.asarray(R, dtype=np.float64)
     if np.any(~(L < R)):
         raise ValueError("every split needs L < R (largest value left < smallest value right)")
-    if midpoint == "einstein":
-        m = einstein_midpoint(L, R)
-    elif midpoint == "arithmetic":
-        m = L / 2.0 + R / 2.0
-    else:
-        raise ValueError(f"midpoint must be 'einstein' or 'arithmetic', got {midpoint!r}")
+    m = midpoints(L, R, midpoint)
     if op == "<=":
         m = np.clip(m, L, np.nextafter(R, -np.inf))
         return np.maximum(round_threshold(m, threshold_dtype, "down"), L)
@@ -102,27 +132,43 @@ def thresholds_from_neighbours(
     *,
     op: Op,
     threshold_dtype: str,
-    midpoint: Midpoint,
+    midpoint: Midpoint | np.ndarray,
     place: Placer | None = None,
+    fixed: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """New thresholds from each split's nearest training values on either side.
 
     ``largest_left``/``smallest_right`` are per node, infinite where no
-    training row went that way; such splits keep their threshold, unless
-    ``place`` is given: it then places every node's threshold. Returns the
-    new thresholds (float64) and the internal and reached node masks.
+    training row went that way; such splits keep their threshold, as do the
+    nodes ``fixed`` marks (set-membership splits) and splits on features
+    whose rule is ``"keep"``, unless ``place`` is given: it then places every
+    node's threshold but the ``fixed`` ones. ``midpoint`` is one rule, or an
+    array giving each feature's rule (:func:`midpoints`). Returns the new
+    thresholds (float64), the mask of splits a midpoint applies to, and of
+    those the ones reached from both sides.
     """
     internal = feature >= 0
+    if fixed is not None:
+        internal &= ~fixed
+    rules = midpoint
+    if not isinstance(midpoint, str):
+        per_feature = np.asarray(midpoint)
+        internal &= np.where(internal, per_feature[np.maximum(feature, 0)], KEEP) != KEEP
     reached = internal & np.isfinite(largest_left) & np.isfinite(smallest_right)
     if place is not None:
-        return place(feature, threshold, largest_left, smallest_right), internal, reached
+        if fixed is None:
+            return place(feature, threshold, largest_left, smallest_right), internal, reached
+        new = place(np.where(fixed, -1, feature), threshold, largest_left, smallest_right)
+        return np.where(fixed, threshold, new), internal, reached
+    if not isinstance(midpoint, str):
+        rules = per_feature[feature[reached]]
     new = np.asarray(threshold, dtype=np.float64).copy()
     new[reached] = place_thresholds(
         largest_left[reached],
         smallest_right[reached],
         op=op,
         threshold_dtype=threshold_dtype,
-        midpoint=midpoint,
+        midpoint=rules,
     )
     return new, internal, reached
 
@@ -133,10 +179,13 @@ def correct_tree(
     *,
     op: Op,
     threshold_dtype: str = "float64",
-    midpoint: Midpoint = "einstein",
+    midpoint: Midpoint | np.ndarray = "einstein",
     place: Placer | None = None,
 ) -> tuple[np.ndarray, CorrectionReport]:
     """Corrected thresholds of one tree and a report.
+
+    ``midpoint``: one rule, or each feature's rule (:func:`midpoints`);
+    set-membership splits keep what they are.
 
     ``X`` holds the rows this tree was trained on, already rounded to the
     backend's comparison precision (``_tree.as_compared``, or simply stored in
@@ -162,6 +211,7 @@ def correct_tree(
     new, internal, reached = thresholds_from_neighbours(
         tree.feature, tree.threshold, largest_left, smallest_right,
         op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place,
+        fixed=None if tree.categories is None else tree.categories.member,
     )
     report = CorrectionReport(
         n_splits=int(internal.sum()),

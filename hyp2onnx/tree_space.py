@@ -43,7 +43,7 @@ from typing import Literal
 import numpy as np
 
 from .ir.trees import Op, as_compared
-from .thresholds import Midpoint, place_thresholds
+from .thresholds import KEEP, Midpoint, place_thresholds
 
 __all__ = ["TREE_SPACES", "KleinPlacer", "ResolutionError", "SplitIndex", "TreeSpace"]
 
@@ -178,7 +178,7 @@ class KleinPlacer:
         op: Op,
         compare_dtype: str,
         threshold_dtype: str,
-        midpoint: Midpoint,
+        midpoint: Midpoint | np.ndarray,
     ) -> None:
         self.space, self.learner_op = space, learner_op
         self.op, self.compare_dtype, self.threshold_dtype = op, compare_dtype, threshold_dtype
@@ -208,7 +208,12 @@ class KleinPlacer:
         placed = functools.partial(
             place_thresholds, lo[both], hi[both], op=self.op, threshold_dtype=self.threshold_dtype
         )
-        out[both] = placed(midpoint=self.midpoint)
+        rules = self.midpoint
+        if not isinstance(rules, str):  # a rule per feature (input blocks)
+            rules = np.asarray(rules)[feature[both]]
+            # Codes split as numbers: the learner's own (arithmetic) midpoint.
+            rules = np.where(rules == KEEP, "arithmetic", rules)
+        out[both] = placed(midpoint=rules)
         self.n_moved += int(np.sum(out[both] != placed(midpoint="arithmetic")))
         # A split with training values on one side only: just past them.
         dt = np.dtype(self.threshold_dtype).type

@@ -29,6 +29,7 @@ CASES = [
     pytest.param("bench_accuracy.py", "accuracy.md", "accuracy.png"),
     pytest.param("bench_inference.py", "inference.md", None),
     pytest.param("bench_far.py", "far.md", None),
+    pytest.param("bench_product.py", "product.md", None),
 ]
 
 
@@ -95,3 +96,11 @@ def test_hierarchy_example_runs_end_to_end(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "labels agree on 100.0000% (0 differ)" in done.stdout
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_mixed_data_example_converts_verifies_and_scores() -> None:
+    """The mixed-input example: skops file, CLI convert --check and predict, 100% agreement."""
+    done = _run([str(ROOT / "examples" / "mixed_data.py")])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "label agreement CLI graph/Python:  100.00%" in done.stdout
+    assert "labels agree on 100.0000% (0 differ)" in done.stdout

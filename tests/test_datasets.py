@@ -144,3 +144,46 @@ def test_clear_errors(kwargs: dict, match: str) -> None:
 def test_points_that_round_onto_the_ball_boundary_are_refused() -> None:
     with pytest.raises(ValueError, match="boundary"):
         make_wrapped_normal_mixture(200, 2, 2, noise_std=2000.0, geometry="klein", random_state=0)
+
+
+def test_product_mixture_blocks_lie_on_their_manifolds():
+    from hyp2onnx.blocks import as_blocks, to_features
+    from hyp2onnx.datasets import make_product_mixture
+
+    signature = [(-0.5, 3), (0.0, 2), (0.25, 2)]
+    X, y = make_product_mixture(500, signature, 4, random_state=3)
+    assert X.shape == (500, 4 + 2 + 3) and set(np.unique(y)) == {0, 1, 2, 3}
+    H, S = X[:, :4], X[:, 6:]
+    R2 = 1 / 0.5  # hyperboloid of curvature -0.5: x_0^2 - |x_s|^2 = R^2 = 2
+    np.testing.assert_allclose(H[:, 0] ** 2 - (H[:, 1:] ** 2).sum(1), R2, rtol=1e-9)
+    assert (H[:, 0] > 0).all()
+    np.testing.assert_allclose((S**2).sum(1), 4.0, rtol=1e-12)  # sphere of radius 2
+    X2, y2 = make_product_mixture(500, signature, 4, random_state=3)
+    np.testing.assert_array_equal(X, X2)
+    np.testing.assert_array_equal(y, y2)
+    on = S[:, 0] > 0
+    assert 0.8 < on.mean() < 1.0  # mostly on the base hemisphere at this radius
+    assert to_features(X[on], as_blocks(signature)).shape == (on.sum(), 3 + 2 + 2)
+    _, t = make_product_mixture(300, signature, 3, regression=True, random_state=0)
+    assert t.min() == 0.0 and t.max() == 1.0
+    with pytest.raises(ValueError, match="signature"):
+        make_product_mixture(10, [(-1.0, 0)], 2)
+    with pytest.raises(ValueError, match="signature"):
+        make_product_mixture(10, [], 2)
+
+
+def test_product_mixture_sphere_rows_are_at_the_sampled_distance():
+    """Without noise every row of a class is that class's mean, one point of the unit sphere;
+    with noise, rows spread around it by geodesic distances of the tangent samples' size."""
+    from hyp2onnx.datasets import make_product_mixture
+
+    X, y = make_product_mixture(200, [(1.0, 2)], 3, noise_std=0.0, random_state=1)
+    for c in np.unique(y):
+        rows = X[y == c]
+        np.testing.assert_allclose(rows, np.repeat(rows[:1], len(rows), 0), atol=1e-15)
+        np.testing.assert_allclose((rows[0] ** 2).sum(), 1.0, rtol=1e-15)
+    # Tangent samples u ~ N(0, A A^T * s / d): E|u|^2 = s * E|A|_F^2 / d = s * d.
+    Xn, yn = make_product_mixture(20000, [(1.0, 2)], 1, noise_std=0.01, random_state=2)
+    mean = Xn.mean(axis=0) / np.linalg.norm(Xn.mean(axis=0))
+    angle = np.arccos(np.clip(Xn @ mean, -1, 1))
+    assert 0.5 * 0.02 < np.mean(angle**2) < 2.0 * 0.02

@@ -1,7 +1,8 @@
 """scikit-learn's own estimator checks, run on every hyperbolic estimator.
 
 scikit-learn's generic test data is random Euclidean data, not points on a
-hyperboloid, so the checks run with ``input_geometry="klein"`` and
+hyperboloid, so the checks run with ``input_geometry="klein"`` (or input
+blocks holding such columns, or plain Euclidean ones) and
 ``curvature=-1e-6``: the Klein ball then has radius ``R = 1/sqrt(1e-6) =
 1000`` and holds every array the checks generate (their values stay well
 below 1000 in norm). The hyperboloid and Poincare inputs, which random data
@@ -16,7 +17,11 @@ from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
 from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from hyp2onnx.blocks import Euclidean, Hyperbolic
+
 from hyp2onnx import (
+    HyperbolicLGBMRegressor,
+    HyperbolicXGBClassifier,
     HyperbolicDecisionTreeClassifier,
     HyperbolicDecisionTreeRegressor,
     HyperbolicEstimator,
@@ -25,6 +30,9 @@ from hyp2onnx import (
 )
 
 BALL = {"input_geometry": "klein", "curvature": -1e-6}
+#: The same through input blocks: a last block without dims takes every column the checks
+#: generate (a Klein ball of radius 1000, plain Euclidean columns, a signature pair).
+BALL_BLOCK = [Hyperbolic(model="klein", curvature=-1e-6)]
 
 ESTIMATORS = [
     HyperbolicDecisionTreeClassifier(**BALL),
@@ -35,6 +43,10 @@ ESTIMATORS = [
     HyperbolicEstimator(ExtraTreesClassifier(n_estimators=5, random_state=0), **BALL),
     HyperbolicEstimator(ExtraTreesRegressor(n_estimators=5, random_state=0), **BALL),
     HyperbolicEstimator(DecisionTreeRegressor(random_state=0), **BALL),
+    HyperbolicDecisionTreeClassifier(input_blocks=[Euclidean()]),
+    HyperbolicRandomForestRegressor(n_estimators=5, input_blocks=BALL_BLOCK),
+    HyperbolicXGBClassifier(n_estimators=5, n_jobs=1, input_blocks=[(0.0, None)]),
+    HyperbolicLGBMRegressor(n_estimators=20, n_jobs=1, input_blocks=BALL_BLOCK),
 ]
 
 BOOTSTRAP_WEIGHTS = (

@@ -227,11 +227,14 @@ def check_width(source: DataSource, metadata: dict[str, Any]) -> None:
     if source.n_cols == want:
         return
     geometry = metadata["input_geometry"]
-    what = (
-        f"hyperboloid points with {want} columns (timelike column {metadata['timelike_dim']})"
-        if geometry == "hyperboloid"
-        else f"{geometry} points with {want} columns"
-    )
+    if metadata.get("blocks") is not None:
+        from ..blocks import describe_blocks
+
+        what = f"rows of {want} columns ({describe_blocks(metadata['blocks'])})"
+    elif geometry == "hyperboloid":
+        what = f"hyperboloid points with {want} columns (timelike column {metadata['timelike_dim']})"
+    else:
+        what = f"{geometry} points with {want} columns"
     raise InputError(
         source.path,
         f"has {source.n_cols} columns; the model takes {what}",
@@ -246,18 +249,28 @@ def check_points_in(
     from ..errors import InvalidPointError
     from ..geometry import check_points
 
+    blocks = metadata.get("blocks")
     try:
-        check_points(
-            chunk, metadata["input_geometry"], metadata["curvature"], metadata["timelike_dim"]
-        )
+        if blocks is not None:
+            from ..blocks import to_features
+
+            to_features(chunk, blocks)
+        else:
+            check_points(
+                chunk, metadata["input_geometry"], metadata["curvature"], metadata["timelike_dim"]
+            )
     except InvalidPointError as exc:
         message = _file_rows(str(exc).split(". ", 1)[0], first_row)
-        raise InputError(
-            path,
-            message,
-            f"pass points of the {metadata['input_geometry']} model with curvature "
-            f"{metadata['curvature']:g}, the geometry this graph was exported for",
-        ) from exc
+        if blocks is not None:
+            from ..blocks import describe_blocks
+
+            fix = f"pass rows of the blocks this graph was exported for: {describe_blocks(blocks)}"
+        else:
+            fix = (
+                f"pass points of the {metadata['input_geometry']} model with curvature "
+                f"{metadata['curvature']:g}, the geometry this graph was exported for"
+            )
+        raise InputError(path, message, fix) from exc
 
 
 def _file_rows(message: str, first_row: int) -> str:

@@ -93,10 +93,17 @@ def _load_pickle(path: Path) -> Any:
 
 def trusted_types() -> list[str]:
     """Types a ``.skops`` file may hold beyond skops' defaults: the models hyp2onnx exports."""
-    from .. import estimators
+    from .. import blocks, estimators
     from ..thresholds import CorrectionReport
 
-    classes: list[type] = [CorrectionReport, estimators.HyperbolicEstimator]
+    classes: list[type] = [
+        CorrectionReport,
+        estimators.HyperbolicEstimator,
+        blocks.Hyperbolic,  # input_blocks
+        blocks.Spherical,
+        blocks.Euclidean,
+        blocks.Categorical,
+    ]
     for spec in BACKENDS:  # the installed backends' estimators and native classes
         try:
             backend = spec.load()

@@ -46,6 +46,9 @@ class ConvertOptions:
     timelike_dim: int | None = None
     opset: int | None = None
     row_blocks: bool = True  #: False: :func:`hyp2onnx.edge.without_row_blocks`
+    #: True: tensors in ``OUT.data`` beside ``OUT`` (onnx's external data);
+    #: None: only when the graph is over 2 GiB, which one file cannot hold.
+    external_data: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class ConvertResult:
     check_path: Path | None = None
     ort_output: Path | None = None  #: the .ort file of --ort
     config_output: Path | None = None  #: its required_operators.config
+    data_output: Path | None = None  #: OUT.data, when written with external data
 
     @property
     def exit_code(self) -> int:
@@ -117,7 +121,7 @@ def convert_file(
         timelike_dim=options.timelike_dim,
     )
 
-    from ..export import read_metadata, to_onnx
+    from ..export import external_data_path, needs_external_data, read_metadata, save_onnx, to_onnx
 
     try:
         onnx_model = to_onnx(
@@ -136,7 +140,16 @@ def convert_file(
 
         onnx_model = without_row_blocks(onnx_model)
     metadata = read_metadata(onnx_model)
-    data = onnx_model.SerializeToString()
+    external = options.external_data
+    if external is None:
+        external = needs_external_data(onnx_model)
+    if external and ort:
+        raise InputError(
+            output,
+            "holds its tensors in a separate data file, which --ort cannot take",
+            "leave out --ort",
+        )
+    data = b"" if external else onnx_model.SerializeToString()
 
     report = None
     if source is not None:
@@ -155,6 +168,17 @@ def convert_file(
             )
 
     check_path = source.path if source else None
+    if external:
+        data_path = external_data_path(output)
+        check_output(data_path, force=force)
+        try:
+            save_onnx(onnx_model, output, overwrite=force, external_data=True)
+        except FileExistsError as exc:
+            raise InputError(None, f"{exc}; nothing written", "pass --force") from None
+        n_bytes = output.stat().st_size + data_path.stat().st_size
+        return ConvertResult(
+            model_path, output, output, n_bytes, metadata, report, check_path, data_output=data_path
+        )
     if not ort:
         with atomic_output(output, force=force, binary=True) as f:
             f.write(data)
@@ -198,6 +222,8 @@ def report_convert(result: ConvertResult) -> None:
         f"{meta['n_trees']} trees, {meta['input_geometry']} input, "
         f"{meta['encoding']} encoding, {meta['input_dtype']}"
     )
+    if result.data_output is not None:
+        click.echo(f"wrote its tensors to {result.data_output} (external data)")
     if result.ort_output is not None:
         click.echo(f"wrote {result.ort_output} and {result.config_output}")
 
@@ -290,6 +316,12 @@ Examples:
     "for runtimes without sequence operators; large batches run slower. (The standard "
     "encoding never has row blocks.)",
 )
+@click.option(
+    "--external-data",
+    is_flag=True,
+    help="Write the graph's tensors to OUT.data beside OUT (onnx's external data). "
+    "Graphs over 2 GiB, which one file cannot hold, are always written so.",
+)
 @click.option("--force", is_flag=True, help="Replace OUT (and the --ort files) if they exist.")
 @debug_option
 def command(
@@ -304,11 +336,19 @@ def command(
     check_data: Path | None,
     ort: bool,
     no_row_blocks: bool,
+    external_data: bool,
     force: bool,
     debug: bool,
 ) -> int:
     options = ConvertOptions(
-        dtype, encoding, geometry, curvature, timelike_dim, opset, row_blocks=not no_row_blocks
+        dtype,
+        encoding,
+        geometry,
+        curvature,
+        timelike_dim,
+        opset,
+        row_blocks=not no_row_blocks,
+        external_data=True if external_data else None,
     )
     out = output if output is not None else default_output(model)
     return run(

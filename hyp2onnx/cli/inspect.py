@@ -61,6 +61,10 @@ class Inspection:
             geometry = f"{meta['input_geometry']}, curvature {meta['curvature']:g}"
             if meta["input_geometry"] == "hyperboloid":
                 geometry += f", timelike column {meta['timelike_dim']}"
+            if meta.get("blocks") is not None:
+                from ..blocks import describe_blocks
+
+                geometry = f"blocks {describe_blocks(meta['blocks'])}"
             rows.append(("geometry", geometry))
         for label, values in (("inputs", self.inputs), ("outputs", self.outputs)):
             for i, v in enumerate(values):

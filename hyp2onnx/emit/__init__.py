@@ -28,6 +28,8 @@ class Encoding:
     summary: str  #: one line for help texts
     tree_operator: bool  #: uses the ai.onnx.ml tree operator (the emitter takes ``plan=``)
     float32: bool  #: compares and adds in float32 whatever the model does (legacy operator)
+    #: has set-membership nodes (categorical splits of input blocks)
+    categories: bool = True
 
     def emit_function(self) -> Callable[..., str]:
         module, function = self.emitter.split(":")
@@ -38,7 +40,7 @@ ENCODINGS: dict[str, Encoding] = {
     e.name: e
     for e in (
         Encoding("exact", "trees:emit_exact", "reproduces the model's outputs", True, False),
-        Encoding("compat", "trees:emit_compat", "legacy operator, float32 sums, for older runtimes", True, True),  # noqa: E501
+        Encoding("compat", "trees:emit_compat", "legacy operator, float32 sums, for older runtimes", True, True, False),  # noqa: E501
         Encoding("standard", "standard:emit_standard", "exact, standard ONNX operators only (no ai.onnx.ml)", False, False),  # noqa: E501
     )
 }

@@ -54,8 +54,12 @@ def emit_outputs(
         probabilities = scores
     g.rename(probabilities, "probabilities")
     labels, label_type = label_tensor(ensemble.classes)
-    best = g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
-    g.op(STAGE, "Gather", [g.const(STAGE, "classes", labels), best], axis=0, outputs=["label"])
+    if label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(n_classes)):
+        # Labels 0 .. C-1 are ArgMax's own output: no Gather (a node less per call).
+        g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0, outputs=["label"])
+    else:
+        best = g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
+        g.op(STAGE, "Gather", [g.const(STAGE, "classes", labels), best], axis=0, outputs=["label"])
     return [
         helper.make_tensor_value_info("label", label_type, ["N"]),
         helper.make_tensor_value_info("probabilities", elem, ["N", n_classes]),

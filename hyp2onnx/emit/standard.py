@@ -127,10 +127,11 @@ def emit_standard(
             value_tables.append(table)
     tables = [g.const(STAGE, f"leaf_values_{i}", t) for i, t in enumerate(value_tables)]
 
+    members = _Membership.build(g, ensemble)
     if strategy == "perfect":
-        find_leaves = _perfect(g, ensemble, layout, column, thresholds, greater)
+        find_leaves = _perfect(g, ensemble, layout, column, thresholds, greater, members)
     else:
-        find_leaves = _pointer(g, ensemble, layout, column, thresholds, greater)
+        find_leaves = _pointer(g, ensemble, layout, column, thresholds, greater, members)
 
     def tree_sums(b: GraphBuilder, x: str) -> str:
         where = find_leaves(b, x)  # [b, T] leaf slots
@@ -143,6 +144,75 @@ def emit_standard(
     # operators, which runtimes without the tree operators (OpenVINO, tract)
     # lack as well.
     return _finish(g, tree_sums(g, k), ensemble, ensemble.sum_dtype)
+
+
+#: Largest code table (entries) the standard encoding builds for categorical splits.
+MAX_MEMBER_TABLE = 1 << 24
+
+
+@dataclass(frozen=True)
+class _Membership:
+    """Set-membership splits without the ML operators: a lookup table of codes.
+
+    Set ``s`` (1 .. M; 0 is "no set") has row ``s`` of a flat boolean table
+    ``[(M + 1) * width]``, ``width = largest code + 2``; a value that is not
+    an integer in ``0 .. largest code`` (negative, fractional, NaN, inf,
+    past the largest code) reads the last column, which is never set, so
+    it goes right, as the ensemble operator's BRANCH_MEMBER sends it.
+    """
+
+    set_id: np.ndarray  # per node, 0 for threshold splits
+    table: str
+    width: int
+
+    @staticmethod
+    def build(g: GraphBuilder, ensemble: Ensemble) -> _Membership | None:
+        cats = ensemble.categories
+        if cats is None:
+            return None
+        nodes = np.flatnonzero(cats.member)
+        codes = [cats.codes(int(j)) for j in nodes]
+        width = int(max((c.max() for c in codes if c.size), default=0)) + 2
+        if (nodes.size + 1) * width > MAX_MEMBER_TABLE:
+            raise ValueError(
+                f"the standard encoding looks categorical codes up in a table of "
+                f"(splits + 1) x (largest code + 2) = {(nodes.size + 1) * width} entries, more "
+                f"than {MAX_MEMBER_TABLE}; use the exact encoding (BRANCH_MEMBER nodes), or "
+                "renumber the categories densely from 0."
+            )
+        table = np.zeros((nodes.size + 1, width), dtype=bool)
+        for s, c in enumerate(codes, start=1):
+            table[s, c] = True
+        set_id = np.zeros(ensemble.n_nodes, dtype=np.int64)
+        set_id[nodes] = np.arange(1, nodes.size + 1)
+        return _Membership(set_id, g.const(STAGE, "member_codes", table.ravel()), width)
+
+    def level_table(self, layout, column, n_slots, slot, nodes, n_trees) -> np.ndarray:
+        ids = np.zeros((n_slots, n_trees), dtype=np.int64)
+        ids[slot[nodes], column[layout.tree[nodes]]] = self.set_id[nodes]
+        return ids
+
+    def goes_right(self, b: GraphBuilder, value: str, ids: str, right: str) -> str:
+        """``right`` at threshold splits; at membership splits, "value not in the set"."""
+        dtype = np.float32 if self.width <= 1 << 24 else np.float64
+        zero = b.const(STAGE, "code_zero", 0, dtype)
+        largest = b.const(STAGE, "largest_code", self.width - 2, dtype)
+        invalid = b.const(STAGE, "no_code", self.width - 1, dtype)
+        v = b.cast(STAGE, value, dtype)
+        valid = b.op(STAGE, "And", [
+            b.op(STAGE, "And", [b.op(STAGE, "GreaterOrEqual", [v, zero]),
+                                b.op(STAGE, "LessOrEqual", [v, largest])]),
+            b.op(STAGE, "Equal", [b.op(STAGE, "Floor", [v]), v]),
+        ])
+        code = b.cast(STAGE, b.op(STAGE, "Where", [valid, v, invalid]), np.int64)
+        width = b.const(STAGE, "code_width", self.width, np.int64)
+        at = b.op(STAGE, "Add", [b.op(STAGE, "Mul", [ids, width]), code])
+        inside = b.op(STAGE, "Gather", [self.table, at], axis=0)
+        is_set = b.op(STAGE, "Greater", [ids, b.const(STAGE, "no_set", 0, np.int64)])
+        # (onnxruntime has no boolean Where.) right = set ? not inside : right
+        outside = b.op(STAGE, "And", [is_set, b.op(STAGE, "Not", [inside])])
+        threshold_split = b.op(STAGE, "And", [b.op(STAGE, "Not", [is_set]), right])
+        return b.op(STAGE, "Or", [outside, threshold_split])
 
 
 def _level_tables(ensemble, layout, column, thresholds, n_slots, slot, nodes, dtype):
@@ -162,7 +232,7 @@ def _zeros_per_tree(b: GraphBuilder, x: str, n_trees: int) -> str:
     return b.op(STAGE, "Expand", [b.const(STAGE, "zero", np.zeros((1, 1), np.int64)), size])
 
 
-def _perfect(g, ensemble, layout, column, thresholds, greater):
+def _perfect(g, ensemble, layout, column, thresholds, greater, members=None):
     compare = ensemble.compare_dtype
     internal = ensemble.feature >= 0
     levels = []
@@ -171,24 +241,32 @@ def _perfect(g, ensemble, layout, column, thresholds, greater):
         features, limits = _level_tables(
             ensemble, layout, column, thresholds, 1 << level, layout.position, nodes, compare
         )
+        ids = None
+        if members is not None:
+            ids = g.const(STAGE, f"sets_{level}", members.level_table(
+                layout, column, 1 << level, layout.position, nodes, ensemble.n_trees))
         levels.append((g.const(STAGE, f"features_{level}", features),
-                       g.const(STAGE, f"thresholds_{level}", limits)))
+                       g.const(STAGE, f"thresholds_{level}", limits), ids))
     two = g.const(STAGE, "two", 2, np.int64)
 
     def find_leaves(b: GraphBuilder, x: str) -> str:
         position = _zeros_per_tree(b, x, ensemble.n_trees)  # every row at every root
-        for features, limits in levels:
+        for features, limits, ids in levels:
             feature = b.op(STAGE, "GatherElements", [features, position], axis=0)
             value = b.op(STAGE, "GatherElements", [x, feature], axis=1)
             limit = b.op(STAGE, "GatherElements", [limits, position], axis=0)
-            right = b.cast(STAGE, b.op(STAGE, greater, [value, limit]), np.int64)
+            right = b.op(STAGE, greater, [value, limit])
+            if ids is not None:
+                set_ids = b.op(STAGE, "GatherElements", [ids, position], axis=0)
+                right = members.goes_right(b, value, set_ids, right)
+            right = b.cast(STAGE, right, np.int64)
             position = b.op(STAGE, "Add", [b.op(STAGE, "Mul", [position, two]), right])
         return position
 
     return find_leaves
 
 
-def _pointer(g, ensemble, layout, column, thresholds, greater):
+def _pointer(g, ensemble, layout, column, thresholds, greater, members=None):
     compare = ensemble.compare_dtype
     internal = ensemble.feature >= 0
     T, n_slots = ensemble.n_trees, layout.max_nodes
@@ -203,6 +281,10 @@ def _pointer(g, ensemble, layout, column, thresholds, greater):
     rights[layout.local[nodes], cols] = layout.local[ensemble.right[nodes]]
     names = [g.const(STAGE, label, table) for label, table in
              (("features", features), ("thresholds", limits), ("lefts", lefts), ("rights", rights))]
+    set_t = None
+    if members is not None:
+        set_t = g.const(STAGE, "sets", members.level_table(
+            layout, column, n_slots, layout.local, nodes, T))
 
     def find_leaves(b: GraphBuilder, x: str) -> str:
         feat_t, limit_t, left_t, right_t = names
@@ -212,6 +294,9 @@ def _pointer(g, ensemble, layout, column, thresholds, greater):
             value = b.op(STAGE, "GatherElements", [x, feature], axis=1)
             limit = b.op(STAGE, "GatherElements", [limit_t, node], axis=0)
             right = b.op(STAGE, greater, [value, limit])
+            if set_t is not None:
+                set_ids = b.op(STAGE, "GatherElements", [set_t, node], axis=0)
+                right = members.goes_right(b, value, set_ids, right)
             node = b.op(
                 STAGE,
                 "Where",

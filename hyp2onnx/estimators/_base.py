@@ -30,7 +30,9 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ..blocks import as_blocks, categorical_features, feature_kinds, to_features
 from ..geometry import GEOMETRIES, to_klein
+from ..errors import UnsupportedModelError
 from ..ir import InputSpace, Model
 from ..ensemble_thresholds import correct_trees
 from ..ir.trees import Op, as_compared
@@ -47,6 +49,7 @@ GEOMETRY_DEFAULTS: dict[str, Any] = {
     "midpoint": "einstein",
     "check_manifold": True,
     "tree_space": "ranks",
+    "input_blocks": None,
 }
 
 
@@ -70,6 +73,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         "midpoint": [StrOptions({"einstein", "arithmetic"})],
         "check_manifold": ["boolean"],
         "tree_space": [StrOptions(set(TREE_SPACES))],
+        "input_blocks": [None, list, tuple],
     }
 
     @abstractmethod
@@ -107,9 +111,50 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
     def _klein(self, X: Any, *, reset: bool) -> np.ndarray:
         # NaN and infinity are left to the geometry check, which names the rows.
         X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
+        return self._features(X)
+
+    def _blocks(self) -> tuple | None:
+        """The validated input blocks, or None for one hyperbolic geometry."""
+        # Oblique (Householder) trees take no input_blocks: their hyperplanes mix
+        # coordinates, which across blocks of different geometry is no geodesic split.
+        if getattr(self, "input_blocks", None) is None:
+            return None
+        changed = [
+            name
+            for name in ("input_geometry", "curvature", "timelike_dim")
+            if getattr(self, name) != GEOMETRY_DEFAULTS[name]
+        ]
+        if changed:
+            raise ValueError(
+                f"input_blocks describes every column, so {', '.join(changed)} must stay at the "
+                "default; give each block its own model and curvature instead."
+            )
+        return as_blocks(self.input_blocks, n_columns=getattr(self, "n_features_in_", None))
+
+    def _features(self, X: np.ndarray) -> np.ndarray:
+        """What the trees see: Klein coordinates, or each block's features side by side."""
+        blocks = self._blocks()
+        if blocks is not None:
+            return to_features(X, blocks, check=self.check_manifold)
         return to_klein(
             X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
         )
+
+    def _midpoint_rules(self) -> str | np.ndarray:
+        """One rule (single geometry), or each feature's rule (input blocks).
+
+        With blocks, ``midpoint="einstein"`` means each block's own geometric
+        midpoint (Einstein, angular, arithmetic); ``"arithmetic"`` uses the
+        arithmetic one on every block (ablation). Categorical codes always
+        keep the backend's thresholds.
+        """
+        blocks = self._blocks()
+        if blocks is None:
+            return self.midpoint
+        rules = feature_kinds(blocks)
+        if self.midpoint == "arithmetic":
+            rules = np.where(rules == "keep", rules, "arithmetic").astype(object)
+        return rules
 
     # -- training ------------------------------------------------------------
 
@@ -127,15 +172,33 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         )
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X)
-        Xk = to_klein(
-            X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
-        )
+        Xk = self._features(X)
         estimator = self._make_estimator()
         backend = backend_for(estimator)
+        blocks = self._blocks()
+        if blocks is not None and not (backend.takes_blocks and backend.feature_splits):
+            raise ValueError(
+                f"{backend.name} models do not take input_blocks (got {self.input_blocks!r}): "
+                "leave input_blocks=None and give one hyperbolic geometry, or use a "
+                "scikit-learn, XGBoost or LightGBM model for inputs made of blocks."
+            )
         space = self._tree_space(backend, Xk, sample_weight)
-        Xt = space.transform(Xk)
+        native_categorical = False
+        if blocks is not None:
+            native_categorical = backend.use_categorical(estimator, categorical_features(blocks))
+        to_tree = space.transform
+        if native_categorical:
+            # Native categorical splits read the codes themselves, never a map of them.
+            codes = categorical_features(blocks)
+
+            def to_tree(F: np.ndarray) -> np.ndarray:
+                out = space.transform(F)
+                out[:, codes] = F[:, codes]
+                return out
+
+        Xt = to_tree(Xk)
         fitted = backend.fit(
-            estimator, Xt, y, sample_weight, **self._fit_params(fit_params, space.transform)
+            estimator, Xt, y, sample_weight, **self._fit_params(fit_params, to_tree)
         )
         self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = self._correct(
             backend, fitted, Xt, y, sample_weight, space
@@ -229,7 +292,10 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
             backend.training_rows(fitted, y, sample_weight),
             op=backend.op,
             threshold_dtype=backend.threshold_dtype,
-            midpoint=self.midpoint,
+            midpoint=self._midpoint_rules(),
+        )
+        placer = functools.partial(
+            KleinPlacer, space, backend.op, midpoint=self._midpoint_rules()
         )
         if not backend.feature_splits:
             # Oblique splits: the correction places thresholds among the
@@ -244,7 +310,6 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
                 )
             input_dtype = "float32" if place.float32_separates else "float64"
             return backend.write_thresholds(fitted, new_thresholds), report, None, input_dtype
-        placer = functools.partial(KleinPlacer, space, backend.op, midpoint=self.midpoint)
         # First in the backend's own comparison; if it cannot separate some
         # split's two nearest rows, in float64 through split indices.
         index, place = None, placer(
@@ -255,6 +320,13 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         try:
             new_thresholds, report = correct(place=place)
         except ResolutionError:
+            if any(t.categories is not None for t in trees):
+                raise UnsupportedModelError(
+                    "the backend's precision cannot separate some split's two nearest training "
+                    "rows (points far from the origin), which needs split-index routing, and "
+                    "that is not available with categorical splits. Move the points nearer the "
+                    "origin, or drop the Categorical blocks (split their codes as numbers)."
+                ) from None
             place = placer(op="<=", compare_dtype="float64", threshold_dtype="float64")
             klein, report = correct(place=place)
             index = SplitIndex.from_splits(
@@ -286,7 +358,8 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
 
     @property
     def feature_importances_(self) -> np.ndarray:
-        """Importances of the Klein features (one per spacelike input column)."""
+        """Importances of the Klein features (one per spacelike input column), or of the
+        blocks' features in block order."""
         check_is_fitted(self)
         return self.estimator_.feature_importances_
 
@@ -306,14 +379,19 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
                 compare_dtype=index.compare_dtype,
                 threshold_dtype=index.compare_dtype,
             )
-        return Model(
-            ensemble=ensemble,
-            space=InputSpace(
+        blocks = self._blocks()
+        if blocks is not None:
+            space = InputSpace("product", float("nan"), 0, int(self.n_features_in_), blocks)
+        else:
+            space = InputSpace(
                 geometry=self.input_geometry,
                 curvature=float(self.curvature),
                 timelike_dim=int(self.timelike_dim),
                 n_input_features=int(self.n_features_in_),
-            ),
+            )
+        return Model(
+            ensemble=ensemble,
+            space=space,
             backend=backend.name,
             estimator_class=type(self).__name__,
             input_dtype=getattr(self, "input_dtype_", None),
@@ -450,9 +528,9 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
     ----------
     estimator : estimator instance
         The Euclidean tree model to wrap, e.g. ``ExtraTreesClassifier()``.
-    input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space
+    input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space, input_blocks
         As for :class:`HyperbolicDecisionTreeClassifier` (oblique trees take
-        ``tree_space="klein"`` only).
+        ``tree_space="klein"`` only and, like CatBoost, no ``input_blocks``).
     """
 
     def __init__(
@@ -465,6 +543,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
         midpoint: str = GEOMETRY_DEFAULTS["midpoint"],
         check_manifold: bool = GEOMETRY_DEFAULTS["check_manifold"],
         tree_space: str = GEOMETRY_DEFAULTS["tree_space"],
+        input_blocks: Any = GEOMETRY_DEFAULTS["input_blocks"],
     ) -> None:
         self.estimator = estimator
         self.input_geometry = input_geometry
@@ -473,6 +552,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
         self.midpoint = midpoint
         self.check_manifold = check_manifold
         self.tree_space = tree_space
+        self.input_blocks = input_blocks
 
     _parameter_constraints = {
         **HyperbolicTreeModel._parameter_constraints,

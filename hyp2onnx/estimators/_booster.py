@@ -52,6 +52,13 @@ class BoosterBackend(Backend):
     def check_fit(self, estimator: Any, y: np.ndarray, fit_params: dict[str, Any]) -> None:
         """Refuse settings the correction or the export cannot follow."""
 
+    def categorical_fit(
+        self, estimator: Any, Xk: np.ndarray, fit_params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Hook, after :meth:`check_fit`: declare the columns of :meth:`use_categorical`
+        to the library; returns the fit parameters to use."""
+        return fit_params
+
     def _model(self, fitted: Any) -> Any:
         if self._parsed is None or self._parsed[0] is not fitted:
             self._parsed = (fitted, self.parse(fitted))
@@ -66,6 +73,7 @@ class BoosterBackend(Backend):
         **fit_params: Any,
     ) -> Any:
         self.check_fit(estimator, y, fit_params)
+        fit_params = self.categorical_fit(estimator, Xk, fit_params)
         subsampling = self.row_subsampling(estimator)
         if subsampling:
             warnings.warn(
@@ -115,6 +123,13 @@ BOOSTING_DOC = """
         of them, or the coordinates themselves (the paper's design).
         Thresholds are Klein thresholds at Einstein midpoints in every case;
         see :mod:`hyp2onnx.tree_space`.
+    input_blocks : list or None, default=None
+        Input made of blocks (:mod:`hyp2onnx.blocks`): ``[Hyperbolic(2),
+        Spherical(2), Euclidean(3), Categorical(1)]`` or a signature
+        ``[(-1.0, 2), (0.0, 3), (1.0, 2)]``. Each block gets its own
+        midpoint; ``Categorical`` columns get the booster's native
+        set-membership splits. ``input_geometry``, ``curvature`` and
+        ``timelike_dim`` then stay at their defaults.
     override_subsample : bool, default=True
         Train without row subsampling ({rows} set to 1.0) so that the
         correction sees exactly the rows each tree was grown on and training
@@ -126,7 +141,8 @@ BOOSTING_DOC = """
         Every parameter of :class:`{native}`, by keyword.
 
     Fit parameters such as ``eval_set`` take hyperbolic points, like ``X``.
-    Categorical features are rejected: Klein coordinates are continuous.
+    Categorical features are declared with ``input_blocks`` only (the
+    booster's own categorical options are refused).
 """
 
 

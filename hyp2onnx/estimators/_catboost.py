@@ -117,6 +117,9 @@ class _Model:
 
 class CatBoostBackend(Backend):
     name = "catboost"
+    # Its borders are shared by every tree of a feature; per-block midpoints and
+    # categorical codes are not wired to them.
+    takes_blocks = False
     op = "<="
     compare_dtype = "float32"
     threshold_dtype = "float32"
@@ -290,6 +293,9 @@ _CATBOOST_DOC = """
     ----------
     input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space
         As for :class:`HyperbolicDecisionTreeClassifier`.
+    input_blocks : None
+        Not taken: ``fit`` refuses anything but None (CatBoost's borders are
+        shared across trees, and per-block midpoints are not wired to them).
     **params
         Every parameter of :class:`catboost.{native}`, by keyword. CatBoost
         writes training files (``catboost_info/``) only with

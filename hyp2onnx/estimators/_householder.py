@@ -720,7 +720,10 @@ _HYPERBOLIC_DOC = """
 
 class _HyperbolicHouseholderModel(WrappedParamsModel):
     # No tree_space: oblique splits compare projections, fitted on Klein coordinates.
-    _own_params = {k: v for k, v in GEOMETRY_DEFAULTS.items() if k != "tree_space"}
+    # No input_blocks: a hyperplane across blocks of different geometry is no geodesic split.
+    _own_params = {
+        k: v for k, v in GEOMETRY_DEFAULTS.items() if k not in ("tree_space", "input_blocks")
+    }
 
     @property
     def tree_(self) -> HouseholderTree:

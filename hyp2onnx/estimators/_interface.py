@@ -41,6 +41,8 @@ class Backend(ABC):
     #: any per-feature monotone image of them (``tree_space``); False for
     #: oblique splits, which compare projections (:meth:`compared_values`).
     feature_splits: ClassVar[bool] = True
+    #: The learner takes ``input_blocks`` (each feature its own midpoint rule).
+    takes_blocks: ClassVar[bool] = True
 
     @classmethod
     def handles(cls, estimator: Any) -> bool:
@@ -51,6 +53,15 @@ class Backend(ABC):
     def supported(cls) -> list[str]:
         """Names of the estimator classes this backend accepts, for error messages."""
         return [c.__name__ for c in cls.native]
+
+    def use_categorical(self, estimator: Any, features: np.ndarray) -> bool:
+        """Configure the unfitted ``estimator`` to treat ``features`` as categorical codes.
+
+        Returns True if the library then splits them natively (set
+        membership; the learner must see the codes themselves). By default
+        the codes are split as numbers (scikit-learn): False.
+        """
+        return False
 
     @abstractmethod
     def fit(

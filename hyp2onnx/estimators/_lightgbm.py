@@ -9,6 +9,12 @@ value by the threshold, exactly as the Ensemble does. A ``Zero`` node is
 accepted only where its default side agrees with the threshold for the
 whole zero band, so the Ensemble routes every finite input as LightGBM does.
 
+Categorical splits (from ``Categorical`` input blocks) send a row left iff
+its code is in the node's set (``cat_threshold`` bitset); LightGBM sends NaN,
+negative values and codes past the bitset right, as the set-membership node
+of the Ensemble and of ``TreeEnsemble`` (opset 5) do. (LightGBM truncates a
+fractional value to an integer first; hyp2onnx refuses fractional codes.)
+
 Trees are read from ``Booster.model_to_string()`` and corrected thresholds
 are written back by rewriting each tree's ``threshold=`` line with
 ``repr(float)`` (the shortest text that parses back to the same double) and
@@ -26,7 +32,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.class_weight import compute_sample_weight
 
-from ..ir.trees import TreeArrays
+from ..ir.trees import CategorySets, TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 from ._base import HyperbolicClassifierMixin
@@ -74,11 +80,6 @@ class _Tree:
         self.fields = fields
         n_leaves = int(fields["num_leaves"])
         n_internal = n_leaves - 1
-        if int(fields.get("num_cat", "0")) > 0:
-            raise UnsupportedModelError(
-                f"tree {index} of the LightGBM model has categorical splits. Klein "
-                "coordinates are continuous: fit without categorical_feature."
-            )
         if int(fields.get("is_linear", "0")):
             raise UnsupportedModelError(
                 "LightGBM linear trees are not supported (their leaves depend on x); "
@@ -101,11 +102,17 @@ class _Tree:
         self.leaf_value = np.array(list(map(float, fields["leaf_value"].split())), float)
         if self.leaf_value.shape != (n_leaves,):
             raise UnsupportedModelError("malformed LightGBM model text: leaf_value count")
-        if np.any(self.decision_type & 1):
-            raise UnsupportedModelError(
-                f"tree {index} of the LightGBM model has categorical splits; fit without "
-                "categorical_feature."
-            )
+        self.categorical = (self.decision_type & 1) > 0
+        self.sets: dict[int, np.ndarray] = {}
+        if self.categorical.any():
+            # Node j's codes: the set bits of the uint32 words
+            # cat_threshold[cat_boundaries[c] : cat_boundaries[c + 1]], c = threshold[j].
+            bounds = np.array(list(map(int, fields["cat_boundaries"].split())), np.int64)
+            words = np.array(list(map(int, fields["cat_threshold"].split())), np.uint32)
+            bits = np.unpackbits(words.view(np.uint8), bitorder="little").astype(bool)
+            for j in np.flatnonzero(self.categorical):
+                c = int(self.threshold[j])
+                self.sets[int(j)] = np.flatnonzero(bits[32 * bounds[c] : 32 * bounds[c + 1]])
 
     @property
     def n_internal(self) -> int:
@@ -115,16 +122,20 @@ class _Tree:
         """Internal nodes first (LightGBM's numbering), then leaf i as node n_internal + i."""
         n_leaves = self.leaf_value.shape[0]
         pad = np.full(n_leaves, -1, dtype=np.int64)
+        categories = (
+            CategorySets.from_sets(self.n_internal + n_leaves, self.sets) if self.sets else None
+        )
         return TreeArrays(
             np.concatenate([self.split_feature, pad]),
             np.concatenate([self.threshold, np.zeros(n_leaves)]),
             np.concatenate([self.left, pad]),
             np.concatenate([self.right, pad]),
+            categories,
         )
 
     def check_zero_band(self, thresholds: np.ndarray, index: int) -> None:
         """Reject ``Zero`` nodes whose default side disagrees with ``x <= t`` near zero."""
-        zero = ((self.decision_type >> 2) & 3) == 1
+        zero = (((self.decision_type >> 2) & 3) == 1) & ~self.categorical
         if not zero.any():
             return
         default_left = (self.decision_type & 2) > 0
@@ -139,7 +150,10 @@ class _Tree:
 
     def with_thresholds(self, thresholds: np.ndarray) -> str:
         """This block with its ``threshold=`` line rewritten."""
-        line = "threshold=" + " ".join(repr(float(t)) for t in thresholds[: self.n_internal])
+        line = "threshold=" + " ".join(
+            str(int(t)) if categorical else repr(float(t))  # a categorical node's set index
+            for t, categorical in zip(thresholds[: self.n_internal], self.categorical, strict=True)
+        )
         return re.sub(r"(?m)^threshold=.*$", lambda _: line, self.block, count=1)
 
 
@@ -198,6 +212,15 @@ class LightGBMBackend(BoosterBackend):
     @classmethod
     def trusted_types(cls) -> list[type]:
         return [*cls.native, lightgbm.Booster]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._categorical: list[int] = []
+
+    def use_categorical(self, estimator: Any, features: np.ndarray) -> bool:
+        """Split ``features`` natively (set membership), as ``categorical_feature`` does."""
+        self._categorical = [int(f) for f in features]
+        return bool(self._categorical)
 
     @classmethod
     def load_file(cls, path: Path) -> Any:
@@ -287,11 +310,19 @@ class LightGBMBackend(BoosterBackend):
         ):
             raise UnsupportedModelError(
                 "categorical splits are not hyperbolic: Klein coordinates are continuous. "
-                "Fit without categorical_feature."
+                "Declare categorical columns with input_blocks=[..., Categorical(n)] instead "
+                "of categorical_feature."
             )
         refuse_row_scores(fit_params, "init_score", "eval_init_score")
         if np.ndim(y) != 1:
             raise UnsupportedModelError("LightGBM models take a 1-D y.")
+
+    def categorical_fit(
+        self, estimator: Any, Xk: np.ndarray, fit_params: dict[str, Any]
+    ) -> dict[str, Any]:
+        if self._categorical:
+            return {**fit_params, "categorical_feature": self._categorical}
+        return fit_params
 
     def training_rows(
         self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None

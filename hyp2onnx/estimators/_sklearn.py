@@ -166,6 +166,14 @@ _GEOMETRY_DOC = """
         the origin stay separable), ``artanh`` of them, or the coordinates
         themselves (the paper's design). Thresholds are Klein thresholds at
         Einstein midpoints in every case; see :mod:`hyp2onnx.tree_space`.
+    input_blocks : list or None, default=None
+        Input made of blocks (:mod:`hyp2onnx.blocks`): ``[Hyperbolic(2),
+        Spherical(2), Euclidean(3), Categorical(1)]`` or a signature
+        ``[(-1.0, 2), (0.0, 3), (1.0, 2)]``; the columns of a row are the
+        blocks' columns in order. Each block gets its own midpoint
+        (Einstein, angular, arithmetic); categorical codes are split as
+        numbers at scikit-learn's thresholds. ``input_geometry``,
+        ``curvature`` and ``timelike_dim`` then stay at their defaults.
     **params
         Every parameter of the wrapped scikit-learn class, by keyword
         (``max_depth``, ``n_estimators``, ``random_state``, ...).

@@ -6,6 +6,13 @@ the node's default direction; hyperbolic input has none). With ``hist`` the
 thresholds are bin cuts equal to training values, so treating the test as
 ``<=`` would misroute those rows.
 
+Categorical splits (from ``Categorical`` input blocks, ``feature_types``
+'c') send a row *right* iff its code is in the node's set; every other value
+(other codes, negative, past the largest category) goes left, NaN to the
+default side. The Ensemble's set-membership node sends members left, so the
+children of those nodes are swapped when read. (XGBoost truncates a
+fractional value to an integer first; hyp2onnx refuses fractional codes.)
+
 Trees are read from and written to the booster's UBJSON model, the binary
 encoding of its JSON model (same schema): floats are stored as exact
 float32 bits, there is no decimal round trip, and its typed arrays are
@@ -29,7 +36,7 @@ from sklearn.utils import assert_all_finite
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ..ir.trees import TreeArrays
+from ..ir.trees import CategorySets, TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble, Model
 from ._base import HyperbolicClassifierMixin
@@ -144,20 +151,37 @@ class _Model:
                     "XGBoost trees with vector leaves (multi_strategy='multi_output_tree') "
                     "are not supported; use the default one_output_per_tree."
                 )
-            if np.any(np.asarray(tree["split_type"]) != 0):
-                raise UnsupportedModelError(
-                    f"tree {i} of the XGBoost model has categorical splits. Klein coordinates "
-                    "are continuous: drop enable_categorical/feature_types='c'."
-                )
+
+    def category_sets(self, i: int) -> dict[int, np.ndarray]:
+        """Codes of each categorical split of tree ``i`` (XGBoost sends them right)."""
+        tree = self.trees[i]
+        if not np.any(np.asarray(tree["split_type"]) != 0):
+            return {}
+        codes = np.asarray(tree["categories"], dtype=np.int64)
+        starts = np.asarray(tree["categories_segments"], dtype=np.int64)
+        sizes = np.asarray(tree["categories_sizes"], dtype=np.int64)
+        nodes = np.asarray(tree["categories_nodes"], dtype=np.int64)
+        return {
+            int(j): codes[a : a + k] for j, a, k in zip(nodes, starts, sizes, strict=True)
+        }
 
     def arrays(self, i: int) -> TreeArrays:
+        """Tree ``i``; a categorical split's children are swapped, so that, as the
+        Ensemble has it, a row goes left iff its code is in the node's set."""
         tree = self.trees[i]
         left = np.asarray(tree["left_children"], dtype=np.int64)
         right = np.asarray(tree["right_children"], dtype=np.int64)
         leaf = left < 0
         feature = np.where(leaf, -1, np.asarray(tree["split_indices"], dtype=np.int64))
         threshold = np.where(leaf, 0.0, np.asarray(tree["split_conditions"], dtype=np.float64))
-        return TreeArrays(feature, threshold, np.where(leaf, -1, left), np.where(leaf, -1, right))
+        left, right = np.where(leaf, -1, left), np.where(leaf, -1, right)
+        sets = self.category_sets(i)
+        categories = None
+        if sets:
+            categories = CategorySets.from_sets(leaf.shape[0], sets)
+            member = categories.member
+            left, right = np.where(member, right, left), np.where(member, left, right)
+        return TreeArrays(feature, threshold, left, right, categories)
 
     def leaf_values(self, i: int) -> np.ndarray:
         """Float32 leaf values (XGBoost keeps a leaf's value in split_conditions)."""
@@ -185,6 +209,31 @@ class XGBoostBackend(BoosterBackend):
     threshold_dtype = "float32"
     title = "XGBoost"
     native = (xgboost.XGBClassifier, xgboost.XGBRegressor)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._categorical_features = np.zeros(0, np.int64)
+
+    def use_categorical(self, estimator: Any, features: np.ndarray) -> bool:
+        """Split ``features`` natively (set membership: ``feature_types`` 'c')."""
+        if features.size == 0:
+            return False
+        if estimator.get_params().get("feature_types") is not None:
+            raise UnsupportedModelError(
+                "feature_types is set from input_blocks (Categorical blocks become 'c'); "
+                "leave it out."
+            )
+        self._categorical_features = np.asarray(features, dtype=np.int64)
+        return True
+
+    def categorical_fit(
+        self, estimator: Any, Xk: np.ndarray, fit_params: dict[str, Any]
+    ) -> dict[str, Any]:
+        if self._categorical_features.size:
+            types = np.full(Xk.shape[1], "q", dtype=object)
+            types[self._categorical_features] = "c"
+            estimator.set_params(enable_categorical=True, feature_types=types.tolist())
+        return fit_params
 
     @classmethod
     def trusted_types(cls) -> list[type]:
@@ -228,7 +277,8 @@ class XGBoostBackend(BoosterBackend):
         if any(t == "c" for t in (params.get("feature_types") or ())):
             raise UnsupportedModelError(
                 "categorical splits are not hyperbolic: Klein coordinates are continuous. "
-                "Remove 'c' from feature_types."
+                "Declare categorical columns with input_blocks=[..., Categorical(n)] instead "
+                "of feature_types 'c'."
             )
         refuse_row_scores(fit_params, "base_margin", "base_margin_eval_set")
         if np.ndim(y) != 1 and type(estimator) is not xgboost.XGBRegressor:

@@ -19,28 +19,44 @@ from typing import Literal
 
 import numpy as np
 
+from ..blocks import Block, n_features, n_input_columns
 from ..geometry import curvature_radius, n_klein_features
 from .projection import project
-from .trees import Op, TreeArrays, apply, as_compared
+from .trees import CategorySets, Op, TreeArrays, apply, as_compared
 
 __all__ = ["Ensemble", "InputSpace", "Model", "predict_output", "predict_scores"]
 
 
 @dataclass(frozen=True)
 class InputSpace:
-    """Where the model's input points live and how they become Klein coordinates."""
+    """Where the model's input points live and how they become the trees' features.
 
-    geometry: Literal["hyperboloid", "poincare", "klein"]
+    One hyperbolic model (``geometry``, ``curvature``, ``timelike_dim``), or,
+    with ``geometry="product"``, the ``blocks`` of :mod:`hyp2onnx.blocks`
+    (``curvature`` is then NaN and ``timelike_dim`` 0: each block has its own).
+    """
+
+    geometry: Literal["hyperboloid", "poincare", "klein", "product"]
     curvature: float
     timelike_dim: int
     n_input_features: int
+    blocks: tuple[Block, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.geometry == "product" or self.blocks is not None:
+            if self.geometry != "product" or not self.blocks:
+                raise ValueError("InputSpace: blocks go with geometry='product' and vice versa")
+            if n_input_columns(self.blocks) != self.n_input_features:
+                raise ValueError("InputSpace: the blocks' columns do not add up to n_input_features")
+            return
         curvature_radius(self.curvature)  # validates K < 0
         n_klein_features(self.n_input_features, self.geometry)  # validates the name
 
     @property
     def n_klein_features(self) -> int:
+        """Features the trees read (Klein coordinates, or the blocks' features)."""
+        if self.blocks is not None:
+            return n_features(self.blocks)
         return n_klein_features(self.n_input_features, self.geometry)
 
 
@@ -77,6 +93,8 @@ class Ensemble:
     #: column ``feature[j]`` of ``project(k, projection)`` (see :mod:`hyp2onnx.ir.projection`)
     #: instead of Klein feature ``feature[j]``; None: axis-parallel splits.
     projection: np.ndarray | None = None
+    #: Set-membership splits (categorical codes) among the nodes; None: none.
+    categories: CategorySets | None = None
 
     def __post_init__(self) -> None:
         n = self.feature.shape[0]
@@ -99,6 +117,8 @@ class Ensemble:
             raise ValueError("an internal node lacks a child")
         if self.tree_target is not None and self.tree_target.shape != self.roots.shape:
             raise ValueError("Ensemble.tree_target must have one entry per tree")
+        if self.categories is not None and self.categories.member.shape != (n,):
+            raise ValueError(f"Ensemble.categories must mark each of the {n} nodes")
         if self.post_transform == "logistic" and self.n_outputs != 1:
             raise ValueError("the logistic post-transform takes one score column")
 
@@ -120,6 +140,23 @@ class Ensemble:
             return np.concatenate(arrays).astype(dtype) if arrays else np.zeros(empty, dtype)
 
         glob = lambda c, o: np.where(c >= 0, c + o, -1)  # noqa: E731
+        if "categories" not in facts and any(t.categories is not None for t in trees):
+            # Each tree's (node, code) keys shifted to global node indices: still sorted.
+            facts["categories"] = CategorySets(
+                np.concatenate(
+                    [
+                        np.zeros(n, bool) if t.categories is None else t.categories.member
+                        for t, n in zip(trees, sizes, strict=True)
+                    ]
+                ),
+                np.concatenate(
+                    [
+                        t.categories.keys + (np.int64(o) << 32)
+                        for t, o in zip(trees, roots, strict=True)
+                        if t.categories is not None
+                    ]
+                ),
+            )
         return cls(
             feature=joined([t.feature for t in trees], np.int64, (0,)),
             threshold=joined(
@@ -160,8 +197,13 @@ class Ensemble:
         """Tree ``i`` with local node indices, and its leaf values."""
         start, stop = self.tree_bounds()[i]
         local = lambda a: np.where(a[start:stop] >= 0, a[start:stop] - start, -1)  # noqa: E731
+        categories = None if self.categories is None else self.categories.slice(start, stop)
         arrays = TreeArrays(
-            self.feature[start:stop], self.threshold[start:stop], local(self.left), local(self.right)
+            self.feature[start:stop],
+            self.threshold[start:stop],
+            local(self.left),
+            local(self.right),
+            categories,
         )
         return arrays, self.value[start:stop]
 

@@ -3,7 +3,9 @@
 A tree is four parallel arrays indexed by node (local to the tree, root 0):
 ``feature`` (-1 at leaves), ``threshold``, ``left`` and ``right`` (-1 at
 leaves). A row goes left iff ``x[feature] OP threshold`` with OP ``"<="`` or
-``"<"``. Values are compared as float64 after being rounded to the
+``"<"``, or, at a set-membership split (categorical codes, see
+:class:`CategorySets`), iff ``x[feature]`` is one of the node's codes.
+Values are compared as float64 after being rounded to the
 backend's comparison precision (see :func:`as_compared`), which reproduces
 scikit-learn (float32 value vs float64 threshold), XGBoost (float32 vs
 float32) and LightGBM (float64 vs float64) exactly.
@@ -19,6 +21,57 @@ import numpy as np
 Op = Literal["<=", "<"]
 
 
+#: Codes of categorical features are integers below this (LightGBM, XGBoost: 32-bit ints).
+_CODE_LIMIT = 1 << 31
+
+
+class CategorySets(NamedTuple):
+    """Set-membership splits of a tree or an ensemble.
+
+    Node ``j`` with ``member[j]`` sends a row left iff its value *equals* one
+    of the node's codes (non-negative integers below 2**31); every other
+    value (another code, a negative, fractional or NaN value) goes right.
+    ``keys`` holds ``j * 2**32 + code`` for every (node, code) pair, sorted.
+    """
+
+    member: np.ndarray  # bool, per node
+    keys: np.ndarray  # int64, sorted
+
+    @classmethod
+    def from_sets(cls, n_nodes: int, sets: dict[int, np.ndarray]) -> CategorySets:
+        member = np.zeros(n_nodes, dtype=bool)
+        member[list(sets)] = True
+        keys = [
+            np.int64(node) * (1 << 32) + np.asarray(codes, dtype=np.int64)
+            for node, codes in sets.items()
+        ]
+        return cls(member, np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64))
+
+    def codes(self, node: int) -> np.ndarray:
+        """Sorted codes of membership node ``node``."""
+        lo, hi = np.searchsorted(self.keys, [node << 32, (node + 1) << 32])
+        return self.keys[lo:hi] - (np.int64(node) << 32)
+
+    def contains(self, nodes: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Whether ``values[i]`` is one of the codes of node ``nodes[i]``."""
+        values = np.asarray(values, dtype=np.float64)
+        if self.keys.size == 0:
+            return np.zeros(values.shape, dtype=bool)
+        with np.errstate(invalid="ignore"):
+            valid = (values >= 0) & (values < _CODE_LIMIT) & (np.floor(values) == values)
+        key = nodes.astype(np.int64) * (1 << 32) + np.where(valid, values, 0).astype(np.int64)
+        at = np.minimum(np.searchsorted(self.keys, key), self.keys.size - 1)
+        return valid & (self.keys.take(at) == key)
+
+    def slice(self, start: int, stop: int) -> CategorySets | None:
+        """The sets of nodes ``start .. stop - 1``, renumbered from 0 (None if there are none)."""
+        member = self.member[start:stop]
+        if not member.any():
+            return None
+        lo, hi = np.searchsorted(self.keys, [np.int64(start) << 32, np.int64(stop) << 32])
+        return CategorySets(member, self.keys[lo:hi] - (np.int64(start) << 32))
+
+
 class TreeArrays(NamedTuple):
     """The split structure of one tree (no leaf values)."""
 
@@ -26,6 +79,8 @@ class TreeArrays(NamedTuple):
     threshold: np.ndarray  # float64
     left: np.ndarray  # int64, -1 at leaves
     right: np.ndarray  # int64, -1 at leaves
+    #: set-membership splits (categorical features), or None: all splits are thresholds
+    categories: CategorySets | None = None
 
 
 def as_compared(X: np.ndarray, compare_dtype: str) -> np.ndarray:
@@ -67,6 +122,10 @@ def walk_levels(
                 return
         values = flat.take(rows * d + feat) if flat is not None else X[rows, feat]
         left_mask = goes_left(values, tree.threshold.take(nodes), op)
+        if tree.categories is not None:
+            member = tree.categories.member.take(nodes)
+            if member.any():
+                left_mask[member] = tree.categories.contains(nodes[member], values[member])
         yield rows, nodes, values, left_mask
         slot = nodes * 2
         slot += ~left_mask
