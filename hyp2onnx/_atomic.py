@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,9 +30,15 @@ def atomic_write(path: str | os.PathLike, *, overwrite: bool, binary: bool = Tru
     path = Path(path)
     if not overwrite and path.exists():
         raise FileExistsError(f"{path} exists; not overwritten")
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
+    tmp: Path | None = None
     try:
+        # A signal arriving between the file's creation and `tmp` naming it would
+        # leave it behind: held until then, it is raised inside this `try`.
+        with _signals_held():
+            fd, tmp_name = tempfile.mkstemp(
+                prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+            )
+            tmp = Path(tmp_name)
         os.chmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": ""})) as f:
             yield f
@@ -47,4 +54,20 @@ def atomic_write(path: str | os.PathLike, *, overwrite: bool, binary: bool = Tru
                 raise FileExistsError(f"{path} appeared while writing; not overwritten") from None
             os.replace(tmp, path)
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP in this thread; pending ones arrive on leaving."""
+    names = ("SIGINT", "SIGTERM", "SIGHUP")
+    held = {getattr(signal, n) for n in names if hasattr(signal, n)}
+    if not hasattr(signal, "pthread_sigmask") or not held:
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)

@@ -36,15 +36,18 @@ from .emit.projection import emit_projection, projection_dtype
 from .emit.trees import plan_trees, remap_features
 from .blocks import blocks_from_json, blocks_to_json, describe_blocks
 from .errors import CompatRoutingWarning, UnsupportedModelError
-from .geometry import GEOMETRIES, curvature_radius
+from .geometry import GEOMETRIES, check_timelike_dim, curvature_radius
 from .ir import InputSpace, Model
 
 __all__ = [
     "DEFAULT_OPSET",
     "ENCODINGS",
+    "MIN_OPSET",
+    "check_opset",
     "describe",
     "external_data_path",
     "input_dtype",
+    "max_opset",
     "needs_external_data",
     "read_metadata",
     "save_onnx",
@@ -53,9 +56,38 @@ __all__ = [
 
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
+#: The oldest ai.onnx opset hyp2onnx emits (the newest is :func:`max_opset`).
+MIN_OPSET = 13
 _META_PREFIX = "hyp2onnx."
 #: Largest serialized protobuf message (2 GiB); larger graphs need external data.
 PROTOBUF_LIMIT = (1 << 31) - 1
+
+
+def check_opset(target_opset: Any) -> int:
+    """``target_opset`` (None: :data:`DEFAULT_OPSET`) if hyp2onnx can emit it, else ValueError.
+
+    Every opset from :data:`MIN_OPSET` to the newest the installed onnx
+    knows is emitted with the operators that opset has (``tests`` export
+    and run each one).
+    """
+    if target_opset is None:
+        return DEFAULT_OPSET
+    newest = max_opset()
+    if isinstance(target_opset, (bool, np.bool_)) or not isinstance(
+        target_opset, (int, np.integer)
+    ):
+        raise ValueError(f"target_opset must be an integer, got {target_opset!r}.")
+    if not MIN_OPSET <= target_opset <= newest:
+        raise ValueError(
+            f"target_opset must be between {MIN_OPSET} and {newest} (the newest this onnx "
+            f"{onnx.__version__} knows), got {target_opset}."
+        )
+    return int(target_opset)
+
+
+def max_opset() -> int:
+    """The newest ai.onnx opset the installed onnx package defines."""
+    return int(onnx.defs.onnx_opset_version())
 
 
 def describe(
@@ -114,7 +146,9 @@ def describe(
     space = InputSpace(
         geometry=input_geometry,
         curvature=-1.0 if curvature is None else float(curvature),
-        timelike_dim=0 if timelike_dim is None else int(timelike_dim),
+        timelike_dim=(
+            0 if timelike_dim is None else check_timelike_dim(timelike_dim, n_input, input_geometry)
+        ),
         n_input_features=n_input,
     )
     return Model(ensemble, space, backend.name, type(model).__name__)
@@ -143,17 +177,16 @@ def to_onnx(
     uses the legacy opset-1 operator with float32 thresholds and sums for
     older runtimes (a :class:`~hyp2onnx.errors.CompatRoutingWarning` says
     when it cannot route exactly); ``"standard"`` gives the exact outputs
-    without any ai.onnx.ml operator (see ``docs/export.md``). ``target_opset`` is the ai.onnx opset (13 or
-    newer). The other keywords are for plain Klein models (:func:`describe`).
+    without any ai.onnx.ml operator (see ``docs/export.md``). ``target_opset``
+    is the ai.onnx opset (:func:`check_opset`: 13 to the newest the installed
+    onnx knows). The other keywords are for plain Klein models (:func:`describe`).
     Models of the original HyperDT (``hyperdt`` 0.0.3) are accepted too and
     reproduced as HyperDT computes them (:mod:`hyp2onnx.hyperdt`).
     """
     if dtype not in (None, "float32", "float64"):
         raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}.")
     entry = _encoding(encoding)
-    opset = DEFAULT_OPSET if target_opset is None else int(target_opset)
-    if opset < 13:
-        raise ValueError(f"target_opset must be 13 or newer, got {target_opset}.")
+    opset = check_opset(target_opset)
     from . import hyperdt
 
     if hyperdt.handles(model):

@@ -21,7 +21,7 @@ exported graph computes bit-identical Klein coordinates.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -36,6 +36,8 @@ DEFAULT_RTOL = 1e-5
 __all__ = [
     "GEOMETRIES",
     "check_points",
+    "check_representable",
+    "check_timelike_dim",
     "curvature_radius",
     "einstein_midpoint",
     "from_klein",
@@ -75,6 +77,30 @@ def n_klein_features(n_input_features: int, geometry: str) -> int:
     """Number of Klein coordinates for ``n_input_features`` input columns."""
     _check_geometry(geometry)
     return n_input_features - 1 if geometry == "hyperboloid" else n_input_features
+
+
+def check_timelike_dim(timelike_dim: Any, n_input_features: int, geometry: str) -> int:
+    """``timelike_dim`` as an int, if it names a column of ``n_input_features`` hyperboloid columns.
+
+    A float (2.5, or even 2.0), a bool or a column outside ``[-n, n)`` is a
+    ValueError: taken modulo the width it would read the wrong column and
+    the graph would return another model's answers. Other geometries have
+    no timelike column, so any integer passes.
+    """
+    if isinstance(timelike_dim, (bool, np.bool_)) or not isinstance(
+        timelike_dim, (int, np.integer)
+    ):
+        raise ValueError(
+            f"timelike_dim must be an integer column index, got {timelike_dim!r} "
+            f"({type(timelike_dim).__name__})."
+        )
+    if geometry == "hyperboloid" and not -n_input_features <= timelike_dim < n_input_features:
+        raise ValueError(
+            f"timelike_dim={timelike_dim} is out of range for hyperboloid input with "
+            f"{n_input_features} columns; pass a column in {-n_input_features}..."
+            f"{n_input_features - 1} (the timelike one, usually 0)."
+        )
+    return int(timelike_dim)
 
 
 def sum_of_squares(q: np.ndarray) -> np.ndarray:
@@ -175,6 +201,29 @@ def _check_finite(X: np.ndarray) -> None:
             "contain NaN or infinity",
             "Hyperbolic points must be finite; drop or impute those rows first.",
         )
+
+
+def check_representable(X: np.ndarray, dtype: Any) -> np.ndarray:
+    """``X`` cast to ``dtype``, if every value is finite and stays finite in ``dtype``.
+
+    What a graph's caller checks before feeding it: an ONNX graph cannot
+    raise, so a NaN row, or a far point whose coordinates overflow float32
+    (hyperbolic radius above about 89) and become infinity in the cast,
+    would get a confident label. Rejected with the rows named. Values too
+    small for ``dtype`` round to zero or a subnormal, as any cast does.
+    """
+    X = _as_points(np.asarray(X), "X")
+    _check_finite(X)
+    dtype = np.dtype(dtype)
+    limit = float(np.finfo(dtype).max)
+    if X.size and float(np.abs(X).max()) > limit:
+        _raise_rows(
+            (np.abs(X) > limit).any(axis=1),
+            f"hold values beyond {dtype.name}'s largest, {limit:.4g}, which would become "
+            "infinity in the graph's input",
+            "Export the graph with dtype='float64' (--dtype float64) for such far points.",
+        )
+    return X.astype(dtype)
 
 
 def check_points(

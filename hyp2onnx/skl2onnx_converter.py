@@ -1,27 +1,38 @@
 """skl2onnx converters for hyp2onnx estimators.
 
 After :func:`register_skl2onnx_converters` (``hyp2onnx.register_skl2onnx_converters()``),
-``skl2onnx.to_onnx`` converts a hyperbolic estimator, alone or as the last
-step of a scikit-learn ``Pipeline``. skl2onnx is an optional extra
-(``pip install 'hyp2onnx[skl2onnx]'``). The
-converter compiles the estimator with :func:`hyp2onnx.export.compile_model`
-and grafts that graph into skl2onnx's, renaming every tensor into
-skl2onnx's scope.
+``skl2onnx.to_onnx`` converts a hyperbolic estimator, alone or as a step of
+a scikit-learn ``Pipeline`` (after preprocessing steps skl2onnx converts,
+such as a ``FunctionTransformer`` or a scaler). skl2onnx is an optional
+extra (``pip install 'hyp2onnx[skl2onnx]'``). The converter compiles the
+estimator with :func:`hyp2onnx.export.compile_model` and grafts that graph
+into skl2onnx's, renaming every tensor into skl2onnx's scope.
 
-skl2onnx (1.20) accepts ai.onnx.ml opsets up to 3, so only graphs built on
-the legacy tree operator fit: the exact encoding of models that compare in
-float32 (scikit-learn, XGBoost) and the compat encoding of any model
-(``options={"encoding": "compat"}``). Exact LightGBM graphs need opset 5:
-export those with :func:`hyp2onnx.to_onnx`. Classifiers output ``label``
-and ``probabilities`` without ZipMap.
+Options (``options={id(model): {...}}`` or ``{type(model): {...}}``):
+
+* ``encoding``: ``"exact"`` (default), ``"compat"`` or ``"standard"``.
+  skl2onnx (1.20) accepts ai.onnx.ml opsets up to 3, so the exact encoding
+  fits only models that compare in float32 (scikit-learn, XGBoost); export
+  exact LightGBM graphs with :func:`hyp2onnx.to_onnx` or pick another
+  encoding.
+* classifiers take skl2onnx's usual ``zipmap`` (default ``True``: a
+  ``ZipMap`` of class to probability, as for scikit-learn's own
+  classifiers; ``False``: the ``label`` and ``probabilities`` tensors;
+  ``"columns"``: one output per class), ``nocl`` (labels are class
+  indices ``0 .. n-1``) and ``output_class_labels`` (with
+  ``zipmap=False``, a third output listing the classes).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from dataclasses import replace
+
+import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
 
 from .emit import ENCODINGS
 from .errors import MissingExtraError
@@ -30,6 +41,17 @@ from .estimators._base import HyperbolicTreeModel
 from .export import DEFAULT_OPSET, compile_model, describe
 
 _ML_DOMAIN = "ai.onnx.ml"
+_ENCODINGS = [*ENCODINGS, None]
+#: The options our converters take: skl2onnx's usual classifier options and the encoding.
+_OPTIONS = {
+    "encoding": _ENCODINGS,
+    "zipmap": [True, False, "columns"],
+    "nocl": [True, False],
+    "output_class_labels": [False, True],
+}
+#: Copied at each use: skl2onnx writes the options it finds into the dict it is given.
+_DEFAULTS = {"encoding": None, "zipmap": True, "nocl": False, "output_class_labels": False}
+_REGRESSOR_DEFAULTS = {"encoding": None}
 
 
 def _estimator_classes() -> list[type]:
@@ -63,9 +85,15 @@ def _compile(model: Any, input_type: Any, target_opset: Any, options: dict[str, 
     if elem not in (TensorProto.FLOAT, TensorProto.DOUBLE):
         raise RuntimeError("hyp2onnx estimators take float or double input tensors")
     dtype = "float64" if elem == TensorProto.DOUBLE else "float32"
+    described = describe(model)
+    if options.get("nocl") and described.ensemble.classes is not None:
+        n_classes = len(described.ensemble.classes)
+        described = replace(
+            described, ensemble=replace(described.ensemble, classes=np.arange(n_classes))
+        )
     try:
-        return compile_model(
-            describe(model), dtype=dtype, encoding=encoding, opset=opset, legacy_only=True
+        onx = compile_model(
+            described, dtype=dtype, encoding=encoding, opset=opset, legacy_only=True
         )
     except ValueError as exc:
         raise RuntimeError(
@@ -73,6 +101,25 @@ def _compile(model: Any, input_type: Any, target_opset: Any, options: dict[str, 
             f"{type(model).__name__} with hyp2onnx.to_onnx, or pass "
             "options={'encoding': 'compat'} to skl2onnx."
         ) from exc
+    if is_classifier(model) and options.get("zipmap", False) is not False:
+        _float_probabilities(onx.graph)
+    return onx
+
+
+def _float_probabilities(graph: onnx.GraphProto) -> None:
+    """Make the ``probabilities`` output float32, the only type ZipMap takes."""
+    output = next(o for o in graph.output if o.name == "probabilities")
+    if output.type.tensor_type.elem_type == TensorProto.FLOAT:
+        return
+    for node in graph.node:
+        node.output[:] = ["probabilities/double" if o == output.name else o for o in node.output]
+    graph.node.append(
+        helper.make_node(
+            "Cast", ["probabilities/double"], [output.name], to=TensorProto.FLOAT,
+            name="zipmap/Cast",
+        )
+    )
+    output.type.tensor_type.elem_type = TensorProto.FLOAT
 
 
 def _parser(scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = None) -> list[Any]:
@@ -89,7 +136,8 @@ def _parser(scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = Non
         TensorProto.INT64: Int64TensorType,
         TensorProto.STRING: StringTensorType,
     }
-    options = scope.get_options(model, dict(encoding=None))
+    classifier = is_classifier(model)
+    options = scope.get_options(model, dict(_DEFAULTS if classifier else _REGRESSOR_DEFAULTS))
     onx = _compile(model, inputs[0].type, scope.target_opset, options)
     operator = scope.declare_local_operator(_alias(type(model)), model)
     operator.inputs = inputs
@@ -98,7 +146,28 @@ def _parser(scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = Non
         dims = [d.dim_value or None for d in tensor.shape.dim]
         kind = kinds[tensor.elem_type]([None, *dims[1:]])
         operator.outputs.append(scope.declare_local_variable(output.name, kind))
-    return list(operator.outputs)
+    outputs = list(operator.outputs)
+    if not classifier:
+        return outputs
+    if options["zipmap"] is not False:
+        if options["output_class_labels"]:
+            raise RuntimeError("Option 'output_class_labels' needs option zipmap=False.")
+        from skl2onnx._parse import _apply_zipmap
+
+        return list(_apply_zipmap(options["zipmap"], scope, model, inputs[0].type, outputs))
+    if options["output_class_labels"]:
+        from skl2onnx.common.utils_classifier import get_label_classes
+
+        labels = scope.declare_local_operator("SklearnClassLabels")
+        labels.classes = get_label_classes(scope, model)
+        integral = np.issubdtype(labels.classes.dtype, np.integer) or (
+            labels.classes.dtype == np.bool_
+        )
+        kind = Int64TensorType if integral else StringTensorType
+        variable = scope.declare_local_variable("class_labels", kind(labels.classes.shape))
+        labels.outputs.append(variable)
+        outputs.append(variable)
+    return outputs
 
 
 def _shape_calculator(operator: Any) -> None:
@@ -110,7 +179,8 @@ def _shape_calculator(operator: Any) -> None:
 
 def _converter(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
-    options = container.get_options(model, dict(encoding=None))
+    classifier = is_classifier(model)
+    options = container.get_options(model, dict(_DEFAULTS if classifier else _REGRESSOR_DEFAULTS))
     onx = _compile(model, operator.inputs[0].type, container.target_opset_all, options)
     graph = onx.graph
     rename = {graph.input[0].name: operator.inputs[0].full_name}
@@ -186,12 +256,13 @@ def register_skl2onnx_converters() -> list[type]:
 
     classes = _estimator_classes()
     for cls in classes:
+        regressor = issubclass(cls, RegressorMixin) and not issubclass(cls, ClassifierMixin)
         update_registered_converter(
             cls,
             _alias(cls),
             _shape_calculator,
             _converter,
             parser=_parser,
-            options={"encoding": [*ENCODINGS, None]},
+            options={"encoding": _ENCODINGS} if regressor else _OPTIONS,
         )
     return classes

@@ -19,12 +19,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .errors import VerificationError
-from .geometry import to_klein
+from .geometry import check_representable, to_klein
 
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["VerifyReport", "default_tolerance", "reference_evaluator", "run_onnx", "verify"]
+__all__ = [
+    "VerifyReport",
+    "default_rtol",
+    "default_tolerance",
+    "reference_evaluator",
+    "run_onnx",
+    "verify",
+]
 
 #: onnx.TensorProto.FLOAT and DOUBLE (this module is imported with hyp2onnx, onnx is not).
 _NP_TYPES = {1: np.float32, 11: np.float64}
@@ -39,11 +46,14 @@ class VerifyReport:
     label_mismatches: int | None  #: None for regressors
     max_abs_diff: dict[str, float] = field(default_factory=dict)  #: per numeric output
     worst_rows: list[int] = field(default_factory=list)  #: rows that differ most (up to 5)
+    rtol: float = 0.0
+    #: per numeric output, how many values differ by more than ``atol + rtol * |expected|``
+    beyond_tolerance: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        """No label differs and every numeric output is within ``atol``."""
-        return not self.label_mismatches and all(d <= self.atol for d in self.max_abs_diff.values())
+        """No label differs and every numeric value is within ``atol + rtol * |expected|``."""
+        return not self.label_mismatches and not any(self.beyond_tolerance.values())
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ok": self.ok}
@@ -53,8 +63,11 @@ class VerifyReport:
         if self.label_mismatches is not None:
             agree = 1.0 - self.label_mismatches / self.rows if self.rows else 1.0
             parts.append(f"labels agree on {agree:.4%} ({self.label_mismatches} differ)")
+        tolerance = f"{self.atol:.3g}" + (f" + {self.rtol:.3g} x |value|" if self.rtol else "")
         for name, diff in self.max_abs_diff.items():
-            parts.append(f"max |{name} difference| {diff:.3g} (tolerance {self.atol:.3g})")
+            parts.append(f"max |{name} difference| {diff:.3g} (tolerance {tolerance})")
+            if self.beyond_tolerance.get(name):
+                parts.append(f"{self.beyond_tolerance[name]} {name} values beyond it")
         if self.worst_rows and not self.ok:
             parts.append("worst rows " + ", ".join(map(str, self.worst_rows)))
         return ("OK: " if self.ok else "MISMATCH: ") + "; ".join(parts)
@@ -95,6 +108,18 @@ def default_tolerance(metadata: dict[str, Any]) -> float:
     return 0.0 if metadata["post_transform"] == "identity" else 1e-15
 
 
+def default_rtol(metadata: dict[str, Any]) -> float:
+    """Largest relative difference accepted on top of :func:`default_tolerance`.
+
+    Float32 arithmetic errs in proportion to the values: a compat graph's
+    float32 sums of regression targets near 1000 differ by about 1e-4, far
+    above an absolute 1e-5, and XGBoost's float32 scores likewise. The
+    exact scikit-learn, oblique and LightGBM graphs stay bit exact (0). The
+    figures are :func:`default_tolerance`'s, read as relative differences.
+    """
+    return default_tolerance(metadata)
+
+
 def _load(onnx_model_or_path: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
     import onnx
 
@@ -106,7 +131,13 @@ def _load(onnx_model_or_path: onnx.ModelProto | str | os.PathLike) -> onnx.Model
 def run_onnx(
     onnx_model: onnx.ModelProto, X: np.ndarray, *, threads: int | None = None
 ) -> dict[str, np.ndarray]:
-    """Run ``onnx_model`` in onnxruntime on ``X`` (cast to its input type); outputs by name."""
+    """Run ``onnx_model`` in onnxruntime on ``X`` (cast to its input type); outputs by name.
+
+    NaN, infinity, and values the input type cannot hold (float32
+    overflow) raise :class:`~hyp2onnx.errors.InvalidPointError` naming the
+    rows (:func:`hyp2onnx.geometry.check_representable`): the graph itself
+    cannot refuse them and would return confident labels.
+    """
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -117,7 +148,13 @@ def run_onnx(
     )
     graph_input = onnx_model.graph.input[0]
     dtype = _NP_TYPES[graph_input.type.tensor_type.elem_type]
-    outputs = session.run(None, {graph_input.name: np.asarray(X, dtype=dtype)})
+    X = check_representable(X, dtype)
+    dims = graph_input.type.tensor_type.shape.dim
+    if len(dims) == 2 and dims[1].dim_value and X.shape[1] != dims[1].dim_value:
+        raise ValueError(
+            f"X must have shape (n_samples, {dims[1].dim_value}) for this graph, got {X.shape}."
+        )
+    outputs = session.run(None, {graph_input.name: X})
     return {o.name: value for o, value in zip(session.get_outputs(), outputs, strict=True)}
 
 
@@ -188,12 +225,16 @@ def verify(
     X: Any,
     *,
     atol: float | None = None,
+    rtol: float | None = None,
 ) -> VerifyReport:
     """Compare an exported graph with ``model`` on the points ``X``.
 
     ``X`` is cast to the graph's input type first and given to both, so a
-    float32 graph is checked on float32 points. ``atol`` defaults to
-    :func:`default_tolerance`. Label differences are counted exactly.
+    float32 graph is checked on float32 points. A value passes when it
+    differs by at most ``atol + rtol * |expected|``. Neither given: by
+    encoding and backend (:func:`default_tolerance`, :func:`default_rtol`);
+    ``atol`` alone: that absolute tolerance (``rtol`` 0); ``rtol`` alone:
+    the default ``atol``. Label differences are counted exactly.
     """
     from .export import read_metadata
 
@@ -206,14 +247,18 @@ def verify(
             f"got {X.shape}."
         )
     dtype = _NP_TYPES[onnx_model.graph.input[0].type.tensor_type.elem_type]
-    X = X.astype(dtype)
+    X = check_representable(X, dtype)
     got = run_onnx(onnx_model, X)
     want = _python_outputs(model, X, metadata)
     tolerance = default_tolerance(metadata) if atol is None else float(atol)
+    relative = float(rtol) if rtol is not None else (default_rtol(metadata) if atol is None else 0.0)
+    if not (tolerance >= 0 and relative >= 0):  # NaN fails too
+        raise ValueError(f"atol and rtol must be >= 0, got {tolerance} and {relative}.")
 
     label_mismatches = None
     row_error = np.zeros(X.shape[0])
     diffs: dict[str, float] = {}
+    beyond: dict[str, int] = {}
     if "label" in want:
         differs = got["label"] != want["label"]
         label_mismatches = int(differs.sum())
@@ -223,6 +268,8 @@ def verify(
             expected = want[name].reshape(got[name].shape).astype(np.float64)
             delta = np.abs(got[name].astype(np.float64) - expected)
             diffs[name] = float(delta.max()) if delta.size else 0.0
+            # ~(delta <= bound) also counts NaN outputs as beyond
+            beyond[name] = int(np.count_nonzero(~(delta <= tolerance + relative * np.abs(expected))))
             row_error = np.maximum(row_error, delta.max(axis=1) if delta.size else row_error)
     worst = [int(i) for i in np.argsort(-row_error, kind="stable")[:5] if row_error[i] > 0]
     return VerifyReport(
@@ -231,4 +278,6 @@ def verify(
         label_mismatches=label_mismatches,
         max_abs_diff=diffs,
         worst_rows=worst,
+        rtol=relative,
+        beyond_tolerance=beyond,
     )

@@ -274,11 +274,11 @@ def test_skl2onnx_converts_estimators_and_pipelines():
 
     X, k = points(400, 3, seed=18)
     model = h.HyperbolicRandomForestClassifier(n_estimators=4, random_state=0).fit(X, labels(k))
-    onx = skl2onnx.to_onnx(model, X[:1].astype(np.float32))
+    onx = skl2onnx.to_onnx(model, X[:1].astype(np.float32), options={id(model): {"zipmap": False}})
     _assert_exact(model, onx, X)
     compat = skl2onnx.to_onnx(
         model, X[:1].astype(np.float32), target_opset={"": 17, "ai.onnx.ml": 3},
-        options={id(model): {"encoding": "compat"}},
+        options={id(model): {"encoding": "compat", "zipmap": False}},
     )
     assert np.array_equal(run_onnx(compat, X)["label"], model.predict(X.astype(np.float32)))
     pipe = Pipeline(

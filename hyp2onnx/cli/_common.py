@@ -30,9 +30,13 @@ __all__ = [
     "atomic_output",
     "check_output",
     "debug_option",
+    "error_lines",
+    "first_line",
     "existing_file",
     "progress",
     "run",
+    "tolerance_options",
+    "with_suffix",
 ]
 
 EXIT_OK = 0
@@ -86,6 +90,17 @@ def existing_file(path: Path, what: str) -> Path:
     return path
 
 
+def with_suffix(path: Path, suffix: str, what: str) -> Path:
+    """``path`` with ``suffix`` in place of its own: the default name of a command's output.
+
+    A path without a file name (``.``, ``/``, ``..``) has no default output
+    name: an :class:`InputError` asking for the file itself.
+    """
+    if path.name in ("", ".", ".."):
+        raise InputError(path, f"is a folder, not a {what} file", f"pass the {what} file itself")
+    return path.with_suffix(suffix)
+
+
 def check_output(path: Path, *, force: bool) -> Path:
     """Fail early if ``path`` exists (without ``force``) or its folder does not."""
     if path.is_dir():
@@ -125,6 +140,21 @@ def progress(total: int | None, desc: str) -> Any:
     )
 
 
+def tolerance_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--atol`` and ``--rtol`` (:func:`hyp2onnx.verify.verify`'s tolerances) to a command."""
+    f = click.option(
+        "--rtol",
+        type=click.FloatRange(min=0),
+        help="Largest accepted difference relative to the model's value (default: by "
+        "encoding and backend; 0 when only --atol is given).",
+    )(f)
+    return click.option(
+        "--atol",
+        type=click.FloatRange(min=0),
+        help="Largest accepted absolute output difference (default: by encoding and backend).",
+    )(f)
+
+
 def debug_option(f: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--debug`` (show tracebacks) to a command."""
     return click.option("--debug", is_flag=True, help="Show the full traceback of an error.")(f)
@@ -147,10 +177,16 @@ def _warning_lines(caught: list[warnings.WarningMessage]) -> list[str]:
     return seen
 
 
-def _error_lines(exc: BaseException) -> list[str]:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type's name if it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def error_lines(exc: BaseException) -> list[str]:
     if isinstance(exc, InputError):
         return exc.lines()
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    message = first_line(exc)
     if isinstance(exc, (ValueError, TypeError, OSError)):
         return [f"error: {message}"]
     return [
@@ -179,7 +215,7 @@ def run(work: Callable[[], R], *, debug: bool, report: Callable[[R], None]) -> i
     if error is not None:
         if debug:
             traceback.print_exception(error, file=sys.stderr)
-        for line in _error_lines(error):
+        for line in error_lines(error):
             click.echo(line, err=True)
         return EXIT_USAGE
     assert result is not None

@@ -3,7 +3,8 @@
 Each format is read a chunk of rows at a time, so memory stays bounded
 whatever the file size: ``.npy`` through a memory map, ``.csv`` line by line
 (comma-separated numbers; a first line that is not all numbers is a header
-and skipped), ``.parquet`` by record batches (needs pyarrow). Rows are
+and skipped; a UTF-8 byte-order mark, as spreadsheet programs write, is
+ignored), ``.parquet`` by record batches (needs pyarrow). Rows are
 numbered from 0, not counting a header.
 """
 
@@ -18,9 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from ._common import InputError, existing_file, progress
+from ._common import InputError, existing_file, first_line, progress
 
-__all__ = ["DATA_FORMATS", "DataSource", "check_points_in", "check_width", "open_data"]
+__all__ = [
+    "DATA_FORMATS",
+    "DataSource",
+    "as_graph_input",
+    "check_points_in",
+    "check_width",
+    "open_data",
+]
 
 DATA_FORMATS: tuple[str, ...] = (".npy", ".csv", ".parquet")
 #: Rows per chunk unless a command is told otherwise.
@@ -82,7 +90,7 @@ def _npy(path: Path) -> np.ndarray:
     except Exception as exc:
         raise InputError(
             path,
-            f"not a readable .npy array ({_first_line(exc)})",
+            f"not a readable .npy array ({first_line(exc)})",
             "save the points with numpy.save as a numeric array",
         ) from exc
     if not isinstance(array, np.ndarray) or array.ndim != 2:
@@ -118,7 +126,7 @@ def _csv_start(path: Path) -> tuple[bool, int]:
     """Whether the first non-empty line is a header, and the number of columns of the data."""
     has_header = False
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open(encoding="utf-8-sig") as f:
             for line in f:
                 if not line.strip():
                     continue
@@ -138,7 +146,7 @@ def _csv_start(path: Path) -> tuple[bool, int]:
 
 def _csv_chunks(path: Path, rows: int, n_cols: int) -> Iterator[np.ndarray]:
     has_header, _ = _csv_start(path)
-    with path.open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8-sig") as f:
         lines = (line for line in f if line.strip())
         if has_header:
             next(lines)
@@ -152,7 +160,7 @@ def _csv_chunks(path: Path, rows: int, n_cols: int) -> Iterator[np.ndarray]:
             except ValueError as exc:
                 raise InputError(
                     path,
-                    f"rows {row}-{row + len(block) - 1}: {_first_line(exc)}",
+                    f"rows {row}-{row + len(block) - 1}: {first_line(exc)}",
                     f"every row must hold {n_cols} comma-separated numbers",
                 ) from exc
             if chunk.shape[1] != n_cols:
@@ -187,7 +195,7 @@ def _parquet_file(path: Path) -> Any:
         return pq.ParquetFile(path)
     except Exception as exc:
         raise InputError(
-            path, f"not a readable Parquet file ({_first_line(exc)})", "check the file"
+            path, f"not a readable Parquet file ({first_line(exc)})", "check the file"
         ) from exc
 
 
@@ -273,6 +281,22 @@ def check_points_in(
         raise InputError(path, message, fix) from exc
 
 
+def as_graph_input(chunk: np.ndarray, dtype: Any, path: Path, first_row: int) -> np.ndarray:
+    """``chunk`` in the graph's input type; NaN, inf or overflow is an error naming file rows.
+
+    Checked whatever ``--no-manifold-check`` says: the graph cannot refuse
+    such values and would score them (:func:`hyp2onnx.geometry.check_representable`).
+    """
+    from ..errors import InvalidPointError
+    from ..geometry import check_representable
+
+    try:
+        return check_representable(chunk, dtype)
+    except InvalidPointError as exc:
+        message, _, fix = str(exc).partition(". ")
+        raise InputError(path, _file_rows(message, first_row), fix.rstrip(".") or None) from exc
+
+
 def _file_rows(message: str, first_row: int) -> str:
     """``message`` with the chunk's row numbers ("(rows 3, 7)") turned into the file's."""
     if not first_row:
@@ -282,8 +306,3 @@ def _file_rows(message: str, first_row: int) -> str:
         return f"{message} (in the rows from row {first_row} on)"
     rows = re.sub(r"\d+", lambda m: str(int(m.group()) + first_row), found.group(1))
     return message[: found.start()] + f"(rows {rows})" + message[found.end() :]
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

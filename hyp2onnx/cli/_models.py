@@ -17,12 +17,15 @@ Model files, by suffix:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import MissingExtraError
 from ..estimators._registry import BACKENDS, file_backend
-from ._common import InputError, existing_file
+from ._common import InputError, existing_file, first_line
 
 __all__ = [
     "MODEL_FORMATS",
@@ -32,6 +35,7 @@ __all__ = [
     "load_onnx",
     "model_kind",
     "onnx_metadata",
+    "onnx_session",
     "trusted_types",
 ]
 
@@ -71,24 +75,118 @@ def load_model(path: Path) -> Any:
     """The model stored in ``path``, read according to its suffix (see the module doc)."""
     kind = model_kind(path)
     existing_file(path, "model")
-    if kind == "pickle":
-        return _load_pickle(path)
-    if kind == "skops":
-        return _load_skops(path)
-    return _load_native(path)
+    loader = {"pickle": _load_pickle, "skops": _load_skops}.get(kind, _load_native)
+    model = loader(path)
+    check_tree_arrays(model, path)
+    return model
+
+
+def check_tree_arrays(model: Any, path: Path) -> None:
+    """An :class:`InputError` if a scikit-learn tree in ``model`` has impossible node arrays.
+
+    scikit-learn restores a pickled tree's node array without checking its
+    links, and its compiled ``predict`` follows them unchecked: a damaged
+    file can make it read outside the array and crash the process. Trees
+    are built depth first, so every child comes after its parent; checking
+    that (and that features exist) rules out such reads and cycles.
+    """
+    for tree in _sklearn_trees(model):
+        n = int(tree.node_count)
+        left, right = np.asarray(tree.children_left), np.asarray(tree.children_right)
+        feature = np.asarray(tree.feature)
+        node = np.arange(n)
+        internal = left != -1
+        bad = (
+            len(left) != n
+            or len(right) != n
+            or len(feature) != n
+            or np.any(internal & ((left <= node) | (left >= n) | (right <= node) | (right >= n)))
+            or np.any(internal & ((feature < 0) | (feature >= tree.n_features)))
+            or np.any(~internal & (right != -1))
+        )
+        if bad:
+            raise InputError(
+                path,
+                "holds a damaged scikit-learn tree (its nodes link outside the tree)",
+                "save the fitted model again",
+            )
+
+
+def _sklearn_trees(obj: Any, depth: int = 0) -> Any:
+    """Every scikit-learn ``Tree`` reachable from ``obj`` through estimators and lists."""
+    from sklearn.tree._tree import Tree
+
+    if isinstance(obj, Tree):
+        yield obj
+        return
+    if depth > 4:
+        return
+    if isinstance(obj, (list, tuple)):
+        items: Any = obj
+    elif isinstance(obj, np.ndarray) and obj.dtype == object:
+        items = obj.ravel()
+    elif type(obj).__module__.startswith(("sklearn.", "hyp2onnx.")) and hasattr(obj, "__dict__"):
+        items = vars(obj).values()
+    else:
+        return
+    for item in items:
+        yield from _sklearn_trees(item, depth + 1)
 
 
 def _load_pickle(path: Path) -> Any:
     import joblib
 
+    if _may_hold_native_models(path.read_bytes()):
+        _probe_in_child(path, _PICKLE_PROBE, "pickle/joblib", _PICKLE_FIX)
     try:
         return joblib.load(path)
     except Exception as exc:
         raise InputError(
             path,
-            f"not a readable pickle/joblib file ({type(exc).__name__}: {_first_line(exc)})",
-            "pass a file written by pickle.dump or joblib.dump of a fitted model",
+            f"not a readable pickle/joblib file ({type(exc).__name__}: {first_line(exc)})",
+            _PICKLE_FIX,
         ) from exc
+
+
+_PICKLE_FIX = "pass a file written by pickle.dump or joblib.dump of a fitted model"
+#: Unpickling an XGBoost or LightGBM model hands its bytes to the native library.
+_PICKLE_PROBE = "import sys, joblib\njoblib.load(sys.argv[1])\n"
+_SKOPS_PROBE = (
+    "import sys, skops.io as sio\n"
+    "from hyp2onnx.cli._models import trusted_types\n"
+    "sio.load(sys.argv[1], trusted=trusted_types())\n"
+)
+
+
+def _may_hold_native_models(data: bytes) -> bool:
+    """Whether a pickle may hold XGBoost/LightGBM models: it names them, or is compressed."""
+    compressed = data[:2] in (b"\x1f\x8b", b"BZ", b"\xfd7") or data[:1] in (b"\x78", b"\x04")
+    return compressed or b"xgboost" in data or b"lightgbm" in data
+
+
+def _probe_in_child(path: Path, code: str, what: str, fix: str) -> None:
+    """Load ``path`` with ``code`` in a child Python first; an :class:`InputError` if it dies.
+
+    For model files whose loading hands bytes to XGBoost or LightGBM,
+    which crash their process on some damaged input.
+    """
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(path.resolve())],
+            capture_output=True, text=True, errors="replace", stdin=subprocess.DEVNULL,
+            timeout=600, env=env,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise InputError(path, "loading it did not finish in 10 minutes", fix) from exc
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        raise InputError(path, f"not a readable {what} file (loading it crashed: {name})", fix)
 
 
 def trusted_types() -> list[str]:
@@ -123,11 +221,13 @@ def _load_skops(path: Path) -> Any:
     except Exception as exc:
         raise InputError(
             path,
-            f"not a readable .skops file ({type(exc).__name__}: {_first_line(exc)})",
+            f"not a readable .skops file ({type(exc).__name__}: {first_line(exc)})",
             "pass a file written by skops.io.dump",
         ) from exc
     allowed = trusted_types()
     refused = sorted(set(untrusted) - set(allowed))
+    if not refused and any(t.startswith(("xgboost.", "lightgbm.")) for t in untrusted):
+        _probe_in_child(path, _SKOPS_PROBE, ".skops", "pass a file written by skops.io.dump")
     if refused:
         raise InputError(
             path,
@@ -138,8 +238,62 @@ def _load_skops(path: Path) -> Any:
         return sio.load(path, trusted=allowed)
     except Exception as exc:
         raise InputError(
-            path, f"could not load ({type(exc).__name__}: {_first_line(exc)})"
+            path, f"could not load ({type(exc).__name__}: {first_line(exc)})"
         ) from exc
+
+
+#: Native libraries whose files are read in a child first (:mod:`hyp2onnx.cli._native_probe`).
+_PROBED = {"xgboost": "XGBoost", "lightgbm": "LightGBM"}
+
+
+def _probe_native(path: Path, library: str, fix: str) -> None:
+    """Read ``path`` with ``library`` in a child process first; an :class:`InputError` if it fails.
+
+    XGBoost and LightGBM check their files' structure only partly: a
+    truncated ``.ubj`` crashes XGBoost with a segmentation fault, and a
+    damaged LightGBM ``.txt`` aborts the process. The child
+    (:mod:`hyp2onnx.cli._native_probe`) loads only the native library, so
+    it costs about 0.2 s; only a file it read without dying is loaded in
+    this process.
+    """
+    import signal
+    import subprocess
+    import sys
+
+    from . import _native_probe
+
+    module = {"XGBoost": "xgboost.core", "LightGBM": "lightgbm.basic"}[library]
+    shared_library = sys.modules[module]._LIB._name  # the library the package itself loaded
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", _native_probe.__file__, library, shared_library,
+             str(path.resolve())],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+            timeout=600,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise InputError(path, f"{library} did not finish reading it in 10 minutes", fix) from exc
+    if done.returncode == 0:
+        return
+    if done.returncode < 0:
+        name = signal.Signals(-done.returncode).name
+        raise InputError(
+            path, f"not a readable {library} model file ({library} crashed reading it: {name})", fix
+        )
+    raise InputError(path, f"not a readable {library} model file ({_native_error(done)})", fix)
+
+
+def _native_error(done: Any) -> str:
+    """The native library's own complaint, from a failed probe's output."""
+    lines = [line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines()]
+    fatal = [line.split("[Fatal]", 1)[1] for line in lines if "[Fatal]" in line]
+    errors = [line.split("Error: ", 1)[1] for line in lines if line.startswith("Error: ")]
+    text = (fatal or errors or [line for line in lines if line] or ["it could not be read"])[0]
+    # XGBoost's messages start "[12:00:00] /path/to/json.cc:518: "
+    return re.sub(r"^\[[0-9:]+\]\s+\S+:\d+:\s*", "", text.strip())[:200]
 
 
 def _load_native(path: Path) -> Any:
@@ -149,14 +303,13 @@ def _load_native(path: Path) -> Any:
         backend = spec.load(f"reading {path.suffix} files")
     except MissingExtraError as exc:
         raise InputError(path, str(exc)) from exc
+    fix = f"pass a file written by {backend.name}'s save_model ({'/'.join(spec.formats)})"
+    if spec.library in _PROBED:  # libraries that crash their process on damaged files
+        _probe_native(path, _PROBED[spec.library], fix)
     try:
         return backend.load_file(path)
     except Exception as exc:
-        raise InputError(
-            path,
-            f"not a {backend.name} model file ({_first_line(exc)})",
-            f"pass a file written by {backend.name}'s save_model ({'/'.join(spec.formats)})",
-        ) from exc
+        raise InputError(path, f"not a {backend.name} model file ({first_line(exc)})", fix) from exc
 
 
 def check_convertible(
@@ -244,12 +397,33 @@ def load_onnx(path: Path) -> Any:
     import onnx
 
     existing_file(path, "ONNX")
+    fix = "pass a .onnx file written by 'hyp2onnx convert'"
     try:
-        return onnx.load(str(path))
+        model = onnx.load(str(path))
     except Exception as exc:
         raise InputError(
+            path, f"not a readable ONNX file ({type(exc).__name__}: {first_line(exc)})", fix
+        ) from exc
+    # Protobuf reads an empty file, and some other bytes, as an empty model.
+    if model.ir_version <= 0 or not model.graph.input or not model.graph.output:
+        size = path.stat().st_size
+        what = "is empty (0 bytes)" if size == 0 else "holds no ONNX graph (no inputs or outputs)"
+        raise InputError(path, f"not an ONNX model: the file {what}", fix)
+    return model
+
+
+def onnx_session(onnx_model: Any, path: Path) -> Any:
+    """An onnxruntime session of a loaded graph, or an :class:`InputError` naming ``path``."""
+    import onnxruntime as ort
+
+    try:
+        return ort.InferenceSession(
+            onnx_model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime's own exception types
+        raise InputError(
             path,
-            f"not a readable ONNX file ({type(exc).__name__}: {_first_line(exc)})",
+            f"onnxruntime cannot load this graph ({first_line(exc)})",
             "pass a .onnx file written by 'hyp2onnx convert'",
         ) from exc
 
@@ -266,8 +440,3 @@ def onnx_metadata(onnx_model: Any, path: Path) -> dict[str, Any]:
             "has no hyp2onnx metadata, so its input geometry is unknown",
             "pass a graph written by 'hyp2onnx convert' or hyp2onnx.save_onnx",
         ) from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

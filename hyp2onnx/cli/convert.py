@@ -16,7 +16,10 @@ from ._common import (
     atomic_output,
     check_output,
     debug_option,
+    first_line,
     run,
+    tolerance_options,
+    with_suffix,
 )
 from ..emit import ENCODINGS
 from ..geometry import GEOMETRIES
@@ -49,6 +52,8 @@ class ConvertOptions:
     #: True: tensors in ``OUT.data`` beside ``OUT`` (onnx's external data);
     #: None: only when the graph is over 2 GiB, which one file cannot hold.
     external_data: bool | None = None
+    atol: float | None = None  #: ``--check``'s tolerances (:func:`hyp2onnx.verify.verify`)
+    rtol: float | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ class ConvertResult:
 
 def default_output(model_path: Path) -> Path:
     """``MODEL`` with its suffix replaced by ``.onnx``."""
-    return model_path.with_suffix(".onnx")
+    return with_suffix(model_path, ".onnx", "model")
 
 
 def ort_outputs(output: Path) -> tuple[Path, Path]:
@@ -112,6 +117,12 @@ def convert_file(
             raise InputError(path, "is the model file itself", "choose another name with -o")
         check_output(path, force=force)
     source = open_data(check_data) if check_data is not None else None
+    from ..export import check_opset
+
+    try:
+        check_opset(options.opset)
+    except ValueError as exc:
+        raise InputError(None, f"--opset: {first_line(exc)}") from exc
     model = load_model(model_path)
     check_convertible(
         model,
@@ -134,7 +145,7 @@ def convert_file(
             timelike_dim=options.timelike_dim,
         )
     except (ValueError, TypeError) as exc:  # UnsupportedModelError is a TypeError
-        raise InputError(model_path, _sentence(exc)) from exc
+        raise InputError(model_path, first_line(exc)) from exc
     if not options.row_blocks:
         from ..edge import without_row_blocks
 
@@ -159,9 +170,9 @@ def convert_file(
         X = source.read_all()
         check_points_in(X, metadata, source.path, 0)
         try:
-            report = verify(model, onnx_model, X)
+            report = verify(model, onnx_model, X, atol=options.atol, rtol=options.rtol)
         except (ValueError, TypeError) as exc:
-            raise InputError(source.path, _sentence(exc)) from exc
+            raise InputError(source.path, first_line(exc)) from exc
         if not report.ok:
             return ConvertResult(
                 model_path, None, output, len(data), metadata, report, source.path
@@ -198,11 +209,6 @@ def convert_file(
     return ConvertResult(
         model_path, output, output, len(data), metadata, report, check_path, ort_path, config_path
     )
-
-
-def _sentence(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def report_convert(result: ConvertResult) -> None:
@@ -293,7 +299,11 @@ Examples:
 @click.option(
     "--timelike-dim", type=int, help="Column of the timelike coordinate (hyperboloid; default 0)."
 )
-@click.option("--opset", type=click.IntRange(min=13), help="ai.onnx opset (default 18).")
+@click.option(
+    "--opset",
+    type=click.IntRange(min=13),
+    help="ai.onnx opset: 13 up to the newest the installed onnx knows (default 18).",
+)
 @click.option(
     "--check",
     "check_data",
@@ -322,6 +332,7 @@ Examples:
     help="Write the graph's tensors to OUT.data beside OUT (onnx's external data). "
     "Graphs over 2 GiB, which one file cannot hold, are always written so.",
 )
+@tolerance_options
 @click.option("--force", is_flag=True, help="Replace OUT (and the --ort files) if they exist.")
 @debug_option
 def command(
@@ -337,6 +348,8 @@ def command(
     ort: bool,
     no_row_blocks: bool,
     external_data: bool,
+    atol: float | None,
+    rtol: float | None,
     force: bool,
     debug: bool,
 ) -> int:
@@ -349,10 +362,18 @@ def command(
         opset,
         row_blocks=not no_row_blocks,
         external_data=True if external_data else None,
+        atol=atol,
+        rtol=rtol,
     )
-    out = output if output is not None else default_output(model)
     return run(
-        lambda: convert_file(model, out, options, check_data=check_data, force=force, ort=ort),
+        lambda: convert_file(
+            model,
+            output if output is not None else default_output(model),
+            options,
+            check_data=check_data,
+            force=force,
+            ort=ort,
+        ),
         debug=debug,
         report=report_convert,
     )

@@ -18,11 +18,19 @@ from ._common import (
     debug_option,
     progress,
     run,
+    with_suffix,
 )
-from ._data import DEFAULT_CHUNK_ROWS, check_points_in, check_width, open_data
-from ._models import load_onnx, onnx_metadata
+from ._data import DEFAULT_CHUNK_ROWS, as_graph_input, check_points_in, check_width, open_data
+from ._models import load_onnx, onnx_metadata, onnx_session
 
-__all__ = ["PredictResult", "command", "default_predictions", "predict_file"]
+__all__ = [
+    "SCORING_BUDGET",
+    "PredictResult",
+    "chunk_rows_for",
+    "command",
+    "default_predictions",
+    "predict_file",
+]
 
 @dataclass(frozen=True)
 class PredictResult:
@@ -36,9 +44,37 @@ class PredictResult:
     exit_code = EXIT_OK
 
 
+#: Bytes a chunk's scoring may take beyond the libraries' own memory (about 320 MB).
+SCORING_BUDGET = 256 * 2**20
+
+
+def chunk_rows_for(onnx_model: Any, metadata: dict[str, Any], requested: int) -> int:
+    """Rows per chunk: at most ``requested``, fewer when the graph's working set is wide.
+
+    Each row of a chunk costs memory in proportion to the trees times the
+    output columns: the exact and compat encodings hold one leaf per tree
+    and output, the standard encoding several gathered tables of that
+    width (measured by ``benchmarks/bench_predict_memory.py``: about 35
+    bytes per tree and output column and row for standard, 6 for exact, plus
+    about 1 KB per row of CSV text). The chunk is sized so that this stays
+    under :data:`SCORING_BUDGET`.
+    """
+    width = int(metadata["n_trees"]) * max(_n_output_columns(onnx_model, metadata), 1)
+    per_tree_output = 48 if metadata["encoding"] == "standard" else 8
+    per_row = per_tree_output * width + 4096
+    return max(1, min(requested, SCORING_BUDGET // per_row))
+
+
+def _n_output_columns(onnx_model: Any, metadata: dict[str, Any]) -> int:
+    if metadata["classes"] is not None:
+        return len(metadata["classes"])
+    dims = onnx_model.graph.output[0].type.tensor_type.shape.dim
+    return int(dims[1].dim_value) if len(dims) > 1 and dims[1].dim_value else 1
+
+
 def default_predictions(data_path: Path) -> Path:
     """``DATA`` with its suffix replaced by ``.predictions.csv``."""
-    return data_path.with_suffix(".predictions.csv")
+    return with_suffix(data_path, ".predictions.csv", "data")
 
 
 def _header(metadata: dict[str, Any], outputs: dict[str, Any]) -> list[str]:
@@ -51,10 +87,21 @@ def _header(metadata: dict[str, Any], outputs: dict[str, Any]) -> list[str]:
     return ["value"] if n == 1 else [f"value_{i}" for i in range(n)]
 
 
+#: First characters that make a spreadsheet read a cell as a formula (OWASP, CSV injection).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _field(value: Any) -> str:
-    """One CSV field, quoted when it holds a comma, quote or line break."""
+    """One CSV field of text: quoted when it holds a comma, quote or line break.
+
+    Text starting like a formula (``=``, ``+``, ``-``, ``@``, tab, carriage
+    return) gets a leading ``'``, as OWASP's CSV-injection guidance says, so
+    a spreadsheet shows a class label such as ``=HYPERLINK(...)`` as text.
+    """
     text = str(value)
-    if any(c in text for c in ',"\r\n'):
+    if text.startswith(_FORMULA_STARTS):
+        text = "'" + text
+    if any(c in text for c in ',"\r\n\t'):
         return '"' + text.replace('"', '""') + '"'
     return text
 
@@ -107,11 +154,8 @@ def predict_file(
     source = open_data(data_path)
     check_width(source, metadata)
 
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(
-        onnx_model.SerializeToString(), providers=["CPUExecutionProvider"]
-    )
+    session = onnx_session(onnx_model, onnx_path)
+    chunk_rows = chunk_rows_for(onnx_model, metadata, chunk_rows)
     graph_input = session.get_inputs()[0]
     dtype = np.float64 if graph_input.type == "tensor(double)" else np.float32
     names = [o.name for o in session.get_outputs()]
@@ -122,7 +166,8 @@ def predict_file(
         for chunk in source.chunks(chunk_rows):
             if check_manifold:
                 check_points_in(chunk, metadata, data_path, rows)
-            outputs = dict(zip(names, session.run(None, {graph_input.name: chunk.astype(dtype)})))
+            points = as_graph_input(chunk, dtype, data_path, rows)
+            outputs = dict(zip(names, session.run(None, {graph_input.name: points})))
             if not header_written:
                 f.write(",".join(map(_field, _header(metadata, outputs))) + "\n")
                 header_written = True
@@ -138,10 +183,14 @@ def predict_file(
 
 HELP = f"""Score the points in DATA with ONNX graph OUT and write the predictions as CSV.
 
-DATA (.npy, .csv or .parquet) is read CHUNK_ROWS rows at a time, so memory
-stays bounded whatever its size; a progress bar is shown when stderr is a
-terminal. Points are checked to lie on the graph's manifold first
-(--no-manifold-check skips that for trusted data). The CSV has a header
+DATA (.npy, .csv or .parquet) is read at most CHUNK_ROWS rows at a time,
+fewer for wide graphs (many trees times classes), so scoring takes at most
+about 256 MiB beyond the libraries' own memory whatever the file's size; a
+progress bar is shown when stderr is a terminal. Points are checked to lie
+on the graph's manifold first (--no-manifold-check skips that for trusted
+data); NaN, infinity and values the graph's input type cannot hold are
+refused either way. Labels starting with =, +, -, @, tab or carriage return
+are written with a leading ' so spreadsheets do not run them as formulas. The CSV has a header
 and one row per point: label and one probability_<class> column per class
 for classifiers, value (value_0, ... for several targets) for regressors.
 It is written to PREDICTIONS (default: DATA with .predictions.csv) only if
@@ -172,7 +221,7 @@ Examples:
     type=click.IntRange(min=1),
     default=DEFAULT_CHUNK_ROWS,
     show_default=True,
-    help="Rows scored at a time.",
+    help="Most rows scored at a time (fewer when the graph is wide).",
 )
 @click.option(
     "--no-manifold-check", is_flag=True, help="Do not check that the points are on the manifold."
@@ -188,7 +237,6 @@ def command(
     force: bool,
     debug: bool,
 ) -> int:
-    out = output if output is not None else default_predictions(data)
 
     def report(result: PredictResult) -> None:
         click.echo(f"wrote {result.output} ({result.rows} rows)")
@@ -197,7 +245,7 @@ def command(
         lambda: predict_file(
             onnx_file,
             data,
-            out,
+            output if output is not None else default_predictions(data),
             chunk_rows=chunk_rows,
             force=force,
             check_manifold=not no_manifold_check,

@@ -9,9 +9,18 @@ from typing import Any
 
 import click
 
-from ._common import EXIT_CODES_HELP, EXIT_DISAGREE, EXIT_OK, InputError, debug_option, run
+from ._common import (
+    EXIT_CODES_HELP,
+    EXIT_DISAGREE,
+    EXIT_OK,
+    InputError,
+    debug_option,
+    first_line,
+    run,
+    tolerance_options,
+)
 from ._data import check_points_in, check_width, open_data
-from ._models import load_model, load_onnx, onnx_metadata
+from ._models import load_model, load_onnx, onnx_metadata, onnx_session
 
 __all__ = ["VerifyResult", "command", "verify_files"]
 
@@ -39,11 +48,17 @@ class VerifyResult:
 
 
 def verify_files(
-    model_path: Path, onnx_path: Path, data_path: Path, *, atol: float | None = None
+    model_path: Path,
+    onnx_path: Path,
+    data_path: Path,
+    *,
+    atol: float | None = None,
+    rtol: float | None = None,
 ) -> VerifyResult:
     """Run :func:`hyp2onnx.verify` on the three files, naming the file at fault on error."""
     onnx_model = load_onnx(onnx_path)
     metadata = onnx_metadata(onnx_model, onnx_path)
+    onnx_session(onnx_model, onnx_path)  # a graph onnxruntime refuses is the file's fault
     source = open_data(data_path)
     check_width(source, metadata)
     model = load_model(model_path)
@@ -60,10 +75,9 @@ def verify_files(
     from ..verify import verify
 
     try:
-        report = verify(model, onnx_model, X, atol=atol)
+        report = verify(model, onnx_model, X, atol=atol, rtol=rtol)
     except (ValueError, TypeError) as exc:
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(model_path, text) from exc
+        raise InputError(model_path, first_line(exc)) from exc
     return VerifyResult(model_path, onnx_path, data_path, report)
 
 
@@ -72,8 +86,10 @@ HELP = f"""Check that ONNX graph OUT agrees with MODEL on the points in DATA.
 Runs the graph in onnxruntime and MODEL in Python on the same points (cast
 to the graph's input type) and reports label differences and the largest
 difference of every numeric output. The exit status is 1 if any label
-differs or any difference is above the tolerance (0 for exact
-scikit-learn graphs; see hyp2onnx.verify.default_tolerance).
+differs or any value differs by more than ATOL + RTOL x |value| (by
+default both 0 for exact scikit-learn graphs; see
+hyp2onnx.verify.default_tolerance and default_rtol; --atol alone sets an
+absolute tolerance).
 
 MODEL is read as by 'hyp2onnx convert'; a pickle runs arbitrary code when
 loaded, so pass only pickles you trust (prefer .skops). DATA is .npy,
@@ -111,18 +127,20 @@ def _report_json(result: VerifyResult) -> None:
     type=click.Path(path_type=Path),
     help="Points to compare on (.npy/.csv/.parquet).",
 )
-@click.option(
-    "--atol",
-    type=click.FloatRange(min=0),
-    help="Largest accepted output difference (default: by encoding and backend).",
-)
+@tolerance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @debug_option
 def command(
-    model: Path, onnx_file: Path, data: Path, atol: float | None, as_json: bool, debug: bool
+    model: Path,
+    onnx_file: Path,
+    data: Path,
+    atol: float | None,
+    rtol: float | None,
+    as_json: bool,
+    debug: bool,
 ) -> int:
     return run(
-        lambda: verify_files(model, onnx_file, data, atol=atol),
+        lambda: verify_files(model, onnx_file, data, atol=atol, rtol=rtol),
         debug=debug,
         report=_report_json if as_json else _report_text,
     )

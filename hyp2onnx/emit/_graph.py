@@ -101,5 +101,16 @@ class GraphBuilder:
                         field[i] = new
         return new
 
+    def n_rows(self, stage: str, x: str) -> str:
+        """``x``'s number of rows as a 1-D int64 tensor ``[N]``.
+
+        ``Shape(start=0, end=1)`` from opset 15 on; before, ``Shape`` then
+        ``Slice`` (the ``start``/``end`` attributes did not exist yet).
+        """
+        if self.opset >= 15:
+            return self.op(stage, "Shape", [x], start=0, end=1)
+        first = [self.const(stage, label, [i], np.int64) for label, i in (("first", 0), ("one", 1))]
+        return self.op(stage, "Slice", [self.op(stage, "Shape", [x]), *first])
+
     def cast(self, stage: str, name: str, dtype: Any) -> str:
         return self.op(stage, "Cast", [name], to=onnx_type(dtype))

@@ -227,7 +227,7 @@ def _level_tables(ensemble, layout, column, thresholds, n_slots, slot, nodes, dt
 
 def _zeros_per_tree(b: GraphBuilder, x: str, n_trees: int) -> str:
     """An int64 [rows of x, n_trees] tensor of zeros."""
-    rows = b.op(STAGE, "Shape", [x], start=0, end=1)
+    rows = b.n_rows(STAGE, x)
     size = b.op(STAGE, "Concat", [rows, b.const(STAGE, "n_trees", [n_trees], np.int64)], axis=0)
     return b.op(STAGE, "Expand", [b.const(STAGE, "zero", np.zeros((1, 1), np.int64)), size])
 

@@ -390,7 +390,7 @@ def _by_row_blocks(
     """
     elem = onnx_type(dtype)
     out_info = helper.make_tensor_value_info
-    rows = g.op(STAGE, "Shape", [x], start=0, end=1)
+    rows = g.n_rows(STAGE, x)
     chunk = g.const(STAGE, "chunk_rows", CHUNK_ROWS, np.int64)
     short = g.op(STAGE, "LessOrEqual", [rows, g.const(STAGE, "chunk_rows_1d", [CHUNK_ROWS], np.int64)])
 

@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 
 from ..blocks import Block, n_features, n_input_columns
-from ..geometry import curvature_radius, n_klein_features
+from ..geometry import check_timelike_dim, curvature_radius, n_klein_features
 from .projection import project
 from .trees import CategorySets, Op, TreeArrays, apply, as_compared
 
@@ -51,6 +51,7 @@ class InputSpace:
             return
         curvature_radius(self.curvature)  # validates K < 0
         n_klein_features(self.n_input_features, self.geometry)  # validates the name
+        check_timelike_dim(self.timelike_dim, self.n_input_features, self.geometry)
 
     @property
     def n_klein_features(self) -> int:
@@ -121,6 +122,15 @@ class Ensemble:
             raise ValueError(f"Ensemble.categories must mark each of the {n} nodes")
         if self.post_transform == "logistic" and self.n_outputs != 1:
             raise ValueError("the logistic post-transform takes one score column")
+        if self.classes is not None:
+            scored = 2 if self.post_transform == "logistic" else self.n_outputs
+            if len(self.classes) != scored:
+                raise ValueError(
+                    f"the trees score {scored} classes but the model lists "
+                    f"{len(self.classes)} ({np.asarray(self.classes).tolist()[:5]}); XGBoost "
+                    "and LightGBM classifiers need at least two classes in y: train on data "
+                    "with two or more classes"
+                )
 
     @classmethod
     def from_trees(

@@ -1,0 +1,346 @@
+"""Property test of the contract on bad input, for the API and every command.
+
+Hypothesis generates what a user might hand over to ``convert``, ``verify``,
+``inspect`` and ``predict``: arrays with NaN,
+infinities, huge and tiny values, odd shapes and dtypes; data and model
+files of every supported format, damaged; odd label sets; every parameter
+value the commands accept. The contract: a correct answer, or exit status
+2 (a ValueError in Python) with one or two ``error:`` lines, no
+traceback, no crash signal and no file left behind.
+
+Commands run in-process through ``main(argv)`` (fast); a few damaged files
+also go through a real process, where only a crash signal would show.
+Example counts are kept small so the whole file runs in well under a
+minute.
+"""
+
+from __future__ import annotations
+
+import csv
+import pickle
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import hyp2onnx as h
+from hyp2onnx.export import MIN_OPSET, max_opset
+from hyp2onnx.verify import run_onnx, verify
+
+from _cli import CLI, assert_usage_error, cli
+from _data import labels, points
+
+SETTINGS = dict(
+    deadline=None,
+    derandomize=True,  # the same examples every run: a failure here is reproducible
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+pytestmark = pytest.mark.filterwarnings("ignore:.*exported with its own \\(Euclidean\\) thresholds")
+
+
+def assert_contract(code: int, err: str, folder: Path, before: set[str], output: Path | None):
+    """Exit 0/1 with the output as the command says, or 2 explained in one or two lines."""
+    event(f"exit status {code}")  # --hypothesis-show-statistics: both outcomes occur
+    assert "Traceback" not in err and "unexpected" not in err, err
+    assert code in (0, 1, 2), (code, err)
+    left = {p.name for p in folder.iterdir()} - before
+    if code == 0:
+        assert left <= ({output.name} if output is not None else set()), left
+        return
+    if code == 2:
+        assert_usage_error(code, err)
+    assert not left, left  # nothing written on failure, no temporary file either
+
+
+# -- shared files ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    import lightgbm
+    import skops.io as sio
+    import xgboost
+    from sklearn.tree import DecisionTreeRegressor
+
+    folder = tmp_path_factory.mktemp("world")
+    X, k = points(200, 3, seed=50)
+    y = labels(k, 3, seed=50)
+    rf = h.HyperbolicRandomForestClassifier(n_estimators=3, max_depth=4, random_state=0).fit(X, y)
+    odd = np.array(["=SUM(A1)", "-x", "b, c"])[y]
+    rf_odd = h.HyperbolicDecisionTreeClassifier(max_depth=4, random_state=0).fit(X, odd)
+    reg = h.HyperbolicDecisionTreeRegressor(max_depth=4, random_state=0).fit(X, 1e3 * k[:, 0])
+    graphs = {}
+    for name, model, kwargs in [
+        ("rf32", rf, {}), ("rf64", rf, {"dtype": "float64"}),
+        ("rf_std", rf, {"encoding": "standard"}), ("odd", rf_odd, {"dtype": "float64"}),
+        ("reg", reg, {"encoding": "compat"}),
+    ]:
+        h.save_onnx(model, folder / f"{name}.onnx", **kwargs)
+        graphs[name] = model
+    for name, model in [("rf", rf), ("reg", reg)]:
+        with (folder / f"{name}.pkl").open("wb") as f:
+            pickle.dump(model, f)
+    sio.dump(rf, folder / "rf.skops")
+    with (folder / "plain.pkl").open("wb") as f:
+        pickle.dump(DecisionTreeRegressor(max_depth=3, random_state=0).fit(k, k[:, 1]), f)
+    xgb = xgboost.XGBClassifier(n_estimators=2, max_depth=2).fit(k, y)
+    xgb.save_model(folder / "plain.json")
+    xgb.save_model(folder / "plain.ubj")
+    lightgbm.LGBMClassifier(n_estimators=2, num_leaves=4, verbose=-1).fit(k, y).booster_.save_model(
+        str(folder / "plain.txt")
+    )
+    np.save(folder / "X.npy", X)
+    np.savetxt(folder / "X.csv", X, delimiter=",")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({f"x{i}": X[:, i] for i in range(X.shape[1])}), folder / "X.parquet")
+    return {"folder": folder, "X": X, "graphs": graphs, "rf": rf}
+
+
+# -- arrays --------------------------------------------------------------------------------------
+
+SPECIAL = [np.nan, np.inf, -np.inf, 1e300, -1e300, 3.5e38, 1e-320, -1e-320, 0.0, -0.0, 1e20]
+
+
+@st.composite
+def point_arrays(draw, n_columns: int = 4) -> np.ndarray:
+    """Mostly valid hyperboloid points with special values put in, or arbitrary arrays."""
+    kind = draw(st.sampled_from(["points", "points", "arbitrary", "shape"]))
+    if kind == "shape":
+        shape = draw(st.sampled_from([(0,), (4,), (0, 4), (3, 0), (2, 3), (2, 5), (1, 2, 4)]))
+        dtype = draw(st.sampled_from([np.float64, np.int64, np.bool_, np.complex128, np.float16]))
+        return np.zeros(shape, dtype=dtype) + (1 if dtype is not np.bool_ else True)
+    if kind == "arbitrary":
+        dtype = draw(st.sampled_from([np.float64, np.float32, np.int64, np.int8]))
+        return draw(hnp.arrays(dtype, (draw(st.integers(1, 6)), n_columns)))
+    n = draw(st.integers(1, 12))
+    X, _ = points(n, n_columns - 1, seed=draw(st.integers(0, 1000)),
+                  max_radius=draw(st.sampled_from([0.1, 3.0, 30.0, 95.0])))
+    for _ in range(draw(st.integers(0, 3))):
+        X[draw(st.integers(0, n - 1)), draw(st.integers(0, n_columns - 1))] = draw(
+            st.sampled_from(SPECIAL)
+        )
+    return X.astype(draw(st.sampled_from([np.float64, np.float64, np.float32])))
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(X=point_arrays())
+def test_the_api_answers_as_the_model_or_refuses(world, X):
+    rf = world["rf"]
+    for name in ("rf32", "rf64"):
+        graph = onnx.load(world["folder"] / f"{name}.onnx")
+        dtype = np.float32 if name == "rf32" else np.float64
+        try:
+            report = verify(rf, graph, X)
+        except ValueError:
+            refused = True
+        else:
+            refused = False
+            assert report.ok, report
+        try:
+            got = run_onnx(graph, X)
+        except ValueError:
+            continue
+        # The graph ran: the values were finite in its dtype. Where the model takes them
+        # too, the labels agree (verify checked the probabilities).
+        if not refused:
+            np.testing.assert_array_equal(got["label"], rf.predict(np.asarray(X).astype(dtype)))
+
+
+# -- predict ------------------------------------------------------------------------------------
+
+
+def _write_data(folder: Path, X: np.ndarray, fmt: str) -> Path:
+    path = folder / f"data{fmt.split('-')[0]}"
+    if fmt == ".npy":
+        np.save(path, X)
+    elif fmt.startswith(".csv"):
+        body = "".join(",".join(repr(v) for v in np.atleast_1d(row).tolist()) + "\n"
+                       for row in np.atleast_2d(X.astype(np.float64)))
+        text = ("a,b,c,d\n" if fmt == ".csv-header" else "") + body
+        path.write_bytes((b"\xef\xbb\xbf" if fmt == ".csv-bom" else b"") + text.encode())
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        X2 = np.atleast_2d(X.astype(np.float64))
+        pq.write_table(pa.table({f"x{i}": X2[:, i] for i in range(X2.shape[1])}), path)
+    return path
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(
+    X=point_arrays(),
+    fmt=st.sampled_from([".npy", ".csv", ".csv-header", ".csv-bom", ".parquet"]),
+    graph=st.sampled_from(["rf32", "rf64", "rf_std", "odd", "reg"]),
+    chunk_rows=st.sampled_from([1, 3, 65536]),
+    no_check=st.booleans(),
+)
+def test_predict_writes_the_right_rows_or_refuses_cleanly(world, X, fmt, graph, chunk_rows, no_check):
+    if fmt != ".npy" and (X.ndim != 2 or X.shape[1] == 0 or X.dtype.kind == "c"):
+        X = np.zeros((1, 4))  # other formats cannot hold these shapes/dtypes
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        data = _write_data(folder, X, fmt)
+        before = {p.name for p in folder.iterdir()}
+        out = folder / "p.csv"
+        args = ["predict", world["folder"] / f"{graph}.onnx", data, "-o", out,
+                "--chunk-rows", str(chunk_rows)]
+        code, _, err = cli(*args, *(["--no-manifold-check"] if no_check else []))
+        assert_contract(code, err, folder, before, out)
+        if graph in ("rf32", "rf64"):  # verify reads the same file: agrees, or refuses it
+            v_code, _, v_err = cli("verify", world["folder"] / "rf.pkl",
+                                   world["folder"] / f"{graph}.onnx", "--data", data)
+            assert_contract(v_code, v_err, folder, before | {out.name}, None)
+            assert v_code in (0, 2), v_err
+        if code != 0:
+            return
+        with out.open(newline="") as f:
+            rows = list(csv.reader(f))[1:]
+        assert len(rows) == len(X)
+        model = world["graphs"][graph]
+        dtype = np.float32 if graph in ("rf32", "rf_std", "reg") else np.float64
+        Xt = np.asarray(X, dtype=np.float64).astype(dtype)
+        if no_check:
+            return  # off-manifold rows were scored as asked; only finite ones got in
+        if graph == "reg":
+            np.testing.assert_allclose([float(r[0]) for r in rows], model.predict(Xt), rtol=1e-5)
+        else:
+            want = [("'" + s if s[:1] in "=+-@" else s) for s in map(str, model.predict(Xt))]
+            assert [r[0] for r in rows] == want
+
+
+# -- convert: every parameter value ------------------------------------------------------------
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(
+    dtype=st.sampled_from(["float32", "float64"]),
+    encoding=st.sampled_from(["exact", "compat", "standard"]),
+    opset=st.one_of(st.none(), st.integers(MIN_OPSET - 2, max_opset() + 2)),
+    geometry=st.sampled_from([None, "hyperboloid", "poincare", "klein"]),
+    curvature=st.sampled_from([None, -1.0, -0.25, -1e-300, -1e300, 0.0, 2.0]),
+    timelike_dim=st.sampled_from([None, 0, 1, -1, 3, 4, -5, 100]),
+    row_blocks=st.booleans(),
+    model=st.sampled_from(["rf.pkl", "plain.pkl", "reg.pkl"]),
+)
+def test_convert_takes_every_parameter_value_or_refuses(
+    world, dtype, encoding, opset, geometry, curvature, timelike_dim, row_blocks, model
+):
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        before: set[str] = set()
+        out = folder / "m.onnx"
+        args = ["convert", world["folder"] / model, "-o", out, "--dtype", dtype,
+                "--encoding", encoding]
+        for option, value in [("--opset", opset), ("--geometry", geometry),
+                              ("--curvature", curvature), ("--timelike-dim", timelike_dim)]:
+            if value is not None:
+                args += [option, str(value)]
+        if not row_blocks:
+            args.append("--no-row-blocks")
+        if geometry in (None, "hyperboloid") and model != "plain.pkl":
+            args += ["--check", world["folder"] / "X.npy"]  # the data fits the hyperbolic models
+        code, _, err = cli(*args)
+        if code == 0:
+            assert out.exists()
+        assert_contract(code, err, folder, before, out)
+        assert code in (0, 2), err  # --check never disagrees with a graph hyp2onnx wrote
+
+
+# -- damaged files of every format -----------------------------------------------------------------
+
+FILES = {
+    # file: the command that reads it
+    "rf.pkl": ["convert", "{f}", "-o", "{out}.onnx"],
+    "rf.skops": ["convert", "{f}", "-o", "{out}.onnx"],
+    "plain.json": ["convert", "{f}", "--geometry", "klein", "-o", "{out}.onnx"],
+    "plain.ubj": ["convert", "{f}", "--geometry", "klein", "-o", "{out}.onnx"],
+    "plain.txt": ["convert", "{f}", "--geometry", "klein", "-o", "{out}.onnx"],
+    "rf32.onnx": ["predict", "{f}", "{X}", "-o", "{out}.csv"],
+    "rf64.onnx": ["verify", "{m}", "{f}", "--data", "{X}"],
+    "rf_std.onnx": ["inspect", "{f}"],
+    "reg.pkl": ["verify", "{f}", "{r}", "--data", "{X}"],
+    "X.npy": ["predict", "{g}", "{f}", "-o", "{out}.csv"],
+    "X.csv": ["predict", "{g}", "{f}", "-o", "{out}.csv"],
+    "X.parquet": ["predict", "{g}", "{f}", "-o", "{out}.csv"],
+}
+NATIVE = {"plain.json", "plain.ubj", "plain.txt"}  # each read costs a child process
+
+
+@st.composite
+def damaged(draw, names: list[str]) -> tuple[str, bytes]:
+    name = draw(st.sampled_from(names))
+    return name, draw(st.sampled_from(["truncate", "flip", "insert", "zero"])), draw(
+        st.floats(0.0, 1.0)
+    ), draw(st.binary(min_size=1, max_size=8))
+
+
+def _damage(data: bytes, how: str, where: float, junk: bytes) -> bytes:
+    i = min(int(where * len(data)), len(data) - 1)
+    if how == "truncate":
+        return data[:i]
+    if how == "flip":
+        return data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:]
+    if how == "insert":
+        return data[:i] + junk + data[i:]
+    return b"\x00" * len(data)
+
+
+def _damaged_command(world, folder: Path, case) -> tuple[list[str], Path]:
+    name, how, where, junk = case
+    path = folder / f"damaged{Path(name).suffix}"
+    path.write_bytes(_damage((world["folder"] / name).read_bytes(), how, where, junk))
+    out = folder / "out"
+    command = [
+        part.format(f=path, out=out, X=world["folder"] / "X.npy", g=world["folder"] / "rf64.onnx",
+                    m=world["folder"] / "rf.pkl", r=world["folder"] / "reg.onnx")
+        for part in FILES[name]
+    ]
+    return command, path
+
+
+def _check_damaged(code: int, err: str, folder: Path, command: list[str]) -> None:
+    before = {p.name for p in folder.iterdir() if not p.name.startswith("out.")}
+    output = Path(command[command.index("-o") + 1]) if "-o" in command else None
+    assert_contract(code, err, folder, before, output)
+
+
+def _run_damaged(world, case) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        command, _ = _damaged_command(world, folder, case)
+        code, _, err = cli(*command)
+        _check_damaged(code, err, folder, command)
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(case=damaged(sorted(set(FILES) - NATIVE)))
+def test_damaged_files_give_an_answer_or_one_error(world, case):
+    _run_damaged(world, case)
+
+
+@settings(max_examples=4, **SETTINGS)
+@given(case=damaged(sorted(NATIVE)))
+def test_damaged_native_model_files_give_an_answer_or_one_error(world, case):
+    _run_damaged(world, case)
+
+
+@settings(max_examples=3, **SETTINGS)
+@given(case=damaged(sorted(NATIVE | {"rf32.onnx", "X.npy"})))
+def test_no_damaged_file_ends_the_process_with_a_signal(world, case):
+    """The same, through a real process: a crash would show as a negative return code."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        command, _ = _damaged_command(world, folder, case)
+        done = subprocess.run([*CLI, *command], capture_output=True, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL, cwd=folder)
+        assert done.returncode >= 0, (case, done.returncode, done.stderr[-500:])
+        _check_damaged(done.returncode, done.stderr, folder, command)
