@@ -96,7 +96,7 @@ def environment() -> str:
         f"numpy {numpy.__version__}",
         f"scikit-learn {sklearn.__version__}",
     ]
-    for name in ("xgboost", "lightgbm", "onnxruntime", "hyperdt"):
+    for name in ("xgboost", "lightgbm", "catboost", "onnxruntime", "hyperdt"):
         try:
             module = __import__(name)
         except ImportError:

@@ -31,7 +31,7 @@ from sklearn.model_selection import train_test_split
 
 import hyp2onnx as h
 from hyp2onnx import export
-from hyp2onnx._oblique import project
+from hyp2onnx.ir.projection import project
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.emit._graph import GraphBuilder
 from hyp2onnx.emit.oblique import emit_normals, remap_projection

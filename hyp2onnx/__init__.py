@@ -4,56 +4,64 @@ Train on hyperboloid, Poincare or Klein points with scikit-learn-style
 estimators (Fast-HyperDT: a Euclidean tree on Klein coordinates with
 Einstein-midpoint thresholds), then export one ONNX graph that takes the
 raw hyperbolic points.
+
+Names are imported on first use: ``import hyp2onnx`` loads no tree library,
+and each backend's library (XGBoost, LightGBM, CatBoost) is imported only
+when one of its estimators is used. skl2onnx learns to convert hyperbolic
+estimators after :func:`register_skl2onnx_converters`.
 """
 
-from . import conventions
-from . import datasets
-from . import geometry
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from ._version import __version__
-from .errors import CompatRoutingWarning, Hyp2OnnxError, InvalidPointError, UnsupportedModelError, VerificationError
-from .estimators import (
-    HyperbolicDecisionTreeClassifier,
-    HyperbolicDecisionTreeRegressor,
-    HyperbolicEstimator,
-    HyperbolicHouseholderTreeClassifier,
-    HyperbolicHouseholderTreeRegressor,
-    HyperbolicLGBMClassifier,
-    HyperbolicLGBMRegressor,
-    HyperbolicRandomForestClassifier,
-    HyperbolicRandomForestRegressor,
-    HyperbolicXGBClassifier,
-    HyperbolicXGBRegressor,
+from .errors import (
+    CompatRoutingWarning,
+    Hyp2OnnxError,
+    InvalidPointError,
+    MissingExtraError,
+    UnsupportedModelError,
+    VerificationError,
 )
-from .export import read_metadata, save_onnx, to_onnx
-from .skl2onnx_converter import register_skl2onnx_converters
-from .verify import VerifyReport, verify
+from .estimators import __all__ as _estimators
+from .verify import VerifyReport, verify  # numpy only; binds the name before the module can
 
-register_skl2onnx_converters()
+#: Public names imported on first use, and their modules.
+_LAZY = {
+    **{n: "estimators" for n in _estimators if n.startswith("Hyperbolic") and n != "HyperbolicTreeModel"},
+    "to_onnx": "export",
+    "save_onnx": "export",
+    "read_metadata": "export",
+    "register_skl2onnx_converters": "skl2onnx_converter",
+}
+_SUBMODULES = ("conventions", "datasets", "geometry")
 
-__all__ = [
-    "CompatRoutingWarning",
-    "Hyp2OnnxError",
-    "HyperbolicDecisionTreeClassifier",
-    "HyperbolicDecisionTreeRegressor",
-    "HyperbolicEstimator",
-    "HyperbolicHouseholderTreeClassifier",
-    "HyperbolicHouseholderTreeRegressor",
-    "HyperbolicLGBMClassifier",
-    "HyperbolicLGBMRegressor",
-    "HyperbolicRandomForestClassifier",
-    "HyperbolicRandomForestRegressor",
-    "HyperbolicXGBClassifier",
-    "HyperbolicXGBRegressor",
-    "InvalidPointError",
-    "UnsupportedModelError",
-    "VerificationError",
-    "VerifyReport",
-    "__version__",
-    "conventions",
-    "datasets",
-    "geometry",
-    "read_metadata",
-    "save_onnx",
-    "to_onnx",
-    "verify",
-]
+__all__ = sorted(
+    [
+        "CompatRoutingWarning",
+        "Hyp2OnnxError",
+        "InvalidPointError",
+        "MissingExtraError",
+        "UnsupportedModelError",
+        "VerificationError",
+        "VerifyReport",
+        "__version__",
+        "verify",
+        *_LAZY,
+        *_SUBMODULES,
+    ]
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

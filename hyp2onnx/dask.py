@@ -1,6 +1,7 @@
 """Hyperbolic boosters trained on a Dask cluster, and exported graphs scored on one.
 
-Needs the ``dask`` extra: ``pip install 'hyp2onnx[dask]'``.
+Needs the ``dask`` extra, and the ``xgboost`` or ``lightgbm`` one for the estimators:
+``pip install 'hyp2onnx[dask,xgboost]'``.
 
 Training. :class:`HyperbolicDaskXGBClassifier`, :class:`HyperbolicDaskXGBRegressor`,
 :class:`HyperbolicDaskLGBMClassifier` and :class:`HyperbolicDaskLGBMRegressor`
@@ -34,6 +35,7 @@ dataframe of points, with one onnxruntime session per worker process
 from __future__ import annotations
 
 import functools
+import importlib
 import operator
 from typing import Any, ClassVar
 
@@ -44,12 +46,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import _scoring
 from .ensemble_thresholds import shared_rows
 from .estimators._base import GEOMETRY_DEFAULTS, generate_init
-from .estimators._boosting_models import (
-    HyperbolicLGBMClassifier,
-    HyperbolicLGBMRegressor,
-    HyperbolicXGBClassifier,
-    HyperbolicXGBRegressor,
-)
 from .estimators._interface import Backend
 from .estimators._registry import backend_for
 from .geometry import n_klein_features, to_klein
@@ -425,6 +421,7 @@ class _DaskModel:
         Xt, y, w = client.persist([Xt, y, w]) if w is not None else (*client.persist([Xt, y]), None)
         _raise_partition_errors(Xt)  # invalid points, named, before any training
         backend.check_fit(estimator, y, fit_params)
+        backend.warn_subsampling(estimator, stacklevel=3)
         y_train = self._training_labels(y, client)
         fitted = self._train(
             estimator, client, Xt, y_train, w, self._fit_params(fit_params, _blockwise(to_tree))
@@ -525,8 +522,7 @@ class _DaskClassifier(_DaskModel):
         return self._map_rows(X, "predict_proba", np.float64, len(self.classes_))
 
 
-class HyperbolicDaskXGBClassifier(_DaskClassifier, HyperbolicXGBClassifier):
-    __doc__ = HyperbolicXGBClassifier.__doc__
+class _DaskXGBClassifier(_DaskClassifier):
     _train = staticmethod(_train_xgboost)
 
     def _training_labels(self, y: Any, client: Any) -> Any:
@@ -552,13 +548,11 @@ def _encode(y: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return index.astype(np.int64)
 
 
-class HyperbolicDaskXGBRegressor(_DaskModel, HyperbolicXGBRegressor):
-    __doc__ = HyperbolicXGBRegressor.__doc__
+class _DaskXGBRegressor(_DaskModel):
     _train = staticmethod(_train_xgboost)
 
 
-class HyperbolicDaskLGBMClassifier(_DaskClassifier, HyperbolicLGBMClassifier):
-    __doc__ = HyperbolicLGBMClassifier.__doc__
+class _DaskLGBMClassifier(_DaskClassifier):
     _train = staticmethod(_train_lightgbm)
 
     def _check_classes(self, fitted: Any) -> None:
@@ -573,9 +567,34 @@ class HyperbolicDaskLGBMClassifier(_DaskClassifier, HyperbolicLGBMClassifier):
             )
 
 
-class HyperbolicDaskLGBMRegressor(_DaskModel, HyperbolicLGBMRegressor):
-    __doc__ = HyperbolicLGBMRegressor.__doc__
+class _DaskLGBMRegressor(_DaskModel):
     _train = staticmethod(_train_lightgbm)
+
+
+#: Each Dask estimator: what it adds, and the single-machine estimator it extends.
+_ESTIMATORS = {
+    "HyperbolicDaskXGBClassifier": (_DaskXGBClassifier, "HyperbolicXGBClassifier"),
+    "HyperbolicDaskXGBRegressor": (_DaskXGBRegressor, "HyperbolicXGBRegressor"),
+    "HyperbolicDaskLGBMClassifier": (_DaskLGBMClassifier, "HyperbolicLGBMClassifier"),
+    "HyperbolicDaskLGBMRegressor": (_DaskLGBMRegressor, "HyperbolicLGBMRegressor"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The Dask estimators, built on first use: each needs its booster library (the
+    ``xgboost`` or ``lightgbm`` extra, named if missing), which scoring does not."""
+    if name not in _ESTIMATORS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    adds, single = _ESTIMATORS[name]
+    base = getattr(importlib.import_module(".estimators", __package__), single)
+    cls = type(name, (adds, base), {"__doc__": base.__doc__, "__module__": __name__})
+    cls.__qualname__ = name
+    globals()[name] = cls  # built once; pickle finds it by name
+    return cls
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_ESTIMATORS])
 
 
 # -- scoring exported graphs -------------------------------------------------------------

@@ -34,10 +34,11 @@ same :func:`~hyp2onnx.thresholds.place_thresholds`.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 
-from ._tree import Op, TreeArrays
+from .ir.trees import Op, TreeArrays
 from .thresholds import (
     CorrectionReport,
     Midpoint,
@@ -204,17 +205,44 @@ def _find_neighbours(
     smallest_right: np.ndarray,
 ) -> np.ndarray:
     """Fill ``largest_left``/``smallest_right`` of every split; return trees to route instead."""
+    ranks = _rank_features(X, feature, threshold, op)
+    boxes = _node_boxes(ranks, feature, left, right, roots, tree_of)
+    plan = _Walks.plan(ranks, boxes, tree_of)
+    return plan.walk(-1, largest_left) | plan.walk(1, smallest_right)
+
+
+@dataclass(frozen=True)
+class _Ranks:
+    """The training rows sorted once per feature the splits use.
+
+    ``order[c]`` sorts used feature ``c`` (``sorted_values[c]`` its values),
+    ``rank[row, c]`` is a row's position in it; ``col[j]`` is split ``j``'s
+    feature as a used-feature column (-1 at leaves) and ``pos[j]`` its cut:
+    the rows of rank below ``pos[j]`` satisfy ``x OP threshold``. Ties may be
+    ordered any way: the comparison holds exactly for the ranks below
+    ``searchsorted(sorted, t, side)``, whatever the tie order.
+    """
+
+    n: int
+    u: int
+    col: np.ndarray
+    pos: np.ndarray
+    order: np.ndarray  #: [u, n]
+    sorted_values: np.ndarray  #: [u, n]
+    rank: np.ndarray  #: [n, u] int32
+    #: ``rank`` read in walking order (``rank[order[c][i]]`` for flat ``c * n + i``),
+    #: for sequential reads in the first check; None when too large to keep.
+    in_order: np.ndarray | None
+
+
+def _rank_features(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, op: Op) -> _Ranks:
+    """Sort the rows on every feature a split uses and place every split's cut."""
     n = X.shape[0]
-    n_trees = int(tree_of[-1]) + 1
     internal = feature >= 0
     used, column = np.unique(feature[internal], return_inverse=True)
     u = used.shape[0]
     col = np.full(feature.shape[0], -1, dtype=np.int64)
-    col[internal] = column  # split feature as a column of the used features
-
-    # Sorted order of each used feature and every row's ranks. Ties may be
-    # ordered any way: "x < t" (or "x <= t") holds exactly for the ranks
-    # below searchsorted(sorted, t, side), whatever the tie order.
+    col[internal] = column
     columns = [np.ascontiguousarray(X[:, f]) for f in used]
     order = np.empty((u, n), dtype=np.intp)
     sorted_values = np.empty((u, n))
@@ -229,19 +257,40 @@ def _find_neighbours(
         rank[order[c], c] = positions
         at = np.flatnonzero(col == c)
         pos[at] = np.searchsorted(sorted_values[c], threshold[at], side=side)
-    order_flat, sorted_flat, rank_flat = order.ravel(), sorted_values.ravel(), rank.ravel()
-    # The first check reads the ranks of candidates in walking order, so it
-    # gets its own copy laid out that way (sequential reads); later checks,
-    # on the few candidates left, read ranks by row.
-    in_order = rank.take(order_flat, axis=0).ravel() if u * u * n <= _IN_ORDER_MAX else None
+    in_order = rank.take(order.ravel(), axis=0).ravel() if u * u * n <= _IN_ORDER_MAX else None
+    return _Ranks(n, u, col, pos, order, sorted_values, rank, in_order)
 
-    # Top-down over all trees at once: a node's rows are those whose rank on
-    # every used feature c lies in [lo[c], hi[c]), the box its path cuts.
+
+@dataclass(frozen=True)
+class _Boxes:
+    """Every split's region as a box of rank intervals, top-down over all trees.
+
+    A row reaches split ``nodes[i]`` iff its rank on every used feature
+    ``c`` lies in ``[lo[i, c], hi[i, c])``; ``depth_of_tree`` counts each
+    tree's levels of splits.
+    """
+
+    nodes: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    depth_of_tree: np.ndarray
+
+
+def _node_boxes(
+    ranks: _Ranks,
+    feature: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
+    roots: np.ndarray,
+    tree_of: np.ndarray,
+) -> _Boxes:
+    """Cut each parent's box at its split: the left child keeps ranks below the cut."""
+    internal = feature >= 0
     nodes_by_level, lo_by_level, hi_by_level = [], [], []
-    depth_of_tree = np.zeros(n_trees, dtype=np.int64)
+    depth_of_tree = np.zeros(int(tree_of[-1]) + 1, dtype=np.int64)
     nodes = roots
-    lo = np.zeros((roots.shape[0], u), dtype=np.int32)
-    hi = np.full((roots.shape[0], u), n, dtype=np.int32)
+    lo = np.zeros((roots.shape[0], ranks.u), dtype=np.int32)
+    hi = np.full((roots.shape[0], ranks.u), ranks.n, dtype=np.int32)
     depth = 0
     while nodes.size:
         keep = internal[nodes]
@@ -253,57 +302,97 @@ def _find_neighbours(
         hi_by_level.append(hi)
         depth += 1
         depth_of_tree[tree_of[nodes]] = depth
-        k, c, p = np.arange(nodes.shape[0]), col[nodes], pos[nodes]
+        k, c, p = np.arange(nodes.shape[0]), ranks.col[nodes], ranks.pos[nodes]
         hi_left, lo_right = hi.copy(), lo.copy()
         hi_left[k, c] = np.minimum(hi[k, c], p)
         lo_right[k, c] = np.maximum(lo[k, c], p)
         nodes = np.concatenate([left[nodes], right[nodes]])
         lo, hi = np.concatenate([lo, lo_right]), np.concatenate([hi_left, hi])
-    nodes = np.concatenate(nodes_by_level)
-    lo, hi = np.concatenate(lo_by_level), np.concatenate(hi_by_level)
-    budget = _ROUTING_BUDGET * n * np.maximum(depth_of_tree, 1)
+    return _Boxes(
+        np.concatenate(nodes_by_level),
+        np.concatenate(lo_by_level),
+        np.concatenate(hi_by_level),
+        depth_of_tree,
+    )
 
-    k = np.arange(nodes.shape[0])
-    c = col[nodes]
-    lo_c, hi_c = lo[k, c].astype(np.int64), hi[k, c].astype(np.int64)
-    p = np.minimum(np.maximum(pos[nodes], lo_c), hi_c)
-    # The box's other intervals are the checks, narrowest first.
-    width = hi - lo
-    width[k, c] = n
-    n_checks = (width < n).sum(axis=1)
-    by_width = np.argsort(width, axis=1, kind="stable")[:, : int(n_checks.max(initial=0))]
-    checks = [
-        (by_width[:, i].copy(), lo[k, by_width[:, i]], hi[k, by_width[:, i]])
-        for i in range(by_width.shape[1])
-    ]
 
-    # A walk that has looked at as many candidates as its narrowest other
-    # interval holds rows switches to reading that whole interval instead
-    # (the "slab"): at most twice the cheaper of the two.
-    if checks:
-        slab_col, slab_lo, slab_hi = checks[0]
-        slab_width = np.maximum(slab_hi - slab_lo, 0).astype(np.int64)  # empty boxes: 0
-    else:
-        slab_width = np.full(nodes.shape[0], n + 1, dtype=np.int64)
+@dataclass(frozen=True)
+class _Walks:
+    """The walks from every split's cut to its nearest rows inside the box.
 
-    def inside(row: np.ndarray, box: np.ndarray, alive: np.ndarray, todo: list) -> tuple:
+    ``c``, ``lo_c``, ``hi_c`` and ``p`` are each box's split column, its
+    interval there and the cut clipped to it; ``checks`` are the box's other
+    intervals, narrowest first, as ``(column, lo, hi)`` per box; the first
+    of them is also the "slab" a long walk reads whole instead.
+    """
+
+    ranks: _Ranks
+    nodes: np.ndarray
+    tree: np.ndarray  #: tree of each box
+    n_trees: int
+    budget: np.ndarray  #: per tree: candidates looked at before it is routed instead
+    c: np.ndarray
+    lo_c: np.ndarray
+    hi_c: np.ndarray
+    p: np.ndarray
+    checks: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    n_checks: np.ndarray
+    slab_width: np.ndarray
+
+    @classmethod
+    def plan(cls, ranks: _Ranks, boxes: _Boxes, tree_of: np.ndarray) -> _Walks:
+        n, nodes, lo, hi = ranks.n, boxes.nodes, boxes.lo, boxes.hi
+        k = np.arange(nodes.shape[0])
+        c = ranks.col[nodes]
+        lo_c, hi_c = lo[k, c].astype(np.int64), hi[k, c].astype(np.int64)
+        p = np.minimum(np.maximum(ranks.pos[nodes], lo_c), hi_c)
+        width = hi - lo
+        width[k, c] = n
+        n_checks = (width < n).sum(axis=1)
+        by_width = np.argsort(width, axis=1, kind="stable")[:, : int(n_checks.max(initial=0))]
+        checks = [
+            (by_width[:, i].copy(), lo[k, by_width[:, i]], hi[k, by_width[:, i]])
+            for i in range(by_width.shape[1])
+        ]
+        # A walk that has looked at as many candidates as its narrowest other
+        # interval holds switches to reading that whole interval instead
+        # (the "slab"): at most twice the cheaper of the two.
+        if checks:
+            slab_width = np.maximum(checks[0][2] - checks[0][1], 0).astype(np.int64)  # empty: 0
+        else:
+            slab_width = np.full(nodes.shape[0], n + 1, dtype=np.int64)
+        return cls(
+            ranks, nodes, tree_of[nodes], boxes.depth_of_tree.shape[0],
+            _ROUTING_BUDGET * n * np.maximum(boxes.depth_of_tree, 1),
+            c, lo_c, hi_c, p, checks, n_checks, slab_width,
+        )
+
+    def inside(
+        self, row: np.ndarray, box: np.ndarray, alive: np.ndarray, todo: list
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Keep the candidates whose ranks pass every check in ``todo``."""
+        rank_flat, u = self.ranks.rank.ravel(), self.ranks.u
         for check_col, check_lo, check_hi in todo:
             r = rank_flat.take(row * u + check_col.take(box))
             keep = np.flatnonzero((r >= check_lo.take(box)) & (r < check_hi.take(box)))
             alive, box, row = alive.take(keep), box.take(keep), row.take(keep)
         return alive, box, row
 
-    def walk(sign: int) -> np.ndarray:
-        """Walk down from each threshold (largest value left) or up (smallest value right)."""
-        found = largest_left if sign < 0 else smallest_right
-        start, remaining = (p - 1, p - lo_c) if sign < 0 else (p, hi_c - p)
+    def walk(self, sign: int, found: np.ndarray) -> np.ndarray:
+        """Walk down from each cut (largest value left, ``sign`` -1) or up (smallest
+        value right, +1), writing what each finds into ``found``; return the
+        trees whose walks went over budget (to be routed instead)."""
+        ranks, c, p, tree, checks = self.ranks, self.c, self.p, self.tree, self.checks
+        n, u = ranks.n, ranks.u
+        order_flat, sorted_flat, rank_flat = (
+            ranks.order.ravel(), ranks.sorted_values.ravel(), ranks.rank.ravel()
+        )
+        start, remaining = (p - 1, p - self.lo_c) if sign < 0 else (p, self.hi_c - p)
         cursor = c * n + start  # flat position in order/sorted_values
-        window = np.full(nodes.shape[0], _FIRST_WINDOW, dtype=np.int64)
-        scanned = np.zeros(nodes.shape[0], dtype=np.int64)
-        work = np.zeros(n_trees)
-        routed = np.zeros(n_trees, dtype=bool)
-        tree = tree_of[nodes]
+        window = np.full(self.nodes.shape[0], _FIRST_WINDOW, dtype=np.int64)
+        scanned = np.zeros(self.nodes.shape[0], dtype=np.int64)
+        work = np.zeros(self.n_trees)
+        routed = np.zeros(self.n_trees, dtype=bool)
         to_slab = []
         active = np.flatnonzero(remaining > 0)
         while active.size:
@@ -315,14 +404,14 @@ def _find_neighbours(
                 at -= np.arange(total)
             else:
                 at += np.arange(total)
-            todo = checks[: n_checks[active].max()]
+            todo = checks[: self.n_checks[active].max()]
             if todo:
                 # First check on every candidate: per-walk values are repeated
                 # (cheap), ranks read in walking order when that table exists.
                 check_col, check_lo, check_hi = todo[0]
                 g = np.repeat(check_col.take(active), count)
-                if in_order is not None:
-                    r = in_order.take(at * u + g)
+                if ranks.in_order is not None:
+                    r = ranks.in_order.take(at * u + g)
                 else:
                     r = rank_flat.take(order_flat.take(at) * u + g)
                 alive = np.flatnonzero(
@@ -331,53 +420,59 @@ def _find_neighbours(
                 )
                 # The rest on the few candidates left.
                 box = active.take(np.searchsorted(offset, alive, side="right") - 1)
-                alive, _, _ = inside(order_flat.take(at.take(alive)), box, alive, todo[1:])
+                alive, _, _ = self.inside(order_flat.take(at.take(alive)), box, alive, todo[1:])
             else:
                 alive = np.arange(total)
             # The first candidate inside the box, walk by walk.
             first = np.searchsorted(alive, offset)
             hit = first < alive.size
             hit[hit] = alive[first[hit]] < offset[hit] + count[hit]
-            found[nodes[active[hit]]] = sorted_flat.take(at.take(alive.take(first[hit])))
+            found[self.nodes[active[hit]]] = sorted_flat.take(at.take(alive.take(first[hit])))
             # Charge the work to each tree; trees over budget are routed instead.
             np.add.at(work, tree[active], count)
-            routed |= work > budget
+            routed |= work > self.budget
             cursor[active] += sign * count
             remaining[active] -= count
             scanned[active] += count
             window[active] *= _GROWTH
             active = active[~hit & (remaining[active] > 0)]
             active = active[~routed[tree[active]]]
-            long = scanned[active] >= slab_width[active]
+            long = scanned[active] >= self.slab_width[active]
             to_slab.append(active[long])
             active = active[~long]
         slab = np.concatenate(to_slab)
         slab = slab[~routed[tree[slab]]]
         if slab.size:
-            # Every row of the slab that lies on this side of the threshold and
-            # inside the box; the largest (smallest) rank on c among them.
-            count = slab_width[slab]
-            offset = np.cumsum(count) - count
-            total = int(offset[-1] + count[-1])
-            at = np.repeat(slab_col.take(slab) * n + slab_lo.take(slab) - offset, count)
-            at += np.arange(total)
-            row = order_flat.take(at)
-            rc = rank_flat.take(row * u + np.repeat(c.take(slab), count))
-            side_lo, side_hi = (lo_c, p) if sign < 0 else (p, hi_c)
-            alive = np.flatnonzero(
-                (rc >= np.repeat(side_lo.take(slab), count))
-                & (rc < np.repeat(side_hi.take(slab), count))
-            )
-            box = slab.take(np.searchsorted(offset, alive, side="right") - 1)
-            alive, box, _ = inside(row.take(alive), box, alive, checks[1:])
-            if alive.size:
-                rc = rc.take(alive)
-                starts = np.flatnonzero(np.diff(box, prepend=-1))
-                best = (np.maximum if sign < 0 else np.minimum).reduceat(rc, starts)
-                walks = box.take(starts)
-                found[nodes[walks]] = sorted_flat.take(c.take(walks) * n + best)
-            np.add.at(work, tree[slab], count)
-            routed |= work > budget
+            routed |= self._read_slabs(sign, slab, found, work)
         return routed
 
-    return walk(-1) | walk(1)
+    def _read_slabs(
+        self, sign: int, slab: np.ndarray, found: np.ndarray, work: np.ndarray
+    ) -> np.ndarray:
+        """Every row of each slab on this side of the cut and inside the box; the
+        largest (smallest) rank on the split column among them."""
+        ranks, c = self.ranks, self.c
+        n, u = ranks.n, ranks.u
+        slab_col, slab_lo, _ = self.checks[0]
+        count = self.slab_width[slab]
+        offset = np.cumsum(count) - count
+        total = int(offset[-1] + count[-1])
+        at = np.repeat(slab_col.take(slab) * n + slab_lo.take(slab) - offset, count)
+        at += np.arange(total)
+        row = ranks.order.ravel().take(at)
+        rc = ranks.rank.ravel().take(row * u + np.repeat(c.take(slab), count))
+        side_lo, side_hi = (self.lo_c, self.p) if sign < 0 else (self.p, self.hi_c)
+        alive = np.flatnonzero(
+            (rc >= np.repeat(side_lo.take(slab), count))
+            & (rc < np.repeat(side_hi.take(slab), count))
+        )
+        box = slab.take(np.searchsorted(offset, alive, side="right") - 1)
+        alive, box, _ = self.inside(row.take(alive), box, alive, self.checks[1:])
+        if alive.size:
+            rc = rc.take(alive)
+            starts = np.flatnonzero(np.diff(box, prepend=-1))
+            best = (np.maximum if sign < 0 else np.minimum).reduceat(rc, starts)
+            walks = box.take(starts)
+            found[self.nodes[walks]] = ranks.sorted_values.ravel().take(c.take(walks) * n + best)
+        np.add.at(work, self.tree[slab], count)
+        return work > self.budget

@@ -24,6 +24,10 @@ class VerificationError(Hyp2OnnxError):
     """An exported graph does not agree with the model it came from."""
 
 
+class MissingExtraError(Hyp2OnnxError, ImportError):
+    """A backend's library is not installed; the message names the extra that installs it."""
+
+
 class CompatRoutingWarning(UserWarning):
     """A compat-encoded graph may route rows at a threshold differently from the model.
 

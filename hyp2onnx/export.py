@@ -28,15 +28,14 @@ from onnx.external_data_helper import (
 
 from ._atomic import atomic_write
 from ._version import __version__ as _version
+from .emit import ENCODINGS, encoding as _encoding
 from .emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from .emit.oblique import emit_normals, remap_projection
 from .emit.outputs import emit_outputs
 from .emit.projection import emit_projection, projection_dtype
-from .emit.standard import emit_standard
-from .emit.trees import emit_compat, emit_exact, plan_trees, remap_features
+from .emit.trees import plan_trees, remap_features
 from .blocks import blocks_from_json, blocks_to_json, describe_blocks
 from .errors import CompatRoutingWarning, UnsupportedModelError
-from .estimators import HyperbolicTreeModel, backend_for
 from .geometry import GEOMETRIES, check_timelike_dim, curvature_radius
 from .ir import InputSpace, Model
 
@@ -55,7 +54,6 @@ __all__ = [
     "to_onnx",
 ]
 
-ENCODINGS: tuple[str, ...] = ("exact", "compat", "standard")
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
 #: The oldest ai.onnx opset hyp2onnx emits (the newest is :func:`max_opset`).
@@ -106,6 +104,9 @@ def describe(
     ``timelike_dim`` if not the defaults); its thresholds are used as they
     are, not corrected.
     """
+    from .estimators import backend_for
+    from .estimators._base import HyperbolicTreeModel
+
     stated = {"input_geometry": input_geometry, "curvature": curvature, "timelike_dim": timelike_dim}
     if isinstance(model, HyperbolicTreeModel):
         for key, value in stated.items():
@@ -157,7 +158,7 @@ def to_onnx(
     model: Any,
     *,
     dtype: Literal["float32", "float64"] | None = None,
-    encoding: Literal["exact", "compat", "standard"] = "exact",
+    encoding: str = "exact",
     target_opset: int | None = None,
     name: str | None = None,
     input_geometry: str | None = None,
@@ -167,26 +168,24 @@ def to_onnx(
     """Export ``model`` to an ONNX model taking raw hyperbolic points.
 
     ``dtype`` is the input tensor type; by default (None) the precision the
-    model compares Klein coordinates in (:func:`input_dtype`): float64 for a
-    model whose splits float32 cannot resolve (points far from the origin),
-    float32 otherwise. ``encoding="exact"`` reproduces the Python model's
-    labels exactly and its values bit for bit (probabilities: bit for bit for
-    scikit-learn and oblique trees, within 1e-15 for LightGBM, 1e-6 for
-    XGBoost); ``"compat"`` uses the legacy opset-1 operator with float32
-    thresholds and sums for older runtimes (a
-    :class:`~hyp2onnx.errors.CompatRoutingWarning` says when it cannot route
-    exactly);
-    ``"standard"`` gives the exact outputs without any ai.onnx.ml operator
-    (see ``docs/export.md``). ``target_opset`` is the ai.onnx opset
-    (:func:`check_opset`: 13 to the newest the installed onnx knows). The other
-    keywords are for plain Klein models (:func:`describe`).
+    model needs (:func:`input_dtype`): float64 for a model whose splits
+    float32 cannot resolve (points far from the origin), float32 otherwise.
+    ``encoding`` is one of :data:`hyp2onnx.emit.ENCODINGS`: ``"exact"``
+    reproduces the Python model's labels exactly and its values bit for bit
+    (probabilities: bit for bit for float64 sums without a link function,
+    within 1e-15 with a logistic or softmax, 1e-6 for XGBoost); ``"compat"``
+    uses the legacy opset-1 operator with float32 thresholds and sums for
+    older runtimes (a :class:`~hyp2onnx.errors.CompatRoutingWarning` says
+    when it cannot route exactly); ``"standard"`` gives the exact outputs
+    without any ai.onnx.ml operator (see ``docs/export.md``). ``target_opset``
+    is the ai.onnx opset (:func:`check_opset`: 13 to the newest the installed
+    onnx knows). The other keywords are for plain Klein models (:func:`describe`).
     Models of the original HyperDT (``hyperdt`` 0.0.3) are accepted too and
     reproduced as HyperDT computes them (:mod:`hyp2onnx.hyperdt`).
     """
     if dtype not in (None, "float32", "float64"):
         raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}.")
-    if encoding not in ENCODINGS:
-        raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}.")
+    entry = _encoding(encoding)
     opset = check_opset(target_opset)
     from . import hyperdt
 
@@ -208,9 +207,9 @@ def to_onnx(
             "from the model's on float64 input. Use dtype='float64' (the default here).",
             stacklevel=2,
         )
-    if encoding == "compat" and needed == "float64":
+    if entry.float32 and needed == "float64":
         warnings.warn(
-            "the compat encoding compares in float32, which cannot separate some of this "
+            f"the {encoding} encoding compares in float32, which cannot separate some of this "
             "model's splits (points far from the origin): labels near them will differ from "
             "the model's. Use encoding='exact' or 'standard'.",
             stacklevel=2,
@@ -252,17 +251,19 @@ def compile_model(
     hosts that cannot import opset 5) and raises ValueError if it cannot.
     """
     space = described.space
-    if described.ensemble.categories is not None and encoding == "compat":
+    how = _encoding(encoding)
+    if described.ensemble.categories is not None and not how.categories:
+        able = [e.name for e in ENCODINGS.values() if e.categories]
         raise UnsupportedModelError(
-            "the compat encoding's legacy TreeEnsembleRegressor (ai.onnx.ml opset 1) has no "
-            "set-membership node for categorical splits; use encoding='exact' or 'standard'."
+            f"the {encoding} encoding has no set-membership node for categorical splits; "
+            f"use encoding={' or '.join(map(repr, able))}."
         )
     oblique = described.ensemble.projection is not None
     ensemble, used = (remap_projection if oblique else remap_features)(described.ensemble)
-    plan = None if encoding == "standard" else plan_trees(ensemble, encoding, legacy_only=legacy_only)
+    plan = plan_trees(ensemble, encoding, legacy_only=legacy_only) if how.tree_operator else None
     # Oblique splits project float64 Klein coordinates, whatever the encoding.
-    compare = "float32" if encoding == "compat" and not oblique else ensemble.compare_dtype
-    if encoding == "compat":
+    compare = "float32" if how.float32 and not oblique else ensemble.compare_dtype
+    if how.float32:
         _warn_if_compat_misroutes(described, dtype)
     k_dtype = projection_dtype(space, dtype, compare)
 
@@ -271,12 +272,8 @@ def compile_model(
     k = emit_projection(g, "X", space, used, input_dtype=dtype, dtype=k_dtype)
     if ensemble.projection is not None:
         k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
-    if encoding == "exact":
-        scores, out_dtype = emit_exact(g, k, k_dtype, ensemble, plan), ensemble.sum_dtype
-    elif encoding == "standard":
-        scores, out_dtype = emit_standard(g, k, k_dtype, ensemble), ensemble.sum_dtype
-    else:
-        scores, out_dtype = emit_compat(g, k, k_dtype, ensemble), "float32"
+    scores = how.emit_function()(g, k, k_dtype, ensemble, **({"plan": plan} if plan else {}))
+    out_dtype = "float32" if how.float32 else ensemble.sum_dtype
     outputs = emit_outputs(g, scores, ensemble, out_dtype)
 
     graph = helper.make_graph(
@@ -402,6 +399,9 @@ def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str
         "n_trees": str(ensemble.n_trees),
         "encoding": encoding,
         "input_dtype": dtype,
+        # What the verification tolerance follows from (hyp2onnx.verify.default_tolerance).
+        "sum_dtype": ensemble.sum_dtype,
+        "post_transform": ensemble.post_transform,
         "version": _version,
     }
     if space.blocks is not None:

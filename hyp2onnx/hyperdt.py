@@ -296,17 +296,20 @@ def _mode(V: np.ndarray) -> np.ndarray:
 def compile_hyperdt(
     model: Any, *, dtype: str, encoding: str, opset: int, name: str | None = None
 ) -> Any:
-    """The ONNX model of a HyperDT estimator (``encoding`` "exact" or "standard")."""
+    """The ONNX model of a HyperDT estimator, in an encoding that compares in float64."""
+    from .emit import ENCODINGS
+    from .emit import encoding as registered
     from .emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
     from .emit.outputs import label_tensor
-    from .emit.standard import emit_standard
-    from .emit.trees import emit_exact, plan_trees
+    from .emit.trees import plan_trees
     from .export import finish_model
 
-    if encoding not in ("exact", "standard"):
+    how = registered(encoding)
+    if how.float32:
+        usable = ", ".join(repr(e.name) for e in ENCODINGS.values() if not e.float32)
         raise ValueError(
-            f"HyperDT models export with encoding='exact' or 'standard', not {encoding!r}: "
-            "their splits compare float64 products, which the float32 'compat' operator cannot."
+            f"HyperDT models export with encoding {usable}, not {encoding!r}: their splits "
+            f"compare float64 products, which the float32 {encoding!r} encoding cannot."
         )
     described = read_hyperdt(model)
     g = GraphBuilder(opset)
@@ -321,11 +324,11 @@ def compile_hyperdt(
     plans = []
 
     def trees(ensemble: Ensemble) -> str:
-        if encoding == "standard":
-            return emit_standard(g, S, "float64", ensemble)
-        plan = plan_trees(ensemble, "exact")
+        if not how.tree_operator:
+            return how.emit_function()(g, S, "float64", ensemble)
+        plan = plan_trees(ensemble, encoding)
         plans.append(plan)
-        return emit_exact(g, S, "float64", ensemble, plan)
+        return how.emit_function()(g, S, "float64", ensemble, plan=plan)
 
     values = described.values
     scores = trees(values)
@@ -383,7 +386,11 @@ def _emit_mode(g: Any, per_tree: str, encoding: str) -> str:
             return b.op(STAGE, "ReduceMin", [candidates], axes=[1], keepdims=1)
         return b.op(STAGE, "ReduceMin", [candidates, b.const(STAGE, "axis1c", [1], np.int64)], keepdims=1)
 
-    winner = mode(g, per_tree) if encoding == "standard" else _by_row_blocks(g, per_tree, mode, 1, "float64")
+    from .emit import encoding as registered
+
+    # An encoding without tree operators targets runtimes without sequence operators too.
+    blocks = registered(encoding).tree_operator
+    winner = _by_row_blocks(g, per_tree, mode, 1, "float64") if blocks else mode(g, per_tree)
     return g.op(STAGE, "Squeeze", [winner, g.const(STAGE, "axis1d", [1], np.int64)])
 
 

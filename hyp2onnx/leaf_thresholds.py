@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._tree import Op, TreeArrays
+from .ir.trees import Op, TreeArrays
 from .thresholds import CorrectionReport, Midpoint, Placer, thresholds_from_neighbours
 from .tree_space import TreeSpace
 

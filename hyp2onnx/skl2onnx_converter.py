@@ -1,11 +1,12 @@
 """skl2onnx converters for hyp2onnx estimators.
 
-After ``import hyp2onnx``, ``skl2onnx.to_onnx`` converts a hyperbolic
-estimator, alone or as a step of a scikit-learn ``Pipeline`` (after
-preprocessing steps skl2onnx converts, such as a ``FunctionTransformer``
-or a scaler). The converter compiles the estimator with
-:func:`hyp2onnx.export.compile_model` and grafts that graph into
-skl2onnx's, renaming every tensor into skl2onnx's scope.
+After :func:`register_skl2onnx_converters` (``hyp2onnx.register_skl2onnx_converters()``),
+``skl2onnx.to_onnx`` converts a hyperbolic estimator, alone or as a step of
+a scikit-learn ``Pipeline`` (after preprocessing steps skl2onnx converts,
+such as a ``FunctionTransformer`` or a scaler). skl2onnx is an optional
+extra (``pip install 'hyp2onnx[skl2onnx]'``). The converter compiles the
+estimator with :func:`hyp2onnx.export.compile_model` and grafts that graph
+into skl2onnx's, renaming every tensor into skl2onnx's scope.
 
 Options (``options={id(model): {...}}`` or ``{type(model): {...}}``):
 
@@ -33,8 +34,11 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
 
-from .estimators import HyperbolicTreeModel
-from .export import DEFAULT_OPSET, ENCODINGS, compile_model, describe
+from .emit import ENCODINGS
+from .errors import MissingExtraError
+from .estimators import BACKENDS
+from .estimators._base import HyperbolicTreeModel
+from .export import DEFAULT_OPSET, compile_model, describe
 
 _ML_DOMAIN = "ai.onnx.ml"
 _ENCODINGS = [*ENCODINGS, None]
@@ -51,7 +55,12 @@ _REGRESSOR_DEFAULTS = {"encoding": None}
 
 
 def _estimator_classes() -> list[type]:
-    """Every concrete hyperbolic estimator class defined so far."""
+    """Every concrete hyperbolic estimator class of the installed backends."""
+    for spec in BACKENDS:
+        try:
+            spec.load()
+        except MissingExtraError:
+            continue
     found, todo = [], [HyperbolicTreeModel]
     while todo:
         cls = todo.pop()
@@ -232,8 +241,18 @@ def _alias(cls: type) -> str:
 
 
 def register_skl2onnx_converters() -> list[type]:
-    """Register every hyperbolic estimator class with skl2onnx; returns the classes."""
-    from skl2onnx import update_registered_converter
+    """Register every hyperbolic estimator class with skl2onnx; returns the classes.
+
+    Call it once before ``skl2onnx.to_onnx``; the estimators of backends
+    whose library is not installed are left out.
+    """
+    try:
+        from skl2onnx import update_registered_converter
+    except ModuleNotFoundError as exc:
+        raise MissingExtraError(
+            "skl2onnx converters need the skl2onnx package, which is not installed: "
+            "pip install 'hyp2onnx[skl2onnx]'"
+        ) from exc
 
     classes = _estimator_classes()
     for cls in classes:

@@ -27,8 +27,8 @@ from typing import Literal
 
 import numpy as np
 
-from ._tree import Op, TreeArrays, walk_levels
 from .geometry import einstein_midpoint, gnomonic_midpoint
+from .ir.trees import Op, TreeArrays, round_threshold, walk_levels
 
 Midpoint = Literal["einstein", "angular", "arithmetic"]
 #: Places thresholds from ``(feature, threshold, largest_left, smallest_right)``
@@ -50,7 +50,6 @@ __all__ = [
     "CorrectionReport",
     "correct_tree",
     "place_thresholds",
-    "round_threshold",
     "thresholds_from_neighbours",
 ]
 
@@ -69,25 +68,6 @@ class CorrectionReport:
             self.n_moved + other.n_moved,
             self.n_unreached + other.n_unreached,
         )
-
-
-def round_threshold(t: np.ndarray, dtype: str, direction: Literal["down", "up"]) -> np.ndarray:
-    """Round float64 thresholds to ``dtype`` toward -inf (``"down"``) or +inf (``"up"``).
-
-    Returned as float64 holding ``dtype`` values. Round-to-nearest would
-    misroute inputs that fall between ``t`` and the rounded value.
-    """
-    t = np.asarray(t, dtype=np.float64)
-    if np.dtype(dtype) == np.float64:
-        return t.copy()
-    r = t.astype(dtype)
-    if direction == "down":
-        r = np.where(r.astype(np.float64) > t, np.nextafter(r, r.dtype.type(-np.inf)), r)
-    elif direction == "up":
-        r = np.where(r.astype(np.float64) < t, np.nextafter(r, r.dtype.type(np.inf)), r)
-    else:
-        raise ValueError(f"direction must be 'down' or 'up', got {direction!r}")
-    return r.astype(np.float64)
 
 
 def midpoints(L: np.ndarray, R: np.ndarray, midpoint: Midpoint | np.ndarray) -> np.ndarray:

@@ -42,7 +42,7 @@ from typing import Literal
 
 import numpy as np
 
-from ._tree import Op, as_compared
+from .ir.trees import Op, as_compared
 from .thresholds import KEEP, Midpoint, place_thresholds
 
 __all__ = ["TREE_SPACES", "KleinPlacer", "ResolutionError", "SplitIndex", "TreeSpace"]

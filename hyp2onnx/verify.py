@@ -14,13 +14,15 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import onnx
 
 from .errors import VerificationError
-from .estimators import HyperbolicTreeModel
-from .export import read_metadata
 from .geometry import check_representable, to_klein
+
+if TYPE_CHECKING:
+    import onnx
 
 __all__ = [
     "VerifyReport",
@@ -31,7 +33,8 @@ __all__ = [
     "verify",
 ]
 
-_NP_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64}
+#: onnx.TensorProto.FLOAT and DOUBLE (this module is imported with hyp2onnx, onnx is not).
+_NP_TYPES = {1: np.float32, 11: np.float64}
 
 
 @dataclass(frozen=True)
@@ -77,19 +80,32 @@ class VerifyReport:
 
 
 def default_tolerance(metadata: dict[str, Any]) -> float:
-    """Largest output difference accepted for a graph, from its metadata.
+    """Largest output difference accepted for a graph, from how it computes.
 
-    The exact and standard encodings reproduce scikit-learn, the oblique (HHCART)
-    trees and HyperDT bit for bit; LightGBM's raw scores too, but its
-    logistic/softmax are evaluated by the runtime's own exp, which differs
-    from the C library's in the last bit (1e-15); XGBoost works in float32
-    (1e-6). The compat encoding adds in float32 (1e-5).
+    Follows from the model's description, which the export records: the
+    precision leaf values are added in (``sum_dtype``) and the link function
+    (``post_transform``), and from whether the encoding computes in float32
+    whatever the model does. Float64 sums in the model's order with no link
+    function give the Python model's values bit for bit (0); a logistic or
+    softmax is evaluated by the runtime's own ``exp``, which differs from the C
+    library's in the last bit (1e-15); float32 sums,
+    as XGBoost adds, carry float32 rounding of the link (1e-6); an encoding
+    that adds in float32 in its own order differs by float32 roundings of
+    the sum (1e-5).
     """
-    if metadata["encoding"] == "compat":
+    from .emit import encoding
+
+    if encoding(metadata["encoding"]).float32:
         return 1e-5
-    return {"sklearn": 0.0, "hhcart": 0.0, "hyperdt": 0.0, "lightgbm": 1e-15}.get(
-        metadata["backend"], 1e-6
-    )
+    missing = [key for key in ("sum_dtype", "post_transform") if key not in metadata]
+    if missing:
+        raise ValueError(
+            f"the graph's metadata lacks {', '.join(missing)} (exported by an older hyp2onnx): "
+            "re-export it, or pass atol."
+        )
+    if metadata["sum_dtype"] == "float32":
+        return 1e-6
+    return 0.0 if metadata["post_transform"] == "identity" else 1e-15
 
 
 def default_rtol(metadata: dict[str, Any]) -> float:
@@ -105,6 +121,8 @@ def default_rtol(metadata: dict[str, Any]) -> float:
 
 
 def _load(onnx_model_or_path: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
+    import onnx
+
     if isinstance(onnx_model_or_path, onnx.ModelProto):
         return onnx_model_or_path
     return onnx.load(os.fspath(onnx_model_or_path))
@@ -185,6 +203,8 @@ def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict
         from .hyperdt import hyperdt_outputs
 
         return hyperdt_outputs(model, X)
+    from .estimators._base import HyperbolicTreeModel
+
     points = X
     if not isinstance(model, HyperbolicTreeModel):  # a plain model trained on Klein coordinates
         points = to_klein(
@@ -216,6 +236,8 @@ def verify(
     ``atol`` alone: that absolute tolerance (``rtol`` 0); ``rtol`` alone:
     the default ``atol``. Label differences are counted exactly.
     """
+    from .export import read_metadata
+
     onnx_model = _load(onnx_model_or_path)
     metadata = read_metadata(onnx_model)
     X = np.asarray(X)

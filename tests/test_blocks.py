@@ -392,3 +392,32 @@ def test_command_line_checks_and_describes_product_rows(tmp_path, capsys):
     assert main(["convert", m, "--encoding", "compat", "-o", str(tmp_path / "c.onnx")]) == 2
     assert "set-membership" in capsys.readouterr().err
     assert not (tmp_path / "c.onnx").exists()
+
+
+def test_every_feature_split_family_takes_blocks_and_the_others_refuse_them():
+    """input_blocks comes from the shared generated signature: every scikit-learn,
+    XGBoost and LightGBM model takes it; CatBoost and oblique trees refuse it by name."""
+    import inspect
+
+    from hyp2onnx import estimators
+
+    takes = [
+        name
+        for name in estimators.__all__
+        if name.startswith("Hyperbolic")
+        and "input_blocks" in inspect.signature(getattr(estimators, name)).parameters
+    ]
+    for family in ("DecisionTree", "RandomForest", "XGB", "LGBM", "Estimator", "CatBoost"):
+        assert any(family in name for name in takes), family
+    assert not [name for name in takes if "Householder" in name]
+    F = _features(60, seed=12)
+    X, y = _block_rows(F, BLOCKS, exact=False), _targets(F, "clf")
+    pytest.importorskip("catboost")
+    with pytest.raises(ValueError, match="catboost models do not take input_blocks"):
+        h.HyperbolicCatBoostClassifier(iterations=2, input_blocks=BLOCKS).fit(X, y)
+    from hyp2onnx.estimators._householder import HouseholderTreeClassifier
+
+    with pytest.raises(ValueError, match="do not take input_blocks"):
+        h.HyperbolicEstimator(HouseholderTreeClassifier(max_depth=2), input_blocks=BLOCKS).fit(
+            X, y
+        )

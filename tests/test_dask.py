@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import subprocess
 import sys
 import warnings
 
@@ -268,6 +269,29 @@ def test_missing_extra_is_named(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(ImportError, match=r"hyp2onnx\[dask\]"):
         hdask._dask()
+
+
+def test_import_is_lazy_and_a_missing_booster_names_its_extra():
+    """``import hyp2onnx.dask`` loads neither Dask nor a booster library; each estimator
+    loads only its own, and names the extra when it is missing (fresh interpreter)."""
+    code = (
+        "import sys; sys.modules['lightgbm'] = None\n"
+        "import hyp2onnx.dask as hdask\n"
+        "heavy = ('dask', 'distributed', 'xgboost', 'lightgbm')\n"
+        "print(*(m for m in heavy if sys.modules.get(m) is not None))\n"
+        "try:\n"
+        "    hdask.HyperbolicDaskLGBMClassifier\n"
+        "except ImportError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+        "print(hdask.HyperbolicDaskXGBRegressor().tree_space)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == [
+        "",
+        "MissingExtraError HyperbolicLGBMClassifier needs the lightgbm package, which is not "
+        "installed: pip install 'hyp2onnx[lightgbm]'",
+        "klein",
+    ]
 
 
 # -- scoring exported graphs ---------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hyp2onnx._tree import TreeArrays
+from hyp2onnx.ir.trees import TreeArrays
 from hyp2onnx import ensemble_thresholds as _shared_rows
 from hyp2onnx.ensemble_thresholds import correct_shared_rows, correct_trees
 from hyp2onnx.thresholds import CorrectionReport, correct_tree

@@ -267,6 +267,8 @@ def test_bad_requests_raise_clear_errors():
 
 def test_skl2onnx_converts_estimators_and_pipelines():
     import skl2onnx
+
+    h.register_skl2onnx_converters()  # the documented call; import hyp2onnx does not
     from sklearn.pipeline import Pipeline
     from sklearn.preprocessing import FunctionTransformer
 
@@ -329,3 +331,24 @@ def test_verify_report_raises_on_disagreement():
     assert strict.max_abs_diff["variable"] > 0 and not strict.ok
     with pytest.raises(h.VerificationError, match="MISMATCH"):
         strict.raise_if_failed()
+
+
+def test_skl2onnx_needs_the_documented_call_in_a_fresh_interpreter():
+    """``import hyp2onnx`` registers nothing; ``register_skl2onnx_converters`` does."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, skl2onnx, hyp2onnx as h\n"
+        "from hyp2onnx.datasets import make_wrapped_normal_mixture\n"
+        "X, y = make_wrapped_normal_mixture(60, 2, 2, random_state=0)\n"
+        "m = h.HyperbolicDecisionTreeClassifier(max_depth=2).fit(X, y)\n"
+        "try:\n"
+        "    skl2onnx.to_onnx(m, X[:1].astype(np.float32)); print('converted before')\n"
+        "except Exception as exc:\n"
+        "    print('refused before:', type(exc).__name__)\n"
+        "print(len(h.register_skl2onnx_converters()) >= 10)\n"
+        "skl2onnx.to_onnx(m, X[:1].astype(np.float32)); print('converted after')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["refused before: MissingShapeCalculator", "True", "converted after"]

@@ -134,6 +134,8 @@ def test_plain_boosters_trained_on_klein():
 def test_lightgbm_exact_is_rejected_by_skl2onnx_with_a_way_out():
     import skl2onnx
 
+    h.register_skl2onnx_converters()  # the documented call; import hyp2onnx does not
+
     model, X, _ = _model("lgbm_binary", "hyperboloid")
     with pytest.raises(RuntimeError, match="compat"):
         skl2onnx.to_onnx(model, X[:1].astype(np.float32))

@@ -20,6 +20,8 @@ import onnxruntime as ort
 import pytest
 
 from hyp2onnx import (
+    HyperbolicCatBoostClassifier,
+    HyperbolicCatBoostRegressor,
     HyperbolicDecisionTreeClassifier,
     HyperbolicLGBMClassifier,
     HyperbolicLGBMRegressor,
@@ -34,10 +36,12 @@ from hyp2onnx.datasets import make_geodesic_ray
 from hyp2onnx.geometry import einstein_midpoint
 
 SMALL = {"n_estimators": 8, "max_depth": 6, "random_state": 0, "n_jobs": 1}
+CATBOOST = {"iterations": 8, "depth": 6, "random_seed": 0, "thread_count": 1, "verbose": False}
 MODELS = {
     "sklearn": lambda **kw: HyperbolicRandomForestClassifier(**SMALL, **kw),
     "xgboost": lambda **kw: HyperbolicXGBClassifier(**SMALL, **kw),
     "lightgbm": lambda **kw: HyperbolicLGBMClassifier(**SMALL, verbose=-1, **kw),
+    "catboost": lambda **kw: HyperbolicCatBoostClassifier(**CATBOOST, **kw),
 }
 by_backend = pytest.mark.parametrize("backend", list(MODELS))
 # Off the axes (where no monotone map of one coordinate helps), and in d = 8.
@@ -101,11 +105,17 @@ def test_far_rays_are_separated_in_python_and_in_the_graph(backend, r0, directio
     np.testing.assert_array_equal(labels[: len(yt)], predicted)
 
 
-@pytest.mark.parametrize("backend", ["sklearn", "xgboost"])
+@pytest.mark.parametrize("backend", ["sklearn", "xgboost", "catboost"])
 def test_klein_tree_space_is_blind_there(backend) -> None:
     # The failure the default fixes (so the test above can fail).
     X, y = ray(3000, 13.0, DIRECTION_D8, seed=1)
     Xt, yt = ray(1000, 13.0, DIRECTION_D8, seed=2)
+    if backend == "catboost":
+        # Its float32 quantization merges each feature's training values into one.
+        catboost = pytest.importorskip("catboost")
+        with pytest.raises(catboost.CatBoostError, match="constant"):
+            MODELS[backend](tree_space="klein").fit(X, y)
+        return
     model = MODELS[backend](tree_space="klein").fit(X, y)
     assert model.split_index_ is None and model.input_dtype_ == "float32"
     assert np.mean(model.predict(Xt) == yt) < 0.9
@@ -183,8 +193,9 @@ def test_klein_input_exactly_on_thresholds_routes_as_float64_comparisons(make) -
         lambda: HyperbolicRandomForestRegressor(**SMALL),
         lambda: HyperbolicXGBRegressor(**SMALL),
         lambda: HyperbolicLGBMRegressor(**SMALL, learning_rate=0.5, verbose=-1),
+        lambda: HyperbolicCatBoostRegressor(**CATBOOST, learning_rate=0.5),
     ],
-    ids=["sklearn-regressor", "xgboost-regressor", "lightgbm-regressor"],
+    ids=["sklearn-regressor", "xgboost-regressor", "lightgbm-regressor", "catboost-regressor"],
 )
 def test_far_regressors_match_the_graph_at_thresholds(make) -> None:
     X, _ = ray(2000, 10.0, DIRECTION_D8, seed=5)

@@ -178,6 +178,7 @@ def _poincare_to_hyperboloid_shape(operator):
 def pipelines():
     from skl2onnx import update_registered_converter
 
+    h.register_skl2onnx_converters()  # the documented call; import hyp2onnx does not
     update_registered_converter(
         PoincareToHyperboloid, "TestPoincareToHyperboloid",
         _poincare_to_hyperboloid_shape, _poincare_to_hyperboloid_converter,
@@ -237,6 +238,8 @@ def test_skl2onnx_converts_classifier_pipelines_with_its_usual_options(pipelines
 
 def test_skl2onnx_refuses_options_it_does_not_know(made):
     import skl2onnx
+
+    h.register_skl2onnx_converters()
 
     with pytest.raises(NameError, match="not in"):
         skl2onnx.to_onnx(made["rf"], made["X"][:1], options={id(made["rf"]): {"zipmapp": False}})

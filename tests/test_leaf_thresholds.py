@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from _boosting_data import klein_with_ties, labels
-from hyp2onnx._tree import TreeArrays
+from hyp2onnx.ir.trees import TreeArrays
 from hyp2onnx.ensemble_thresholds import correct_trees
 from hyp2onnx.estimators._lightgbm import LightGBMBackend
 from hyp2onnx.estimators._xgboost import XGBoostBackend

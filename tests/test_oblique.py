@@ -20,8 +20,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import hyp2onnx as h
 from hyp2onnx import geometry
-from hyp2onnx._oblique import project
+from hyp2onnx.ir.projection import project
 from hyp2onnx.datasets import make_wrapped_normal_mixture
+from hyp2onnx.estimators._householder import HouseholderTreeClassifier
 from hyp2onnx.export import compile_model, read_metadata, to_onnx
 from hyp2onnx.ir import Ensemble, InputSpace, Model, predict_output, predict_scores
 from hyp2onnx.thresholds import place_thresholds
@@ -393,3 +394,20 @@ def test_skops_files_of_oblique_trees_load_with_the_trusted_list(tmp_path):
     sio.dump(model, path)
     loaded = load_model(path)
     np.testing.assert_array_equal(loaded.predict_proba(X), model.predict_proba(X))
+
+
+def test_oblique_trees_are_fitted_on_klein_coordinates_only():
+    # Oblique splits compare projections of all coordinates, which no
+    # per-feature tree space keeps: the wrappers take no tree_space, and the
+    # generic wrapper refuses any other than "klein".
+    assert "tree_space" not in h.HyperbolicHouseholderTreeClassifier().get_params()
+    X, k = points(200, 3, seed=5)
+    y = labels(k, 3)
+    with pytest.raises(ValueError, match="tree_space='klein'"):
+        h.HyperbolicEstimator(HouseholderTreeClassifier(max_depth=3)).fit(X, y)
+    wrapped = h.HyperbolicEstimator(
+        HouseholderTreeClassifier(max_depth=3, random_state=0), tree_space="klein"
+    ).fit(X, y)
+    own = h.HyperbolicHouseholderTreeClassifier(max_depth=3, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(wrapped.estimator_.tree_.threshold, own.tree_.threshold)
+    assert wrapped.split_index_ is None and own.input_dtype_ == "float32"  # near the origin

@@ -10,9 +10,9 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.tree import DecisionTreeClassifier
 
 from hyp2onnx import geometry
-from hyp2onnx._tree import TreeArrays, apply, as_compared, walk_levels
 from hyp2onnx.estimators._sklearn import SklearnBackend
-from hyp2onnx.thresholds import CorrectionReport, correct_tree, place_thresholds, round_threshold
+from hyp2onnx.ir.trees import TreeArrays, apply, as_compared, round_threshold, walk_levels
+from hyp2onnx.thresholds import CorrectionReport, correct_tree, place_thresholds
 from tests._data import klein_points, labels
 
 F32_BELOW_ONE = float(np.nextafter(np.float32(1), np.float32(0)))  # 1 - 2**-24

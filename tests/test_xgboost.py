@@ -19,7 +19,7 @@ from hyp2onnx import (
     ir,
     to_onnx,
 )
-from hyp2onnx._tree import apply, as_compared
+from hyp2onnx.ir.trees import apply, as_compared
 from hyp2onnx.estimators import HyperbolicEstimator
 from hyp2onnx.estimators._xgboost import XGBoostBackend, _ubj_load
 from hyp2onnx.thresholds import correct_tree

@@ -48,9 +48,9 @@ MUTATIONS = [
     Mutation(
         "rounding_le_up",
         "exact/compat: float64 '<=' thresholds rounded to float32 toward +inf (not -inf)",
-        "hyp2onnx/emit/trees.py",
-        '_ROUNDING = {"<=": "down", "<": "up"}',
-        '_ROUNDING = {"<=": "up", "<": "up"}',
+        "hyp2onnx/ir/trees.py",
+        'return round_threshold(t, dtype, "down" if op == "<=" else "up").astype(dtype)',
+        'return round_threshold(t, dtype, "up").astype(dtype)',
         (f"{ORACLE}::test_parity_on_probe_rows", "tests/test_export_property.py"),
         ("tests/test_export_property.py",),
     ),

@@ -9,30 +9,27 @@ Model files, by suffix:
   types in :func:`trusted_types` (hyp2onnx estimators and the scikit-learn,
   XGBoost and LightGBM models they wrap); a file holding any other
   non-default type is refused, and the types are named.
-* ``.json``, ``.ubj``: an XGBoost model (``save_model``). The file does not
-  say classifier or regressor; its objective does: ``binary:*`` and
-  ``multi:*`` load as :class:`xgboost.XGBClassifier`, everything else as
-  :class:`xgboost.XGBRegressor` (the exporter rejects objectives it cannot
-  express, by name).
-* ``.txt``: a LightGBM model (``Booster.save_model``), loaded as
-  :class:`lightgbm.LGBMClassifier` for the ``binary`` and ``multiclass*``
-  objectives and :class:`lightgbm.LGBMRegressor` otherwise. A model file
-  stores class indices, not labels, so the classes are ``0 .. n-1``.
+* a backend's native model files (XGBoost ``.json``/``.ubj``, LightGBM
+  ``.txt``, ...): the suffixes and readers come from the backend registry
+  (:mod:`hyp2onnx.estimators._registry`, ``Backend.load_file``). Such a
+  file does not say classifier or regressor; its objective decides.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..errors import MissingExtraError
+from ..estimators._registry import BACKENDS, file_backend
 from ._common import InputError, existing_file, first_line
 
 __all__ = [
     "MODEL_FORMATS",
+    "NATIVE_FORMATS_HELP",
     "check_convertible",
     "load_model",
     "load_onnx",
@@ -48,14 +45,15 @@ MODEL_FORMATS: dict[str, str] = {
     ".pickle": "pickle",
     ".joblib": "pickle",
     ".skops": "skops",
-    ".json": "xgboost",
-    ".ubj": "xgboost",
-    ".txt": "lightgbm",
+    **{suffix: spec.library for spec in BACKENDS for suffix in spec.formats},
 }
 
-_XGBOOST_FIX = "pass a file written by XGBoost's save_model (.json or .ubj)"
-_LIGHTGBM_FIX = "pass a file written by LightGBM's Booster.save_model"
-_FORMATS_HELP = ".pkl/.pickle/.joblib, .skops, .json/.ubj (XGBoost) or .txt (LightGBM)"
+#: The native model files, for help texts: ".json/.ubj (xgboost), .txt (lightgbm), ...".
+NATIVE_FORMATS_HELP = ", ".join(
+    f"{'/'.join(spec.formats)} ({spec.library})" for spec in BACKENDS if spec.formats
+)
+
+_FORMATS_HELP = f".pkl/.pickle/.joblib, .skops, {NATIVE_FORMATS_HELP}"
 
 
 def model_kind(path: Path) -> str:
@@ -77,12 +75,7 @@ def load_model(path: Path) -> Any:
     """The model stored in ``path``, read according to its suffix (see the module doc)."""
     kind = model_kind(path)
     existing_file(path, "model")
-    loader = {
-        "pickle": _load_pickle,
-        "skops": _load_skops,
-        "xgboost": _load_xgboost,
-        "lightgbm": _load_lightgbm,
-    }[kind]
+    loader = {"pickle": _load_pickle, "skops": _load_skops}.get(kind, _load_native)
     model = loader(path)
     check_tree_arrays(model, path)
     return model
@@ -198,36 +191,24 @@ def _probe_in_child(path: Path, code: str, what: str, fix: str) -> None:
 
 def trusted_types() -> list[str]:
     """Types a ``.skops`` file may hold beyond skops' defaults: the models hyp2onnx exports."""
-    import lightgbm
-    import xgboost
-    from sklearn.tree._tree import Tree
-
     from .. import blocks, estimators
-    from ..estimators._householder import HouseholderTree
     from ..thresholds import CorrectionReport
 
-    hyperbolic = [
-        getattr(estimators, name)
-        for name in estimators.__all__
-        if isinstance(getattr(estimators, name), type)
-        and issubclass(getattr(estimators, name), estimators.HyperbolicTreeModel)
-    ]
     classes: list[type] = [
-        *hyperbolic,
         CorrectionReport,
+        estimators.HyperbolicEstimator,
         blocks.Hyperbolic,  # input_blocks
         blocks.Spherical,
         blocks.Euclidean,
         blocks.Categorical,
-        HouseholderTree,  # the fitted nodes of an oblique tree
-        Tree,
-        xgboost.XGBClassifier,
-        xgboost.XGBRegressor,
-        xgboost.Booster,
-        lightgbm.LGBMClassifier,
-        lightgbm.LGBMRegressor,
-        lightgbm.Booster,
     ]
+    for spec in BACKENDS:  # the installed backends' estimators and native classes
+        try:
+            backend = spec.load()
+        except MissingExtraError:
+            continue
+        classes += [getattr(estimators, name) for name in spec.estimators]
+        classes += backend.trusted_types()
     names = [f"{c.__module__}.{c.__qualname__}" for c in classes]
     return [*names, "collections.OrderedDict"]
 
@@ -259,6 +240,10 @@ def _load_skops(path: Path) -> Any:
         raise InputError(
             path, f"could not load ({type(exc).__name__}: {first_line(exc)})"
         ) from exc
+
+
+#: Native libraries whose files are read in a child first (:mod:`hyp2onnx.cli._native_probe`).
+_PROBED = {"xgboost": "XGBoost", "lightgbm": "LightGBM"}
 
 
 def _probe_native(path: Path, library: str, fix: str) -> None:
@@ -311,70 +296,20 @@ def _native_error(done: Any) -> str:
     return re.sub(r"^\[[0-9:]+\]\s+\S+:\d+:\s*", "", text.strip())[:200]
 
 
-def _load_xgboost(path: Path) -> Any:
-    import xgboost
-
-    _probe_native(path, "XGBoost", _XGBOOST_FIX)
+def _load_native(path: Path) -> Any:
+    """A backend's native model file, read by the backend its suffix belongs to."""
+    spec = file_backend(path.suffix)
     try:
-        booster = xgboost.Booster(model_file=str(path))
-        objective = json.loads(booster.save_config())["learner"]["objective"]["name"]
-    except Exception as exc:
-        raise InputError(
-            path, f"not an XGBoost model file ({first_line(exc)})", _XGBOOST_FIX
-        ) from exc
-    classifier = objective.startswith(("binary:", "multi:"))
-    model = xgboost.XGBClassifier() if classifier else xgboost.XGBRegressor()
-    model.load_model(str(path))
-    return model
-
-
-def _load_lightgbm(path: Path) -> Any:
-    """An LGBMClassifier/LGBMRegressor around the Booster in ``path``.
-
-    LightGBM's scikit-learn classes cannot be built from a Booster through
-    their public API, so a stand-in is fitted on a few rows of the loaded
-    model's shape (LightGBM sets its own fitted attributes, classes
-    included) and its booster is swapped for the loaded one, through the
-    attribute ``booster_`` reads.
-    """
-    import lightgbm
-
-    _probe_native(path, "LightGBM", _LIGHTGBM_FIX)
+        backend = spec.load(f"reading {path.suffix} files")
+    except MissingExtraError as exc:
+        raise InputError(path, str(exc)) from exc
+    fix = f"pass a file written by {backend.name}'s save_model ({'/'.join(spec.formats)})"
+    if spec.library in _PROBED:  # libraries that crash their process on damaged files
+        _probe_native(path, _PROBED[spec.library], fix)
     try:
-        booster = lightgbm.Booster(model_file=str(path))
-        objective = _lightgbm_objective(path)
+        return backend.load_file(path)
     except Exception as exc:
-        raise InputError(
-            path, f"not a LightGBM model file ({first_line(exc)})", _LIGHTGBM_FIX
-        ) from exc
-    n_features = booster.num_feature()
-    if objective.startswith("multiclass"):
-        n_classes = booster.num_model_per_iteration()
-    elif objective == "binary":
-        n_classes = 2
-    else:
-        n_classes = 0
-    X = np.zeros((max(n_classes, 2), n_features))
-    if n_classes:
-        model = lightgbm.LGBMClassifier(n_estimators=1, verbose=-1)
-        model.fit(X, np.arange(n_classes))
-    else:
-        model = lightgbm.LGBMRegressor(n_estimators=1, verbose=-1)
-        model.fit(X, np.zeros(X.shape[0]))
-    model._Booster = booster
-    return model
-
-
-def _lightgbm_objective(path: Path) -> str:
-    """The objective's name from a LightGBM model file's header ("" if none is stated)."""
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.startswith("objective="):
-                words = line[len("objective=") :].split()
-                return words[0] if words else ""
-            if line.startswith("Tree="):
-                break
-    return ""
+        raise InputError(path, f"not a {backend.name} model file ({first_line(exc)})", fix) from exc
 
 
 def check_convertible(

@@ -21,8 +21,10 @@ from ._common import (
     tolerance_options,
     with_suffix,
 )
+from ..emit import ENCODINGS
+from ..geometry import GEOMETRIES
 from ._data import check_points_in, check_width, open_data
-from ._models import check_convertible, load_model, model_kind
+from ._models import NATIVE_FORMATS_HELP, check_convertible, load_model, model_kind
 
 __all__ = [
     "ConvertOptions",
@@ -33,7 +35,7 @@ __all__ = [
     "ort_outputs",
 ]
 
-GEOMETRY_CHOICES = ("hyperboloid", "poincare", "klein")
+GEOMETRY_CHOICES = GEOMETRIES
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,7 @@ HELP = f"""Convert a trained MODEL file to an ONNX graph taking raw hyperbolic p
 
 MODEL is a hyp2onnx estimator saved as .pkl/.pickle/.joblib or .skops, or a
 plain tree model trained on unit-ball Klein coordinates (scikit-learn
-pickle, XGBoost .json/.ubj, LightGBM .txt), which then needs --geometry.
+pickle, {NATIVE_FORMATS_HELP}), which then needs --geometry.
 The graph is written to OUT (default: MODEL with .onnx) only if every step
 succeeds; an existing file is replaced only with --force.
 
@@ -280,11 +282,10 @@ Examples:
 )
 @click.option(
     "--encoding",
-    type=click.Choice(["exact", "compat", "standard"]),
+    type=click.Choice(list(ENCODINGS)),
     default="exact",
     show_default=True,
-    help="exact: reproduces the model's outputs; compat: legacy operator, float32 sums, "
-    "for older runtimes; standard: exact, standard ONNX operators only (no ai.onnx.ml).",
+    help="; ".join(f"{e.name}: {e.summary}" for e in ENCODINGS.values()) + ".",
 )
 @click.option(
     "--geometry",

@@ -2,7 +2,7 @@
 
 An oblique ensemble (``Ensemble.projection`` set) tests column ``j`` of
 ``P = project(k, normals)``. The graph computes ``P`` as
-:func:`hyp2onnx._oblique.project` does, operation for operation: ``Split``
+:func:`hyp2onnx.ir.projection.project` does, operation for operation: ``Split``
 the Klein columns, then ``P = k_0 * w_0``, ``P = P + k_1 * w_1``, ... in
 float64, one ``Mul`` and one ``Add`` per Klein feature (on the transposed
 ``[m, N]`` layout, which onnxruntime broadcasts fastest, and in blocks of

@@ -37,10 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import Ensemble
-from ..thresholds import round_threshold
+from ..ir.trees import threshold_in
 from ._graph import GraphBuilder
 from .trees import (
-    _ROUNDING,
     _finish,
     _per_class_trees,
     _to,
@@ -102,7 +101,7 @@ def emit_standard(
     column = tree_columns(groups) if groups is not None else np.arange(ensemble.n_trees)
     compare = ensemble.compare_dtype
     k = _to(g, k, k_dtype, compare)
-    thresholds = round_threshold(ensemble.threshold, compare, _ROUNDING[ensemble.op])
+    thresholds = threshold_in(ensemble.threshold, compare, ensemble.op)
     greater = "Greater" if ensemble.op == "<=" else "GreaterOrEqual"  # true: go right
     internal = ensemble.feature >= 0
     leaf = ~internal

@@ -31,14 +31,13 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from ..ir import Ensemble
-from ..thresholds import round_threshold
+from ..ir.trees import threshold_in
 from ._graph import ML_DOMAIN, GraphBuilder, onnx_type
 
 STAGE = "trees"
 _MODES = {"<=": 0, "<": 1}  # TreeEnsemble (opset 5) BRANCH_LEQ, BRANCH_LT
 _MEMBER_MODE = 6  # TreeEnsemble (opset 5) BRANCH_MEMBER: true iff the value equals a member
 _LEGACY_MODES = {"<=": "BRANCH_LEQ", "<": "BRANCH_LT"}
-_ROUNDING = {"<=": "down", "<": "up"}
 #: Up to this many classes, leaf values are read with one GatherElements per
 #: class (about 0.4-0.8 ms per 1024 rows x 100 trees each in onnxruntime);
 #: beyond, one Gather of [leaves, C] rows (about 2 ms whatever C) is cheaper.
@@ -70,7 +69,7 @@ def _tree_of_node(ensemble: Ensemble) -> np.ndarray:
 
 
 def _thresholds(ensemble: Ensemble, dtype: str) -> np.ndarray:
-    return round_threshold(ensemble.threshold, dtype, _ROUNDING[ensemble.op]).astype(dtype)
+    return threshold_in(ensemble.threshold, dtype, ensemble.op)
 
 
 def _to(g: GraphBuilder, k: str, k_dtype: str, dtype: str) -> str:
@@ -433,8 +432,13 @@ def _by_row_blocks(
     return g.op(STAGE, "If", [short], then_branch=whole_graph, else_branch=blocks_graph)
 
 
-def emit_compat(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
-    """Raw scores ``[N, n_outputs]`` in float32 from the legacy TreeEnsembleRegressor."""
+def emit_compat(
+    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: TreePlan | None = None
+) -> str:
+    """Raw scores ``[N, n_outputs]`` in float32 from the legacy TreeEnsembleRegressor.
+
+    ``plan`` is always the legacy operator carrying values (:func:`plan_trees`).
+    """
     leaf = ensemble.feature < 0
     leaf_nodes, columns = np.nonzero(ensemble.value * leaf[:, None])
     scores = _legacy_regressor(

@@ -1,35 +1,36 @@
-"""Hyperbolic tree estimators with scikit-learn's API."""
+"""Hyperbolic tree estimators with scikit-learn's API.
 
-from ._base import HyperbolicTreeModel
-from ._boosting_models import (
-    HyperbolicLGBMClassifier,
-    HyperbolicLGBMRegressor,
-    HyperbolicXGBClassifier,
-    HyperbolicXGBRegressor,
-)
-from ._householder import HyperbolicHouseholderTreeClassifier, HyperbolicHouseholderTreeRegressor
-from ._registry import BACKENDS, backend_for
-from ._sklearn_models import (
-    HyperbolicDecisionTreeClassifier,
-    HyperbolicDecisionTreeRegressor,
-    HyperbolicEstimator,
-    HyperbolicRandomForestClassifier,
-    HyperbolicRandomForestRegressor,
+The classes are imported on first use (module ``__getattr__``): each
+backend's estimators live in that backend's module, listed in
+:mod:`._registry`, so using scikit-learn forests never imports XGBoost.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ._registry import BACKENDS, backend_for, estimator_class
+
+#: Estimators that belong to no single backend, and their modules.
+_OWN = {
+    "HyperbolicTreeModel": "_base",
+    "HyperbolicEstimator": "_base",
+}
+
+__all__ = sorted(
+    ["BACKENDS", "backend_for", *_OWN, *(name for spec in BACKENDS for name in spec.estimators)]
 )
 
-__all__ = [
-    "BACKENDS",
-    "HyperbolicDecisionTreeClassifier",
-    "HyperbolicDecisionTreeRegressor",
-    "HyperbolicEstimator",
-    "HyperbolicHouseholderTreeClassifier",
-    "HyperbolicHouseholderTreeRegressor",
-    "HyperbolicLGBMClassifier",
-    "HyperbolicLGBMRegressor",
-    "HyperbolicRandomForestClassifier",
-    "HyperbolicRandomForestRegressor",
-    "HyperbolicTreeModel",
-    "HyperbolicXGBClassifier",
-    "HyperbolicXGBRegressor",
-    "backend_for",
-]
+
+def __getattr__(name: str) -> Any:
+    if name in _OWN:
+        return getattr(importlib.import_module(f"{__name__}.{_OWN[name]}"), name)
+    try:
+        return estimator_class(name)
+    except AttributeError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

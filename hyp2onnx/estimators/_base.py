@@ -23,18 +23,20 @@ from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, is_classifier
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import Tags, get_tags
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._available_if import available_if
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ..blocks import as_blocks, categorical_features, feature_kinds, to_features
 from ..geometry import GEOMETRIES, to_klein
-from .._tree import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import InputSpace, Model
 from ..ensemble_thresholds import correct_trees
-from ..thresholds import CorrectionReport
+from ..ir.trees import Op, TreeArrays, as_compared
+from ..thresholds import CorrectionReport, thresholds_from_neighbours
 from ..tree_space import TREE_SPACES, KleinPlacer, ResolutionError, SplitIndex, TreeSpace
 from ._interface import Backend
 from ._registry import backend_for
@@ -174,19 +176,16 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         estimator = self._make_estimator()
         backend = backend_for(estimator)
         blocks = self._blocks()
+        if blocks is not None and not (backend.takes_blocks and backend.feature_splits):
+            raise ValueError(
+                f"{backend.name} models do not take input_blocks (got {self.input_blocks!r}): "
+                "leave input_blocks=None and give one hyperbolic geometry, or use a "
+                "scikit-learn, XGBoost or LightGBM model for inputs made of blocks."
+            )
+        space = self._tree_space(backend, Xk, sample_weight)
         native_categorical = False
         if blocks is not None:
             native_categorical = backend.use_categorical(estimator, categorical_features(blocks))
-        # The map is fitted on the rows the learner learns from: a row of zero
-        # weight must not change where the others are (random splitters draw
-        # thresholds in the space they see).
-        weighted = None if sample_weight is None else sample_weight != 0
-        space = TreeSpace.fit(
-            Xk if weighted is None or not weighted.any() else Xk[weighted],
-            self.tree_space,
-            backend.compare_dtype,
-            backend.zero_band,
-        )
         to_tree = space.transform
         if native_categorical:
             # Native categorical splits read the codes themselves, never a map of them.
@@ -212,9 +211,53 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
     def _fit_params(
         self, fit_params: dict[str, Any], to_tree: Callable[[np.ndarray], np.ndarray]
     ) -> dict[str, Any]:
-        """Hook: map fit parameters that hold hyperbolic points (eval sets) to what the
-        learner is fitted on (``to_tree`` of their Klein coordinates)."""
-        return fit_params
+        """Map evaluation points (``eval_set``, LightGBM's ``eval_X``) as the training points:
+        ``to_tree`` of their Klein coordinates, what the learner is fitted on."""
+        params = dict(fit_params)
+
+        def points(X: Any) -> np.ndarray:
+            return to_tree(self._klein(X, reset=False))
+
+        eval_set = params.get("eval_set")
+        if eval_set is not None:
+            if isinstance(eval_set, tuple) and len(eval_set) == 2 and np.ndim(eval_set[0]) == 2:
+                eval_set = [eval_set]
+            params["eval_set"] = [(points(X), self._eval_labels(y)) for X, y in eval_set]
+        eval_X = params.get("eval_X")
+        if eval_X is not None:
+            params["eval_X"] = (
+                tuple(points(X) for X in eval_X) if isinstance(eval_X, tuple) else points(eval_X)
+            )
+        return params
+
+    def _eval_labels(self, y: Any) -> Any:
+        """Hook: evaluation labels as the booster expects them."""
+        return y
+
+    def _tree_space(
+        self, backend: Backend, Xk: np.ndarray, sample_weight: np.ndarray | None
+    ) -> TreeSpace:
+        """The map from Klein coordinates to what the learner is fitted on."""
+        if not backend.feature_splits:
+            # Oblique splits compare projections of all Klein coordinates, which
+            # no per-feature map keeps: such learners see the coordinates.
+            space = getattr(self, "tree_space", "klein")
+            if space != "klein":
+                raise ValueError(
+                    f"{backend.name} trees split on projections of the Klein coordinates, "
+                    f"which tree_space={space!r} does not keep; use tree_space='klein'."
+                )
+            return TreeSpace.fit(Xk[:0], "klein", backend.compare_dtype)
+        # The map is fitted on the rows the learner learns from: a row of zero
+        # weight must not change where the others are (random splitters draw
+        # thresholds in the space they see).
+        weighted = None if sample_weight is None else sample_weight != 0
+        return TreeSpace.fit(
+            Xk if weighted is None or not weighted.any() else Xk[weighted],
+            self.tree_space,
+            backend.compare_dtype,
+            backend.zero_band,
+        )
 
     def _classes(self, fitted: Any) -> np.ndarray:
         """Hook: the class labels in output order."""
@@ -240,7 +283,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         # The values each tree compared, held in the backend's precision (float32
         # stays float32: half the memory of widening; the correction widens the
         # values it gathers, exactly).
-        Xc = np.ascontiguousarray(Xt, dtype=backend.compare_dtype)
+        Xc = backend.compared_values(fitted, Xt)
         trees = backend.read_trees(fitted)
         correct = functools.partial(
             correct_trees,
@@ -270,6 +313,19 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         placer = functools.partial(
             KleinPlacer, space, backend.op, midpoint=self._midpoint_rules()
         )
+        if not backend.feature_splits:
+            # Oblique splits: the correction places thresholds among the
+            # projections, in float64, as it always did.
+            place = _Float32Check(backend.op, backend.threshold_dtype, self.midpoint)
+            new_thresholds, report = correct(place=place)
+            if report.n_unreached:
+                warnings.warn(
+                    f"{report.n_unreached} of {report.n_splits} splits had no training row on "
+                    "one side and keep the learner's threshold.",
+                    stacklevel=4,
+                )
+            input_dtype = "float32" if place.float32_separates else "float64"
+            return backend.write_thresholds(fitted, new_thresholds), report, None, input_dtype
         # First in the backend's own comparison; if it cannot separate some
         # split's two nearest rows, in float64 through split indices.
         index, place = None, placer(
@@ -358,6 +414,30 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         )
 
 
+class _Float32Check:
+    """The standard placement (``place=`` of the correction), noting whether float32
+    separates every split's two nearest training values (what float32 input keeps)."""
+
+    def __init__(self, op: Op, threshold_dtype: str, midpoint: str) -> None:
+        self.op, self.threshold_dtype, self.midpoint = op, threshold_dtype, midpoint
+        self.float32_separates = True
+
+    def __call__(
+        self,
+        feature: np.ndarray,
+        threshold: np.ndarray,
+        largest_left: np.ndarray,
+        smallest_right: np.ndarray,
+    ) -> np.ndarray:
+        new, _, reached = thresholds_from_neighbours(
+            feature, threshold, largest_left, smallest_right,
+            op=self.op, threshold_dtype=self.threshold_dtype, midpoint=self.midpoint,
+        )
+        lo = as_compared(largest_left[reached], "float32")
+        self.float32_separates &= bool(np.all(lo < as_compared(smallest_right[reached], "float32")))
+        return new
+
+
 class HyperbolicClassifierMixin:
     """Probability methods of hyperbolic classifiers."""
 
@@ -416,6 +496,8 @@ def generate_init(
     __init__.__qualname__ = f"{cls.__name__}.__init__"
     __init__.__doc__ = (
         f"Store the geometry parameters and {sources[0].__name__}'s own parameters unchanged."
+        if sources
+        else "Store every parameter unchanged."
     )
     cls.__init__ = __init__  # type: ignore[method-assign]
     return tuple(p.name for p in native)
@@ -432,13 +514,15 @@ class WrappedParamsModel(HyperbolicTreeModel):
 
     _wrapped: ClassVar[type | None] = None
     _wrapped_params: ClassVar[tuple[str, ...]] = ()
+    #: The hyperbolic parameters the generated ``__init__`` takes, with defaults.
+    _own_params: ClassVar[dict[str, Any]] = GEOMETRY_DEFAULTS
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         wrapped = cls.__dict__.get("_wrapped")
         if wrapped is None:
             return
-        cls._wrapped_params = generate_init(cls, (wrapped,), GEOMETRY_DEFAULTS)
+        cls._wrapped_params = generate_init(cls, (wrapped,), cls._own_params)
         cls._parameter_constraints = {
             **getattr(wrapped, "_parameter_constraints", {}),
             **HyperbolicTreeModel._parameter_constraints,
@@ -446,3 +530,79 @@ class WrappedParamsModel(HyperbolicTreeModel):
 
     def _make_estimator(self) -> Any:
         return self._wrapped(**{name: getattr(self, name) for name in self._wrapped_params})
+
+
+class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
+    """Make any supported tree model hyperbolic.
+
+    ``estimator`` is an unfitted scikit-learn tree or forest (or any model a
+    registered backend handles); a clone of it is fitted on Klein
+    coordinates and corrected. Classifier or regressor according to
+    ``estimator``.
+
+    Parameters
+    ----------
+    estimator : estimator instance
+        The Euclidean tree model to wrap, e.g. ``ExtraTreesClassifier()``.
+    input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space, input_blocks
+        As for :class:`HyperbolicDecisionTreeClassifier` (oblique trees take
+        ``tree_space="klein"`` only and, like CatBoost, no ``input_blocks``).
+    """
+
+    def __init__(
+        self,
+        estimator: Any,
+        *,
+        input_geometry: str = GEOMETRY_DEFAULTS["input_geometry"],
+        curvature: float = GEOMETRY_DEFAULTS["curvature"],
+        timelike_dim: int = GEOMETRY_DEFAULTS["timelike_dim"],
+        midpoint: str = GEOMETRY_DEFAULTS["midpoint"],
+        check_manifold: bool = GEOMETRY_DEFAULTS["check_manifold"],
+        tree_space: str = GEOMETRY_DEFAULTS["tree_space"],
+        input_blocks: Any = GEOMETRY_DEFAULTS["input_blocks"],
+    ) -> None:
+        self.estimator = estimator
+        self.input_geometry = input_geometry
+        self.curvature = curvature
+        self.timelike_dim = timelike_dim
+        self.midpoint = midpoint
+        self.check_manifold = check_manifold
+        self.tree_space = tree_space
+        self.input_blocks = input_blocks
+
+    _parameter_constraints = {
+        **HyperbolicTreeModel._parameter_constraints,
+        "estimator": [HasMethods(["fit", "predict"])],
+    }
+
+    def _make_estimator(self) -> Any:
+        return clone(self.estimator)
+
+    def _native_template(self) -> Any:
+        return self.estimator
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        wrapped = get_tags(self.estimator)
+        tags.estimator_type = wrapped.estimator_type
+        tags.classifier_tags = wrapped.classifier_tags
+        tags.regressor_tags = wrapped.regressor_tags
+        tags.target_tags.required = wrapped.target_tags.required
+        if tags.classifier_tags is not None:
+            tags.classifier_tags.multi_label = False  # classifiers are single-output
+        return tags
+
+    @available_if(lambda self: hasattr(self.estimator, "predict_proba"))
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities, columns in ``classes_`` order."""
+        return HyperbolicClassifierMixin.predict_proba(self, X)
+
+    @available_if(lambda self: hasattr(self.estimator, "predict_proba"))
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`."""
+        return HyperbolicClassifierMixin.predict_log_proba(self, X)
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Accuracy for classifiers, R^2 for regressors."""
+        metric = accuracy_score if is_classifier(self) else r2_score
+        return metric(y, self.predict(X), sample_weight=sample_weight)

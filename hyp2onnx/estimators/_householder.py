@@ -25,7 +25,15 @@ separates it. On the paper's 8-class mixtures at depth 3 this lifted test
 accuracy over plain HHCART by 4 points at d = 8 and 10 points at d = 16
 (``benchmarks/bench_oblique.py``); ``"hhcart"`` is the published method.
 
-Exactness: the projections are computed by :func:`hyp2onnx._oblique.project`
+The plain (Euclidean) oblique trees, :class:`HouseholderTreeClassifier` and
+:class:`HouseholderTreeRegressor`, grow on Klein coordinates with each
+threshold at the arithmetic midpoint of the nearest projections, as
+scikit-learn places its thresholds; :class:`HouseholderBackend` puts them
+behind the same :class:`Backend` interface as every library, so the
+hyperbolic estimators are corrected and described by the shared code (the
+values a split compares are the projections, :meth:`HouseholderBackend.compared_values`).
+
+Exactness: the projections are computed by :func:`hyp2onnx.ir.projection.project`
 (a fixed left-to-right sum that the ONNX graph repeats operation for
 operation). scikit-learn sees those float64 projections rounded to float32;
 float32 rounding is monotone, so its partition ``f32(p) <= t`` is also a
@@ -36,12 +44,13 @@ exactly as the splitter did, in float64, in Python and in the graph.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.utils import Tags, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -49,21 +58,21 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from .._oblique import project
-from .._tree import TreeArrays, apply
-from ..geometry import to_klein
-from ..ir import Ensemble, InputSpace, Model
-from ..thresholds import CorrectionReport, place_thresholds
-from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel
+from ..ir.projection import project
+from ..ir.trees import TreeArrays, apply
+from ..ir import Ensemble
+from ..thresholds import place_thresholds
+from ._base import GEOMETRY_DEFAULTS, HyperbolicClassifierMixin, WrappedParamsModel, generate_init
+from ._interface import Backend
 
 __all__ = [
+    "HouseholderBackend",
     "HouseholderTree",
+    "HouseholderTreeClassifier",
+    "HouseholderTreeRegressor",
     "HyperbolicHouseholderTreeClassifier",
     "HyperbolicHouseholderTreeRegressor",
 ]
-
-#: Name recorded as the model's backend in exported graphs.
-BACKEND_NAME = "hhcart"
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,7 +124,6 @@ class _Split:
     threshold: float
     goes_left: np.ndarray
     improvement: float
-    moved: bool
 
 
 #: Shrinkage of the within scatter toward its mean eigenvalue in the Fisher and
@@ -242,23 +250,33 @@ def _candidate_normals(k: np.ndarray, directions: list[np.ndarray]) -> np.ndarra
     return np.ascontiguousarray(np.concatenate(blocks, axis=1))
 
 
-def _corrected_threshold(low: float, high: float, midpoint: str) -> float:
-    """Threshold ``t`` with ``low <= t < high`` at the (Einstein) midpoint."""
+def _midway(low: float, high: float) -> float:
+    """Threshold ``t`` with ``low <= t < high`` at the arithmetic midpoint."""
     # Projections of unit-ball points on a unit normal lie in (-1, 1) up to
     # rounding; a value rounded onto +-1 takes the limit (the endpoint).
     a, b = min(max(low, -1.0), 1.0), min(max(high, -1.0), 1.0)
     if a < b:
-        t = float(place_thresholds(np.array([a]), np.array([b]), op="<=", midpoint=midpoint)[0])
+        t = float(place_thresholds(np.array([a]), np.array([b]), op="<=", midpoint="arithmetic")[0])
     else:
         t = low / 2.0 + high / 2.0
     return min(max(t, low), float(np.nextafter(high, -np.inf)))
 
 
-class _HouseholderTreeModel(HyperbolicTreeModel):
-    """Shared fitting and prediction of the oblique trees (a single tree, no backend)."""
+#: Parameters both plain oblique trees take, with their defaults (after ``criterion``).
+_TREE_DEFAULTS: dict[str, Any] = {
+    "max_depth": None,
+    "min_samples_split": 2,
+    "min_samples_leaf": 1,
+    "min_weight_fraction_leaf": 0.0,
+    "min_impurity_decrease": 0.0,
+    "directions": "hhcart+fisher",
+}
+
+
+class _HouseholderTreeModel(BaseEstimator):
+    """Shared fitting and prediction of the plain oblique trees, on Klein coordinates."""
 
     _parameter_constraints: ClassVar[dict] = {
-        **HyperbolicTreeModel._parameter_constraints,
         "max_depth": [Interval(Integral, 1, None, closed="left"), None],
         "min_samples_split": [
             Interval(Integral, 2, None, closed="left"),
@@ -275,10 +293,16 @@ class _HouseholderTreeModel(HyperbolicTreeModel):
     }
     _splitter: ClassVar[type]
     _classifier: ClassVar[bool]
+    _defaults: ClassVar[dict[str, Any]]
 
-    def _make_estimator(self) -> Any:
-        """The splitter fitted at every node: a depth-1 scikit-learn tree."""
-        return self._splitter(criterion=self.criterion, max_depth=1)
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "_defaults" not in cls.__dict__:
+            return
+        # One generated __init__ (every parameter stored unchanged) instead of a copy per class.
+        own = {"criterion": cls._defaults["criterion"], **_TREE_DEFAULTS}
+        own.update({k: v for k, v in cls._defaults.items() if k != "criterion"})
+        generate_init(cls, (), {**own, "random_state": None})
 
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
@@ -288,22 +312,17 @@ class _HouseholderTreeModel(HyperbolicTreeModel):
     # -- training ------------------------------------------------------------
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None):
-        """Grow the oblique tree on hyperbolic points ``X``.
+        """Grow the oblique tree on unit-ball Klein coordinates ``X``.
 
         Rows of zero ``sample_weight`` are ignored, as scikit-learn's trees
         ignore them; negative weights are rejected.
         """
         self._validate_params()
-        X, y = validate_data(
-            self, X, y, dtype=np.float64, ensure_all_finite=False, y_numeric=not self._classifier
-        )
-        k = to_klein(
-            X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
-        )
+        k, y = validate_data(self, X, y, dtype=np.float64, y_numeric=not self._classifier)
         w = (
-            np.ones(X.shape[0])
+            np.ones(k.shape[0])
             if sample_weight is None
-            else _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+            else _check_sample_weight(sample_weight, k, dtype=np.float64, ensure_non_negative=True)
         )
         if self._classifier and self.class_weight is not None:
             w = w * compute_sample_weight(self.class_weight, y)
@@ -311,7 +330,7 @@ class _HouseholderTreeModel(HyperbolicTreeModel):
         rows = np.flatnonzero(w > 0)
         if rows.size == 0:
             raise ValueError("sample_weight must have at least one positive entry.")
-        self.tree_, self.correction_ = self._grow(k[rows], y[rows], w[rows], X.shape[0])
+        self.tree_ = self._grow(k[rows], y[rows], w[rows], k.shape[0])
         self.n_outputs_ = 1
         return self
 
@@ -337,9 +356,7 @@ class _HouseholderTreeModel(HyperbolicTreeModel):
             split = max(2, int(np.ceil(split * n_samples)))
         return max(int(split), 2 * int(leaf)), int(leaf)
 
-    def _grow(
-        self, k: np.ndarray, y: np.ndarray, w: np.ndarray, n_samples: int
-    ) -> tuple[HouseholderTree, CorrectionReport]:
+    def _grow(self, k: np.ndarray, y: np.ndarray, w: np.ndarray, n_samples: int) -> HouseholderTree:
         """Depth-first growth; node ids in preorder (left subtree first), as scikit-learn."""
         rng = check_random_state(self.random_state)
         max_depth = np.iinfo(np.int32).max if self.max_depth is None else self.max_depth
@@ -347,7 +364,6 @@ class _HouseholderTreeModel(HyperbolicTreeModel):
         total_weight = w.sum()
         d = k.shape[1]
         nodes: list[dict[str, Any]] = []
-        n_moved = 0
         stack: list[tuple[np.ndarray, int, int, bool]] = [(np.arange(k.shape[0]), 0, -1, True)]
         while stack:
             rows, depth, parent, is_left = stack.pop()
@@ -379,14 +395,13 @@ class _HouseholderTreeModel(HyperbolicTreeModel):
                 improvement=split.improvement,
                 value=np.zeros_like(node["value"]),
             )
-            n_moved += int(split.moved)
             stack.append((rows[~split.goes_left], depth + 1, node_id, False))
             stack.append((rows[split.goes_left], depth + 1, node_id, True))
 
         def column(key: str, dtype: Any = np.float64) -> np.ndarray:
             return np.array([node[key] for node in nodes], dtype=dtype)
 
-        tree = HouseholderTree(
+        return HouseholderTree(
             normal=np.array([node["normal"] for node in nodes]).reshape(len(nodes), d),
             threshold=column("threshold"),
             left=column("left", np.int64),
@@ -397,8 +412,6 @@ class _HouseholderTreeModel(HyperbolicTreeModel):
             improvement=column("improvement"),
             depth=column("depth", np.int64),
         )
-        n_splits = int(np.sum(~tree.is_leaf))
-        return tree, CorrectionReport(n_splits=n_splits, n_moved=n_moved)
 
     def _split(
         self,
@@ -432,7 +445,9 @@ class _HouseholderTreeModel(HyperbolicTreeModel):
         p = projections[:, t.feature[0]]
         goes_left = p.astype(np.float32) <= t.threshold[0]
         low, high = float(p[goes_left].max()), float(p[~goes_left].min())
-        threshold = _corrected_threshold(low, high, self.midpoint)
+        # The Euclidean midpoint, as scikit-learn places thresholds; the
+        # hyperbolic estimators move it (HouseholderBackend, shared correction).
+        threshold = _midway(low, high)
         n = t.weighted_n_node_samples
         improvement = n[0] * t.impurity[0] - n[1] * t.impurity[1] - n[2] * t.impurity[2]
         return _Split(
@@ -440,15 +455,14 @@ class _HouseholderTreeModel(HyperbolicTreeModel):
             threshold=threshold,
             goes_left=goes_left,
             improvement=max(float(improvement), 0.0),
-            moved=threshold != float(t.threshold[0]),
         )
 
     # -- prediction ----------------------------------------------------------
 
     def apply(self, X: Any) -> np.ndarray:
-        """Index of the leaf each point of ``X`` reaches."""
+        """Index of the leaf each Klein row of ``X`` reaches."""
         check_is_fitted(self)
-        return self.tree_.apply(self._klein(X, reset=False))
+        return self.tree_.apply(validate_data(self, X, dtype=np.float64, reset=False))
 
     def _leaf_values(self, X: Any) -> np.ndarray:
         leaves = self.apply(X)
@@ -478,58 +492,10 @@ class _HouseholderTreeModel(HyperbolicTreeModel):
         total = importances.sum()
         return importances / total if total > 0 else importances
 
-    # -- export --------------------------------------------------------------
-
-    def _to_ir(self) -> Model:
-        check_is_fitted(self)
-        tree = self.tree_
-        feature, normals = tree.columns()
-        leaf = tree.is_leaf
-        value = np.where(leaf[:, None], tree.value, 0.0)
-        return Model(
-            ensemble=Ensemble(
-                feature=feature,
-                threshold=np.where(leaf, 0.0, tree.threshold),
-                left=tree.left.copy(),
-                right=tree.right.copy(),
-                value=value,
-                roots=np.zeros(1, dtype=np.int64),
-                op="<=",
-                compare_dtype="float64",
-                threshold_dtype="float64",
-                n_features=int(tree.normal.shape[1]),
-                aggregate="sum",
-                base_values=np.zeros(value.shape[1]),
-                post_transform="identity",
-                sum_dtype="float64",
-                classes=np.asarray(self.classes_) if self._classifier else None,
-                projection=normals,
-            ),
-            space=InputSpace(
-                geometry=self.input_geometry,
-                curvature=float(self.curvature),
-                timelike_dim=int(self.timelike_dim),
-                n_input_features=int(self.n_features_in_),
-            ),
-            backend=BACKEND_NAME,
-            estimator_class=type(self).__name__,
-        )
-
 
 _PARAMS_DOC = """
     Parameters
     ----------
-    input_geometry : {"hyperboloid", "poincare", "klein"}, default="hyperboloid"
-        Model of hyperbolic space the input points are given in.
-    curvature : float < 0, default=-1.0
-        Curvature ``K`` of the space.
-    timelike_dim : int, default=0
-        Column of the timelike coordinate (hyperboloid input only).
-    midpoint : {"einstein", "arithmetic"}, default="einstein"
-        Where each threshold goes between the two nearest projections of the
-        node's training rows: hyperbolic (Einstein) or Euclidean midpoint.
-    check_manifold : bool, default=True
-        Reject points off the manifold (or outside the ball).
     criterion : <CRITERIA>, default="<DEFAULT>"
         Impurity the splitter minimises (scikit-learn's).
     max_depth : int or None, default=None
@@ -560,12 +526,12 @@ def _params_doc(criteria: str, default: str, directions: str, extra: str = "") -
     )
 
 
-class HyperbolicHouseholderTreeClassifier(ClassifierMixin, _HouseholderTreeModel):
+class HouseholderTreeClassifier(ClassifierMixin, _HouseholderTreeModel):
     __doc__ = (
-        "Oblique hyperbolic decision tree classifier (HHCART on Klein coordinates).\n\n"
+        "Oblique decision tree classifier (HHCART) on unit-ball Klein coordinates.\n\n"
         "    Each split is a geodesic hyperplane ``w . k <= t`` found among the node's axes\n"
         "    and the axes reflected onto each class's dominant scatter direction; the\n"
-        "    threshold is the Einstein midpoint of the nearest projections.\n"
+        "    threshold is the midpoint of the nearest projections.\n"
         + _params_doc(
             criteria='{"gini", "entropy", "log_loss"}',
             default="gini",
@@ -585,44 +551,12 @@ class HyperbolicHouseholderTreeClassifier(ClassifierMixin, _HouseholderTreeModel
 
     _classifier = True
     _splitter = DecisionTreeClassifier
+    _defaults: ClassVar[dict[str, Any]] = {"criterion": "gini", "class_weight": None}
     _parameter_constraints: ClassVar[dict] = {
         **_HouseholderTreeModel._parameter_constraints,
         "criterion": [StrOptions({"gini", "entropy", "log_loss"})],
         "class_weight": [dict, list, StrOptions({"balanced"}), None],
     }
-
-    def __init__(
-        self,
-        *,
-        input_geometry: str = GEOMETRY_DEFAULTS["input_geometry"],
-        curvature: float = GEOMETRY_DEFAULTS["curvature"],
-        timelike_dim: int = GEOMETRY_DEFAULTS["timelike_dim"],
-        midpoint: str = GEOMETRY_DEFAULTS["midpoint"],
-        check_manifold: bool = GEOMETRY_DEFAULTS["check_manifold"],
-        criterion: str = "gini",
-        max_depth: int | None = None,
-        min_samples_split: int | float = 2,
-        min_samples_leaf: int | float = 1,
-        min_weight_fraction_leaf: float = 0.0,
-        min_impurity_decrease: float = 0.0,
-        directions: str = "hhcart+fisher",
-        class_weight: Any = None,
-        random_state: Any = None,
-    ) -> None:
-        self.input_geometry = input_geometry
-        self.curvature = curvature
-        self.timelike_dim = timelike_dim
-        self.midpoint = midpoint
-        self.check_manifold = check_manifold
-        self.criterion = criterion
-        self.max_depth = max_depth
-        self.min_samples_split = min_samples_split
-        self.min_samples_leaf = min_samples_leaf
-        self.min_weight_fraction_leaf = min_weight_fraction_leaf
-        self.min_impurity_decrease = min_impurity_decrease
-        self.directions = directions
-        self.class_weight = class_weight
-        self.random_state = random_state
 
     def _encode_targets(self, y: np.ndarray) -> np.ndarray:
         check_classification_targets(y)
@@ -651,12 +585,12 @@ class HyperbolicHouseholderTreeClassifier(ClassifierMixin, _HouseholderTreeModel
         return self.classes_.take(np.argmax(proba, axis=1))
 
 
-class HyperbolicHouseholderTreeRegressor(RegressorMixin, _HouseholderTreeModel):
+class HouseholderTreeRegressor(RegressorMixin, _HouseholderTreeModel):
     __doc__ = (
-        "Oblique hyperbolic decision tree regressor (HHCART on Klein coordinates).\n\n"
+        "Oblique decision tree regressor (HHCART) on unit-ball Klein coordinates.\n\n"
         "    Each split is a geodesic hyperplane ``w . k <= t`` found among the node's axes\n"
         "    and the axes reflected onto target-weighted scatter directions; the\n"
-        "    threshold is the Einstein midpoint of the nearest projections; leaves hold\n"
+        "    threshold is the midpoint of the nearest projections; leaves hold\n"
         "    the weighted mean target.\n"
         + _params_doc(
             criteria='{"squared_error", "friedman_mse"}',
@@ -674,42 +608,158 @@ class HyperbolicHouseholderTreeRegressor(RegressorMixin, _HouseholderTreeModel):
 
     _classifier = False
     _splitter = DecisionTreeRegressor
+    _defaults: ClassVar[dict[str, Any]] = {"criterion": "squared_error"}
     _parameter_constraints: ClassVar[dict] = {
         **_HouseholderTreeModel._parameter_constraints,
         "criterion": [StrOptions({"squared_error", "friedman_mse"})],
     }
 
-    def __init__(
-        self,
-        *,
-        input_geometry: str = GEOMETRY_DEFAULTS["input_geometry"],
-        curvature: float = GEOMETRY_DEFAULTS["curvature"],
-        timelike_dim: int = GEOMETRY_DEFAULTS["timelike_dim"],
-        midpoint: str = GEOMETRY_DEFAULTS["midpoint"],
-        check_manifold: bool = GEOMETRY_DEFAULTS["check_manifold"],
-        criterion: str = "squared_error",
-        max_depth: int | None = None,
-        min_samples_split: int | float = 2,
-        min_samples_leaf: int | float = 1,
-        min_weight_fraction_leaf: float = 0.0,
-        min_impurity_decrease: float = 0.0,
-        directions: str = "hhcart+fisher",
-        random_state: Any = None,
-    ) -> None:
-        self.input_geometry = input_geometry
-        self.curvature = curvature
-        self.timelike_dim = timelike_dim
-        self.midpoint = midpoint
-        self.check_manifold = check_manifold
-        self.criterion = criterion
-        self.max_depth = max_depth
-        self.min_samples_split = min_samples_split
-        self.min_samples_leaf = min_samples_leaf
-        self.min_weight_fraction_leaf = min_weight_fraction_leaf
-        self.min_impurity_decrease = min_impurity_decrease
-        self.directions = directions
-        self.random_state = random_state
-
     def predict(self, X: Any) -> np.ndarray:
         """Mean training target of the leaf each point reaches."""
         return self._leaf_values(X)[:, 0]
+
+
+# -- the backend -----------------------------------------------------------------
+
+_PLAIN = (HouseholderTreeClassifier, HouseholderTreeRegressor)
+
+
+class HouseholderBackend(Backend):
+    """The plain oblique trees behind the interface every library's models use.
+
+    A split compares a projection, not a Klein feature: split ``j`` tests
+    column ``feature[j]`` of ``project(k, normals)``, so the correction is
+    handed those projections (:meth:`compared_values`) and corrects each
+    threshold among the node's training rows, as for axis-parallel splits.
+    """
+
+    name = "hhcart"
+    op = "<="
+    compare_dtype = "float64"
+    threshold_dtype = "float64"
+    native = _PLAIN
+    feature_splits = False
+
+    @classmethod
+    def trusted_types(cls) -> list[type]:
+        return [*cls.native, HouseholderTree]
+
+    def fit(
+        self,
+        estimator: Any,
+        Xk: np.ndarray,
+        y: np.ndarray,
+        sample_weight: np.ndarray | None,
+        **fit_params: Any,
+    ) -> Any:
+        return estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
+
+    def training_rows(
+        self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
+    ) -> list[np.ndarray]:
+        # The tree grows on the rows of positive weight (class weights included).
+        w = np.ones(np.shape(y)[0]) if sample_weight is None else np.asarray(sample_weight)
+        if getattr(fitted, "class_weight", None) is not None:
+            w = w * compute_sample_weight(fitted.class_weight, y)
+        return [np.flatnonzero(w > 0)]
+
+    def compared_values(self, fitted: Any, Xk: np.ndarray) -> np.ndarray:
+        return project(Xk, fitted.tree_.columns()[1])
+
+    def read_trees(self, fitted: Any) -> list[TreeArrays]:
+        tree = fitted.tree_
+        feature = tree.columns()[0]
+        return [TreeArrays(feature, np.where(feature >= 0, tree.threshold, 0.0), tree.left, tree.right)]
+
+    def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
+        (new,) = thresholds
+        fitted.tree_ = dataclasses.replace(
+            fitted.tree_, threshold=np.where(fitted.tree_.is_leaf, 0.0, new)
+        )
+        return fitted
+
+    def to_ensemble(self, fitted: Any) -> Ensemble:
+        tree = fitted.tree_
+        (arrays,) = self.read_trees(fitted)
+        value = np.where(tree.is_leaf[:, None], tree.value, 0.0)
+        return Ensemble.from_trees(
+            [arrays],
+            [value],
+            op=self.op,
+            compare_dtype=self.compare_dtype,
+            threshold_dtype=self.threshold_dtype,
+            n_features=int(tree.normal.shape[1]),
+            aggregate="sum",
+            base_values=np.zeros(value.shape[1]),
+            post_transform="identity",
+            sum_dtype="float64",
+            classes=np.asarray(fitted.classes_) if fitted._classifier else None,
+            projection=tree.columns()[1],
+        )
+
+
+# -- the hyperbolic estimators ------------------------------------------------------
+
+_HYPERBOLIC_DOC = """
+    Fits :class:`{plain}` on Klein coordinates and moves every threshold to the
+    Einstein midpoint of the two nearest projections of the node's training rows.
+
+    Parameters
+    ----------
+    input_geometry, curvature, timelike_dim, midpoint, check_manifold
+        As for :class:`HyperbolicDecisionTreeClassifier`.
+    **params
+        Every parameter of :class:`{plain}` (``max_depth``, ``directions``, ...).
+
+    Attributes
+    ----------
+    estimator_ : {plain}
+        The corrected plain tree; ``tree_`` is its node arrays.
+"""
+
+
+class _HyperbolicHouseholderModel(WrappedParamsModel):
+    # No tree_space: oblique splits compare projections, fitted on Klein coordinates.
+    # No input_blocks: a hyperplane across blocks of different geometry is no geodesic split.
+    _own_params = {
+        k: v for k, v in GEOMETRY_DEFAULTS.items() if k not in ("tree_space", "input_blocks")
+    }
+
+    @property
+    def tree_(self) -> HouseholderTree:
+        """The fitted (corrected) node arrays."""
+        check_is_fitted(self)
+        return self.estimator_.tree_
+
+    def apply(self, X: Any) -> np.ndarray:
+        """Index of the leaf each point of ``X`` reaches."""
+        check_is_fitted(self)
+        return self.tree_.apply(self._klein(X, reset=False))
+
+    def get_depth(self) -> int:
+        """Depth of the tree (0 for a single leaf)."""
+        check_is_fitted(self)
+        return self.estimator_.get_depth()
+
+    def get_n_leaves(self) -> int:
+        """Number of leaves."""
+        check_is_fitted(self)
+        return self.estimator_.get_n_leaves()
+
+
+class HyperbolicHouseholderTreeClassifier(
+    HyperbolicClassifierMixin, ClassifierMixin, _HyperbolicHouseholderModel
+):
+    __doc__ = (
+        "Oblique hyperbolic decision tree classifier (HHCART on Klein coordinates).\n"
+        + _HYPERBOLIC_DOC.format(plain="HouseholderTreeClassifier")
+    )
+    _wrapped = HouseholderTreeClassifier
+
+
+class HyperbolicHouseholderTreeRegressor(RegressorMixin, _HyperbolicHouseholderModel):
+    __doc__ = (
+        "Oblique hyperbolic decision tree regressor (HHCART on Klein coordinates).\n"
+        + _HYPERBOLIC_DOC.format(plain="HouseholderTreeRegressor")
+    )
+    _wrapped = HouseholderTreeRegressor

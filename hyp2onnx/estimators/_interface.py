@@ -5,17 +5,20 @@ coordinates, which training rows each tree saw, how to read the split
 arrays out and write corrected thresholds back into the native model (so
 the library's own ``predict`` uses them), and how to describe the result as
 an :class:`~hyp2onnx.ir.Ensemble`. Adding a backend means one new file
-subclassing :class:`Backend` and one line in ``_registry.py``.
+subclassing :class:`Backend` (with the backend's hyperbolic estimators)
+and one line in ``_registry.py``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from .._tree import Op, TreeArrays
+from ..ir.trees import Op, TreeArrays
+from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 
 
@@ -30,18 +33,26 @@ class Backend(ABC):
     compare_dtype: ClassVar[str]
     #: Precision the library stores thresholds in.
     threshold_dtype: ClassVar[str]
+    #: The native estimator classes handled (exact types: a subclass may route differently).
+    native: ClassVar[tuple[type, ...]] = ()
     #: Values with ``|x| <=`` this are read as 0 (LightGBM's zero band); 0: none.
     zero_band: ClassVar[float] = 0.0
+    #: Every split compares one Klein coordinate, so the learner may be fitted on
+    #: any per-feature monotone image of them (``tree_space``); False for
+    #: oblique splits, which compare projections (:meth:`compared_values`).
+    feature_splits: ClassVar[bool] = True
+    #: The learner takes ``input_blocks`` (each feature its own midpoint rule).
+    takes_blocks: ClassVar[bool] = True
 
     @classmethod
-    @abstractmethod
     def handles(cls, estimator: Any) -> bool:
         """True if ``estimator`` (fitted or not) belongs to this backend."""
+        return type(estimator) in cls.native
 
     @classmethod
-    @abstractmethod
     def supported(cls) -> list[str]:
         """Names of the estimator classes this backend accepts, for error messages."""
+        return [c.__name__ for c in cls.native]
 
     def use_categorical(self, estimator: Any, features: np.ndarray) -> bool:
         """Configure the unfitted ``estimator`` to treat ``features`` as categorical codes.
@@ -72,6 +83,14 @@ class Backend(ABC):
         ``y`` and ``sample_weight`` are what :meth:`fit` was given.
         """
 
+    def compared_values(self, fitted: Any, Xk: np.ndarray) -> np.ndarray:
+        """The values the splits compare, one column per tested feature.
+
+        Klein coordinates held in :attr:`compare_dtype`, unless a backend's
+        splits compare something else (oblique trees: projections).
+        """
+        return np.ascontiguousarray(Xk, dtype=self.compare_dtype)
+
     @abstractmethod
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
         """Split arrays of every tree, in the model's tree order."""
@@ -86,3 +105,29 @@ class Backend(ABC):
     @abstractmethod
     def to_ensemble(self, fitted: Any) -> Ensemble:
         """Describe the fitted (corrected) model as an :class:`Ensemble`."""
+
+    # -- files (optional) ----------------------------------------------------
+
+    @classmethod
+    def trusted_types(cls) -> list[type]:
+        """Native classes a ``.skops`` file of this backend's models may hold."""
+        return list(cls.native)
+
+    @classmethod
+    def load_file(cls, path: Path) -> Any:
+        """The native model in a file of one of the registry's suffixes for this backend.
+
+        Any exception means the file is not such a model; the command line
+        reports it with the file's name.
+        """
+        raise UnsupportedModelError(f"the {cls.name} backend reads no model files")
+
+
+def refuse_row_scores(fit_params: dict[str, Any], *names: str) -> None:
+    """Refuse fit parameters that give each row its own starting score (``base_margin``, ...)."""
+    for name in names:
+        if fit_params.get(name) is not None:
+            raise UnsupportedModelError(
+                f"{name} gives each row its own starting score, which an exported model "
+                "cannot reproduce; fit without it."
+            )

@@ -24,16 +24,20 @@ rebuilding the Booster from the text, so ``predict`` uses them.
 from __future__ import annotations
 
 import re
-import warnings
+from pathlib import Path
 from typing import Any
 
+import lightgbm
 import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.class_weight import compute_sample_weight
 
-from .._tree import CategorySets, TreeArrays
+from ..ir.trees import CategorySets, TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
-from ._booster import BoosterBackend
+from ._base import HyperbolicClassifierMixin
+from ._booster import BOOSTING_DOC, BoosterBackend, BoostingModel
+from ._interface import refuse_row_scores
 
 #: LightGBM's kZeroThreshold: the float literal 1e-35f held in a double.
 ZERO_THRESHOLD = float(np.float32(1e-35))
@@ -59,16 +63,6 @@ _CATEGORICAL = (
 _LINEAR_TREE = ("linear_tree", "linear_trees")
 
 _TREE_START = re.compile(r"^Tree=\d+$", re.MULTILINE)
-
-
-def _lightgbm() -> Any:
-    try:
-        import lightgbm
-    except ImportError as exc:  # pragma: no cover - lightgbm is a dependency
-        raise UnsupportedModelError(
-            "LightGBM models need the lightgbm package: pip install lightgbm"
-        ) from exc
-    return lightgbm
 
 
 def _values(params: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
@@ -194,16 +188,33 @@ class _Model:
         return head + "".join(blocks) + self.tail
 
 
+def _objective_in_file(path: Path) -> str:
+    """The objective's name from a LightGBM model file's header ("" if none is stated)."""
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("objective="):
+                words = line[len("objective=") :].split()
+                return words[0] if words else ""
+            if line.startswith("Tree="):
+                break
+    return ""
+
+
 class LightGBMBackend(BoosterBackend):
     name = "lightgbm"
     op = "<="
     compare_dtype = "float64"
     threshold_dtype = "float64"
+    title = "LightGBM"
+    native = (lightgbm.LGBMClassifier, lightgbm.LGBMRegressor)
     zero_band = ZERO_THRESHOLD
 
+    @classmethod
+    def trusted_types(cls) -> list[type]:
+        return [*cls.native, lightgbm.Booster]
+
     def __init__(self) -> None:
-        # read_trees and write_thresholds of one correction share one parse.
-        self._parsed: tuple[Any, _Model] | None = None
+        super().__init__()
         self._categorical: list[int] = []
 
     def use_categorical(self, estimator: Any, features: np.ndarray) -> bool:
@@ -212,16 +223,35 @@ class LightGBMBackend(BoosterBackend):
         return bool(self._categorical)
 
     @classmethod
-    def handles(cls, estimator: Any) -> bool:
-        try:
-            lgb = _lightgbm()
-        except UnsupportedModelError:
-            return False
-        return type(estimator) in (lgb.LGBMClassifier, lgb.LGBMRegressor)
+    def load_file(cls, path: Path) -> Any:
+        """An LGBMClassifier/LGBMRegressor around the Booster in ``path`` (``save_model``).
 
-    @classmethod
-    def supported(cls) -> list[str]:
-        return ["LGBMClassifier", "LGBMRegressor"]
+        The ``binary`` and ``multiclass*`` objectives load as classifiers; a
+        model file stores class indices, not labels, so the classes are
+        ``0 .. n-1``. LightGBM's scikit-learn classes cannot be built from a
+        Booster through their public API, so a stand-in is fitted on a few
+        rows of the loaded model's shape (LightGBM sets its own fitted
+        attributes, classes included) and its booster is swapped for the
+        loaded one, through the attribute ``booster_`` reads.
+        """
+        booster = lightgbm.Booster(model_file=str(path))
+        objective = _objective_in_file(path)
+        n_features = booster.num_feature()
+        if objective.startswith("multiclass"):
+            n_classes = booster.num_model_per_iteration()
+        elif objective == "binary":
+            n_classes = 2
+        else:
+            n_classes = 0
+        X = np.zeros((max(n_classes, 2), n_features))
+        if n_classes:
+            model = lightgbm.LGBMClassifier(n_estimators=1, verbose=-1)
+            model.fit(X, np.arange(n_classes))
+        else:
+            model = lightgbm.LGBMRegressor(n_estimators=1, verbose=-1)
+            model.fit(X, np.zeros(X.shape[0]))
+        model._Booster = booster
+        return model
 
     # -- training --------------------------------------------------------
 
@@ -253,23 +283,7 @@ class LightGBMBackend(BoosterBackend):
         ones = {name: 1.0 for names in _BAGGING_FRACTIONS for name in names if name in params}
         estimator.set_params(**{**ones, "subsample": 1.0})
 
-    def fit(
-        self,
-        estimator: Any,
-        Xk: np.ndarray,
-        y: np.ndarray,
-        sample_weight: np.ndarray | None,
-        **fit_params: Any,
-    ) -> Any:
-        self.check_fit(estimator, y, fit_params)
-        if self._categorical:
-            fit_params = {**fit_params, "categorical_feature": self._categorical}
-        estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
-        self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
-        return estimator
-
-    def check_fit(self, estimator: Any, y: Any, fit_params: dict[str, Any]) -> None:
-        """Refuse what cannot be corrected or exported, before any training."""
+    def check_fit(self, estimator: Any, y: np.ndarray, fit_params: dict[str, Any]) -> None:
         params = estimator.get_params()
         if callable(params.get("objective")):
             raise UnsupportedModelError(
@@ -299,22 +313,16 @@ class LightGBMBackend(BoosterBackend):
                 "Declare categorical columns with input_blocks=[..., Categorical(n)] instead "
                 "of categorical_feature."
             )
-        for name in ("init_score", "eval_init_score"):
-            if fit_params.get(name) is not None:
-                raise UnsupportedModelError(
-                    f"{name} gives each row its own starting score, which an exported model "
-                    "cannot reproduce; fit without it."
-                )
+        refuse_row_scores(fit_params, "init_score", "eval_init_score")
         if np.ndim(y) != 1:
             raise UnsupportedModelError("LightGBM models take a 1-D y.")
-        subsampling = self.row_subsampling(estimator)
-        if subsampling:
-            warnings.warn(
-                f"LightGBM trains each tree on a subset of rows ({subsampling}), but the "
-                "threshold correction uses all training rows, so it is approximate: training "
-                "predictions may change. Use override_subsample=True for an exact correction.",
-                stacklevel=4,
-            )
+
+    def categorical_fit(
+        self, estimator: Any, Xk: np.ndarray, fit_params: dict[str, Any]
+    ) -> dict[str, Any]:
+        if self._categorical:
+            return {**fit_params, "categorical_feature": self._categorical}
+        return fit_params
 
     def training_rows(
         self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
@@ -329,11 +337,8 @@ class LightGBMBackend(BoosterBackend):
 
     # -- trees -------------------------------------------------------------
 
-    def _model(self, fitted: Any) -> _Model:
-        if self._parsed is None or self._parsed[0] is not fitted:
-            text = fitted.booster_.model_to_string(num_iteration=-1)
-            self._parsed = (fitted, _Model(text))
-        return self._parsed[1]
+    def parse(self, fitted: Any) -> _Model:
+        return _Model(fitted.booster_.model_to_string(num_iteration=-1))
 
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
         return [tree.arrays() for tree in self._model(fitted).trees]
@@ -353,7 +358,7 @@ class LightGBMBackend(BoosterBackend):
         for i, (tree, new) in enumerate(zip(model.trees, thresholds, strict=True)):
             tree.check_zero_band(np.asarray(new, dtype=np.float64), i)
         old = fitted.booster_
-        booster = _lightgbm().Booster(model_str=model.text(thresholds))
+        booster = lightgbm.Booster(model_str=model.text(thresholds))
         booster.best_iteration = old.best_iteration
         booster.best_score = old.best_score
         # LGBMModel has no public setter; booster_ reads this attribute.
@@ -362,9 +367,8 @@ class LightGBMBackend(BoosterBackend):
 
     # -- description -----------------------------------------------------
 
-    def _outputs(self, fitted: Any, model: _Model) -> tuple[int, str]:
-        """Score columns and post-transform, or an error if the Ensemble cannot say it."""
-        classifier = type(fitted) is _lightgbm().LGBMClassifier
+    def outputs(self, fitted: Any, model: _Model) -> tuple[int, str]:
+        classifier = type(fitted) is lightgbm.LGBMClassifier
         objective, options = model.objective, model.objective_options
         if model.average_output:
             raise UnsupportedModelError(
@@ -399,40 +403,27 @@ class LightGBMBackend(BoosterBackend):
         base values are zero.
         """
         model = self._model(fitted)
-        classifier = type(fitted) is _lightgbm().LGBMClassifier
-        n_outputs, post = self._outputs(fitted, model)
+        classifier = type(fitted) is lightgbm.LGBMClassifier
+        n_outputs, post = self.outputs(fitted, model)
         n_used = len(model.trees)
         best = int(getattr(fitted.booster_, "best_iteration", 0) or 0)
         if best > 0:
             n_used = min(n_used, best * model.n_per_iteration)
 
-        features, thresholds, lefts, rights, values, roots, targets = [], [], [], [], [], [], []
-        sets: dict[int, np.ndarray] = {}
-        offset = 0
+        trees, values, targets = [], [], []
         for i in range(n_used):
             tree = model.trees[i]
             tree.check_zero_band(tree.threshold, i)
             arrays = tree.arrays()
-            n_nodes = arrays.feature.shape[0]
             target = i % model.n_per_iteration if n_outputs > 1 else 0
-            value = np.zeros((n_nodes, n_outputs))
+            value = np.zeros((arrays.feature.shape[0], n_outputs))
             value[tree.n_internal :, target] = tree.leaf_value
-            roots.append(offset)
+            trees.append(arrays)
             targets.append(target)
-            features.append(arrays.feature)
-            thresholds.append(arrays.threshold)
-            lefts.append(np.where(arrays.left >= 0, arrays.left + offset, -1))
-            rights.append(np.where(arrays.right >= 0, arrays.right + offset, -1))
             values.append(value)
-            sets.update({offset + j: codes for j, codes in tree.sets.items()})
-            offset += n_nodes
-        return Ensemble(
-            feature=np.concatenate(features),
-            threshold=np.concatenate(thresholds),
-            left=np.concatenate(lefts),
-            right=np.concatenate(rights),
-            value=np.concatenate(values),
-            roots=np.asarray(roots, dtype=np.int64),
+        return Ensemble.from_trees(
+            trees,
+            values,
             op=self.op,
             compare_dtype=self.compare_dtype,
             threshold_dtype=self.threshold_dtype,
@@ -443,5 +434,35 @@ class LightGBMBackend(BoosterBackend):
             sum_dtype="float64",
             classes=np.asarray(fitted.classes_) if classifier else None,
             tree_target=np.asarray(targets, dtype=np.int64) if n_outputs > 1 else None,
-            categories=CategorySets.from_sets(offset, sets) if sets else None,
         )
+
+
+# -- the hyperbolic estimators ------------------------------------------------
+
+_LGBM_DOC = dict(
+    rows="``subsample``/``bagging_fraction`` and its aliases, and their ``pos_``/``neg_`` "
+    "variants; GOSS is refused",
+    columns="``colsample_bytree``/``feature_fraction``, ``feature_fraction_bynode``",
+)
+
+
+class HyperbolicLGBMClassifier(HyperbolicClassifierMixin, ClassifierMixin, BoostingModel):
+    __doc__ = (
+        "Hyperbolic LightGBM classifier: LightGBM on Klein coordinates with Einstein-midpoint "
+        "thresholds (compared as LightGBM does: ``x <= t`` in float64).\n"
+        + BOOSTING_DOC.format(**{**_LGBM_DOC, "native": "lightgbm.LGBMClassifier"})
+    )
+    _native = lightgbm.LGBMClassifier
+    _signature_from = (lightgbm.LGBMModel,)
+    _backend = LightGBMBackend
+
+
+class HyperbolicLGBMRegressor(RegressorMixin, BoostingModel):
+    __doc__ = (
+        "Hyperbolic LightGBM regressor: LightGBM on Klein coordinates with Einstein-midpoint "
+        "thresholds (compared as LightGBM does: ``x <= t`` in float64).\n"
+        + BOOSTING_DOC.format(**{**_LGBM_DOC, "native": "lightgbm.LGBMRegressor"})
+    )
+    _native = lightgbm.LGBMRegressor
+    _signature_from = (lightgbm.LGBMModel,)
+    _backend = LightGBMBackend

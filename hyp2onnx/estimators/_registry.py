@@ -1,25 +1,98 @@
-"""Which backend handles which estimator. Add a backend here, nowhere else."""
+"""Every training backend, one line each. Add a backend here, nowhere else.
+
+A line says what hyp2onnx must know before importing the backend: the
+module (under :mod:`hyp2onnx.estimators`) that defines the backend class and
+its hyperbolic estimators, the library its native models come from (the
+top-level package of their classes), the pip extra that installs it, the
+estimator classes the module defines and the native model files its
+backend reads. Nothing here imports a library: a backend module is imported
+the first time one of its estimators or models is used, so ``import
+hyp2onnx`` costs no XGBoost, LightGBM or CatBoost.
+"""
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from typing import Any
 
-from ..errors import UnsupportedModelError
+from ..errors import MissingExtraError, UnsupportedModelError
 from ._interface import Backend
-from ._lightgbm import LightGBMBackend
-from ._sklearn import SklearnBackend
-from ._xgboost import XGBoostBackend
 
-BACKENDS: list[type[Backend]] = [SklearnBackend, XGBoostBackend, LightGBMBackend]
+__all__ = ["BACKENDS", "BackendSpec", "backend_for", "estimator_class", "file_backend"]
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One backend, as the registry lists it (see the module doc)."""
+
+    module: str
+    backend: str  #: name of the :class:`Backend` subclass in ``module``
+    library: str
+    extra: str | None  #: None: the library is a core dependency
+    estimators: tuple[str, ...]
+    formats: tuple[str, ...] = ()  #: native model-file suffixes, read by ``Backend.load_file``
+
+    def load(self, what: str | None = None) -> type[Backend]:
+        """The backend class, importing its module (and library) now.
+
+        Raises :class:`MissingExtraError` naming the extra if the library is
+        not installed; ``what`` is the thing that needed it, for the message.
+        """
+        try:
+            module = importlib.import_module(f"{__package__}.{self.module}")
+        except ModuleNotFoundError as exc:
+            if self.extra is None or (exc.name or "").partition(".")[0] != self.library:
+                raise
+            raise MissingExtraError(
+                f"{what or self.library + ' models'} need{'s' if what else ''} the "
+                f"{self.library} package, which is not installed: "
+                f"pip install 'hyp2onnx[{self.extra}]'"
+            ) from exc
+        return getattr(module, self.backend)
+
+
+BACKENDS: tuple[BackendSpec, ...] = (
+    BackendSpec("_sklearn", "SklearnBackend", "sklearn", None, ("HyperbolicDecisionTreeClassifier", "HyperbolicDecisionTreeRegressor", "HyperbolicRandomForestClassifier", "HyperbolicRandomForestRegressor")),  # noqa: E501
+    BackendSpec("_xgboost", "XGBoostBackend", "xgboost", "xgboost", ("HyperbolicXGBClassifier", "HyperbolicXGBRegressor"), (".json", ".ubj")),  # noqa: E501
+    BackendSpec("_lightgbm", "LightGBMBackend", "lightgbm", "lightgbm", ("HyperbolicLGBMClassifier", "HyperbolicLGBMRegressor"), (".txt",)),  # noqa: E501
+    BackendSpec("_householder", "HouseholderBackend", "hyp2onnx", None, ("HyperbolicHouseholderTreeClassifier", "HyperbolicHouseholderTreeRegressor")),  # noqa: E501
+    BackendSpec("_catboost", "CatBoostBackend", "catboost", "catboost", ("HyperbolicCatBoostClassifier", "HyperbolicCatBoostRegressor"), (".cbm",)),  # noqa: E501
+)
+
+
+def estimator_class(name: str) -> type:
+    """The hyperbolic estimator class ``name``, importing its backend module."""
+    for spec in BACKENDS:
+        if name in spec.estimators:
+            backend = spec.load(name)
+            return getattr(importlib.import_module(backend.__module__), name)
+    raise AttributeError(name)
+
+
+def file_backend(suffix: str) -> BackendSpec | None:
+    """The backend that reads native model files ending in ``suffix``, or None."""
+    return next((spec for spec in BACKENDS if suffix.lower() in spec.formats), None)
 
 
 def backend_for(estimator: Any) -> Backend:
-    """The backend for ``estimator``, or an error listing what is supported."""
-    for backend in BACKENDS:
-        if backend.handles(estimator):
-            return backend()
-    names = ", ".join(name for b in BACKENDS for name in b.supported())
+    """The backend for ``estimator``, or an error listing what is supported.
+
+    Only the backend of the estimator's own library is imported.
+    """
+    library = type(estimator).__module__.partition(".")[0]
+    for spec in BACKENDS:
+        if spec.library == library:
+            backend = spec.load()
+            if backend.handles(estimator):
+                return backend()
+    names = []
+    for spec in BACKENDS:
+        try:
+            names += spec.load().supported()
+        except MissingExtraError:
+            names.append(f"{spec.library} models (pip install 'hyp2onnx[{spec.extra}]')")
     raise UnsupportedModelError(
         f"{type(estimator).__module__}.{type(estimator).__name__} is not a supported tree "
-        f"model. Supported: {names}."
+        f"model. Supported: {', '.join(names)}."
     )

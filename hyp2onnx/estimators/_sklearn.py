@@ -1,4 +1,4 @@
-"""scikit-learn decision trees and forests.
+"""scikit-learn decision trees and forests, and their hyperbolic estimators.
 
 scikit-learn casts X to float32 and sends a row left iff
 ``float32(x) <= threshold`` with float64 thresholds. Trees are read from and
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.base import is_classifier
+from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
 from sklearn.ensemble import (
     ExtraTreesClassifier,
     ExtraTreesRegressor,
@@ -27,9 +27,10 @@ from sklearn.tree import (
 )
 from sklearn.utils.class_weight import compute_sample_weight
 
-from .._tree import TreeArrays
+from ..ir.trees import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
+from ._base import HyperbolicClassifierMixin, WrappedParamsModel
 from ._interface import Backend
 
 _TREES = (DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier, ExtraTreeRegressor)
@@ -45,15 +46,13 @@ class SklearnBackend(Backend):
     op = "<="
     compare_dtype = "float32"
     threshold_dtype = "float64"
+    native = _TREES + _FORESTS
 
     @classmethod
-    def handles(cls, estimator: Any) -> bool:
-        # Exact types: a subclass may change how it routes or predicts.
-        return type(estimator) in _TREES + _FORESTS
+    def trusted_types(cls) -> list[type]:
+        from sklearn.tree._tree import Tree
 
-    @classmethod
-    def supported(cls) -> list[str]:
-        return [c.__name__ for c in _TREES + _FORESTS]
+        return [Tree]  # the forests' and trees' classes are skops defaults
 
     def fit(
         self,
@@ -118,37 +117,102 @@ class SklearnBackend(Backend):
         return fitted
 
     def to_ensemble(self, fitted: Any) -> Ensemble:
-        trees = _trees_of(fitted)
         classifier = is_classifier(fitted)
-        features, thresholds, lefts, rights, values, roots = [], [], [], [], [], []
-        offset = 0
-        for est, arrays in zip(trees, self.read_trees(fitted), strict=True):
+        trees, values = self.read_trees(fitted), []
+        for est, arrays in zip(_trees_of(fitted), trees, strict=True):
             v = est.tree_.value
             # Classifiers store class fractions; regressors one value per target.
             leaf_values = v[:, 0, : fitted.n_classes_] if classifier else v[:, :, 0]
-            leaf_values = np.where((arrays.feature < 0)[:, None], leaf_values, 0.0)
-            roots.append(offset)
-            features.append(arrays.feature)
-            thresholds.append(np.where(arrays.feature >= 0, arrays.threshold, 0.0))
-            lefts.append(np.where(arrays.left >= 0, arrays.left + offset, -1))
-            rights.append(np.where(arrays.right >= 0, arrays.right + offset, -1))
-            values.append(leaf_values.astype(np.float64))
-            offset += arrays.feature.shape[0]
-        value = np.concatenate(values)
-        return Ensemble(
-            feature=np.concatenate(features),
-            threshold=np.concatenate(thresholds),
-            left=np.concatenate(lefts),
-            right=np.concatenate(rights),
-            value=value,
-            roots=np.asarray(roots, dtype=np.int64),
+            values.append(np.where((arrays.feature < 0)[:, None], leaf_values, 0.0))
+        return Ensemble.from_trees(
+            trees,
+            values,
             op=self.op,
             compare_dtype=self.compare_dtype,
             threshold_dtype=self.threshold_dtype,
             n_features=int(fitted.n_features_in_),
             aggregate="mean",
-            base_values=np.zeros(value.shape[1]),
+            base_values=np.zeros(values[0].shape[1]),
             post_transform="identity",
             sum_dtype="float64",
             classes=np.asarray(fitted.classes_) if classifier else None,
         )
+
+
+# -- the hyperbolic estimators ------------------------------------------------
+
+_GEOMETRY_DOC = """
+    Parameters
+    ----------
+    input_geometry : {"hyperboloid", "poincare", "klein"}, default="hyperboloid"
+        Model of hyperbolic space the input points are given in. Hyperboloid
+        points have ``d + 1`` columns (the timelike one at ``timelike_dim``);
+        Poincare and Klein points lie in the ball of radius ``R = 1/sqrt(-K)``.
+    curvature : float < 0, default=-1.0
+        Curvature ``K`` of the space.
+    timelike_dim : int, default=0
+        Column of the timelike coordinate ``x_0`` (hyperboloid input only).
+    midpoint : {"einstein", "arithmetic"}, default="einstein"
+        Where each threshold goes between its two nearest training values:
+        the hyperbolic (Einstein) midpoint, or the Euclidean one (ablation;
+        identical to scikit-learn's own thresholds for best-split trees).
+    check_manifold : bool, default=True
+        Reject points off the manifold (or outside the ball) in ``fit`` and
+        ``predict``. Turn off only for large data known to be valid.
+    tree_space : {"ranks", "rapidity", "klein"}, default="ranks"
+        What the wrapped learner is fitted on: the ranks of each Klein
+        coordinate's distinct training values (splits as fine as float64
+        Klein coordinates, whatever the learner's precision: points far from
+        the origin stay separable), ``artanh`` of them, or the coordinates
+        themselves (the paper's design). Thresholds are Klein thresholds at
+        Einstein midpoints in every case; see :mod:`hyp2onnx.tree_space`.
+    input_blocks : list or None, default=None
+        Input made of blocks (:mod:`hyp2onnx.blocks`): ``[Hyperbolic(2),
+        Spherical(2), Euclidean(3), Categorical(1)]`` or a signature
+        ``[(-1.0, 2), (0.0, 3), (1.0, 2)]``; the columns of a row are the
+        blocks' columns in order. Each block gets its own midpoint
+        (Einstein, angular, arithmetic); categorical codes are split as
+        numbers at scikit-learn's thresholds. ``input_geometry``,
+        ``curvature`` and ``timelike_dim`` then stay at their defaults.
+    **params
+        Every parameter of the wrapped scikit-learn class, by keyword
+        (``max_depth``, ``n_estimators``, ``random_state``, ...).
+"""
+
+
+def _doc(summary: str, wrapped: type) -> str:
+    return (
+        f"{summary}\n\n    Fits :class:`sklearn.{wrapped.__module__.split('.')[1]}.{wrapped.__name__}` "
+        "on Klein coordinates and moves every threshold to its Einstein midpoint.\n"
+        + _GEOMETRY_DOC
+    )
+
+
+class HyperbolicDecisionTreeClassifier(
+    HyperbolicClassifierMixin, ClassifierMixin, WrappedParamsModel
+):
+    __doc__ = _doc("Hyperbolic decision tree classifier (Fast-HyperDT).", DecisionTreeClassifier)
+    _wrapped = DecisionTreeClassifier
+
+
+class HyperbolicDecisionTreeRegressor(RegressorMixin, WrappedParamsModel):
+    __doc__ = _doc("Hyperbolic decision tree regressor (Fast-HyperDT).", DecisionTreeRegressor)
+    _wrapped = DecisionTreeRegressor
+
+
+class HyperbolicRandomForestClassifier(
+    HyperbolicClassifierMixin, ClassifierMixin, WrappedParamsModel
+):
+    __doc__ = _doc(
+        "Hyperbolic random forest classifier; each tree is corrected on its own bootstrap rows.",
+        RandomForestClassifier,
+    )
+    _wrapped = RandomForestClassifier
+
+
+class HyperbolicRandomForestRegressor(RegressorMixin, WrappedParamsModel):
+    __doc__ = _doc(
+        "Hyperbolic random forest regressor; each tree is corrected on its own bootstrap rows.",
+        RandomForestRegressor,
+    )
+    _wrapped = RandomForestRegressor

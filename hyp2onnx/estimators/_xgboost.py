@@ -23,16 +23,25 @@ milliseconds for 100 trees, a third of the JSON text route.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import struct
-import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xgboost
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils import assert_all_finite
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .._tree import CategorySets, TreeArrays
+from ..ir.trees import CategorySets, TreeArrays
 from ..errors import UnsupportedModelError
-from ..ir import Ensemble
-from ._booster import BoosterBackend
+from ..ir import Ensemble, Model
+from ._base import HyperbolicClassifierMixin
+from ._booster import BOOSTING_DOC, BoosterBackend, BoostingModel
+from ._interface import refuse_row_scores
 
 #: Objectives whose prediction is the raw score itself.
 _IDENTITY_OBJECTIVES = {
@@ -42,16 +51,6 @@ _IDENTITY_OBJECTIVES = {
     "reg:absoluteerror",
     "reg:quantileerror",
 }
-
-
-def _xgboost() -> Any:
-    try:
-        import xgboost
-    except ImportError as exc:  # pragma: no cover - xgboost is a dependency
-        raise UnsupportedModelError(
-            "XGBoost models need the xgboost package: pip install xgboost"
-        ) from exc
-    return xgboost
 
 
 # -- UBJSON (https://ubjson.org), the subset XGBoost writes -------------------
@@ -208,11 +207,11 @@ class XGBoostBackend(BoosterBackend):
     op = "<"
     compare_dtype = "float32"
     threshold_dtype = "float32"
+    title = "XGBoost"
+    native = (xgboost.XGBClassifier, xgboost.XGBRegressor)
 
     def __init__(self) -> None:
-        # read_trees and write_thresholds of one correction share one parse.
-        self._parsed: tuple[Any, _Model] | None = None
-        self._categorical = False
+        super().__init__()
         self._categorical_features = np.zeros(0, np.int64)
 
     def use_categorical(self, estimator: Any, features: np.ndarray) -> bool:
@@ -224,25 +223,35 @@ class XGBoostBackend(BoosterBackend):
                 "feature_types is set from input_blocks (Categorical blocks become 'c'); "
                 "leave it out."
             )
-        self._categorical = True
-        self._categorical_features = features
+        self._categorical_features = np.asarray(features, dtype=np.int64)
         return True
 
-    @classmethod
-    def _classes(cls) -> tuple[type, ...]:
-        xgb = _xgboost()
-        return (xgb.XGBClassifier, xgb.XGBRegressor)
+    def categorical_fit(
+        self, estimator: Any, Xk: np.ndarray, fit_params: dict[str, Any]
+    ) -> dict[str, Any]:
+        if self._categorical_features.size:
+            types = np.full(Xk.shape[1], "q", dtype=object)
+            types[self._categorical_features] = "c"
+            estimator.set_params(enable_categorical=True, feature_types=types.tolist())
+        return fit_params
 
     @classmethod
-    def handles(cls, estimator: Any) -> bool:
-        try:
-            return type(estimator) in cls._classes()
-        except UnsupportedModelError:
-            return False
+    def trusted_types(cls) -> list[type]:
+        return [*cls.native, xgboost.Booster]
 
     @classmethod
-    def supported(cls) -> list[str]:
-        return ["XGBClassifier", "XGBRegressor"]
+    def load_file(cls, path: Path) -> Any:
+        """An XGBClassifier or XGBRegressor from ``save_model``'s ``.json``/``.ubj`` file.
+
+        The file does not say classifier or regressor; its objective does:
+        ``binary:*`` and ``multi:*`` load as classifiers.
+        """
+        booster = xgboost.Booster(model_file=str(path))
+        objective = json.loads(booster.save_config())["learner"]["objective"]["name"]
+        classifier = objective.startswith(("binary:", "multi:"))
+        model = xgboost.XGBClassifier() if classifier else xgboost.XGBRegressor()
+        model.load_model(str(path))
+        return model
 
     # -- training --------------------------------------------------------
 
@@ -259,26 +268,7 @@ class XGBoostBackend(BoosterBackend):
         """Make every tree see every training row (column sampling is harmless)."""
         estimator.set_params(subsample=1.0)
 
-    def fit(
-        self,
-        estimator: Any,
-        Xk: np.ndarray,
-        y: np.ndarray,
-        sample_weight: np.ndarray | None,
-        **fit_params: Any,
-    ) -> Any:
-        self.check_fit(estimator, y, fit_params)
-        if self._categorical:
-            types = np.full(Xk.shape[1], "q", dtype=object)
-            types[self._categorical_features] = "c"
-            estimator.set_params(enable_categorical=True, feature_types=types.tolist())
-        # XGBoost casts to float32 itself, exactly as it does when predicting.
-        estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
-        self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
-        return estimator
-
-    def check_fit(self, estimator: Any, y: Any, fit_params: dict[str, Any]) -> None:
-        """Refuse what cannot be corrected or exported, before any training."""
+    def check_fit(self, estimator: Any, y: np.ndarray, fit_params: dict[str, Any]) -> None:
         params = estimator.get_params()
         if params.get("booster") not in (None, "gbtree"):
             raise UnsupportedModelError(
@@ -290,24 +280,10 @@ class XGBoostBackend(BoosterBackend):
                 "Declare categorical columns with input_blocks=[..., Categorical(n)] instead "
                 "of feature_types 'c'."
             )
-        for name in ("base_margin", "base_margin_eval_set"):
-            if fit_params.get(name) is not None:
-                raise UnsupportedModelError(
-                    f"{name} gives each row its own starting score, which an exported model "
-                    "cannot reproduce; fit without it."
-                )
-        if np.ndim(y) != 1 and type(estimator) is not _xgboost().XGBRegressor:
+        refuse_row_scores(fit_params, "base_margin", "base_margin_eval_set")
+        if np.ndim(y) != 1 and type(estimator) is not xgboost.XGBRegressor:
             raise UnsupportedModelError(
                 "multi-label XGBoost classifiers are not supported; pass a 1-D y."
-            )
-        subsampling = self.row_subsampling(estimator)
-        if subsampling:
-            warnings.warn(
-                f"XGBoost trains each tree on a random subset of rows ({subsampling}), but "
-                "the threshold correction uses all training rows, so it is approximate: "
-                "training predictions may change. Use override_subsample=True for an exact "
-                "correction.",
-                stacklevel=5,
             )
 
     def training_rows(
@@ -320,10 +296,8 @@ class XGBoostBackend(BoosterBackend):
 
     # -- trees -------------------------------------------------------------
 
-    def _model(self, fitted: Any) -> _Model:
-        if self._parsed is None or self._parsed[0] is not fitted:
-            self._parsed = (fitted, _Model(_booster(fitted)))
-        return self._parsed[1]
+    def parse(self, fitted: Any) -> _Model:
+        return _Model(_booster(fitted))
 
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
         model = self._model(fitted)
@@ -331,7 +305,7 @@ class XGBoostBackend(BoosterBackend):
 
     def leaf_nodes(self, fitted: Any, Xc: np.ndarray) -> np.ndarray:
         """Node (in :meth:`read_trees` numbering) each row of ``Xc`` reaches in every tree."""
-        dmatrix = _xgboost().DMatrix(Xc)
+        dmatrix = xgboost.DMatrix(Xc)
         leaves = _booster(fitted).predict(dmatrix, pred_leaf=True, iteration_range=(0, 0))
         return np.asarray(leaves).reshape(Xc.shape[0], -1).astype(np.int64)
 
@@ -353,10 +327,9 @@ class XGBoostBackend(BoosterBackend):
 
     # -- description -----------------------------------------------------
 
-    def _outputs(self, fitted: Any, model: _Model) -> tuple[int, str]:
-        """Score columns and post-transform, or an error if the Ensemble cannot say it."""
+    def outputs(self, fitted: Any, model: _Model) -> tuple[int, str]:
         objective = model.objective
-        if type(fitted) is _xgboost().XGBClassifier:
+        if type(fitted) is xgboost.XGBClassifier:
             if model.n_targets > 1:
                 raise UnsupportedModelError(
                     "multi-label XGBoost classifiers are not supported; fit one per label."
@@ -398,18 +371,16 @@ class XGBoostBackend(BoosterBackend):
         last).
         """
         model = self._model(fitted)
-        classifier = type(fitted) is _xgboost().XGBClassifier
-        n_outputs, post = self._outputs(fitted, model)
+        classifier = type(fitted) is xgboost.XGBClassifier
+        n_outputs, post = self.outputs(fitted, model)
         base = model.base_margin()
         if base.size != n_outputs:
             base = np.broadcast_to(base, (n_outputs,)).astype(np.float32)
         n_used = self._used_trees(fitted, model)
         targets = model.tree_info[:n_used] if n_outputs > 1 else np.zeros(n_used, np.int64)
 
-        features, thresholds, lefts, rights, values, roots = [], [], [], [], [], []
-        sets: dict[int, np.ndarray] = {}
+        trees, values = [], []
         folded = np.zeros(n_outputs, dtype=bool)
-        offset = 0
         for i in range(n_used):
             arrays = model.arrays(i)
             leaf = arrays.feature < 0
@@ -420,25 +391,11 @@ class XGBoostBackend(BoosterBackend):
                 folded[target] = True
             value = np.zeros((leaf.shape[0], n_outputs))
             value[:, target] = leaf_values
-            roots.append(offset)
-            features.append(arrays.feature)
-            thresholds.append(arrays.threshold)
-            lefts.append(np.where(arrays.left >= 0, arrays.left + offset, -1))
-            rights.append(np.where(arrays.right >= 0, arrays.right + offset, -1))
+            trees.append(arrays)
             values.append(value)
-            sets.update({offset + j: codes for j, codes in model.category_sets(i).items()})
-            offset += leaf.shape[0]
-        value = np.concatenate(values) if values else np.zeros((0, n_outputs))
-        classes = None
-        if classifier:
-            classes = np.arange(max(model.n_classes, 2))
-        return Ensemble(
-            feature=np.concatenate(features) if features else np.zeros(0, np.int64),
-            threshold=np.concatenate(thresholds) if thresholds else np.zeros(0),
-            left=np.concatenate(lefts) if lefts else np.zeros(0, np.int64),
-            right=np.concatenate(rights) if rights else np.zeros(0, np.int64),
-            value=value,
-            roots=np.asarray(roots, dtype=np.int64),
+        return Ensemble.from_trees(
+            trees,
+            values,
             op=self.op,
             compare_dtype=self.compare_dtype,
             threshold_dtype=self.threshold_dtype,
@@ -447,7 +404,73 @@ class XGBoostBackend(BoosterBackend):
             base_values=np.where(folded, 0.0, base.astype(np.float64)),
             post_transform=post,
             sum_dtype="float32",
-            classes=classes,
+            classes=np.arange(max(model.n_classes, 2)) if classifier else None,
             tree_target=targets.astype(np.int64) if n_outputs > 1 else None,
-            categories=CategorySets.from_sets(offset, sets) if sets else None,
         )
+
+
+# -- the hyperbolic estimators ------------------------------------------------
+
+_XGB_DOC = dict(
+    rows="``subsample``",
+    columns="``colsample_bytree``, ``colsample_bylevel``, ``colsample_bynode``",
+)
+class HyperbolicXGBClassifier(HyperbolicClassifierMixin, ClassifierMixin, BoostingModel):
+    __doc__ = (
+        "Hyperbolic XGBoost classifier: XGBoost on Klein coordinates with Einstein-midpoint "
+        "thresholds (compared as XGBoost does: ``x < t`` in float32).\n\n    Labels may be "
+        "any values (strings too); XGBoost sees them encoded as 0..k-1.\n"
+        + BOOSTING_DOC.format(**{**_XGB_DOC, "native": "xgboost.XGBClassifier"})
+    )
+    _native = xgboost.XGBClassifier
+    _signature_from = (xgboost.XGBModel,)
+    _backend = XGBoostBackend
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
+        """Fit on hyperbolic points ``X`` and labels ``y`` (any values)."""
+        y = column_or_1d(y, warn=True)
+        assert_all_finite(y, input_name="y")
+        check_classification_targets(y)
+        self._labels, encoded = np.unique(y, return_inverse=True)
+        return super().fit(X, encoded, sample_weight, **fit_params)
+
+    def _classes(self, fitted: Any) -> np.ndarray:
+        return self._labels
+
+    def _eval_labels(self, y: Any) -> np.ndarray:
+        y = column_or_1d(y)
+        index = np.searchsorted(self._labels, y)
+        index = np.minimum(index, self._labels.size - 1)
+        if np.any(self._labels[index] != y):
+            unseen = np.setdiff1d(y, self._labels)
+            raise ValueError(f"eval_set has labels {unseen[:5].tolist()} not seen in y.")
+        return index
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Labels (in ``classes_``) for hyperbolic points ``X``."""
+        check_is_fitted(self)
+        return self.classes_[self.estimator_.predict(self._tree_input(X))]
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities, columns in ``classes_`` order (XGBoost's float32, widened)."""
+        return super().predict_proba(X).astype(np.float64)
+
+    def _to_ir(self) -> Model:
+        model = super()._to_ir()
+        ensemble = dataclasses.replace(model.ensemble, classes=np.asarray(self.classes_))
+        return dataclasses.replace(model, ensemble=ensemble)
+
+
+class HyperbolicXGBRegressor(RegressorMixin, BoostingModel):
+    __doc__ = (
+        "Hyperbolic XGBoost regressor: XGBoost on Klein coordinates with Einstein-midpoint "
+        "thresholds (compared as XGBoost does: ``x < t`` in float32).\n"
+        + BOOSTING_DOC.format(**{**_XGB_DOC, "native": "xgboost.XGBRegressor"})
+    )
+    _native = xgboost.XGBRegressor
+    _signature_from = (xgboost.XGBModel,)
+    _backend = XGBoostBackend
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Values for hyperbolic points ``X`` (XGBoost's float32, widened exactly)."""
+        return super().predict(X).astype(np.float64)

@@ -138,3 +138,32 @@ def apply(tree: TreeArrays, X: np.ndarray, op: Op) -> np.ndarray:
     for rows, nodes, _, left_mask in walk_levels(tree, X, op):
         leaves[rows] = np.where(left_mask, tree.left[nodes], tree.right[nodes])
     return leaves
+
+
+def round_threshold(t: np.ndarray, dtype: str, direction: Literal["down", "up"]) -> np.ndarray:
+    """Round float64 thresholds to ``dtype`` toward -inf (``"down"``) or +inf (``"up"``).
+
+    Returned as float64 holding ``dtype`` values. Round-to-nearest would
+    misroute inputs that fall between ``t`` and the rounded value.
+    """
+    t = np.asarray(t, dtype=np.float64)
+    if np.dtype(dtype) == np.float64:
+        return t.copy()
+    r = t.astype(dtype)
+    if direction == "down":
+        r = np.where(r.astype(np.float64) > t, np.nextafter(r, r.dtype.type(-np.inf)), r)
+    elif direction == "up":
+        r = np.where(r.astype(np.float64) < t, np.nextafter(r, r.dtype.type(np.inf)), r)
+    else:
+        raise ValueError(f"direction must be 'down' or 'up', got {direction!r}")
+    return r.astype(np.float64)
+
+
+def threshold_in(t: np.ndarray, dtype: str, op: Op) -> np.ndarray:
+    """Thresholds in ``dtype`` that route every ``dtype`` value as ``t`` does under ``op``.
+
+    Rounded toward -inf for ``"<="`` and toward +inf for ``"<"`` (see
+    :func:`round_threshold`); held in ``dtype``. What an emitter writes for
+    a runtime that compares in ``dtype``.
+    """
+    return round_threshold(t, dtype, "down" if op == "<=" else "up").astype(dtype)

@@ -8,7 +8,8 @@ combined are all explicit.
 
 :func:`predict_scores` evaluates the description in numpy in the backend's
 own order of operations; tests use it as the reference between the Python
-model and the ONNX graph.
+model and the ONNX graph. :mod:`.trees` holds one tree's arrays and how rows
+are routed and compared; :mod:`.projection` the oblique splits' projections.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from typing import Literal
 
 import numpy as np
 
-from ._oblique import project
-from ._tree import CategorySets, Op, TreeArrays, apply, as_compared
-from .blocks import Block, n_features, n_input_columns
-from .geometry import check_timelike_dim, curvature_radius, n_klein_features
+from ..blocks import Block, n_features, n_input_columns
+from ..geometry import check_timelike_dim, curvature_radius, n_klein_features
+from .projection import project
+from .trees import CategorySets, Op, TreeArrays, apply, as_compared
 
 __all__ = ["Ensemble", "InputSpace", "Model", "predict_output", "predict_scores"]
 
@@ -90,7 +91,7 @@ class Ensemble:
     classes: np.ndarray | None = None
     tree_target: np.ndarray | None = None  #: output column each tree feeds; None: all
     #: Oblique splits: ``[n_features, n_columns]`` normals. Node ``j`` then tests
-    #: column ``feature[j]`` of ``project(k, projection)`` (see :mod:`hyp2onnx._oblique`)
+    #: column ``feature[j]`` of ``project(k, projection)`` (see :mod:`hyp2onnx.ir.projection`)
     #: instead of Klein feature ``feature[j]``; None: axis-parallel splits.
     projection: np.ndarray | None = None
     #: Set-membership splits (categorical codes) among the nodes; None: none.
@@ -130,6 +131,55 @@ class Ensemble:
                     "and LightGBM classifiers need at least two classes in y: train on data "
                     "with two or more classes"
                 )
+
+    @classmethod
+    def from_trees(
+        cls, trees: list[TreeArrays], values: list[np.ndarray], **facts: object
+    ) -> Ensemble:
+        """Trees with local node indices (and their leaf values) laid end to end.
+
+        Every backend describes its model this way: children become global
+        node indices, thresholds are zeroed at leaves, the roots are each
+        tree's first node; ``facts`` are the other fields.
+        """
+        n_outputs = np.asarray(facts["base_values"]).shape[0]
+        sizes = np.array([t.feature.shape[0] for t in trees], dtype=np.int64)
+        roots = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)[: len(trees)]
+
+        def joined(arrays: list[np.ndarray], dtype: type, empty: tuple[int, ...]) -> np.ndarray:
+            return np.concatenate(arrays).astype(dtype) if arrays else np.zeros(empty, dtype)
+
+        glob = lambda c, o: np.where(c >= 0, c + o, -1)  # noqa: E731
+        if "categories" not in facts and any(t.categories is not None for t in trees):
+            # Each tree's (node, code) keys shifted to global node indices: still sorted.
+            facts["categories"] = CategorySets(
+                np.concatenate(
+                    [
+                        np.zeros(n, bool) if t.categories is None else t.categories.member
+                        for t, n in zip(trees, sizes, strict=True)
+                    ]
+                ),
+                np.concatenate(
+                    [
+                        t.categories.keys + (np.int64(o) << 32)
+                        for t, o in zip(trees, roots, strict=True)
+                        if t.categories is not None
+                    ]
+                ),
+            )
+        return cls(
+            feature=joined([t.feature for t in trees], np.int64, (0,)),
+            threshold=joined(
+                [np.where(t.feature >= 0, t.threshold, 0.0) for t in trees], np.float64, (0,)
+            ),
+            left=joined([glob(t.left, o) for t, o in zip(trees, roots, strict=True)], np.int64, (0,)),
+            right=joined(
+                [glob(t.right, o) for t, o in zip(trees, roots, strict=True)], np.int64, (0,)
+            ),
+            value=joined(list(values), np.float64, (0, n_outputs)),
+            roots=roots,
+            **facts,  # type: ignore[arg-type]
+        )
 
     @property
     def n_trees(self) -> int:
@@ -193,7 +243,7 @@ def predict_scores(ensemble: Ensemble, Xk: np.ndarray) -> np.ndarray:
     """Raw scores (before ``post_transform``) for unit-ball Klein rows ``Xk``.
 
     Reproduces the backend's arithmetic: oblique splits' projections in
-    :func:`hyp2onnx._oblique.project`'s order, values compared in
+    :func:`hyp2onnx.ir.projection.project`'s order, values compared in
     ``compare_dtype``, leaf values added in tree order in ``sum_dtype``,
     then divided by the tree count ("mean") and offset by ``base_values``.
     """

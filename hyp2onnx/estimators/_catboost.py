@@ -1,0 +1,339 @@
+"""CatBoost models (``CatBoostClassifier``, ``CatBoostRegressor``): symmetric trees.
+
+CatBoost quantizes each feature with one sorted list of float32 borders that
+all trees share. A symmetric (oblivious) tree of depth D tests one
+(feature, border) split per level, the same at every node of the level, and
+a row reaches leaf ``sum_j [float32(x[f_j]) > border_j] << j`` (split ``j``
+of the model's list sets bit ``j``). So a row goes left iff
+``float32(x) <= border``; checked against CatBoost's raw predictions on rows
+on and one float32 ulp either side of every border, which also showed the
+raw score to be the float64 sum of leaf values in tree order, times
+``scale``, plus ``bias``.
+
+Because a border is shared by every split that uses it, it is corrected
+among all training rows: each border is handed to the correction as a
+one-split tree over every row, and moves to the Einstein midpoint of the
+two nearest training values on its sides. Every training row then keeps
+its side of every border, so its quantized value, and the leaf it reaches
+in every tree, are unchanged, whatever rows a tree was grown on (CatBoost's
+bootstrap needs no switching off).
+
+The model is read and written through CatBoost's own JSON model format
+(``save_model``/``load_model`` with ``format="json"``): borders are float32
+values written in full. CatBoost's JSON reader rounds the last bit of some
+leaf values, so leaf values are read with ``get_leaf_values`` and, after the
+corrected JSON is loaded, put back with ``set_leaf_values``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import catboost
+import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+
+from ..ir.trees import TreeArrays
+from ..errors import UnsupportedModelError
+from ..ir import Ensemble
+from ._base import HyperbolicClassifierMixin, WrappedParamsModel
+from ._interface import Backend, refuse_row_scores
+
+_CLASSES = (catboost.CatBoostClassifier, catboost.CatBoostRegressor)
+#: Regression losses whose prediction is the raw score itself.
+_IDENTITY_LOSSES = {"RMSE", "MAE", "Quantile", "MAPE", "Huber", "Expectile", "Lq", "MultiRMSE"}
+#: Classification losses and the link from raw scores to probabilities.
+_CLASSIFIER_LOSSES = {"Logloss": "logistic", "CrossEntropy": "logistic", "MultiClass": "softmax"}
+_NON_NUMERIC = ("cat_features", "text_features", "embedding_features")
+
+
+def _loss(model: Any) -> str:
+    return str(model.get_all_params()["loss_function"]).split(":")[0]
+
+
+class _Model:
+    """A CatBoost model as its JSON export states it, with exact leaf values."""
+
+    def __init__(self, fitted: Any) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "model.json"
+            fitted.save_model(str(path), format="json")
+            self.json = json.loads(path.read_text(encoding="utf-8"))
+        if "oblivious_trees" not in self.json:
+            raise UnsupportedModelError(
+                "only symmetric CatBoost trees are supported; fit with "
+                "grow_policy='SymmetricTree' (the default)."
+            )
+        features = self.json["features_info"]
+        for kind in ("categorical_features", "text_features", "embedding_features"):
+            if features.get(kind):
+                raise UnsupportedModelError(
+                    f"the CatBoost model has {kind.replace('_', ' ')}; Klein coordinates are "
+                    "numeric: fit without cat_features/text_features/embedding_features."
+                )
+        self.floats = features.get("float_features", [])
+        self.border_feature = np.array(
+            [f["flat_feature_index"] for f in self.floats for _ in f["borders"]], dtype=np.int64
+        )
+        self.borders = np.array([b for f in self.floats for b in f["borders"]], dtype=np.float64)
+        scale, bias = self.json["scale_and_bias"]
+        self.scale = float(scale)
+        self.bias = np.atleast_1d(np.asarray(bias, dtype=np.float64))
+        self.trees = self.json["oblivious_trees"]
+        self.leaf_values = np.asarray(fitted.get_leaf_values(), dtype=np.float64)
+        self.n_features = max((f["flat_feature_index"] + 1 for f in self.floats), default=0)
+        for tree in self.trees:
+            for split in tree["splits"]:
+                i = split.get("split_index", -1)
+                if split.get("split_type") != "FloatFeature" or not (
+                    0 <= i < self.borders.size and self.borders[i] == split["border"]
+                ):
+                    raise UnsupportedModelError(
+                        f"unsupported CatBoost split {split}: only float-feature borders are."
+                    )
+
+    def splits(self, tree: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Border indices of a tree's splits (bit order) and their features."""
+        index = np.array([s["split_index"] for s in tree["splits"]], dtype=np.int64)
+        return index, self.border_feature[index]
+
+    def with_borders(self, borders: np.ndarray) -> dict[str, Any]:
+        """The JSON model with new border values (in the registry's order)."""
+        out = json.loads(json.dumps(self.json))
+        i = 0
+        for feature in out["features_info"]["float_features"]:
+            n = len(feature["borders"])
+            feature["borders"] = [float(b) for b in borders[i : i + n]]
+            i += n
+        for tree in out["oblivious_trees"]:
+            for split in tree["splits"]:
+                split["border"] = float(borders[split["split_index"]])
+        return out
+
+
+class CatBoostBackend(Backend):
+    name = "catboost"
+    # Its borders are shared by every tree of a feature; per-block midpoints and
+    # categorical codes are not wired to them.
+    takes_blocks = False
+    op = "<="
+    compare_dtype = "float32"
+    threshold_dtype = "float32"
+    native = _CLASSES
+
+    @classmethod
+    def load_file(cls, path: Path) -> Any:
+        """A CatBoostClassifier or CatBoostRegressor from ``save_model``'s ``.cbm`` file.
+
+        Its loss decides: Logloss, CrossEntropy and MultiClass load as classifiers.
+        """
+        model = catboost.CatBoost()
+        model.load_model(str(path))
+        cls_ = catboost.CatBoostClassifier if _loss(model) in _CLASSIFIER_LOSSES else catboost.CatBoostRegressor
+        loaded = cls_()
+        loaded.load_model(str(path))
+        return loaded
+
+    # -- training --------------------------------------------------------
+
+    def fit(
+        self,
+        estimator: Any,
+        Xk: np.ndarray,
+        y: np.ndarray,
+        sample_weight: np.ndarray | None,
+        **fit_params: Any,
+    ) -> Any:
+        params = estimator.get_params()
+        for name in _NON_NUMERIC:
+            if params.get(name) or fit_params.get(name):
+                raise UnsupportedModelError(
+                    f"{name} are not hyperbolic: Klein coordinates are numeric. Fit without them."
+                )
+        if params.get("grow_policy") not in (None, "SymmetricTree"):
+            raise UnsupportedModelError(
+                f"CatBoost grow_policy={params['grow_policy']!r} is not supported; use "
+                "'SymmetricTree' (the default)."
+            )
+        refuse_row_scores(fit_params, "baseline")
+        if Xk.shape[0] < 2:
+            raise ValueError(f"CatBoost needs at least 2 samples to fit; got {Xk.shape[0]} sample.")
+        if isinstance(estimator, catboost.CatBoostClassifier):
+            if np.ndim(y) != 1:
+                raise UnsupportedModelError("multi-label CatBoost classifiers are not supported.")
+            check_classification_targets(y)
+            if np.unique(y).size < 2:
+                raise ValueError("CatBoost classifiers need at least 2 classes; y has 1 class.")
+        estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
+        self._outputs(estimator, _Model(estimator))  # refuse now what export would refuse
+        return estimator
+
+    def training_rows(
+        self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
+    ) -> list[np.ndarray]:
+        # Borders quantize every row: keep all of them on their sides.
+        rows = np.arange(np.shape(y)[0])
+        return [rows] * _Model(fitted).borders.size
+
+    # -- trees (for the correction: one single-split tree per border) -------
+
+    def read_trees(self, fitted: Any) -> list[TreeArrays]:
+        model = _Model(fitted)
+        leaf = np.array([-1, -1], dtype=np.int64)
+        return [
+            TreeArrays(
+                np.array([f, -1, -1], dtype=np.int64),
+                np.array([b, 0.0, 0.0]),
+                np.array([1, *leaf]),
+                np.array([2, *leaf]),
+            )
+            for f, b in zip(model.border_feature, model.borders, strict=True)
+        ]
+
+    def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
+        model = _Model(fitted)
+        borders = np.array([t[0] for t in thresholds], dtype=np.float64)
+        if np.any(borders.astype(np.float32).astype(np.float64) != borders):
+            raise ValueError("CatBoost borders must be float32 values")
+        for f in np.unique(model.border_feature):
+            if np.any(np.diff(borders[model.border_feature == f]) <= 0):
+                raise UnsupportedModelError(
+                    f"the corrected borders of feature {f} are no longer increasing (two borders "
+                    "between the same two training values); refit with fewer borders "
+                    "(border_count)."
+                )
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "corrected.json"
+            path.write_text(json.dumps(model.with_borders(borders)), encoding="utf-8")
+            fitted.load_model(str(path), format="json")
+        fitted.set_leaf_values(model.leaf_values)
+        return fitted
+
+    # -- description -----------------------------------------------------
+
+    def _outputs(self, fitted: Any, model: _Model) -> tuple[int, str]:
+        """Score columns and post-transform, or an error if the Ensemble cannot say it."""
+        loss = _loss(fitted)
+        n_dims = model.bias.size
+        if model.scale != 1.0:
+            raise UnsupportedModelError(
+                f"the CatBoost model scales its sums by {model.scale} (scale_and_bias), which "
+                "the Ensemble cannot do exactly; export a model with scale 1."
+            )
+        if isinstance(fitted, catboost.CatBoostClassifier):
+            if loss not in _CLASSIFIER_LOSSES:
+                raise UnsupportedModelError(
+                    f"CatBoostClassifier loss {loss!r} is not supported; use "
+                    f"{', '.join(_CLASSIFIER_LOSSES)}."
+                )
+            return n_dims, _CLASSIFIER_LOSSES[loss]
+        if loss not in _IDENTITY_LOSSES:
+            raise UnsupportedModelError(
+                f"CatBoostRegressor loss {loss!r} is not supported: its prediction is not the "
+                f"raw score. Supported: {', '.join(sorted(_IDENTITY_LOSSES))}."
+            )
+        return n_dims, "identity"
+
+    def to_ensemble(self, fitted: Any) -> Ensemble:
+        """Each symmetric tree as a complete binary tree; float64 sums in tree order.
+
+        Level ``l`` of a depth-D tree tests split ``D-1-l``, so the leaf
+        reached is the binary number the splits' bits spell (see the module
+        doc); the model's bias becomes the base values.
+        """
+        model = _Model(fitted)
+        n_outputs, post = self._outputs(fitted, model)
+        trees, values = [], []
+        start = 0
+        for tree in model.trees:
+            index, feature = model.splits(tree)
+            depth = index.size
+            n_internal, n_leaves = (1 << depth) - 1, 1 << depth
+            level = np.repeat(np.arange(depth), 1 << np.arange(depth))  # level of each internal node
+            split = depth - 1 - level
+            node = np.arange(n_internal)
+            pad = np.full(n_leaves, -1, dtype=np.int64)
+            trees.append(
+                TreeArrays(
+                    np.concatenate([feature[split], pad]),
+                    np.concatenate([model.borders[index][split], np.zeros(n_leaves)]),
+                    np.concatenate([2 * node + 1, pad]),
+                    np.concatenate([2 * node + 2, pad]),
+                )
+            )
+            leaf_values = model.leaf_values[start : start + n_leaves * n_outputs]
+            start += n_leaves * n_outputs
+            value = np.zeros((n_internal + n_leaves, n_outputs))
+            value[n_internal:] = leaf_values.reshape(n_leaves, n_outputs)
+            values.append(value)
+        classifier = isinstance(fitted, catboost.CatBoostClassifier)
+        return Ensemble.from_trees(
+            trees,
+            values,
+            op=self.op,
+            compare_dtype=self.compare_dtype,
+            threshold_dtype=self.threshold_dtype,
+            n_features=model.n_features,
+            aggregate="sum",
+            base_values=model.bias if n_outputs == model.bias.size else np.zeros(n_outputs),
+            post_transform=post,
+            sum_dtype="float64",
+            classes=np.asarray(fitted.classes_) if classifier else None,
+        )
+
+
+# -- the hyperbolic estimators ------------------------------------------------
+
+_CATBOOST_DOC = """
+    Parameters
+    ----------
+    input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space
+        As for :class:`HyperbolicDecisionTreeClassifier`.
+    input_blocks : None
+        Not taken: ``fit`` refuses anything but None (CatBoost's borders are
+        shared across trees, and per-block midpoints are not wired to them).
+    **params
+        Every parameter of :class:`catboost.{native}`, by keyword. CatBoost
+        writes training files (``catboost_info/``) only with
+        ``allow_writing_files=True``.
+
+    Each float32 border (shared by every tree) moves to the Einstein midpoint
+    of the two nearest training values on its sides, so every training row
+    keeps its leaf in every tree. Symmetric trees only; categorical, text and
+    embedding features are rejected: Klein coordinates are numeric.
+"""
+
+
+class _CatBoostModel(WrappedParamsModel):
+    def _make_estimator(self) -> Any:
+        estimator = super()._make_estimator()
+        if self.allow_writing_files is None:
+            estimator.set_params(allow_writing_files=False)
+        return estimator
+
+
+class HyperbolicCatBoostClassifier(HyperbolicClassifierMixin, ClassifierMixin, _CatBoostModel):
+    __doc__ = (
+        "Hyperbolic CatBoost classifier: symmetric trees on Klein coordinates with "
+        "Einstein-midpoint borders (compared as CatBoost does: ``x > border`` in float32 goes "
+        "right).\n" + _CATBOOST_DOC.format(native="CatBoostClassifier")
+    )
+    _wrapped = catboost.CatBoostClassifier
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Labels (in ``classes_``) for hyperbolic points ``X``, one per row."""
+        # CatBoostClassifier returns a column; scikit-learn's convention is 1-D.
+        return np.asarray(super().predict(X)).reshape(-1)
+
+
+class HyperbolicCatBoostRegressor(RegressorMixin, _CatBoostModel):
+    __doc__ = (
+        "Hyperbolic CatBoost regressor: symmetric trees on Klein coordinates with "
+        "Einstein-midpoint borders (compared as CatBoost does: ``x > border`` in float32 goes "
+        "right).\n" + _CATBOOST_DOC.format(native="CatBoostRegressor")
+    )
+    _wrapped = catboost.CatBoostRegressor

@@ -1,0 +1,208 @@
+"""CatBoost backend: symmetric trees, float32 borders shared per feature.
+
+The oracle for CatBoost's routing is written here from its JSON model alone
+(a row sets bit ``j`` of its leaf index iff ``float32(x) > border_j``) and
+checked against CatBoost's own raw predictions; the exported graphs are
+checked against the Python model in onnxruntime on rows lying on and one
+float32 ulp either side of every border.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from catboost import CatBoostClassifier, CatBoostRegressor
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import hyp2onnx as h
+from hyp2onnx.cli import main
+from hyp2onnx.emit import ENCODINGS
+from hyp2onnx.geometry import to_klein
+from hyp2onnx.verify import run_onnx
+
+KINDS = {
+    "multiclass": (h.HyperbolicCatBoostClassifier, lambda k: (k[:, 0] > 0.1) + (k[:, 1] > -0.2)),
+    "binary": (h.HyperbolicCatBoostClassifier, lambda k: np.where(k[:, 0] + k[:, 2] > 0, "yes", "no")),
+    "regression": (h.HyperbolicCatBoostRegressor, lambda k: np.sin(3 * k[:, 0]) + k[:, 1] * k[:, 2]),
+}
+PARAMS = {"iterations": 15, "depth": 4, "verbose": 0, "random_seed": 0, "thread_count": 1}
+
+
+def _klein(n: int, d: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    k = rng.normal(size=(n, d))
+    return k / np.linalg.norm(k, axis=1, keepdims=True) * rng.uniform(0, 0.95, (n, 1))
+
+
+def _hyperboloid(k: np.ndarray) -> np.ndarray:
+    x0 = 1.0 / np.sqrt(1.0 - np.sum(k * k, axis=1, keepdims=True))
+    return np.hstack([x0, k * x0])
+
+
+def _json(model: Any, tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "model.json"
+    model.save_model(str(path), format="json")
+    return json.loads(path.read_text())
+
+
+def _oracle_raw(model_json: dict[str, Any], leaf_values: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """CatBoost's raw score from its JSON model: leaf index bits ``float32(x) > border``."""
+    scale, bias = model_json["scale_and_bias"]
+    bias = np.atleast_1d(bias)
+    total = np.zeros((k.shape[0], bias.size))
+    start = 0
+    for tree in model_json["oblivious_trees"]:
+        leaf = np.zeros(k.shape[0], dtype=np.int64)
+        for j, split in enumerate(tree["splits"]):
+            x = k[:, split["float_feature_index"]].astype(np.float32)
+            leaf |= (x > np.float32(split["border"])).astype(np.int64) << j
+        n = (1 << len(tree["splits"])) * bias.size
+        total += leaf_values[start : start + n].reshape(-1, bias.size)[leaf]
+        start += n
+    return scale * total + bias
+
+
+def _around_borders(model: Any, tmp_path: Path, base: np.ndarray) -> np.ndarray:
+    """Klein rows on, and one float32 ulp either side of, every border the trees use."""
+    rows = []
+    for tree in _json(model, tmp_path)["oblivious_trees"]:
+        for split in tree["splits"]:
+            b = np.float32(split["border"])
+            for v in (np.nextafter(b, np.float32(-2)), b, np.nextafter(b, np.float32(2))):
+                row = base[len(rows) % base.shape[0]] * 0.5
+                row[split["float_feature_index"]] = float(v)
+                rows.append(row)
+    return np.array(rows)
+
+
+@pytest.fixture(scope="module", params=list(KINDS))
+def fitted(request: pytest.FixtureRequest) -> tuple[str, Any, np.ndarray, np.ndarray]:
+    cls, target = KINDS[request.param]
+    k = _klein(600, 3, seed=len(request.param))
+    X = _hyperboloid(k)
+    return request.param, cls(**PARAMS).fit(X, target(k)), X, k
+
+
+def test_routing_oracle_matches_catboost(fitted: Any, tmp_path: Path) -> None:
+    _, model, _, k = fitted
+    native = model.estimator_
+    rows = np.vstack([k, _around_borders(native, tmp_path, k)])
+    raw = native.predict(rows, prediction_type="RawFormulaVal").reshape(rows.shape[0], -1)
+    got = _oracle_raw(_json(native, tmp_path), native.get_leaf_values(), rows)
+    np.testing.assert_array_equal(got, raw)
+
+
+def test_correction_keeps_every_training_prediction(fitted: Any) -> None:
+    kind, model, X, k = fitted
+    cls, target = KINDS[kind]
+    plain = (CatBoostClassifier if "Classifier" in cls.__name__ else CatBoostRegressor)(
+        **PARAMS, allow_writing_files=False
+    ).fit(k, target(k))
+    assert model.correction_.n_moved > 0
+    if kind == "regression":
+        np.testing.assert_array_equal(model.predict(X), plain.predict(k))
+    else:
+        np.testing.assert_array_equal(model.predict_proba(X), plain.predict_proba(k))
+        np.testing.assert_array_equal(model.predict(X), plain.predict(k).reshape(-1))
+
+
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+def test_graphs_agree_on_and_around_every_border(
+    fitted: Any, encoding: str, tmp_path: Path
+) -> None:
+    kind, model, X, k = fitted
+    # Rows placed exactly: the graph of a Klein-input model compares them as given.
+    cls, target = KINDS[kind]
+    klein_model = cls(**PARAMS, input_geometry="klein").fit(k, target(k))
+    rows = np.vstack([k, _around_borders(klein_model.estimator_, tmp_path, k)])
+    for dtype in ("float32", "float64"):
+        onx = h.to_onnx(klein_model, encoding=encoding, dtype=dtype)
+        report = h.verify(klein_model, onx, rows)
+        assert report.ok, report
+    report = h.verify(model, h.to_onnx(model, encoding=encoding), X)
+    assert report.ok, report
+    if encoding != "compat" and kind == "regression":
+        assert report.max_abs_diff["variable"] == 0.0  # float64 sums in CatBoost's order
+
+
+def test_graph_routes_a_border_row_as_catboost_does(tmp_path: Path) -> None:
+    k = _klein(300, 2, seed=3)
+    model = h.HyperbolicCatBoostRegressor(**PARAMS, input_geometry="klein").fit(k, k[:, 0])
+    rows = _around_borders(model.estimator_, tmp_path, k)
+    want = model.estimator_.predict(rows)
+    got = run_onnx(h.to_onnx(model, dtype="float64"), rows)["variable"][:, 0]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_plain_catboost_file_converts_from_the_command_line(tmp_path: Path) -> None:
+    k = _klein(300, 3, seed=5)
+    X = _hyperboloid(k)
+    plain = CatBoostClassifier(**PARAMS, allow_writing_files=False).fit(k, k[:, 0] > 0)
+    plain.save_model(str(tmp_path / "model.cbm"))
+    np.save(tmp_path / "X.npy", X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # exported with its own (Euclidean) thresholds
+        code = main(
+            ["convert", str(tmp_path / "model.cbm"), "--geometry", "hyperboloid",
+             "--check", str(tmp_path / "X.npy")]
+        )
+    assert code == 0
+    labels = run_onnx(onnx.load(str(tmp_path / "model.onnx")), X)
+    np.testing.assert_array_equal(labels["label"], plain.predict(k).reshape(-1))
+
+
+def test_a_broken_cbm_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bad.cbm").write_bytes(b"not a model")
+    assert main(["convert", str(tmp_path / "bad.cbm"), "--geometry", "klein"]) == 2
+    assert "bad.cbm: not a catboost model file" in capsys.readouterr().err
+    assert not (tmp_path / "bad.onnx").exists()
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"grow_policy": "Depthwise"}, "SymmetricTree"),
+        ({"cat_features": [0]}, "cat_features"),
+        ({"loss_function": "Poisson"}, "Poisson"),
+    ],
+)
+def test_unsupported_settings_are_refused(params: dict[str, Any], match: str) -> None:
+    k = _klein(100, 2, seed=1)
+    with pytest.raises(h.UnsupportedModelError, match=match):
+        h.HyperbolicCatBoostRegressor(**PARAMS, **params).fit(_hyperboloid(k), np.abs(k[:, 0]))
+
+
+def test_writes_no_training_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    k = _klein(100, 2, seed=2)
+    h.HyperbolicCatBoostRegressor(**PARAMS).fit(_hyperboloid(k), k[:, 0])
+    assert list(tmp_path.iterdir()) == []
+
+
+BALL = {"input_geometry": "klein", "curvature": -1e-6}
+CHECKED = [
+    h.HyperbolicCatBoostClassifier(iterations=5, depth=3, verbose=0, thread_count=1, **BALL),
+    h.HyperbolicCatBoostRegressor(iterations=5, depth=3, verbose=0, thread_count=1, **BALL),
+]
+
+
+def expected_failed_checks(estimator: Any) -> dict[str, str]:
+    """Checks that cannot pass, with the reason."""
+    return {
+        "check_sample_weight_equivalence_on_dense_data": (
+            "CatBoost's bootstrap (Bayesian for classifiers, MVS for regressors) draws "
+            "per-row weights at random, so weighting a row is only statistically "
+            "equivalent to repeating it"
+        )
+    }
+
+
+@parametrize_with_checks(CHECKED, expected_failed_checks=expected_failed_checks)
+def test_sklearn_compatible_estimator(estimator: Any, check: Any) -> None:
+    check(estimator)

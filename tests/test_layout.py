@@ -1,0 +1,135 @@
+"""The registries and lazy imports that keep backends and encodings in one place each.
+
+Each check runs a fresh interpreter, so what it imports is what the command or
+statement imports, not what earlier tests loaded.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hyp2onnx as h
+from hyp2onnx.emit import ENCODINGS
+from hyp2onnx.estimators import BACKENDS
+from hyp2onnx.verify import default_tolerance
+
+HEAVY = ("sklearn", "xgboost", "lightgbm", "catboost", "skl2onnx", "onnxmltools")
+
+
+def _imported_after(code: str) -> set[str]:
+    """Top-level packages of HEAVY that ``code`` leaves imported, in a fresh interpreter."""
+    probe = code + f"\nimport sys; print('loaded:', *(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return set(out.stdout.splitlines()[-1].split()[1:])
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from hyp2onnx.datasets import make_wrapped_normal_mixture
+
+    folder = tmp_path_factory.mktemp("layout")
+    X, y = make_wrapped_normal_mixture(200, 3, 3, random_state=0)
+    model = h.HyperbolicDecisionTreeClassifier(max_depth=3).fit(X, y)
+    h.save_onnx(model, folder / "tree.onnx")
+    np.save(folder / "X.npy", X)
+    return folder / "tree.onnx", folder / "X.npy"
+
+
+def test_import_hyp2onnx_loads_no_tree_library() -> None:
+    assert _imported_after("import hyp2onnx") == set()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["inspect", "{onnx}"], ["predict", "{onnx}", "{X}"]])
+def test_scoring_commands_load_no_tree_library(graph: tuple[Path, Path], argv: list[str]) -> None:
+    onnx_file, X = graph
+    args = [a.format(onnx=onnx_file, X=X) for a in argv]
+    code = f"from hyp2onnx.cli import main\nassert main({args!r}) == 0"
+    assert _imported_after(code) == set()
+
+
+def test_a_backend_imports_only_its_library() -> None:
+    assert _imported_after("import hyp2onnx; hyp2onnx.HyperbolicXGBRegressor") == {
+        "sklearn",
+        "xgboost",
+    }
+
+
+def test_missing_library_names_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['lightgbm'] = None\n"
+        "import hyp2onnx\n"
+        "try:\n"
+        "    hyp2onnx.HyperbolicLGBMClassifier\n"
+        "except hyp2onnx.MissingExtraError as exc:\n"
+        "    print(exc)\n"
+        "print(hyp2onnx.HyperbolicDecisionTreeClassifier.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == [
+        "HyperbolicLGBMClassifier needs the lightgbm package, which is not installed: "
+        "pip install 'hyp2onnx[lightgbm]'",
+        "HyperbolicDecisionTreeClassifier",
+    ]
+
+
+def test_every_registered_estimator_is_public() -> None:
+    for spec in BACKENDS:
+        for name in spec.estimators:
+            assert name in h.__all__
+            assert getattr(h, name).__name__ == name
+            assert type(getattr(h, name)()).__module__ == f"hyp2onnx.estimators.{spec.module}"
+
+
+def test_cli_lists_come_from_the_registries() -> None:
+    from hyp2onnx.cli import convert
+    from hyp2onnx.cli._models import MODEL_FORMATS
+
+    for spec in BACKENDS:
+        for suffix in spec.formats:
+            assert MODEL_FORMATS[suffix] == spec.library
+    option = next(p for p in convert.command.params if p.name == "encoding")
+    assert list(option.type.choices) == list(ENCODINGS)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "sum_dtype", "post_transform", "atol"),
+    [
+        ("exact", "float64", "identity", 0.0),
+        ("standard", "float64", "identity", 0.0),
+        ("exact", "float64", "softmax", 1e-15),
+        ("exact", "float64", "logistic", 1e-15),
+        ("exact", "float32", "identity", 1e-6),
+        ("standard", "float32", "softmax", 1e-6),
+        ("compat", "float64", "identity", 1e-5),
+    ],
+)
+def test_tolerance_follows_from_the_description(
+    encoding: str, sum_dtype: str, post_transform: str, atol: float
+) -> None:
+    # The backend's name plays no part.
+    meta = {"encoding": encoding, "sum_dtype": sum_dtype, "post_transform": post_transform}
+    assert default_tolerance({**meta, "backend": "anything"}) == atol
+
+
+def test_tolerance_of_a_graph_without_the_description_is_refused() -> None:
+    with pytest.raises(ValueError, match="re-export it, or pass atol"):
+        default_tolerance({"encoding": "exact", "backend": "sklearn"})
+
+
+def test_cli_names_the_extra_for_a_native_model_file(tmp_path: Path) -> None:
+    (tmp_path / "model.cbm").write_bytes(b"\0")
+    code = (
+        "import sys; sys.modules['catboost'] = None\n"
+        "from hyp2onnx.cli import main\n"
+        f"sys.exit(main(['convert', {str(tmp_path / 'model.cbm')!r}, '--geometry', 'klein']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "reading .cbm files needs the catboost package" in out.stderr
+    assert "pip install 'hyp2onnx[catboost]'" in out.stderr
+    assert not (tmp_path / "model.onnx").exists()

@@ -1,0 +1,87 @@
+"""The parts of the all-trees-at-once neighbour search, each against brute force.
+
+The oracle routes every row down every tree one node at a time in plain
+Python-level numpy (no ranks, no boxes), so it shares nothing with the search.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hyp2onnx.ensemble_thresholds import _node_boxes, _rank_features, _Walks
+
+from test_ensemble_thresholds import random_tree
+
+
+def _forest(seed: int, op: str) -> tuple[np.ndarray, dict[str, np.ndarray], list[np.ndarray]]:
+    """Rows with ties, trees laid end to end, and the rows reaching each node (brute force)."""
+    rng = np.random.default_rng(seed)
+    X = np.round(rng.uniform(-1, 1, (300, 3)), 2)  # many ties
+    trees = [random_tree(rng, X, 5) for _ in range(4)]
+    starts = np.cumsum([0] + [t.feature.size for t in trees])[:-1]
+    glob = lambda a, s: np.where(a >= 0, a + s, -1)  # noqa: E731
+    flat = {
+        "feature": np.concatenate([t.feature for t in trees]),
+        "threshold": np.concatenate([t.threshold for t in trees]),
+        "left": np.concatenate([glob(t.left, s) for t, s in zip(trees, starts)]),
+        "right": np.concatenate([glob(t.right, s) for t, s in zip(trees, starts)]),
+        "roots": starts.astype(np.int64),
+        "tree_of": np.repeat(np.arange(len(trees)), [t.feature.size for t in trees]),
+    }
+    reach = [np.zeros(0, dtype=np.int64)] * flat["feature"].size
+    todo = [(int(r), np.arange(X.shape[0])) for r in starts]
+    while todo:
+        node, rows = todo.pop()
+        reach[node] = rows
+        f = flat["feature"][node]
+        if f < 0:
+            continue
+        x, t = X[rows, f], flat["threshold"][node]
+        go_left = x <= t if op == "<=" else x < t
+        todo += [(int(flat["left"][node]), rows[go_left]), (int(flat["right"][node]), rows[~go_left])]
+    return X, flat, reach
+
+
+@pytest.mark.parametrize("op", ["<=", "<"])
+def test_ranks_sort_each_used_feature_and_cut_where_the_comparison_flips(op: str) -> None:
+    X, flat, _ = _forest(1, op)
+    ranks = _rank_features(X, flat["feature"], flat["threshold"], op)
+    for c in range(ranks.u):
+        assert np.all(np.diff(ranks.sorted_values[c]) >= 0)
+        np.testing.assert_array_equal(ranks.rank[ranks.order[c], c], np.arange(X.shape[0]))
+    for j in np.flatnonzero(flat["feature"] >= 0):
+        column = ranks.sorted_values[ranks.col[j]]
+        t = flat["threshold"][j]
+        passes = column <= t if op == "<=" else column < t
+        assert ranks.pos[j] == passes.sum() and passes[: ranks.pos[j]].all()
+
+
+@pytest.mark.parametrize("op", ["<=", "<"])
+def test_boxes_hold_exactly_the_rows_that_reach_each_split(op: str) -> None:
+    X, flat, reach = _forest(2, op)
+    ranks = _rank_features(X, flat["feature"], flat["threshold"], op)
+    boxes = _node_boxes(ranks, flat["feature"], flat["left"], flat["right"], flat["roots"], flat["tree_of"])
+    assert sorted(boxes.nodes) == list(np.flatnonzero(flat["feature"] >= 0))
+    for node, lo, hi in zip(boxes.nodes, boxes.lo, boxes.hi):
+        inside = np.all((ranks.rank >= lo) & (ranks.rank < hi), axis=1)
+        np.testing.assert_array_equal(np.flatnonzero(inside), np.sort(reach[node]))
+
+
+@pytest.mark.parametrize("op", ["<=", "<"])
+def test_walks_find_the_nearest_value_on_each_side(op: str) -> None:
+    X, flat, reach = _forest(3, op)
+    ranks = _rank_features(X, flat["feature"], flat["threshold"], op)
+    boxes = _node_boxes(ranks, flat["feature"], flat["left"], flat["right"], flat["roots"], flat["tree_of"])
+    walks = _Walks.plan(ranks, boxes, flat["tree_of"])
+    largest_left = np.full(flat["feature"].size, -np.inf)
+    smallest_right = np.full(flat["feature"].size, np.inf)
+    routed = walks.walk(-1, largest_left) | walks.walk(1, smallest_right)
+    assert not routed.any()  # small trees: every walk within budget, so every split is checked
+    for node in boxes.nodes:
+        if routed[flat["tree_of"][node]]:
+            continue
+        x, t = X[reach[node], flat["feature"][node]], flat["threshold"][node]
+        go_left = x <= t if op == "<=" else x < t
+        assert largest_left[node] == (x[go_left].max() if go_left.any() else -np.inf)
+        assert smallest_right[node] == (x[~go_left].min() if (~go_left).any() else np.inf)
