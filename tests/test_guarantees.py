@@ -455,12 +455,14 @@ def test_predict_sizes_chunks_from_the_graph_and_scores_identically(made, tmp_pa
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_terminated_predict_leaves_no_file_behind(made, tmp_path, signum):
-    big = np.repeat(made["X"], 400, axis=0)  # 120k rows, scored 50 at a time: many seconds
+    # 600k rows scored 10 at a time: 60k graph calls, many seconds even on a quiet machine,
+    # so the signal always lands while predict is writing (it is ended right after).
+    big = np.repeat(made["X"], 2000, axis=0)
     np.save(tmp_path / "big.npy", big)
     out = tmp_path / "big.csv"
     process = subprocess.Popen(
         [*CLI, "predict", str(made["folder"] / "rf32.onnx"), "big.npy", "-o", "big.csv",
-         "--chunk-rows", "50"],
+         "--chunk-rows", "10"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
         text=True,
     )
