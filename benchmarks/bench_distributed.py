@@ -6,22 +6,27 @@ against N rows of the same distribution two ways:
 
 * single machine: :func:`hyp2onnx.ensemble_thresholds.correct_trees` on all N
   rows in this process (what ``fit`` runs);
-* distributed: :func:`hyp2onnx.dask.distributed_leaf_bounds` (per-partition
-  ``pred_leaf`` and per-leaf min/max, tree reduce on the workers) and
-  :func:`hyp2onnx.leaf_thresholds.correct_from_bounds` on a 2-worker
+* distributed: :func:`hyp2onnx.dask.distributed_summary` (each partition
+  summarised where it lies: every split's nearest values either side, by the
+  single-machine search; tree reduce on the workers) and
+  :func:`hyp2onnx.leaf_thresholds.correct_from_summary` on a 2-worker
   LocalCluster (1 thread each), the rows already in the workers' memory.
 
 Both must give the same thresholds bit for bit (checked). The booster was not
 grown on those N rows, which changes neither method's work. "bytes to the
-driver" is the size of the one summary that reaches this process.
+driver" is the size of the one summary that reaches this process. Peak
+memory is the peak resident set size during the correction alone (reset
+before it through /proc/self/clear_refs, read from VmHWM): of this process
+for the single-machine path (the rows it holds included), of each worker for
+the distributed one (its partitions included).
 
 Scoring. The exported graph of a hyperbolic XGBoost classifier (100 trees,
 depth 6, 4 classes) scores N hyperboloid points: onnxruntime in this
 process (1 and 2 threads), :func:`hyp2onnx.dask.predict` on the 2-worker
 cluster (points already in the workers' memory), and
 :func:`hyp2onnx.spark.predict` on Spark ``local[2]`` (points in a cached
-DataFrame; results written to Spark's no-op sink). Peak memory per worker is
-the workers' maximum resident set size after each phase.
+DataFrame; results written to Spark's no-op sink). Peak memory per worker:
+the same measure over the scoring phase.
 
     python benchmarks/bench_distributed.py [--quick [--spark]] [--rows 1000000 10000000] [--no-spark]
 
@@ -48,7 +53,7 @@ from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
 from hyp2onnx.ensemble_thresholds import correct_trees  # noqa: E402
 from hyp2onnx.estimators import backend_for  # noqa: E402
 from hyp2onnx.geometry import to_klein  # noqa: E402
-from hyp2onnx.leaf_thresholds import correct_from_bounds, leaf_layout  # noqa: E402
+from hyp2onnx.leaf_thresholds import correct_from_summary  # noqa: E402
 from hyp2onnx.verify import run_onnx  # noqa: E402
 
 DIM = 8
@@ -70,7 +75,23 @@ def sizes_of(n: int, block: int) -> list[int]:
     return [block] * (n // block) + ([n % block] if n % block else [])
 
 
+def reset_peak() -> bool:
+    """Start a new peak resident set size for this process (Linux); False if unsupported."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
 def peak_rss_mb() -> float:
+    """Peak resident set size of this process, MB (since :func:`reset_peak` where it works)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -90,11 +111,18 @@ def distributed_array(client, sizes: list[int], make, width: int):
     return array
 
 
+def warm_up() -> None:
+    """Import on a worker what the correction runs (as a fit's workers have, having trained)."""
+    import hyp2onnx.dask  # noqa: F401
+    import hyp2onnx.estimators._xgboost  # noqa: F401
+    import hyp2onnx.leaf_thresholds  # noqa: F401
+
+
 def correction_rows(client, model, n: int, rounds: int, block: int) -> tuple[list, dict]:
     """Single-machine vs distributed correction of ``model``'s booster on ``n`` rows."""
     import dask.array as da
 
-    from hyp2onnx.dask import distributed_leaf_bounds
+    from hyp2onnx.dask import distributed_summary
 
     backend = backend_for(model.estimator_)
     fitted = model.estimator_
@@ -105,25 +133,28 @@ def correction_rows(client, model, n: int, rounds: int, block: int) -> tuple[lis
     local = np.concatenate([block_klein(i, s) for i, s in enumerate(sizes)]).astype(np.float32)
     rows = [np.arange(n)] * len(trees)
     kwargs = dict(op=backend.op, threshold_dtype=backend.threshold_dtype, midpoint="einstein")
-    single, dist, nbytes = [], [], 0
+    single, dist, nbytes, driver, workers = [], [], 0, 0.0, {}
     for _ in range(rounds):  # interleaved
+        reset_peak()
         t = time.perf_counter()
         want, _ = correct_trees(trees, local, rows, **kwargs)
         single.append(time.perf_counter() - t)
+        driver = max(driver, peak_rss_mb())
+        client.run(reset_peak)
         t = time.perf_counter()
-        layout = leaf_layout(trees)
-        bounds, around = distributed_leaf_bounds(client, backend, fitted, layout, Xk, y)
-        got, _ = correct_from_bounds(trees, layout, bounds, **kwargs)
+        summary = distributed_summary(client, backend, fitted, Xk, y)
+        got, _ = correct_from_summary(trees, summary, **kwargs)
         dist.append(time.perf_counter() - t)
-        nbytes = bounds.nbytes + around.nbytes
+        for worker, mb in client.run(peak_rss_mb).items():
+            workers[worker] = max(workers.get(worker, 0.0), mb)
+        nbytes = summary.nbytes
         identical = all(
             np.array_equal(a.view(np.int64), b.view(np.int64)) for a, b in zip(got, want)
         )
         if not identical:
             raise AssertionError(f"distributed thresholds differ from single-machine at n={n}")
-    memory = client.run(peak_rss_mb)
     del Xk, local
-    return [single, dist, nbytes], memory
+    return [single, dist, nbytes, driver], workers
 
 
 def scoring(client, spark, graph, n: int, rounds: int, block: int) -> tuple[dict, dict]:
@@ -135,6 +166,7 @@ def scoring(client, spark, graph, n: int, rounds: int, block: int) -> tuple[dict
     sizes = sizes_of(n, block)
     X = np.concatenate([block_points(i, s) for i, s in enumerate(sizes)])
     Xd = distributed_array(client, sizes, block_points, DIM + 1)
+    client.run(reset_peak)
     frame = None
     if spark is not None:
         import pandas as pd
@@ -220,18 +252,24 @@ def main(argv: list[str] | None = None) -> int:
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
     ) as cluster, Client(cluster) as client:
         cluster_start = time.perf_counter() - t
+        client.run(warm_up)
         corr_headers = (
             "rows", "single machine, s", "distributed, s", "distributed / single",
-            "bytes to the driver", "peak RSS per worker, MB",
+            "bytes to the driver", "peak RSS single machine, MB", "peak RSS per worker, MB",
+            "load average",
         )
         corr_rows = []
         for n in rows:
-            (single, dist, nbytes), memory = correction_rows(client, model, n, rounds, block)
+            (single, dist, nbytes, driver), memory = correction_rows(
+                client, model, n, rounds, block
+            )
             s, d = statistics.median(single), statistics.median(dist)
             spread = (f"{s:.2f} ({min(single):.2f}–{max(single):.2f})",
                       f"{d:.2f} ({min(dist):.2f}–{max(dist):.2f})")
             corr_rows.append((f"{n:,}", *spread, f"{d / s:.2f}x", f"{nbytes:,}",
-                              " / ".join(f"{m:,.0f}" for m in memory.values())))
+                              f"{driver:,.0f}",
+                              " / ".join(f"{m:,.0f}" for m in memory.values()),
+                              f"{os.getloadavg()[0]:.1f}"))
             print(text_table(corr_headers, corr_rows[-1:]), flush=True)
         rates, memory = scoring(client, spark, graph, score_rows, rounds, block)
     if spark is not None:
@@ -252,10 +290,13 @@ def main(argv: list[str] | None = None) -> int:
         f"Booster: XGBoost, {n_trees} trees of depth 6 on d = {DIM} Klein features "
         f"({CLASSES}-class wrapped-normal mixture, trained on {n_train:,} rows), corrected "
         "against N further rows of the same distribution: single machine "
-        "(`correct_trees`, this process) vs distributed (per-partition `pred_leaf` and "
-        "per-leaf min/max on a 2-worker LocalCluster, 1 thread each, rows already in the "
-        f"workers' memory in partitions of {block:,}). Thresholds checked bit-identical. "
-        f"Medians of {rounds} interleaved runs (min–max in brackets).",
+        "(`correct_trees`, this process) vs distributed (each partition summarised where it "
+        "lies, by the same search, tree reduce, on a 2-worker LocalCluster, 1 thread each, "
+        f"rows already in the workers' memory in partitions of {block:,}, modules imported). "
+        "Thresholds checked "
+        f"bit-identical. Medians of {rounds} interleaved runs (min–max in brackets). Peak "
+        "RSS during the correction alone (the rows held included); load average at the end "
+        "of each row's runs.",
         "",
         md_table(corr_headers, corr_rows),
         "",

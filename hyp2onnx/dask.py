@@ -11,12 +11,12 @@ the default client), and dask arrays or dataframes of hyperbolic points.
 ``fit`` projects every partition to Klein coordinates where it lies, trains
 with ``xgboost.dask`` or ``lightgbm.DaskLGBM*`` on them (``tree_space`` is
 ``"klein"`` only, see below), then corrects the thresholds as a map-reduce
-(:mod:`hyp2onnx.leaf_thresholds`): each partition sends the per-(tree, leaf)
-minimum and maximum of every split feature of its rows, reached through the
-booster's own ``pred_leaf``, and per split the nearest values of its feature
+(:mod:`hyp2onnx.leaf_thresholds`): each partition, where it lies, finds every
+split's largest value routed left and smallest routed right among its rows
+(the single-machine search) and the nearest values of the split's feature
 around its threshold; the summaries merge on the workers by element-wise
-min/max and the driver receives one of them, ``2 * (leaves * features +
-splits)`` numbers, however many rows there are. The single-machine placement
+max/min and the driver receives one of them, ``4 * splits`` numbers in the
+backend's comparison precision, however many rows there are. The single-machine placement
 (:class:`~hyp2onnx.tree_space.KleinPlacer`) then runs on them, so the
 thresholds are bit-identical to those of the single-machine estimator with
 ``tree_space="klein"`` correcting the same booster on the same rows.
@@ -49,16 +49,8 @@ from .estimators._base import GEOMETRY_DEFAULTS, generate_init
 from .estimators._interface import Backend
 from .estimators._registry import backend_for
 from .geometry import n_klein_features, to_klein
-from .leaf_thresholds import (
-    LeafBounds,
-    LeafLayout,
-    SplitBounds,
-    correct_from_bounds,
-    klein_space,
-    leaf_bounds,
-    leaf_layout,
-    split_bounds,
-)
+from .ir.trees import TreeArrays
+from .leaf_thresholds import SplitSummary, correct_from_summary, klein_space, summarise
 from .thresholds import CorrectionReport
 from .tree_space import SplitIndex, TreeSpace
 
@@ -67,7 +59,7 @@ __all__ = [
     "HyperbolicDaskLGBMRegressor",
     "HyperbolicDaskXGBClassifier",
     "HyperbolicDaskXGBRegressor",
-    "distributed_leaf_bounds",
+    "distributed_summary",
     "predict",
 ]
 
@@ -189,11 +181,11 @@ def _call_block(block: np.ndarray, model: Any, method: str) -> np.ndarray:
     return np.asarray(getattr(model, method)(_framed(model, block)))
 
 
-def _block_bounds(
-    shipped: tuple[Backend, Any, LeafLayout, list], X: np.ndarray, y: np.ndarray, w: Any
-) -> tuple[LeafBounds, SplitBounds]:
-    """Leaf bounds and split bounds of one partition's training rows (the map step)."""
-    backend, fitted, layout, trees = shipped
+def _block_summary(
+    shipped: tuple[Backend, Any, list[TreeArrays]], X: np.ndarray, y: np.ndarray, w: Any
+) -> SplitSummary:
+    """The split summary of one partition's training rows (the map step)."""
+    backend, fitted, trees = shipped
     X, y = np.asarray(X), np.asarray(y)
     if y.shape[0] != X.shape[0] or (w is not None and np.shape(w)[0] != X.shape[0]):
         raise ValueError(
@@ -204,48 +196,36 @@ def _block_bounds(
     if rows is None:  # boosters grow every tree on the same rows
         raise ValueError("the trees of this booster were not grown on the same rows")
     seen = X if rows.size == X.shape[0] else X[rows]
-    Xc = np.ascontiguousarray(seen, dtype=backend.compare_dtype)
-    return (
-        leaf_bounds(layout, backend.leaf_nodes(fitted, Xc), Xc),
-        split_bounds(trees, Xc, backend.op),
-    )
+    return summarise(trees, backend.compared_values(fitted, seen), backend.op)
 
 
-def _merge_bounds(
-    a: tuple[LeafBounds, SplitBounds], b: tuple[LeafBounds, SplitBounds]
-) -> tuple[LeafBounds, SplitBounds]:
-    return a[0].merge(b[0]), a[1].merge(b[1])
-
-
-def distributed_leaf_bounds(
+def distributed_summary(
     client: Any,
     backend: Backend,
     fitted: Any,
-    layout: LeafLayout,
     Xk: Any,
     y: Any,
     sample_weight: Any = None,
-) -> tuple[LeafBounds, SplitBounds]:
-    """Leaf and split bounds of all training rows of ``fitted``: a map over partitions,
+) -> SplitSummary:
+    """The split summary of all training rows of ``fitted``: a map over partitions,
     a tree reduce.
 
     ``Xk`` is a dask array of what the booster was fitted on (unit-ball Klein
     coordinates), ``y`` and ``sample_weight`` too, partitioned alike. The
-    model goes to every worker once; only the final summaries
-    (:attr:`LeafBounds.nbytes` + :attr:`SplitBounds.nbytes`, independent of
-    the rows) come back to this process.
+    model goes to every worker once; the rows stay where they are (each
+    partition is summarised where it lies, and only the summaries move); only
+    the final summary (:attr:`SplitSummary.nbytes`, independent of the rows)
+    comes back to this process.
     """
     dask = _dask()
     trees = backend.read_trees(fitted)
-    shipped = client.scatter(
-        (type(backend)(), fitted, layout, trees), broadcast=True, hash=False
-    )
+    shipped = client.scatter((type(backend)(), fitted, trees), broadcast=True, hash=False)
     xs = Xk.to_delayed().ravel()
     ys = y.to_delayed().ravel()
     ws = sample_weight.to_delayed().ravel() if sample_weight is not None else [None] * len(xs)
-    block = dask.delayed(_block_bounds, pure=True)
+    block = dask.delayed(_block_summary, pure=True)
     parts = [block(shipped, x, v, w) for x, v, w in zip(xs, ys, ws, strict=True)]
-    merge = dask.delayed(_merge_bounds, pure=True)
+    merge = dask.delayed(SplitSummary.merge, pure=True)
     while len(parts) > 1:
         pairs = [merge(a, b) for a, b in zip(parts[0::2], parts[1::2], strict=False)]
         parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
@@ -465,18 +445,14 @@ class _DaskModel:
     ) -> tuple[Any, CorrectionReport, SplitIndex | None, str]:
         """The single-machine placement, fed by summaries of the partitions."""
         trees = backend.read_trees(fitted)
-        layout = leaf_layout(trees)
-        bounds, around = distributed_leaf_bounds(
-            self._fit_client, backend, fitted, layout, Xt, y, sample_weight
-        )
+        summary = distributed_summary(self._fit_client, backend, fitted, Xt, y, sample_weight)
         space = klein_space(
-            trees, layout, bounds, around, Xt.shape[1], backend.compare_dtype, backend.zero_band
+            trees, summary, Xt.shape[1], backend.compare_dtype, backend.zero_band
         )
         correct = functools.partial(
-            correct_from_bounds,
+            correct_from_summary,
             trees,
-            layout,
-            bounds,
+            summary,
             op=backend.op,
             threshold_dtype=backend.threshold_dtype,
             midpoint=self._midpoint_rules(),

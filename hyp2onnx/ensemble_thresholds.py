@@ -45,9 +45,10 @@ from .thresholds import (
     Placer,
     correct_tree,
     thresholds_from_neighbours,
+    tree_neighbours,
 )
 
-__all__ = ["correct_shared_rows", "correct_trees", "shared_rows"]
+__all__ = ["Nodes", "correct_shared_rows", "correct_trees", "shared_neighbours", "shared_rows"]
 
 #: Candidates a walk looks at first; each further window is _GROWTH times larger.
 _FIRST_WINDOW = 4
@@ -127,27 +128,9 @@ def correct_shared_rows(
         return [], CorrectionReport()
     X = np.asarray(X)
     X64 = X.astype(np.float64, copy=False)
-    n = X.shape[0]
-    sizes = np.array([t.feature.shape[0] for t in trees], dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    shift = np.repeat(starts, sizes)
-    feature = np.concatenate([np.asarray(t.feature, dtype=np.int64) for t in trees])
-    threshold = np.concatenate([np.asarray(t.threshold, dtype=np.float64) for t in trees])
-    left = np.concatenate([np.asarray(t.left, dtype=np.int64) for t in trees])
-    right = np.concatenate([np.asarray(t.right, dtype=np.int64) for t in trees])
-    left = np.where(left >= 0, left + shift, -1)
-    right = np.where(right >= 0, right + shift, -1)
-    tree_of = np.repeat(np.arange(len(trees)), sizes)
-    internal = feature >= 0
-
-    largest_left = np.full(feature.shape[0], -np.inf)
-    smallest_right = np.full(feature.shape[0], np.inf)
-    fallback = np.zeros(len(trees), dtype=bool)
-    if n and internal.any():
-        fallback = _find_neighbours(
-            X, feature, threshold, left, right, starts[sizes > 0], tree_of, op,
-            largest_left, smallest_right,
-        )
+    nodes = Nodes.of(trees)
+    feature, threshold, tree_of = nodes.feature, nodes.threshold, nodes.tree_of
+    largest_left, smallest_right, fallback = _search(nodes, X, op)
 
     # Trees handed to correct_tree are placed there only.
     searched = ~fallback[tree_of]
@@ -163,7 +146,7 @@ def correct_shared_rows(
         np.bincount(tree_of, weights=mask, minlength=len(trees)).astype(np.int64)
         for mask in (internal, moved, internal & ~reached)
     )
-    out = np.split(new, starts[1:])
+    out = np.split(new, nodes.starts[1:])
     for i in np.flatnonzero(fallback):
         out[i], tree_report = correct_tree(
             trees[i], X64, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
@@ -171,6 +154,81 @@ def correct_shared_rows(
         n_moved[i], n_unreached[i] = tree_report.n_moved, tree_report.n_unreached
     report = CorrectionReport(int(n_splits.sum()), int(n_moved.sum()), int(n_unreached.sum()))
     return out, report
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """The nodes of several trees in one set of arrays (children as global indices)."""
+
+    starts: np.ndarray  #: first node of each tree
+    sizes: np.ndarray  #: nodes of each tree
+    feature: np.ndarray
+    threshold: np.ndarray
+    left: np.ndarray  #: -1 at leaves
+    right: np.ndarray
+    tree_of: np.ndarray  #: tree of each node
+
+    @classmethod
+    def of(cls, trees: list[TreeArrays]) -> Nodes:
+        sizes = np.array([t.feature.shape[0] for t in trees], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        shift = np.repeat(starts, sizes)
+
+        def joined(name: str, dtype: type) -> np.ndarray:
+            return np.concatenate([np.asarray(getattr(t, name), dtype=dtype) for t in trees])
+
+        left, right = joined("left", np.int64), joined("right", np.int64)
+        return cls(
+            starts,
+            sizes,
+            joined("feature", np.int64),
+            joined("threshold", np.float64),
+            np.where(left >= 0, left + shift, -1),
+            np.where(right >= 0, right + shift, -1),
+            np.repeat(np.arange(len(trees)), sizes),
+        )
+
+
+def _search(nodes: Nodes, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every node's ``L`` and ``R`` by the rank search, and the trees it handed back
+    (over budget: their entries are incomplete, route them instead)."""
+    largest_left = np.full(nodes.feature.shape[0], -np.inf)
+    smallest_right = np.full(nodes.feature.shape[0], np.inf)
+    fallback = np.zeros(nodes.sizes.shape[0], dtype=bool)
+    if X.shape[0] and np.any(nodes.feature >= 0):
+        fallback = _find_neighbours(
+            X, nodes.feature, nodes.threshold, nodes.left, nodes.right,
+            nodes.starts[nodes.sizes > 0], nodes.tree_of, op, largest_left, smallest_right,
+        )
+    return largest_left, smallest_right, fallback
+
+
+def shared_neighbours(
+    trees: list[TreeArrays], X: np.ndarray, op: Op
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every node's ``L`` and ``R`` (float64, concatenated over the trees) among the
+    rows ``X`` (compared precision) that reach it, all trees grown on ``X``.
+
+    What :func:`correct_trees` places thresholds from, before placing them:
+    the rank search of :func:`correct_shared_rows` for several trees with
+    threshold splits only, each tree routed (:func:`~hyp2onnx.thresholds.tree_neighbours`)
+    otherwise. Both are exact maxima and minima, so the result does not depend
+    on the method, and the ``L`` (``R``) of a union of row sets is the maximum
+    (minimum) of theirs.
+    """
+    X = np.asarray(X)
+    nodes = Nodes.of(trees)
+    if len(trees) > 1 and all(t.categories is None for t in trees):
+        largest_left, smallest_right, routed = _search(nodes, X, op)
+    else:
+        largest_left = np.full(nodes.feature.shape[0], -np.inf)
+        smallest_right = np.full(nodes.feature.shape[0], np.inf)
+        routed = np.ones(len(trees), dtype=bool)
+    X64 = X.astype(np.float64, copy=False)
+    for i in np.flatnonzero(routed):
+        at = slice(nodes.starts[i], nodes.starts[i] + nodes.sizes[i])
+        largest_left[at], smallest_right[at] = tree_neighbours(trees[i], X64, op)
+    return largest_left, smallest_right
 
 
 def _argsort(values: np.ndarray) -> np.ndarray:
@@ -440,7 +498,8 @@ class _Walks:
             long = scanned[active] >= self.slab_width[active]
             to_slab.append(active[long])
             active = active[~long]
-        slab = np.concatenate(to_slab)
+        # No walk at all when no split has rows on this side (a small partition).
+        slab = np.concatenate(to_slab) if to_slab else np.zeros(0, dtype=np.int64)
         slab = slab[~routed[tree[slab]]]
         if slab.size:
             routed |= self._read_slabs(sign, slab, found, work)

@@ -51,6 +51,7 @@ __all__ = [
     "correct_tree",
     "place_thresholds",
     "thresholds_from_neighbours",
+    "tree_neighbours",
 ]
 
 
@@ -178,6 +179,27 @@ def thresholds_from_neighbours(
     return new, internal, reached
 
 
+def tree_neighbours(tree: TreeArrays, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's largest value routed left and smallest routed right (float64),
+    among the rows ``X`` (compared precision) that reach it; ``-inf``/``inf`` where none.
+
+    One walk of the rows down the tree, O(n * depth).
+    """
+    n_nodes = tree.feature.shape[0]
+    # One unbuffered max per level, no boolean selection: slot 2j collects
+    # the values going left at node j, slot 2j+1 the negated values going
+    # right (negation is exact, so -max(-v) is min(v) bit for bit).
+    # Rows go in blocks so the walk's temporaries stay in cache.
+    extreme = np.full(2 * n_nodes, -np.inf)
+    for start in range(0, X.shape[0], _BLOCK_ROWS):
+        for _, nodes, values, left_mask in walk_levels(tree, X[start : start + _BLOCK_ROWS], op):
+            values = values.astype(np.float64, copy=False)
+            slot = nodes * 2
+            slot += ~left_mask
+            np.maximum.at(extreme, slot, np.where(left_mask, values, -values))
+    return extreme[0::2], -extreme[1::2]
+
+
 def correct_tree(
     tree: TreeArrays,
     X: np.ndarray,
@@ -198,21 +220,7 @@ def correct_tree(
     training row reaches on one side keep their threshold and are counted
     in ``n_unreached``.
     """
-    n_nodes = tree.feature.shape[0]
-    # One unbuffered max per level, no boolean selection: slot 2j collects
-    # the values going left at node j, slot 2j+1 the negated values going
-    # right (negation is exact, so -max(-v) is min(v) bit for bit).
-    # Rows go in blocks so the walk's temporaries stay in cache.
-    extreme = np.full(2 * n_nodes, -np.inf)
-    for start in range(0, X.shape[0], _BLOCK_ROWS):
-        for _, nodes, values, left_mask in walk_levels(tree, X[start : start + _BLOCK_ROWS], op):
-            values = values.astype(np.float64, copy=False)
-            slot = nodes * 2
-            slot += ~left_mask
-            np.maximum.at(extreme, slot, np.where(left_mask, values, -values))
-    largest_left = extreme[0::2]
-    smallest_right = -extreme[1::2]
-
+    largest_left, smallest_right = tree_neighbours(tree, X, op)
     new, internal, reached = thresholds_from_neighbours(
         tree.feature, tree.threshold, largest_left, smallest_right,
         op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place,

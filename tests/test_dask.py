@@ -34,6 +34,7 @@ from _boosting_data import as_points, klein_with_ties, labels  # noqa: E402
 from hyp2onnx import _scoring  # noqa: E402
 from hyp2onnx.tree_space import TreeSpace  # noqa: E402
 from hyp2onnx.estimators import backend_for  # noqa: E402
+from hyp2onnx.leaf_thresholds import summarise  # noqa: E402
 from hyp2onnx.verify import run_onnx  # noqa: E402
 
 CHUNKS = (700, 300, 1200, 800)  # uneven partitions, 3000 rows
@@ -73,11 +74,11 @@ CASES = [
 def _train(name: str, task: str, client):
     k, X, y, w = _data(task)
     recorded = {}
-    original, correct = hdask.correct_from_bounds, hdask._DaskModel._correct
+    original, correct = hdask.correct_from_summary, hdask._DaskModel._correct
 
-    def record(trees, layout, bounds, **kwargs):
-        recorded.update(trees=trees, bounds=bounds, kwargs=kwargs)
-        recorded["result"] = original(trees, layout, bounds, **kwargs)
+    def record(trees, summary, **kwargs):
+        recorded.update(trees=trees, summary=summary, kwargs=kwargs)
+        recorded["result"] = original(trees, summary, **kwargs)
         return recorded["result"]
 
     def record_booster(self, backend, fitted, Xt, y, sample_weight):
@@ -85,7 +86,7 @@ def _train(name: str, task: str, client):
         recorded.update(fitted=copy.deepcopy(fitted), y_train=y.compute())
         return correct(self, backend, fitted, Xt, y, sample_weight)
 
-    hdask.correct_from_bounds = record
+    hdask.correct_from_summary = record
     hdask._DaskModel._correct = record_booster
     try:
         model = getattr(hdask, name)(client=client, **_native_params(name))
@@ -95,7 +96,7 @@ def _train(name: str, task: str, client):
             sample_weight=da.from_array(w, chunks=(CHUNKS,)),
         )
     finally:
-        hdask.correct_from_bounds = original
+        hdask.correct_from_summary = original
         hdask._DaskModel._correct = correct
     return model, recorded, (k, X, y, w)
 
@@ -149,10 +150,35 @@ def test_thresholds_bit_identical_to_the_single_machine_estimator(trained):
         np.testing.assert_array_equal(
             got_t[internal].view(np.int64), want_t.threshold[internal].view(np.int64)
         )
-    # What reached the driver: 2 * leaves * split features, in the comparison dtype.
-    bounds = recorded["bounds"]
-    assert bounds.low.dtype == np.dtype(backend.compare_dtype)
-    assert bounds.low.shape[0] == sum(int((t.feature < 0).sum()) for t in recorded["trees"])
+    # What reached the driver: 4 numbers per split, in the comparison dtype.
+    summary = recorded["summary"]
+    assert summary.largest_left.dtype == np.dtype(backend.compare_dtype)
+    n_splits = sum(int((t.feature >= 0).sum()) for t in recorded["trees"])
+    assert summary.largest_left.shape == (n_splits,)
+    assert summary.nbytes == 4 * n_splits * np.dtype(backend.compare_dtype).itemsize
+
+
+def test_summary_of_partitions_some_empty_or_one_sided(trained, client):
+    """An empty partition, and tiny partitions whose rows reach few leaves, summarise on
+    the cluster to the summary of all rows in one piece (and no row reaches the driver)."""
+    model, _, (_, X, y, w) = trained
+    backend = backend_for(model.estimator_)
+    Xk = model.to_klein(X)
+    order = np.argsort(Xk[:, 0], kind="stable")  # partitions of neighbouring points
+    Xk, y, w = Xk[order], y[order], w[order]
+    chunks = (0, 3, 1, Xk.shape[0] - 4)
+    summary = hdask.distributed_summary(
+        client,
+        backend,
+        model.estimator_,
+        da.from_array(Xk, chunks=(chunks, -1)),
+        da.from_array(y, chunks=(chunks,)),
+        da.from_array(w, chunks=(chunks,)),
+    )
+    trees = backend.read_trees(model.estimator_)
+    want = summarise(trees, np.asarray(Xk[w > 0], dtype=backend.compare_dtype), backend.op)
+    for name in ("largest_left", "smallest_right", "below", "above"):
+        np.testing.assert_array_equal(getattr(summary, name), getattr(want, name))
 
 
 def test_training_rows_keep_their_side(trained):

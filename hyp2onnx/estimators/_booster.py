@@ -102,14 +102,6 @@ class BoosterBackend(Backend):
     def disable_row_subsampling(estimator: Any) -> None:
         """Make every tree see every training row (column sampling is harmless)."""
 
-    @abstractmethod
-    def leaf_nodes(self, fitted: Any, Xc: np.ndarray) -> np.ndarray:
-        """Node each row of ``Xc`` reaches in every tree, as the booster routes it.
-
-        ``Xc`` holds rows in the comparison precision; the result is an
-        integer array of shape (n_rows, n_trees) in :meth:`read_trees`'s node
-        numbering, every tree of the model included.
-        """
 
 BOOSTING_DOC = """
     Parameters

@@ -343,15 +343,6 @@ class LightGBMBackend(BoosterBackend):
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
         return [tree.arrays() for tree in self._model(fitted).trees]
 
-    def leaf_nodes(self, fitted: Any, Xc: np.ndarray) -> np.ndarray:
-        """Node (in :meth:`read_trees` numbering) each row of ``Xc`` reaches in every tree."""
-        leaves = fitted.booster_.predict(Xc, pred_leaf=True, num_iteration=-1)
-        leaves = np.asarray(leaves, dtype=np.int64).reshape(Xc.shape[0], -1)
-        # LightGBM numbers leaves apart from internal nodes; read_trees puts
-        # leaf i of a tree after its internal nodes.
-        internal = np.array([tree.n_internal for tree in self._model(fitted).trees])
-        return leaves + internal
-
     def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
         model = self._model(fitted)
         self._parsed = None

@@ -303,12 +303,6 @@ class XGBoostBackend(BoosterBackend):
         model = self._model(fitted)
         return [model.arrays(i) for i in range(len(model.trees))]
 
-    def leaf_nodes(self, fitted: Any, Xc: np.ndarray) -> np.ndarray:
-        """Node (in :meth:`read_trees` numbering) each row of ``Xc`` reaches in every tree."""
-        dmatrix = xgboost.DMatrix(Xc)
-        leaves = _booster(fitted).predict(dmatrix, pred_leaf=True, iteration_range=(0, 0))
-        return np.asarray(leaves).reshape(Xc.shape[0], -1).astype(np.int64)
-
     def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
         model = self._model(fitted)
         self._parsed = None
