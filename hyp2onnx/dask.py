@@ -181,11 +181,16 @@ def _call_block(block: np.ndarray, model: Any, method: str) -> np.ndarray:
     return np.asarray(getattr(model, method)(_framed(model, block)))
 
 
-def _block_summary(
-    shipped: tuple[Backend, Any, list[TreeArrays]], X: np.ndarray, y: np.ndarray, w: Any
-) -> SplitSummary:
-    """The split summary of one partition's training rows (the map step)."""
-    backend, fitted, trees = shipped
+#: Rows summarised in one task at most: a worker's partitions are summarised
+#: together up to this many rows (the search costs less per row on more rows;
+#: its working memory is about 200 bytes per row for 8 split features).
+ROWS_PER_SUMMARY = 1 << 22
+
+
+def _training_rows(
+    backend: Backend, fitted: Any, X: np.ndarray, y: np.ndarray, w: Any
+) -> np.ndarray:
+    """One partition's training rows, in the backend's comparison precision."""
     X, y = np.asarray(X), np.asarray(y)
     if y.shape[0] != X.shape[0] or (w is not None and np.shape(w)[0] != X.shape[0]):
         raise ValueError(
@@ -195,8 +200,30 @@ def _block_summary(
     rows = shared_rows(backend.training_rows(fitted, y, None if w is None else np.asarray(w)))
     if rows is None:  # boosters grow every tree on the same rows
         raise ValueError("the trees of this booster were not grown on the same rows")
-    seen = X if rows.size == X.shape[0] else X[rows]
-    return summarise(trees, backend.compared_values(fitted, seen), backend.op)
+    return backend.compared_values(fitted, X if rows.size == X.shape[0] else X[rows])
+
+
+def _group_summary(
+    shipped: tuple[Backend, Any, list[TreeArrays]], xs: list, ys: list, ws: list
+) -> SplitSummary:
+    """The split summary of some partitions' training rows, searched together (the map
+    step: one task per group of partitions held by one worker)."""
+    backend, fitted, trees = shipped
+    rows = [_training_rows(backend, fitted, x, y, w) for x, y, w in zip(xs, ys, ws, strict=True)]
+    return summarise(trees, np.concatenate(rows) if len(rows) > 1 else rows[0], backend.op)
+
+
+def _groups(sizes: list[int], limit: int) -> list[list[int]]:
+    """Consecutive runs of ``sizes`` (indices) holding at most ``limit`` rows (or one item)."""
+    groups: list[list[int]] = []
+    total = limit + 1
+    for i, n in enumerate(sizes):
+        if total + n > limit:
+            groups.append([])
+            total = 0
+        groups[-1].append(i)
+        total += n
+    return groups
 
 
 def distributed_summary(
@@ -206,30 +233,57 @@ def distributed_summary(
     Xk: Any,
     y: Any,
     sample_weight: Any = None,
+    *,
+    rows_per_summary: int = ROWS_PER_SUMMARY,
 ) -> SplitSummary:
-    """The split summary of all training rows of ``fitted``: a map over partitions,
-    a tree reduce.
+    """The split summary of all training rows of ``fitted``: a map over the workers'
+    partitions, a tree reduce.
 
     ``Xk`` is a dask array of what the booster was fitted on (unit-ball Klein
-    coordinates), ``y`` and ``sample_weight`` too, partitioned alike. The
-    model goes to every worker once; the rows stay where they are (each
-    partition is summarised where it lies, and only the summaries move); only
-    the final summary (:attr:`SplitSummary.nbytes`, independent of the rows)
-    comes back to this process.
+    coordinates), ``y`` and ``sample_weight`` too, partitioned alike; they
+    are persisted if they are not. The model goes to every worker once. The
+    rows are not moved: each worker summarises the partitions of ``Xk`` it
+    holds, several together (up to ``rows_per_summary`` rows), and only
+    summaries travel; the final one (:attr:`SplitSummary.nbytes`,
+    independent of the rows) comes back to this process.
     """
-    dask = _dask()
+    from distributed import futures_of, wait
+
+    _dask()
+    collections = [Xk, y] if sample_weight is None else [Xk, y, sample_weight]
+    collections = client.persist(collections)  # a no-op for persisted collections
+    blocks = []
+    for collection in collections:
+        futures = {f.key: f for f in futures_of(collection)}
+        blocks.append([futures[d.key] for d in collection.to_delayed().ravel()])
+    if sample_weight is None:
+        blocks.append([None] * len(blocks[0]))
+    xs, ys, ws = blocks
+    wait(xs)
+    holder = client.who_has(xs)
+    by_worker: dict[str, list[int]] = {}
+    for i, x in enumerate(xs):
+        by_worker.setdefault(sorted(holder[x.key])[0], []).append(i)
     trees = backend.read_trees(fitted)
     shipped = client.scatter((type(backend)(), fitted, trees), broadcast=True, hash=False)
-    xs = Xk.to_delayed().ravel()
-    ys = y.to_delayed().ravel()
-    ws = sample_weight.to_delayed().ravel() if sample_weight is not None else [None] * len(xs)
-    block = dask.delayed(_block_summary, pure=True)
-    parts = [block(shipped, x, v, w) for x, v, w in zip(xs, ys, ws, strict=True)]
-    merge = dask.delayed(SplitSummary.merge, pure=True)
+    sizes = collections[0].chunks[0]
+    if any(np.isnan(sizes)):  # e.g. from a DataFrame: count where the rows are
+        sizes = client.gather(client.map(len, xs, pure=False))
+    parts = []
+    for worker, indices in by_worker.items():
+        for group in _groups([sizes[i] for i in indices], rows_per_summary):
+            at = [indices[j] for j in group]
+            parts.append(client.submit(
+                _group_summary, shipped, [xs[i] for i in at], [ys[i] for i in at],
+                [ws[i] for i in at], workers=[worker], allow_other_workers=True, pure=False,
+            ))
     while len(parts) > 1:
-        pairs = [merge(a, b) for a, b in zip(parts[0::2], parts[1::2], strict=False)]
+        pairs = [
+            client.submit(SplitSummary.merge, a, b, pure=False)
+            for a, b in zip(parts[0::2], parts[1::2], strict=False)
+        ]
         parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
-    return client.compute(parts[0]).result()
+    return parts[0].result()
 
 
 # -- training on the cluster: one function per library ------------------------------

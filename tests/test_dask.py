@@ -158,22 +158,31 @@ def test_thresholds_bit_identical_to_the_single_machine_estimator(trained):
     assert summary.nbytes == 4 * n_splits * np.dtype(backend.compare_dtype).itemsize
 
 
-def test_summary_of_partitions_some_empty_or_one_sided(trained, client):
+@pytest.mark.parametrize(
+    "sizes, rows_per_summary",
+    [("known", hdask.ROWS_PER_SUMMARY), ("known", 500), ("unknown", 500)],
+)
+def test_summary_of_partitions_some_empty_or_one_sided(trained, client, sizes, rows_per_summary):
     """An empty partition, and tiny partitions whose rows reach few leaves, summarise on
-    the cluster to the summary of all rows in one piece (and no row reaches the driver)."""
+    the cluster to the summary of all rows in one piece, whether a worker's partitions
+    are searched together or in several groups, and when the partitions' lengths are
+    unknown (as from a DataFrame)."""
     model, _, (_, X, y, w) = trained
     backend = backend_for(model.estimator_)
     Xk = model.to_klein(X)
     order = np.argsort(Xk[:, 0], kind="stable")  # partitions of neighbouring points
     Xk, y, w = Xk[order], y[order], w[order]
-    chunks = (0, 3, 1, Xk.shape[0] - 4)
-    summary = hdask.distributed_summary(
-        client,
-        backend,
-        model.estimator_,
+    chunks = (0, 3, 1, 600, 700, Xk.shape[0] - 1304)
+    Xd, yd, wd = (
         da.from_array(Xk, chunks=(chunks, -1)),
         da.from_array(y, chunks=(chunks,)),
         da.from_array(w, chunks=(chunks,)),
+    )
+    if sizes == "unknown":
+        Xd, yd, wd = (v.to_dask_dataframe().to_dask_array() for v in (Xd, yd, wd))
+        assert np.isnan(Xd.chunks[0][0])
+    summary = hdask.distributed_summary(
+        client, backend, model.estimator_, Xd, yd, wd, rows_per_summary=rows_per_summary
     )
     trees = backend.read_trees(model.estimator_)
     want = summarise(trees, np.asarray(Xk[w > 0], dtype=backend.compare_dtype), backend.op)
