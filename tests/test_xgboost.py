@@ -259,6 +259,35 @@ def test_categorical_rejected():
         to_onnx(native, input_geometry="klein")
 
 
+@pytest.mark.parametrize("missing", [0.0, 0.25])
+def test_a_missing_value_other_than_nan_is_refused(missing):
+    """XGBoost sends every value equal to ``missing`` to each split's default side;
+    the correction and the exported graph compare it like any other value. With
+    missing=0.0, a 20-tree model's graph gave probabilities up to 0.31 away from
+    its own predict_proba for points with a Klein coordinate exactly 0 (on an axis).
+    Refused at fit (hyperbolic estimators) and at export (any XGBoost model)."""
+    k = klein_with_ties(300, seed=16)
+    y = labels(k, "binary")
+    for space in ("klein", "ranks"):
+        with pytest.raises(UnsupportedModelError, match=f"missing={missing!r}.*nan"):
+            HyperbolicXGBClassifier(
+                input_geometry="klein", tree_space=space, missing=missing, **PARAMS
+            ).fit(k, y)
+    with pytest.raises(UnsupportedModelError, match="missing"):
+        HyperbolicXGBRegressor(input_geometry="klein", missing=missing, **PARAMS).fit(
+            k, labels(k, "regression")
+        )
+    native = xgb.XGBClassifier(missing=missing, **PARAMS).fit(k, y)
+    with pytest.raises(UnsupportedModelError, match=f"missing={missing!r}"):
+        to_onnx(native, input_geometry="klein")
+    # A fitted hyperbolic model whose booster was given one afterwards.
+    model = HyperbolicXGBClassifier(input_geometry="klein", missing=np.nan, **PARAMS).fit(k, y)
+    to_onnx(model)  # NaN (the default) is what Klein coordinates allow
+    model.estimator_.set_params(missing=missing)
+    with pytest.raises(UnsupportedModelError, match="missing"):
+        to_onnx(model)
+
+
 def test_unsupported_objectives_and_margins():
     k = klein_with_ties(200, seed=13)
     with pytest.raises(UnsupportedModelError, match="count:poisson"):

@@ -2,7 +2,8 @@
 
 XGBoost casts inputs to float32 and sends a row left iff
 ``float32(x) < split_condition``, a float32 threshold (missing values take
-the node's default direction; hyperbolic input has none). With ``hist`` the
+the node's default direction; hyperbolic input has none, and a ``missing``
+other than NaN is refused: see ``_refuse_missing``). With ``hist`` the
 thresholds are bin cuts equal to training values, so treating the test as
 ``<=`` would misroute those rows.
 
@@ -202,6 +203,21 @@ def _booster(fitted: Any) -> Any:
     return fitted.get_booster()
 
 
+def _refuse_missing(model: Any) -> None:
+    """Refuse a ``missing`` other than NaN (the default): XGBoost sends every value equal
+    to it to each split's default side, which the threshold correction and the exported
+    graph do not model (they compare it like any other value)."""
+    missing = model.get_params().get("missing", np.nan)
+    if missing is not None and not np.isnan(missing):
+        raise UnsupportedModelError(
+            f"XGBoost missing={missing!r} is not supported: XGBoost sends every value equal "
+            "to it to each split's default side, but the threshold correction and the "
+            "exported graph compare it like any other value, so points with a coordinate "
+            f"equal to {missing!r} would be scored differently. Hyperbolic coordinates have "
+            "no missing values: leave missing at its default, nan."
+        )
+
+
 class XGBoostBackend(BoosterBackend):
     name = "xgboost"
     op = "<"
@@ -269,6 +285,7 @@ class XGBoostBackend(BoosterBackend):
         estimator.set_params(subsample=1.0)
 
     def check_fit(self, estimator: Any, y: np.ndarray, fit_params: dict[str, Any]) -> None:
+        _refuse_missing(estimator)
         params = estimator.get_params()
         if params.get("booster") not in (None, "gbtree"):
             raise UnsupportedModelError(
@@ -364,6 +381,7 @@ class XGBoostBackend(BoosterBackend):
         same float32 sums bit for bit (the Ensemble adds its base values
         last).
         """
+        _refuse_missing(fitted)
         model = self._model(fitted)
         classifier = type(fitted) is xgboost.XGBClassifier
         n_outputs, post = self.outputs(fitted, model)
