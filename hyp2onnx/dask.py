@@ -34,9 +34,15 @@ dataframe of points, with one onnxruntime session per worker process
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import functools
 import importlib
 import operator
+import os
+import sys
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -203,6 +209,53 @@ def _training_rows(
     return backend.compared_values(fitted, X if rows.size == X.shape[0] else X[rows])
 
 
+@functools.cache
+def _glibc() -> Any:
+    """The C library if it is glibc (it has ``mallopt`` and ``malloc_trim``), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.gnu_get_libc_version  # glibc only  # noqa: B018
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+
+
+@contextlib.contextmanager
+def _reusing_freed_memory() -> Iterator[None]:
+    """Let glibc reuse freed memory for the duration of a numpy-heavy task.
+
+    Dask starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536`` so that freed
+    memory goes back to the OS at once; glibc then also maps every block over
+    128 KiB afresh, and the search's many large temporaries pay for the page
+    faults: 2.05 s instead of 1.3 s for 500k rows of a 400-tree model. Inside,
+    both thresholds are raised; on leaving, the environment's values come
+    back and free memory is returned. Nothing changes where the variable is
+    unset (glibc then sets both thresholds itself) or the C library is not glibc.
+    """
+    libc = _glibc()
+    try:
+        trim = int(os.environ["MALLOC_TRIM_THRESHOLD_"])
+        mmap = int(os.environ.get("MALLOC_MMAP_THRESHOLD_", 128 * 1024))
+    except (KeyError, ValueError):
+        libc = None
+    if libc is None:
+        yield
+        return
+    libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # glibc's largest
+    libc.mallopt(_M_TRIM_THRESHOLD, 1 << 30)
+    try:
+        yield
+    finally:
+        libc.mallopt(_M_MMAP_THRESHOLD, mmap)
+        libc.mallopt(_M_TRIM_THRESHOLD, trim)
+        libc.malloc_trim(0)
+
+
 def _group_summary(
     shipped: tuple[Backend, Any, list[TreeArrays]], xs: list, ys: list, ws: list
 ) -> SplitSummary:
@@ -210,7 +263,8 @@ def _group_summary(
     step: one task per group of partitions held by one worker)."""
     backend, fitted, trees = shipped
     rows = [_training_rows(backend, fitted, x, y, w) for x, y, w in zip(xs, ys, ws, strict=True)]
-    return summarise(trees, np.concatenate(rows) if len(rows) > 1 else rows[0], backend.op)
+    with _reusing_freed_memory():
+        return summarise(trees, np.concatenate(rows) if len(rows) > 1 else rows[0], backend.op)
 
 
 def _groups(sizes: list[int], limit: int) -> list[list[int]]:

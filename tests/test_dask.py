@@ -406,3 +406,51 @@ def test_forests_train_through_joblibs_dask_backend(client):
     for grown, local in zip(forest.estimator_.estimators_, same.estimator_.estimators_):
         np.testing.assert_array_equal(grown.tree_.threshold, local.tree_.threshold)
         np.testing.assert_array_equal(grown.tree_.value, local.tree_.value)
+
+
+class _Allocator:
+    """Records the glibc calls of hdask._reusing_freed_memory."""
+
+    def __init__(self):
+        self.calls = []
+
+    def mallopt(self, param, value):
+        self.calls.append(("mallopt", param, value))
+        return 1
+
+    def malloc_trim(self, pad):
+        self.calls.append(("malloc_trim", pad))
+        return 1
+
+
+@pytest.mark.parametrize("environ", [{}, {"MALLOC_TRIM_THRESHOLD_": "65536"},
+                                     {"MALLOC_TRIM_THRESHOLD_": "65536",
+                                      "MALLOC_MMAP_THRESHOLD_": "262144"}])
+def test_freed_memory_is_reused_during_the_search_then_returned(monkeypatch, environ):
+    """Under Dask's MALLOC_TRIM_THRESHOLD_ the search raises glibc's thresholds, and puts
+    the environment's values back afterwards (also on error); without it, no call."""
+    libc, real = _Allocator(), hdask._glibc
+    monkeypatch.setattr(hdask, "_glibc", lambda: libc)
+    for name in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeError, match="inside"):
+        with hdask._reusing_freed_memory():
+            raise RuntimeError("inside")
+    if not environ:
+        assert libc.calls == []
+        return
+    mmap = int(environ.get("MALLOC_MMAP_THRESHOLD_", 128 * 1024))
+    assert libc.calls == [
+        ("mallopt", -3, 32 << 20),
+        ("mallopt", -1, 1 << 30),
+        ("mallopt", -3, mmap),
+        ("mallopt", -1, 65536),
+        ("malloc_trim", 0),
+    ]
+    if real() is not None:  # the real one, on glibc: runs as is
+        monkeypatch.undo()
+        monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+        with hdask._reusing_freed_memory():
+            np.ones(1 << 20).sum()
