@@ -129,7 +129,7 @@ def correction_rows(client, model, n: int, rounds: int, block: int) -> tuple[lis
     trees = backend.read_trees(fitted)
     sizes = sizes_of(n, block)
     Xk = distributed_array(client, sizes, block_klein, DIM)
-    y = da.zeros(n, chunks=(tuple(sizes),))
+    y = client.persist(da.zeros(n, chunks=(tuple(sizes),)))  # persisted, as in a fit
     local = np.concatenate([block_klein(i, s) for i, s in enumerate(sizes)]).astype(np.float32)
     rows = [np.arange(n)] * len(trees)
     kwargs = dict(op=backend.op, threshold_dtype=backend.threshold_dtype, midpoint="einstein")
@@ -271,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                               " / ".join(f"{m:,.0f}" for m in memory.values()),
                               f"{os.getloadavg()[0]:.1f}"))
             print(text_table(corr_headers, corr_rows[-1:]), flush=True)
+        client.restart()  # scoring's memory apart from the correction's
         rates, memory = scoring(client, spark, graph, score_rows, rounds, block)
     if spark is not None:
         spark.stop()
@@ -303,7 +304,8 @@ def main(argv: list[str] | None = None) -> int:
         f"Scoring {score_rows:,} hyperboloid points with the exported graph of a hyperbolic "
         f"XGBoost classifier ({n_trees} trees, depth 6, {CLASSES} classes; float32 input). "
         "Dask: 2 workers x 1 thread, one session per worker; Spark: `local[2]`, cached "
-        "DataFrame, no-op sink. Peak RSS per Dask worker after scoring: "
+        "DataFrame, no-op sink. Peak RSS per Dask worker while scoring (workers restarted "
+        "after the correction runs): "
         + " / ".join(f"{m:,.0f}" for m in memory.values()) + " MB.",
         "",
         md_table(score_headers, score_rows_md, align="lrr"),
