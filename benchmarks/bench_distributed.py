@@ -111,6 +111,12 @@ def distributed_array(client, sizes: list[int], make, width: int):
     return array
 
 
+def cpu_seconds() -> float:
+    """User + system CPU time of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def warm_up() -> None:
     """Import on a worker what the correction runs (as a fit's workers have, having trained)."""
     import hyp2onnx.dask  # noqa: F401
@@ -134,17 +140,21 @@ def correction_rows(client, model, n: int, rounds: int, block: int) -> tuple[lis
     rows = [np.arange(n)] * len(trees)
     kwargs = dict(op=backend.op, threshold_dtype=backend.threshold_dtype, midpoint="einstein")
     single, dist, nbytes, driver, workers = [], [], 0, 0.0, {}
+    cpu_single, cpu_dist = [], []
     for _ in range(rounds):  # interleaved
         reset_peak()
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu_seconds()
         want, _ = correct_trees(trees, local, rows, **kwargs)
         single.append(time.perf_counter() - t)
+        cpu_single.append(cpu_seconds() - c)
         driver = max(driver, peak_rss_mb())
         client.run(reset_peak)
+        before = sum(client.run(cpu_seconds).values()) + cpu_seconds()
         t = time.perf_counter()
         summary = distributed_summary(client, backend, fitted, Xk, y)
         got, _ = correct_from_summary(trees, summary, **kwargs)
         dist.append(time.perf_counter() - t)
+        cpu_dist.append(sum(client.run(cpu_seconds).values()) + cpu_seconds() - before)
         for worker, mb in client.run(peak_rss_mb).items():
             workers[worker] = max(workers.get(worker, 0.0), mb)
         nbytes = summary.nbytes
@@ -154,7 +164,7 @@ def correction_rows(client, model, n: int, rounds: int, block: int) -> tuple[lis
         if not identical:
             raise AssertionError(f"distributed thresholds differ from single-machine at n={n}")
     del Xk, local
-    return [single, dist, nbytes, driver], workers
+    return [single, dist, nbytes, driver, cpu_single, cpu_dist], workers
 
 
 def scoring(client, spark, graph, n: int, rounds: int, block: int) -> tuple[dict, dict]:
@@ -255,18 +265,19 @@ def main(argv: list[str] | None = None) -> int:
         client.run(warm_up)
         corr_headers = (
             "rows", "single machine, s", "distributed, s", "distributed / single",
-            "bytes to the driver", "peak RSS single machine, MB", "peak RSS per worker, MB",
-            "load average",
+            "CPU s, single / distributed", "bytes to the driver",
+            "peak RSS single machine, MB", "peak RSS per worker, MB", "load average",
         )
         corr_rows = []
         for n in rows:
-            (single, dist, nbytes, driver), memory = correction_rows(
+            (single, dist, nbytes, driver, cpu_single, cpu_dist), memory = correction_rows(
                 client, model, n, rounds, block
             )
             s, d = statistics.median(single), statistics.median(dist)
             spread = (f"{s:.2f} ({min(single):.2f}–{max(single):.2f})",
                       f"{d:.2f} ({min(dist):.2f}–{max(dist):.2f})")
-            corr_rows.append((f"{n:,}", *spread, f"{d / s:.2f}x", f"{nbytes:,}",
+            cpu = f"{statistics.median(cpu_single):.1f} / {statistics.median(cpu_dist):.1f}"
+            corr_rows.append((f"{n:,}", *spread, f"{d / s:.2f}x", cpu, f"{nbytes:,}",
                               f"{driver:,.0f}",
                               " / ".join(f"{m:,.0f}" for m in memory.values()),
                               f"{os.getloadavg()[0]:.1f}"))
@@ -296,8 +307,9 @@ def main(argv: list[str] | None = None) -> int:
         f"rows already in the workers' memory in partitions of {block:,}, modules imported). "
         "Thresholds checked "
         f"bit-identical. Medians of {rounds} interleaved runs (min–max in brackets). Peak "
-        "RSS during the correction alone (the rows held included); load average at the end "
-        "of each row's runs.",
+        "RSS during the correction alone (the rows held included); CPU seconds: this process "
+        "(single machine), the workers and this process (distributed), medians; load average "
+        "at the end of each row's runs.",
         "",
         md_table(corr_headers, corr_rows),
         "",

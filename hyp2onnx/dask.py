@@ -268,7 +268,9 @@ def _group_summary(
 
 
 def _groups(sizes: list[int], limit: int) -> list[list[int]]:
-    """Consecutive runs of ``sizes`` (indices) holding at most ``limit`` rows (or one item)."""
+    """Consecutive runs of ``sizes`` (indices) holding at most ``limit`` rows (or one item),
+    about equally large (5M rows at a limit of 4M: two runs of 2.5M, not 4M and 1M)."""
+    limit = -(-sum(sizes) // max(1, -(-sum(sizes) // limit)))  # the total over the runs needed
     groups: list[list[int]] = []
     total = limit + 1
     for i, n in enumerate(sizes):
