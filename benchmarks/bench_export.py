@@ -129,11 +129,13 @@ def _with_its_input(graph: Any, X32: np.ndarray) -> tuple[Any, np.ndarray]:
 def klein_twin(model: Any) -> Any:
     """The hyperbolic model's scikit-learn estimator with the Klein thresholds hyp2onnx exports.
 
-    With ``tree_space="ranks"`` (the default) the fitted trees split rank
-    codes, so ``model.estimator_`` itself cannot take Klein coordinates (fed
-    them, every row goes the same way and the "peer" is both wrong and
-    fast). The twin has the same trees with the corrected Klein thresholds:
-    what a user converting a plain forest on Klein coordinates would run.
+    When float32 cannot separate some split's two nearest training values
+    (the bench's points reach radius 3), the fitted ``model.estimator_``
+    reads split indices, not Klein coordinates (see
+    :mod:`hyp2onnx.tree_space`): fed Klein values, every row goes the same
+    way and a "peer" made from it is both wrong and fast. The twin has the
+    same trees with the Klein thresholds hyp2onnx exports: what a user
+    converting a plain forest on Klein coordinates would run.
     """
     import copy
 
@@ -367,7 +369,7 @@ def run_large(args: argparse.Namespace, out: Path) -> None:
         path.write_bytes(onnx_model.SerializeToString())
 
     measure("hyp2onnx exact", lambda: h.to_onnx(model), lambda m, p: save_onnx(m, p), x1)
-    measure("skl2onnx", lambda: _skl2onnx_peer(model.estimator_, k[:1].astype(np.float32), True), plain_save, x1[:, 1:] / x1[:, :1])
+    measure("skl2onnx", lambda: _skl2onnx_peer(klein_twin(model), k[:1].astype(np.float32), True), plain_save, x1[:, 1:] / x1[:, :1])
     folder.rmdir()
     print(text_table(headers, rows))
     md = [
