@@ -334,7 +334,16 @@ def run_large(args: argparse.Namespace, out: Path) -> None:
     y = _classes(k, 2, rng)
     model, t_fit = _timed(
         lambda: h.HyperbolicRandomForestClassifier(n_estimators=n_trees, random_state=0, n_jobs=-1).fit(X, y)
-    )
+    ) if args.large_model is None or not Path(args.large_model).exists() else (None, 0.0)
+    if model is None:
+        import joblib
+
+        model = joblib.load(args.large_model)
+        print(f"loaded the fitted forest from {args.large_model}")
+    elif args.large_model is not None:
+        import joblib
+
+        joblib.dump(model, args.large_model)
     n_nodes = sum(t.tree_.node_count for t in model.estimator_.estimators_)
     print(f"fit {n_trees} unlimited-depth trees on {n_train:,} rows: {t_fit:.0f} s, {n_nodes:,} nodes")
     headers = ("system", "conversion, s", "writing, s", ".onnx size", "data file size", "session load, s", "result")
@@ -359,7 +368,8 @@ def run_large(args: argparse.Namespace, out: Path) -> None:
         data = external_data_path(path)
         data_size = f"{data.stat().st_size / 2**30:.2f} GiB" if data.exists() else "none"
         s, t_load = _timed(lambda: session(str(path)))
-        s.run(None, {"X": feed})
+        float64 = s.get_inputs()[0].type == "tensor(double)"  # far points need float64 input
+        s.run(None, {"X": feed.astype(np.float64 if float64 else np.float32)})
         rows.append((name, f"{t_convert:.0f}", f"{t_write:.0f}", f"{path.stat().st_size / 2**30:.2f} GiB", data_size, f"{t_load:.1f}", "runs"))
         del s
         for p in (path, data):
@@ -393,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large-trees", type=int, default=2000, help="trees of the large forest")
     parser.add_argument("--large-rows", type=int, default=50_000, help="its training rows")
     parser.add_argument("--large-dir", default=None, help="folder for its files (default: temp)")
+    parser.add_argument(
+        "--large-model", default=None, help="pickle of the fitted large forest: loaded if it exists, else written"
+    )
     args = parser.parse_args(argv)
     out = output_dir(args)
     if args.large:

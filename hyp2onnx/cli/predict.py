@@ -56,14 +56,11 @@ def chunk_rows_for(onnx_model: Any, metadata: dict[str, Any], requested: int) ->
     and output, the standard encoding several gathered tables of that
     width (measured by ``benchmarks/bench_predict_memory.py``: about 35
     bytes per tree and output column and row for standard, 6 for exact, plus
-    about 1 KB per row of CSV text). The exact encoding sums per-tree values
-    over the whole batch (its running sums are as large as the operator's
-    output), so it is given twice the 8 bytes of one double per tree and
-    output. The chunk is sized so that this stays under
-    :data:`SCORING_BUDGET`.
+    about 1 KB per row of CSV text). The chunk is sized so that this stays
+    under :data:`SCORING_BUDGET`.
     """
     width = int(metadata["n_trees"]) * max(_n_output_columns(onnx_model, metadata), 1)
-    per_tree_output = {"standard": 48, "exact": 16}.get(metadata["encoding"], 8)
+    per_tree_output = 48 if metadata["encoding"] == "standard" else 8
     per_row = per_tree_output * width + 4096
     return max(1, min(requested, SCORING_BUDGET // per_row))
 
