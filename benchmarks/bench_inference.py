@@ -37,7 +37,7 @@ import skl2onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import add_output_args, environment, md_table, output_dir, text_table, write  # noqa: E402
-from bench_export import session, time_graphs  # noqa: E402
+from bench_export import klein_twin, session, time_graphs  # noqa: E402
 
 import hyp2onnx as h  # noqa: E402
 from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             "hyp2onnx exact": (h.to_onnx(model), X32),
             "hyp2onnx compat": (h.to_onnx(model, encoding="compat"), X32),
             "skl2onnx, Klein input": (
-                skl2onnx.to_onnx(model.estimator_, k32[:1], options={"zipmap": False}),
+                skl2onnx.to_onnx(klein_twin(model), k32[:1], options={"zipmap": False}),
                 k32,
             ),
         }

@@ -53,6 +53,7 @@ _SEQUENCE_OPS = {
     "SequenceAt",
     "SequenceInsert",
     "SequenceEmpty",
+    "SequenceConstruct",
     "SequenceLength",
     "ConcatFromSequence",
 }
@@ -200,7 +201,59 @@ def to_ort(
 
 def has_row_blocks(onnx_model: onnx.ModelProto) -> bool:
     """Whether the graph processes rows in blocks (a ``Loop`` over sequence operators)."""
-    return any(_is_row_block_if(node) for node in onnx_model.graph.node)
+    graph = onnx_model.graph
+    return any(_is_row_block_if(node) for node in graph.node) or bool(_row_block_loops(graph))
+
+
+def _row_block_loops(
+    graph: onnx.GraphProto,
+) -> list[tuple[onnx.NodeProto, onnx.NodeProto, str]]:
+    """Each top-level row-block ``Loop``, its ``ConcatFromSequence`` and the rows it splits.
+
+    The pattern :func:`hyp2onnx.emit.trees._row_block_loop` writes:
+    ``SplitToSequence(x)`` -> ``Loop`` whose body reads a block with
+    ``SequenceAt`` and appends its result with ``SequenceInsert`` ->
+    ``ConcatFromSequence``.
+    """
+    producer = {o: n for n in graph.node for o in n.output}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    found = []
+    for node in graph.node:
+        if node.op_type != "Loop" or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+            continue
+        body = next((a.g for a in node.attribute if a.name == "body"), None)
+        reads = [n for n in body.node if n.op_type == "SequenceAt"] if body is not None else []
+        joins = consumers.get(node.output[0], [])
+        if len(reads) != 1 or len(joins) != 1 or joins[0].op_type != "ConcatFromSequence":
+            continue
+        split = producer.get(reads[0].input[0])
+        if split is None or split.op_type != "SplitToSequence":
+            continue
+        found.append((node, joins[0], split.input[0]))
+    return found
+
+
+def _inline_row_block_loop(loop: onnx.NodeProto, rows: str, joined: str) -> list[onnx.NodeProto]:
+    """The Loop body's nodes applied once to all of ``rows``, writing ``joined``."""
+    body = next(a.g for a in loop.attribute if a.name == "body")
+    block = next(n for n in body.node if n.op_type == "SequenceAt").output[0]
+    result = next(n for n in body.node if n.op_type == "SequenceInsert").input[1]
+    nodes = []
+    for node in body.node:
+        if node.op_type in ("SequenceAt", "SequenceInsert") or (
+            node.op_type == "Identity" and node.output[0] == body.output[0].name
+        ):
+            continue
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        for field in (copy.input, copy.output):
+            for i, name in enumerate(field):
+                field[i] = rows if name == block else joined if name == result else name
+        nodes.append(copy)
+    return nodes
 
 
 def _is_row_block_if(node: onnx.NodeProto) -> bool:
@@ -231,21 +284,32 @@ def _inputs_used(graph: onnx.GraphProto) -> set[str]:
 def without_row_blocks(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
     """The same graph computing all rows at once, with no ``Loop`` or sequence operators.
 
-    hyp2onnx's exact and standard graphs split batches of more than 1024
-    rows into blocks (``If`` -> ``Loop`` over ``SplitToSequence``), which
-    is faster in onnxruntime, and take the ``If``'s other branch, the
-    whole batch at once, for smaller batches. This keeps only that branch:
-    every batch size gives the same outputs as before, bit for bit, but
-    large batches run slower (more memory per call; split them yourself).
+    hyp2onnx's exact graphs score rows in blocks of 1024 (a ``Loop`` over
+    ``SplitToSequence``, or, for oblique trees' projections, an ``If`` whose
+    other branch takes batches of at most 1024 rows at once), which is
+    faster in onnxruntime and keeps the memory of a call bounded. This
+    computes every batch in one piece instead (the ``Loop`` body applied to
+    all rows, or the ``If``'s whole-batch branch): every batch size gives
+    the same outputs as before, bit for bit, but large batches take memory
+    in proportion to their rows (split them yourself).
     OpenVINO and tract, which have no sequence operators, need this form.
     Returns a new model; ``onnx_model`` is not changed.
     """
     model = onnx.ModelProto()
     model.CopyFrom(onnx_model)
     graph = model.graph
+    found = _row_block_loops(graph)
+    loops = {id(loop): (rows, join.output[0]) for loop, join, rows in found}
+    joins = {id(join) for _, join, _ in found}
     nodes: list[onnx.NodeProto] = []
     changed = False
     for node in graph.node:
+        if id(node) in loops:
+            changed = True
+            nodes.extend(_inline_row_block_loop(node, *loops[id(node)]))
+            continue
+        if id(node) in joins:  # its output is now written by the inlined body
+            continue
         if not _is_row_block_if(node):
             nodes.append(node)
             continue

@@ -199,6 +199,11 @@ def _converter(scope: Any, operator: Any, container: Any) -> None:
         copy = numpy_helper.from_array(numpy_helper.to_array(tensor), new_name(tensor.name))
         container.initializers.append(copy)
     versions = {o.domain: o.version for o in onx.opset_import}
+    # skl2onnx sets the model's opsets from the nodes added at the top level;
+    # the tree operator runs inside the row-block Loop, so its domain is
+    # declared here (the container's public record of (domain, version)).
+    for domain in _subgraph_domains(graph):
+        container.node_domain_version_pair_sets.add((domain, versions[domain]))
     for node in graph.node:
         attrs = {a.name: _attribute(a, new_name) for a in node.attribute}
         container.add_node(
@@ -210,6 +215,16 @@ def _converter(scope: Any, operator: Any, container: Any) -> None:
             name=scope.get_unique_operator_name(node.name),
             **attrs,
         )
+
+
+def _subgraph_domains(graph: onnx.GraphProto) -> set[str]:
+    """The operator domains used inside the subgraphs of ``graph``'s nodes."""
+    domains: set[str] = set()
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                domains |= {n.domain for n in attribute.g.node} | _subgraph_domains(attribute.g)
+    return domains
 
 
 def _attribute(attribute: onnx.AttributeProto, new_name: Any) -> Any:

@@ -1,4 +1,5 @@
-"""Small generators of valid hyperbolic test data, shared by the test modules.
+"""Small generators of valid hyperbolic test data, shared by the test modules
+(and :func:`all_nodes`, to look inside exported graphs).
 
 Points are drawn in unit-ball Klein coordinates (what the trees see) and
 mapped to the requested model with :func:`hyp2onnx.geometry.from_klein`, so
@@ -70,3 +71,16 @@ def targets(k: np.ndarray, *, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed + 2)
     rapidity = np.arctanh(np.clip(k, -0.999, 0.999)).sum(axis=1)
     return np.sin(3 * k[:, 0]) + rapidity + 0.1 * rng.normal(size=k.shape[0])
+
+
+def all_nodes(graph) -> list:
+    """Every node of an ONNX graph and of its subgraphs (Loop bodies, If branches)."""
+    import onnx
+
+    nodes = []
+    for node in graph.node:
+        nodes.append(node)
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                nodes += all_nodes(attribute.g)
+    return nodes

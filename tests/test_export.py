@@ -27,7 +27,7 @@ from hyp2onnx.export import read_metadata, save_onnx, to_onnx
 from hyp2onnx.verify import run_onnx
 
 import _oracle as oracle
-from _data import labels, points, targets
+from _data import all_nodes, labels, points, targets
 
 GEOMETRIES = ["hyperboloid", "poincare", "klein"]
 
@@ -233,6 +233,22 @@ def test_large_batch_crosses_row_blocks():
     model = h.HyperbolicRandomForestClassifier(n_estimators=5, random_state=0).fit(X, labels(k))
     X_big, _ = points(5000, 3, seed=15)  # several blocks of CHUNK_ROWS and a partial one
     _assert_exact(model, to_onnx(model), X_big)
+
+
+@pytest.mark.parametrize("regressor", [False, True])
+def test_the_tree_operator_runs_once_per_row_block(regressor):
+    """The operator sits in the row-block Loop, once: a whole-batch call would make
+    onnxruntime keep a score per tree, row and thread (2 GB for 500k rows at 2 threads)."""
+    X, k = points(400, 3, seed=17)
+    cls = h.HyperbolicRandomForestRegressor if regressor else h.HyperbolicRandomForestClassifier
+    model = cls(n_estimators=4, max_depth=4, random_state=0).fit(X, targets(k) if regressor else labels(k))
+    onx = to_onnx(model)
+    top = [n.op_type for n in onx.graph.node]
+    inside = [n.op_type for n in all_nodes(onx.graph) if n.op_type.startswith("TreeEnsemble")]
+    assert "Loop" in top and not any(op.startswith("TreeEnsemble") for op in top)
+    assert len(inside) == 1  # not repeated in an If branch: the trees are the bulk of the file
+    X_big, _ = points(2100, 3, seed=18)  # two full blocks and a partial one
+    _assert_exact(model, onx, X_big)
 
 
 def test_plain_klein_model_needs_geometry():

@@ -22,7 +22,7 @@ from hyp2onnx.cli import main
 from hyp2onnx.emit import trees
 from hyp2onnx.export import external_data_path, needs_external_data, save_onnx
 
-from _data import labels, points
+from _data import all_nodes, labels, points
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def _outputs(source: bytes | str, X: np.ndarray) -> list[np.ndarray]:
 def _external_tensors(path: Path) -> list[str]:
     model = onnx.load(str(path), load_external_data=False)
     found = [t.name for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
-    for node in model.graph.node:
+    for node in all_nodes(model.graph):
         found += [
             f"{node.name}.{a.name}"
             for a in node.attribute
@@ -72,7 +72,7 @@ def test_opset5_tree_attributes_move_to_the_data_file(forest, tmp_path: Path, mo
     reference = h.to_onnx(model)
     monkeypatch.setattr(trees, "LEGACY_MAX_NODES", 10)
     onx = h.to_onnx(model)
-    assert {n.op_type for n in onx.graph.node} >= {"TreeEnsemble"}
+    assert {n.op_type for n in all_nodes(onx.graph)} >= {"TreeEnsemble"}
     path = tmp_path / "big.onnx"
     save_onnx(onx, path, external_data=True)
     moved = _external_tensors(path)

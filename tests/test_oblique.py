@@ -28,7 +28,7 @@ from hyp2onnx.ir import Ensemble, InputSpace, Model, predict_output, predict_sco
 from hyp2onnx.thresholds import place_thresholds
 from hyp2onnx.verify import run_onnx
 
-from _data import labels, points, targets
+from _data import all_nodes, labels, points, targets
 
 GEOMETRIES = ["hyperboloid", "poincare", "klein"]
 KINDS = {
@@ -144,23 +144,13 @@ def test_graph_projects_with_mul_and_add_in_feature_order():
     X, k = points(300, 5, seed=6)
     model = _fit("clf", X, k)
     onx = to_onnx(model)
-    ops = [n.op_type for n in _all_nodes(onx.graph) if n.name.startswith("oblique/")]
+    ops = [n.op_type for n in all_nodes(onx.graph) if n.name.startswith("oblique/")]
     assert "MatMul" not in ops and "Gemm" not in ops
     # The chain appears twice: for a whole small batch and per block of rows.
     assert ops.count("Mul") == 2 * 5 and ops.count("Add") == 2 * 4
     meta = read_metadata(onx)
     assert meta["backend"] == "hhcart" and meta["n_trees"] == 1
     assert meta["estimator_class"] == "HyperbolicHouseholderTreeClassifier"
-
-
-def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    nodes = []
-    for node in graph.node:
-        nodes.append(node)
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                nodes += _all_nodes(attribute.g)
-    return nodes
 
 
 def test_ir_reference_matches_the_model():

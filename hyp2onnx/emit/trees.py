@@ -42,7 +42,7 @@ _LEGACY_MODES = {"<=": "BRANCH_LEQ", "<": "BRANCH_LT"}
 #: class (about 0.4-0.8 ms per 1024 rows x 100 trees each in onnxruntime);
 #: beyond, one Gather of [leaves, C] rows (about 2 ms whatever C) is cheaper.
 ELEMENTWISE_MAX_CLASSES = 3
-#: Rows per block of the exact encoding's Loop (see _in_row_blocks).
+#: Rows per block of the exact encoding's Loop (see _row_block_loop).
 CHUNK_ROWS = 1024
 #: Leaf indices travel as the ensemble's float type; float32 holds integers exactly below this.
 _FLOAT32_EXACT_INTS = 1 << 24
@@ -156,6 +156,7 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: 
     unchanged) and ``CumSum`` adds them per column in tree order. Otherwise
     (scikit-learn classifiers: a leaf holds a value per class) it returns
     the row of each tree's leaf in a value table, which ``Gather`` reads.
+    Both run on blocks of ``CHUNK_ROWS`` rows (:func:`_row_block_loop`).
     """
     leaf = ensemble.feature < 0
     leaf_nodes = np.flatnonzero(leaf)
@@ -194,27 +195,28 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: 
         k = _to(g, _to(g, k, k_dtype, ensemble.compare_dtype), ensemble.compare_dtype, "float64")
         out_dtype = "float64"
 
-    if operator == "legacy":
-        per_tree = _legacy_regressor(g, k, ensemble, n_targets=ensemble.n_trees, **targets)
-    else:
-        per_tree = _tree_ensemble_v5(g, k, ensemble, **targets)
-    if groups is None:
-        per_tree = g.cast(STAGE, per_tree, np.int64)
-    else:
-        per_tree = _to(g, per_tree, out_dtype, ensemble.sum_dtype)
-
-    def tree_sums(b: GraphBuilder, rows: str) -> str:
-        """[b, T] leaf rows or values -> [b, C] sums in tree order."""
+    def scores_of(b: GraphBuilder, rows: str) -> str:
+        """[b, F] Klein rows -> [b, C]: the ensemble operator, then the sums in tree order."""
+        if operator == "legacy":
+            per_tree = _legacy_regressor(b, rows, ensemble, n_targets=ensemble.n_trees, **targets)
+        else:
+            per_tree = _tree_ensemble_v5(b, rows, ensemble, **targets)
         if groups is not None:
-            return sum_tree_columns(b, rows, groups)
+            return sum_tree_columns(b, _to(b, per_tree, out_dtype, ensemble.sum_dtype), groups)
+        per_tree = b.cast(STAGE, per_tree, np.int64)
         if tables is not None:
-            return sum_looked_up(b, tables, rows, ensemble.n_trees)
-        return _sum_trees(b, table, rows, ensemble.n_trees)
+            return sum_looked_up(b, tables, per_tree, ensemble.n_trees)
+        return _sum_trees(b, table, per_tree, ensemble.n_trees)
 
     if ensemble.n_trees == 1:
-        scores = tree_sums(g, per_tree)
+        scores = scores_of(g, k)
     else:
-        scores = _by_row_blocks(g, per_tree, tree_sums, ensemble.n_outputs, ensemble.sum_dtype)
+        # The operator runs inside the row blocks: its per-tree outputs and
+        # onnxruntime's per-thread score vectors (threads x rows x trees)
+        # then stay the size of a block. Over the whole batch they grew
+        # with the batch: 2.0 GB more for 500k rows at 2 threads, where the
+        # blocked graph needs no measurable extra memory (docs/export.md).
+        scores = _row_block_loop(g, k, scores_of, ensemble.n_outputs, ensemble.sum_dtype)
     return _finish(g, scores, ensemble, ensemble.sum_dtype)
 
 
@@ -363,18 +365,27 @@ def tree_columns(groups: np.ndarray) -> np.ndarray:
 
 def sum_tree_columns(g: GraphBuilder, values: str, groups: np.ndarray) -> str:
     """``[b, T]`` per-tree values in :func:`tree_columns` order -> ``[b, C]`` class sums."""
-    shape = g.const(STAGE, "tree_major", [-1, groups.shape[1], groups.shape[0]], np.int64)
+    n_classes, per_class = groups.shape
+    if n_classes == 1:  # [b, T] is already tree-major: no Reshape, and the sum keeps its axis
+        return _sum_in_order(g, values, axis=1, length=per_class, keep_axis=True)
+    shape = g.const(STAGE, "tree_major", [-1, per_class, n_classes], np.int64)
     per_tree = g.op(STAGE, "Reshape", [values, shape])  # [b, T / C, C]
-    return _sum_in_order(g, per_tree, axis=1, length=groups.shape[1])
+    return _sum_in_order(g, per_tree, axis=1, length=per_class)
 
 
-def _sum_in_order(g: GraphBuilder, x: str, *, axis: int, length: int) -> str:
-    """Sum ``x`` over ``axis`` strictly in index order: CumSum, then its last entry."""
-    axis_name = g.const(STAGE, f"axis{axis}", [axis] if length == 1 else axis, np.int64)
-    if length == 1:  # nothing to add: drop the axis (no copy, unlike a Gather)
-        return g.op(STAGE, "Squeeze", [x, axis_name])
-    x = g.op(STAGE, "CumSum", [x, axis_name])
-    last = g.const(STAGE, "last", -1, np.int64)
+def _sum_in_order(g: GraphBuilder, x: str, *, axis: int, length: int, keep_axis: bool = False) -> str:
+    """Sum ``x`` over ``axis`` strictly in index order: CumSum, then its last entry.
+
+    ``keep_axis`` leaves the summed axis in place with length 1 (a
+    one-element index for the Gather) instead of dropping it.
+    """
+    if length == 1:
+        if keep_axis:
+            return x
+        # nothing to add: drop the axis (no copy, unlike a Gather)
+        return g.op(STAGE, "Squeeze", [x, g.const(STAGE, f"axis{axis}", [axis], np.int64)])
+    x = g.op(STAGE, "CumSum", [x, g.const(STAGE, f"axis{axis}", axis, np.int64)])
+    last = g.const(STAGE, "last", [-1] if keep_axis else -1, np.int64)
     return g.op(STAGE, "Gather", [x, last], axis=axis)
 
 
@@ -386,12 +397,12 @@ def _by_row_blocks(
     ``emit`` expands each row to T * C numbers; for a 100k-row batch of a
     100-tree forest, doing that in one piece (80 million numbers) ran five
     times slower than blocks that stay in cache. Batches of up to
-    ``CHUNK_ROWS`` rows (single-row calls) skip the Loop.
+    ``CHUNK_ROWS`` rows (single-row calls) skip the Loop through an ``If``,
+    so ``emit``'s nodes appear twice: use it for small nodes only.
     """
     elem = onnx_type(dtype)
     out_info = helper.make_tensor_value_info
     rows = g.n_rows(STAGE, x)
-    chunk = g.const(STAGE, "chunk_rows", CHUNK_ROWS, np.int64)
     short = g.op(STAGE, "LessOrEqual", [rows, g.const(STAGE, "chunk_rows_1d", [CHUNK_ROWS], np.int64)])
 
     whole = g.child()
@@ -399,9 +410,31 @@ def _by_row_blocks(
     whole_graph = helper.make_graph(whole.nodes, "whole_batch", [], [out_info(whole_out, elem, None)])
 
     blocks = g.child()
-    pieces = blocks.op(STAGE, "SplitToSequence", [x, chunk], axis=0)
-    n_blocks = blocks.op(STAGE, "SequenceLength", [pieces])
-    body = blocks.child()
+    joined = _row_block_loop(blocks, x, emit, n_outputs, dtype)
+    blocks_graph = helper.make_graph(blocks.nodes, "row_blocks", [], [out_info(joined, elem, None)])
+
+    # If takes any one-element tensor as its condition: no Squeeze (one node
+    # less on the single-row path, about 0.4 µs in onnxruntime).
+    return g.op(STAGE, "If", [short], then_branch=whole_graph, else_branch=blocks_graph)
+
+
+def _row_block_loop(
+    g: GraphBuilder, x: str, emit: Callable[[GraphBuilder, str], str], width: int, dtype: str
+) -> str:
+    """``emit`` applied to blocks of ``CHUNK_ROWS`` rows of ``x`` in a ``Loop``, results stacked.
+
+    ``SplitToSequence`` cuts the rows, the body emits one ``[b, width]``
+    block and ``SequenceInsert`` collects it, ``ConcatFromSequence`` joins
+    the blocks. A batch of up to ``CHUNK_ROWS`` rows is one block; the
+    collection starts with a ``[0, width]`` tensor, so that an empty batch
+    (no blocks) gives an empty result rather than an error.
+    """
+    elem = onnx_type(dtype)
+    out_info = helper.make_tensor_value_info
+    chunk = g.const(STAGE, "chunk_rows", CHUNK_ROWS, np.int64)
+    pieces = g.op(STAGE, "SplitToSequence", [x, chunk], axis=0)
+    n_blocks = g.op(STAGE, "SequenceLength", [pieces])
+    body = g.child()
     i, cond_in, acc_in = body.unique("block/i"), body.unique("block/cond"), body.unique("block/acc")
     block = body.op("block", "SequenceAt", [pieces, i])
     acc_out = body.op("block", "SequenceInsert", [acc_in, emit(body, block)])
@@ -421,15 +454,11 @@ def _by_row_blocks(
     )
     # An explicit `true` condition: onnx's reference evaluator runs no
     # iteration when the optional condition input is left out.
-    keep_going = blocks.const(STAGE, "true", True, np.bool_)
-    first = blocks.op(STAGE, "SequenceEmpty", [], dtype=elem)
-    acc = blocks.op(STAGE, "Loop", [n_blocks, keep_going, first], body=body_graph)
-    joined = blocks.op(STAGE, "ConcatFromSequence", [acc], axis=0)
-    blocks_graph = helper.make_graph(blocks.nodes, "row_blocks", [], [out_info(joined, elem, None)])
-
-    # If takes any one-element tensor as its condition: no Squeeze (one node
-    # less on the single-row path, about 0.4 µs in onnxruntime).
-    return g.op(STAGE, "If", [short], then_branch=whole_graph, else_branch=blocks_graph)
+    keep_going = g.const(STAGE, "true", True, np.bool_)
+    no_rows = g.const(STAGE, "no_rows", np.zeros((0, width)), dtype)
+    first = g.op(STAGE, "SequenceConstruct", [no_rows])
+    acc = g.op(STAGE, "Loop", [n_blocks, keep_going, first], body=body_graph)
+    return g.op(STAGE, "ConcatFromSequence", [acc], axis=0)
 
 
 def emit_compat(
