@@ -331,6 +331,18 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
     write(out / "export.md", "\n".join(md))
 
 
+def _address_limit() -> str:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    return "none" if soft == resource.RLIM_INFINITY else f"{soft / 2**30:.1f} GiB"
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type (a MemoryError has no message)."""
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:80]
+
+
 def run_large(args: argparse.Namespace, out: Path) -> None:
     """A forest whose exact graph exceeds 2 GiB: conversion, files and session load vs skl2onnx."""
     import skl2onnx
@@ -366,12 +378,14 @@ def run_large(args: argparse.Namespace, out: Path) -> None:
         try:
             onnx_model, t_convert = _timed(convert)
         except Exception as exc:  # report what the converter says
-            rows.append((name, "-", "-", "-", "-", "-", f"conversion failed: {str(exc).splitlines()[0][:80]}"))
+            rows.append((name, "-", "-", "-", "-", "-", f"conversion failed: {_first_line(exc)}"))
+            print(rows[-1], flush=True)
             return
         try:
             _, t_write = _timed(lambda: save(onnx_model, path))
         except Exception as exc:
-            rows.append((name, f"{t_convert:.0f}", "-", "-", "-", "-", f"writing failed: {str(exc).splitlines()[0][:80]}"))
+            rows.append((name, f"{t_convert:.0f}", "-", "-", "-", "-", f"writing failed: {_first_line(exc)}"))
+            print(rows[-1], flush=True)
             return
         del onnx_model
         gc.collect()
@@ -381,6 +395,7 @@ def run_large(args: argparse.Namespace, out: Path) -> None:
         float64 = s.get_inputs()[0].type == "tensor(double)"  # far points need float64 input
         s.run(None, {"X": feed.astype(np.float64 if float64 else np.float32)})
         rows.append((name, f"{t_convert:.0f}", f"{t_write:.0f}", f"{path.stat().st_size / 2**30:.2f} GiB", data_size, f"{t_load:.1f}", "runs"))
+        print(rows[-1], flush=True)
         del s
         for p in (path, data):
             p.unlink(missing_ok=True)
@@ -396,7 +411,8 @@ def run_large(args: argparse.Namespace, out: Path) -> None:
         "# A forest whose graph exceeds 2 GiB",
         "",
         f"{n_trees} trees of unlimited depth, binary, {DIM} Klein features, {n_train:,} training "
-        f"rows ({n_nodes:,} nodes; fit {t_fit:.0f} s). hyp2onnx writes graphs over 2 GiB as "
+        f"rows ({n_nodes:,} nodes; {f'fit {t_fit:.0f} s' if t_fit else 'fitted by an earlier run'}). "
+        f"Address space limited to {_address_limit()} for this run. hyp2onnx writes graphs over 2 GiB as "
         "`.onnx` plus `.onnx.data` (onnx's external data); one protobuf cannot exceed 2 GiB.",
         "",
         md_table(headers, rows, align="l" + "r" * 5 + "l"),
