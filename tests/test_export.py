@@ -236,19 +236,28 @@ def test_large_batch_crosses_row_blocks():
 
 
 @pytest.mark.parametrize("regressor", [False, True])
-def test_the_tree_operator_runs_once_per_row_block(regressor):
-    """The operator sits in the row-block Loop, once: a whole-batch call would make
-    onnxruntime keep a score per tree, row and thread (2 GB for 500k rows at 2 threads)."""
+@pytest.mark.parametrize("short_path", [True, False])
+def test_the_tree_operator_runs_inside_the_row_blocks(regressor, short_path, monkeypatch):
+    """The operator sits in the row-block Loop: a whole-batch call would make
+    onnxruntime keep a score per tree, row and thread (2 GB for 500k rows at 2
+    threads). Small models also give short batches an If branch with their own
+    copy; larger ones keep a single copy of the trees."""
+    from hyp2onnx.emit import trees
+
+    if not short_path:
+        monkeypatch.setattr(trees, "SHORT_PATH_MAX_NODES", 0)
     X, k = points(400, 3, seed=17)
     cls = h.HyperbolicRandomForestRegressor if regressor else h.HyperbolicRandomForestClassifier
     model = cls(n_estimators=4, max_depth=4, random_state=0).fit(X, targets(k) if regressor else labels(k))
     onx = to_onnx(model)
     top = [n.op_type for n in onx.graph.node]
     inside = [n.op_type for n in all_nodes(onx.graph) if n.op_type.startswith("TreeEnsemble")]
-    assert "Loop" in top and not any(op.startswith("TreeEnsemble") for op in top)
-    assert len(inside) == 1  # not repeated in an If branch: the trees are the bulk of the file
-    X_big, _ = points(2100, 3, seed=18)  # two full blocks and a partial one
-    _assert_exact(model, onx, X_big)
+    assert not any(op.startswith("TreeEnsemble") for op in top)
+    assert ("If" in top, "Loop" in top, len(inside)) == ((True, False, 2) if short_path else (False, True, 1))
+    for n in (1, 1024, 1025, 2100):  # one row, one full block, blocks and a partial one
+        X_test, _ = points(n, 3, seed=18)
+        _assert_exact(model, onx, X_test)
+    assert all(v.shape[0] == 0 for v in run_onnx(onx, X[:0]).values())
 
 
 def test_plain_klein_model_needs_geometry():
