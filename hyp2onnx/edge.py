@@ -345,5 +345,7 @@ def without_row_blocks(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
     value_info = [v for v in graph.value_info if v.name in used]
     del graph.value_info[:]
     graph.value_info.extend(value_info)
+    if _row_block_loops(graph):  # a Loop that was nested in the one inlined (the sums' blocks)
+        return without_row_blocks(model)
     onnx.checker.check_model(model, full_check=True)
     return model

@@ -219,6 +219,23 @@ def test_without_row_blocks_same_outputs(models, rows, encoding):
     assert read_metadata(flat)["encoding"] == encoding
 
 
+def test_without_row_blocks_inlines_the_nested_loops_of_a_large_model(models, rows, monkeypatch):
+    """Past SHORT_PATH_MAX_NODES the exact graph has no If: the operator's Loop holds
+    the sums' Loop. Both are inlined, and the outputs stay the same bit for bit."""
+    from hyp2onnx.emit import trees
+
+    monkeypatch.setattr(trees, "SHORT_PATH_MAX_NODES", 0)
+    monkeypatch.setattr(trees, "OPERATOR_BLOCK_ROWS", 2048)
+    model, X = models["forest_clf"], rows["forest_clf"]
+    onx = to_onnx(model)
+    assert {op for _, op in _graph_ops(onx.graph)} >= {"Loop"} and edge.has_row_blocks(onx)
+    flat = edge.without_row_blocks(onx)
+    assert not {op for _, op in _graph_ops(flat.graph)} & {"Loop", "If", "SplitToSequence"}
+    got, want = run_onnx(flat, X), run_onnx(onx, X)
+    for output, value in want.items():
+        np.testing.assert_array_equal(got[output], value)
+
+
 def _cli_model(tmp_path: Path, models) -> Path:
     path = tmp_path / "forest.pkl"
     with path.open("wb") as f:

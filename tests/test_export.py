@@ -246,6 +246,7 @@ def test_the_tree_operator_runs_inside_the_row_blocks(regressor, short_path, mon
 
     if not short_path:
         monkeypatch.setattr(trees, "SHORT_PATH_MAX_NODES", 0)
+    monkeypatch.setattr(trees, "OPERATOR_BLOCK_ROWS", 2048)  # 2100 rows: two operator blocks
     X, k = points(400, 3, seed=17)
     cls = h.HyperbolicRandomForestRegressor if regressor else h.HyperbolicRandomForestClassifier
     model = cls(n_estimators=4, max_depth=4, random_state=0).fit(X, targets(k) if regressor else labels(k))
@@ -254,6 +255,8 @@ def test_the_tree_operator_runs_inside_the_row_blocks(regressor, short_path, mon
     inside = [n.op_type for n in all_nodes(onx.graph) if n.op_type.startswith("TreeEnsemble")]
     assert not any(op.startswith("TreeEnsemble") for op in top)
     assert ("If" in top, "Loop" in top, len(inside)) == ((True, False, 2) if short_path else (False, True, 1))
+    loops = [n for n in all_nodes(onx.graph) if n.op_type == "Loop"]
+    assert len(loops) == 2  # the operator's blocks, and the sums' blocks inside each
     for n in (1, 1024, 1025, 2100):  # one row, one full block, blocks and a partial one
         X_test, _ = points(n, 3, seed=18)
         _assert_exact(model, onx, X_test)
