@@ -284,12 +284,13 @@ def _inputs_used(graph: onnx.GraphProto) -> set[str]:
 def without_row_blocks(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
     """The same graph computing all rows at once, with no ``Loop`` or sequence operators.
 
-    hyp2onnx's exact graphs score rows in blocks of 1024 (a ``Loop`` over
-    ``SplitToSequence``, or, for oblique trees' projections, an ``If`` whose
-    other branch takes batches of at most 1024 rows at once), which is
-    faster in onnxruntime and keeps the memory of a call bounded. This
-    computes every batch in one piece instead (the ``Loop`` body applied to
-    all rows, or the ``If``'s whole-batch branch): every batch size gives
+    hyp2onnx's exact graphs score rows in blocks (``Loop`` over
+    ``SplitToSequence``, nested for the tree operator's blocks and its sums'),
+    which is faster in onnxruntime and keeps the memory of a call bounded;
+    small models and oblique projections put them behind an ``If`` whose
+    other branch takes batches of at most 1024 rows at once. This computes
+    every batch in one piece instead (the ``If``'s whole-batch branch, or
+    the ``Loop`` bodies applied to all rows): every batch size gives
     the same outputs as before, bit for bit, but large batches take memory
     in proportion to their rows (split them yourself).
     OpenVINO and tract, which have no sequence operators, need this form.

@@ -164,7 +164,10 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: 
     unchanged) and ``CumSum`` adds them per column in tree order. Otherwise
     (scikit-learn classifiers: a leaf holds a value per class) it returns
     the row of each tree's leaf in a value table, which ``Gather`` reads.
-    Both run on blocks of ``CHUNK_ROWS`` rows (:func:`_row_block_loop`).
+    The operator runs on blocks of ``OPERATOR_BLOCK_ROWS`` rows and the sums
+    on blocks of ``CHUNK_ROWS`` rows inside each (:func:`_row_block_loop`);
+    small models also send batches of up to ``CHUNK_ROWS`` rows past the
+    Loops (:func:`_by_row_blocks`).
     """
     leaf = ensemble.feature < 0
     leaf_nodes = np.flatnonzero(leaf)
@@ -222,7 +225,7 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: 
         return _sum_trees(b, table, per_tree, ensemble.n_trees)
 
     def scores_of(b: GraphBuilder, rows: str) -> str:
-        """Up to CHUNK_ROWS rows at once: the operator, then the sums."""
+        """All ``rows`` at once (a short batch, or any batch of a single tree): operator, sums."""
         return sums_of(b, per_tree_of(b, rows))
 
     def blocks_of(b: GraphBuilder, rows: str) -> str:
