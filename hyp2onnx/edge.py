@@ -299,18 +299,19 @@ def without_row_blocks(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
     model = onnx.ModelProto()
     model.CopyFrom(onnx_model)
     graph = model.graph
+    # keyed by output names, which are unique in a graph (protobuf wrappers' ids need not be)
     found = _row_block_loops(graph)
-    loops = {id(loop): (rows, join.output[0]) for loop, join, rows in found}
-    joins = {id(join) for _, join, _ in found}
+    loops = {loop.output[0]: (rows, join.output[0]) for loop, join, rows in found}
+    joins = {join.output[0] for _, join, _ in found}
     nodes: list[onnx.NodeProto] = []
     changed = False
     for node in graph.node:
-        if id(node) in loops:
+        if node.op_type == "Loop" and node.output[0] in loops:
             changed = True
-            nodes.extend(_inline_row_block_loop(node, *loops[id(node)]))
+            nodes.extend(_inline_row_block_loop(node, *loops[node.output[0]]))
             continue
-        if id(node) in joins:  # its output is now written by the inlined body
-            continue
+        if node.op_type == "ConcatFromSequence" and node.output[0] in joins:
+            continue  # its output is now written by the inlined body
         if not _is_row_block_if(node):
             nodes.append(node)
             continue
