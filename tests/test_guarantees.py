@@ -465,6 +465,9 @@ def test_a_terminated_predict_leaves_no_file_behind(made, tmp_path, signum):
          "--chunk-rows", "10"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
         text=True,
+        # A run under nohup ignores SIGHUP, and the CLI rightly keeps an ignored
+        # signal ignored: give the child the default disposition the test is about.
+        preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     while not list(tmp_path.glob(".big.csv.*")) and time.monotonic() < deadline:
