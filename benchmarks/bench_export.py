@@ -176,16 +176,9 @@ def up_to_tree_operator(graph: Any) -> Any:
     import onnx
     from onnx import TensorProto, helper
 
-    def nodes_of(g: Any) -> list[Any]:
-        found = []
-        for node in g.node:
-            found.append(node)
-            for a in node.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    found += nodes_of(a.g)
-        return found
+    from hyp2onnx.emit._graph import all_nodes
 
-    every = nodes_of(graph.graph)
+    every = all_nodes(graph.graph)
     operator = onnx.NodeProto()
     operator.CopyFrom(next(n for n in every if n.op_type.startswith("TreeEnsemble")))
     blocks = {n.output[0]: n for n in every if n.op_type == "SequenceAt"}

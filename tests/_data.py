@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from hyp2onnx import geometry
+from hyp2onnx.emit._graph import all_nodes  # noqa: F401  (re-exported for the tests)
 
 
 def klein_points(
@@ -71,16 +72,3 @@ def targets(k: np.ndarray, *, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed + 2)
     rapidity = np.arctanh(np.clip(k, -0.999, 0.999)).sum(axis=1)
     return np.sin(3 * k[:, 0]) + rapidity + 0.1 * rng.normal(size=k.shape[0])
-
-
-def all_nodes(graph) -> list:
-    """Every node of an ONNX graph and of its subgraphs (Loop bodies, If branches)."""
-    import onnx
-
-    nodes = []
-    for node in graph.node:
-        nodes.append(node)
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                nodes += all_nodes(attribute.g)
-    return nodes

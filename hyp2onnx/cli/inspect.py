@@ -125,22 +125,6 @@ def _dim(d: Any) -> str | int | None:
     return d.dim_value if d.HasField("dim_value") else None
 
 
-def _nodes(graph: Any) -> list[Any]:
-    """Every node of ``graph`` and of its subgraphs (Loop and If bodies)."""
-    from onnx import AttributeProto
-
-    out = []
-    for node in graph.node:
-        out.append(node)
-        for attr in node.attribute:
-            if attr.type == AttributeProto.GRAPH:
-                out.extend(_nodes(attr.g))
-            elif attr.type == AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    out.extend(_nodes(g))
-    return out
-
-
 def _tree_nodes(node: Any) -> int:
     attrs = {a.name: a for a in node.attribute}
     if node.op_type == "TreeEnsemble":  # opset 5: splits and leaves are listed apart
@@ -158,7 +142,9 @@ def inspect_file(path: Path) -> Inspection:
         meta: dict[str, Any] | None = read_metadata(model)
     except (ValueError, KeyError):
         meta = None
-    nodes = _nodes(model.graph)
+    from ..emit._graph import all_nodes
+
+    nodes = all_nodes(model.graph)
     operators = Counter(
         f"{_DOMAIN_NAMES.get(n.domain, n.domain)}/{n.op_type}" for n in nodes
     )
