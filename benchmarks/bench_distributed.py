@@ -4,12 +4,12 @@ Correction. One XGBoost booster (100 trees, depth 6, on d = 8 Klein
 features of a wrapped-normal mixture; trained on 100k rows) is corrected
 against N rows of the same distribution two ways:
 
-* single machine: :func:`hyp2onnx.ensemble_thresholds.correct_trees` on all N
+* single machine: :func:`hyp2onnx.correction.shared_rows.correct_trees` on all N
   rows in this process (what ``fit`` runs);
 * distributed: :func:`hyp2onnx.dask.distributed_summary` (each partition
   summarised where it lies: every split's nearest values either side, by the
   single-machine search; tree reduce on the workers) and
-  :func:`hyp2onnx.leaf_thresholds.correct_from_summary` on a 2-worker
+  :func:`hyp2onnx.correction.summaries.correct_from_summary` on a 2-worker
   LocalCluster (1 thread each), the rows already in the workers' memory.
 
 Both must give the same thresholds bit for bit (checked). The booster was not
@@ -50,10 +50,10 @@ from _report import add_output_args, environment, md_table, output_dir, text_tab
 
 import hyp2onnx as h  # noqa: E402
 from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
-from hyp2onnx.ensemble_thresholds import correct_trees  # noqa: E402
+from hyp2onnx.correction.shared_rows import correct_trees  # noqa: E402
 from hyp2onnx.estimators import backend_for  # noqa: E402
 from hyp2onnx.geometry import to_klein  # noqa: E402
-from hyp2onnx.leaf_thresholds import correct_from_summary  # noqa: E402
+from hyp2onnx.correction.summaries import correct_from_summary  # noqa: E402
 from hyp2onnx.verify import run_onnx  # noqa: E402
 
 DIM = 8
@@ -121,7 +121,7 @@ def warm_up() -> None:
     """Import on a worker what the correction runs (as a fit's workers have, having trained)."""
     import hyp2onnx.dask  # noqa: F401
     import hyp2onnx.estimators._xgboost  # noqa: F401
-    import hyp2onnx.leaf_thresholds  # noqa: F401
+    import hyp2onnx.correction.summaries  # noqa: F401
 
 
 def correction_rows(client, model, n: int, rounds: int, block: int) -> tuple[list, dict]:

@@ -30,7 +30,7 @@ from sklearn.metrics import mean_squared_error
 from sklearn.model_selection import train_test_split
 
 import hyp2onnx as h
-from hyp2onnx import export
+from hyp2onnx.export import _compile as export
 from hyp2onnx.ir.projection import project
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.emit._graph import GraphBuilder

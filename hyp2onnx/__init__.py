@@ -34,7 +34,7 @@ _LAZY = {
     "to_onnx": "export",
     "save_onnx": "export",
     "read_metadata": "export",
-    "register_skl2onnx_converters": "skl2onnx_converter",
+    "register_skl2onnx_converters": "export.skl2onnx",
 }
 _SUBMODULES = ("conventions", "datasets", "geometry")
 

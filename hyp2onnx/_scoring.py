@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import onnx
 
+from . import _runtime
+
 __all__ = ["OutputSpec", "graph_bytes", "graph_key", "run", "session", "sessions_created"]
 
 #: Sessions one process keeps (different graphs or thread counts).
@@ -62,19 +64,14 @@ def session(key: str, graph: bytes | Callable[[], bytes], threads: int = 1) -> A
     ``graph`` is the serialized graph, or a function returning it (read only
     when the session is built, e.g. a Spark broadcast's value).
     """
-    import onnxruntime as ort
-
     cache_key = (key, int(threads))
     with _LOCK:
         found = _SESSIONS.get(cache_key)
         if found is not None:
             _SESSIONS.move_to_end(cache_key)
             return found
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = int(threads)
-        options.inter_op_num_threads = 1
         blob = graph() if callable(graph) else graph
-        built = ort.InferenceSession(blob, options, providers=["CPUExecutionProvider"])
+        built = _runtime.session(blob, threads=int(threads), inter_op_threads=1)
         _SESSIONS[cache_key] = built
         _CREATED[0] += 1
         while len(_SESSIONS) > _MAX_SESSIONS:

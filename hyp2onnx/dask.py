@@ -11,13 +11,13 @@ the default client), and dask arrays or dataframes of hyperbolic points.
 ``fit`` projects every partition to Klein coordinates where it lies, trains
 with ``xgboost.dask`` or ``lightgbm.DaskLGBM*`` on them (``tree_space`` is
 ``"klein"`` only, see below), then corrects the thresholds as a map-reduce
-(:mod:`hyp2onnx.leaf_thresholds`): each partition, where it lies, finds every
+(:mod:`hyp2onnx.correction.summaries`): each partition, where it lies, finds every
 split's largest value routed left and smallest routed right among its rows
 (the single-machine search) and the nearest values of the split's feature
 around its threshold; the summaries merge on the workers by element-wise
 max/min and the driver receives one of them, ``4 * splits`` numbers in the
 backend's comparison precision, however many rows there are. The single-machine placement
-(:class:`~hyp2onnx.tree_space.KleinPlacer`) then runs on them, so the
+(:class:`~hyp2onnx.correction.tree_space.KleinPlacer`) then runs on them, so the
 thresholds are bit-identical to those of the single-machine estimator with
 ``tree_space="klein"`` correcting the same booster on the same rows.
 
@@ -50,15 +50,14 @@ from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _scoring
-from .ensemble_thresholds import shared_rows
-from .estimators._base import GEOMETRY_DEFAULTS, generate_init
+from .correction import SplitSummary, correct, from_summary, klein_space, summarise
+from .correction.shared_rows import shared_rows
+from .estimators._base import GEOMETRY_DEFAULTS, comparison_of, generate_init, write_back
 from .estimators._interface import Backend
 from .estimators._registry import backend_for
 from .geometry import n_klein_features, to_klein
 from .ir.trees import TreeArrays
-from .leaf_thresholds import SplitSummary, correct_from_summary, klein_space, summarise
-from .thresholds import CorrectionReport
-from .tree_space import SplitIndex, TreeSpace
+from .correction import CorrectionReport, SplitIndex, TreeSpace
 
 __all__ = [
     "HyperbolicDaskLGBMClassifier",
@@ -559,15 +558,11 @@ class _DaskModel:
         space = klein_space(
             trees, summary, Xt.shape[1], backend.compare_dtype, backend.zero_band
         )
-        correct = functools.partial(
-            correct_from_summary,
-            trees,
-            summary,
-            op=backend.op,
-            threshold_dtype=backend.threshold_dtype,
-            midpoint=self._midpoint_rules(),
+        comparison = comparison_of(backend)
+        neighbours = from_summary(trees, summary, comparison, self._midpoint_rules())
+        return write_back(
+            backend, fitted, correct(trees, space, neighbours, comparison, self._midpoint_rules())
         )
-        return self._place(backend, fitted, trees, space, correct)
 
     # -- prediction ------------------------------------------------------------------
 

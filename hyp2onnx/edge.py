@@ -30,6 +30,7 @@ from pathlib import Path
 
 import onnx
 
+from . import _runtime
 from ._atomic import atomic_write
 
 __all__ = [
@@ -74,12 +75,6 @@ def config_path_for(ort_path: str | os.PathLike) -> Path:
     return path.with_name(path.stem + CONFIG_SUFFIX)
 
 
-def _load(onnx_model_or_path: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
-    if isinstance(onnx_model_or_path, onnx.ModelProto):
-        return onnx_model_or_path
-    return onnx.load(os.fspath(onnx_model_or_path))
-
-
 @contextlib.contextmanager
 def _quiet_ort_tool():
     """Import onnxruntime's converter without its side effects on logging and stdout.
@@ -121,7 +116,7 @@ def ort_package(
     ``name`` is the model's file name without suffix, as the operator list's
     header comment names ``NAME.ort``.
     """
-    model = _load(onnx_model_or_path)
+    model = _runtime.load(onnx_model_or_path)
     with tempfile.TemporaryDirectory(prefix="hyp2onnx-ort-") as tmp, _quiet_ort_tool() as tool:
         source = Path(tmp) / f"{name}.onnx"
         source.write_bytes(model.SerializeToString())

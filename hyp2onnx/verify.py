@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import _runtime
 from .errors import VerificationError
 from .geometry import check_representable, to_klein
 
@@ -120,14 +121,6 @@ def default_rtol(metadata: dict[str, Any]) -> float:
     return default_tolerance(metadata)
 
 
-def _load(onnx_model_or_path: onnx.ModelProto | str | os.PathLike) -> onnx.ModelProto:
-    import onnx
-
-    if isinstance(onnx_model_or_path, onnx.ModelProto):
-        return onnx_model_or_path
-    return onnx.load(os.fspath(onnx_model_or_path))
-
-
 def run_onnx(
     onnx_model: onnx.ModelProto, X: np.ndarray, *, threads: int | None = None
 ) -> dict[str, np.ndarray]:
@@ -138,14 +131,7 @@ def run_onnx(
     rows (:func:`hyp2onnx.geometry.check_representable`): the graph itself
     cannot refuse them and would return confident labels.
     """
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    if threads is not None:
-        options.intra_op_num_threads = threads
-    session = ort.InferenceSession(
-        onnx_model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    session = _runtime.session(onnx_model, threads=threads)
     graph_input = onnx_model.graph.input[0]
     dtype = _NP_TYPES[graph_input.type.tensor_type.elem_type]
     X = check_representable(X, dtype)
@@ -199,14 +185,15 @@ def _trees_in_order(model: Any) -> Iterator[None]:
 
 
 def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict[str, np.ndarray]:
-    if metadata["backend"] == "hyperdt":  # HyperDT's models read hyperboloid points
+    from .export import kind_of
+
+    kind = kind_of(model)
+    if kind == "hyperdt":  # HyperDT's models read hyperboloid points
         from .hyperdt import hyperdt_outputs
 
         return hyperdt_outputs(model, X)
-    from .estimators._base import HyperbolicTreeModel
-
     points = X
-    if not isinstance(model, HyperbolicTreeModel):  # a plain model trained on Klein coordinates
+    if kind == "plain":  # a plain model trained on Klein coordinates
         points = to_klein(
             X, metadata["input_geometry"], metadata["curvature"], metadata["timelike_dim"]
         )
@@ -238,7 +225,7 @@ def verify(
     """
     from .export import read_metadata
 
-    onnx_model = _load(onnx_model_or_path)
+    onnx_model = _runtime.load(onnx_model_or_path)
     metadata = read_metadata(onnx_model)
     X = np.asarray(X)
     if X.ndim != 2 or X.shape[1] != metadata["n_features_in"]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from hyp2onnx import geometry
-from hyp2onnx.emit._graph import all_nodes  # noqa: F401  (re-exported for the tests)
+from hyp2onnx._runtime import all_nodes  # noqa: F401  (re-exported for the tests)
 
 
 def klein_points(

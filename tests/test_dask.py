@@ -32,9 +32,9 @@ import hyp2onnx  # noqa: E402
 import hyp2onnx.dask as hdask  # noqa: E402
 from _boosting_data import as_points, klein_with_ties, labels  # noqa: E402
 from hyp2onnx import _scoring  # noqa: E402
-from hyp2onnx.tree_space import TreeSpace  # noqa: E402
+from hyp2onnx.correction.tree_space import TreeSpace  # noqa: E402
 from hyp2onnx.estimators import backend_for  # noqa: E402
-from hyp2onnx.leaf_thresholds import summarise  # noqa: E402
+from hyp2onnx.correction.summaries import summarise  # noqa: E402
 from hyp2onnx.verify import run_onnx  # noqa: E402
 
 CHUNKS = (700, 300, 1200, 800)  # uneven partitions, 3000 rows

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from hyp2onnx.ir.trees import TreeArrays
-from hyp2onnx import ensemble_thresholds as _shared_rows
-from hyp2onnx.ensemble_thresholds import correct_shared_rows, correct_trees
-from hyp2onnx.thresholds import CorrectionReport, correct_tree
+from hyp2onnx.correction import shared_rows as _shared_rows
+from hyp2onnx.correction.shared_rows import correct_shared_rows, correct_trees
+from hyp2onnx.correction.midpoints import CorrectionReport, correct_tree
 
 
 def random_tree(rng: np.random.Generator, X: np.ndarray, max_depth: int) -> TreeArrays:

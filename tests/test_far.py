@@ -31,7 +31,7 @@ from hyp2onnx import (
     HyperbolicXGBRegressor,
     to_onnx,
 )
-from hyp2onnx import tree_space
+from hyp2onnx.correction import tree_space
 from hyp2onnx.datasets import make_geodesic_ray
 from hyp2onnx.geometry import einstein_midpoint
 

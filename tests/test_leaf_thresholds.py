@@ -1,6 +1,6 @@
 """The partitioned correction (the map-reduce one) against the single-machine one.
 
-Oracles: :func:`hyp2onnx.ensemble_thresholds.correct_trees` on all rows for
+Oracles: :func:`hyp2onnx.correction.shared_rows.correct_trees` on all rows for
 the thresholds, and the booster's own routing (``pred_leaf``) for every
 split's nearest values, found here by brute force. The rows are cut into
 partitions summarised apart and merged in a random order. Data: Klein values
@@ -14,17 +14,17 @@ import numpy as np
 import pytest
 
 from _boosting_data import klein_with_ties, labels
-from hyp2onnx.ensemble_thresholds import correct_trees
+from hyp2onnx.correction.shared_rows import correct_trees
 from hyp2onnx.estimators._lightgbm import LightGBMBackend
 from hyp2onnx.estimators._xgboost import XGBoostBackend
 from hyp2onnx.ir.trees import TreeArrays
-from hyp2onnx.leaf_thresholds import (
+from hyp2onnx.correction.summaries import (
     SplitSummary,
     correct_from_summary,
     klein_space,
     summarise,
 )
-from hyp2onnx.tree_space import KleinPlacer, TreeSpace
+from hyp2onnx.correction.tree_space import KleinPlacer, TreeSpace
 
 
 def _native(backend, task):

@@ -19,8 +19,8 @@ from hyp2onnx import (
     to_onnx,
 )
 from hyp2onnx.estimators._lightgbm import ZERO_THRESHOLD, LightGBMBackend, _Tree
-from hyp2onnx.thresholds import correct_tree
-from hyp2onnx.tree_space import TreeSpace
+from hyp2onnx.correction.midpoints import correct_tree
+from hyp2onnx.correction.tree_space import TreeSpace
 
 from _boosting_data import GEOMETRIES, as_points, klein_with_ties, labels, probe_points
 

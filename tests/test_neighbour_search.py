@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hyp2onnx.ensemble_thresholds import _node_boxes, _rank_features, _Walks
+from hyp2onnx.correction.shared_rows import _node_boxes, _rank_features, _Walks
 
 from test_ensemble_thresholds import random_tree
 

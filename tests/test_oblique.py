@@ -25,7 +25,7 @@ from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.estimators._householder import HouseholderTreeClassifier
 from hyp2onnx.export import compile_model, read_metadata, to_onnx
 from hyp2onnx.ir import Ensemble, InputSpace, Model, predict_output, predict_scores
-from hyp2onnx.thresholds import place_thresholds
+from hyp2onnx.correction.midpoints import place_thresholds
 from hyp2onnx.verify import run_onnx
 
 from _data import all_nodes, labels, points, targets

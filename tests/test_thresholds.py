@@ -12,7 +12,7 @@ from sklearn.tree import DecisionTreeClassifier
 from hyp2onnx import geometry
 from hyp2onnx.estimators._sklearn import SklearnBackend
 from hyp2onnx.ir.trees import TreeArrays, apply, as_compared, round_threshold, walk_levels
-from hyp2onnx.thresholds import CorrectionReport, correct_tree, place_thresholds
+from hyp2onnx.correction.midpoints import CorrectionReport, correct_tree, place_thresholds
 from tests._data import klein_points, labels
 
 F32_BELOW_ONE = float(np.nextafter(np.float32(1), np.float32(0)))  # 1 - 2**-24

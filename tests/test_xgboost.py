@@ -22,8 +22,8 @@ from hyp2onnx import (
 from hyp2onnx.ir.trees import apply, as_compared
 from hyp2onnx.estimators import HyperbolicEstimator
 from hyp2onnx.estimators._xgboost import XGBoostBackend, _ubj_load
-from hyp2onnx.thresholds import correct_tree
-from hyp2onnx.tree_space import TreeSpace
+from hyp2onnx.correction.midpoints import correct_tree
+from hyp2onnx.correction.tree_space import TreeSpace
 
 from _boosting_data import GEOMETRIES, as_points, klein_with_ties, labels, probe_points
 

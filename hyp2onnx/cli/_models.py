@@ -192,7 +192,7 @@ def _probe_in_child(path: Path, code: str, what: str, fix: str) -> None:
 def trusted_types() -> list[str]:
     """Types a ``.skops`` file may hold beyond skops' defaults: the models hyp2onnx exports."""
     from .. import blocks, estimators
-    from ..thresholds import CorrectionReport
+    from ..correction import CorrectionReport
 
     classes: list[type] = [
         CorrectionReport,
@@ -324,25 +324,23 @@ def check_convertible(
     from sklearn.exceptions import NotFittedError
     from sklearn.utils.validation import check_is_fitted
 
-    from .. import hyperdt
     from ..errors import UnsupportedModelError
-    from ..estimators import HyperbolicTreeModel, backend_for
+    from ..export import kind_of
 
-    if hyperdt.handles(model):
+    try:
+        kind = kind_of(model)
+    except UnsupportedModelError as exc:
+        raise InputError(
+            path,
+            f"holds a {type(model).__module__}.{type(model).__name__}, which hyp2onnx "
+            "cannot export",
+            "save a fitted hyp2onnx estimator, or a plain tree model: "
+            + str(exc).split("Supported: ", 1)[-1].rstrip("."),
+        ) from exc
+    if kind == "hyperdt":
         _check_hyperdt(model, path, geometry, curvature, timelike_dim)
         return
-    hyperbolic = isinstance(model, HyperbolicTreeModel)
-    if not hyperbolic:
-        try:
-            backend_for(model)
-        except UnsupportedModelError as exc:
-            raise InputError(
-                path,
-                f"holds a {type(model).__module__}.{type(model).__name__}, which hyp2onnx "
-                "cannot export",
-                "save a fitted hyp2onnx estimator, or a plain tree model: "
-                + str(exc).split("Supported: ", 1)[-1].rstrip("."),
-            ) from exc
+    hyperbolic = kind == "hyperbolic"
     try:
         check_is_fitted(model)
     except NotFittedError as exc:
@@ -414,12 +412,10 @@ def load_onnx(path: Path) -> Any:
 
 def onnx_session(onnx_model: Any, path: Path) -> Any:
     """An onnxruntime session of a loaded graph, or an :class:`InputError` naming ``path``."""
-    import onnxruntime as ort
+    from .._runtime import session
 
     try:
-        return ort.InferenceSession(
-            onnx_model.SerializeToString(), providers=["CPUExecutionProvider"]
-        )
+        return session(onnx_model)
     except Exception as exc:  # onnxruntime's own exception types
         raise InputError(
             path,

@@ -142,7 +142,7 @@ def inspect_file(path: Path) -> Inspection:
         meta: dict[str, Any] | None = read_metadata(model)
     except (ValueError, KeyError):
         meta = None
-    from ..emit._graph import all_nodes
+    from .._runtime import all_nodes
 
     nodes = all_nodes(model.graph)
     operators = Counter(

@@ -29,20 +29,6 @@ def onnx_type(dtype: Any) -> int:
     return NP_TO_ONNX[np.dtype(dtype)]
 
 
-def all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """Every node of ``graph`` and of its subgraphs (Loop bodies, If branches), in order."""
-    out = []
-    for node in graph.node:
-        out.append(node)
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                out.extend(all_nodes(attr.g))
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    out.extend(all_nodes(sub))
-    return out
-
-
 class GraphBuilder:
     """Collects nodes and initializers; every name it hands out is unique."""
 

@@ -3,7 +3,7 @@
 ``fit`` runs the whole training half of the pipeline: validate the points,
 project them to unit-ball Klein coordinates, fit the wrapped Euclidean
 model through its backend on a monotone image of them (``tree_space``, see
-:mod:`hyp2onnx.tree_space`), then move every threshold to its Einstein
+:mod:`hyp2onnx.correction.tree_space`), then move every threshold to its Einstein
 midpoint among the rows each tree was trained on and write it back into the
 native model. ``estimator_`` is that corrected native model. It reads Klein
 coordinates, unless the backend's own precision cannot separate some split
@@ -14,9 +14,7 @@ coordinates, unless the backend's own precision cannot separate some split
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
-import warnings
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from numbers import Integral, Real
@@ -32,12 +30,15 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ..blocks import as_blocks, categorical_features, feature_kinds, to_features
 from ..geometry import GEOMETRIES, to_klein
-from ..errors import UnsupportedModelError
 from ..ir import InputSpace, Model
-from ..ensemble_thresholds import correct_trees
-from ..ir.trees import Op, TreeArrays, as_compared
-from ..thresholds import CorrectionReport, thresholds_from_neighbours
-from ..tree_space import TREE_SPACES, KleinPlacer, ResolutionError, SplitIndex, TreeSpace
+from ..correction import (
+    TREE_SPACES,
+    Comparison,
+    Correction,
+    TreeSpace,
+    correct,
+    from_rows,
+)
 from ._interface import Backend
 from ._registry import backend_for
 
@@ -58,11 +59,11 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
 
     Fitted attributes: ``estimator_`` (the corrected native model),
     ``split_index_`` (None when ``estimator_`` reads Klein coordinates; else a
-    :class:`~hyp2onnx.tree_space.SplitIndex`, the float64 Klein thresholds
+    :class:`~hyp2onnx.correction.tree_space.SplitIndex`, the float64 Klein thresholds
     whose indices it reads), ``input_dtype_`` (``"float32"`` if float32
     separates every split's two nearest training rows, else ``"float64"``),
     ``n_features_in_`` (columns of the hyperbolic input), ``correction_``
-    (a :class:`~hyp2onnx.thresholds.CorrectionReport`) and, for classifiers,
+    (a :class:`~hyp2onnx.correction.midpoints.CorrectionReport`) and, for classifiers,
     ``classes_``.
     """
 
@@ -271,99 +272,23 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         y: np.ndarray,
         sample_weight: np.ndarray | None,
         space: TreeSpace,
-    ) -> tuple[Any, CorrectionReport, SplitIndex | None, str]:
+    ) -> tuple[Any, Any, Any, str]:
         """Correct the thresholds of ``fitted``, trained on ``Xt`` (``space`` of the Klein rows).
 
-        Thresholds become Klein thresholds in the backend's comparison if that
-        separates every split's two nearest training rows, else in float64,
-        and the native model is rewritten to read their split indices (see
-        :mod:`hyp2onnx.tree_space`). Returns the corrected model, the report,
-        the split index (or None) and the input dtype that keeps every split.
+        Returns the corrected model, the report, the split index (or None) and
+        the input dtype that keeps every split (see :func:`hyp2onnx.correction.correct`).
         """
         # The values each tree compared, held in the backend's precision (float32
         # stays float32: half the memory of widening; the correction widens the
         # values it gathers, exactly).
         Xc = backend.compared_values(fitted, Xt)
         trees = backend.read_trees(fitted)
-        correct = functools.partial(
-            correct_trees,
-            trees,
-            Xc,
-            backend.training_rows(fitted, y, sample_weight),
-            op=backend.op,
-            threshold_dtype=backend.threshold_dtype,
-            midpoint=self._midpoint_rules(),
+        comparison = comparison_of(backend)
+        rows = backend.training_rows(fitted, y, sample_weight)
+        neighbours = from_rows(trees, Xc, rows, comparison, self._midpoint_rules())
+        return write_back(
+            backend, fitted, correct(trees, space, neighbours, comparison, self._midpoint_rules())
         )
-        return self._place(backend, fitted, trees, space, correct)
-
-    def _place(
-        self,
-        backend: Backend,
-        fitted: Any,
-        trees: list[TreeArrays],
-        space: TreeSpace,
-        correct: Callable[..., tuple[list[np.ndarray], CorrectionReport]],
-    ) -> tuple[Any, CorrectionReport, SplitIndex | None, str]:
-        """Place Klein thresholds for the splits of ``fitted`` and write them back.
-
-        ``correct(place=...)`` gathers each split's two nearest training rows
-        (in one pass over the rows, or from per-partition summaries) and
-        hands them to ``place``. Returns what :meth:`_correct` returns.
-        """
-        placer = functools.partial(
-            KleinPlacer, space, backend.op, midpoint=self._midpoint_rules()
-        )
-        if not backend.feature_splits:
-            # Oblique splits: the correction places thresholds among the
-            # projections, in float64, as it always did.
-            place = _Float32Check(backend.op, backend.threshold_dtype, self.midpoint)
-            new_thresholds, report = correct(place=place)
-            if report.n_unreached:
-                warnings.warn(
-                    f"{report.n_unreached} of {report.n_splits} splits had no training row on "
-                    "one side and keep the learner's threshold.",
-                    stacklevel=4,
-                )
-            input_dtype = "float32" if place.float32_separates else "float64"
-            return backend.write_thresholds(fitted, new_thresholds), report, None, input_dtype
-        # First in the backend's own comparison; if it cannot separate some
-        # split's two nearest rows, in float64 through split indices.
-        index, place = None, placer(
-            op=backend.op,
-            compare_dtype=backend.compare_dtype,
-            threshold_dtype=backend.threshold_dtype,
-        )
-        try:
-            new_thresholds, report = correct(place=place)
-        except ResolutionError:
-            if any(t.categories is not None for t in trees):
-                raise UnsupportedModelError(
-                    "the backend's precision cannot separate some split's two nearest training "
-                    "rows (points far from the origin), which needs split-index routing, and "
-                    "that is not available with categorical splits. Move the points nearer the "
-                    "origin, or drop the Categorical blocks (split their codes as numbers)."
-                ) from None
-            place = placer(op="<=", compare_dtype="float64", threshold_dtype="float64")
-            klein, report = correct(place=place)
-            index = SplitIndex.from_splits(
-                np.concatenate([t.feature for t in trees]),
-                np.concatenate(klein),
-                len(space.klein),
-                "float64",
-            )
-            new_thresholds = [
-                index.native_thresholds(t.feature, k) for t, k in zip(trees, klein, strict=True)
-            ]
-        if space.space != "klein":  # learner thresholds are not Klein values to compare with
-            report = dataclasses.replace(report, n_moved=place.n_moved)
-        if report.n_unreached:
-            warnings.warn(
-                f"{report.n_unreached} of {report.n_splits} splits had no training row on one "
-                "side; each is placed just past the training values on the other side.",
-                stacklevel=4,
-            )
-        input_dtype = "float32" if place.float32_separates else "float64"
-        return backend.write_thresholds(fitted, new_thresholds), report, index, input_dtype
 
     # -- prediction ----------------------------------------------------------
 
@@ -414,28 +339,17 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         )
 
 
-class _Float32Check:
-    """The standard placement (``place=`` of the correction), noting whether float32
-    separates every split's two nearest training values (what float32 input keeps)."""
+def comparison_of(backend: Backend) -> Comparison:
+    """How ``backend``'s learner compares, as the correction needs it."""
+    return Comparison(
+        backend.op, backend.compare_dtype, backend.threshold_dtype, backend.feature_splits
+    )
 
-    def __init__(self, op: Op, threshold_dtype: str, midpoint: str) -> None:
-        self.op, self.threshold_dtype, self.midpoint = op, threshold_dtype, midpoint
-        self.float32_separates = True
 
-    def __call__(
-        self,
-        feature: np.ndarray,
-        threshold: np.ndarray,
-        largest_left: np.ndarray,
-        smallest_right: np.ndarray,
-    ) -> np.ndarray:
-        new, _, reached = thresholds_from_neighbours(
-            feature, threshold, largest_left, smallest_right,
-            op=self.op, threshold_dtype=self.threshold_dtype, midpoint=self.midpoint,
-        )
-        lo = as_compared(largest_left[reached], "float32")
-        self.float32_separates &= bool(np.all(lo < as_compared(smallest_right[reached], "float32")))
-        return new
+def write_back(backend: Backend, fitted: Any, done: Correction) -> tuple[Any, Any, Any, str]:
+    """Store the corrected thresholds in the native model; the fitted attributes to set."""
+    model = backend.write_thresholds(fitted, done.thresholds)
+    return model, done.report, done.split_index, done.input_dtype
 
 
 class HyperbolicClassifierMixin:

@@ -9,7 +9,7 @@ the native booster, so the booster's own ``predict`` uses them.
 
 All trees of a booster without row subsampling are grown on the same rows,
 so the thresholds of all trees are corrected in one pass
-(:mod:`hyp2onnx.ensemble_thresholds`), at a small fraction of the boosting time.
+(:mod:`hyp2onnx.correction.shared_rows`), at a small fraction of the boosting time.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ BOOSTING_DOC = """
         coordinates: points far from the origin stay separable), ``artanh``
         of them, or the coordinates themselves (the paper's design).
         Thresholds are Klein thresholds at Einstein midpoints in every case;
-        see :mod:`hyp2onnx.tree_space`.
+        see :mod:`hyp2onnx.correction.tree_space`.
     input_blocks : list or None, default=None
         Input made of blocks (:mod:`hyp2onnx.blocks`): ``[Hyperbolic(2),
         Spherical(2), Euclidean(3), Categorical(1)]`` or a signature

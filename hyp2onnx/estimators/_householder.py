@@ -61,7 +61,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply
 from ..ir import Ensemble
-from ..thresholds import place_thresholds
+from ..correction.midpoints import place_thresholds
 from ._base import GEOMETRY_DEFAULTS, HyperbolicClassifierMixin, WrappedParamsModel, generate_init
 from ._interface import Backend
 

@@ -165,7 +165,7 @@ _GEOMETRY_DOC = """
         Klein coordinates, whatever the learner's precision: points far from
         the origin stay separable), ``artanh`` of them, or the coordinates
         themselves (the paper's design). Thresholds are Klein thresholds at
-        Einstein midpoints in every case; see :mod:`hyp2onnx.tree_space`.
+        Einstein midpoints in every case; see :mod:`hyp2onnx.correction.tree_space`.
     input_blocks : list or None, default=None
         Input made of blocks (:mod:`hyp2onnx.blocks`): ``[Hyperbolic(2),
         Spherical(2), Euclidean(3), Categorical(1)]`` or a signature

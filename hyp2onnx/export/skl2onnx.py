@@ -34,11 +34,11 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
 
-from .emit import ENCODINGS
-from .errors import MissingExtraError
-from .estimators import BACKENDS
-from .estimators._base import HyperbolicTreeModel
-from .export import DEFAULT_OPSET, compile_model, describe
+from ..emit import ENCODINGS
+from ..errors import MissingExtraError
+from ..estimators import BACKENDS
+from ..estimators._base import HyperbolicTreeModel
+from ._compile import DEFAULT_OPSET, compile_model, describe
 
 _ML_DOMAIN = "ai.onnx.ml"
 _ENCODINGS = [*ENCODINGS, None]

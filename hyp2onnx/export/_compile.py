@@ -26,18 +26,19 @@ from onnx.external_data_helper import (
     uses_external_data,
 )
 
-from ._atomic import atomic_write
-from ._version import __version__ as _version
-from .emit import ENCODINGS, encoding as _encoding
-from .emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
-from .emit.oblique import emit_normals, remap_projection
-from .emit.outputs import emit_outputs
-from .emit.projection import emit_projection, projection_dtype
-from .emit.trees import plan_trees, remap_features
-from .blocks import blocks_from_json, blocks_to_json, describe_blocks
-from .errors import CompatRoutingWarning, UnsupportedModelError
-from .geometry import GEOMETRIES, check_timelike_dim, curvature_radius
-from .ir import InputSpace, Model
+from .._atomic import atomic_write
+from .._version import __version__ as _version
+from ..emit import ENCODINGS, encoding as _encoding
+from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
+from ..emit.oblique import emit_normals, remap_projection
+from ..emit.outputs import emit_outputs
+from ..emit.projection import emit_projection, projection_dtype
+from ..emit.trees import plan_trees, remap_features
+from ..blocks import blocks_from_json, blocks_to_json, describe_blocks
+from ..errors import CompatRoutingWarning, UnsupportedModelError
+from ..geometry import GEOMETRIES, check_timelike_dim, curvature_radius
+from ..ir import InputSpace, Model
+from ._kinds import kind_of
 
 __all__ = [
     "DEFAULT_OPSET",
@@ -104,11 +105,10 @@ def describe(
     ``timelike_dim`` if not the defaults); its thresholds are used as they
     are, not corrected.
     """
-    from .estimators import backend_for
-    from .estimators._base import HyperbolicTreeModel
+    from ..estimators import backend_for
 
     stated = {"input_geometry": input_geometry, "curvature": curvature, "timelike_dim": timelike_dim}
-    if isinstance(model, HyperbolicTreeModel):
+    if kind_of(model) == "hyperbolic":
         for key, value in stated.items():
             if value is not None and value != getattr(model, key):
                 raise ValueError(
@@ -187,9 +187,9 @@ def to_onnx(
         raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}.")
     entry = _encoding(encoding)
     opset = check_opset(target_opset)
-    from . import hyperdt
+    if kind_of(model) == "hyperdt":
+        from .. import hyperdt
 
-    if hyperdt.handles(model):
         _no_stated_geometry(model, input_geometry, curvature, timelike_dim)
         return hyperdt.compile_hyperdt(
             model, dtype=dtype or "float32", encoding=encoding, opset=opset, name=name
@@ -230,7 +230,7 @@ def input_dtype(described: Model) -> str:
 
     float64 if float32 cannot separate some split's two nearest training
     rows (hyperbolic estimators record this when fitted, see
-    :mod:`hyp2onnx.tree_space`), else float32; for models that do not
+    :mod:`hyp2onnx.correction.tree_space`), else float32; for models that do not
     record it (plain tree models), the precision they compare in.
     """
     return described.input_dtype or described.ensemble.compare_dtype

@@ -27,12 +27,12 @@ from typing import Literal
 
 import numpy as np
 
-from .geometry import einstein_midpoint, gnomonic_midpoint
-from .ir.trees import Op, TreeArrays, round_threshold, walk_levels
+from ..geometry import einstein_midpoint, gnomonic_midpoint
+from ..ir.trees import Op, TreeArrays, round_threshold, walk_levels
 
 Midpoint = Literal["einstein", "angular", "arithmetic"]
 #: Places thresholds from ``(feature, threshold, largest_left, smallest_right)``
-#: per node, instead of :func:`place_thresholds` (see :mod:`hyp2onnx.tree_space`).
+#: per node, instead of :func:`place_thresholds` (see :mod:`hyp2onnx.correction.tree_space`).
 Placer = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 _RULES = {
     "einstein": einstein_midpoint,

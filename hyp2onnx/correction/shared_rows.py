@@ -2,11 +2,11 @@
 
 :func:`correct_trees` corrects every tree of a model on the rows it was
 grown on. Trees with rows of their own (bootstrapped forests), and single
-trees, go through :func:`~hyp2onnx.thresholds.correct_tree` one by one;
+trees, go through :func:`~hyp2onnx.correction.midpoints.correct_tree` one by one;
 many trees grown on the same rows (boosters, forests without bootstrap)
 are corrected in one pass, as follows.
 
-:func:`hyp2onnx.thresholds.correct_tree` routes every training row down
+:func:`hyp2onnx.correction.midpoints.correct_tree` routes every training row down
 every tree: O(n * depth) per tree, which for a 100-tree booster on 100k rows
 costs several times the booster's own training. Here all trees share one
 set of training rows (a booster without row subsampling), and each split
@@ -24,11 +24,11 @@ narrowest interval first, so most are dropped after one comparison. A walk
 that has looked at as many rows as that narrowest interval holds reads the
 interval instead (the "slab"), so a small node costs at most about twice
 the cheaper of the two. A tree whose search would cost more than routing
-its rows is handed to :func:`~hyp2onnx.thresholds.correct_tree` instead.
+its rows is handed to :func:`~hyp2onnx.correction.midpoints.correct_tree` instead.
 
-The result is identical to :func:`~hyp2onnx.thresholds.correct_tree` tree
+The result is identical to :func:`~hyp2onnx.correction.midpoints.correct_tree` tree
 by tree: ``L`` and ``R`` are the same maximum and minimum, placed by the
-same :func:`~hyp2onnx.thresholds.place_thresholds`.
+same :func:`~hyp2onnx.correction.midpoints.place_thresholds`.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ir.trees import Op, TreeArrays
-from .thresholds import (
+from ..ir.trees import Op, TreeArrays
+from .midpoints import (
     CorrectionReport,
     Midpoint,
     Placer,
@@ -120,7 +120,7 @@ def correct_shared_rows(
 
     ``X`` holds the training rows in the backend's comparison precision
     (float32 for XGBoost, or float64 holding such values). Same result as
-    :func:`~hyp2onnx.thresholds.correct_tree` on each tree with ``X``.
+    :func:`~hyp2onnx.correction.midpoints.correct_tree` on each tree with ``X``.
     """
     if op not in ("<=", "<"):
         raise ValueError(f"unknown comparison {op!r}; expected '<=' or '<'")
@@ -211,7 +211,7 @@ def shared_neighbours(
 
     What :func:`correct_trees` places thresholds from, before placing them:
     the rank search of :func:`correct_shared_rows` for several trees with
-    threshold splits only, each tree routed (:func:`~hyp2onnx.thresholds.tree_neighbours`)
+    threshold splits only, each tree routed (:func:`~hyp2onnx.correction.midpoints.tree_neighbours`)
     otherwise. Both are exact maxima and minima, so the result does not depend
     on the method, and the ``L`` (``R``) of a union of row sets is the maximum
     (minimum) of theirs.

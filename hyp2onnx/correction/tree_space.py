@@ -21,7 +21,7 @@ radius ``r`` are about ``e^{-2r}`` apart, below float32's spacing (6e-8 near
 In every tree space each split goes back to a Klein threshold at the
 Einstein midpoint of the float64 Klein values of its two nearest training
 rows (:class:`KleinPlacer`; for ``"klein"`` this is the correction of
-:mod:`hyp2onnx.thresholds` as it always was). If the backend's own comparison separates
+:mod:`hyp2onnx.correction.midpoints` as it always was). If the backend's own comparison separates
 every split's two neighbours (near the origin: always), the thresholds are
 written back in the backend's precision and ``estimator_`` reads Klein
 coordinates, as with ``"klein"``. Otherwise they are float64 thresholds
@@ -42,8 +42,8 @@ from typing import Literal
 
 import numpy as np
 
-from .ir.trees import Op, as_compared
-from .thresholds import KEEP, Midpoint, place_thresholds
+from ..ir.trees import Op, as_compared
+from .midpoints import KEEP, Midpoint, place_thresholds
 
 __all__ = ["TREE_SPACES", "KleinPlacer", "ResolutionError", "SplitIndex", "TreeSpace"]
 
@@ -163,7 +163,7 @@ class KleinPlacer:
     For each split, the float64 Klein values of its two nearest training
     rows (:meth:`TreeSpace.neighbours`) are rounded to ``compare_dtype`` and
     the threshold goes between them by
-    :func:`~hyp2onnx.thresholds.place_thresholds` (``op``, ``threshold_dtype``,
+    :func:`~hyp2onnx.correction.midpoints.place_thresholds` (``op``, ``threshold_dtype``,
     ``midpoint``), so that every training row stays on its side. Raises
     :class:`ResolutionError` if ``compare_dtype`` cannot separate some
     split's two neighbours. ``float32_separates`` records whether float32

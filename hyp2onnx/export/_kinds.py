@@ -1,0 +1,35 @@
+"""What kind of model is this: decided here once, for ``to_onnx``, ``verify`` and the CLI.
+
+Three kinds export:
+
+- ``"hyperbolic"``: a hyp2onnx estimator, which records its geometry;
+- ``"plain"``: a fitted tree model of a registered backend, trained on
+  unit-ball Klein coordinates; the caller states the geometry;
+- ``"hyperdt"``: a model of the original HyperDT (``hyperdt`` 0.0.3),
+  reproduced with HyperDT's own split arithmetic.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+__all__ = ["Kind", "kind_of"]
+
+Kind = Literal["hyperbolic", "plain", "hyperdt"]
+
+
+def kind_of(model: Any) -> Kind:
+    """The kind of ``model``; :class:`~hyp2onnx.errors.UnsupportedModelError` if none.
+
+    The error lists the supported model classes.
+    """
+    from .. import hyperdt
+    from ..estimators import backend_for
+    from ..estimators._base import HyperbolicTreeModel
+
+    if hyperdt.handles(model):
+        return "hyperdt"
+    if isinstance(model, HyperbolicTreeModel):
+        return "hyperbolic"
+    backend_for(model)  # raises, naming what is supported
+    return "plain"
