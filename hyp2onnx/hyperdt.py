@@ -369,7 +369,7 @@ def _emit_mode(g: Any, per_tree: str, encoding: str) -> str:
     Counts pairwise equalities ([rows, T, T]); the exact encoding does this
     in blocks of rows (a Loop), the standard one for all rows at once.
     """
-    from .emit.trees import _by_row_blocks
+    from .emit.trees import by_row_blocks
 
     def mode(b: Any, v: str) -> str:
         rows = b.op(STAGE, "Unsqueeze", [v, b.const(STAGE, "axis2", [2], np.int64)])
@@ -390,7 +390,7 @@ def _emit_mode(g: Any, per_tree: str, encoding: str) -> str:
 
     # An encoding without tree operators targets runtimes without sequence operators too.
     blocks = registered(encoding).tree_operator
-    winner = _by_row_blocks(g, per_tree, mode, 1, "float64") if blocks else mode(g, per_tree)
+    winner = by_row_blocks(g, per_tree, mode, 1, "float64") if blocks else mode(g, per_tree)
     return g.op(STAGE, "Squeeze", [winner, g.const(STAGE, "axis1d", [1], np.int64)])
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..ir import Ensemble
 from ._graph import GraphBuilder
-from .trees import _by_row_blocks
+from .trees import by_row_blocks
 
 STAGE = "oblique"
 
@@ -102,6 +102,6 @@ def emit_normals(
 
     # In blocks of rows, so that the [m, b] intermediates stay in cache
     # (2-5x faster at 10k-100k rows than one pass over the batch).
-    projections = _by_row_blocks(g, k, chain, int(normals.shape[1]), "float64")
+    projections = by_row_blocks(g, k, chain, int(normals.shape[1]), "float64")
     planar = replace(ensemble, projection=None, n_features=int(normals.shape[1]))
     return projections, "float64", planar

@@ -40,10 +40,10 @@ from ..ir import Ensemble
 from ..ir.trees import threshold_in
 from ._graph import GraphBuilder
 from .trees import (
-    _finish,
-    _per_class_trees,
-    _to,
-    _tree_of_node,
+    finish_scores,
+    per_class_trees,
+    cast_to,
+    tree_of_node,
     sum_looked_up,
     sum_tree_columns,
     tree_columns,
@@ -77,7 +77,7 @@ def _layout(ensemble: Ensemble) -> _Layout:
         position[left] = 2 * position[parents]
         position[right] = 2 * position[parents] + 1
         frontier = np.concatenate([left, right])
-    tree = _tree_of_node(ensemble)
+    tree = tree_of_node(ensemble)
     local = np.arange(n) - ensemble.roots[tree]
     sizes = np.diff(np.append(ensemble.roots, n))
     return _Layout(depth, position, local, tree, int(depth.max()), int(sizes.max()))
@@ -96,11 +96,11 @@ def emit_standard(
     if strategy not in ("perfect", "pointer"):
         raise ValueError(f"unknown strategy {strategy!r}")
     layout = _layout(ensemble)
-    groups = _per_class_trees(ensemble)
+    groups = per_class_trees(ensemble)
     # Where each tree's values go: tree order, or by class when each feeds one class.
     column = tree_columns(groups) if groups is not None else np.arange(ensemble.n_trees)
     compare = ensemble.compare_dtype
-    k = _to(g, k, k_dtype, compare)
+    k = cast_to(g, k, k_dtype, compare)
     thresholds = threshold_in(ensemble.threshold, compare, ensemble.op)
     greater = "Greater" if ensemble.op == "<=" else "GreaterOrEqual"  # true: go right
     internal = ensemble.feature >= 0
@@ -143,7 +143,7 @@ def emit_standard(
     # All rows at once: the exact encoding's row blocks need Loop and sequence
     # operators, which runtimes without the tree operators (OpenVINO, tract)
     # lack as well.
-    return _finish(g, tree_sums(g, k), ensemble, ensemble.sum_dtype)
+    return finish_scores(g, tree_sums(g, k), ensemble, ensemble.sum_dtype)
 
 
 #: Largest code table (entries) the standard encoding builds for categorical splits.

@@ -71,7 +71,8 @@ def remap_features(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
     return replace(ensemble, feature=feature.astype(np.int64), n_features=int(used.size)), used
 
 
-def _tree_of_node(ensemble: Ensemble) -> np.ndarray:
+def tree_of_node(ensemble: Ensemble) -> np.ndarray:
+    """The tree each node belongs to, node by node."""
     sizes = np.diff(np.append(ensemble.roots, ensemble.n_nodes))
     return np.repeat(np.arange(ensemble.n_trees, dtype=np.int64), sizes)
 
@@ -80,11 +81,12 @@ def _thresholds(ensemble: Ensemble, dtype: str) -> np.ndarray:
     return threshold_in(ensemble.threshold, dtype, ensemble.op)
 
 
-def _to(g: GraphBuilder, k: str, k_dtype: str, dtype: str) -> str:
+def cast_to(g: GraphBuilder, k: str, k_dtype: str, dtype: str) -> str:
+    """``k`` (held in ``k_dtype``) as ``dtype``: a Cast node only where they differ."""
     return k if k_dtype == dtype else g.cast(STAGE, k, dtype)
 
 
-def _per_class_trees(ensemble: Ensemble) -> np.ndarray | None:
+def per_class_trees(ensemble: Ensemble) -> np.ndarray | None:
     """Trees grouped by the output column they feed, ``[C, T / C]``, or None.
 
     None unless every tree feeds a single column and every column is fed by
@@ -137,12 +139,12 @@ def plan_trees(ensemble: Ensemble, encoding: str, *, legacy_only: bool = False) 
             raise ValueError(
                 "the exact encoding of a model with categorical splits needs ai.onnx.ml opset 5"
             )
-        carries = "values" if _per_class_trees(ensemble) is not None else "leaf_rows"
+        carries = "values" if per_class_trees(ensemble) is not None else "leaf_rows"
         return TreePlan("v5", carries)
     leaves = int(np.sum(ensemble.feature < 0))
     float32_routing = ensemble.compare_dtype == "float32"
     small = legacy_only or ensemble.n_nodes <= LEGACY_MAX_NODES
-    if _per_class_trees(ensemble) is not None:
+    if per_class_trees(ensemble) is not None:
         if float32_routing and ensemble.sum_dtype == "float32" and small:
             return TreePlan("legacy", "values")
         if not legacy_only:
@@ -167,12 +169,12 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: 
     The operator runs on blocks of ``OPERATOR_BLOCK_ROWS`` rows and the sums
     on blocks of ``CHUNK_ROWS`` rows inside each (:func:`_row_block_loop`);
     small models also send batches of up to ``CHUNK_ROWS`` rows past the
-    Loops (:func:`_by_row_blocks`).
+    Loops (:func:`by_row_blocks`).
     """
     leaf = ensemble.feature < 0
     leaf_nodes = np.flatnonzero(leaf)
-    tree = _tree_of_node(ensemble)
-    groups = _per_class_trees(ensemble) if plan.carries == "values" else None
+    tree = tree_of_node(ensemble)
+    groups = per_class_trees(ensemble) if plan.carries == "values" else None
     operator = plan.operator
     if groups is not None:
         column = tree_columns(groups)
@@ -200,10 +202,10 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: 
             "weights": np.arange(leaf_nodes.size),
         }
     if operator == "legacy":
-        k = _to(g, k, k_dtype, "float32")
+        k = cast_to(g, k, k_dtype, "float32")
         out_dtype = "float32"
     else:
-        k = _to(g, _to(g, k, k_dtype, ensemble.compare_dtype), ensemble.compare_dtype, "float64")
+        k = cast_to(g, cast_to(g, k, k_dtype, ensemble.compare_dtype), ensemble.compare_dtype, "float64")
         out_dtype = "float64"
 
     def per_tree_of(b: GraphBuilder, rows: str) -> str:
@@ -213,7 +215,7 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: 
         else:
             per_tree = _tree_ensemble_v5(b, rows, ensemble, **targets)
         if groups is not None:
-            return _to(b, per_tree, out_dtype, ensemble.sum_dtype)
+            return cast_to(b, per_tree, out_dtype, ensemble.sum_dtype)
         return b.cast(STAGE, per_tree, np.int64)
 
     def sums_of(b: GraphBuilder, per_tree: str) -> str:
@@ -252,10 +254,10 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: 
         # Batches of up to CHUNK_ROWS rows skip the Loops through an If
         # (about 4 µs less per single-row call), at the cost of the operator
         # twice in the file: only for models small enough not to mind.
-        scores = _by_row_blocks(g, k, scores_of, ensemble.n_outputs, ensemble.sum_dtype, long=blocks_of)
+        scores = by_row_blocks(g, k, scores_of, ensemble.n_outputs, ensemble.sum_dtype, long=blocks_of)
     else:
         scores = blocks_of(g, k)
-    return _finish(g, scores, ensemble, ensemble.sum_dtype)
+    return finish_scores(g, scores, ensemble, ensemble.sum_dtype)
 
 
 def _tree_ensemble_v5(
@@ -346,7 +348,7 @@ def _legacy_regressor(
     """Legacy float32 TreeEnsembleRegressor: leaf ``leaf_nodes[i]`` adds ``weights[i]``
     to column ``target_ids[i]``; returns [N, n_targets] float32."""
     leaf = ensemble.feature < 0
-    tree = _tree_of_node(ensemble)
+    tree = tree_of_node(ensemble)
     local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
     to_local = lambda c: np.where(leaf, 0, c - ensemble.roots[tree])  # noqa: E731
     return g.op(
@@ -427,7 +429,7 @@ def _sum_in_order(g: GraphBuilder, x: str, *, axis: int, length: int, keep_axis:
     return g.op(STAGE, "Gather", [x, last], axis=axis)
 
 
-def _by_row_blocks(
+def by_row_blocks(
     g: GraphBuilder,
     x: str,
     emit: Callable[[GraphBuilder, str], str],
@@ -523,17 +525,17 @@ def emit_compat(
     leaf_nodes, columns = np.nonzero(ensemble.value * leaf[:, None])
     scores = _legacy_regressor(
         g,
-        _to(g, k, k_dtype, "float32"),
+        cast_to(g, k, k_dtype, "float32"),
         ensemble,
         leaf_nodes=leaf_nodes,
         target_ids=columns,
         weights=ensemble.value[leaf_nodes, columns],
         n_targets=ensemble.n_outputs,
     )
-    return _finish(g, scores, ensemble, "float32")
+    return finish_scores(g, scores, ensemble, "float32")
 
 
-def _finish(g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) -> str:
+def finish_scores(g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) -> str:
     """Divide by the tree count ("mean") and add base values, in the IR's order."""
     if ensemble.aggregate == "mean" and ensemble.n_trees > 1:
         scores = g.op(STAGE, "Div", [scores, g.const(STAGE, "n_trees", ensemble.n_trees, dtype)])
