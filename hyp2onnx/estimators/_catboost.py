@@ -271,12 +271,9 @@ class CatBoostBackend(Backend):
             value[n_internal:] = leaf_values.reshape(n_leaves, n_outputs)
             values.append(value)
         classifier = isinstance(fitted, catboost.CatBoostClassifier)
-        return Ensemble.from_trees(
+        return self.ensemble(
             trees,
             values,
-            op=self.op,
-            compare_dtype=self.compare_dtype,
-            threshold_dtype=self.threshold_dtype,
             n_features=model.n_features,
             aggregate="sum",
             base_values=model.bias if n_outputs == model.bias.size else np.zeros(n_outputs),

@@ -106,6 +106,24 @@ class Backend(ABC):
     def to_ensemble(self, fitted: Any) -> Ensemble:
         """Describe the fitted (corrected) model as an :class:`Ensemble`."""
 
+    def ensemble(
+        self, trees: list[TreeArrays], values: list[np.ndarray], **facts: Any
+    ) -> Ensemble:
+        """The IR of ``trees`` with this backend's comparison recorded in it.
+
+        Every backend ends here, so the operator and the two precisions are
+        stated once per backend (its class attributes), never inferred later.
+        ``facts`` are :meth:`Ensemble.from_trees`'s other keywords.
+        """
+        return Ensemble.from_trees(
+            trees,
+            values,
+            op=self.op,
+            compare_dtype=self.compare_dtype,
+            threshold_dtype=self.threshold_dtype,
+            **facts,
+        )
+
     # -- files (optional) ----------------------------------------------------
 
     @classmethod

@@ -412,12 +412,9 @@ class LightGBMBackend(BoosterBackend):
             trees.append(arrays)
             targets.append(target)
             values.append(value)
-        return Ensemble.from_trees(
+        return self.ensemble(
             trees,
             values,
-            op=self.op,
-            compare_dtype=self.compare_dtype,
-            threshold_dtype=self.threshold_dtype,
             n_features=model.n_features,
             aggregate="sum",
             base_values=np.zeros(n_outputs),

@@ -124,12 +124,9 @@ class SklearnBackend(Backend):
             # Classifiers store class fractions; regressors one value per target.
             leaf_values = v[:, 0, : fitted.n_classes_] if classifier else v[:, :, 0]
             values.append(np.where((arrays.feature < 0)[:, None], leaf_values, 0.0))
-        return Ensemble.from_trees(
+        return self.ensemble(
             trees,
             values,
-            op=self.op,
-            compare_dtype=self.compare_dtype,
-            threshold_dtype=self.threshold_dtype,
             n_features=int(fitted.n_features_in_),
             aggregate="mean",
             base_values=np.zeros(values[0].shape[1]),

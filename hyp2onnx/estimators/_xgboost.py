@@ -405,12 +405,9 @@ class XGBoostBackend(BoosterBackend):
             value[:, target] = leaf_values
             trees.append(arrays)
             values.append(value)
-        return Ensemble.from_trees(
+        return self.ensemble(
             trees,
             values,
-            op=self.op,
-            compare_dtype=self.compare_dtype,
-            threshold_dtype=self.threshold_dtype,
             n_features=model.n_features,
             aggregate="sum",
             base_values=np.where(folded, 0.0, base.astype(np.float64)),
