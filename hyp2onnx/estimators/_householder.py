@@ -708,6 +708,9 @@ _HYPERBOLIC_DOC = """
     ----------
     input_geometry, curvature, timelike_dim, midpoint, check_manifold
         As for :class:`HyperbolicDecisionTreeClassifier`.
+
+    Other Parameters
+    ----------------
     **params
         Every parameter of :class:`{plain}` (``max_depth``, ``directions``, ...).
 
