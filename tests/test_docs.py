@@ -42,7 +42,9 @@ PUBLIC_MODULES = (
 )
 
 #: A fenced block with the line before it: (marker line or "", language, body).
-_FENCE = re.compile(r"(?:^(<!--.*?-->)[ \t]*\n)?^```([A-Za-z]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
+_FENCE = re.compile(
+    r"(?:^(<!--.*?-->)[ \t]*\n)?^```([A-Za-z]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S
+)
 _NOT_RUN = re.compile(r"<!--\s*not run:\s*(.*?)\s*-->")
 #: The command line of the package, for the current interpreter and checkout.
 _CLI = [sys.executable, "-c", "import sys; from hyp2onnx.cli import main; sys.exit(main())"]
@@ -114,7 +116,9 @@ def test_markers_name_a_reason_and_precede_a_block():
         text = page.read_text()
         markers = len(_NOT_RUN.findall(text))
         marked = sum(reason is not None for _, _, reason in blocks(page))
-        assert markers == marked, f"{page.name}: a '<!-- not run -->' marker is not right before a block"
+        assert markers == marked, (
+            f"{page.name}: a '<!-- not run -->' marker is not right before a block"
+        )
 
 
 def _public_names(module) -> list[str]:
