@@ -21,7 +21,8 @@ Second table (input precision): a forest with the default tree space (ranks),
 trained on float64 points given in each input geometry, scores test points
 given as float64 or rounded to float32, and hyperboloid points whose x_0 is
 recomputed from the float32 spacelike coordinates (what a projection using
-only spacelike coordinates, MATH.md's leave-one-out form, would see).
+only spacelike coordinates, the leave-one-out form of docs/math.md,
+"Rapidity coordinates", would see).
 
     python benchmarks/bench_far.py [--quick] [--radii 2 ... 16] [--jobs 2]
 """

@@ -25,7 +25,8 @@ then any number of plain columns).
 
 Spherical blocks: on the sphere ``x_0^2 + |x_s|^2 = R^2`` (``R = 1/sqrt(K)``)
 a split through the centre is a half-line of the gnomonic coordinate
-``g_i = x_i / x_0`` on the open hemisphere ``x_0 > 0`` only (see MATH.md).
+``g_i = x_i / x_0`` on the open hemisphere ``x_0 > 0`` only (see docs/math.md,
+"Spherical blocks: the gnomonic twin").
 Points with ``x_0 <= 0`` have no gnomonic image, so they are refused, naming
 the rows; ``base_dim`` chooses which column is ``x_0`` (pick one on whose
 positive side all the data lie).

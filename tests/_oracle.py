@@ -4,8 +4,8 @@ Nothing here imports hyp2onnx's threshold, tree-walking or geometry code:
 trees are read from each library's own public model format (scikit-learn's
 ``tree_`` arrays, XGBoost's JSON model, LightGBM's ``dump_model``, the oblique
 tree's ``tree_`` arrays), rows are routed by each library's own leaf routing
-(``apply``, ``pred_leaf=True``), and the midpoint is MATH.md's formula written
-out again below. So a slip in hyp2onnx's correction, rounding or routing
+(``apply``, ``pred_leaf=True``), and the midpoint is the formula of docs/math.md,
+"Einstein midpoint", written out again below. So a slip in hyp2onnx's correction, rounding or routing
 cannot be copied into the expected values.
 
 :func:`threshold_errors` checks every stored threshold against the Einstein
@@ -225,11 +225,14 @@ def _through_split_indices(reader: Native, index) -> Native:
     )
 
 
-# -- the midpoint, written out from MATH.md ------------------------------------
+# -- the midpoint, written out from docs/math.md, "Einstein midpoint" ----------
 
 
 def einstein_midpoint(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """MATH.md: m = (g(a) a + g(b) b) / (g(a) + g(b)), g(t) = 1 / sqrt(1 - t^2)."""
+    """m = (g(a) a + g(b) b) / (g(a) + g(b)), g(t) = 1 / sqrt(1 - t^2).
+
+    docs/math.md, "Einstein midpoint".
+    """
     ga = 1.0 / np.sqrt(1.0 - a * a)
     gb = 1.0 / np.sqrt(1.0 - b * b)
     return (ga * a + gb * b) / (ga + gb)
@@ -319,7 +322,7 @@ def expected_thresholds(
 
     ``m`` kept on the training rows' sides (``L <= t < R`` for ``<=``,
     ``L < t <= R`` for ``<``) and rounded to the storage dtype toward -inf
-    for ``<=`` and +inf for ``<`` (MATH.md); the two ends allow for the
+    for ``<=`` and +inf for ``<`` (docs/math.md, "Comparisons per backend"); the two ends allow for the
     float64 rounding of m itself (``MIDPOINT_TOL``).
     """
     ends = []

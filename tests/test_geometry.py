@@ -1,6 +1,6 @@
 """The maps between hyperbolic models, the Einstein midpoint and input validation.
 
-Formulas: MATH.md (the project's reference). Every test compares numbers.
+Formulas: docs/math.md, "Models and maps" and "Einstein midpoint". Every test compares numbers.
 """
 
 from __future__ import annotations

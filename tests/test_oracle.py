@@ -1,8 +1,8 @@
 """Every backend against an oracle that shares no code with hyp2onnx's correction.
 
 * Thresholds: the training rows are routed by each library's own leaf
-  routing, and every stored threshold must be the Einstein midpoint (MATH.md,
-  written out in ``_oracle.py``) of the largest value routed left and the
+  routing, and every stored threshold must be the Einstein midpoint (docs/math.md,
+  "Einstein midpoint"; written out in ``_oracle.py``) of the largest value routed left and the
   smallest routed right, rounded the way the backend's comparison needs.
 * Probe rows: for every split, rows that reach it with the tested value on
   the threshold and on its float32 and float64 neighbours; at least 99% of

@@ -6,7 +6,7 @@ monotone image of the Klein coordinates. That matters far from the origin:
 the Klein positions of the split hyperplanes crossing a geodesic ray at
 radius ``r`` are about ``e^{-2r}`` apart, below float32's spacing (6e-8 near
 ``|k| = 1``) and scikit-learn's 1e-7 splitter tolerance from ``r`` of about
-6 on (see MATH.md, "Rapidity coordinates"). Tree spaces:
+6 on (see docs/math.md, "Far from the origin: tree spaces"). Tree spaces:
 
 * ``"ranks"`` (the default): each value's rank among the feature's distinct float64
   training values (1, 2, ...): distinct training values are 1 apart in any

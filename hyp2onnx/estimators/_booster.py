@@ -145,6 +145,8 @@ BOOSTING_DOC = """
     **params
         Every parameter of :class:`{native}`, by keyword.
 
+    Notes
+    -----
     Fit parameters such as ``eval_set`` take hyperbolic points, like ``X``.
     Categorical features are declared with ``input_blocks`` only (the
     booster's own categorical options are refused).

@@ -293,11 +293,16 @@ _CATBOOST_DOC = """
     input_blocks : None
         Not taken: ``fit`` refuses anything but None (CatBoost's borders are
         shared across trees, and per-block midpoints are not wired to them).
+
+    Other Parameters
+    ----------------
     **params
         Every parameter of :class:`catboost.{native}`, by keyword. CatBoost
         writes training files (``catboost_info/``) only with
         ``allow_writing_files=True``.
 
+    Notes
+    -----
     Each float32 border (shared by every tree) moves to the Einstein midpoint
     of the two nearest training values on its sides, so every training row
     keeps its leaf in every tree. Symmetric trees only; categorical, text and

@@ -5,7 +5,7 @@ hyperplane of hyperbolic space for any normal ``w``, so an oblique tree on
 ``k`` is a hyperbolic tree with arbitrary (not only axis-parallel) geodesic
 splits. For a unit normal the projection ``w . k`` is a Klein coordinate
 along ``w``, and the threshold goes to the Einstein midpoint of the two
-nearest projections, exactly as for axis-parallel splits (MATH.md; the
+nearest projections, exactly as for axis-parallel splits (docs/math.md, "Oblique splits"; the
 paper's "oblique decision trees" extension).
 
 Each node is split as HHCART (Wickramarachchi et al., 2015) does it: for
@@ -708,6 +708,9 @@ _HYPERBOLIC_DOC = """
     ----------
     input_geometry, curvature, timelike_dim, midpoint, check_manifold
         As for :class:`HyperbolicDecisionTreeClassifier`.
+
+    Other Parameters
+    ----------------
     **params
         Every parameter of :class:`{plain}` (``max_depth``, ``directions``, ...).
 

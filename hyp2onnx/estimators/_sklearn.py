@@ -171,6 +171,9 @@ _GEOMETRY_DOC = """
         (Einstein, angular, arithmetic); categorical codes are split as
         numbers at scikit-learn's thresholds. ``input_geometry``,
         ``curvature`` and ``timelike_dim`` then stay at their defaults.
+
+    Other Parameters
+    ----------------
     **params
         Every parameter of the wrapped scikit-learn class, by keyword
         (``max_depth``, ``n_estimators``, ``random_state``, ...).

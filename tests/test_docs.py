@@ -1,0 +1,145 @@
+"""The documentation holds: the site builds, every example runs, every public name is documented.
+
+* ``mkdocs build --strict`` fails on a broken link, a missing page or a
+  docstring griffe cannot read;
+* every ```python block of README.md and docs/*.md runs, a page's blocks in
+  order in one namespace, in a fresh temporary folder per page; every
+  ```bash/console block runs there too, after the Python blocks before it,
+  line by line, and each line must be a ``hyp2onnx`` command that exits 0.
+  A block that cannot run here says so in an HTML comment right before it,
+  ``<!-- not run: reason -->``, with a reason;
+* every public class and function of the public modules has a docstring.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PUBLIC_MODULES = (
+    "hyp2onnx",
+    "hyp2onnx.blocks",
+    "hyp2onnx.conventions",
+    "hyp2onnx.dask",
+    "hyp2onnx.datasets",
+    "hyp2onnx.edge",
+    "hyp2onnx.errors",
+    "hyp2onnx.export",
+    "hyp2onnx.geometry",
+    "hyp2onnx.hyperdt",
+    "hyp2onnx.spark",
+    "hyp2onnx.verify",
+)
+
+#: A fenced block with the line before it: (marker line or "", language, body).
+_FENCE = re.compile(
+    r"(?:^(<!--.*?-->)[ \t]*\n)?^```([A-Za-z]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S
+)
+_NOT_RUN = re.compile(r"<!--\s*not run:\s*(.*?)\s*-->")
+#: The command line of the package, for the current interpreter and checkout.
+_CLI = [sys.executable, "-c", "import sys; from hyp2onnx.cli import main; sys.exit(main())"]
+
+
+def blocks(page: Path) -> list[tuple[str, str, str | None]]:
+    """``(language, body, reason not run or None)`` of each fenced block of ``page``."""
+    found = []
+    for marker, language, body in _FENCE.findall(page.read_text()):
+        reason = None
+        if marker:
+            m = _NOT_RUN.fullmatch(marker.strip())
+            assert m, f"{page.name}: a comment before a block must read '<!-- not run: reason -->'"
+            reason = m.group(1)
+            assert reason, f"{page.name}: '<!-- not run: -->' needs a reason"
+        found.append((language, body, reason))
+    return found
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    return env
+
+
+def test_the_site_builds_strictly(tmp_path):
+    env = _env()
+    env["NO_MKDOCS_2_WARNING"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "reference" / "hyp2onnx" / "index.html").exists()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_block_of_the_page_runs(page, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(ROOT))
+    namespace: dict = {"__name__": "__main__"}
+    for number, (language, body, reason) in enumerate(blocks(page), 1):
+        where = f"{page.name}, block {number}"
+        if reason is not None:
+            continue
+        if language == "python":
+            exec(compile(body, where, "exec"), namespace)
+        elif language in ("bash", "console", "sh", "shell"):
+            for line in body.splitlines():
+                words = shlex.split(line, comments=True)
+                if not words:
+                    continue
+                assert words[0] == "hyp2onnx", (
+                    f"{where}: '{line}' is not a hyp2onnx command; "
+                    "mark the block '<!-- not run: reason -->' if it cannot run in the tests"
+                )
+                done = subprocess.run(
+                    [*_CLI, *words[1:]], env=_env(), capture_output=True, text=True
+                )
+                assert done.returncode == 0, f"{where}: {line}\n{done.stdout}{done.stderr}"
+
+
+def test_markers_name_a_reason_and_precede_a_block():
+    for page in PAGES:
+        text = page.read_text()
+        markers = len(_NOT_RUN.findall(text))
+        marked = sum(reason is not None for _, _, reason in blocks(page))
+        assert markers == marked, (
+            f"{page.name}: a '<!-- not run -->' marker is not right before a block"
+        )
+
+
+def _public_names(module) -> list[str]:
+    if hasattr(module, "__all__"):
+        return list(module.__all__)
+    return [
+        name
+        for name, obj in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isclass(obj) or inspect.isfunction(obj))
+        and obj.__module__ == module.__name__
+    ]
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_every_public_name_has_a_docstring(module_name):
+    module = importlib.import_module(module_name)
+    assert (module.__doc__ or "").strip(), f"{module_name} has no docstring"
+    missing = []
+    for name in _public_names(module):
+        obj = getattr(module, name)
+        if (inspect.isclass(obj) or inspect.isfunction(obj)) and not (obj.__doc__ or "").strip():
+            missing.append(name)
+    assert not missing, f"{module_name}: no docstring for {missing}"
