@@ -294,9 +294,15 @@ def _gnomonic(X: np.ndarray, block: Spherical, check: bool, rtol: float) -> np.n
             "Choose Spherical(base_dim=...) so that every point lies on that column's positive "
             "side (rotate the data first if no column does).",
         )
-        norm2 = x0 * x0 + sum_of_squares(xs)
+        # Scaled by the row's largest magnitude so that no square overflows
+        # (x0 * x0 of [1e200, 1, 0] is inf, and inf > rtol * inf is False).
+        m = np.maximum(x0, np.abs(xs).max(axis=1, initial=0.0))
+        with np.errstate(over="ignore", under="ignore"):
+            norm2 = (x0 / m) ** 2 + sum_of_squares(xs / m[:, None])
+            r = R / m
+            off = np.abs(norm2 - r * r) > rtol * norm2
         _raise_rows(
-            np.abs(norm2 - R * R) > rtol * norm2,
+            off,
             f"are off the sphere |x|^2 = R^2 with R = {R:g} (curvature {block.curvature}; "
             f"relative tolerance {rtol:g})",
             "Check the block's curvature, or project the points onto the sphere. Pass "
