@@ -88,3 +88,100 @@ def test_cli_refuses_overflowing_rows_for_a_float64_graph(tmp_path) -> None:
         code, _, err = cli(*args)
         assert_usage_error(code, err, match="off the hyperboloid")
         assert "rows 3, 4, 5" in err, err
+
+
+# -- 2. categorical codes float32 cannot hold --------------------------------------------------
+
+
+def _coded_model(codes: list[int], n: int = 400, seed: int = 0, learner: str = "lightgbm"):
+    from _data import labels, points
+
+    X, k = points(n, 2, seed=seed)
+    rng = np.random.default_rng(seed)
+    c = rng.choice(np.array(codes, dtype=np.float64), size=n)
+    y = labels(k, 2, seed=seed) ^ (c == codes[-1])
+    blocks = [Hyperbolic(2), Categorical(1)]
+    if learner == "lightgbm":
+        model = h.HyperbolicLGBMClassifier(
+            n_estimators=5, num_leaves=4, verbose=-1, min_data_per_group=5, cat_smooth=1.0,
+            n_jobs=1, input_blocks=blocks,
+        )
+    else:  # scikit-learn splits codes as numbers (LightGBM writes a 2**31-bit set for 2**31 - 1)
+        model = h.HyperbolicDecisionTreeClassifier(max_depth=4, random_state=0, input_blocks=blocks)
+    model.fit(np.column_stack([X, c]), y)
+    return model, np.column_stack([X, c])
+
+
+def test_codes_float32_cannot_hold_make_the_default_graph_float64() -> None:
+    from hyp2onnx.verify import run_onnx
+
+    codes = [1 << 24, (1 << 24) + 1]
+    assert float(np.float32(codes[1])) != codes[1]  # the oracle: float32 reads 2**24 + 1 as 2**24
+    model, X = _coded_model(codes)
+    graph = h.to_onnx(model)
+    assert h.read_metadata(graph)["input_dtype"] == "float64"
+    assert (run_onnx(graph, X)["label"] == model.predict(X)).all()
+    # Small codes keep float32 (the rule is about the codes, not about categories at all).
+    small, Xs = _coded_model([3, 4])
+    assert h.read_metadata(h.to_onnx(small))["input_dtype"] == "float32"
+
+
+def test_verify_compares_the_model_on_the_data_as_the_user_holds_it() -> None:
+    """A float32 graph forced on codes above 2**24: verify must see what the cast loses."""
+    from hyp2onnx.verify import run_onnx
+
+    model, X = _coded_model([1 << 24, (1 << 24) + 1])
+    with pytest.warns(UserWarning, match="float32 cannot separate"):
+        graph = h.to_onnx(model, dtype="float32")
+    differ = int((run_onnx(graph, X)["label"] != model.predict(X)).sum())
+    assert differ > 0  # the graph really misroutes training rows
+    report = h.verify(model, graph, X)
+    assert not report.ok and report.label_mismatches == differ
+
+
+def test_verify_accepts_the_training_rows_of_a_model_with_code_2_31_minus_1(tmp_path) -> None:
+    import pickle
+
+    top = (1 << 31) - 1
+    model, X = _coded_model([5, top], learner="sklearn")
+    graph = h.to_onnx(model)
+    assert h.verify(model, graph, X).ok
+    (tmp_path / "m.pkl").write_bytes(pickle.dumps(model))
+    np.save(tmp_path / "X.npy", X)
+    code, out, err = cli("convert", tmp_path / "m.pkl", "-o", tmp_path / "m.onnx", "--check", tmp_path / "X.npy")
+    assert code == 0, err
+    code, out, err = cli("verify", tmp_path / "m.pkl", tmp_path / "m.onnx", "--data", tmp_path / "X.npy")
+    assert code == 0 and out.startswith("OK"), (out, err)
+
+
+# -- 3. far HyperDT models ---------------------------------------------------------------------
+
+
+def _far_hyperdt_rows(n: int = 60) -> tuple[np.ndarray, np.ndarray]:
+    """Points at hyperbolic radius 9 whose angles are 2e-7 apart: float32 cannot tell them apart."""
+    theta = 0.7 + np.arange(n) * 2e-7
+    rho = 9.0
+    X = np.column_stack(
+        [np.full(n, np.cosh(rho)), np.sinh(rho) * np.cos(theta), np.sinh(rho) * np.sin(theta)]
+    )
+    return X, (np.arange(n) // 3) % 2
+
+
+def test_far_hyperdt_models_export_float64_and_keep_every_training_row() -> None:
+    from hyp2onnx.verify import run_onnx
+
+    tree = pytest.importorskip("hyperdt.tree")
+    X, y = _far_hyperdt_rows()
+    model = tree.HyperbolicDecisionTreeClassifier(max_depth=8).fit(X, y)
+    # The oracle, HyperDT itself: rounded to float32, some training rows change sides.
+    assert (model.predict(X.astype(np.float32).astype(np.float64)) != model.predict(X)).any()
+    graph = h.to_onnx(model)
+    assert h.read_metadata(graph)["input_dtype"] == "float64"
+    assert (run_onnx(graph, X)["label"] == model.predict(X)).all()
+    assert h.verify(model, graph, X).ok
+    # Forced float32: a warning, and verify shows the rows that float32 moves.
+    with pytest.warns(UserWarning, match="HyperDT compares its splits in float64"):
+        graph32 = h.to_onnx(model, dtype="float32")
+    differ = int((run_onnx(graph32, X)["label"] != model.predict(X)).sum())
+    assert differ > 0
+    assert h.verify(model, graph32, X).label_mismatches == differ
