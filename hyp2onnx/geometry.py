@@ -190,7 +190,12 @@ def _raise_rows(bad: np.ndarray, message: str, fix: str) -> None:
     if rows.size == 0:
         return
     shown = ", ".join(str(r) for r in rows[:5]) + (", ..." if rows.size > 5 else "")
-    raise InvalidPointError(f"{rows.size} row(s) {message} (rows {shown}). {fix}")
+    problem = f"{rows.size} row(s) {message} (rows {shown})"
+    error = InvalidPointError(f"{problem}. {fix}")
+    # The two parts, for callers that show them apart (the command line): the
+    # message may hold ". " itself ("0 .. 2147483647"), so splitting the text fails.
+    error.problem, error.fix = problem, fix
+    raise error
 
 
 def _check_finite(X: np.ndarray) -> None:

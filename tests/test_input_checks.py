@@ -185,3 +185,34 @@ def test_far_hyperdt_models_export_float64_and_keep_every_training_row() -> None
     differ = int((run_onnx(graph32, X)["label"] != model.predict(X)).sum())
     assert differ > 0
     assert h.verify(model, graph32, X).label_mismatches == differ
+
+
+# -- 5, 6. categorical codes on the command line ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def coded_graph(tmp_path_factory):
+    import pickle
+
+    folder = tmp_path_factory.mktemp("coded")
+    model, X = _coded_model([0, 3, 7], learner="sklearn")
+    (folder / "m.pkl").write_bytes(pickle.dumps(model))
+    code, _, err = cli("convert", folder / "m.pkl", "-o", folder / "m.onnx")
+    assert code == 0, err
+    return folder, X
+
+
+@pytest.mark.parametrize("bad_code", [-1.0, float(1 << 31), 2.5])
+@pytest.mark.parametrize("manifold_flag", [[], ["--no-manifold-check"]])
+def test_predict_refuses_invalid_codes_with_the_range_and_the_row(coded_graph, bad_code, manifold_flag):
+    folder, X = coded_graph
+    data = X[:6].copy()
+    data[4, -1] = bad_code
+    # The oracle: codes are integers in [0, 2**31).
+    assert not (0 <= bad_code < 2**31 and bad_code == int(bad_code))
+    np.save(folder / "bad.npy", data)
+    out = folder / "p.csv"
+    code, _, err = cli("predict", folder / "m.onnx", folder / "bad.npy", "-o", out, "--force", *manifold_flag)
+    assert_usage_error(code, err, match="0 .. 2147483647")
+    assert "(rows 4)" in err, err
+    assert not out.exists()
