@@ -117,7 +117,14 @@ class Hyperbolic:
                 f"Hyperbolic(model=...) must be one of {', '.join(map(repr, GEOMETRIES))}, "
                 f"got {self.model!r}."
             )
+        if isinstance(self.curvature, (bool, np.bool_)) or not isinstance(self.curvature, Real):
+            raise ValueError(
+                f"Hyperbolic(curvature=...) must be a number (a finite negative one), got "
+                f"{self.curvature!r} ({type(self.curvature).__name__}); pass e.g. curvature=-1.0."
+            )
         curvature_radius(self.curvature)
+        object.__setattr__(self, "curvature", float(self.curvature))  # as exported
+        _check_index(self.timelike_dim, "Hyperbolic(timelike_dim=...)")
         if self.dims is not None:
             _check_column(self.timelike_dim, self.n_columns, "Hyperbolic(timelike_dim=...)")
 
@@ -141,6 +148,8 @@ class Spherical:
     def __post_init__(self) -> None:
         _check_dims(self.dims, "Spherical")
         sphere_radius(self.curvature)
+        object.__setattr__(self, "curvature", float(self.curvature))  # as exported
+        _check_index(self.base_dim, "Spherical(base_dim=...)")
         if self.dims is not None:
             _check_column(self.base_dim, self.n_columns, "Spherical(base_dim=...)")
 
@@ -188,6 +197,12 @@ _KINDS: dict[str, type] = {
 _MIDPOINT = {Hyperbolic: "einstein", Spherical: "angular", Euclidean: "arithmetic", Categorical: "keep"}
 
 
+def _check_index(index: Any, what: str) -> None:
+    """A column index must be a non-negative integer (checked even before dims is known)."""
+    if isinstance(index, (bool, np.bool_)) or not isinstance(index, Integral) or index < 0:
+        raise ValueError(f"{what} must be a non-negative integer column of the block, got {index!r}.")
+
+
 def _check_column(index: Any, n_columns: int, what: str) -> None:
     if isinstance(index, bool) or not isinstance(index, Integral) or not 0 <= index < n_columns:
         raise ValueError(f"{what} must be a column of the block, 0 .. {n_columns - 1}; got {index!r}.")
@@ -195,7 +210,7 @@ def _check_column(index: Any, n_columns: int, what: str) -> None:
 
 def sphere_radius(curvature: float) -> float:
     """``R = 1 / sqrt(K)`` for a finite curvature ``K > 0``."""
-    if isinstance(curvature, bool) or not isinstance(curvature, Real) or not (
+    if isinstance(curvature, (bool, np.bool_)) or not isinstance(curvature, Real) or not (
         math.isfinite(curvature) and curvature > 0
     ):
         raise ValueError(

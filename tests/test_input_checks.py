@@ -216,3 +216,31 @@ def test_predict_refuses_invalid_codes_with_the_range_and_the_row(coded_graph, b
     assert_usage_error(code, err, match="0 .. 2147483647")
     assert "(rows 4)" in err, err
     assert not out.exists()
+
+
+# -- 8. block parameters are checked when the block is made -----------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: Hyperbolic(2, curvature="-1"), r"Hyperbolic\(curvature=...\) must be a number"),
+        (lambda: Hyperbolic(2, curvature=True), r"Hyperbolic\(curvature=...\) must be a number"),
+        (lambda: Hyperbolic(2, curvature=0.5), "curvature must be a finite negative number"),
+        (lambda: Hyperbolic(timelike_dim=1.5), r"Hyperbolic\(timelike_dim=...\)"),
+        (lambda: Hyperbolic(timelike_dim=True), r"Hyperbolic\(timelike_dim=...\)"),
+        (lambda: Spherical(2, curvature="1"), r"Spherical\(curvature=...\)"),
+        (lambda: Spherical(base_dim="0"), r"Spherical\(base_dim=...\)"),
+        (lambda: Categorical(2.0), r"Categorical\(dims=...\)"),
+    ],
+)
+def test_bad_block_parameters_are_refused_when_the_block_is_made(make, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_a_curvature_of_any_real_type_is_kept_as_a_float() -> None:
+    from fractions import Fraction
+
+    block = Hyperbolic(2, curvature=Fraction(-1, 2))
+    assert block.curvature == -0.5 and type(block.curvature) is float
