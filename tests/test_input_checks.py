@@ -244,3 +244,41 @@ def test_a_curvature_of_any_real_type_is_kept_as_a_float() -> None:
 
     block = Hyperbolic(2, curvature=Fraction(-1, 2))
     assert block.curvature == -0.5 and type(block.curvature) is float
+
+
+# -- 12. conventions and gensim_points -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "source, params",
+    [
+        ("geoopt.Stereographic", {"k": float("nan")}),
+        ("geoopt.Stereographic", {"k": -float("inf")}),
+        ("geoopt.PoincareBall", {"c": True}),
+        ("hgcn", {"c": True}),
+        ("hypll", {"c": True}),
+        ("hypll", {"raw": True}),
+        ("geoopt.PoincareBall", {"c": "1"}),
+    ],
+)
+def test_conventions_refuse_booleans_strings_and_non_finite_parameters(source, params) -> None:
+    from hyp2onnx.conventions import convention
+
+    with pytest.raises(ValueError, match=f"{source}: {next(iter(params))} must be a (real|finite) number"):
+        convention(source, **params)
+
+
+@pytest.mark.parametrize("timelike_dim", [1.5, 1.0, True])
+def test_a_convention_refuses_a_timelike_dim_that_is_not_an_integer(timelike_dim) -> None:
+    from hyp2onnx.conventions import Convention
+
+    with pytest.raises(ValueError, match="timelike_dim must be an integer"):
+        Convention("hyperboloid", -1.0, timelike_dim)
+
+
+@pytest.mark.parametrize("thing", [None, 3, np.zeros((2, 2))])
+def test_gensim_points_refuses_what_is_not_a_gensim_model(thing) -> None:
+    from hyp2onnx.conventions import gensim_points
+
+    with pytest.raises(TypeError, match="needs a trained gensim PoincareModel"):
+        gensim_points(thing)
