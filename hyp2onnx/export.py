@@ -456,8 +456,16 @@ def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[st
     parsed["curvature"] = float(raw["curvature"])
     for key in ("timelike_dim", "n_features_in", "n_trees"):
         parsed[key] = int(raw[key])
-    parsed["classes"] = json.loads(raw["classes"])
-    parsed["blocks"] = blocks_from_json(raw["blocks"]) if "blocks" in raw else None
+    try:
+        parsed["classes"] = json.loads(raw["classes"])
+        parsed["blocks"] = blocks_from_json(raw["blocks"]) if "blocks" in raw else None
+    except RecursionError:
+        from .errors import DamagedMetadataError
+
+        raise DamagedMetadataError(
+            "this ONNX model's hyp2onnx metadata (classes or blocks) is nested too deeply to "
+            "read: the file is damaged or was not written by hyp2onnx"
+        ) from None
     parsed["doc_string"] = onnx_model.doc_string
     return parsed
 

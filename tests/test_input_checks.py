@@ -282,3 +282,26 @@ def test_gensim_points_refuses_what_is_not_a_gensim_model(thing) -> None:
 
     with pytest.raises(TypeError, match="needs a trained gensim PoincareModel"):
         gensim_points(thing)
+
+
+def test_metadata_nested_too_deep_is_one_clear_error(tmp_path) -> None:
+    import onnx
+
+    from _data import labels, points
+
+    X, k = points(60, 2, seed=1)
+    model = h.HyperbolicDecisionTreeClassifier(max_depth=2).fit(X, labels(k, 2, seed=1))
+    graph = h.to_onnx(model)
+    for prop in graph.metadata_props:
+        if prop.key.endswith("classes"):
+            prop.value = "[" * 5000 + "]" * 5000  # valid JSON, deeper than Python's recursion limit
+    onnx.save(graph, tmp_path / "deep.onnx")
+    np.save(tmp_path / "X.npy", X)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        h.read_metadata(graph)
+    for args in (
+        ("inspect", tmp_path / "deep.onnx"),
+        ("predict", tmp_path / "deep.onnx", tmp_path / "X.npy", "-o", tmp_path / "p.csv"),
+    ):
+        code, _, err = cli(*args)
+        assert_usage_error(code, err, match="nested too deeply")
