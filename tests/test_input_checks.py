@@ -305,3 +305,25 @@ def test_metadata_nested_too_deep_is_one_clear_error(tmp_path) -> None:
     ):
         code, _, err = cli(*args)
         assert_usage_error(code, err, match="nested too deeply")
+
+
+def test_skl2onnx_advises_only_encodings_that_convert_a_categorical_model() -> None:
+    import re
+
+    pytest.importorskip("skl2onnx")
+    from skl2onnx import convert_sklearn
+    from skl2onnx.common.data_types import FloatTensorType
+
+    h.register_skl2onnx_converters()
+    model, X = _coded_model([0, 3, 7])
+    convert = lambda options: convert_sklearn(  # noqa: E731
+        model, initial_types=[("X", FloatTensorType([None, X.shape[1]]))], options=options,
+        target_opset={"": 18, "ai.onnx.ml": 3},
+    )
+    with pytest.raises(RuntimeError) as caught:
+        convert(None)
+    advised = re.findall(r"options=\{'encoding': '(\w+)'\}", str(caught.value))
+    assert advised, str(caught.value)
+    for name in advised:  # the advice works
+        convert({id(model): {"encoding": name}})
+    assert "compat" not in advised
