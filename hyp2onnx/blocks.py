@@ -323,8 +323,24 @@ def _gnomonic(X: np.ndarray, block: Spherical, check: bool, rtol: float) -> np.n
             "Check the block's curvature, or project the points onto the sphere. Pass "
             "check_manifold=False to skip this check for trusted data.",
         )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return xs / x0[:, None]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        g = xs / x0[:, None]
+    # Points at the edge of the hemisphere (x_0 tiny or 0) have gnomonic
+    # coordinates no learner or float32 graph can hold: [1e-300, 1, 0] gives
+    # 1e300, inf for scikit-learn and 0 / 0 in a float32 graph. Refused always,
+    # as NaN and infinity are, so that every path gives the same error.
+    _raise_rows(
+        ~(np.abs(g) <= _GNOMONIC_LIMIT).all(axis=1),
+        "of a spherical block lie too close to the edge of the hemisphere x_0 > 0: their "
+        f"gnomonic coordinates x_i / x_0 exceed {_GNOMONIC_LIMIT:.4g} (float32's largest)",
+        "Choose Spherical(base_dim=...) so that every point lies well inside that column's "
+        "positive side (rotate the data first if no column does).",
+    )
+    return g
+
+
+#: Largest gnomonic coordinate a spherical block takes: float32's largest.
+_GNOMONIC_LIMIT = float(np.finfo(np.float32).max)
 
 
 def check_categories(C: np.ndarray) -> None:

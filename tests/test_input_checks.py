@@ -327,3 +327,32 @@ def test_skl2onnx_advises_only_encodings_that_convert_a_categorical_model() -> N
     for name in advised:  # the advice works
         convert({id(model): {"encoding": name}})
     assert "compat" not in advised
+
+
+def test_a_spherical_point_at_the_hemispheres_edge_gets_one_error_everywhere(tmp_path) -> None:
+    import pickle
+
+    rng = np.random.default_rng(0)
+    g = rng.uniform(-2, 2, size=(200, 2))
+    x0 = 1 / np.sqrt(1 + (g * g).sum(1))
+    X = np.column_stack([x0, g * x0[:, None]])
+    model = h.HyperbolicDecisionTreeClassifier(max_depth=3, input_blocks=[Spherical(2)]).fit(
+        X, (g[:, 0] > 0.3).astype(int)
+    )
+    P = np.array([[1e-300, 1.0, 0.0]])  # on the unit sphere, x_0 > 0
+    assert 1.0 / 1e-300 > 3.4028235e38  # the oracle: its gnomonic coordinate overflows float32
+    match = "too close to the edge of the hemisphere"
+    with pytest.raises(InvalidPointError, match=match):
+        model.predict(P)
+    (tmp_path / "m.pkl").write_bytes(pickle.dumps(model))
+    np.save(tmp_path / "P.npy", P)
+    code, _, err = cli("convert", tmp_path / "m.pkl", "-o", tmp_path / "m.onnx")
+    assert code == 0, err
+    for args in (
+        ("predict", tmp_path / "m.onnx", tmp_path / "P.npy", "-o", tmp_path / "p.csv"),
+        ("predict", tmp_path / "m.onnx", tmp_path / "P.npy", "-o", tmp_path / "p.csv", "--no-manifold-check"),
+        ("verify", tmp_path / "m.pkl", tmp_path / "m.onnx", "--data", tmp_path / "P.npy"),
+    ):
+        code, _, err = cli(*args)
+        assert_usage_error(code, err, match=match)
+        assert "x_0 <= 0" not in err
