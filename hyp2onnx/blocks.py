@@ -118,7 +118,14 @@ class Hyperbolic:
                 f"Hyperbolic(model=...) must be one of {', '.join(map(repr, GEOMETRIES))}, "
                 f"got {self.model!r}."
             )
+        if isinstance(self.curvature, (bool, np.bool_)) or not isinstance(self.curvature, Real):
+            raise ValueError(
+                f"Hyperbolic(curvature=...) must be a number (a finite negative one), got "
+                f"{self.curvature!r} ({type(self.curvature).__name__}); pass e.g. curvature=-1.0."
+            )
         curvature_radius(self.curvature)
+        object.__setattr__(self, "curvature", float(self.curvature))  # as exported
+        _check_index(self.timelike_dim, "Hyperbolic(timelike_dim=...)")
         if self.dims is not None:
             _check_column(self.timelike_dim, self.n_columns, "Hyperbolic(timelike_dim=...)")
 
@@ -142,6 +149,8 @@ class Spherical:
     def __post_init__(self) -> None:
         _check_dims(self.dims, "Spherical")
         sphere_radius(self.curvature)
+        object.__setattr__(self, "curvature", float(self.curvature))  # as exported
+        _check_index(self.base_dim, "Spherical(base_dim=...)")
         if self.dims is not None:
             _check_column(self.base_dim, self.n_columns, "Spherical(base_dim=...)")
 
@@ -189,6 +198,12 @@ _KINDS: dict[str, type] = {
 _MIDPOINT = {Hyperbolic: "einstein", Spherical: "angular", Euclidean: "arithmetic", Categorical: "keep"}
 
 
+def _check_index(index: Any, what: str) -> None:
+    """A column index must be a non-negative integer (checked even before dims is known)."""
+    if isinstance(index, (bool, np.bool_)) or not isinstance(index, Integral) or index < 0:
+        raise ValueError(f"{what} must be a non-negative integer column of the block, got {index!r}.")
+
+
 def _check_column(index: Any, n_columns: int, what: str) -> None:
     if isinstance(index, bool) or not isinstance(index, Integral) or not 0 <= index < n_columns:
         raise ValueError(f"{what} must be a column of the block, 0 .. {n_columns - 1}; got {index!r}.")
@@ -196,7 +211,7 @@ def _check_column(index: Any, n_columns: int, what: str) -> None:
 
 def sphere_radius(curvature: float) -> float:
     """``R = 1 / sqrt(K)`` for a finite curvature ``K > 0``."""
-    if isinstance(curvature, bool) or not isinstance(curvature, Real) or not (
+    if isinstance(curvature, (bool, np.bool_)) or not isinstance(curvature, Real) or not (
         math.isfinite(curvature) and curvature > 0
     ):
         raise ValueError(
@@ -295,16 +310,38 @@ def _gnomonic(X: np.ndarray, block: Spherical, check: bool, rtol: float) -> np.n
             "Choose Spherical(base_dim=...) so that every point lies on that column's positive "
             "side (rotate the data first if no column does).",
         )
-        norm2 = x0 * x0 + sum_of_squares(xs)
+        # Scaled by the row's largest magnitude so that no square overflows
+        # (x0 * x0 of [1e200, 1, 0] is inf, and inf > rtol * inf is False).
+        m = np.maximum(x0, np.abs(xs).max(axis=1, initial=0.0))
+        with np.errstate(over="ignore", under="ignore"):
+            norm2 = (x0 / m) ** 2 + sum_of_squares(xs / m[:, None])
+            r = R / m
+            off = np.abs(norm2 - r * r) > rtol * norm2
         _raise_rows(
-            np.abs(norm2 - R * R) > rtol * norm2,
+            off,
             f"are off the sphere |x|^2 = R^2 with R = {R:g} (curvature {block.curvature}; "
             f"relative tolerance {rtol:g})",
             "Check the block's curvature, or project the points onto the sphere. Pass "
             "check_manifold=False to skip this check for trusted data.",
         )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return xs / x0[:, None]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        g = xs / x0[:, None]
+    # Points at the edge of the hemisphere (x_0 tiny or 0) have gnomonic
+    # coordinates no learner or float32 graph can hold: [1e-300, 1, 0] gives
+    # 1e300, inf for scikit-learn and 0 / 0 in a float32 graph. Refused always,
+    # as NaN and infinity are, so that every path gives the same error.
+    _raise_rows(
+        ~(np.abs(g) <= _GNOMONIC_LIMIT).all(axis=1),
+        "of a spherical block lie too close to the edge of the hemisphere x_0 > 0: their "
+        f"gnomonic coordinates x_i / x_0 exceed {_GNOMONIC_LIMIT:.4g} (float32's largest)",
+        "Choose Spherical(base_dim=...) so that every point lies well inside that column's "
+        "positive side (rotate the data first if no column does).",
+    )
+    return g
+
+
+#: Largest gnomonic coordinate a spherical block takes: float32's largest.
+_GNOMONIC_LIMIT = float(np.finfo(np.float32).max)
 
 
 def check_categories(C: np.ndarray) -> None:

@@ -45,7 +45,12 @@ class Convention:
     def __post_init__(self) -> None:
         if self.input_geometry not in GEOMETRIES:
             raise ValueError(f"input_geometry must be one of {GEOMETRIES}, got {self.input_geometry!r}.")
-        curvature_radius(self.curvature)  # K < 0, finite
+        curvature_radius(_number(self.curvature, "curvature"))  # K < 0, finite
+        t = self.timelike_dim
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
+            raise ValueError(
+                f"timelike_dim must be an integer column index, got {t!r} ({type(t).__name__})."
+            )
 
     def kwargs(self) -> dict[str, Any]:
         """``input_geometry``, ``curvature``, ``timelike_dim`` for estimators and ``to_onnx``."""
@@ -57,20 +62,29 @@ class Convention:
 
 
 def _positive(name: str, value: Any, source: str) -> float:
-    v = _number(value)
+    v = _number(value, f"{source}: {name}")
     if not (math.isfinite(v) and v > 0):
         raise ValueError(f"{source}: {name} must be a positive number, got {v!r}.")
     return v
 
 
-def _number(value: Any) -> float:
-    """A Python float from a number, a 0-d/1-element array or tensor."""
+def _number(value: Any, name: str = "the parameter") -> float:
+    """A finite Python float from a number, a 0-d/1-element array or tensor.
+
+    Booleans, strings and NaN or infinity are refused: ``c=True`` read as 1.0
+    or ``k=nan`` read as "spherical" would give another model's geometry.
+    """
     if hasattr(value, "detach"):  # torch tensors, without importing torch
         value = value.detach().cpu().numpy()
-    array = np.asarray(value, dtype=np.float64)
+    array = np.asarray(value)
+    if array.dtype.kind not in "iuf":  # b (bool), U/S/O (strings, objects), c (complex)
+        raise ValueError(f"{name} must be a real number, got {value!r}.")
     if array.size != 1:
-        raise ValueError(f"expected one number, got an array of shape {array.shape}.")
-    return float(array.reshape(()))
+        raise ValueError(f"{name}: expected one number, got an array of shape {array.shape}.")
+    number = float(array.reshape(()))
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be a finite number, got {number!r}.")
+    return number
 
 
 def _softplus(x: float) -> float:
@@ -101,7 +115,7 @@ def convention(source: str, *, c: float | None = None, k: float | None = None,
     def needs(name: str, value: Any) -> float:
         if value is None:
             raise ValueError(f"{source} points need {name}= (see hyp2onnx.conventions.SOURCES).")
-        return _number(value)
+        return _number(value, f"{source}: {name}")
 
     def no(*names: str) -> None:
         given = {"c": c, "k": k, "raw": raw}
@@ -135,7 +149,7 @@ def convention(source: str, *, c: float | None = None, k: float | None = None,
         no("k")
         if c is not None and raw is not None:
             raise ValueError("hypll: give c= (after softplus) or raw= (before), not both.")
-        value = c if c is not None else _softplus(_number(1.0 if raw is None else raw))
+        value = c if c is not None else _softplus(_number(1.0 if raw is None else raw, f"{source}: raw"))
         return Convention("poincare", -_positive("c", value, source), 0, source)
     if source == "hgcn":
         no("k", "raw")
@@ -189,6 +203,11 @@ def convention_of(obj: Any) -> Convention:
 def gensim_points(model: Any) -> tuple[list[Any], np.ndarray]:
     """The node keys and their unit-Poincare-ball vectors (float64) of a gensim PoincareModel."""
     kv = getattr(model, "kv", model)
+    if not (hasattr(kv, "index_to_key") and hasattr(kv, "vectors")):
+        raise TypeError(
+            "gensim_points needs a trained gensim PoincareModel (or its .kv, "
+            f"PoincareKeyedVectors), got {type(model).__name__}."
+        )
     return list(kv.index_to_key), np.asarray(kv.vectors, dtype=np.float64)
 
 

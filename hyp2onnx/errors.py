@@ -16,6 +16,10 @@ class InvalidPointError(Hyp2OnnxError, ValueError):
     """Input points are not valid points of the stated hyperbolic model."""
 
 
+class DamagedMetadataError(Hyp2OnnxError, ValueError):
+    """A graph's hyp2onnx metadata is there but cannot be read (damaged or hand-made)."""
+
+
 class UnsupportedModelError(Hyp2OnnxError, TypeError):
     """The estimator or model file is not one hyp2onnx can train, correct or export."""
 

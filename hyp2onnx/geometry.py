@@ -190,7 +190,12 @@ def _raise_rows(bad: np.ndarray, message: str, fix: str) -> None:
     if rows.size == 0:
         return
     shown = ", ".join(str(r) for r in rows[:5]) + (", ..." if rows.size > 5 else "")
-    raise InvalidPointError(f"{rows.size} row(s) {message} (rows {shown}). {fix}")
+    problem = f"{rows.size} row(s) {message} (rows {shown})"
+    error = InvalidPointError(f"{problem}. {fix}")
+    # The two parts, for callers that show them apart (the command line): the
+    # message may hold ". " itself ("0 .. 2147483647"), so splitting the text fails.
+    error.problem, error.fix = problem, fix
+    raise error
 
 
 def _check_finite(X: np.ndarray) -> None:
@@ -240,7 +245,11 @@ def check_points(
     hyperboloid points with ``x_0 <= 0`` or off the hyperboloid
     (``|<x, x>_L + R^2| > rtol * (x_0^2 + |x_s|^2)``, a test that stays
     meaningful for far points stored in float32), and ball points with
-    ``|p| >= R``.
+    ``|p| >= R``. Both tests are computed on the row scaled by its largest
+    magnitude, so no finite input overflows into a pass (``[1e200, 1, 0]``
+    is refused). An accepted hyperboloid point's Klein coordinates satisfy
+    ``|k|^2 <= (1 + rtol) / (1 - rtol)``: inside the unit ball up to the
+    tolerance that far points stored in float32 need.
     """
     _check_geometry(geometry)
     R = curvature_radius(curvature)
@@ -259,17 +268,26 @@ def check_points(
             f"have a timelike coordinate x_0 <= 0 (column {timelike_dim % X.shape[1]})",
             "Points on the hyperboloid's upper sheet have x_0 > 0; check timelike_dim.",
         )
-        s = sum_of_squares(xs)
-        deviation = np.abs(x0 * x0 - s - R * R)
+        # Scaled by the row's largest magnitude, so that no square overflows:
+        # x0 * x0 of [1e200, 1, 0] is inf, and inf > rtol * inf is False.
+        # R / m may still overflow (a row of tiny values): then the deviation
+        # is inf and the row is refused, as it should be.
+        m = np.maximum(x0, np.abs(xs).max(axis=1, initial=0.0))
+        with np.errstate(over="ignore", under="ignore"):
+            a = (x0 / m) ** 2
+            b = sum_of_squares(xs / m[:, None])
+            r = R / m
+            off = np.abs(a - b - r * r) > rtol * (a + b)
         _raise_rows(
-            deviation > rtol * (x0 * x0 + s),
+            off,
             f"are off the hyperboloid x_0^2 - |x_s|^2 = R^2 with R = {R:g} "
             f"(curvature {curvature}; relative tolerance {rtol:g})",
             "Check the curvature and timelike_dim, or project the points onto the manifold."
             + skip,
         )
     else:
-        norm2 = sum_of_squares(X if R == 1.0 else X / R)  # x / 1.0 is x: skip the copy
+        with np.errstate(over="ignore", under="ignore"):  # an overflow is inf, refused
+            norm2 = sum_of_squares(X if R == 1.0 else X / R)  # x / 1.0 is x: skip the copy
         _raise_rows(
             norm2 >= 1.0,
             f"lie on or outside the {geometry} ball of radius R = {R:g} (curvature {curvature})",

@@ -1,9 +1,12 @@
 """Check an exported graph against the Python model it came from.
 
-:func:`verify` runs the graph in onnxruntime on the same points (cast to
-the graph's input type, so both sides see the same numbers) and compares
-labels and every numeric output with the model's own ``predict`` /
-``predict_proba``. Tests, the command line and users share it.
+:func:`verify` compares the Python model's own ``predict`` /
+``predict_proba`` on the points as the user holds them (float64) with the
+graph's outputs in onnxruntime on what the graph receives (the points cast
+to its input type), labels and every numeric output. Casting the model's
+input too would hide what the cast loses: a float32 graph that misroutes
+categorical codes above 2**24 or far points would pass. Tests, the command
+line and users share it.
 """
 
 from __future__ import annotations
@@ -216,8 +219,12 @@ def verify(
 ) -> VerifyReport:
     """Compare an exported graph with ``model`` on the points ``X``.
 
-    ``X`` is cast to the graph's input type first and given to both, so a
-    float32 graph is checked on float32 points. A value passes when it
+    The model answers on ``X`` as given (as float64); the graph on ``X``
+    cast to its input type, which is what it receives in use. A float32
+    graph is thus checked against the model on the user's data, and what
+    the cast loses (close angles of far points, codes float32 cannot hold)
+    shows as a disagreement. NaN, infinity and values the graph's input type
+    cannot hold are refused first (:func:`run_onnx`). A value passes when it
     differs by at most ``atol + rtol * |expected|``. Neither given: by
     encoding and backend (:func:`default_tolerance`, :func:`default_rtol`);
     ``atol`` alone: that absolute tolerance (``rtol`` 0); ``rtol`` alone:
@@ -234,9 +241,10 @@ def verify(
             f"got {X.shape}."
         )
     dtype = _NP_TYPES[onnx_model.graph.input[0].type.tensor_type.elem_type]
-    X = check_representable(X, dtype)
-    got = run_onnx(onnx_model, X)
+    check_representable(X, dtype)  # refuse NaN, inf and overflow before either side runs
+    X = np.asarray(X, dtype=np.float64)  # the data as the user holds it
     want = _python_outputs(model, X, metadata)
+    got = run_onnx(onnx_model, X)  # cast to the graph's input type, as in use
     tolerance = default_tolerance(metadata) if atol is None else float(atol)
     relative = float(rtol) if rtol is not None else (default_rtol(metadata) if atol is None else 0.0)
     if not (tolerance >= 0 and relative >= 0):  # NaN fails too

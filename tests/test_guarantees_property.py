@@ -344,3 +344,138 @@ def test_no_damaged_file_ends_the_process_with_a_signal(world, case):
                               stdin=subprocess.DEVNULL, cwd=folder)
         assert done.returncode >= 0, (case, done.returncode, done.stderr[-500:])
         _check_damaged(done.returncode, done.stderr, folder, command)
+
+
+# -- overflow, large codes and far points through verify (issue 23) ------------------------------
+#
+# Oracles written here in plain numpy: a hyperboloid row is on the manifold iff
+# x_0^2 - |x_s|^2 = 1 holds to 1e-5 on the row divided by its largest value (no
+# square overflows); a code is valid iff it is an integer in [0, 2**31).
+
+
+def _off_hyperboloid(X: np.ndarray) -> np.ndarray:
+    m = np.abs(X).max(axis=1, keepdims=True)
+    m[m == 0] = 1.0
+    Y = X / m
+    with np.errstate(over="ignore", divide="ignore"):
+        r2 = (1.0 / m[:, 0]) ** 2
+    q = Y[:, 0] ** 2 - (Y[:, 1:] ** 2).sum(axis=1)
+    return (X[:, 0] <= 0) | ~(np.abs(q - r2) <= 1e-5 * (Y**2).sum(axis=1))
+
+
+@st.composite
+def overflowing_arrays(draw) -> np.ndarray:
+    """Valid points with some rows replaced by finite rows whose squares overflow float64."""
+    n = draw(st.integers(1, 6))
+    X, _ = points(n, 3, seed=draw(st.integers(0, 1000)))
+    for _ in range(draw(st.integers(1, 3))):
+        scale = 10.0 ** draw(st.floats(154.5, 308.0))
+        row = [scale * draw(st.floats(0.0, 1.0)) for _ in range(4)]
+        row[0] = scale  # x_0 the largest or as large: passes the x_0 > 0 test
+        X[draw(st.integers(0, n - 1))] = row
+    return X
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(X=overflowing_arrays())
+def test_overflowing_finite_points_are_refused_by_verify_unless_on_the_manifold(world, X):
+    rf = world["rf"]
+    off = _off_hyperboloid(X).any()
+    for name in ("rf32", "rf64"):
+        graph = onnx.load(world["folder"] / f"{name}.onnx")
+        try:
+            report = verify(rf, graph, X)
+        except ValueError:
+            continue
+        assert not off, f"verify answered for rows off the hyperboloid: {X!r}"
+        assert report.ok, report
+    if not off:  # then the Klein coordinates stay in the ball, up to the tolerance
+        k = h.geometry.to_klein(X)
+        assert ((k**2).sum(axis=1) <= (1 + 1e-5) / (1 - 1e-5)).all()
+
+
+#: Codes around float32's exact-integer limit and around the 32-bit limit, and invalid ones.
+NEAR_CODES = [
+    *range((1 << 24) - 2, (1 << 24) + 4),
+    *range((1 << 31) - 3, (1 << 31) + 2),
+    -1, 2.5, 0, 1,
+]
+
+
+@pytest.fixture(scope="module")
+def coded_models() -> dict:
+    from hyp2onnx.blocks import Categorical, Hyperbolic
+
+    X, k = points(300, 2, seed=21)
+    rng = np.random.default_rng(21)
+    out = {}
+    for name, codes in [
+        ("lgbm_2_24", [(1 << 24) - 1, 1 << 24, (1 << 24) + 1, (1 << 24) + 3]),
+        ("tree_2_31", [0, (1 << 31) - 2, (1 << 31) - 1]),
+    ]:
+        c = rng.choice(np.array(codes, dtype=np.float64), size=300)
+        y = labels(k, 2, seed=21) ^ (c == codes[1])
+        blocks = [Hyperbolic(2), Categorical(1)]
+        if name.startswith("lgbm"):
+            model = h.HyperbolicLGBMClassifier(
+                n_estimators=4, num_leaves=4, verbose=-1, min_data_per_group=5, cat_smooth=1.0,
+                n_jobs=1, input_blocks=blocks,
+            )
+        else:  # LightGBM writes a 2**31-bit set for code 2**31 - 1: scikit-learn splits codes as numbers
+            model = h.HyperbolicDecisionTreeClassifier(max_depth=4, random_state=0, input_blocks=blocks)
+        model.fit(np.column_stack([X, c]), y)
+        out[name] = (model, h.to_onnx(model), np.column_stack([X, c]))
+    return out
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(
+    name=st.sampled_from(["lgbm_2_24", "tree_2_31"]),
+    rows=st.lists(st.integers(0, 299), min_size=1, max_size=8),
+    codes=st.lists(st.sampled_from(NEAR_CODES), min_size=8, max_size=8),
+)
+def test_codes_around_2_24_and_2_31_verify_with_the_default_dtype(coded_models, name, rows, codes):
+    model, graph, X = coded_models[name]
+    Q = X[rows].copy()
+    Q[:, -1] = codes[: len(rows)]
+    valid = all(0 <= c < 2**31 and c == int(c) for c in codes[: len(rows)])
+    try:
+        report = verify(model, graph, Q)
+    except ValueError as exc:
+        assert not valid, exc  # the model's own codes are never refused
+        return
+    assert valid, f"verify answered for invalid codes {codes[: len(rows)]}"
+    assert report.ok, report
+
+
+@pytest.fixture(scope="module")
+def far_model() -> tuple:
+    """A model on far points (radius 12, angles 2e-8 apart) that float32 cannot separate."""
+    n = 120
+    rho = np.full(n, 12.0)
+    theta = 0.7 + np.arange(n) * 2e-8
+    k = np.tanh(rho)[:, None] * np.column_stack([np.cos(theta), np.sin(theta)])
+    X = h.geometry.from_klein(k)
+    y = (np.arange(n) // 3) % 2
+    models = [h.HyperbolicDecisionTreeClassifier(max_depth=10, random_state=0).fit(X, y)]
+    try:
+        from hyperdt.tree import HyperbolicDecisionTreeClassifier as HyperDT
+    except ImportError:  # the 'bench' extra
+        pass
+    else:
+        models.append(HyperDT(max_depth=10).fit(X, y))
+    return [(model, h.to_onnx(model)) for model in models], X
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(rows=st.lists(st.integers(0, 119), min_size=1, max_size=10), jitter=st.floats(-1e-8, 1e-8))
+def test_far_points_verify_with_the_default_dtype(far_model, rows, jitter):
+    models, X = far_model
+    theta = np.arctan2(X[rows, 2], X[rows, 1]) + jitter
+    k = np.linalg.norm(X[rows, 1:] / X[rows, :1], axis=1)[:, None] * np.column_stack(
+        [np.cos(theta), np.sin(theta)]
+    )
+    Q = np.vstack([X[rows], h.geometry.from_klein(k)])
+    for model, graph in models:
+        assert h.read_metadata(graph)["input_dtype"] == "float64", type(model)
+        assert verify(model, graph, Q).ok

@@ -250,25 +250,45 @@ def check_width(source: DataSource, metadata: dict[str, Any]) -> None:
     )
 
 
+def _parts(exc: Exception) -> tuple[str, str | None]:
+    """An InvalidPointError's problem (with its rows) and its fix, never cut inside either."""
+    problem = getattr(exc, "problem", None)
+    if problem is not None:
+        return problem, getattr(exc, "fix", None)
+    return first_line(exc), None
+
+
 def check_points_in(
-    chunk: np.ndarray, metadata: dict[str, Any], path: Path, first_row: int
+    chunk: np.ndarray,
+    metadata: dict[str, Any],
+    path: Path,
+    first_row: int,
+    *,
+    manifold: bool = True,
 ) -> None:
-    """Reject off-manifold rows of ``chunk``, naming ``path`` and where the chunk starts."""
+    """Reject off-manifold rows of ``chunk``, naming ``path`` and where the chunk starts.
+
+    ``manifold=False`` (``--no-manifold-check``) skips the manifold test
+    only: categorical codes the model refuses (negative, fractional,
+    2**31 and above) are refused all the same.
+    """
     from ..errors import InvalidPointError
     from ..geometry import check_points
 
     blocks = metadata.get("blocks")
+    if blocks is None and not manifold:
+        return
     try:
         if blocks is not None:
             from ..blocks import to_features
 
-            to_features(chunk, blocks)
+            to_features(chunk, blocks, check=manifold)
         else:
             check_points(
                 chunk, metadata["input_geometry"], metadata["curvature"], metadata["timelike_dim"]
             )
     except InvalidPointError as exc:
-        message = _file_rows(str(exc).split(". ", 1)[0], first_row)
+        message = _file_rows(_parts(exc)[0], first_row)
         if blocks is not None:
             from ..blocks import describe_blocks
 
@@ -293,8 +313,8 @@ def as_graph_input(chunk: np.ndarray, dtype: Any, path: Path, first_row: int) ->
     try:
         return check_representable(chunk, dtype)
     except InvalidPointError as exc:
-        message, _, fix = str(exc).partition(". ")
-        raise InputError(path, _file_rows(message, first_row), fix.rstrip(".") or None) from exc
+        message, fix = _parts(exc)
+        raise InputError(path, _file_rows(message, first_row), fix and fix.rstrip(".")) from exc
 
 
 def _file_rows(message: str, first_row: int) -> str:

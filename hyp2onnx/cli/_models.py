@@ -426,10 +426,13 @@ def onnx_session(onnx_model: Any, path: Path) -> Any:
 
 def onnx_metadata(onnx_model: Any, path: Path) -> dict[str, Any]:
     """hyp2onnx's metadata of a loaded graph, or an :class:`InputError` naming ``path``."""
+    from ..errors import DamagedMetadataError
     from ..export import read_metadata
 
     try:
         return read_metadata(onnx_model)
+    except DamagedMetadataError as exc:
+        raise InputError(path, str(exc), "re-export the graph with 'hyp2onnx convert'") from exc
     except (ValueError, KeyError) as exc:
         raise InputError(
             path,

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ._common import EXIT_CODES_HELP, EXIT_OK, debug_option, existing_file, run
+from ._common import EXIT_CODES_HELP, EXIT_OK, InputError, debug_option, existing_file, run
 from ._models import load_onnx
 from ._runtimes import runtimes_for
 
@@ -138,8 +138,12 @@ def inspect_file(path: Path) -> Inspection:
 
     existing_file(path, "ONNX")
     model = load_onnx(path)
+    from ..errors import DamagedMetadataError
+
     try:
         meta: dict[str, Any] | None = read_metadata(model)
+    except DamagedMetadataError as exc:
+        raise InputError(path, str(exc), "re-export the graph with 'hyp2onnx convert'") from exc
     except (ValueError, KeyError):
         meta = None
     from .._runtime import all_nodes

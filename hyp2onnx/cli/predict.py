@@ -164,8 +164,7 @@ def predict_file(
     with atomic_output(output, force=force) as f, progress(source.n_rows, "predict") as bar:
         header_written = False
         for chunk in source.chunks(chunk_rows):
-            if check_manifold:
-                check_points_in(chunk, metadata, data_path, rows)
+            check_points_in(chunk, metadata, data_path, rows, manifold=check_manifold)
             points = as_graph_input(chunk, dtype, data_path, rows)
             outputs = dict(zip(names, session.run(None, {graph_input.name: points})))
             if not header_written:
@@ -188,8 +187,8 @@ fewer for wide graphs (many trees times classes), so scoring takes at most
 about 256 MiB beyond the libraries' own memory whatever the file's size; a
 progress bar is shown when stderr is a terminal. Points are checked to lie
 on the graph's manifold first (--no-manifold-check skips that for trusted
-data); NaN, infinity and values the graph's input type cannot hold are
-refused either way. Labels starting with =, +, -, @, tab or carriage return
+data); NaN, infinity, values the graph's input type cannot hold and
+invalid categorical codes are refused either way. Labels starting with =, +, -, @, tab or carriage return
 are written with a leading ' so spreadsheets do not run them as formulas. The CSV has a header
 and one row per point: label and one probability_<class> column per class
 for classifiers, value (value_0, ... for several targets) for regressors.
@@ -224,7 +223,8 @@ Examples:
     help="Most rows scored at a time (fewer when the graph is wide).",
 )
 @click.option(
-    "--no-manifold-check", is_flag=True, help="Do not check that the points are on the manifold."
+    "--no-manifold-check", is_flag=True, help="Do not check that the points are on the manifold (categorical codes, NaN and "
+    "infinity are still checked)."
 )
 @click.option("--force", is_flag=True, help="Replace PREDICTIONS if it exists.")
 @debug_option

@@ -83,8 +83,9 @@ def verify_files(
 
 HELP = f"""Check that ONNX graph OUT agrees with MODEL on the points in DATA.
 
-Runs the graph in onnxruntime and MODEL in Python on the same points (cast
-to the graph's input type) and reports label differences and the largest
+Runs MODEL in Python on the points as DATA holds them (float64) and the
+graph in onnxruntime on what it receives (the points cast to its input
+type), and reports label differences and the largest
 difference of every numeric output. The exit status is 1 if any label
 differs or any value differs by more than ATOL + RTOL x |value| (by
 default both 0 for exact scikit-learn graphs; see

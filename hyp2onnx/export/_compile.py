@@ -191,8 +191,20 @@ def to_onnx(
         from .. import hyperdt
 
         _no_stated_geometry(model, input_geometry, curvature, timelike_dim)
+        # The dtype rule of plain models: the precision they compare in. HyperDT
+        # compares float64 products and keeps no training rows to show that
+        # float32 input routes them alike (far points a few 1e-7 apart in angle
+        # do not), so float64.
+        if dtype == "float32":
+            warnings.warn(
+                "HyperDT compares its splits in float64: float32 input moves points near "
+                "a split's plane (far points close in angle) to its other side, and labels "
+                "there will differ from HyperDT's on float64 input. Use dtype='float64' "
+                "(the default here).",
+                stacklevel=2,
+            )
         return hyperdt.compile_hyperdt(
-            model, dtype=dtype or "float32", encoding=encoding, opset=opset, name=name
+            model, dtype=dtype or "float64", encoding=encoding, opset=opset, name=name
         )
     described = describe(
         model, input_geometry=input_geometry, curvature=curvature, timelike_dim=timelike_dim
@@ -203,7 +215,8 @@ def to_onnx(
     elif dtype == "float32" and needed == "float64":
         warnings.warn(
             "float32 cannot separate some of this model's splits (points far from the "
-            "origin): float32 input loses them, and labels near those splits will differ "
+            "origin, or categorical codes from 2**24 on): float32 input loses them, and "
+            "labels near those splits will differ "
             "from the model's on float64 input. Use dtype='float64' (the default here).",
             stacklevel=2,
         )
@@ -231,9 +244,20 @@ def input_dtype(described: Model) -> str:
     float64 if float32 cannot separate some split's two nearest training
     rows (hyperbolic estimators record this when fitted, see
     :mod:`hyp2onnx.correction.tree_space`), else float32; for models that do not
-    record it (plain tree models), the precision they compare in.
+    record it (plain tree models, HyperDT's), the precision they compare in.
+    Categorical codes count too: float32 holds every integer up to 2**24
+    only, so a membership split with a code from 2**24 on would see a
+    neighbouring code (2**24 + 1 reads as 2**24) as its own: float64.
     """
-    return described.input_dtype or described.ensemble.compare_dtype
+    needed = described.input_dtype or described.ensemble.compare_dtype
+    categories = described.ensemble.categories
+    if categories is not None and categories.largest_code() >= FLOAT32_EXACT_CODES:
+        return "float64"
+    return needed
+
+
+#: Integer codes below this are exact in float32, and no larger integer rounds to one of them.
+FLOAT32_EXACT_CODES = 1 << 24
 
 
 def compile_model(
@@ -432,8 +456,16 @@ def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[st
     parsed["curvature"] = float(raw["curvature"])
     for key in ("timelike_dim", "n_features_in", "n_trees"):
         parsed[key] = int(raw[key])
-    parsed["classes"] = json.loads(raw["classes"])
-    parsed["blocks"] = blocks_from_json(raw["blocks"]) if "blocks" in raw else None
+    try:
+        parsed["classes"] = json.loads(raw["classes"])
+        parsed["blocks"] = blocks_from_json(raw["blocks"]) if "blocks" in raw else None
+    except RecursionError:
+        from .errors import DamagedMetadataError
+
+        raise DamagedMetadataError(
+            "this ONNX model's hyp2onnx metadata (classes or blocks) is nested too deeply to "
+            "read: the file is damaged or was not written by hyp2onnx"
+        ) from None
     parsed["doc_string"] = onnx_model.doc_string
     return parsed
 

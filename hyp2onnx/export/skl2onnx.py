@@ -96,14 +96,34 @@ def _compile(model: Any, input_type: Any, target_opset: Any, options: dict[str, 
             described, dtype=dtype, encoding=encoding, opset=opset, legacy_only=True
         )
     except ValueError as exc:
+        # Advise only encodings that convert this model under skl2onnx (the
+        # compat encoding, for one, has no node for categorical splits).
+        usable = [name for name in ENCODINGS if name != encoding and _converts(described, dtype, name, opset)]
+        advice = (
+            " or pass " + " or ".join(f"options={{'encoding': {n!r}}}" for n in usable) + " to skl2onnx"
+            if usable
+            else ""
+        )
         raise RuntimeError(
             f"{exc}: skl2onnx accepts ai.onnx.ml opsets up to 3 only. Export "
-            f"{type(model).__name__} with hyp2onnx.to_onnx, or pass "
-            "options={'encoding': 'compat'} to skl2onnx."
+            f"{type(model).__name__} with hyp2onnx.to_onnx{advice}."
         ) from exc
     if is_classifier(model) and options.get("zipmap", False) is not False:
         _float_probabilities(onx.graph)
     return onx
+
+
+def _converts(described: Any, dtype: str, encoding: str, opset: int) -> bool:
+    """Whether ``encoding`` compiles ``described`` with the operators skl2onnx accepts."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile_model(described, dtype=dtype, encoding=encoding, opset=opset, legacy_only=True)
+    except (ValueError, TypeError):
+        return False
+    return True
 
 
 def _float_probabilities(graph: onnx.GraphProto) -> None:

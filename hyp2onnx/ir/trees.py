@@ -47,6 +47,10 @@ class CategorySets(NamedTuple):
         ]
         return cls(member, np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64))
 
+    def largest_code(self) -> int:
+        """The largest code of any node (-1 if there is none)."""
+        return int((self.keys & 0xFFFFFFFF).max()) if self.keys.size else -1
+
     def codes(self, node: int) -> np.ndarray:
         """Sorted codes of membership node ``node``."""
         lo, hi = np.searchsorted(self.keys, [node << 32, (node + 1) << 32])
