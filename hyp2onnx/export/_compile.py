@@ -248,8 +248,16 @@ def input_dtype(described: Model) -> str:
     Categorical codes count too: float32 holds every integer up to 2**24
     only, so a membership split with a code from 2**24 on would see a
     neighbouring code (2**24 + 1 reads as 2**24) as its own: float64.
+    A plain model given points it must first project (not unit-ball Klein
+    points) needs float64 too: in Python the projection of the user's float64
+    points is rounded to the model's precision after it, not before.
     """
     needed = described.input_dtype or described.ensemble.compare_dtype
+    space = described.space
+    if described.input_dtype is None and not (
+        space.geometry == "klein" and space.curvature == -1.0
+    ):
+        return "float64"
     categories = described.ensemble.categories
     if categories is not None and categories.largest_code() >= FLOAT32_EXACT_CODES:
         return "float64"
@@ -460,7 +468,7 @@ def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[st
         parsed["classes"] = json.loads(raw["classes"])
         parsed["blocks"] = blocks_from_json(raw["blocks"]) if "blocks" in raw else None
     except RecursionError:
-        from .errors import DamagedMetadataError
+        from ..errors import DamagedMetadataError
 
         raise DamagedMetadataError(
             "this ONNX model's hyp2onnx metadata (classes or blocks) is nested too deeply to "
