@@ -237,6 +237,28 @@ def test_pickle_clone_and_convert(trained, client, tmp_path):
     assert hyp2onnx.verify(model, out, X).ok
 
 
+@pytest.mark.parametrize("name", ["HyperbolicDaskXGBClassifier", "HyperbolicDaskLGBMRegressor"])
+def test_skops_file_of_a_dask_model_converts(models, name, tmp_path, capsys):
+    """A Dask model saved with skops loads like its single-machine twin; other types stay
+    refused."""
+    import fractions
+
+    import skops.io as sio
+
+    from hyp2onnx.cli import main
+
+    model, _, (_, X, _, _) = models(name)
+    path = tmp_path / "model.skops"
+    sio.dump(model, path)
+    np.save(tmp_path / "X.npy", X[:500])
+    out = tmp_path / "model.onnx"
+    assert main(["convert", str(path), "-o", str(out), "--check", str(tmp_path / "X.npy")]) == 0
+    assert hyp2onnx.verify(model, out, X).ok
+    sio.dump({"model": model, "odd": fractions.Fraction(1, 3)}, tmp_path / "odd.skops")
+    assert main(["convert", str(tmp_path / "odd.skops"), "-o", str(tmp_path / "odd.onnx")]) == 2
+    assert "fractions.Fraction" in capsys.readouterr().err
+
+
 def test_dataframe_input_records_feature_names(client):
     k, X, y, _ = _data("binary", seed=4)
     columns = ["t", "a", "b"]
