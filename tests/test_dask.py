@@ -476,3 +476,77 @@ def test_freed_memory_is_reused_during_the_search_then_returned(monkeypatch, env
         monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
         with hdask._reusing_freed_memory():
             np.ones(1 << 20).sum()
+
+
+# -- bad rows: refused with their global row numbers, or null outputs -----------------------
+
+
+def _bad_points(X):
+    """X with NaN, infinity, an off-manifold row, a negative-sheet row, at known rows."""
+    bad = X.copy()
+    rows = {10: np.nan, 701: np.inf, 1502: "off", 2999: "sheet"}
+    for row, kind in rows.items():
+        if kind == "off":
+            bad[row, 0] += 0.5
+        elif kind == "sheet":
+            bad[row, 0] = -bad[row, 0]
+        else:
+            bad[row, 1] = kind
+    return bad, sorted(rows)
+
+
+def test_predict_refuses_bad_rows_naming_their_global_rows(models, client):
+    model, _, (_, X, _, _) = models("HyperbolicDaskXGBClassifier")
+    graph = hyp2onnx.to_onnx(model, dtype="float64")
+    bad, rows = _bad_points(X)
+    for wrong in rows:  # one bad row at a time: each is refused, named by its global row
+        one = X.copy()
+        one[wrong] = bad[wrong]
+        with pytest.raises(hyp2onnx.InvalidPointError, match=rf"\(rows {wrong}\)"):
+            dask.compute(hdask.predict(graph, da.from_array(one, chunks=(CHUNKS, -1))))
+    frame = pd.DataFrame(bad, columns=["t", "a", "b"], index=np.arange(X.shape[0]) + 5000)
+    with pytest.raises(hyp2onnx.InvalidPointError, match=r"of partition \d+; index (5010|5701|6502|7999)\)"):
+        hdask.predict(graph, dd.from_pandas(frame, npartitions=4)).compute()
+    with pytest.raises(TypeError, match="not numeric: a"):
+        hdask.predict(graph, dd.from_pandas(frame.astype({"a": str}), npartitions=2))
+    with pytest.raises(ValueError, match="bad_rows must be 'error'"):
+        hdask.predict(graph, da.from_array(X, chunks=500), bad_rows="drop")
+    # check_manifold=False skips the manifold only: NaN and infinity are still refused.
+    lax = hdask.predict(graph, da.from_array(bad[1500:], chunks=500), check_manifold=False)
+    assert lax["label"].shape == (1500,) and len(lax["label"].compute()) == 1500  # off, sheet
+    with pytest.raises(hyp2onnx.InvalidPointError, match=r"NaN or infinity \(rows 10\)"):
+        dask.compute(hdask.predict(graph, da.from_array(bad[:500], chunks=250), check_manifold=False))
+
+
+def test_predict_gives_null_outputs_for_bad_rows_on_request(models, client):
+    model, _, (_, X, _, _) = models("HyperbolicDaskXGBClassifier")
+    graph = hyp2onnx.to_onnx(model, dtype="float64")
+    bad, rows = _bad_points(X)
+    good = np.setdiff1d(np.arange(X.shape[0]), rows)
+    want = run_onnx(graph, X[good])
+    out = dask.compute(hdask.predict(graph, da.from_array(bad, chunks=(CHUNKS, -1)), bad_rows="null"))[0]
+    for name, value in out.items():
+        nulls = pd.isna(value).reshape(X.shape[0], -1).all(axis=1)
+        np.testing.assert_array_equal(np.flatnonzero(nulls), rows)
+        np.testing.assert_array_equal(value[good].astype(want[name].dtype), want[name])
+    frame = pd.DataFrame(bad, columns=["t", "a", "b"])
+    scored = hdask.predict(graph, dd.from_pandas(frame, npartitions=4), bad_rows="null").compute()
+    np.testing.assert_array_equal(np.flatnonzero(scored["label"].isna()), rows)
+    np.testing.assert_array_equal(scored["label"].to_numpy()[good].astype(str), want["label"].astype(str))
+
+
+def test_fit_and_model_predict_name_bad_rows_by_global_row(client):
+    k, X, y, _ = _data("binary", seed=7)
+    bad = X.copy()
+    bad[1750, 0] += 0.5  # partition 2 (rows 1000 .. 2199), its row 750
+    model = hdask.HyperbolicDaskXGBClassifier(client=client, **_native_params("XGB"))
+    with pytest.raises(hyp2onnx.InvalidPointError, match=r"\(rows 1750\)"):
+        model.fit(da.from_array(bad, chunks=(CHUNKS, -1)), da.from_array(y, chunks=(CHUNKS,)))
+    model.fit(da.from_array(X, chunks=(CHUNKS, -1)), da.from_array(y, chunks=(CHUNKS,)))
+    for method in ("predict", "predict_proba", "to_klein"):
+        with pytest.raises(hyp2onnx.InvalidPointError, match=r"\(rows 1750\)"):
+            getattr(model, method)(da.from_array(bad, chunks=(CHUNKS, -1))).compute()
+    # Partition sizes unknown (from a DataFrame): the partition and its row.
+    unknown = dd.from_pandas(pd.DataFrame(bad), npartitions=3).to_dask_array()
+    with pytest.raises(hyp2onnx.InvalidPointError, match=r"\(rows 750 of partition 1\)"):
+        model.predict(unknown).compute()
