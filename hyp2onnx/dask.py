@@ -43,10 +43,12 @@ import operator
 import os
 import sys
 from collections.abc import Iterator
+from numbers import Real
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import is_classifier
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _scoring
@@ -415,6 +417,14 @@ _DASK_DOC = """
     bit-identical to the single-machine estimator's (``tree_space="klein"``)
     correction of the same booster.
 
+    ``fit_timeout`` bounds the library's Dask training, in seconds (default
+    3600; None: no limit): past it, the training's tasks are cancelled and
+    ``fit`` raises TimeoutError, so a training whose workers wait on each
+    other can never hang. LightGBM classifiers first check that every worker
+    holding rows holds every class (LightGBM encodes labels per worker).
+    Invalid points are refused before training, named by their global row
+    numbers.
+
     ``tree_space`` is ``"klein"`` (the default here, and the only value): the
     booster is fitted on Klein coordinates. The single-machine default,
     ``"ranks"``, needs every feature's distinct training values in one place,
@@ -452,10 +462,15 @@ class _DaskModel:
                 "tree_space": "klein",
                 "override_subsample": True,
                 "client": None,
+                "fit_timeout": FIT_TIMEOUT,
             },
             extra=True,
         )
-        cls._parameter_constraints = {**cls._parameter_constraints, "client": "no_validation"}
+        cls._parameter_constraints = {
+            **cls._parameter_constraints,
+            "client": "no_validation",
+            "fit_timeout": [Interval(Real, 0, None, closed="neither"), None],
+        }
         cls.__doc__ = (cls.__doc__ or "") + _DASK_DOC
 
     # -- a Client is a handle: shared by clones, never pickled -------------------
@@ -543,8 +558,10 @@ class _DaskModel:
         backend.check_fit(estimator, y, fit_params)
         backend.warn_subsampling(estimator, stacklevel=3)
         y_train = self._training_labels(y, client)
-        fitted = self._train(
-            estimator, client, Xt, y_train, w, self._fit_params(fit_params, _blockwise(to_tree))
+        self._check_workers(client, Xt, y_train)  # before the library opens its sockets
+        fitted = _within(
+            self.fit_timeout, client, type(self).__name__, self._train,
+            estimator, client, Xt, y_train, w, self._fit_params(fit_params, _blockwise(to_tree)),
         )
         self._check_classes(fitted)  # first: says why the classes disagree
         backend.to_ensemble(fitted)  # refuse now what export would refuse
@@ -579,6 +596,9 @@ class _DaskModel:
 
     def _check_classes(self, fitted: Any) -> None:
         """Hook: refuse a model whose classes are not those of ``y``."""
+
+    def _check_workers(self, client: Any, Xt: Any, y: Any) -> None:
+        """Hook: refuse, before training, data the library cannot train on as it lies."""
 
     def _correct(
         self, backend: Backend, fitted: Any, Xt: Any, y: Any, sample_weight: Any
@@ -681,6 +701,90 @@ class _DaskLGBMClassifier(_DaskClassifier):
                 f"{self._labels.tolist()[:10]}: every worker's partitions must contain every "
                 "class. Shuffle or repartition the data."
             )
+
+
+    def _check_workers(self, client: Any, Xt: Any, y: Any) -> None:
+        # LightGBM trains on each worker's partitions where they lie (each part goes
+        # where its rows are) and encodes the labels per worker; a worker without
+        # some class makes the workers disagree on the number of classes, which
+        # fails (after earlier fits: "Socket recv error") or hangs in its network.
+        from distributed import futures_of
+
+        rows = {f.key: f for f in futures_of(Xt)}
+        labels = {f.key: f for f in futures_of(y)}
+        xs = [rows[d.key] for d in Xt.to_delayed().ravel()]
+        ys = [labels[d.key] for d in y.to_delayed().ravel()]
+        holder = client.who_has(xs)
+        found = client.gather(client.map(_classes_in, ys, pure=False))
+        held: dict[str, set] = {}
+        for x, classes in zip(xs, found, strict=True):
+            if classes is not None:  # an empty partition adds no worker
+                held.setdefault(sorted(holder[x.key])[0], set()).update(classes.tolist())
+        everything = set(self._labels.tolist())
+        for worker, classes in sorted(held.items()):
+            missing = sorted(everything - classes)
+            if missing:
+                raise ValueError(
+                    f"LightGBM's Dask training needs every class on every worker that holds "
+                    f"rows, but the partitions on worker {worker} hold no rows of the classes "
+                    f"{missing[:10]} (y holds {sorted(everything)[:10]}): every worker's "
+                    "partitions must contain every class. Shuffle or repartition the data "
+                    "so that each partition holds every class."
+                )
+
+
+def _classes_in(y: np.ndarray) -> np.ndarray | None:
+    """The labels in one partition of ``y`` (None when it is empty)."""
+    y = np.asarray(y)
+    return np.unique(y) if y.size else None
+
+
+#: Seconds a Dask estimator's training may take by default (``fit_timeout``).
+FIT_TIMEOUT = 3600.0
+
+
+def _within(timeout: float | None, client: Any, name: str, train: Any, *args: Any) -> Any:
+    """``train(*args)``, or a TimeoutError after ``timeout`` seconds (None: no limit).
+
+    The booster libraries' Dask training waits on its workers' tasks, which
+    can wait on each other's sockets for ever (LightGBM's default socket
+    time-out is two hours). On time-out, the training's tasks are cancelled,
+    so the client is free again; a worker thread stuck in native code may
+    keep its worker busy until its sockets time out, hence the advice to
+    restart the workers.
+    """
+    import threading
+
+    if timeout is None:
+        return train(*args)
+    before = set(client.futures)
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["model"] = train(*args)
+        except BaseException as exc:  # handed to the caller
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name=f"{name}.fit", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        from distributed import Future
+
+        started = [Future(key, client) for key in set(client.futures) - before]
+        client.cancel(started, force=True)
+        thread.join(30)
+        raise TimeoutError(
+            f"{name}.fit: the Dask training did not finish within fit_timeout={timeout:g} s, "
+            "so it was cancelled (the workers may be waiting on each other, for example when "
+            "one lacks a class, or the data is larger than the time allows). Check the data's "
+            "partitions, restart the workers (client.restart()) if they stay busy, and fit "
+            "again with a larger fit_timeout if the training needs longer."
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["model"]
 
 
 class _DaskLGBMRegressor(_DaskModel):

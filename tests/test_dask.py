@@ -550,3 +550,51 @@ def test_fit_and_model_predict_name_bad_rows_by_global_row(client):
     unknown = dd.from_pandas(pd.DataFrame(bad), npartitions=3).to_dask_array()
     with pytest.raises(hyp2onnx.InvalidPointError, match=r"\(rows 750 of partition 1\)"):
         model.predict(unknown).compute()
+
+
+# -- LightGBM: classes per worker checked before training; no training can hang ----------
+
+
+def _pinned(client, X, y, split):
+    """X and y in two partitions, persisted on one worker each: rows ``split`` on the first."""
+    workers = list(client.scheduler_info()["workers"])
+    parts = [
+        client.persist((da.from_array(X[rows]), da.from_array(y[rows])), workers=[w])
+        for rows, w in zip(split, workers)
+    ]
+    return da.concatenate([p[0] for p in parts]), da.concatenate([p[1] for p in parts])
+
+
+def test_lightgbm_refuses_a_worker_without_a_class_before_training(client):
+    """After earlier fits on the same client LightGBM itself failed with 'Socket recv
+    error' or hung; the classes are now checked per worker before it starts."""
+    k, X, y, _ = _data("multiclass", seed=8)
+    params = dict(n_estimators=2, num_leaves=4, verbose=-1)
+    hdask.HyperbolicDaskLGBMClassifier(client=client, **params).fit(
+        da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
+    )  # an earlier fit on this client
+    lacking = np.flatnonzero(y != "virginica")[:1000]  # the first worker: two classes only
+    rest = np.setdiff1d(np.arange(y.size), lacking)
+    Xd, yd = _pinned(client, X, y, [lacking, rest])
+    with pytest.raises(ValueError, match=r"worker \S+ hold no rows of the classes \['virginica'\]"):
+        hdask.HyperbolicDaskLGBMClassifier(client=client, fit_timeout=120, **params).fit(Xd, yd)
+
+
+def test_a_training_past_fit_timeout_is_cancelled_with_a_clear_error(client):
+    import time
+
+    k, X, y, _ = _data("binary", seed=9)
+    Xd, yd = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
+    slow = hdask.HyperbolicDaskLGBMClassifier(
+        client=client, n_estimators=400, num_leaves=31, verbose=-1, fit_timeout=0.05
+    )
+    with pytest.raises(TimeoutError, match=r"fit_timeout=0.05 s.*restart the workers"):
+        slow.fit(Xd, yd)
+    for _ in range(600):  # the workers finish what they run; then the client trains again
+        if not any(client.processing().values()):
+            break
+        time.sleep(0.1)
+    model = hdask.HyperbolicDaskLGBMClassifier(client=client, n_estimators=2, verbose=-1)
+    assert model.fit(Xd, yd).fit_timeout == 3600.0
+    with pytest.raises(ValueError, match="fit_timeout"):
+        hdask.HyperbolicDaskLGBMClassifier(client=client, fit_timeout=-1).fit(Xd, yd)
