@@ -719,7 +719,7 @@ class _DaskLGBMClassifier(_DaskClassifier):
         held: dict[str, set] = {}
         for x, classes in zip(xs, found, strict=True):
             if classes is not None:  # an empty partition adds no worker
-                held.setdefault(sorted(holder[x.key])[0], set()).update(classes.tolist())
+                held.setdefault(min(holder[x.key]), set()).update(classes.tolist())
         everything = set(self._labels.tolist())
         for worker, classes in sorted(held.items()):
             missing = sorted(everything - classes)
@@ -763,7 +763,7 @@ def _within(timeout: float | None, client: Any, name: str, train: Any, *args: An
     def run() -> None:
         try:
             outcome["model"] = train(*args)
-        except BaseException as exc:  # handed to the caller
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller)
             outcome["error"] = exc
 
     thread = threading.Thread(target=run, name=f"{name}.fit", daemon=True)
