@@ -5,6 +5,16 @@ onnxruntime session is built once and kept, keyed by the graph's hash and
 the thread count (a few graphs at most, least recently used dropped).
 Sessions are safe to share between a worker's threads. The graph's bytes
 are only read when the process has no session for it yet.
+
+Every partition is checked before the graph sees it, as ``hyp2onnx
+predict`` checks a file's rows (:class:`RowCheck`): the points must lie on
+the graph's manifold (its geometry or input blocks, with the functions of
+:mod:`hyp2onnx.geometry` and :mod:`hyp2onnx.blocks`), and be finite and
+representable in the graph's input type. A graph cannot refuse a row
+itself, so without this it would label NaN or an off-manifold point.
+``bad_rows="error"`` raises :class:`~hyp2onnx.errors.InvalidPointError`
+naming the rows (:func:`locate`); ``"null"`` scores the valid rows and gives
+the others null outputs (:func:`null_outputs`).
 """
 
 from __future__ import annotations
@@ -12,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,7 +34,22 @@ import onnx
 
 from . import _runtime
 
-__all__ = ["OutputSpec", "graph_bytes", "graph_key", "run", "session", "sessions_created"]
+__all__ = [
+    "BAD_ROWS",
+    "OutputSpec",
+    "RowCheck",
+    "bad_row_mask",
+    "graph_bytes",
+    "graph_key",
+    "locate",
+    "null_outputs",
+    "run",
+    "session",
+    "sessions_created",
+]
+
+#: What the distributed scorers do with rows the model would refuse.
+BAD_ROWS = ("error", "null")
 
 #: Sessions one process keeps (different graphs or thread counts).
 _MAX_SESSIONS = 4
@@ -90,6 +116,167 @@ def run(sess: Any, X: np.ndarray) -> dict[str, np.ndarray]:
     dtype = np.float32 if graph_input.type == "tensor(float)" else np.float64
     values = sess.run(None, {graph_input.name: np.ascontiguousarray(X, dtype=dtype)})
     return {o.name: v for o, v in zip(sess.get_outputs(), values, strict=True)}
+
+
+def check_bad_rows(bad_rows: Any) -> str:
+    """``bad_rows`` if it is one of :data:`BAD_ROWS`, else a ValueError saying which are."""
+    if not isinstance(bad_rows, str) or bad_rows not in BAD_ROWS:
+        raise ValueError(
+            f"bad_rows must be 'error' (refuse the data, naming the rows) or 'null' (null "
+            f"outputs for those rows), got {bad_rows!r}."
+        )
+    return bad_rows
+
+
+@dataclass(frozen=True)
+class RowCheck:
+    """The checks ``hyp2onnx predict`` makes on a file's rows, for one graph.
+
+    Built from the graph's metadata (geometry, curvature, timelike column or
+    input blocks) and input type; picklable, so it travels to the workers.
+    ``check_manifold=False`` skips the manifold test only: NaN, infinity,
+    values the input type cannot hold and invalid categorical codes are
+    refused whatever it says.
+    """
+
+    geometry: str
+    curvature: float
+    timelike_dim: int
+    blocks: Any
+    dtype: np.dtype
+    check_manifold: bool = True
+
+    @classmethod
+    def of(cls, blob: bytes, *, check_manifold: bool = True) -> RowCheck:
+        from .export import read_metadata
+
+        model = onnx.load_from_string(blob)
+        meta = read_metadata(model)
+        elem = model.graph.input[0].type.tensor_type.elem_type
+        return cls(
+            geometry=meta["input_geometry"],
+            curvature=meta["curvature"],
+            timelike_dim=meta["timelike_dim"],
+            blocks=meta["blocks"],
+            dtype=np.dtype(np.float64 if elem == onnx.TensorProto.DOUBLE else np.float32),
+            check_manifold=bool(check_manifold),
+        )
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        """``X`` in the graph's input type; :class:`InvalidPointError` naming the rows of
+        ``X`` (numbered from 0) the model would refuse."""
+        from .geometry import check_points, check_representable
+
+        if self.blocks is not None:
+            from .blocks import to_features
+
+            to_features(X, self.blocks, check=self.check_manifold)  # codes always checked
+        elif self.check_manifold:
+            check_points(X, self.geometry, self.curvature, self.timelike_dim)
+        return check_representable(X, self.dtype)
+
+
+def bad_row_mask(X: np.ndarray, check: Any) -> np.ndarray:
+    """Which rows of ``X`` ``check`` refuses, found by halving the refused slices.
+
+    ``check`` raises :class:`InvalidPointError` if any row is bad and judges
+    each row alone (as :class:`RowCheck` does), so a slice it passes holds no
+    bad row: a clean partition costs one call, ``b`` bad rows about
+    ``2 b log2(n / b)`` calls on ever smaller slices.
+    """
+    from .errors import InvalidPointError
+
+    bad = np.zeros(X.shape[0], dtype=bool)
+    pending = [(0, X.shape[0])] if X.shape[0] else []
+    while pending:
+        lo, hi = pending.pop()
+        try:
+            check(X[lo:hi])
+        except InvalidPointError:
+            if hi - lo == 1:
+                bad[lo] = True
+            else:
+                mid = (lo + hi) // 2
+                pending += [(mid, hi), (lo, mid)]
+    return bad
+
+
+_ROWS = re.compile(r"\(rows ([0-9, .]+)\)")
+
+
+def locate(
+    message: str,
+    *,
+    first_row: int | None = None,
+    partition: int | None = None,
+    first_in_partition: int = 0,
+    index: Any = None,
+) -> str:
+    """``message`` (with a partition's row numbers, "(rows 3, 7)") telling where the rows lie.
+
+    With ``first_row`` (the partition's first row in the whole data) the rows
+    become global row numbers; otherwise they are given with ``partition``,
+    counted from ``first_in_partition`` (where a partition arrives in batches).
+    ``index`` (a DataFrame partition's index) adds the rows' index labels.
+    """
+    found = _ROWS.search(message)
+    local = [int(r) for r in re.findall(r"\d+", found.group(1))] if found else []
+    more = ", ..." if found and "..." in found.group(1) else ""
+    if first_row is not None:
+        where = "rows " + ", ".join(str(first_row + r) for r in local) + more
+    else:
+        shown = ", ".join(str(first_in_partition + r) for r in local)
+        where = f"rows {shown}{more} of partition {partition}"
+    if index is not None and local:
+        labels = [index[r] for r in local if r < len(index)]
+        where += "; index " + ", ".join(map(str, labels)) + more
+    if found is None:
+        start = f"row {first_row}" if first_row is not None else f"partition {partition}"
+        return f"{message} (in the rows from {start} on)"
+    return message[: found.start()] + f"({where})" + message[found.end() :]
+
+
+def null_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype of an output that may hold nulls: floats stay, int64 labels become
+    float64 (NaN; exact up to 2**53), strings stay objects (None)."""
+    return dtype if dtype.kind in "fO" else np.dtype(np.float64)
+
+
+def null_outputs(
+    sess: Any, X: np.ndarray, bad: np.ndarray, spec: OutputSpec
+) -> dict[str, np.ndarray]:
+    """:func:`run` on the rows of ``X`` not marked ``bad``; the others get NaN (None for
+    string labels), in the dtypes of :func:`null_dtype`."""
+    good = ~bad
+    result = run(sess, X[good]) if good.any() else None
+    outputs = {}
+    for name, dtype, width in spec.outputs:
+        shape = (X.shape[0],) if width is None else (X.shape[0], width)
+        kind = null_dtype(dtype)
+        full = np.full(shape, None if kind == object else np.nan, dtype=kind)
+        if result is not None:
+            full[good] = result[name]
+        outputs[name] = full
+    return outputs
+
+
+def score(
+    sess: Any, X: np.ndarray, check: RowCheck, spec: OutputSpec, bad_rows: str, **where: Any
+) -> dict[str, np.ndarray]:
+    """One partition's outputs, its rows checked first (``where``: see :func:`locate`).
+
+    ``bad_rows="error"``: an :class:`InvalidPointError` naming the bad rows
+    where they lie in the whole data; ``"null"``: null outputs for them.
+    """
+    from .errors import InvalidPointError
+
+    if bad_rows == "null":
+        return null_outputs(sess, X, bad_row_mask(X, check), spec)
+    try:
+        X = check(X)
+    except InvalidPointError as exc:
+        raise InvalidPointError(locate(str(exc), **where)) from None
+    return run(sess, X)
 
 
 @dataclass(frozen=True)

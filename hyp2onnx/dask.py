@@ -43,10 +43,12 @@ import operator
 import os
 import sys
 from collections.abc import Iterator
+from numbers import Real
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import is_classifier
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _scoring
@@ -168,8 +170,35 @@ def _blockwise(f: Any) -> Any:
     return apply
 
 
-def _klein_block(block: np.ndarray, geometry: str, curvature: float, timelike: int, check: bool):
-    return to_klein(np.asarray(block, dtype=np.float64), geometry, curvature, timelike, check=check)
+def _where(block_info: dict | None) -> dict[str, int]:
+    """Where a map_blocks partition lies, for :func:`hyp2onnx._scoring.locate`: its
+    first row in the whole array, or (sizes unknown) its partition number."""
+    info = (block_info or {}).get(0) or {}
+    start = (info.get("array-location") or [(None, None)])[0][0]
+    if start is not None and not np.isnan(start):
+        return {"first_row": int(start)}
+    return {"partition": int((info.get("chunk-location") or (0,))[0])}
+
+
+@contextlib.contextmanager
+def _rows_located(block_info: dict | None) -> Iterator[None]:
+    """Re-raise a partition's InvalidPointError with the rows' global numbers."""
+    from .errors import InvalidPointError
+
+    try:
+        yield
+    except InvalidPointError as exc:
+        raise InvalidPointError(_scoring.locate(str(exc), **_where(block_info))) from None
+
+
+def _klein_block(
+    block: np.ndarray, geometry: str, curvature: float, timelike: int, check: bool,
+    block_info: dict | None = None,
+):
+    with _rows_located(block_info):
+        return to_klein(
+            np.asarray(block, dtype=np.float64), geometry, curvature, timelike, check=check
+        )
 
 
 def _framed(model: Any, block: np.ndarray) -> Any:
@@ -182,8 +211,11 @@ def _framed(model: Any, block: np.ndarray) -> Any:
     return pd.DataFrame(block, columns=names)
 
 
-def _call_block(block: np.ndarray, model: Any, method: str) -> np.ndarray:
-    return np.asarray(getattr(model, method)(_framed(model, block)))
+def _call_block(
+    block: np.ndarray, model: Any, method: str, block_info: dict | None = None
+) -> np.ndarray:
+    with _rows_located(block_info):
+        return np.asarray(getattr(model, method)(_framed(model, block)))
 
 
 #: Rows summarised in one task at most: a worker's partitions are summarised
@@ -384,6 +416,14 @@ _DASK_DOC = """
     bit-identical to the single-machine estimator's (``tree_space="klein"``)
     correction of the same booster.
 
+    ``fit_timeout`` bounds the library's Dask training, in seconds (default
+    3600; None: no limit): past it, the training's tasks are cancelled and
+    ``fit`` raises TimeoutError, so a training whose workers wait on each
+    other can never hang. LightGBM classifiers first check that every worker
+    holding rows holds every class (LightGBM encodes labels per worker).
+    Invalid points are refused before training, named by their global row
+    numbers.
+
     ``tree_space`` is ``"klein"`` (the default here, and the only value): the
     booster is fitted on Klein coordinates. The single-machine default,
     ``"ranks"``, needs every feature's distinct training values in one place,
@@ -421,10 +461,15 @@ class _DaskModel:
                 "tree_space": "klein",
                 "override_subsample": True,
                 "client": None,
+                "fit_timeout": FIT_TIMEOUT,
             },
             extra=True,
         )
-        cls._parameter_constraints = {**cls._parameter_constraints, "client": "no_validation"}
+        cls._parameter_constraints = {
+            **cls._parameter_constraints,
+            "client": "no_validation",
+            "fit_timeout": [Interval(Real, 0, None, closed="neither"), None],
+        }
         cls.__doc__ = (cls.__doc__ or "") + _DASK_DOC
 
     # -- a Client is a handle: shared by clones, never pickled -------------------
@@ -512,8 +557,10 @@ class _DaskModel:
         backend.check_fit(estimator, y, fit_params)
         backend.warn_subsampling(estimator, stacklevel=3)
         y_train = self._training_labels(y, client)
-        fitted = self._train(
-            estimator, client, Xt, y_train, w, self._fit_params(fit_params, _blockwise(to_tree))
+        self._check_workers(client, Xt, y_train)  # before the library opens its sockets
+        fitted = _within(
+            self.fit_timeout, client, type(self).__name__, self._train,
+            estimator, client, Xt, y_train, w, self._fit_params(fit_params, _blockwise(to_tree)),
         )
         self._check_classes(fitted)  # first: says why the classes disagree
         backend.to_ensemble(fitted)  # refuse now what export would refuse
@@ -548,6 +595,9 @@ class _DaskModel:
 
     def _check_classes(self, fitted: Any) -> None:
         """Hook: refuse a model whose classes are not those of ``y``."""
+
+    def _check_workers(self, client: Any, Xt: Any, y: Any) -> None:
+        """Hook: refuse, before training, data the library cannot train on as it lies."""
 
     def _correct(
         self, backend: Backend, fitted: Any, Xt: Any, y: Any, sample_weight: Any
@@ -648,6 +698,90 @@ class _DaskLGBMClassifier(_DaskClassifier):
             )
 
 
+    def _check_workers(self, client: Any, Xt: Any, y: Any) -> None:
+        # LightGBM trains on each worker's partitions where they lie (each part goes
+        # where its rows are) and encodes the labels per worker; a worker without
+        # some class makes the workers disagree on the number of classes, which
+        # fails (after earlier fits: "Socket recv error") or hangs in its network.
+        from distributed import futures_of
+
+        rows = {f.key: f for f in futures_of(Xt)}
+        labels = {f.key: f for f in futures_of(y)}
+        xs = [rows[d.key] for d in Xt.to_delayed().ravel()]
+        ys = [labels[d.key] for d in y.to_delayed().ravel()]
+        holder = client.who_has(xs)
+        found = client.gather(client.map(_classes_in, ys, pure=False))
+        held: dict[str, set] = {}
+        for x, classes in zip(xs, found, strict=True):
+            if classes is not None:  # an empty partition adds no worker
+                held.setdefault(min(holder[x.key]), set()).update(classes.tolist())
+        everything = set(self._labels.tolist())
+        for worker, classes in sorted(held.items()):
+            missing = sorted(everything - classes)
+            if missing:
+                raise ValueError(
+                    f"LightGBM's Dask training needs every class on every worker that holds "
+                    f"rows, but the partitions on worker {worker} hold no rows of the classes "
+                    f"{missing[:10]} (y holds {sorted(everything)[:10]}): every worker's "
+                    "partitions must contain every class. Shuffle or repartition the data "
+                    "so that each partition holds every class."
+                )
+
+
+def _classes_in(y: np.ndarray) -> np.ndarray | None:
+    """The labels in one partition of ``y`` (None when it is empty)."""
+    y = np.asarray(y)
+    return np.unique(y) if y.size else None
+
+
+#: Seconds a Dask estimator's training may take by default (``fit_timeout``).
+FIT_TIMEOUT = 3600.0
+
+
+def _within(timeout: float | None, client: Any, name: str, train: Any, *args: Any) -> Any:
+    """``train(*args)``, or a TimeoutError after ``timeout`` seconds (None: no limit).
+
+    The booster libraries' Dask training waits on its workers' tasks, which
+    can wait on each other's sockets for ever (LightGBM's default socket
+    time-out is two hours). On time-out, the training's tasks are cancelled,
+    so the client is free again; a worker thread stuck in native code may
+    keep its worker busy until its sockets time out, hence the advice to
+    restart the workers.
+    """
+    import threading
+
+    if timeout is None:
+        return train(*args)
+    before = set(client.futures)
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["model"] = train(*args)
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller)
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name=f"{name}.fit", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        from distributed import Future
+
+        started = [Future(key, client) for key in set(client.futures) - before]
+        client.cancel(started, force=True)
+        thread.join(30)
+        raise TimeoutError(
+            f"{name}.fit: the Dask training did not finish within fit_timeout={timeout:g} s, "
+            "so it was cancelled (the workers may be waiting on each other, for example when "
+            "one lacks a class, or the data is larger than the time allows). Check the data's "
+            "partitions, restart the workers (client.restart()) if they stay busy, and fit "
+            "again with a larger fit_timeout if the training needs longer."
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["model"]
+
+
 class _DaskLGBMRegressor(_DaskModel):
     _train = staticmethod(_train_lightgbm)
 
@@ -681,9 +815,28 @@ def __dir__() -> list[str]:
 # -- scoring exported graphs -------------------------------------------------------------
 
 
-def _score_block(graph: bytes, key: str, block: Any, threads: int) -> dict[str, np.ndarray]:
+def _score_block(
+    graph: bytes, key: str, block: Any, threads: int, check: Any, spec: Any, bad_rows: str,
+    where: dict,
+) -> dict[str, np.ndarray]:
     session = _scoring.session(key, graph, threads)
-    return _scoring.run(session, np.asarray(block))
+    return _scoring.score(session, np.asarray(block), check, spec, bad_rows, **where)
+
+
+def _numeric_or_refuse(dtypes: dict[str, Any], what: str) -> None:
+    """A TypeError naming the columns that do not hold numbers (before any task runs)."""
+    from pandas.api.types import is_complex_dtype, is_numeric_dtype
+
+    bad = {
+        name: dtype for name, dtype in dtypes.items()
+        if not is_numeric_dtype(dtype) or is_complex_dtype(dtype)
+    }
+    if bad:
+        shown = ", ".join(f"{name} ({dtype})" for name, dtype in list(bad.items())[:5])
+        raise TypeError(
+            f"{what} must hold real numbers; not numeric: {shown}. Convert the point "
+            "columns to floats (e.g. with astype(float) or dask.dataframe.to_numeric) first."
+        )
 
 
 def predict(
@@ -693,6 +846,8 @@ def predict(
     columns: list[str] | None = None,
     threads: int = 1,
     output_prefix: str = "",
+    bad_rows: str = "error",
+    check_manifold: bool = True,
 ) -> Any:
     """Score dask points with an exported graph, one onnxruntime session per worker process.
 
@@ -709,23 +864,51 @@ def predict(
     session's intra-op thread count (Dask already runs partitions in
     parallel). Compute the outputs together (``dask.compute(*out.values())``):
     each compute scores the partitions again.
+
+    Every partition is checked first, as ``hyp2onnx predict`` checks a file:
+    points on the graph's manifold (its geometry or input blocks; skipped
+    with ``check_manifold=False``), finite, representable in the graph's
+    input type, valid categorical codes (see :mod:`hyp2onnx._scoring`).
+    Non-numeric point columns are refused at once (TypeError).
+    ``bad_rows="error"`` (the default): computing the result raises
+    :class:`~hyp2onnx.errors.InvalidPointError` naming the bad rows by their
+    global row numbers (the partition and its row where the partition sizes
+    are unknown; a DataFrame's index labels too). ``bad_rows="null"``: those
+    rows get NaN outputs (None for string labels; integer labels become
+    float64 so they can hold NaN, and pandas' nullable ``Int64`` in a
+    DataFrame), the others their labels.
     """
     dask = _dask()
+    bad_rows = _scoring.check_bad_rows(bad_rows)
     blob = _scoring.graph_bytes(graph)
     spec = _scoring.OutputSpec.of(blob)
+    check = _scoring.RowCheck.of(blob, check_manifold=check_manifold)
     key = _scoring.graph_key(blob)
     shipped = dask.delayed(blob, pure=True)
-    score = dask.delayed(_score_block, pure=True)
     if isinstance(data, dask.dataframe.DataFrame):
-        return _predict_frame(data, spec, shipped, key, columns, threads, output_prefix)
+        return _predict_frame(
+            data, spec, shipped, key, columns, threads, output_prefix, check, bad_rows
+        )
     if columns is not None:
         raise ValueError("columns= is for dask DataFrames; pass the point columns as the array.")
+    if isinstance(data, dask.array.Array):
+        _numeric_or_refuse({"data": data.dtype}, "data")
     rows = _as_rows(data, "data")
     if rows.shape[1] != spec.n_features:
         raise ValueError(f"data has {rows.shape[1]} columns; the graph takes {spec.n_features}.")
-    results = [score(shipped, key, block, threads) for block in rows.to_delayed().ravel()]
+    score = dask.delayed(_score_block, pure=True)
+    sizes = rows.chunks[0]
+    known = not any(np.isnan(sizes))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if known else None
+    results = [
+        score(shipped, key, block, threads, check, spec, bad_rows,
+              {"first_row": int(starts[i])} if known else {"partition": i})
+        for i, block in enumerate(rows.to_delayed().ravel())
+    ]
     outputs = {}
     for name, dtype, width in spec.outputs:
+        if bad_rows == "null":
+            dtype = _scoring.null_dtype(dtype)
         pieces = [
             dask.array.from_delayed(
                 dask.delayed(operator.getitem, pure=True)(result, name),
@@ -739,23 +922,40 @@ def predict(
 
 
 def _score_frame(
-    graph: bytes, key: str, part: Any, columns: list[str], threads: int, names: dict, dtypes: dict
+    graph: bytes, key: str, part: Any, columns: list[str], threads: int, names: dict, dtypes: dict,
+    check: Any, spec: Any, bad_rows: str, partition: int,
 ) -> Any:
     session = _scoring.session(key, graph, threads)
-    result = _scoring.run(session, part[columns].to_numpy(dtype=np.float64))
+    result = _scoring.score(
+        session, part[columns].to_numpy(dtype=np.float64, na_value=np.nan), check, spec,
+        bad_rows, partition=partition, index=part.index,
+    )
     # Explicit dtypes: pandas would infer its string dtype for string labels.
     return part.assign(**_scoring.columns_of(result, names)).astype(dtypes)
 
 
-def _predict_frame(data, spec, shipped, key, columns, threads, prefix):  # noqa: ANN001, ANN202
+def _predict_frame(data, spec, shipped, key, columns, threads, prefix, check, bad_rows):  # noqa: ANN001, ANN202
     dask = _dask()
     columns = list(data.columns) if columns is None else list(columns)
     names = spec.table_columns(list(data.columns), columns, prefix)
+    _numeric_or_refuse({c: data._meta[c].dtype for c in columns}, "the point columns")
     empty = spec.empty_columns(prefix)
+    if bad_rows == "null":  # nulls: NaN in float columns, <NA> in integer ones
+        empty = {
+            col: value if value.dtype.kind in "fO" else value.astype("Int64")
+            for col, value in ((c, _as_series(v)) for c, v in empty.items())
+        }
     meta = data._meta.assign(**empty)
     dtypes = {col: meta[col].dtype for col in empty}
     score = dask.delayed(_score_frame, pure=True)
     parts = [
-        score(shipped, key, part, columns, threads, names, dtypes) for part in data.to_delayed()
+        score(shipped, key, part, columns, threads, names, dtypes, check, spec, bad_rows, i)
+        for i, part in enumerate(data.to_delayed())
     ]
     return dask.dataframe.from_delayed(parts, meta=meta, divisions=data.divisions)
+
+
+def _as_series(values: np.ndarray) -> Any:
+    import pandas as pd
+
+    return pd.Series(values)

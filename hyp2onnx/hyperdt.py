@@ -146,10 +146,12 @@ def read_hyperdt(model: Any) -> HyperDTModel:
 
     if classifier:
         classes = np.asarray(model.classes_)
-        if forest and classes.dtype.kind not in "iufb":
+        if forest and classes.dtype.kind not in "iuf":  # booleans fail scipy's mode too
+            what = "boolean" if classes.dtype.kind == "b" else "non-numeric"
             raise UnsupportedModelError(
-                f"HyperDT's {name} cannot predict non-numeric labels (its vote uses "
-                "scipy.stats.mode); refit it on integer labels."
+                f"HyperDT's {name} cannot predict {what} labels (its vote uses "
+                "scipy.stats.mode, which refuses them); refit it on integer labels, "
+                "e.g. y.astype(int)."
             )
     else:
         classes = None

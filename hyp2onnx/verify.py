@@ -202,10 +202,10 @@ def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict
         )
     with _trees_in_order(model):
         if metadata["task"] == "classification":
-            return {
-                "label": np.asarray(model.predict(points)),
-                "probabilities": np.asarray(model.predict_proba(points)),
-            }
+            label = np.asarray(model.predict(points))
+            if label.ndim == 2 and label.shape[1] == 1:  # CatBoost's multiclass predict: (n, 1)
+                label = label[:, 0]
+            return {"label": label, "probabilities": np.asarray(model.predict_proba(points))}
         return {"variable": np.asarray(model.predict(points))}
 
 

@@ -421,3 +421,26 @@ def test_every_feature_split_family_takes_blocks_and_the_others_refuse_them():
         h.HyperbolicEstimator(HouseholderTreeClassifier(max_depth=2), input_blocks=BLOCKS).fit(
             X, y
         )
+
+
+def test_xgboost_states_and_checks_its_range_of_codes():
+    """XGBoost trains on codes up to 2**24 - 1 only (float32 categories); larger codes
+    are refused at fit time with the rows and the range, not a native XGBoostError.
+    Predicting, larger codes go where unseen codes go, in the model and the graph."""
+    rng = np.random.default_rng(8)
+    k = rng.uniform(-0.5, 0.5, size=(200, 2))
+    blocks = [Hyperbolic(2, model="klein"), Categorical(1)]
+    for top, ok in ((2**24 - 1, True), (2**24, False), (2**31 - 1, False)):
+        codes = rng.choice([top - 1, top], size=(200, 1)).astype(float)
+        X = np.hstack([k, codes])
+        y = (codes[:, 0] == top).astype(int)
+        model = h.HyperbolicXGBClassifier(n_estimators=2, max_depth=2, input_blocks=blocks)
+        if ok:
+            model.fit(X, y)
+            far = X[:3].copy()
+            far[:, -1] = 2**31 - 1
+            assert h.verify(model, to_onnx(model, dtype="float64"), np.vstack([X, far])).ok
+            continue
+        with pytest.raises(ValueError, match=r"row\(s\) of X have categorical codes of 16777216 "
+                           r"or more \(rows .*16777215.*OrdinalEncoder"):
+            model.fit(X, y)

@@ -157,11 +157,57 @@ def test_plain_catboost_file_converts_from_the_command_line(tmp_path: Path) -> N
     np.testing.assert_array_equal(labels["label"], plain.predict(k).reshape(-1))
 
 
+def test_plain_multiclass_catboost_file_converts_and_verifies(tmp_path: Path) -> None:
+    """CatBoost's multiclass predict returns shape (n, 1); the check compares labels as rows."""
+    k = _klein(300, 3, seed=6)
+    X = _hyperboloid(k)
+    y = (k[:, 0] > 0.1).astype(int) + (k[:, 1] > -0.2)  # three classes
+    plain = CatBoostClassifier(**PARAMS, allow_writing_files=False).fit(k, y)
+    assert plain.predict(k[:3]).shape == (3, 1)
+    plain.save_model(str(tmp_path / "model.cbm"))
+    np.save(tmp_path / "X.npy", X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # exported with its own (Euclidean) thresholds
+        args = ["--geometry", "hyperboloid"]
+        assert main(["convert", str(tmp_path / "model.cbm"), *args, "--check", str(tmp_path / "X.npy")]) == 0
+        assert main(["verify", str(tmp_path / "model.cbm"), str(tmp_path / "model.onnx"),
+                     "--data", str(tmp_path / "X.npy")]) == 0
+    report = h.verify(plain, tmp_path / "model.onnx", X)
+    assert report.ok and report.label_mismatches == 0
+
+
 def test_a_broken_cbm_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "bad.cbm").write_bytes(b"not a model")
     assert main(["convert", str(tmp_path / "bad.cbm"), "--geometry", "klein"]) == 2
     assert "bad.cbm: not a catboost model file" in capsys.readouterr().err
     assert not (tmp_path / "bad.onnx").exists()
+
+
+def test_damaged_cbm_files_give_only_our_error(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """CatBoost logs "There are invalid params ..." to stderr itself for some damaged
+    files; the command's stderr must hold only its error and fix lines."""
+    k = _klein(100, 2, seed=7)
+    CatBoostClassifier(**PARAMS, allow_writing_files=False).fit(k, k[:, 0] > 0).save_model(
+        str(tmp_path / "model.cbm")
+    )
+    blob = (tmp_path / "model.cbm").read_bytes()
+    damaged = tmp_path / "bad.cbm"
+    refused = 0
+    # Bytes flipped in the header and the parameters' JSON, where CatBoost logs and
+    # refuses (some flips in the trees' flatbuffers crash CatBoost itself, not tested here).
+    for at in range(135, 1500, 135):
+        data = bytearray(blob)
+        data[at] ^= 0xFF
+        damaged.write_bytes(bytes(data))
+        code = main(["convert", str(damaged), "--geometry", "klein", "--force"])
+        lines = [line for line in capfd.readouterr().err.splitlines() if line.strip()]
+        if code == 2:
+            refused += 1
+            assert lines[0].startswith("error: ") and len(lines) <= 2, lines
+            assert all(line.startswith(("error: ", "  fix: ")) for line in lines), lines
+    assert refused >= 5
 
 
 @pytest.mark.parametrize(

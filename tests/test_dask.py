@@ -237,6 +237,28 @@ def test_pickle_clone_and_convert(trained, client, tmp_path):
     assert hyp2onnx.verify(model, out, X).ok
 
 
+@pytest.mark.parametrize("name", ["HyperbolicDaskXGBClassifier", "HyperbolicDaskLGBMRegressor"])
+def test_skops_file_of_a_dask_model_converts(models, name, tmp_path, capsys):
+    """A Dask model saved with skops loads like its single-machine twin; other types stay
+    refused."""
+    import fractions
+
+    import skops.io as sio
+
+    from hyp2onnx.cli import main
+
+    model, _, (_, X, _, _) = models(name)
+    path = tmp_path / "model.skops"
+    sio.dump(model, path)
+    np.save(tmp_path / "X.npy", X[:500])
+    out = tmp_path / "model.onnx"
+    assert main(["convert", str(path), "-o", str(out), "--check", str(tmp_path / "X.npy")]) == 0
+    assert hyp2onnx.verify(model, out, X).ok
+    sio.dump({"model": model, "odd": fractions.Fraction(1, 3)}, tmp_path / "odd.skops")
+    assert main(["convert", str(tmp_path / "odd.skops"), "-o", str(tmp_path / "odd.onnx")]) == 2
+    assert "fractions.Fraction" in capsys.readouterr().err
+
+
 def test_dataframe_input_records_feature_names(client):
     k, X, y, _ = _data("binary", seed=4)
     columns = ["t", "a", "b"]
@@ -454,3 +476,125 @@ def test_freed_memory_is_reused_during_the_search_then_returned(monkeypatch, env
         monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
         with hdask._reusing_freed_memory():
             np.ones(1 << 20).sum()
+
+
+# -- bad rows: refused with their global row numbers, or null outputs -----------------------
+
+
+def _bad_points(X):
+    """X with NaN, infinity, an off-manifold row, a negative-sheet row, at known rows."""
+    bad = X.copy()
+    rows = {10: np.nan, 701: np.inf, 1502: "off", 2999: "sheet"}
+    for row, kind in rows.items():
+        if kind == "off":
+            bad[row, 0] += 0.5
+        elif kind == "sheet":
+            bad[row, 0] = -bad[row, 0]
+        else:
+            bad[row, 1] = kind
+    return bad, sorted(rows)
+
+
+def test_predict_refuses_bad_rows_naming_their_global_rows(models, client):
+    model, _, (_, X, _, _) = models("HyperbolicDaskXGBClassifier")
+    graph = hyp2onnx.to_onnx(model, dtype="float64")
+    bad, rows = _bad_points(X)
+    for wrong in rows:  # one bad row at a time: each is refused, named by its global row
+        one = X.copy()
+        one[wrong] = bad[wrong]
+        with pytest.raises(hyp2onnx.InvalidPointError, match=rf"\(rows {wrong}\)"):
+            dask.compute(hdask.predict(graph, da.from_array(one, chunks=(CHUNKS, -1))))
+    frame = pd.DataFrame(bad, columns=["t", "a", "b"], index=np.arange(X.shape[0]) + 5000)
+    with pytest.raises(hyp2onnx.InvalidPointError, match=r"of partition \d+; index (5010|5701|6502|7999)\)"):
+        hdask.predict(graph, dd.from_pandas(frame, npartitions=4)).compute()
+    with pytest.raises(TypeError, match="not numeric: a"):
+        hdask.predict(graph, dd.from_pandas(frame.astype({"a": str}), npartitions=2))
+    with pytest.raises(ValueError, match="bad_rows must be 'error'"):
+        hdask.predict(graph, da.from_array(X, chunks=500), bad_rows="drop")
+    # check_manifold=False skips the manifold only: NaN and infinity are still refused.
+    lax = hdask.predict(graph, da.from_array(bad[1500:], chunks=500), check_manifold=False)
+    assert lax["label"].shape == (1500,) and len(lax["label"].compute()) == 1500  # off, sheet
+    with pytest.raises(hyp2onnx.InvalidPointError, match=r"NaN or infinity \(rows 10\)"):
+        dask.compute(hdask.predict(graph, da.from_array(bad[:500], chunks=250), check_manifold=False))
+
+
+def test_predict_gives_null_outputs_for_bad_rows_on_request(models, client):
+    model, _, (_, X, _, _) = models("HyperbolicDaskXGBClassifier")
+    graph = hyp2onnx.to_onnx(model, dtype="float64")
+    bad, rows = _bad_points(X)
+    good = np.setdiff1d(np.arange(X.shape[0]), rows)
+    want = run_onnx(graph, X[good])
+    out = dask.compute(hdask.predict(graph, da.from_array(bad, chunks=(CHUNKS, -1)), bad_rows="null"))[0]
+    for name, value in out.items():
+        nulls = pd.isna(value).reshape(X.shape[0], -1).all(axis=1)
+        np.testing.assert_array_equal(np.flatnonzero(nulls), rows)
+        np.testing.assert_array_equal(value[good].astype(want[name].dtype), want[name])
+    frame = pd.DataFrame(bad, columns=["t", "a", "b"])
+    scored = hdask.predict(graph, dd.from_pandas(frame, npartitions=4), bad_rows="null").compute()
+    np.testing.assert_array_equal(np.flatnonzero(scored["label"].isna()), rows)
+    np.testing.assert_array_equal(scored["label"].to_numpy()[good].astype(str), want["label"].astype(str))
+
+
+def test_fit_and_model_predict_name_bad_rows_by_global_row(client):
+    k, X, y, _ = _data("binary", seed=7)
+    bad = X.copy()
+    bad[1750, 0] += 0.5  # partition 2 (rows 1000 .. 2199), its row 750
+    model = hdask.HyperbolicDaskXGBClassifier(client=client, **_native_params("XGB"))
+    with pytest.raises(hyp2onnx.InvalidPointError, match=r"\(rows 1750\)"):
+        model.fit(da.from_array(bad, chunks=(CHUNKS, -1)), da.from_array(y, chunks=(CHUNKS,)))
+    model.fit(da.from_array(X, chunks=(CHUNKS, -1)), da.from_array(y, chunks=(CHUNKS,)))
+    for method in ("predict", "predict_proba", "to_klein"):
+        with pytest.raises(hyp2onnx.InvalidPointError, match=r"\(rows 1750\)"):
+            getattr(model, method)(da.from_array(bad, chunks=(CHUNKS, -1))).compute()
+    # Partition sizes unknown (from a DataFrame): the partition and its row.
+    unknown = dd.from_pandas(pd.DataFrame(bad), npartitions=3).to_dask_array()
+    with pytest.raises(hyp2onnx.InvalidPointError, match=r"\(rows 750 of partition 1\)"):
+        model.predict(unknown).compute()
+
+
+# -- LightGBM: classes per worker checked before training; no training can hang ----------
+
+
+def _pinned(client, X, y, split):
+    """X and y in two partitions, persisted on one worker each: rows ``split`` on the first."""
+    workers = list(client.scheduler_info()["workers"])
+    parts = [
+        client.persist((da.from_array(X[rows]), da.from_array(y[rows])), workers=[w])
+        for rows, w in zip(split, workers)
+    ]
+    return da.concatenate([p[0] for p in parts]), da.concatenate([p[1] for p in parts])
+
+
+def test_lightgbm_refuses_a_worker_without_a_class_before_training(client):
+    """After earlier fits on the same client LightGBM itself failed with 'Socket recv
+    error' or hung; the classes are now checked per worker before it starts."""
+    k, X, y, _ = _data("multiclass", seed=8)
+    params = dict(n_estimators=2, num_leaves=4, verbose=-1)
+    hdask.HyperbolicDaskLGBMClassifier(client=client, **params).fit(
+        da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
+    )  # an earlier fit on this client
+    lacking = np.flatnonzero(y != "virginica")[:1000]  # the first worker: two classes only
+    rest = np.setdiff1d(np.arange(y.size), lacking)
+    Xd, yd = _pinned(client, X, y, [lacking, rest])
+    with pytest.raises(ValueError, match=r"worker \S+ hold no rows of the classes \['virginica'\]"):
+        hdask.HyperbolicDaskLGBMClassifier(client=client, fit_timeout=120, **params).fit(Xd, yd)
+
+
+def test_a_training_past_fit_timeout_is_cancelled_with_a_clear_error(client):
+    import time
+
+    k, X, y, _ = _data("binary", seed=9)
+    Xd, yd = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
+    slow = hdask.HyperbolicDaskLGBMClassifier(
+        client=client, n_estimators=400, num_leaves=31, verbose=-1, fit_timeout=0.05
+    )
+    with pytest.raises(TimeoutError, match=r"fit_timeout=0.05 s.*restart the workers"):
+        slow.fit(Xd, yd)
+    for _ in range(600):  # the workers finish what they run; then the client trains again
+        if not any(client.processing().values()):
+            break
+        time.sleep(0.1)
+    model = hdask.HyperbolicDaskLGBMClassifier(client=client, n_estimators=2, verbose=-1)
+    assert model.fit(Xd, yd).fit_timeout == 3600.0
+    with pytest.raises(ValueError, match="fit_timeout"):
+        hdask.HyperbolicDaskLGBMClassifier(client=client, fit_timeout=-1).fit(Xd, yd)

@@ -178,6 +178,13 @@ def test_refusals() -> None:
     ).fit(X, labels)
     with pytest.raises(UnsupportedModelError, match="non-numeric labels"):
         hyp2onnx.to_onnx(forest)
+    voter = hyperdt_ensemble.HyperbolicRandomForestClassifier(
+        n_estimators=2, max_depth=1, n_jobs=1, random_state=0
+    ).fit(X, y > 1)
+    with pytest.raises(TypeError):  # HyperDT itself cannot predict boolean labels
+        voter.predict(X)
+    with pytest.raises(UnsupportedModelError, match=r"boolean labels.*astype\(int\)"):
+        hyp2onnx.to_onnx(voter)
     euclidean = hyperdt_tree.DecisionTreeClassifier(max_depth=1).fit(X, y)
     with pytest.raises(UnsupportedModelError):
         hyp2onnx.to_onnx(euclidean, input_geometry="hyperboloid")

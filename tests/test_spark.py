@@ -93,3 +93,53 @@ def test_missing_extra_is_named(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark.sql", None)
     with pytest.raises(ImportError, match=r"hyp2onnx\[spark\]"):
         hspark._pyspark()
+
+
+def _bad_frame(spark, X):
+    """A DataFrame of X with an SQL null, NaN, infinity and an off-manifold row (ids 5, 6,
+    7, 8), in one partition so that the rows' numbers in it are known."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    bad = X[:300].copy()
+    bad[6, 1], bad[7, 2], bad[8, 0] = np.nan, np.inf, bad[8, 0] + 0.5
+    frame = pd.DataFrame(bad, columns=["x0", "x1", "x2"]).assign(id=np.arange(300))
+    df = spark.createDataFrame(frame).coalesce(1)
+    return df.withColumn("x1", F.when(F.col("id") == 5, None).otherwise(F.col("x1"))), bad
+
+
+def test_spark_refuses_bad_rows_naming_them(spark):
+    from pyspark.sql import functions as F
+
+    graph, X = _model("multiclass")
+    df, _ = _bad_frame(spark, X)
+    scored = hspark.predict(graph, df, ["x0", "x1", "x2"])  # lazy: refused when run
+    # SQL nulls are missing values, refused as NaN is.
+    with pytest.raises(Exception, match=r"InvalidPointError: 3 row\(s\) contain NaN or infinity "
+                       r"\(rows 5, 6, 7 of partition 0\)"):
+        scored.collect()
+    off = df.filter(~F.col("id").isin([5, 6, 7])).coalesce(1)  # id 8 is now row 5
+    with pytest.raises(Exception, match=r"InvalidPointError: 1 row\(s\) are off the hyperboloid.*"
+                       r"\(rows 5 of partition 0\)"):
+        hspark.predict(graph, off, ["x0", "x1", "x2"]).collect()
+    with pytest.raises(TypeError, match=r"not numeric: x1 \(string\)"):
+        hspark.predict(graph, df.withColumn("x1", F.col("x1").cast("string")), ["x0", "x1", "x2"])
+    with pytest.raises(ValueError, match="bad_rows must be"):
+        hspark.predict(graph, df, ["x0", "x1", "x2"], bad_rows="skip")
+
+
+@pytest.mark.parametrize("task", ["multiclass", "regression"])
+def test_spark_gives_null_outputs_for_bad_rows_on_request(spark, task):
+    graph, X = _model(task)
+    df, bad = _bad_frame(spark, X)
+    scored = hspark.predict(graph, df, ["x0", "x1", "x2"], bad_rows="null").toPandas()
+    scored = scored.sort_values("id")
+    spec = _scoring.OutputSpec.of(graph.SerializeToString())
+    good = np.setdiff1d(np.arange(300), [5, 6, 7, 8])
+    want = run_onnx(graph, bad[good])
+    for out, cols in spec.column_names().items():
+        value = want[out].reshape(good.size, -1)
+        for i, col in enumerate(cols):
+            got = scored[col].to_numpy()
+            np.testing.assert_array_equal(np.flatnonzero(scored[col].isna().to_numpy()), [5, 6, 7, 8])
+            np.testing.assert_array_equal(got[good].astype(value.dtype), value[:, i])

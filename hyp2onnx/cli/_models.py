@@ -210,7 +210,24 @@ def trusted_types() -> list[str]:
         classes += [getattr(estimators, name) for name in spec.estimators]
         classes += backend.trusted_types()
     names = [f"{c.__module__}.{c.__qualname__}" for c in classes]
-    return [*names, "collections.OrderedDict"]
+    return [*names, *_dask_estimators(names), "collections.OrderedDict"]
+
+
+def _dask_estimators(trusted: list[str]) -> list[str]:
+    """The Dask estimators (:mod:`hyp2onnx.dask`) whose single-machine twin is trusted.
+
+    Named, not imported: building one needs only its booster library, and a
+    fitted one pickles without its client, so its file holds the same
+    native types as its twin's.
+    """
+    from .. import dask
+
+    twins = {name.rsplit(".", 1)[-1] for name in trusted}
+    return [
+        f"{dask.__name__}.{name}"  # where pickle and skops find it
+        for name, (_, twin) in dask._ESTIMATORS.items()
+        if twin in twins
+    ]
 
 
 def _load_skops(path: Path) -> Any:

@@ -51,6 +51,20 @@ _CLASSIFIER_LOSSES = {"Logloss": "logistic", "CrossEntropy": "logistic", "MultiC
 _NON_NUMERIC = ("cat_features", "text_features", "embedding_features")
 
 
+def _quiet() -> Any:
+    """A context in which CatBoost's native log lines (e.g. "There are invalid params and
+    some of them will be ignored." for a damaged file) are dropped instead of written to
+    stderr, where they would stand beside the command's one error line."""
+    import io
+
+    fixup = getattr(getattr(catboost, "core", None), "log_fixup", None)
+    if fixup is None:  # an older or newer catboost without it: nothing to silence with
+        import contextlib
+
+        return contextlib.nullcontext()
+    return fixup(io.StringIO(), io.StringIO())
+
+
 def _loss(model: Any) -> str:
     return str(model.get_all_params()["loss_function"]).split(":")[0]
 
@@ -131,11 +145,13 @@ class CatBoostBackend(Backend):
 
         Its loss decides: Logloss, CrossEntropy and MultiClass load as classifiers.
         """
-        model = catboost.CatBoost()
-        model.load_model(str(path))
-        cls_ = catboost.CatBoostClassifier if _loss(model) in _CLASSIFIER_LOSSES else catboost.CatBoostRegressor
-        loaded = cls_()
-        loaded.load_model(str(path))
+        with _quiet():  # a damaged file's warnings would go to stderr beside our error
+            model = catboost.CatBoost()
+            model.load_model(str(path))
+            loss = _loss(model)
+            cls_ = catboost.CatBoostClassifier if loss in _CLASSIFIER_LOSSES else catboost.CatBoostRegressor
+            loaded = cls_()
+            loaded.load_model(str(path))
         return loaded
 
     # -- training --------------------------------------------------------

@@ -218,6 +218,28 @@ def _refuse_missing(model: Any) -> None:
         )
 
 
+#: Largest categorical code + 1 that XGBoost trains on: it holds categories as
+#: float32 and refuses codes from 2**24 on with an XGBoostError (measured with
+#: XGBoost 3.2; codes up to 2**31 - 1, the other backends' range, fail). When
+#: predicting it sends larger codes where unseen ones go, as the graph does.
+MAX_TRAINING_CATEGORY = 1 << 24
+
+
+def _check_training_codes(codes: np.ndarray, what: str) -> None:
+    """Refuse codes XGBoost cannot train on, naming the rows, before XGBoost raises."""
+    too_large = (codes >= MAX_TRAINING_CATEGORY).any(axis=1)
+    if too_large.any():
+        rows = np.flatnonzero(too_large)
+        shown = ", ".join(map(str, rows[:5])) + (", ..." if rows.size > 5 else "")
+        raise ValueError(
+            f"{rows.size} row(s) of {what} have categorical codes of {MAX_TRAINING_CATEGORY} or "
+            f"more (rows {shown}), which XGBoost cannot train on (its largest is "
+            f"{MAX_TRAINING_CATEGORY - 1}; other backends take codes up to 2**31 - 1): renumber "
+            "the categories as consecutive codes from 0 (sklearn.preprocessing.OrdinalEncoder), "
+            "or train a LightGBM model (hyp2onnx.HyperbolicLGBMClassifier, ...)."
+        )
+
+
 class XGBoostBackend(BoosterBackend):
     name = "xgboost"
     op = "<"
@@ -246,6 +268,10 @@ class XGBoostBackend(BoosterBackend):
         self, estimator: Any, Xk: np.ndarray, fit_params: dict[str, Any]
     ) -> dict[str, Any]:
         if self._categorical_features.size:
+            _check_training_codes(Xk[:, self._categorical_features], "X")
+            for i, pair in enumerate(fit_params.get("eval_set") or ()):
+                _check_training_codes(np.asarray(pair[0])[:, self._categorical_features],
+                                      f"eval_set[{i}]")
             types = np.full(Xk.shape[1], "q", dtype=object)
             types[self._categorical_features] = "c"
             estimator.set_params(enable_categorical=True, feature_types=types.tolist())
