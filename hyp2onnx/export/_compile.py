@@ -268,13 +268,18 @@ def compile_model(
     k_dtype = projection_dtype(space, dtype, compare)
 
     g = GraphBuilder(opset)
-    g.reserve("X", "label", "probabilities", "variable")
+    g.reserve("X", "label", "probabilities", "variable", "scores", "path_length")
     k = emit_projection(g, "X", space, used, input_dtype=dtype, dtype=k_dtype)
     if ensemble.projection is not None:
         k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
     scores = how.emit_function()(g, k, k_dtype, ensemble, **({"plan": plan} if plan else {}))
     out_dtype = "float32" if how.float32 else ensemble.sum_dtype
-    outputs = emit_outputs(g, scores, ensemble, out_dtype)
+    if described.metadata.get("task") == "anomaly":  # isolation forests
+        from ..emit.isolation import emit_anomaly_outputs
+
+        outputs = emit_anomaly_outputs(g, scores, described.metadata, out_dtype)
+    else:
+        outputs = emit_outputs(g, scores, ensemble, out_dtype)
 
     graph = helper.make_graph(
         g.nodes,
@@ -368,6 +373,8 @@ def check_model(onnx_model: onnx.ModelProto) -> None:
 def _doc_string(described: Model, encoding: str) -> str:
     space = described.space
     what = "labels and class probabilities" if described.ensemble.is_classifier else "values"
+    if described.metadata.get("task") == "anomaly":
+        what = "labels (+1 inlier, -1 outlier), anomaly scores and summed path lengths"
     if space.blocks is not None:
         return (
             f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} "
@@ -394,7 +401,8 @@ def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str
         "n_features_in": str(space.n_input_features),
         "backend": described.backend,
         "estimator_class": described.estimator_class,
-        "task": "classification" if ensemble.is_classifier else "regression",
+        "task": described.metadata.get("task")
+        or ("classification" if ensemble.is_classifier else "regression"),
         "classes": json.dumps(classes),
         "n_trees": str(ensemble.n_trees),
         "encoding": encoding,
@@ -406,6 +414,7 @@ def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str
     }
     if space.blocks is not None:
         entries["blocks"] = blocks_to_json(space.blocks)
+    entries.update({k: v for k, v in described.metadata.items() if k not in entries})
     for key, value in entries.items():
         prop = onnx_model.metadata_props.add()
         prop.key, prop.value = _META_PREFIX + key, value
