@@ -194,8 +194,14 @@ def _single_tree_graph(model, t: int):
         sum_dtype="float64",
         projection=projection,
     )
-    plain = replace(described, ensemble=one, metadata={})
-    return compile_model(plain, dtype="float64", encoding="exact", opset=18)
+    # The isolation outputs, with the leaf index as the summed "path length"
+    # (centred trees then go through the graph's level-by-level walk).
+    single = replace(
+        described,
+        ensemble=one,
+        metadata={**described.metadata, "denominator": "1.0", "path_threshold": "0.0"},
+    )
+    return compile_model(single, dtype="float64", encoding="exact", opset=18)
 
 
 @pytest.mark.parametrize(("splits", "law", "bootstrap"), [*((s, l, False) for s, l in DESIGNS[:3]), ("centred", "distance", True)])
@@ -205,7 +211,7 @@ def test_training_rows_routed_through_the_graph_reproduce_every_leaf_size(splits
         splits=splits, threshold_law=law, n_estimators=6, bootstrap=bootstrap, random_state=2
     ).fit(X)
     for t, (rows, tree) in enumerate(zip(model.estimators_samples_, model.trees_, strict=True)):
-        leaves = run_onnx(_single_tree_graph(model, t), X[rows])["variable"][:, 0].astype(np.int64)
+        leaves = run_onnx(_single_tree_graph(model, t), X[rows])["path_length"].astype(np.int64)
         counts = np.bincount(leaves, minlength=tree.n_node_samples.size)
         assert np.array_equal(counts[tree.is_leaf], tree.n_node_samples[tree.is_leaf]), t
         assert counts[~tree.is_leaf].sum() == 0

@@ -30,6 +30,7 @@ from .._atomic import atomic_write
 from .._version import __version__ as _version
 from ..emit import ENCODINGS, encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
+from ..emit.isolation import emit_oblique_walk, walk_applies
 from ..emit.oblique import emit_normals, remap_projection
 from ..emit.outputs import emit_outputs
 from ..emit.projection import emit_projection, projection_dtype
@@ -260,7 +261,11 @@ def compile_model(
         )
     oblique = described.ensemble.projection is not None
     ensemble, used = (remap_projection if oblique else remap_features)(described.ensemble)
-    plan = plan_trees(ensemble, encoding, legacy_only=legacy_only) if how.tree_operator else None
+    # Oblique isolation forests: a level-by-level walk, standard operators only.
+    walk = described.metadata.get("task") == "anomaly" and not how.float32 and walk_applies(ensemble)
+    plan = None
+    if how.tree_operator and not walk:
+        plan = plan_trees(ensemble, encoding, legacy_only=legacy_only)
     # Oblique splits project float64 Klein coordinates, whatever the encoding.
     compare = "float32" if how.float32 and not oblique else ensemble.compare_dtype
     if how.float32:
@@ -270,9 +275,12 @@ def compile_model(
     g = GraphBuilder(opset)
     g.reserve("X", "label", "probabilities", "variable", "scores", "path_length")
     k = emit_projection(g, "X", space, used, input_dtype=dtype, dtype=k_dtype)
-    if ensemble.projection is not None:
-        k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
-    scores = how.emit_function()(g, k, k_dtype, ensemble, **({"plan": plan} if plan else {}))
+    if walk:
+        scores = emit_oblique_walk(g, k, ensemble)
+    else:
+        if ensemble.projection is not None:
+            k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
+        scores = how.emit_function()(g, k, k_dtype, ensemble, **({"plan": plan} if plan else {}))
     out_dtype = "float32" if how.float32 else ensemble.sum_dtype
     if described.metadata.get("task") == "anomaly":  # isolation forests
         from ..emit.isolation import emit_anomaly_outputs
