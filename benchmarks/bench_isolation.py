@@ -299,6 +299,7 @@ def speed(n_rows: int, repeats: int) -> list[list]:
         ("axis, Klein law (float32 input)", "axis", "klein", "float32"),
         ("axis, Klein law (float64 input)", "axis", "klein", "float64"),
         ("axis, distance law (float64 input)", "axis", "distance", "float64"),
+        ("centred, Klein law (float64 input; the default)", "centred", "klein", "float64"),
         ("centred, distance law (float64 input)", "centred", "distance", "float64"),
     ):
         model = HyperbolicIsolationForest(
