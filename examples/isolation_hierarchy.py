@@ -7,10 +7,22 @@ disk with gensim's ``PoincareModel``. One package is held out: the forest
 is fitted on 70 % of the other packages' modules, and scores the remaining
 30 % together with every module of the held-out package, which it should
 find abnormal. The script prints ROC-AUC and average precision of
-``HyperbolicIsolationForest`` (default design: node-centred splits) and of
+``HyperbolicIsolationForest`` (default design, and two others) and of
 scikit-learn's ``IsolationForest`` on the Poincare and Klein coordinates,
 then exports the forest, verifies the graph (labels identical, summed path
 lengths bit for bit) and scores the held-out modules with it.
+
+Measured (seed 0, 200 epochs, ``email`` held out): the hyperbolic forests do
+*not* find the package (ROC-AUC 0.35 default, 0.34 centred with the
+distance law, 0.47 axis-parallel with the distance law), where scikit-learn's
+forest on the raw Poincare coordinates does (0.97; Klein coordinates 0.92).
+In this 2-D embedding the modules lie 4 to 8 from the origin, where the
+hyperbolic circle is long enough that every module is far from every other
+(the default flags 78 % of the known packages' held-out modules as outliers):
+measured in the hyperbolic metric all of them look isolated, and ``email``
+shares its angular sector with ``idlelib`` and ``asyncio``. Euclidean
+coordinates of the Poincare ball squeeze the boundary, which here is what
+separates the packages.
 
 Needs gensim (``pip install 'hyp2onnx[dev]'``).
 
@@ -71,10 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     keys, P = gensim_points(embedding)
     modules = [i for i, k in enumerate(keys) if k != ROOT_NODE and "." in k]
     X = P[modules]
+    radius = 2 * np.arctanh(np.linalg.norm(X, axis=1))
     novel = np.array([top[keys[i]] == held_out for i in modules])
     print(f"standard library of Python {sys.version.split()[0]}: {len(modules)} modules of "
           f"{sorted(kept)} embedded in the Poincare disk ({epochs} epochs); held out: "
-          f"{held_out} ({novel.sum()} modules)")
+          f"{held_out} ({novel.sum()} modules); distance from the origin "
+          f"{radius.min():.1f} .. {radius.max():.1f}")
 
     rng = np.random.default_rng(args.seed)
     known = np.flatnonzero(~novel)
@@ -84,14 +98,19 @@ def main(argv: list[str] | None = None) -> int:
 
     forest = hyp2onnx.HyperbolicIsolationForest(random_state=args.seed, **conv.kwargs())
     forest.fit(X[train])
-    rows = [("HyperbolicIsolationForest (centred splits)", -forest.score_samples(X[test]))]
+    rows = [("HyperbolicIsolationForest (default: centred, Klein law)", -forest.score_samples(X[test]))]
+    for splits, law in (("centred", "distance"), ("axis", "distance")):
+        other = hyp2onnx.HyperbolicIsolationForest(
+            splits=splits, threshold_law=law, random_state=args.seed, **conv.kwargs()
+        ).fit(X[train])
+        rows.append((f"HyperbolicIsolationForest ({splits}, {law} law)", -other.score_samples(X[test])))
     for name, coords in (("Poincare", lambda Z: Z), ("Klein", poincare_to_klein)):
         baseline = IsolationForest(random_state=args.seed).fit(coords(X[train]))
         rows.append((f"scikit-learn IsolationForest, {name} coordinates",
                      -baseline.score_samples(coords(X[test]))))
     print(f"novelty detection on {len(test)} modules ({y.sum()} from {held_out}):")
     for name, anomaly in rows:
-        print(f"  {name:50s} ROC-AUC {roc_auc_score(y, anomaly):.3f}  "
+        print(f"  {name:56s} ROC-AUC {roc_auc_score(y, anomaly):.3f}  "
               f"average precision {average_precision_score(y, anomaly):.3f}")
 
     onnx_model = hyp2onnx.to_onnx(forest)
