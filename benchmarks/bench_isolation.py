@@ -45,11 +45,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write  # noqa: E402
+from _report import add_output_args, environment, md_table, output_dir, text_table, write
 
-from hyp2onnx import HyperbolicIsolationForest, to_onnx  # noqa: E402
-from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
-from hyp2onnx.geometry import hyperboloid_to_klein, hyperboloid_to_poincare  # noqa: E402
+from hyp2onnx import HyperbolicIsolationForest, to_onnx
+from hyp2onnx.datasets import make_wrapped_normal_mixture
+from hyp2onnx.geometry import hyperboloid_to_klein, hyperboloid_to_poincare
 
 STEP = 1.5
 BRANCHING = 3
@@ -107,7 +107,9 @@ def random_isometry(d: int, rng: np.random.Generator, rapidity: float = BOOST) -
 
 def on_manifold(x: np.ndarray) -> np.ndarray:
     """Recompute ``x_0`` from the spacelike part (rounding drift after isometries)."""
-    return np.concatenate([np.sqrt(1.0 + (x[:, 1:] ** 2).sum(axis=1, keepdims=True)), x[:, 1:]], axis=1)
+    return np.concatenate(
+        [np.sqrt(1.0 + (x[:, 1:] ** 2).sum(axis=1, keepdims=True)), x[:, 1:]], axis=1
+    )
 
 
 # -- data -------------------------------------------------------------------------------
@@ -150,7 +152,7 @@ def hierarchy(d: int, n_in: int, n_out: int, seed: int) -> tuple[np.ndarray, np.
     nodes = tree_nodes(d, rng)
     at = rng.integers(0, len(nodes), n_in)
     noise = exp_origin(rng.standard_normal((n_in, d)) * NOISE)
-    inliers = np.stack([boost_from_origin(nodes[i]) @ p for i, p in zip(at, noise)])
+    inliers = np.stack([boost_from_origin(nodes[i]) @ p for i, p in zip(at, noise, strict=True)])
     outliers: list[np.ndarray] = []
     while len(outliers) < n_out:
         v = rng.standard_normal(d)
@@ -189,7 +191,11 @@ def euclidean_eif(Z: np.ndarray, seed: int, n_trees: int = 100, psi: int = 256) 
 
     def c(m: np.ndarray) -> np.ndarray:
         m = np.asarray(m, dtype=float)
-        out = np.where(m > 2, 2 * (np.log(np.maximum(m - 1, 1)) + np.euler_gamma) - 2 * (m - 1) / np.maximum(m, 1), 0.0)
+        out = np.where(
+            m > 2,
+            2 * (np.log(np.maximum(m - 1, 1)) + np.euler_gamma) - 2 * (m - 1) / np.maximum(m, 1),
+            0.0,
+        )
         return np.where(m == 2, 1.0, out)
 
     total = np.zeros(n)
@@ -199,13 +205,13 @@ def euclidean_eif(Z: np.ndarray, seed: int, n_trees: int = 100, psi: int = 256) 
 
         def grow(train: np.ndarray, test: np.ndarray, depth: int) -> None:
             if depth >= limit or train.size <= 1:
-                h[test] = depth + c(train.size)
+                h[test] = depth + c(train.size)  # noqa: B023 (grow runs inside the iteration)
                 return
             w = rng.standard_normal(d)
             w /= np.linalg.norm(w)
             p = Z[train] @ w
             if p.max() <= p.min():
-                h[test] = depth + c(train.size)
+                h[test] = depth + c(train.size)  # noqa: B023 (grow runs inside the iteration)
                 return
             t = rng.uniform(p.min(), p.max())
             q = Z[test] @ w
@@ -224,9 +230,11 @@ def detectors(seed: int) -> dict:
         return lambda X: IsolationForest(random_state=seed).fit(coords(X)).score_samples(coords(X))
 
     def ours(splits, law):
-        return lambda X: HyperbolicIsolationForest(
-            splits=splits, threshold_law=law, random_state=seed
-        ).fit(X).score_samples(X)
+        return lambda X: (
+            HyperbolicIsolationForest(splits=splits, threshold_law=law, random_state=seed)
+            .fit(X)
+            .score_samples(X)
+        )
 
     return {
         "scikit-learn, Klein": sk(hyperboloid_to_klein),
@@ -247,7 +255,9 @@ def evaluate(datasets: dict, seeds: list[int]) -> dict:
             X, y = make(seed)
             methods = detectors(seed)
             if name.startswith("near origin"):
-                methods["Euclidean EIF, log-map"] = lambda X: euclidean_eif(log_origin(X), seed)
+                methods["Euclidean EIF, log-map"] = lambda X, seed=seed: euclidean_eif(
+                    log_origin(X), seed
+                )
             for method, score in methods.items():
                 anomaly = -score(X)  # higher: more abnormal
                 entry = results.setdefault(name, {}).setdefault(method, {"auc": [], "ap": []})
@@ -279,7 +289,9 @@ def speed(n_rows: int, repeats: int) -> list[list]:
     options.inter_op_num_threads = 1
 
     def timing(model, feed) -> float:
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(
+            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
         name = session.get_inputs()[0].name
         session.run(None, {name: feed})
         times = []
@@ -292,7 +304,9 @@ def speed(n_rows: int, repeats: int) -> list[list]:
     sk = IsolationForest(random_state=0).fit(k_train.astype(np.float32))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sk_graph = skl_to_onnx(sk, k_train[:1].astype(np.float32), target_opset={"": 18, "ai.onnx.ml": 3})
+        sk_graph = skl_to_onnx(
+            sk, k_train[:1].astype(np.float32), target_opset={"": 18, "ai.onnx.ml": 3}
+        )
     base = timing(sk_graph, k.astype(np.float32))
     rows = [["skl2onnx, IsolationForest (float32 input)", f"{base * 1e3:.1f}", "1.00"]]
     for label, splits, law, dtype in (
@@ -336,12 +350,14 @@ def main(argv: list[str] | None = None) -> int:
 
     datasets = {}
     for d in (2, 8):
-        plain = lambda seed, d=d: hierarchy(d, n_in, n_out, seed)  # noqa: E731
+        plain = lambda seed, d=d: hierarchy(d, n_in, n_out, seed)
         datasets[f"hierarchy H^{d}"] = plain
         datasets[f"hierarchy H^{d}, boosted"] = boosted(plain, d)
     for d in (4, 8):
         datasets[f"mixture d={d}"] = lambda seed, d=d: mixture(d, n_in, n_out, seed)
-    datasets["near origin (d=4, radius 0.01)"] = lambda seed: mixture(4, n_in, n_out, seed, scale=0.01)
+    datasets["near origin (d=4, radius 0.01)"] = lambda seed: mixture(
+        4, n_in, n_out, seed, scale=0.01
+    )
 
     started = time.time()
     print(f"detection: {len(datasets)} data sets x {n_seeds} seeds")
@@ -350,8 +366,14 @@ def main(argv: list[str] | None = None) -> int:
     speed_rows = speed(2000 if args.quick else 10_000, 3 if args.quick else 15)
 
     methods = list(next(iter(results.values())))
-    rows_auc = [[name, *(mean_se(results[name][m]["auc"]) if m in results[name] else "" for m in methods)] for name in results]
-    rows_ap = [[name, *(mean_se(results[name][m]["ap"]) if m in results[name] else "" for m in methods)] for name in results]
+    rows_auc = [
+        [name, *(mean_se(results[name][m]["auc"]) if m in results[name] else "" for m in methods)]
+        for name in results
+    ]
+    rows_ap = [
+        [name, *(mean_se(results[name][m]["ap"]) if m in results[name] else "" for m in methods)]
+        for name in results
+    ]
     eif = {
         name: mean_se(r["Euclidean EIF, log-map"]["auc"])
         for name, r in results.items()
@@ -378,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     write(out / "isolation.md", text)
     (out / "isolation.json").write_text(
-        json.dumps({"results": results, "speed": speed_rows, "seeds": seeds, "n": n_total}, indent=1),
+        json.dumps(
+            {"results": results, "speed": speed_rows, "seeds": seeds, "n": n_total}, indent=1
+        ),
         encoding="utf-8",
     )
     print(text_table(headers, rows_auc))

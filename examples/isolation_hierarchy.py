@@ -46,7 +46,7 @@ from hyp2onnx.geometry import poincare_to_klein
 from hyp2onnx.verify import run_onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hierarchy_poincare import ROOT_NODE, closure, stdlib_tree  # noqa: E402
+from hierarchy_poincare import ROOT_NODE, closure, stdlib_tree
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short training, small hierarchy")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--classes", type=int, default=6, help="largest top-level packages to keep")
-    parser.add_argument("--held-out", default=None, help="package to hold out (default: the smallest kept)")
+    parser.add_argument(
+        "--held-out", default=None, help="package to hold out (default: the smallest kept)"
+    )
     args = parser.parse_args(argv)
 
     from gensim.models.poincare import PoincareModel
@@ -85,10 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     X = P[modules]
     radius = 2 * np.arctanh(np.linalg.norm(X, axis=1))
     novel = np.array([top[keys[i]] == held_out for i in modules])
-    print(f"standard library of Python {sys.version.split()[0]}: {len(modules)} modules of "
-          f"{sorted(kept)} embedded in the Poincare disk ({epochs} epochs); held out: "
-          f"{held_out} ({novel.sum()} modules); distance from the origin "
-          f"{radius.min():.1f} .. {radius.max():.1f}")
+    print(
+        f"standard library of Python {sys.version.split()[0]}: {len(modules)} modules of "
+        f"{sorted(kept)} embedded in the Poincare disk ({epochs} epochs); held out: "
+        f"{held_out} ({novel.sum()} modules); distance from the origin "
+        f"{radius.min():.1f} .. {radius.max():.1f}"
+    )
 
     rng = np.random.default_rng(args.seed)
     known = np.flatnonzero(~novel)
@@ -98,28 +102,40 @@ def main(argv: list[str] | None = None) -> int:
 
     forest = hyp2onnx.HyperbolicIsolationForest(random_state=args.seed, **conv.kwargs())
     forest.fit(X[train])
-    rows = [("HyperbolicIsolationForest (default: centred, Klein law)", -forest.score_samples(X[test]))]
+    rows = [
+        ("HyperbolicIsolationForest (default: centred, Klein law)", -forest.score_samples(X[test]))
+    ]
     for splits, law in (("centred", "distance"), ("axis", "distance")):
         other = hyp2onnx.HyperbolicIsolationForest(
             splits=splits, threshold_law=law, random_state=args.seed, **conv.kwargs()
         ).fit(X[train])
-        rows.append((f"HyperbolicIsolationForest ({splits}, {law} law)", -other.score_samples(X[test])))
+        rows.append(
+            (f"HyperbolicIsolationForest ({splits}, {law} law)", -other.score_samples(X[test]))
+        )
     for name, coords in (("Poincare", lambda Z: Z), ("Klein", poincare_to_klein)):
         baseline = IsolationForest(random_state=args.seed).fit(coords(X[train]))
-        rows.append((f"scikit-learn IsolationForest, {name} coordinates",
-                     -baseline.score_samples(coords(X[test]))))
+        rows.append(
+            (
+                f"scikit-learn IsolationForest, {name} coordinates",
+                -baseline.score_samples(coords(X[test])),
+            )
+        )
     print(f"novelty detection on {len(test)} modules ({y.sum()} from {held_out}):")
     for name, anomaly in rows:
-        print(f"  {name:56s} ROC-AUC {roc_auc_score(y, anomaly):.3f}  "
-              f"average precision {average_precision_score(y, anomaly):.3f}")
+        print(
+            f"  {name:56s} ROC-AUC {roc_auc_score(y, anomaly):.3f}  "
+            f"average precision {average_precision_score(y, anomaly):.3f}"
+        )
 
     onnx_model = hyp2onnx.to_onnx(forest)
     report = hyp2onnx.verify(forest, onnx_model, X)
     print(f"ONNX graph vs the Python forest: {report}")
     got = run_onnx(onnx_model, X[novel])
-    print(f"the graph flags {np.mean(got['label'] == -1):.1%} of {held_out}'s modules as outliers "
-          f"(contamination='auto'), against {np.mean(forest.predict(X[test][~y]) == -1):.1%} "
-          "of the other packages' held-out modules")
+    print(
+        f"the graph flags {np.mean(got['label'] == -1):.1%} of {held_out}'s modules as outliers "
+        f"(contamination='auto'), against {np.mean(forest.predict(X[test][~y]) == -1):.1%} "
+        "of the other packages' held-out modules"
+    )
     return 0 if report.ok else 1
 
 

@@ -17,13 +17,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _cli import cli
 from scipy.stats import spearmanr
 
 import hyp2onnx as h
 from hyp2onnx.estimators import _isolation
 from hyp2onnx.verify import ANOMALY_SCORE_ATOL, run_onnx
-
-from _cli import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DESIGNS = [("axis", "klein"), ("axis", "distance"), ("centred", "distance"), ("centred", "klein")]
@@ -79,7 +78,9 @@ def test_axis_klein_law_gives_scikit_learns_scores_exactly(params: dict) -> None
 
     X = _points(600, 3, 0)
     k = X[:, 1:] / X[:, :1]  # Klein coordinates, written out
-    ours = h.HyperbolicIsolationForest(splits="axis", threshold_law="klein", random_state=4, **params)
+    ours = h.HyperbolicIsolationForest(
+        splits="axis", threshold_law="klein", random_state=4, **params
+    )
     theirs = IsolationForest(random_state=4, **params)
     ours.fit(X)
     theirs.fit(k)
@@ -204,8 +205,13 @@ def _single_tree_graph(model, t: int):
     return compile_model(single, dtype="float64", encoding="exact", opset=18)
 
 
-@pytest.mark.parametrize(("splits", "law", "bootstrap"), [*((s, l, False) for s, l in DESIGNS[:3]), ("centred", "distance", True)])
-def test_training_rows_routed_through_the_graph_reproduce_every_leaf_size(splits, law, bootstrap) -> None:
+@pytest.mark.parametrize(
+    ("splits", "law", "bootstrap"),
+    [*((s, law, False) for s, law in DESIGNS[:3]), ("centred", "distance", True)],
+)
+def test_training_rows_routed_through_the_graph_reproduce_every_leaf_size(
+    splits, law, bootstrap
+) -> None:
     X = _points(800, 3, 7)
     model = h.HyperbolicIsolationForest(
         splits=splits, threshold_law=law, n_estimators=6, bootstrap=bootstrap, random_state=2
@@ -229,8 +235,14 @@ def _probes(model, k: np.ndarray) -> np.ndarray:
             if tree.normal is None:
                 f = tree.feature[j]
                 t32 = np.float32(t)
-                values = {t, np.nextafter(t, 2), np.nextafter(t, -2), float(t32),
-                          float(np.nextafter(t32, np.float32(2))), float(np.nextafter(t32, np.float32(-2)))}
+                values = {
+                    t,
+                    np.nextafter(t, 2),
+                    np.nextafter(t, -2),
+                    float(t32),
+                    float(np.nextafter(t32, np.float32(2))),
+                    float(np.nextafter(t32, np.float32(-2))),
+                }
                 for v in values:
                     row = base.copy()
                     row[f] = v
@@ -252,12 +264,18 @@ def _probes(model, k: np.ndarray) -> np.ndarray:
 
 @pytest.mark.parametrize(("splits", "law"), DESIGNS)
 @pytest.mark.parametrize("encoding", ["exact", "standard"])
-def test_graph_routes_like_the_model_at_thresholds_and_one_ulp_either_side(splits, law, encoding) -> None:
+def test_graph_routes_like_the_model_at_thresholds_and_one_ulp_either_side(
+    splits, law, encoding
+) -> None:
     X = _points(1000, 3, 9)
     k = X[:, 1:] / X[:, :1]
     model = h.HyperbolicIsolationForest(
-        splits=splits, threshold_law=law, n_estimators=25, contamination=0.1,
-        input_geometry="klein", random_state=0,
+        splits=splits,
+        threshold_law=law,
+        n_estimators=25,
+        contamination=0.1,
+        input_geometry="klein",
+        random_state=0,
     ).fit(k)
     P = np.vstack([k, _probes(model, k)])
     got = run_onnx(h.to_onnx(model, encoding=encoding), P)
@@ -265,7 +283,10 @@ def test_graph_routes_like_the_model_at_thresholds_and_one_ulp_either_side(split
     assert np.array_equal(got["label"], model.predict(P))
     assert np.abs(got["scores"] - model.score_samples(P)).max() <= ANOMALY_SCORE_ATOL
     if splits == "centred":  # some probes do sit on a threshold: exactness is exercised
-        tested = [np.isin(P @ tr.normal[~tr.is_leaf].T, tr.threshold[~tr.is_leaf]).any() for tr in model.trees_]
+        tested = [
+            np.isin(P @ tr.normal[~tr.is_leaf].T, tr.threshold[~tr.is_leaf]).any()
+            for tr in model.trees_
+        ]
         assert any(tested)
 
 
@@ -286,11 +307,22 @@ def test_convert_verify_and_predict_on_the_command_line(tmp_path: Path) -> None:
     model = h.HyperbolicIsolationForest(n_estimators=20, contamination=0.1, random_state=0).fit(X)
     (tmp_path / "forest.pkl").write_bytes(pickle.dumps(model))
     np.save(tmp_path / "X.npy", X)
-    code, out, err = cli("convert", tmp_path / "forest.pkl", "-o", tmp_path / "forest.onnx", "--check", tmp_path / "X.npy")
+    code, out, err = cli(
+        "convert",
+        tmp_path / "forest.pkl",
+        "-o",
+        tmp_path / "forest.onnx",
+        "--check",
+        tmp_path / "X.npy",
+    )
     assert code == 0, out + err
-    code, out, err = cli("verify", tmp_path / "forest.pkl", tmp_path / "forest.onnx", "--data", tmp_path / "X.npy")
+    code, out, err = cli(
+        "verify", tmp_path / "forest.pkl", tmp_path / "forest.onnx", "--data", tmp_path / "X.npy"
+    )
     assert code == 0 and "labels agree on 100.0000% (0 differ)" in out, out + err
-    code, out, err = cli("predict", tmp_path / "forest.onnx", tmp_path / "X.npy", "-o", tmp_path / "p.csv")
+    code, out, err = cli(
+        "predict", tmp_path / "forest.onnx", tmp_path / "X.npy", "-o", tmp_path / "p.csv"
+    )
     assert code == 0, out + err
     lines = (tmp_path / "p.csv").read_text().splitlines()
     assert lines[0] == "label,score,path_length"
@@ -312,8 +344,17 @@ def test_the_estimator_is_public_and_lazy() -> None:
 
 def test_quick_benchmark_writes_its_tables(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_isolation.py"), "--quick", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=400,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_isolation.py"),
+            "--quick",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     text = (tmp_path / "isolation.md").read_text(encoding="utf-8")

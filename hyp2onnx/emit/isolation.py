@@ -36,7 +36,9 @@ def emit_anomaly_outputs(
     g.rename(total, "path_length")
     denominator = float(metadata["denominator"])
     if denominator != 0:
-        ratio = g.op(STAGE, "Div", ["path_length", g.const(STAGE, "denominator", denominator, dtype)])
+        ratio = g.op(
+            STAGE, "Div", ["path_length", g.const(STAGE, "denominator", denominator, dtype)]
+        )
     else:  # one training row: scikit-learn scores every point -(2 ** -1)
         zero = g.op(STAGE, "Mul", ["path_length", g.const(STAGE, "zero", 0.0, dtype)])
         ratio = g.op(STAGE, "Add", [zero, g.const(STAGE, "one", 1.0, dtype)])
@@ -127,7 +129,9 @@ def emit_oblique_walk(g: GraphBuilder, k: str, ensemble) -> str:
     levels = _depth(ensemble)
     # Children side by side: the right child is the left one's neighbour in our trees,
     # so one Gather and an Add of the comparison's complement replaces two Gathers.
-    adjacent = bool(np.all((tables["right"] == tables["left"] + 1) | (tables["right"] == tables["left"])))
+    adjacent = bool(
+        np.all((tables["right"] == tables["left"] + 1) | (tables["right"] == tables["left"]))
+    )
     # [n, d + 1]: each node's normal components, then its threshold. A row gather copies
     # d + 1 neighbouring numbers per index; the Transpose then makes the products and
     # sums below run over contiguous [b, T] planes.
@@ -171,8 +175,12 @@ def emit_oblique_walk(g: GraphBuilder, k: str, ensemble) -> str:
                 right = b.op(WALK, "Gather", [consts["right"], node], axis=0)
                 node = b.op(WALK, "Where", [goes_left, left, right])
         if levels == 0:  # only roots that are leaves: give every row its own copy
-            zeros = b.op(WALK, "Cast", [b.op(WALK, "Mul", [first, consts["zero"]])], to=TensorProto.INT64)
-            node = b.op(WALK, "Add", [b.op(WALK, "Transpose", [zeros], perm=[1, 0]), consts["roots"]])
+            zeros = b.op(
+                WALK, "Cast", [b.op(WALK, "Mul", [first, consts["zero"]])], to=TensorProto.INT64
+            )
+            node = b.op(
+                WALK, "Add", [b.op(WALK, "Transpose", [zeros], perm=[1, 0]), consts["roots"]]
+            )
         values = b.op(WALK, "Gather", [consts["value"], node], axis=0)  # [b, T]
         return _sum_in_order(b, values, axis=1, length=n_trees, keep_axis=True)
 

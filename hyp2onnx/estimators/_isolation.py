@@ -158,7 +158,9 @@ class IsolationTree:
 
     def path_lengths(self) -> np.ndarray:
         """Per node: ``(depth + 1 + c(n)) - 1`` (scikit-learn's expression), 0 at internal nodes."""
-        value = ((self.depth + 1).astype(np.float64) + average_path_length(self.n_node_samples)) - 1.0
+        value = (
+            (self.depth + 1).astype(np.float64) + average_path_length(self.n_node_samples)
+        ) - 1.0
         return np.where(self.is_leaf, value, 0.0)
 
     def columns(self) -> tuple[np.ndarray, np.ndarray | None]:
@@ -172,7 +174,9 @@ class IsolationTree:
 
     def arrays(self) -> TreeArrays:
         feature, _ = self.columns()
-        return TreeArrays(feature, np.where(self.is_leaf, 0.0, self.threshold), self.left, self.right)
+        return TreeArrays(
+            feature, np.where(self.is_leaf, 0.0, self.threshold), self.left, self.right
+        )
 
     def apply(self, k: np.ndarray) -> np.ndarray:
         """Leaf reached by each unit-ball Klein row of ``k`` (float64 comparisons)."""
@@ -194,11 +198,21 @@ def _grow(
 ) -> IsolationTree:
     """Grow one isolation tree on the Klein rows ``k`` (a subsample, repeats allowed)."""
     d = k.shape[1]
-    feature, threshold, left, right, count, depth, normals = [], [], [], [], [], [], []
+    feature: list[int] = []
+    threshold: list[float] = []
+    left: list[int] = []
+    right: list[int] = []
+    count: list[int] = []
+    depth: list[int] = []
+    normals: list[np.ndarray | None] = []
 
     def new_node(n: int, level: int) -> int:
-        for a, v in ((feature, -1), (threshold, 0.0), (left, -1), (right, -1), (count, n), (depth, level)):
-            a.append(v)
+        feature.append(-1)
+        threshold.append(0.0)
+        left.append(-1)
+        right.append(-1)
+        count.append(n)
+        depth.append(level)
         normals.append(None)
         return len(feature) - 1
 
@@ -220,6 +234,7 @@ def _grow(
             feature[node], threshold[node] = int(features[j]), t
             goes_left = k[rows, features[j]] <= t
         else:
+            assert lorentz is not None  # centred trees get the hyperboloid rows
             goes_left = _centred_split(
                 k[rows], lorentz[rows], node, law, n_directions, rng, threshold, normals
             )
@@ -234,7 +249,9 @@ def _grow(
 
     normal = None
     if splits == "centred":
-        normal = np.array([np.zeros(d) if w is None else w for w in normals]).reshape(len(normals), d)
+        normal = np.array([np.zeros(d) if w is None else w for w in normals]).reshape(
+            len(normals), d
+        )
     return IsolationTree(
         feature=np.array(feature, dtype=np.int64),
         threshold=np.array(threshold, dtype=np.float64),
@@ -275,7 +292,11 @@ def _centred_split(
         lo, hi = float(p_moved.min()), float(p_moved.max())
         if not lo < hi:
             continue
-        s = _draw(max(lo, -1.0), min(hi, 1.0), law, rng) if -1.0 < lo and hi < 1.0 else lo / 2 + hi / 2
+        s = (
+            _draw(max(lo, -1.0), min(hi, 1.0), law, rng)
+            if -1.0 < lo and hi < 1.0
+            else lo / 2 + hi / 2
+        )
         n = -s * M[0] + u @ M[1:]
         scale = float(np.linalg.norm(n[1:]))
         w, tau = n[1:] / scale, -n[0] / scale
@@ -322,9 +343,7 @@ def _scores(total: np.ndarray, denominator: float) -> np.ndarray:
     """``score_samples`` from summed path lengths, as scikit-learn computes it."""
     total = np.asarray(total, dtype=np.float64)
     denominator = np.float64(denominator)
-    scores = 2 ** (
-        -np.divide(total, denominator, out=np.ones_like(total), where=denominator != 0)
-    )
+    scores = 2 ** (-np.divide(total, denominator, out=np.ones_like(total), where=denominator != 0))
     return -scores
 
 
@@ -462,12 +481,14 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
 
     # -- training ------------------------------------------------------------
 
-    def fit(self, X: Any, y: Any = None, sample_weight: Any = None):
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None, **fit_params: Any):
         """Grow the trees on hyperbolic points ``X`` (``y`` is ignored).
 
         ``sample_weight`` is passed to scikit-learn for ``splits="axis",
-        threshold_law="klein"`` and refused otherwise.
+        threshold_law="klein"`` and refused otherwise. No other fit parameters exist.
         """
+        if fit_params:
+            raise TypeError(f"fit() got unexpected keyword arguments {sorted(fit_params)}")
         self._validate_params()
         X = validate_data(self, X, dtype=np.float64, ensure_all_finite=False)
         k = self._features(X)
@@ -480,15 +501,11 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             self._fit_sklearn(k, sample_weight)
         else:
             self._fit_own(k)
-        self._denominator = float(
-            len(self.trees_) * average_path_length([self.max_samples_])[0]
-        )
+        self._denominator = float(len(self.trees_) * average_path_length([self.max_samples_])[0])
         if self.contamination == "auto":
             self.offset_ = -0.5
         else:
-            self.offset_ = float(
-                np.percentile(self._score_klein(k), 100.0 * self.contamination)
-            )
+            self.offset_ = float(np.percentile(self._score_klein(k), 100.0 * self.contamination))
         self.path_threshold_ = path_threshold(self._denominator, self.offset_)
         return self
 
@@ -519,10 +536,11 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         if isinstance(self.max_samples, str):
             return min(256, n)
         if isinstance(self.max_samples, numbers.Integral):
-            if self.max_samples > n:
+            if int(self.max_samples) > n:
                 warn(
                     f"max_samples ({self.max_samples}) is greater than the total number of "
-                    f"samples ({n}). max_samples will be set to n_samples for estimation."
+                    f"samples ({n}). max_samples will be set to n_samples for estimation.",
+                    stacklevel=3,
                 )
                 return n
             return int(self.max_samples)
@@ -530,8 +548,10 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
 
     def _n_features(self, d: int) -> int:
         if isinstance(self.max_features, numbers.Integral):
-            if self.max_features > d:
-                raise ValueError(f"max_features must be <= n_features ({d}), got {self.max_features}.")
+            if int(self.max_features) > d:
+                raise ValueError(
+                    f"max_features must be <= n_features ({d}), got {self.max_features}."
+                )
             return int(self.max_features)
         return max(1, int(self.max_features * d))
 
@@ -626,7 +646,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         for tree in self.trees_:
             feature, cols = tree.columns()
             a = tree.arrays()
-            if centred:
+            if cols is not None:
                 a = a._replace(feature=np.where(feature >= 0, feature + offset, -1))
                 offset += cols.shape[1]
                 normals.append(cols)
@@ -647,7 +667,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             projection=np.concatenate(normals, axis=1) if centred and offset else None,
         )
         space = InputSpace(
-            geometry=self.input_geometry,
+            geometry=self.input_geometry,  # type: ignore[arg-type]  # validated at fit
             curvature=float(self.curvature),
             timelike_dim=int(self.timelike_dim),
             n_input_features=int(self.n_features_in_),
