@@ -78,6 +78,8 @@ def default_predictions(data_path: Path) -> Path:
 
 
 def _header(metadata: dict[str, Any], outputs: dict[str, Any]) -> list[str]:
+    if metadata["task"] == "anomaly":  # isolation forests
+        return ["label", "score", "path_length"]
     if metadata["task"] == "classification":
         classes = metadata["classes"]
         n = outputs["probabilities"].shape[1]
@@ -113,7 +115,10 @@ def _float_format(dtype: np.dtype) -> str:
 
 def _lines(metadata: dict[str, Any], outputs: dict[str, Any]) -> str:
     """The CSV rows of one chunk's outputs."""
-    if metadata["task"] == "classification":
+    if metadata["task"] == "anomaly":  # isolation forests: label, score, path length
+        first = np.asarray(outputs["label"]).tolist()
+        values = np.stack([outputs["scores"], outputs["path_length"]], axis=1)
+    elif metadata["task"] == "classification":
         labels = np.asarray(outputs["label"])
         first = labels.tolist()
         if not (np.issubdtype(labels.dtype, np.number) or labels.dtype == np.bool_):
@@ -191,7 +196,8 @@ data); NaN, infinity, values the graph's input type cannot hold and
 invalid categorical codes are refused either way. Labels starting with =, +, -, @, tab or carriage return
 are written with a leading ' so spreadsheets do not run them as formulas. The CSV has a header
 and one row per point: label and one probability_<class> column per class
-for classifiers, value (value_0, ... for several targets) for regressors.
+for classifiers, value (value_0, ... for several targets) for regressors,
+label (+1 inlier, -1 outlier), score and path_length for isolation forests.
 It is written to PREDICTIONS (default: DATA with .predictions.csv) only if
 every chunk succeeds; an existing file is replaced only with --force.
 

@@ -16,6 +16,7 @@ from ._registry import BACKENDS, backend_for, estimator_class
 _OWN = {
     "HyperbolicTreeModel": "_base",
     "HyperbolicEstimator": "_base",
+    "HyperbolicIsolationForest": "_isolation",
 }
 
 __all__ = sorted(

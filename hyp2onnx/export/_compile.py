@@ -30,6 +30,7 @@ from .._atomic import atomic_write
 from .._version import __version__ as _version
 from ..emit import ENCODINGS, encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
+from ..emit.isolation import emit_oblique_walk, walk_applies
 from ..emit.oblique import emit_normals, remap_projection
 from ..emit.outputs import emit_outputs
 from ..emit.projection import emit_projection, projection_dtype
@@ -292,7 +293,11 @@ def compile_model(
         )
     oblique = described.ensemble.projection is not None
     ensemble, used = (remap_projection if oblique else remap_features)(described.ensemble)
-    plan = plan_trees(ensemble, encoding, legacy_only=legacy_only) if how.tree_operator else None
+    # Oblique isolation forests: a level-by-level walk, standard operators only.
+    walk = described.metadata.get("task") == "anomaly" and not how.float32 and walk_applies(ensemble)
+    plan = None
+    if how.tree_operator and not walk:
+        plan = plan_trees(ensemble, encoding, legacy_only=legacy_only)
     # Oblique splits project float64 Klein coordinates, whatever the encoding.
     compare = "float32" if how.float32 and not oblique else ensemble.compare_dtype
     if how.float32:
@@ -300,13 +305,21 @@ def compile_model(
     k_dtype = projection_dtype(space, dtype, compare)
 
     g = GraphBuilder(opset)
-    g.reserve("X", "label", "probabilities", "variable")
+    g.reserve("X", "label", "probabilities", "variable", "scores", "path_length")
     k = emit_projection(g, "X", space, used, input_dtype=dtype, dtype=k_dtype)
-    if ensemble.projection is not None:
-        k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
-    scores = how.emit_function()(g, k, k_dtype, ensemble, **({"plan": plan} if plan else {}))
+    if walk:
+        scores = emit_oblique_walk(g, k, ensemble)
+    else:
+        if ensemble.projection is not None:
+            k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
+        scores = how.emit_function()(g, k, k_dtype, ensemble, **({"plan": plan} if plan else {}))
     out_dtype = "float32" if how.float32 else ensemble.sum_dtype
-    outputs = emit_outputs(g, scores, ensemble, out_dtype)
+    if described.metadata.get("task") == "anomaly":  # isolation forests
+        from ..emit.isolation import emit_anomaly_outputs
+
+        outputs = emit_anomaly_outputs(g, scores, described.metadata, out_dtype)
+    else:
+        outputs = emit_outputs(g, scores, ensemble, out_dtype)
 
     graph = helper.make_graph(
         g.nodes,
@@ -400,6 +413,8 @@ def check_model(onnx_model: onnx.ModelProto) -> None:
 def _doc_string(described: Model, encoding: str) -> str:
     space = described.space
     what = "labels and class probabilities" if described.ensemble.is_classifier else "values"
+    if described.metadata.get("task") == "anomaly":
+        what = "labels (+1 inlier, -1 outlier), anomaly scores and summed path lengths"
     if space.blocks is not None:
         return (
             f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} "
@@ -426,7 +441,8 @@ def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str
         "n_features_in": str(space.n_input_features),
         "backend": described.backend,
         "estimator_class": described.estimator_class,
-        "task": "classification" if ensemble.is_classifier else "regression",
+        "task": described.metadata.get("task")
+        or ("classification" if ensemble.is_classifier else "regression"),
         "classes": json.dumps(classes),
         "n_trees": str(ensemble.n_trees),
         "encoding": encoding,
@@ -438,6 +454,7 @@ def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str
     }
     if space.blocks is not None:
         entries["blocks"] = blocks_to_json(space.blocks)
+    entries.update({k: v for k, v in described.metadata.items() if k not in entries})
     for key, value in entries.items():
         prop = onnx_model.metadata_props.add()
         prop.key, prop.value = _META_PREFIX + key, value

@@ -1,0 +1,187 @@
+"""ONNX nodes from an isolation forest's summed path lengths to its outputs.
+
+The tree stage adds each tree's leaf path length in tree order (the sums
+are the Python model's bit for bit). Outputs, each ``[N]``:
+
+- ``path_length``: the summed path lengths ``S``;
+- ``scores``: ``-(2 ** -(S / D))`` with ``D = n_estimators * c(max_samples_)``,
+  scikit-learn's ``score_samples`` (``Div``, ``Neg``, ``Pow``, ``Neg``: the same
+  operations; ``Pow`` is the runtime's, which may differ from numpy's
+  ``2 ** x`` in the last bit);
+- ``label``: int64, -1 (outlier) iff ``S < path_threshold``, else +1: decided
+  on the sums, so identical to the Python model's ``predict``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from ._graph import GraphBuilder, onnx_type
+
+STAGE = "anomaly"
+
+__all__ = ["OUTPUTS", "emit_anomaly_outputs"]
+
+#: Graph outputs of an isolation forest, in order.
+OUTPUTS = ("label", "scores", "path_length")
+
+
+def emit_anomaly_outputs(
+    g: GraphBuilder, sums: str, metadata: dict[str, str], dtype: str
+) -> list[helper.ValueInfoProto]:
+    """Wire ``label``, ``scores`` and ``path_length`` from the ``[N, 1]`` sums."""
+    elem = onnx_type(dtype)
+    total = g.op(STAGE, "Squeeze", [sums, g.const(STAGE, "axis", [1], np.int64)])
+    g.rename(total, "path_length")
+    denominator = float(metadata["denominator"])
+    if denominator != 0:
+        ratio = g.op(
+            STAGE, "Div", ["path_length", g.const(STAGE, "denominator", denominator, dtype)]
+        )
+    else:  # one training row: scikit-learn scores every point -(2 ** -1)
+        zero = g.op(STAGE, "Mul", ["path_length", g.const(STAGE, "zero", 0.0, dtype)])
+        ratio = g.op(STAGE, "Add", [zero, g.const(STAGE, "one", 1.0, dtype)])
+    power = g.op(STAGE, "Pow", [g.const(STAGE, "two", 2.0, dtype), g.op(STAGE, "Neg", [ratio])])
+    g.op(STAGE, "Neg", [power], outputs=["scores"])
+    threshold = g.const(STAGE, "path_threshold", float(metadata["path_threshold"]), dtype)
+    outlier = g.op(STAGE, "Less", ["path_length", threshold])
+    g.op(
+        STAGE,
+        "Where",
+        [outlier, g.const(STAGE, "outlier", -1, np.int64), g.const(STAGE, "inlier", 1, np.int64)],
+        outputs=["label"],
+    )
+    return [
+        helper.make_tensor_value_info("label", TensorProto.INT64, ["N"]),
+        helper.make_tensor_value_info("scores", elem, ["N"]),
+        helper.make_tensor_value_info("path_length", elem, ["N"]),
+    ]
+
+
+# -- oblique isolation forests: a level-by-level walk ------------------------------------------
+
+WALK = "walk"
+
+
+def walk_applies(ensemble) -> bool:
+    """Whether :func:`emit_oblique_walk` can take ``ensemble``: oblique, one output, float64."""
+    return (
+        ensemble.projection is not None
+        and ensemble.n_outputs == 1
+        and ensemble.op == "<="
+        and ensemble.compare_dtype == "float64"
+        and ensemble.categories is None
+    )
+
+
+def _walk_tables(ensemble) -> dict[str, np.ndarray]:
+    """Per-node tables of the walk: normals by Klein feature, thresholds, children, values.
+
+    A leaf points to itself on both sides, with a zero normal and threshold 0:
+    its margin ``p - t`` is a sum of +-0, which is ``<= 0``, so a row that
+    reached a leaf stays there however many levels remain.
+    """
+    n = ensemble.n_nodes
+    leaf = ensemble.feature < 0
+    column = np.where(leaf, 0, ensemble.feature)
+    normals = np.where(leaf[None, :], 0.0, ensemble.projection[:, column])  # [d, n_nodes]
+    own = np.arange(n, dtype=np.int64)
+    return {
+        "normals": normals,
+        "threshold": np.where(leaf, 0.0, ensemble.threshold),
+        "left": np.where(leaf, own, ensemble.left),
+        "right": np.where(leaf, own, ensemble.right),
+        "value": ensemble.value[:, 0].astype(np.float64),
+    }
+
+
+def _depth(ensemble) -> int:
+    depth = np.zeros(ensemble.n_nodes, dtype=np.int64)
+    for j in range(ensemble.n_nodes):  # children come after their parents
+        if ensemble.feature[j] >= 0:
+            depth[ensemble.left[j]] = depth[ensemble.right[j]] = depth[j] + 1
+    return int(depth.max()) if depth.size else 0
+
+
+def emit_oblique_walk(g: GraphBuilder, k: str, ensemble) -> str:
+    """Summed leaf values ``[N, 1]`` (float64) of an oblique single-output ensemble.
+
+    Every (row, tree) pair holds its current node. At each level one
+    ``Gather`` reads the node's row ``(w_0, ..., w_{d-1}, t)`` of a table,
+    ``Mul`` forms ``(k_0 w_0, ..., k_{d-1} w_{d-1}, -t)`` (the row's Klein
+    coordinates extended by -1) and ``CumSum`` adds them in index order: its
+    second-to-last entry is the projection exactly as
+    :func:`hyp2onnx.ir.projection.project` forms it (``k_0 w_0``, then
+    ``+ k_1 w_1``, ...; correctly rounded float64 operations), its last the
+    correctly rounded ``p - t``, which is ``<= 0`` iff ``p <= t`` (IEEE
+    subtraction is zero only for equal operands and never changes sign). So
+    every row takes the Python model's path, and only the nodes a row visits
+    are projected: ``depth`` levels of ``T`` projections per row, where
+    projecting onto every split's normal costs one per split (measured 9x
+    faster on 100 trees of 256 rows). The leaf values are then added in tree
+    order (``CumSum``).
+    """
+    from .trees import _sum_in_order, by_row_blocks
+
+    tables = _walk_tables(ensemble)
+    d = tables["normals"].shape[0]
+    levels = _depth(ensemble)
+    # Children side by side: the right child is the left one's neighbour in our trees,
+    # so one Gather and an Add of the comparison's complement replaces two Gathers.
+    adjacent = bool(
+        np.all((tables["right"] == tables["left"] + 1) | (tables["right"] == tables["left"]))
+    )
+    # [n, d + 1]: each node's normal components, then its threshold. A row gather copies
+    # d + 1 neighbouring numbers per index; the Transpose then makes the products and
+    # sums below run over contiguous [b, T] planes.
+    split_table = np.concatenate([tables["normals"], tables["threshold"][None, :]], axis=0).T
+    consts = {
+        "splits": g.const(WALK, "splits", np.ascontiguousarray(split_table)),
+        "left": g.const(WALK, "left", tables["left"]),
+        "value": g.const(WALK, "value", tables["value"]),
+        "roots": g.const(WALK, "roots", ensemble.roots.astype(np.int64)[None, :]),  # [1, T]
+        "minus_one": g.const(WALK, "minus_one", -np.ones((1, 1))),
+        "zero": g.const(WALK, "zero", 0.0),
+        "last": g.const(WALK, "last", d, np.int64),
+        "axis0": g.const(WALK, "axis0", 0, np.int64),
+        "axis2": g.const(WALK, "axis2", [2], np.int64),
+    }
+    if not adjacent:
+        consts["right"] = g.const(WALK, "right", tables["right"])
+    n_trees = ensemble.n_trees
+
+    def walk(b: GraphBuilder, rows: str) -> str:
+        # [d + 1, b, 1]: the Klein coordinates, feature-major, and -1 (the threshold's coefficient)
+        k_t = b.op(WALK, "Transpose", [rows], perm=[1, 0])  # [d, b]
+        first = b.op(WALK, "Gather", [k_t, b.const(WALK, "first_row", [0], np.int64)], axis=0)
+        minus = b.op(WALK, "Add", [b.op(WALK, "Mul", [first, consts["zero"]]), consts["minus_one"]])
+        extended = b.op(WALK, "Concat", [k_t, minus], axis=0)
+        extended = b.op(WALK, "Unsqueeze", [extended, consts["axis2"]])
+        node = consts["roots"]  # [1, T] at the first level, [b, T] after
+        for _ in range(levels):
+            split = b.op(WALK, "Gather", [consts["splits"], node], axis=0)  # [(b|1), T, d + 1]
+            split = b.op(WALK, "Transpose", [split], perm=[2, 0, 1])  # [d + 1, (b|1), T]
+            terms = b.op(WALK, "Mul", [split, extended])  # [d + 1, b, T]
+            sums = b.op(WALK, "CumSum", [terms, consts["axis0"]])
+            margin = b.op(WALK, "Gather", [sums, consts["last"]], axis=0)  # p - t, [b, T]
+            goes_left = b.op(WALK, "LessOrEqual", [margin, consts["zero"]])
+            left = b.op(WALK, "Gather", [consts["left"], node], axis=0)
+            if adjacent:
+                # leaves (left == right == itself) always go left: 0 - 0 <= 0
+                step = b.op(WALK, "Cast", [b.op(WALK, "Not", [goes_left])], to=TensorProto.INT64)
+                node = b.op(WALK, "Add", [left, step])
+            else:
+                right = b.op(WALK, "Gather", [consts["right"], node], axis=0)
+                node = b.op(WALK, "Where", [goes_left, left, right])
+        if levels == 0:  # only roots that are leaves: give every row its own copy
+            zeros = b.op(
+                WALK, "Cast", [b.op(WALK, "Mul", [first, consts["zero"]])], to=TensorProto.INT64
+            )
+            node = b.op(
+                WALK, "Add", [b.op(WALK, "Transpose", [zeros], perm=[1, 0]), consts["roots"]]
+            )
+        values = b.op(WALK, "Gather", [consts["value"], node], axis=0)  # [b, T]
+        return _sum_in_order(b, values, axis=1, length=n_trees, keep_axis=True)
+
+    return by_row_blocks(g, k, walk, 1, "float64")

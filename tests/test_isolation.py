@@ -1,0 +1,364 @@
+"""HyperbolicIsolationForest: its laws against closed forms, its geometry, its exact export.
+
+The oracles are independent of hyp2onnx's code: scikit-learn's own
+``IsolationForest`` (parity), a closed form for three points on a line
+(the distance law), scipy's Spearman correlation under random isometries
+built here (invariance), the Minkowski form written out here (Lorentz
+matrices), onnxruntime's routing of the training rows (leaf sizes) and
+rows placed on every threshold and one ulp either side (export).
+"""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _cli import cli
+from scipy.stats import spearmanr
+
+import hyp2onnx as h
+from hyp2onnx.estimators import _isolation
+from hyp2onnx.verify import ANOMALY_SCORE_ATOL, run_onnx
+
+ROOT = Path(__file__).resolve().parent.parent
+DESIGNS = [("axis", "klein"), ("axis", "distance"), ("centred", "distance"), ("centred", "klein")]
+
+
+def _exp_origin(v: np.ndarray) -> np.ndarray:
+    r = np.linalg.norm(v, axis=1, keepdims=True)
+    return np.concatenate([np.cosh(r), np.sinh(r) * v / np.where(r > 0, r, 1.0)], axis=1)
+
+
+def _points(n: int, d: int, seed: int, spread: float = 1.5) -> np.ndarray:
+    """Hyperboloid points: clusters at distance 1 .. 3 from the origin plus scattered ones."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((4, d))
+    centres *= rng.uniform(1, 3, (4, 1)) / np.linalg.norm(centres, axis=1, keepdims=True)
+    v = centres[rng.integers(0, 4, n)] + 0.3 * rng.standard_normal((n, d))
+    v[: n // 20] = rng.standard_normal((n // 20, d)) * spread
+    return _exp_origin(v)
+
+
+def _isometry(d: int, rng: np.random.Generator, rapidity: float = 3.0) -> np.ndarray:
+    """Rotation, boost of ``rapidity`` along the first axis, rotation (built here, not by hyp2onnx)."""
+
+    def rotation() -> np.ndarray:
+        q, r = np.linalg.qr(rng.standard_normal((d, d)))
+        R = np.eye(d + 1)
+        R[1:, 1:] = q * np.sign(np.diag(r))
+        return R
+
+    B = np.eye(d + 1)
+    B[0, 0] = B[1, 1] = np.cosh(rapidity)
+    B[0, 1] = B[1, 0] = np.sinh(rapidity)
+    return rotation() @ B @ rotation()
+
+
+def _on_manifold(x: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.sqrt(1 + (x[:, 1:] ** 2).sum(1, keepdims=True)), x[:, 1:]], axis=1)
+
+
+# -- scikit-learn parity ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"max_features": 0.5, "bootstrap": True, "contamination": 0.1},
+        {"max_samples": 100, "max_features": 2, "contamination": 0.05, "n_estimators": 30},
+    ],
+)
+def test_axis_klein_law_gives_scikit_learns_scores_exactly(params: dict) -> None:
+    from sklearn.ensemble import IsolationForest
+
+    X = _points(600, 3, 0)
+    k = X[:, 1:] / X[:, :1]  # Klein coordinates, written out
+    ours = h.HyperbolicIsolationForest(
+        splits="axis", threshold_law="klein", random_state=4, **params
+    )
+    theirs = IsolationForest(random_state=4, **params)
+    ours.fit(X)
+    theirs.fit(k)
+    probe = _points(300, 3, 1)
+    kp = probe[:, 1:] / probe[:, :1]
+    assert np.array_equal(ours.score_samples(probe), theirs.score_samples(kp))
+    assert np.array_equal(ours.decision_function(probe), theirs.decision_function(kp))
+    assert np.array_equal(ours.predict(probe), theirs.predict(kp))
+    assert np.array_equal(ours.predict(X), theirs.predict(k))
+    assert ours.offset_ == theirs.offset_
+
+
+# -- the distance law: a closed form ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("splits", ["axis", "centred"])
+def test_three_collinear_points_in_h1_follow_the_distance_law(splits: str) -> None:
+    """Points at distances 0, 0.5 and 3 along H^1 (moved by a boost of 1.3): the first split
+    falls in the gap g1 next to an end point with probability g1 / (g1 + g2) and isolates
+    it at depth 1, else at depth 2: E[h] = 1 + g2 / (g1 + g2) (no leaf holds two rows twice)."""
+    t = np.array([3.0, 0.5, 0.0]) + 1.3
+    X = np.stack([np.cosh(t), np.sinh(t)], axis=1)
+    n_trees = 4000
+    model = h.HyperbolicIsolationForest(
+        splits=splits, threshold_law="distance", n_estimators=n_trees, max_samples=3, random_state=0
+    ).fit(X)
+    depth = model.path_length(X) / n_trees
+    g1, g2 = 2.5, 0.5
+    sigma = 0.5 / np.sqrt(n_trees)  # Bernoulli standard deviation at most
+    assert abs(depth[0] - (1 + g2 / (g1 + g2))) < 4 * sigma
+    assert abs(depth[2] - (1 + g1 / (g1 + g2))) < 4 * sigma
+    assert abs(depth[1] - 2.0) < 1e-12  # the middle point always needs two splits
+
+
+# -- invariance under isometries --------------------------------------------------------------
+
+
+def test_centred_ranking_is_invariant_under_random_isometries() -> None:
+    rng = np.random.default_rng(3)
+    X = _points(400, 3, 2)
+    moved = _on_manifold(X @ _isometry(3, rng).T)
+    kw = {"n_estimators": 2000, "max_samples": 64}
+    before = h.HyperbolicIsolationForest(splits="centred", random_state=0, **kw).fit(X)
+    after = h.HyperbolicIsolationForest(splits="centred", random_state=1, **kw).fit(moved)
+    rho = spearmanr(before.score_samples(X), after.score_samples(moved)).statistic
+    assert rho >= 0.99, rho
+
+
+def test_axis_ranking_is_not_invariant() -> None:
+    """The contrast that shows the invariance test has power: Klein axes see the boost."""
+    rng = np.random.default_rng(3)
+    X = _points(400, 3, 2)
+    moved = _on_manifold(X @ _isometry(3, rng).T)
+    kw = {"n_estimators": 500, "max_samples": 64, "splits": "axis"}
+    before = h.HyperbolicIsolationForest(random_state=0, **kw).fit(X)
+    after = h.HyperbolicIsolationForest(random_state=1, **kw).fit(moved)
+    assert spearmanr(before.score_samples(X), after.score_samples(moved)).statistic < 0.95
+
+
+def test_every_lorentz_matrix_used_preserves_the_minkowski_form(monkeypatch) -> None:
+    used: list[tuple[np.ndarray, np.ndarray]] = []
+    original = _isolation.lorentz_boost_to_origin
+
+    def recording(mu: np.ndarray) -> np.ndarray:
+        M = original(mu)
+        used.append((np.array(mu), M))
+        return M
+
+    monkeypatch.setattr(_isolation, "lorentz_boost_to_origin", recording)
+    X = _points(500, 4, 5, spread=4.0)  # some points 8 or more from the origin
+    h.HyperbolicIsolationForest(splits="centred", n_estimators=20, random_state=0).fit(X)
+    assert len(used) > 20 * 20  # one per internal node
+    J = np.diag([-1.0, 1, 1, 1, 1])
+    e0 = np.eye(5)[0]
+    for mu, M in used:
+        scale = max(1.0, float(np.abs(M).max()) ** 2)
+        assert np.abs(M.T @ J @ M - J).max() <= 1e-13 * scale
+        assert np.abs(M @ mu - e0).max() <= 1e-13 * scale
+
+
+# -- exact export -----------------------------------------------------------------------------
+
+
+def _single_tree_graph(model, t: int):
+    """The model's tree ``t`` alone, each leaf valued by its node index, as an exact graph."""
+    from dataclasses import replace
+
+    from hyp2onnx.export import compile_model
+    from hyp2onnx.ir import Ensemble
+
+    described = model._to_ir()
+    e = described.ensemble
+    arrays, _ = e.tree(t)
+    projection = None
+    if e.projection is not None:
+        used = np.unique(arrays.feature[arrays.feature >= 0])
+        projection = e.projection[:, used]
+        arrays = arrays._replace(
+            feature=np.where(arrays.feature >= 0, np.searchsorted(used, arrays.feature), -1)
+        )
+    leaf_ids = np.where(arrays.feature < 0, np.arange(arrays.feature.size), 0.0)[:, None]
+    one = Ensemble.from_trees(
+        [arrays],
+        [leaf_ids],
+        op=e.op,
+        compare_dtype=e.compare_dtype,
+        threshold_dtype=e.threshold_dtype,
+        n_features=e.n_features,
+        aggregate="sum",
+        base_values=np.zeros(1),
+        post_transform="identity",
+        sum_dtype="float64",
+        projection=projection,
+    )
+    # The isolation outputs, with the leaf index as the summed "path length"
+    # (centred trees then go through the graph's level-by-level walk).
+    single = replace(
+        described,
+        ensemble=one,
+        metadata={**described.metadata, "denominator": "1.0", "path_threshold": "0.0"},
+    )
+    return compile_model(single, dtype="float64", encoding="exact", opset=18)
+
+
+@pytest.mark.parametrize(
+    ("splits", "law", "bootstrap"),
+    [*((s, law, False) for s, law in DESIGNS[:3]), ("centred", "distance", True)],
+)
+def test_training_rows_routed_through_the_graph_reproduce_every_leaf_size(
+    splits, law, bootstrap
+) -> None:
+    X = _points(800, 3, 7)
+    model = h.HyperbolicIsolationForest(
+        splits=splits, threshold_law=law, n_estimators=6, bootstrap=bootstrap, random_state=2
+    ).fit(X)
+    for t, (rows, tree) in enumerate(zip(model.estimators_samples_, model.trees_, strict=True)):
+        leaves = run_onnx(_single_tree_graph(model, t), X[rows])["path_length"].astype(np.int64)
+        counts = np.bincount(leaves, minlength=tree.n_node_samples.size)
+        assert np.array_equal(counts[tree.is_leaf], tree.n_node_samples[tree.is_leaf]), t
+        assert counts[~tree.is_leaf].sum() == 0
+
+
+def _probes(model, k: np.ndarray) -> np.ndarray:
+    """Klein rows whose tested value is every threshold and its float32/float64 neighbours."""
+    rng = np.random.default_rng(0)
+    out = []
+    for tree in model.trees_:
+        internal = np.flatnonzero(~tree.is_leaf)
+        for j in rng.choice(internal, min(20, internal.size), replace=False):
+            base = k[rng.integers(k.shape[0])].copy()
+            t = tree.threshold[j]
+            if tree.normal is None:
+                f = tree.feature[j]
+                t32 = np.float32(t)
+                values = {
+                    t,
+                    np.nextafter(t, 2),
+                    np.nextafter(t, -2),
+                    float(t32),
+                    float(np.nextafter(t32, np.float32(2))),
+                    float(np.nextafter(t32, np.float32(-2))),
+                }
+                for v in values:
+                    row = base.copy()
+                    row[f] = v
+                    out.append(row)
+            else:
+                w = tree.normal[j]
+                f = int(np.argmax(np.abs(w)))
+                row = base.copy()
+                row[f] += (t - row @ w) / w[f]
+                for step in range(-3, 4):  # walk the moved coordinate across the threshold
+                    probe = row.copy()
+                    probe[f] = row[f]
+                    for _ in range(abs(step)):
+                        probe[f] = np.nextafter(probe[f], np.sign(step) * 2)
+                    out.append(probe)
+    P = np.array(out)
+    return P[np.einsum("ij,ij->i", P, P) < 1]
+
+
+@pytest.mark.parametrize(("splits", "law"), DESIGNS)
+@pytest.mark.parametrize("encoding", ["exact", "standard"])
+def test_graph_routes_like_the_model_at_thresholds_and_one_ulp_either_side(
+    splits, law, encoding
+) -> None:
+    X = _points(1000, 3, 9)
+    k = X[:, 1:] / X[:, :1]
+    model = h.HyperbolicIsolationForest(
+        splits=splits,
+        threshold_law=law,
+        n_estimators=25,
+        contamination=0.1,
+        input_geometry="klein",
+        random_state=0,
+    ).fit(k)
+    P = np.vstack([k, _probes(model, k)])
+    got = run_onnx(h.to_onnx(model, encoding=encoding), P)
+    assert np.array_equal(got["path_length"], model.path_length(P))
+    assert np.array_equal(got["label"], model.predict(P))
+    assert np.abs(got["scores"] - model.score_samples(P)).max() <= ANOMALY_SCORE_ATOL
+    if splits == "centred":  # some probes do sit on a threshold: exactness is exercised
+        tested = [
+            np.isin(P @ tr.normal[~tr.is_leaf].T, tr.threshold[~tr.is_leaf]).any()
+            for tr in model.trees_
+        ]
+        assert any(tested)
+
+
+def test_labels_are_decided_on_summed_path_lengths() -> None:
+    X = _points(600, 3, 4)
+    model = h.HyperbolicIsolationForest(contamination=0.1, random_state=0).fit(X)
+    S = model.path_length(X)
+    assert np.array_equal(model.predict(X) == -1, S < model.path_threshold_)
+    assert np.array_equal(model.predict(X) == -1, model.decision_function(X) < 0)
+    # The boundary: the threshold itself is an inlier, the float below it an outlier.
+    edge = np.array([model.path_threshold_, np.nextafter(model.path_threshold_, 0)])
+    scores = _isolation._scores(edge, model._denominator)
+    assert scores[0] - model.offset_ >= 0 > scores[1] - model.offset_
+
+
+def test_convert_verify_and_predict_on_the_command_line(tmp_path: Path) -> None:
+    X = _points(400, 3, 6)
+    model = h.HyperbolicIsolationForest(n_estimators=20, contamination=0.1, random_state=0).fit(X)
+    (tmp_path / "forest.pkl").write_bytes(pickle.dumps(model))
+    np.save(tmp_path / "X.npy", X)
+    code, out, err = cli(
+        "convert",
+        tmp_path / "forest.pkl",
+        "-o",
+        tmp_path / "forest.onnx",
+        "--check",
+        tmp_path / "X.npy",
+    )
+    assert code == 0, out + err
+    code, out, err = cli(
+        "verify", tmp_path / "forest.pkl", tmp_path / "forest.onnx", "--data", tmp_path / "X.npy"
+    )
+    assert code == 0 and "labels agree on 100.0000% (0 differ)" in out, out + err
+    code, out, err = cli(
+        "predict", tmp_path / "forest.onnx", tmp_path / "X.npy", "-o", tmp_path / "p.csv"
+    )
+    assert code == 0, out + err
+    lines = (tmp_path / "p.csv").read_text().splitlines()
+    assert lines[0] == "label,score,path_length"
+    table = np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
+    assert np.array_equal(table[:, 0], model.predict(X))
+    assert np.array_equal(table[:, 2], model.path_length(X))
+    assert h.read_metadata(tmp_path / "forest.onnx")["task"] == "anomaly"
+
+
+def test_the_estimator_is_public_and_lazy() -> None:
+    code = (
+        "import sys, hyp2onnx\n"
+        "assert 'sklearn' not in sys.modules\n"
+        "print(hyp2onnx.HyperbolicIsolationForest.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "HyperbolicIsolationForest"
+
+
+def test_quick_benchmark_writes_its_tables(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_isolation.py"),
+            "--quick",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = (tmp_path / "isolation.md").read_text(encoding="utf-8")
+    assert text.startswith("# ")
+    tables = [line for line in text.splitlines() if line.startswith("| :---")]
+    assert len(tables) == 4
+    assert (tmp_path / "isolation.json").exists()
