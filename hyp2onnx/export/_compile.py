@@ -158,7 +158,7 @@ def to_onnx(
     model: Any,
     *,
     dtype: Literal["float32", "float64"] | None = None,
-    encoding: str = "exact",
+    encoding: str = "fast",
     target_opset: int | None = None,
     name: str | None = None,
     input_geometry: str | None = None,
@@ -170,10 +170,14 @@ def to_onnx(
     ``dtype`` is the input tensor type; by default (None) the precision the
     model needs (:func:`input_dtype`): float64 for a model whose splits
     float32 cannot resolve (points far from the origin), float32 otherwise.
-    ``encoding`` is one of :data:`hyp2onnx.emit.ENCODINGS`: ``"exact"``
-    reproduces the Python model's labels exactly and its values bit for bit
-    (probabilities: bit for bit for float64 sums without a link function,
-    within 1e-15 with a logistic or softmax, 1e-6 for XGBoost); ``"compat"``
+    ``encoding`` is one of :data:`hyp2onnx.emit.ENCODINGS`: ``"fast"``
+    (default) routes every row as the Python model does and gives its labels
+    exactly, exact ties included, with values within a stated bound (the
+    runtime adds the trees in its own order; the bound is in the graph's
+    metadata, see :mod:`hyp2onnx.emit.fast`); ``"exact"`` also reproduces
+    its values bit for bit (probabilities: bit for bit for float64 sums
+    without a link function, within 1e-15 with a logistic or softmax, 1e-6
+    for XGBoost), slower on many cores; ``"compat"``
     uses the legacy opset-1 operator with float32 thresholds and sums for
     older runtimes (a :class:`~hyp2onnx.errors.CompatRoutingWarning` says
     when it cannot route exactly); ``"standard"`` gives the exact outputs
@@ -274,7 +278,11 @@ def compile_model(
         k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
     scores = how.emit_function()(g, k, k_dtype, ensemble, **({"plan": plan} if plan else {}))
     out_dtype = "float32" if how.float32 else ensemble.sum_dtype
-    outputs = emit_outputs(g, scores, ensemble, out_dtype)
+    extra_metadata, refine = {}, None
+    if how.value_bound:  # sums in the runtime's order (hyp2onnx.emit.fast)
+        extra_metadata = {"value_bound": repr(scores.bound), "tie_margin": repr(scores.margin)}
+        scores, refine = scores.scores, scores.refine
+    outputs = emit_outputs(g, scores, ensemble, out_dtype, refine=refine)
 
     graph = helper.make_graph(
         g.nodes,
@@ -285,7 +293,13 @@ def compile_model(
     )
     extra = [] if plan is None else [helper.make_opsetid(ML_DOMAIN, plan.ml_opset)]
     return finish_model(
-        graph, described, opset=opset, extra_opsets=extra, encoding=encoding, dtype=dtype
+        graph,
+        described,
+        opset=opset,
+        extra_opsets=extra,
+        encoding=encoding,
+        dtype=dtype,
+        extra_metadata=extra_metadata,
     )
 
 
@@ -297,6 +311,7 @@ def finish_model(
     extra_opsets: list[onnx.OperatorSetIdProto],
     encoding: str,
     dtype: str,
+    extra_metadata: dict[str, str] | None = None,
 ) -> onnx.ModelProto:
     """Wrap ``graph`` in a model with its opsets, doc string and metadata; check it."""
     opsets = [helper.make_opsetid("", opset), *extra_opsets]
@@ -308,7 +323,7 @@ def finish_model(
         ir_version=helper.find_min_ir_version_for(opsets),
         doc_string=_doc_string(described, encoding),
     )
-    _write_metadata(onnx_model, described, encoding, dtype)
+    _write_metadata(onnx_model, described, encoding, dtype, extra_metadata or {})
     check_model(onnx_model)
     return onnx_model
 
@@ -384,7 +399,9 @@ def _doc_string(described: Model, encoding: str) -> str:
     )
 
 
-def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str, dtype: str) -> None:
+def _write_metadata(
+    onnx_model: onnx.ModelProto, described: Model, encoding: str, dtype: str, extra: dict[str, str]
+) -> None:
     space, ensemble = described.space, described.ensemble
     classes = None if ensemble.classes is None else np.asarray(ensemble.classes).tolist()
     entries = {
@@ -406,6 +423,9 @@ def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str
     }
     if space.blocks is not None:
         entries["blocks"] = blocks_to_json(space.blocks)
+    # value_bound (fast encoding): how far any raw score may be from the exact
+    # one; tie_margin: rows whose top two probabilities are closer get exact scores.
+    entries.update(extra)
     for key, value in entries.items():
         prop = onnx_model.metadata_props.add()
         prop.key, prop.value = _META_PREFIX + key, value
@@ -433,6 +453,9 @@ def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[st
     for key in ("timelike_dim", "n_features_in", "n_trees"):
         parsed[key] = int(raw[key])
     parsed["classes"] = json.loads(raw["classes"])
+    for key in ("value_bound", "tie_margin"):
+        if key in raw:
+            parsed[key] = float(raw[key])
     parsed["blocks"] = blocks_from_json(raw["blocks"]) if "blocks" in raw else None
     parsed["doc_string"] = onnx_model.doc_string
     return parsed
