@@ -200,7 +200,8 @@ def test_values_stay_within_the_recorded_bound() -> None:
     exact = run_onnx(compile_model(described, dtype="float64", encoding="exact", opset=18), k, threads=2)
     graph = compile_model(described, dtype="float64", encoding="fast", opset=18)
     bound = read_metadata(graph)["value_bound"]
-    assert bound == pytest.approx(fast.value_bound(described.ensemble))
+    # at least the textbook bound on reordering T terms (docs/math.md, "The summation contract")
+    assert bound >= (T - 1) * 2.0**-53 * np.abs(per_tree).sum()
     got = run_onnx(graph, k, threads=2)
     differs = np.abs(got["variable"] - exact["variable"])
     assert differs.max() > 0  # the orders differ here ...
