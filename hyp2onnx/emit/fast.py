@@ -11,8 +11,9 @@ trees itself, as the peer's graph does (skl2onnx, onnxmltools):
   leaf adding its value to its class; the operator adds the trees in the
   order its threads take them;
 * a leaf holds one value per class (scikit-learn classifiers; the opset-5
-  operator gives a leaf one target only): the exact encoding's leaf rows and
-  value table, added by ``ReduceSum`` (the runtime's order) in row blocks.
+  operator gives a leaf one target only): the exact graph, unchanged. (Its
+  leaf rows and value table added by ``ReduceSum`` in the runtime's order,
+  :data:`LEAF_ROWS_IN_ANY_ORDER`, were measured no faster.)
 
 Routing is the exact encoding's (the same operator attributes and
 thresholds). A sum of ``n`` terms added in two orders differs by at most
@@ -64,6 +65,12 @@ UNIT_ROUNDOFF = {"float32": 2.0**-24, "float64": 2.0**-53}
 #: labels may then differ from the model's (tests/test_fast.py shows one such
 #: input). Never False outside tests.
 GUARD = True
+#: Leaves holding a value per class (scikit-learn classifiers): add their
+#: looked-up values with ReduceSum in the runtime's order (True), or keep the
+#: exact graph (False, the default: on 2 cores the ReduceSum graph was 0.71x /
+#: 0.87x of the peer against the exact graph's 0.79x / 0.95x, RF binary / 8
+#: classes, one thread, benchmarks/bench_export.py).
+LEAF_ROWS_IN_ANY_ORDER = False
 
 
 def _gamma(k: np.ndarray, u: float) -> np.ndarray:
@@ -130,12 +137,15 @@ def emit_fast(
 ) -> Guarded:
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` summed in the runtime's order."""
     guard = GUARD if guard is None else guard
+    by_column = plan.carries == "values" and per_class_trees(ensemble) is not None
     bound = value_bound(ensemble)
-    if bound == 0.0:  # nothing is reordered: the exact graph is as fast
+    if bound == 0.0 or not (by_column or LEAF_ROWS_IN_ANY_ORDER):
+        # Nothing is reordered, or (scikit-learn classifiers) the runtime's
+        # ReduceSum was measured no faster than the ordered sums: the exact graph.
         return Guarded(emit_exact(g, k, k_dtype, ensemble, plan), 0.0, 0.0, None)
     exact = ExactScorer.build(g, ensemble, plan)
     rows = exact.operator_input(g, k, k_dtype)
-    if plan.carries == "values" and per_class_trees(ensemble) is not None:
+    if by_column:
         leaf_nodes = np.flatnonzero(ensemble.feature < 0)
         tree = tree_of_node(ensemble)[leaf_nodes]
         target = np.zeros(ensemble.n_trees, dtype=np.int64) if ensemble.tree_target is None else ensemble.tree_target
