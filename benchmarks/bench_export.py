@@ -1,7 +1,8 @@
 """Exported graphs against their peers: throughput, single-row latency, conversion time.
 
-For every model below, the hyp2onnx graphs (``exact``, ``compat``,
-``standard``) taking float32 hyperboloid points are timed against the
+For every model below, the hyp2onnx graphs (``fast``, the default;
+``exact``, bit for bit; ``compat``; ``standard``) taking float32 hyperboloid
+points are timed against the
 *peer*: the plain graph of the same trees fed float32 Klein coordinates
 computed beforehand (no projection in the graph), made by skl2onnx for
 scikit-learn models and by onnxmltools for XGBoost and LightGBM, which is
@@ -18,14 +19,16 @@ on 20k rows):
   correction).
 
 Throughput is rows per second on one batch, latency the time of a
-single-row call; both at 1 onnxruntime thread and at every core. All
+single-row call; both at each thread count of ``--threads`` (default: 1
+and every core; the results file records the CPU model and core count). All
 graphs of a model and thread count are timed in turn within each round and
 the table gives medians over the rounds, with ratios to the peer measured
 in the same run. ``--large`` measures instead a forest whose graph exceeds
 2 GiB (external data): conversion time, file sizes and session load time
 against skl2onnx.
 
-    python benchmarks/bench_export.py [--quick] [--large [--large-trees N]]
+    python benchmarks/bench_export.py [--quick] [--threads 1,2,4,8,16]
+        [--encodings fast,exact] [--large [--large-trees N]]
 """
 
 from __future__ import annotations
@@ -52,7 +55,20 @@ import hyp2onnx as h  # noqa: E402
 from hyp2onnx import geometry  # noqa: E402
 
 DIM = 16
-ENCODINGS = ("exact", "compat", "standard")
+ENCODINGS = ("fast", "exact", "compat", "standard")
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux ``/proc/cpuinfo``), or the platform's processor string."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 def session(model: Any, threads: int = 1) -> ort.InferenceSession:
@@ -270,7 +286,8 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
         (2_000, 2_000, 10, 2, 50) if quick else (20_000, 50_000, 100, 5, 500)
     )
     all_cores = os.cpu_count() or 1
-    thread_counts = sorted({1, all_cores})
+    thread_counts = sorted(set(args.threads)) if args.threads else sorted({1, all_cores})
+    encodings = [e for e in ENCODINGS if e in args.encodings]
     rng = np.random.default_rng(0)
     k_train = klein_data(n_train, DIM, rng)
     X_train = geometry.from_klein(k_train, "hyperboloid")
@@ -291,12 +308,14 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
             graphs: dict[str, tuple[Any, np.ndarray]] = {}
             convert: dict[str, float] = {}
             graphs["peer"], convert["peer"] = _timed(lambda: (make_peer(k32), k32))
-            for encoding in ENCODINGS:
+            for encoding in encodings:
                 graphs[encoding], convert[encoding] = _timed(
                     lambda: _with_its_input(h.to_onnx(model, encoding=encoding, **kwargs), X32)
                 )
-        _check_peer(*graphs["peer"], *graphs["exact"], label)
-        if not any(n.op_type.startswith("TreeEnsemble") for n in graphs["exact"][0].graph.node):
+        _check_peer(*graphs["peer"], *graphs[encodings[0]], label)
+        if "exact" in graphs and args.cut and not any(
+            n.op_type.startswith("TreeEnsemble") for n in graphs["exact"][0].graph.node
+        ):
             # the operator runs in row blocks (not for a single tree, which has none)
             graphs["exact, up to its tree operator"] = (up_to_tree_operator(graphs["exact"][0]), graphs["exact"][1])
         timing = {
@@ -329,8 +348,9 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
         f"scikit-learn, onnxmltools for XGBoost and LightGBM). {n_trees} trees (boosters: "
         f"{n_trees} rounds, so 8 classes make {8 * n_trees} trees), depth 8 (boosters depth 6 / "
         f"31 leaves), {DIM} Klein features, trained on {n_train:,} rows; throughput on one batch "
-        f"of {n_test:,} rows and the time of a single-row call, at 1 onnxruntime thread and at "
-        f"all {all_cores} cores; medians of {repeats} rounds in which every graph runs in turn; "
+        f"of {n_test:,} rows and the time of a single-row call, at "
+        f"{', '.join(map(str, thread_counts))} onnxruntime threads on {cpu_model()} "
+        f"({all_cores} cores); medians of {repeats} rounds in which every graph runs in turn; "
         "ratios to the peer from the same rounds. Conversion: `hyp2onnx.to_onnx` or the peer's "
         "converter, seconds.",
         "",
@@ -446,6 +466,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large-dir", default=None, help="folder for its files (default: temp)")
     parser.add_argument(
         "--large-model", default=None, help="pickle of the fitted large forest: loaded if it exists, else written"
+    )
+    parser.add_argument(
+        "--threads",
+        type=lambda v: [int(t) for t in v.split(",")],
+        default=None,
+        help="onnxruntime thread counts, e.g. 1,2,4,8,16 (default: 1 and every core)",
+    )
+    parser.add_argument(
+        "--encodings",
+        type=lambda v: v.split(","),
+        default=list(ENCODINGS),
+        help=f"hyp2onnx encodings to time (default: {','.join(ENCODINGS)})",
+    )
+    parser.add_argument(
+        "--cut", action="store_true", help="also time the exact graph cut after its tree operator"
     )
     args = parser.parse_args(argv)
     out = output_dir(args)

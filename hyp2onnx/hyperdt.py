@@ -307,6 +307,10 @@ def compile_hyperdt(
     from .export import finish_model
 
     how = registered(encoding)
+    if how.value_bound:
+        # HyperDT's graph takes labels from votes and modes, not from summed
+        # scores; it keeps the exact encoding's ordered sums.
+        encoding, how = "exact", registered("exact")
     if how.float32:
         usable = ", ".join(repr(e.name) for e in ENCODINGS.values() if not e.float32)
         raise ValueError(

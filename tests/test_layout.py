@@ -99,6 +99,10 @@ def test_cli_lists_come_from_the_registries() -> None:
 @pytest.mark.parametrize(
     ("encoding", "sum_dtype", "post_transform", "atol"),
     [
+        # fast: the ordered encoding's tolerance plus the bound its metadata records (1e-13 here)
+        ("fast", "float64", "identity", 1e-13),
+        ("fast", "float64", "softmax", 1e-15 + 1e-13),
+        ("fast", "float32", "logistic", 1e-6 + 1e-13),
         ("exact", "float64", "identity", 0.0),
         ("standard", "float64", "identity", 0.0),
         ("exact", "float64", "softmax", 1e-15),
@@ -113,7 +117,15 @@ def test_tolerance_follows_from_the_description(
 ) -> None:
     # The backend's name plays no part.
     meta = {"encoding": encoding, "sum_dtype": sum_dtype, "post_transform": post_transform}
+    if encoding == "fast":
+        meta["value_bound"] = 1e-13
     assert default_tolerance({**meta, "backend": "anything"}) == atol
+
+
+def test_tolerance_of_a_fast_graph_without_its_bound_is_refused() -> None:
+    meta = {"encoding": "fast", "sum_dtype": "float64", "post_transform": "identity"}
+    with pytest.raises(ValueError, match="lacks value_bound"):
+        default_tolerance(meta)
 
 
 def test_tolerance_of_a_graph_without_the_description_is_refused() -> None:

@@ -43,7 +43,7 @@ class ConvertOptions:
     """How to export: :func:`hyp2onnx.to_onnx`'s keywords as the command line gives them."""
 
     dtype: str | None = None  #: None: the model's comparison precision
-    encoding: str = "exact"
+    encoding: str = "fast"
     geometry: str | None = None
     curvature: float | None = None
     timelike_dim: int | None = None
@@ -283,7 +283,7 @@ Examples:
 @click.option(
     "--encoding",
     type=click.Choice(list(ENCODINGS)),
-    default="exact",
+    default="fast",
     show_default=True,
     help="; ".join(f"{e.name}: {e.summary}" for e in ENCODINGS.values()) + ".",
 )

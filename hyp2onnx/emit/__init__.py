@@ -30,6 +30,9 @@ class Encoding:
     float32: bool  #: compares and adds in float32 whatever the model does (legacy operator)
     #: has set-membership nodes (categorical splits of input blocks)
     categories: bool = True
+    #: adds the trees in the runtime's order: values within a bound the emitter
+    #: returns with the scores (:class:`hyp2onnx.emit.fast.Guarded`), labels guarded
+    value_bound: bool = False
 
     def emit_function(self) -> Callable[..., str]:
         module, function = self.emitter.split(":")
@@ -39,7 +42,8 @@ class Encoding:
 ENCODINGS: dict[str, Encoding] = {
     e.name: e
     for e in (
-        Encoding("exact", "trees:emit_exact", "reproduces the model's outputs", True, False),
+        Encoding("fast", "fast:emit_fast", "exact routing and labels, values within a stated bound; the runtime's order of sums (default)", True, False, value_bound=True),  # noqa: E501
+        Encoding("exact", "trees:emit_exact", "values bit for bit, slower on many cores", True, False),
         Encoding("compat", "trees:emit_compat", "legacy operator, float32 sums, for older runtimes", True, True, False),  # noqa: E501
         Encoding("standard", "standard:emit_standard", "exact, standard ONNX operators only (no ai.onnx.ml)", False, False),  # noqa: E501
     )

@@ -8,6 +8,8 @@ ZipMap) and ``label`` [N], the first class of highest probability (numpy's
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from onnx import TensorProto, helper
 
@@ -32,10 +34,31 @@ def label_tensor(classes: np.ndarray) -> tuple[np.ndarray, int]:
     )
 
 
+def link(g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) -> str:
+    """A classifier's probabilities from its raw scores (the link function)."""
+    if ensemble.post_transform == "logistic":
+        p = g.op(STAGE, "Sigmoid", [scores])
+        q = g.op(STAGE, "Sub", [g.const(STAGE, "one", np.ones((1, 1)), dtype), p])
+        return g.op(STAGE, "Concat", [q, p], axis=1)
+    if ensemble.post_transform == "softmax":
+        return g.op(STAGE, "Softmax", [scores], axis=1)
+    return scores
+
+
 def emit_outputs(
-    g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str
+    g: GraphBuilder,
+    scores: str,
+    ensemble: Ensemble,
+    dtype: str,
+    *,
+    refine: Callable[..., str] | None = None,
 ) -> list[helper.ValueInfoProto]:
-    """Wire the named graph outputs; returns their value infos."""
+    """Wire the named graph outputs; returns their value infos.
+
+    ``refine(g, scores, probabilities, link)``, if given, returns the
+    probabilities the labels are taken from (the fast encoding's near-tie
+    guard, :mod:`hyp2onnx.emit.fast`).
+    """
     elem = onnx_type(dtype)
     if not ensemble.is_classifier:
         if ensemble.post_transform == "logistic":
@@ -44,14 +67,9 @@ def emit_outputs(
         return [helper.make_tensor_value_info("variable", elem, ["N", ensemble.n_outputs])]
 
     n_classes = len(ensemble.classes)
-    if ensemble.post_transform == "logistic":
-        p = g.op(STAGE, "Sigmoid", [scores])
-        q = g.op(STAGE, "Sub", [g.const(STAGE, "one", np.ones((1, 1)), dtype), p])
-        probabilities = g.op(STAGE, "Concat", [q, p], axis=1)
-    elif ensemble.post_transform == "softmax":
-        probabilities = g.op(STAGE, "Softmax", [scores], axis=1)
-    else:
-        probabilities = scores
+    probabilities = link(g, scores, ensemble, dtype)
+    if refine is not None:
+        probabilities = refine(g, scores, probabilities, lambda b, s: link(b, s, ensemble, dtype))
     g.rename(probabilities, "probabilities")
     labels, label_type = label_tensor(ensemble.classes)
     if label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(n_classes)):

@@ -171,93 +171,124 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: 
     small models also send batches of up to ``CHUNK_ROWS`` rows past the
     Loops (:func:`by_row_blocks`).
     """
-    leaf = ensemble.feature < 0
-    leaf_nodes = np.flatnonzero(leaf)
-    tree = tree_of_node(ensemble)
-    groups = per_class_trees(ensemble) if plan.carries == "values" else None
-    operator = plan.operator
-    if groups is not None:
-        column = tree_columns(groups)
-        targets = {
-            "leaf_nodes": leaf_nodes,
-            "target_ids": column[tree[leaf_nodes]],
-            "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
-        }
-    elif ensemble.n_outputs <= ELEMENTWISE_MAX_CLASSES:
-        # Each tree hands over its leaf's index among its own leaves; one
-        # GatherElements per class reads [leaves, T] tables.
-        local = np.arange(leaf_nodes.size) - np.searchsorted(leaf_nodes, ensemble.roots)[tree[leaf_nodes]]
-        tables = []
-        for c in range(ensemble.n_outputs):
-            table = np.zeros((int(local.max()) + 1, ensemble.n_trees), dtype=ensemble.sum_dtype)
-            table[local, tree[leaf_nodes]] = ensemble.value[leaf_nodes, c]
-            tables.append(g.const(STAGE, f"leaf_values_{c}", table))
-        targets = {"leaf_nodes": leaf_nodes, "target_ids": tree[leaf_nodes], "weights": local}
-    else:
-        table = g.const(STAGE, "leaf_values", ensemble.value[leaf].astype(ensemble.sum_dtype))
-        tables = None
-        targets = {
-            "leaf_nodes": leaf_nodes,
-            "target_ids": tree[leaf_nodes],
-            "weights": np.arange(leaf_nodes.size),
-        }
-    if operator == "legacy":
-        k = cast_to(g, k, k_dtype, "float32")
-        out_dtype = "float32"
-    else:
-        k = cast_to(g, cast_to(g, k, k_dtype, ensemble.compare_dtype), ensemble.compare_dtype, "float64")
-        out_dtype = "float64"
+    scorer = ExactScorer.build(g, ensemble, plan)
+    return finish_scores(g, scorer.any_batch(g, scorer.operator_input(g, k, k_dtype)), ensemble, ensemble.sum_dtype)
 
-    def per_tree_of(b: GraphBuilder, rows: str) -> str:
-        """[b, F] Klein rows -> [b, T]: each tree's leaf value, or where its leaf's values are."""
-        if operator == "legacy":
-            per_tree = _legacy_regressor(b, rows, ensemble, n_targets=ensemble.n_trees, **targets)
-        else:
-            per_tree = _tree_ensemble_v5(b, rows, ensemble, **targets)
+
+@dataclass(frozen=True)
+class ExactScorer:
+    """The exact encoding's per-tree operator and sums, for any rows of Klein coordinates.
+
+    ``ordered`` False replaces the ordered ``CumSum`` by ``ReduceSum`` (the
+    runtime's own order: see :mod:`hyp2onnx.emit.fast`).
+    """
+
+    ensemble: Ensemble
+    plan: TreePlan
+    groups: np.ndarray | None
+    targets: dict
+    tables: list | None
+    table: str | None
+    ordered: bool = True
+
+    @staticmethod
+    def build(g: GraphBuilder, ensemble: Ensemble, plan: TreePlan, *, ordered: bool = True) -> ExactScorer:
+        leaf = ensemble.feature < 0
+        leaf_nodes = np.flatnonzero(leaf)
+        tree = tree_of_node(ensemble)
+        groups = per_class_trees(ensemble) if plan.carries == "values" else None
+        tables, table = None, None
         if groups is not None:
-            return cast_to(b, per_tree, out_dtype, ensemble.sum_dtype)
+            column = tree_columns(groups)
+            targets = {
+                "leaf_nodes": leaf_nodes,
+                "target_ids": column[tree[leaf_nodes]],
+                "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
+            }
+        elif ensemble.n_outputs <= ELEMENTWISE_MAX_CLASSES:
+            # Each tree hands over its leaf's index among its own leaves; one
+            # GatherElements per class reads [leaves, T] tables.
+            local = np.arange(leaf_nodes.size) - np.searchsorted(leaf_nodes, ensemble.roots)[tree[leaf_nodes]]
+            tables = []
+            for c in range(ensemble.n_outputs):
+                values = np.zeros((int(local.max()) + 1, ensemble.n_trees), dtype=ensemble.sum_dtype)
+                values[local, tree[leaf_nodes]] = ensemble.value[leaf_nodes, c]
+                tables.append(g.const(STAGE, f"leaf_values_{c}", values))
+            targets = {"leaf_nodes": leaf_nodes, "target_ids": tree[leaf_nodes], "weights": local}
+        else:
+            table = g.const(STAGE, "leaf_values", ensemble.value[leaf].astype(ensemble.sum_dtype))
+            targets = {
+                "leaf_nodes": leaf_nodes,
+                "target_ids": tree[leaf_nodes],
+                "weights": np.arange(leaf_nodes.size),
+            }
+        return ExactScorer(ensemble, plan, groups, targets, tables, table, ordered)
+
+    @property
+    def out_dtype(self) -> str:
+        return "float32" if self.plan.operator == "legacy" else "float64"
+
+    def operator_input(self, g: GraphBuilder, k: str, k_dtype: str) -> str:
+        """``k`` in the type the operator reads (float32 for legacy; float64 holding compare_dtype values)."""
+        if self.plan.operator == "legacy":
+            return cast_to(g, k, k_dtype, "float32")
+        compare = self.ensemble.compare_dtype
+        return cast_to(g, cast_to(g, k, k_dtype, compare), compare, "float64")
+
+    def per_tree_of(self, b: GraphBuilder, rows: str) -> str:
+        """[b, F] Klein rows -> [b, T]: each tree's leaf value, or where its leaf's values are."""
+        ensemble = self.ensemble
+        if self.plan.operator == "legacy":
+            per_tree = _legacy_regressor(b, rows, ensemble, n_targets=ensemble.n_trees, **self.targets)
+        else:
+            per_tree = _tree_ensemble_v5(b, rows, ensemble, **self.targets)
+        if self.groups is not None:
+            return cast_to(b, per_tree, self.out_dtype, ensemble.sum_dtype)
         return b.cast(STAGE, per_tree, np.int64)
 
-    def sums_of(b: GraphBuilder, per_tree: str) -> str:
-        """[b, T] -> [b, C]: the sums in tree order."""
-        if groups is not None:
-            return sum_tree_columns(b, per_tree, groups)
-        if tables is not None:
-            return sum_looked_up(b, tables, per_tree, ensemble.n_trees)
-        return _sum_trees(b, table, per_tree, ensemble.n_trees)
+    def sums_of(self, b: GraphBuilder, per_tree: str) -> str:
+        """[b, T] -> [b, C]: the sums in tree order (``ordered``) or the runtime's."""
+        n_trees = self.ensemble.n_trees
+        if self.groups is not None:
+            return sum_tree_columns(b, per_tree, self.groups)
+        if self.tables is not None:
+            return sum_looked_up(b, self.tables, per_tree, n_trees, ordered=self.ordered)
+        return _sum_trees(b, self.table, per_tree, n_trees, ordered=self.ordered)
 
-    def scores_of(b: GraphBuilder, rows: str) -> str:
+    def scores_of(self, b: GraphBuilder, rows: str) -> str:
         """All ``rows`` at once (a short batch, or any batch of a single tree): operator, sums."""
-        return sums_of(b, per_tree_of(b, rows))
+        return self.sums_of(b, self.per_tree_of(b, rows))
 
-    def blocks_of(b: GraphBuilder, rows: str) -> str:
+    def blocks_of(self, b: GraphBuilder, rows: str) -> str:
         """Any batch: the operator on OPERATOR_BLOCK_ROWS rows at a time, the
         sums on CHUNK_ROWS rows at a time inside each (nested Loops)."""
+        width, dtype = self.ensemble.n_outputs, self.ensemble.sum_dtype
+
         def one_block(bb: GraphBuilder, block: str) -> str:
-            width, dtype = ensemble.n_outputs, ensemble.sum_dtype
-            return _row_block_loop(bb, per_tree_of(bb, block), sums_of, width, dtype)
+            return _row_block_loop(bb, self.per_tree_of(bb, block), self.sums_of, width, dtype)
 
-        return _row_block_loop(
-            b, rows, one_block, ensemble.n_outputs, ensemble.sum_dtype, rows=OPERATOR_BLOCK_ROWS
-        )
+        return _row_block_loop(b, rows, one_block, width, dtype, rows=OPERATOR_BLOCK_ROWS)
 
-    # The operator runs on blocks of rows: its per-tree outputs and
-    # onnxruntime's per-thread score vectors (threads x rows x trees) then
-    # stay the size of a block; over a whole batch they grew with it (2.0 GB
-    # more for 500k rows at 2 threads, docs/export.md). Its blocks are larger
-    # than the sums' so that the trees and the leaf tables stay in cache
-    # while each works (RF 8 classes: 0.88x of the peer against 0.80x with
-    # both in 1024-row blocks).
-    if ensemble.n_trees == 1:
-        scores = scores_of(g, k)
-    elif ensemble.n_nodes <= SHORT_PATH_MAX_NODES:
-        # Batches of up to CHUNK_ROWS rows skip the Loops through an If
-        # (about 4 µs less per single-row call), at the cost of the operator
-        # twice in the file: only for models small enough not to mind.
-        scores = by_row_blocks(g, k, scores_of, ensemble.n_outputs, ensemble.sum_dtype, long=blocks_of)
-    else:
-        scores = blocks_of(g, k)
-    return finish_scores(g, scores, ensemble, ensemble.sum_dtype)
+    def any_batch(self, g: GraphBuilder, k: str) -> str:
+        """Unfinished scores (no mean, no base values) of any batch, by size and model size."""
+        ensemble = self.ensemble
+        # The operator runs on blocks of rows: its per-tree outputs and
+        # onnxruntime's per-thread score vectors (threads x rows x trees) then
+        # stay the size of a block; over a whole batch they grew with it (2.0 GB
+        # more for 500k rows at 2 threads, docs/export.md). Its blocks are larger
+        # than the sums' so that the trees and the leaf tables stay in cache
+        # while each works (RF 8 classes: 0.88x of the peer against 0.80x with
+        # both in 1024-row blocks).
+        if ensemble.n_trees == 1:
+            return self.scores_of(g, k)
+        if ensemble.n_nodes <= SHORT_PATH_MAX_NODES:
+            # Batches of up to CHUNK_ROWS rows skip the Loops through an If
+            # (about 4 µs less per single-row call), at the cost of the operator
+            # twice in the file: only for models small enough not to mind.
+            return by_row_blocks(
+                g, k, self.scores_of, ensemble.n_outputs, ensemble.sum_dtype, long=self.blocks_of
+            )
+        return self.blocks_of(g, k)
 
 
 def _tree_ensemble_v5(
@@ -268,9 +299,10 @@ def _tree_ensemble_v5(
     leaf_nodes: np.ndarray,
     target_ids: np.ndarray,
     weights: np.ndarray,
+    n_targets: int | None = None,
 ) -> str:
     """Opset-5 TreeEnsemble in double: leaf ``leaf_nodes[i]`` puts ``weights[i]``
-    in column ``target_ids[i]``; returns [N, T] (one column per tree)."""
+    in column ``target_ids[i]``; returns [N, n_targets] (default: one column per tree)."""
     leaf = ensemble.feature < 0
     internal = ~leaf
     split_rank = np.cumsum(internal) - 1
@@ -320,7 +352,7 @@ def _tree_ensemble_v5(
         domain=ML_DOMAIN,
         aggregate_function=1,  # SUM: each target receives exactly one leaf
         post_transform=0,
-        n_targets=ensemble.n_trees,
+        n_targets=ensemble.n_trees if n_targets is None else n_targets,
         tree_roots=tree_roots.astype(np.int64).tolist(),
         nodes_featureids=features.astype(np.int64).tolist(),
         nodes_splits=splits,
@@ -374,18 +406,24 @@ def _legacy_regressor(
     )
 
 
-def _sum_trees(g: GraphBuilder, table: str, index: str, n_trees: int) -> str:
+def _sum_trees(g: GraphBuilder, table: str, index: str, n_trees: int, *, ordered: bool = True) -> str:
     """``table[index]`` added over trees in tree order: [b, T] leaf rows -> [b, C]."""
     per_tree = g.op(STAGE, "Gather", [table, index], axis=0)  # [b, T, C]
+    if not ordered:
+        return _sum_any_order(g, per_tree, axis=1, length=n_trees)
     return _sum_in_order(g, per_tree, axis=1, length=n_trees)
 
 
-def sum_looked_up(g: GraphBuilder, tables: list[str], index: str, n_trees: int) -> str:
+def sum_looked_up(
+    g: GraphBuilder, tables: list[str], index: str, n_trees: int, *, ordered: bool = True
+) -> str:
     """Per-class ``[slots, T]`` tables read at ``index`` [b, T], summed over trees -> [b, C]."""
     looked_up = [g.op(STAGE, "GatherElements", [t, index], axis=0) for t in tables]
     axis = g.const(STAGE, "class_axis", [2], np.int64)
     stacked = [g.op(STAGE, "Unsqueeze", [v, axis]) for v in looked_up]
     per_tree = stacked[0] if len(stacked) == 1 else g.op(STAGE, "Concat", stacked, axis=2)
+    if not ordered:
+        return _sum_any_order(g, per_tree, axis=1, length=n_trees)
     return _sum_in_order(g, per_tree, axis=1, length=n_trees)  # [b, T, C] -> [b, C]
 
 
@@ -427,6 +465,13 @@ def _sum_in_order(g: GraphBuilder, x: str, *, axis: int, length: int, keep_axis:
     x = g.op(STAGE, "CumSum", [x, g.const(STAGE, f"axis{axis}", axis, np.int64)])
     last = g.const(STAGE, "last", [-1] if keep_axis else -1, np.int64)
     return g.op(STAGE, "Gather", [x, last], axis=axis)
+
+
+def _sum_any_order(g: GraphBuilder, x: str, *, axis: int, length: int) -> str:
+    """Sum ``x`` over ``axis`` in whatever order the runtime's ``ReduceSum`` takes."""
+    if length == 1:
+        return g.op(STAGE, "Squeeze", [x, g.const(STAGE, f"axis{axis}", [axis], np.int64)])
+    return g.op(STAGE, "ReduceSum", [x, g.const(STAGE, f"axis{axis}", [axis], np.int64)], keepdims=0)
 
 
 def by_row_blocks(

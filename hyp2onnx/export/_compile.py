@@ -159,7 +159,7 @@ def to_onnx(
     model: Any,
     *,
     dtype: Literal["float32", "float64"] | None = None,
-    encoding: str = "exact",
+    encoding: str = "fast",
     target_opset: int | None = None,
     name: str | None = None,
     input_geometry: str | None = None,
@@ -171,10 +171,14 @@ def to_onnx(
     ``dtype`` is the input tensor type; by default (None) the precision the
     model needs (:func:`input_dtype`): float64 for a model whose splits
     float32 cannot resolve (points far from the origin), float32 otherwise.
-    ``encoding`` is one of :data:`hyp2onnx.emit.ENCODINGS`: ``"exact"``
-    reproduces the Python model's labels exactly and its values bit for bit
-    (probabilities: bit for bit for float64 sums without a link function,
-    within 1e-15 with a logistic or softmax, 1e-6 for XGBoost); ``"compat"``
+    ``encoding`` is one of :data:`hyp2onnx.emit.ENCODINGS`: ``"fast"``
+    (default) routes every row as the Python model does and gives its labels
+    exactly, exact ties included, with values within a stated bound (the
+    runtime adds the trees in its own order; the bound is in the graph's
+    metadata, see :mod:`hyp2onnx.emit.fast`); ``"exact"`` also reproduces
+    its values bit for bit (probabilities: bit for bit for float64 sums
+    without a link function, within 1e-15 with a logistic or softmax, 1e-6
+    for XGBoost), slower on many cores; ``"compat"``
     uses the legacy opset-1 operator with float32 thresholds and sums for
     older runtimes (a :class:`~hyp2onnx.errors.CompatRoutingWarning` says
     when it cannot route exactly); ``"standard"`` gives the exact outputs
@@ -285,6 +289,10 @@ def compile_model(
     """
     space = described.space
     how = _encoding(encoding)
+    if how.value_bound and described.metadata.get("task") == "anomaly":
+        # Labels of isolation forests compare the summed path lengths with a
+        # threshold, so the sums keep the exact encoding's order (bound 0).
+        encoding, how = "exact", _encoding("exact")
     if described.ensemble.categories is not None and not how.categories:
         able = [e.name for e in ENCODINGS.values() if e.categories]
         raise UnsupportedModelError(
@@ -314,12 +322,16 @@ def compile_model(
             k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
         scores = how.emit_function()(g, k, k_dtype, ensemble, **({"plan": plan} if plan else {}))
     out_dtype = "float32" if how.float32 else ensemble.sum_dtype
+    extra_metadata, refine = {}, None
     if described.metadata.get("task") == "anomaly":  # isolation forests
         from ..emit.isolation import emit_anomaly_outputs
 
         outputs = emit_anomaly_outputs(g, scores, described.metadata, out_dtype)
     else:
-        outputs = emit_outputs(g, scores, ensemble, out_dtype)
+        if how.value_bound:  # sums in the runtime's order (hyp2onnx.emit.fast)
+            extra_metadata = {"value_bound": repr(scores.bound), "tie_margin": repr(scores.margin)}
+            scores, refine = scores.scores, scores.refine
+        outputs = emit_outputs(g, scores, ensemble, out_dtype, refine=refine)
 
     graph = helper.make_graph(
         g.nodes,
@@ -330,7 +342,13 @@ def compile_model(
     )
     extra = [] if plan is None else [helper.make_opsetid(ML_DOMAIN, plan.ml_opset)]
     return finish_model(
-        graph, described, opset=opset, extra_opsets=extra, encoding=encoding, dtype=dtype
+        graph,
+        described,
+        opset=opset,
+        extra_opsets=extra,
+        encoding=encoding,
+        dtype=dtype,
+        extra_metadata=extra_metadata,
     )
 
 
@@ -342,6 +360,7 @@ def finish_model(
     extra_opsets: list[onnx.OperatorSetIdProto],
     encoding: str,
     dtype: str,
+    extra_metadata: dict[str, str] | None = None,
 ) -> onnx.ModelProto:
     """Wrap ``graph`` in a model with its opsets, doc string and metadata; check it."""
     opsets = [helper.make_opsetid("", opset), *extra_opsets]
@@ -353,7 +372,7 @@ def finish_model(
         ir_version=helper.find_min_ir_version_for(opsets),
         doc_string=_doc_string(described, encoding),
     )
-    _write_metadata(onnx_model, described, encoding, dtype)
+    _write_metadata(onnx_model, described, encoding, dtype, extra_metadata or {})
     check_model(onnx_model)
     return onnx_model
 
@@ -431,7 +450,9 @@ def _doc_string(described: Model, encoding: str) -> str:
     )
 
 
-def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str, dtype: str) -> None:
+def _write_metadata(
+    onnx_model: onnx.ModelProto, described: Model, encoding: str, dtype: str, extra: dict[str, str]
+) -> None:
     space, ensemble = described.space, described.ensemble
     classes = None if ensemble.classes is None else np.asarray(ensemble.classes).tolist()
     entries = {
@@ -455,6 +476,9 @@ def _write_metadata(onnx_model: onnx.ModelProto, described: Model, encoding: str
     if space.blocks is not None:
         entries["blocks"] = blocks_to_json(space.blocks)
     entries.update({k: v for k, v in described.metadata.items() if k not in entries})
+    # value_bound (fast encoding): how far any raw score may be from the exact
+    # one; tie_margin: rows whose top two probabilities are closer get exact scores.
+    entries.update(extra)
     for key, value in entries.items():
         prop = onnx_model.metadata_props.add()
         prop.key, prop.value = _META_PREFIX + key, value
@@ -491,6 +515,9 @@ def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[st
             "this ONNX model's hyp2onnx metadata (classes or blocks) is nested too deeply to "
             "read: the file is damaged or was not written by hyp2onnx"
         ) from None
+    for key in ("value_bound", "tie_margin"):
+        if key in raw:
+            parsed[key] = float(raw[key])
     parsed["doc_string"] = onnx_model.doc_string
     return parsed
 

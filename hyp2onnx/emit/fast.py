@@ -1,0 +1,210 @@
+"""The default encoding, ``fast``: exact routing and labels, values within a stated bound.
+
+The exact encoding adds the trees' leaf values in tree order (one output
+column per tree, ``CumSum``, row blocks in a ``Loop``), which gives the
+Python model's values bit for bit but runs on one thread and costs a score
+vector of one entry per tree. This encoding lets the tree operator add the
+trees itself, as the peer's graph does (skl2onnx, onnxmltools):
+
+* every tree feeds one output column (regressors, XGBoost, LightGBM and
+  CatBoost boosters): one operator with one target per output column, each
+  leaf adding its value to its class; the operator adds the trees in the
+  order its threads take them;
+* a leaf holds one value per class (scikit-learn classifiers; the opset-5
+  operator gives a leaf one target only): the exact graph, unchanged. (Its
+  leaf rows and value table added by ``ReduceSum`` in the runtime's order,
+  :data:`LEAF_ROWS_IN_ANY_ORDER`, were measured no faster.)
+
+Routing is the exact encoding's (the same operator attributes and
+thresholds). A sum of ``n`` terms added in two orders differs by at most
+``2 γ(n-1) Σ|v|``, ``γ(k) = k u / (1 - k u)``, ``u`` the unit roundoff of the
+summation type (docs/math.md, "The summation contract"); :func:`value_bound`
+turns that into one bound on every raw score, written into the graph's
+metadata (``hyp2onnx.value_bound``), from which :func:`hyp2onnx.verify.default_tolerance`
+follows.
+
+A label can depend on the order only where the top two probabilities lie
+within twice that bound (the link functions change distances by a factor of
+at most 1, plus a few roundings: :func:`tie_margin`). The graph finds those
+rows itself (``TopK`` of the probabilities, their gap against the margin),
+scores just them with the exact encoding's ordered per-tree sums (``NonZero``,
+``GatherND``, the exact operator in row blocks), writes their exact scores
+back with ``ScatterND`` and applies the link again: those rows get the exact
+graph's probabilities and label, exact ties included (a tie has gap 0, and
+``ArgMax`` then takes the first class as numpy does). All this sits behind an
+``If`` that is skipped when no row is near a tie.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from ..ir import Ensemble
+from ._graph import GraphBuilder, onnx_type
+from .trees import (
+    ExactScorer,
+    TreePlan,
+    _legacy_regressor,
+    _tree_ensemble_v5,
+    cast_to,
+    emit_exact,
+    finish_scores,
+    per_class_trees,
+    tree_of_node,
+)
+
+STAGE = "trees"
+GUARD_STAGE = "guard"
+#: Unit roundoff of each summation type.
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "float64": 2.0**-53}
+#: Internal switch: False builds the graph without its near-tie guard, whose
+#: labels may then differ from the model's (tests/test_fast.py shows one such
+#: input). Never False outside tests.
+GUARD = True
+#: Leaves holding a value per class (scikit-learn classifiers): add their
+#: looked-up values with ReduceSum in the runtime's order (True), or keep the
+#: exact graph (False, the default: on 2 cores the ReduceSum graph was 0.71x /
+#: 0.87x of the peer against the exact graph's 0.79x / 0.95x, RF binary / 8
+#: classes, one thread, benchmarks/bench_export.py).
+LEAF_ROWS_IN_ANY_ORDER = False
+
+
+def _gamma(k: np.ndarray, u: float) -> np.ndarray:
+    return k * u / (1.0 - k * u)
+
+
+def value_bound(ensemble: Ensemble) -> float:
+    """Largest difference between any raw score of this encoding and the exact one's.
+
+    Per output column ``c``: ``n_c`` trees with a non-zero leaf value there
+    (adding an exact zero rounds nothing), ``S_c`` the sum over those trees of
+    their largest ``|leaf value|``. Any two orders of the sum differ by at
+    most ``2 γ(n_c - 1) S_c``; the division by the tree count (forests) and
+    the base value's addition round monotonically, adding at most an ulp each
+    (``8 u`` covers them). 0 when no column adds two non-zero terms: then
+    both graphs make the same additions.
+    """
+    u = UNIT_ROUNDOFF[ensemble.sum_dtype]
+    leaf = ensemble.feature < 0
+    tree = tree_of_node(ensemble)[leaf]
+    magnitude = np.abs(ensemble.value[leaf].astype(np.float64))
+    largest = np.zeros((ensemble.n_trees, ensemble.n_outputs))
+    np.maximum.at(largest, tree, magnitude)
+    terms = np.count_nonzero(largest, axis=0)
+    if terms.max(initial=0) <= 1:
+        return 0.0
+    total = largest.sum(axis=0)
+    divisor = ensemble.n_trees if ensemble.aggregate == "mean" else 1
+    scale = total / divisor + np.abs(ensemble.base_values.astype(np.float64))
+    bound = (2.0 * _gamma(np.maximum(terms - 1, 0), u) + 8.0 * u) * scale
+    return float(bound.max())
+
+
+def tie_margin(ensemble: Ensemble, bound: float) -> float:
+    """Rows whose top two probabilities differ by at most this are scored exactly.
+
+    Each probability of this graph lies within ``bound`` (times the link's
+    Lipschitz constant, at most 1 for the identity, sigmoid and softmax) of
+    the exact graph's, plus the link's own roundings on different inputs
+    (``64 u`` covers them); a gap larger than twice that keeps the same
+    strict order, hence the same label.
+    """
+    u = UNIT_ROUNDOFF[ensemble.sum_dtype]
+    rounding = 0.0 if ensemble.post_transform == "identity" else 64.0 * u
+    return 2.0 * (bound + rounding)
+
+
+#: ``refine(g, scores, probabilities, link) -> probabilities``
+Refine = Callable[[GraphBuilder, str, str, Callable[[GraphBuilder, str], str]], str]
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """What :func:`emit_fast` returns: raw scores, their bound, and the label guard."""
+
+    scores: str
+    bound: float  #: :func:`value_bound`
+    margin: float  #: :func:`tie_margin`
+    refine: Refine | None  #: None: no labels depend on the order (or the guard is off)
+
+
+def emit_fast(
+    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: TreePlan, *, guard: bool | None = None
+) -> Guarded:
+    """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` summed in the runtime's order."""
+    guard = GUARD if guard is None else guard
+    by_column = plan.carries == "values" and per_class_trees(ensemble) is not None
+    bound = value_bound(ensemble)
+    if bound == 0.0 or not (by_column or LEAF_ROWS_IN_ANY_ORDER):
+        # Nothing is reordered, or (scikit-learn classifiers) the runtime's
+        # ReduceSum was measured no faster than the ordered sums: the exact graph.
+        return Guarded(emit_exact(g, k, k_dtype, ensemble, plan), 0.0, 0.0, None)
+    exact = ExactScorer.build(g, ensemble, plan)
+    rows = exact.operator_input(g, k, k_dtype)
+    if by_column:
+        leaf_nodes = np.flatnonzero(ensemble.feature < 0)
+        tree = tree_of_node(ensemble)[leaf_nodes]
+        target = np.zeros(ensemble.n_trees, dtype=np.int64) if ensemble.tree_target is None else ensemble.tree_target
+        targets = {
+            "leaf_nodes": leaf_nodes,
+            "target_ids": np.asarray(target, dtype=np.int64)[tree],
+            "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
+            "n_targets": ensemble.n_outputs,
+        }
+        if plan.operator == "legacy":
+            raw = _legacy_regressor(g, rows, ensemble, **targets)
+        else:
+            raw = _tree_ensemble_v5(g, rows, ensemble, **targets)
+        raw = cast_to(g, raw, exact.out_dtype, ensemble.sum_dtype)
+    else:
+        raw = replace(exact, ordered=False).any_batch(g, rows)
+    scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype)
+    margin = tie_margin(ensemble, bound)
+    labelled = ensemble.is_classifier and len(ensemble.classes) > 1
+    if not (guard and labelled):
+        return Guarded(scores, bound, margin, None)
+
+    def refine(b: GraphBuilder, scores: str, probabilities: str, link: Callable[[GraphBuilder, str], str]) -> str:
+        return _guard(b, scores, probabilities, link, rows, exact, ensemble, margin)
+
+    return Guarded(scores, bound, margin, refine)
+
+
+def _guard(
+    g: GraphBuilder,
+    scores: str,
+    probabilities: str,
+    link: Callable[[GraphBuilder, str], str],
+    rows: str,
+    exact: ExactScorer,
+    ensemble: Ensemble,
+    margin: float,
+) -> str:
+    """``probabilities`` with the rows near a tie recomputed from exact scores."""
+    dtype = ensemble.sum_dtype
+    two = g.const(GUARD_STAGE, "two", [2], np.int64)
+    top, _ = g.op(GUARD_STAGE, "TopK", [probabilities, two], axis=1, n_outputs=2)
+    # first minus second, one rounding as a Sub would make ([N, 2] x [2] -> [N])
+    gap = g.op(GUARD_STAGE, "MatMul", [top, g.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)])
+    near = g.op(GUARD_STAGE, "LessOrEqual", [gap, g.const(GUARD_STAGE, "tie_margin", margin, dtype)])
+    where = g.op(GUARD_STAGE, "NonZero", [near])  # [1, M]
+    any_near = g.op(GUARD_STAGE, "Cast", [g.op(GUARD_STAGE, "Size", [where])], to=TensorProto.BOOL)
+
+    elem = onnx_type(dtype)
+    out_info = helper.make_tensor_value_info
+    redo = g.child()
+    index = redo.op(GUARD_STAGE, "Transpose", [where], perm=[1, 0])  # [M, 1]
+    near_rows = redo.op(GUARD_STAGE, "GatherND", [rows, index])  # [M, F]
+    exact_scores = finish_scores(redo, exact.blocks_of(redo, near_rows), ensemble, dtype)
+    merged = redo.op(GUARD_STAGE, "ScatterND", [scores, index, exact_scores])
+    redone = link(redo, merged)
+    redo_graph = helper.make_graph(redo.nodes, "near_ties", [], [out_info(redone, elem, None)])
+
+    keep = g.child()
+    kept = keep.op(GUARD_STAGE, "Identity", [probabilities])
+    keep_graph = helper.make_graph(keep.nodes, "no_near_ties", [], [out_info(kept, elem, None)])
+    return g.op(GUARD_STAGE, "If", [any_near], then_branch=redo_graph, else_branch=keep_graph)
