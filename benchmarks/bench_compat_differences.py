@@ -30,7 +30,7 @@ def klein_data(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
 
 def at_thresholds(model, k: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Rows whose tested Klein coordinate is a threshold or one float32 step from it."""
-    ens = model._to_ir().ensemble
+    ens = model.to_ir().ensemble
     internal = np.flatnonzero(ens.feature >= 0)
     pick = rng.choice(internal, size=min(internal.size, 3000), replace=False)
     rows = k[rng.integers(0, len(k), size=3 * pick.size)] * 0.5

@@ -85,7 +85,7 @@ def directions() -> dict[str, np.ndarray]:
 
 def threshold_rows(model, Xk_test: np.ndarray, n_max: int, rng) -> np.ndarray:
     """Hyperboloid rows whose split feature is a threshold, or one ulp either side of it."""
-    ensemble = model._to_ir().ensemble
+    ensemble = model.to_ir().ensemble
     nodes = np.flatnonzero(ensemble.feature >= 0)
     nodes = rng.choice(nodes, size=min(n_max, nodes.size), replace=False)
     dt = np.dtype(ensemble.compare_dtype).type

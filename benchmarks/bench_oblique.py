@@ -150,7 +150,7 @@ def projection_cost(n_rows: int, repeats: int) -> None:
     for d in DIMS:
         X, y = make_wrapped_normal_mixture(4000, d, 8, random_state=0)
         model = h.HyperbolicHouseholderTreeClassifier(max_depth=3, random_state=0).fit(X, y)
-        ensemble, used = remap_projection(model._to_ir().ensemble)
+        ensemble, used = remap_projection(model.to_ir().ensemble)
         normals = ensemble.projection
         X_test, _ = make_wrapped_normal_mixture(n_rows, d, 8, random_state=1)
         k = np.ascontiguousarray(model.to_klein(X_test)[:, used])

@@ -135,7 +135,7 @@ def make_models(quick: bool) -> tuple[dict[str, Any], dict[str, np.ndarray], dic
     }
     rows, at_threshold = {}, {}
     for name, model in models.items():
-        ens = model._to_ir().ensemble
+        ens = model.to_ir().ensemble
         internal = np.flatnonzero(ens.feature >= 0)
         pick = rng.choice(internal, size=min(internal.size, 150 if quick else 300), replace=False)
         at = k[rng.integers(0, len(k), size=3 * pick.size)] * 0.5

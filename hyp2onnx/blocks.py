@@ -51,9 +51,9 @@ from .errors import InvalidPointError
 from .geometry import (
     DEFAULT_RTOL,
     GEOMETRIES,
-    _as_points,
-    _check_finite,
-    _raise_rows,
+    as_points,
+    check_finite,
+    raise_rows,
     curvature_radius,
     gnomonic_midpoint,
     sum_of_squares,
@@ -303,7 +303,7 @@ def _gnomonic(X: np.ndarray, block: Spherical, check: bool, rtol: float) -> np.n
     xs = np.delete(X, block.base_dim, axis=1)
     if check:
         R = sphere_radius(block.curvature)
-        _raise_rows(
+        raise_rows(
             x0 <= 0,
             f"of a spherical block have x_0 <= 0 (block column {block.base_dim}): gnomonic "
             "coordinates x_i / x_0 exist only on the open hemisphere x_0 > 0",
@@ -317,7 +317,7 @@ def _gnomonic(X: np.ndarray, block: Spherical, check: bool, rtol: float) -> np.n
             norm2 = (x0 / m) ** 2 + sum_of_squares(xs / m[:, None])
             r = R / m
             off = np.abs(norm2 - r * r) > rtol * norm2
-        _raise_rows(
+        raise_rows(
             off,
             f"are off the sphere |x|^2 = R^2 with R = {R:g} (curvature {block.curvature}; "
             f"relative tolerance {rtol:g})",
@@ -330,7 +330,7 @@ def _gnomonic(X: np.ndarray, block: Spherical, check: bool, rtol: float) -> np.n
     # coordinates no learner or float32 graph can hold: [1e-300, 1, 0] gives
     # 1e300, inf for scikit-learn and 0 / 0 in a float32 graph. Refused always,
     # as NaN and infinity are, so that every path gives the same error.
-    _raise_rows(
+    raise_rows(
         ~(np.abs(g) <= _GNOMONIC_LIMIT).all(axis=1),
         "of a spherical block lie too close to the edge of the hemisphere x_0 > 0: their "
         f"gnomonic coordinates x_i / x_0 exceed {_GNOMONIC_LIMIT:.4g} (float32's largest)",
@@ -347,7 +347,7 @@ _GNOMONIC_LIMIT = float(np.finfo(np.float32).max)
 def check_categories(C: np.ndarray) -> None:
     """Categorical codes must be integers in ``0 .. 2**31 - 1`` (NaN is not a code)."""
     bad = ~((C >= 0) & (C < MAX_CATEGORY) & (np.floor(C) == C))
-    _raise_rows(
+    raise_rows(
         bad.any(axis=1),
         f"have categorical codes that are not integers in 0 .. {MAX_CATEGORY - 1}",
         "Encode each category as a non-negative integer code (e.g. with "
@@ -363,14 +363,14 @@ def to_features(
     Curved blocks are checked against their manifold unless ``check=False``;
     NaN, infinity and bad categorical codes are always refused.
     """
-    X = _as_points(X)
+    X = as_points(X)
     want = n_input_columns(blocks)
     if X.shape[1] != want:
         raise InvalidPointError(
             f"X has {X.shape[1]} columns, but the input blocks take {want} "
             f"({', '.join(f'{type(b).__name__} {b.n_columns}' for b in blocks)})."
         )
-    _check_finite(X)
+    check_finite(X)
     parts = []
     for block, c0, _ in spans(blocks):
         part = X[:, c0 : c0 + block.n_columns]

@@ -173,7 +173,8 @@ def hyperboloid_to_poincare(
     return R * xs / (R + x0)[:, None]
 
 
-def _as_points(X: np.ndarray, what: str = "X") -> np.ndarray:
+def as_points(X: np.ndarray, what: str = "X") -> np.ndarray:
+    """``X`` as a 2-D numeric array, or an InvalidPointError naming ``what`` and the shape it has."""
     X = np.asarray(X)
     if X.ndim != 2:
         raise InvalidPointError(
@@ -185,7 +186,8 @@ def _as_points(X: np.ndarray, what: str = "X") -> np.ndarray:
     return X.astype(np.float64, copy=False)
 
 
-def _raise_rows(bad: np.ndarray, message: str, fix: str) -> None:
+def raise_rows(bad: np.ndarray, message: str, fix: str) -> None:
+    """Raise :class:`InvalidPointError` naming the rows ``bad`` marks, if any."""
     rows = np.flatnonzero(bad)
     if rows.size == 0:
         return
@@ -198,10 +200,10 @@ def _raise_rows(bad: np.ndarray, message: str, fix: str) -> None:
     raise error
 
 
-def _check_finite(X: np.ndarray) -> None:
+def check_finite(X: np.ndarray) -> None:
     """Reject NaN and infinity, naming the rows (the per-row pass only on failure)."""
     if not np.isfinite(X).all():
-        _raise_rows(
+        raise_rows(
             ~np.isfinite(X).all(axis=1),
             "contain NaN or infinity",
             "Hyperbolic points must be finite; drop or impute those rows first.",
@@ -217,12 +219,12 @@ def check_representable(X: np.ndarray, dtype: Any) -> np.ndarray:
     would get a confident label. Rejected with the rows named. Values too
     small for ``dtype`` round to zero or a subnormal, as any cast does.
     """
-    X = _as_points(np.asarray(X), "X")
-    _check_finite(X)
+    X = as_points(np.asarray(X), "X")
+    check_finite(X)
     dtype = np.dtype(dtype)
     limit = float(np.finfo(dtype).max)
     if X.size and float(np.abs(X).max()) > limit:
-        _raise_rows(
+        raise_rows(
             (np.abs(X) > limit).any(axis=1),
             f"hold values beyond {dtype.name}'s largest, {limit:.4g}, which would become "
             "infinity in the graph's input",
@@ -253,17 +255,17 @@ def check_points(
     """
     _check_geometry(geometry)
     R = curvature_radius(curvature)
-    X = _as_points(X)
+    X = as_points(X)
     if X.shape[1] < (2 if geometry == "hyperboloid" else 1):
         raise InvalidPointError(
             f"{geometry} points need at least {2 if geometry == 'hyperboloid' else 1} "
             f"column(s), got {X.shape[1]}."
         )
-    _check_finite(X)
+    check_finite(X)
     skip = " Pass check_manifold=False to skip this check for trusted data."
     if geometry == "hyperboloid":
         x0, xs = _timelike_split(X, timelike_dim)
-        _raise_rows(
+        raise_rows(
             x0 <= 0,
             f"have a timelike coordinate x_0 <= 0 (column {timelike_dim % X.shape[1]})",
             "Points on the hyperboloid's upper sheet have x_0 > 0; check timelike_dim.",
@@ -278,7 +280,7 @@ def check_points(
             b = sum_of_squares(xs / m[:, None])
             r = R / m
             off = np.abs(a - b - r * r) > rtol * (a + b)
-        _raise_rows(
+        raise_rows(
             off,
             f"are off the hyperboloid x_0^2 - |x_s|^2 = R^2 with R = {R:g} "
             f"(curvature {curvature}; relative tolerance {rtol:g})",
@@ -288,7 +290,7 @@ def check_points(
     else:
         with np.errstate(over="ignore", under="ignore"):  # an overflow is inf, refused
             norm2 = sum_of_squares(X if R == 1.0 else X / R)  # x / 1.0 is x: skip the copy
-        _raise_rows(
+        raise_rows(
             norm2 >= 1.0,
             f"lie on or outside the {geometry} ball of radius R = {R:g} (curvature {curvature})",
             "Check the curvature and input_geometry." + skip,
@@ -314,8 +316,8 @@ def to_klein(
     if check:
         X = check_points(X, geometry, curvature, timelike_dim, rtol=rtol)
     else:
-        X = _as_points(X)
-        _check_finite(X)
+        X = as_points(X)
+        check_finite(X)
     if geometry == "hyperboloid":
         return hyperboloid_to_klein(X, timelike_dim)
     if geometry == "poincare":

@@ -216,7 +216,7 @@ def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict
 
     kind = kind_of(model)
     if kind == "hyperdt":  # HyperDT's models read hyperboloid points
-        from .hyperdt import hyperdt_outputs
+        from .export.hyperdt import hyperdt_outputs
 
         return hyperdt_outputs(model, X)
     points = X

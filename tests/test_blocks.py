@@ -87,7 +87,7 @@ def _targets(F: np.ndarray, task: str) -> np.ndarray:
 
 def _adversarial(model, F: np.ndarray) -> np.ndarray:
     """Feature rows at and one float32/float64 step beside every numeric threshold."""
-    ens = model._to_ir().ensemble
+    ens = model.to_ir().ensemble
     member = np.zeros(ens.n_nodes, bool) if ens.categories is None else ens.categories.member
     split = (ens.feature >= 0) & ~member
     rng = np.random.default_rng(1)
@@ -139,7 +139,7 @@ def test_every_block_exports_exactly(name):
     F = _features(400, seed=3)
     X = _block_rows(F, BLOCKS, exact=False)
     model.set_params(input_blocks=BLOCKS).fit(X, _targets(F, task))
-    ens = model._to_ir().ensemble
+    ens = model.to_ir().ensemble
     used = np.unique(ens.feature[ens.feature >= 0])
     assert {0, 2, 4, 5, 7} & set(used.tolist()), "the trees should read several blocks"
     if name.startswith(("xgb", "lgbm")):
@@ -176,7 +176,7 @@ def test_categorical_graph_matches_the_ensemble_on_odd_codes():
         model.predict(odd)
     from hyp2onnx.ir import predict_output
 
-    ens = model._to_ir().ensemble
+    ens = model.to_ir().ensemble
     Fodd = np.repeat(model.to_klein(X[:1]), 8, axis=0)
     Fodd[:, -1] = odd[:, -1]
     want = predict_output(ens, Fodd)
@@ -283,7 +283,7 @@ def test_each_block_gets_its_own_midpoint():
         model = h.HyperbolicLGBMRegressor(
             n_estimators=1, min_child_samples=1, min_data_in_bin=1, verbose=-1, n_jobs=1, input_blocks=BLOCKS
         ).fit(X, [0.0, 1.0])
-        ens = model._to_ir().ensemble
+        ens = model.to_ir().ensemble
         t = ens.threshold[ens.feature == f]
         want = {0: geometry.einstein_midpoint, 2: gnomonic_midpoint}.get(f, lambda a, b: a / 2 + b / 2)
         assert t.size == 1 and t[0] == want(Fx[0, f], Fx[1, f])[()], (f, t, expected)
@@ -340,7 +340,7 @@ def test_unread_blocks_are_not_projected():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = h.HyperbolicDecisionTreeRegressor(max_depth=3, input_blocks=BLOCKS).fit(X, F[:, 4])
-    ens = model._to_ir().ensemble
+    ens = model.to_ir().ensemble
     assert set(np.unique(ens.feature[ens.feature >= 0]).tolist()) == {4}
     onx = to_onnx(model, dtype="float64")
     ops = [n.op_type for n in onx.graph.node if n.name.startswith("klein/")]
@@ -362,7 +362,7 @@ def test_last_block_may_take_the_remaining_columns():
     rng = np.random.default_rng(13)
     X = np.concatenate([geometry.from_klein(rng.uniform(-0.5, 0.5, (60, 2))), rng.normal(size=(60, 3))], 1)
     model = h.HyperbolicDecisionTreeRegressor(input_blocks=[Hyperbolic(2), Euclidean()]).fit(X, X[:, 4])
-    assert model._to_ir().space.blocks == (Hyperbolic(2), Euclidean(3))
+    assert model.to_ir().space.blocks == (Hyperbolic(2), Euclidean(3))
     assert h.verify(model, to_onnx(model, dtype="float64"), X).ok
 
 

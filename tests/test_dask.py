@@ -31,7 +31,8 @@ from distributed import Client, LocalCluster  # noqa: E402
 import hyp2onnx  # noqa: E402
 import hyp2onnx.dask as hdask  # noqa: E402
 from _boosting_data import as_points, klein_with_ties, labels  # noqa: E402
-from hyp2onnx import _scoring  # noqa: E402
+from hyp2onnx.correction import _correct as _correction  # noqa: E402
+from hyp2onnx.distributed import _scoring  # noqa: E402
 from hyp2onnx.correction.tree_space import TreeSpace  # noqa: E402
 from hyp2onnx.estimators import backend_for  # noqa: E402
 from hyp2onnx.correction.summaries import summarise  # noqa: E402
@@ -74,7 +75,7 @@ CASES = [
 def _train(name: str, task: str, client):
     k, X, y, w = _data(task)
     recorded = {}
-    original, correct = hdask.correct_from_summary, hdask._DaskModel._correct
+    original, correct = _correction.correct_from_summary, hdask._DaskModel._correct
 
     def record(trees, summary, **kwargs):
         recorded.update(trees=trees, summary=summary, kwargs=kwargs)
@@ -86,7 +87,7 @@ def _train(name: str, task: str, client):
         recorded.update(fitted=copy.deepcopy(fitted), y_train=y.compute())
         return correct(self, backend, fitted, Xt, y, sample_weight)
 
-    hdask.correct_from_summary = record
+    _correction.correct_from_summary = record
     hdask._DaskModel._correct = record_booster
     try:
         model = getattr(hdask, name)(client=client, **_native_params(name))
@@ -96,7 +97,7 @@ def _train(name: str, task: str, client):
             sample_weight=da.from_array(w, chunks=(CHUNKS,)),
         )
     finally:
-        hdask.correct_from_summary = original
+        _correction.correct_from_summary = original
         hdask._DaskModel._correct = correct
     return model, recorded, (k, X, y, w)
 

@@ -468,7 +468,7 @@ def test_not_fitted() -> None:
         lambda: hyp.score(X, np.zeros(10)),
         lambda: hyp.to_klein(X),
         lambda: hyp.feature_importances_,
-        lambda: hyp._to_ir(),
+        lambda: hyp.to_ir(),
         lambda: HyperbolicEstimator(ExtraTreesRegressor()).predict(X),
     ):
         with pytest.raises(NotFittedError):
@@ -527,7 +527,7 @@ def test_ir_reproduces_the_native_predictions(case: Case) -> None:
     X, k = points(400, 3, "hyperboloid", seed=22)
     y = target(case, k)
     hyp = case.hyperbolic().fit(X, y)
-    model = hyp._to_ir()
+    model = hyp.to_ir()
     assert model.space.n_input_features == 4 and model.space.geometry == "hyperboloid"
     assert model.ensemble.n_trees == len(trees_of(hyp.estimator_))
     out = ir.predict_output(model.ensemble, hyp.to_klein(X))

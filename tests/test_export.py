@@ -191,7 +191,7 @@ def test_graph_reads_only_used_features_and_checks():
     onnx.checker.check_model(onx, full_check=True)
     gathers = [n for n in onx.graph.node if n.name == "klein/Gather"]
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in onx.graph.initializer}
-    used = model._to_ir().ensemble.used_features()
+    used = model.to_ir().ensemble.used_features()
     np.testing.assert_array_equal(inits[gathers[0].input[1]], used + 1)  # spacelike columns
     assert len(used) <= 3
     assert all(n.name.split("/")[0] in {"klein", "trees", "output"} for n in onx.graph.node)

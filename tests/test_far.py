@@ -71,7 +71,7 @@ def threshold_rows(model, base: np.ndarray) -> np.ndarray:
     Built from Klein values, with ``x_0`` chosen so that ``x_i / x_0`` is the
     intended value or within an ulp of it (both sides compute the same one).
     """
-    ensemble = model._to_ir().ensemble
+    ensemble = model.to_ir().ensemble
     dt = np.dtype(ensemble.compare_dtype).type
     rows = []
     for node in np.flatnonzero(ensemble.feature >= 0):
@@ -129,7 +129,7 @@ def test_far_tree_thresholds_are_float64_einstein_midpoints_of_their_rows() -> N
     y = np.floor(np.arccosh(X[:, 0]) * 40).astype(np.int64) % 2  # 40 alternating bands
     model = HyperbolicDecisionTreeClassifier(random_state=0).fit(X, y)
     assert model.split_index_ is not None
-    ens = model._to_ir().ensemble
+    ens = model.to_ir().ensemble
     assert (ens.op, ens.compare_dtype, ens.threshold_dtype) == ("<=", "float64", "float64")
     k = klein(X)
     stack, checked = [(0, np.arange(len(y)))], 0
@@ -160,7 +160,7 @@ def test_klein_input_exactly_on_thresholds_routes_as_float64_comparisons(make) -
     y = (np.arctanh(np.linalg.norm(k, axis=1)) > 9.0).astype(np.int64)
     model = make(input_geometry="klein", max_depth=6, random_state=0).fit(k, y)
     assert model.split_index_ is not None
-    ens = model._to_ir().ensemble
+    ens = model.to_ir().ensemble
     rows = []
     for node in np.flatnonzero(ens.feature >= 0):
         for value in (np.nextafter(ens.threshold[node], -1), ens.threshold[node],
@@ -213,7 +213,7 @@ def test_near_models_keep_reading_klein_coordinates_in_their_own_precision() -> 
     X, y = ray(2000, 2.0, DIRECTION_D8, seed=6)
     model = HyperbolicRandomForestClassifier(**SMALL).fit(X, y)
     assert model.split_index_ is None and model.input_dtype_ == "float32"
-    ens = model._to_ir().ensemble
+    ens = model.to_ir().ensemble
     assert (ens.op, ens.compare_dtype) == ("<=", "float32")
     # estimator_ reads Klein coordinates, as scikit-learn compares them.
     np.testing.assert_array_equal(

@@ -171,7 +171,7 @@ def _single_tree_graph(model, t: int):
     from hyp2onnx.export import compile_model
     from hyp2onnx.ir import Ensemble
 
-    described = model._to_ir()
+    described = model.to_ir()
     e = described.ensemble
     arrays, _ = e.tree(t)
     projection = None

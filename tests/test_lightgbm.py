@@ -50,7 +50,7 @@ def native_output(model, Xk):
 
 
 def ir_output(model, X):
-    out = ir.predict_output(model._to_ir().ensemble, model.to_klein(X))
+    out = ir.predict_output(model.to_ir().ensemble, model.to_klein(X))
     return out if hasattr(model, "predict_proba") else out[:, 0]
 
 
@@ -103,7 +103,7 @@ def test_thresholds_moved_to_the_reference_correction(fitted):
 
 def test_ir_reproduces_lightgbm(fitted):
     model, _, X, _, _ = fitted
-    ensemble = model._to_ir().ensemble
+    ensemble = model.to_ir().ensemble
     internal = ensemble.feature >= 0
     k = np.concatenate(
         [
@@ -130,7 +130,7 @@ def test_string_labels_and_classes():
     np.testing.assert_array_equal(
         model.predict(X), model.classes_[model.predict_proba(X).argmax(axis=1)]
     )
-    assert model._to_ir().ensemble.classes.tolist() == ["cat", "dog", "emu"]
+    assert model.to_ir().ensemble.classes.tolist() == ["cat", "dog", "emu"]
     assert model.score(X, y) > 0.6
 
 
@@ -150,7 +150,7 @@ def test_eval_set_in_hyperbolic_coordinates_and_early_stopping():
         )
     best = model.estimator_.best_iteration_
     assert 0 < best < 40 and model.estimator_.booster_.best_iteration == best
-    assert model._to_ir().ensemble.n_trees == best
+    assert model.to_ir().ensemble.n_trees == best
     Xt = as_points(klein_with_ties(300, seed=10), "hyperboloid")
     np.testing.assert_allclose(ir_output(model, Xt), model.predict_proba(Xt), atol=1e-12, rtol=0)
     # LightGBM's own eval_X/eval_y take hyperbolic points too (LightGBM 4.7 does not

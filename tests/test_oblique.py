@@ -157,7 +157,7 @@ def test_ir_reference_matches_the_model():
     X, k = points(500, 3, "poincare", seed=7)
     for kind in KINDS:
         model = _fit(kind, X, k, input_geometry="poincare")
-        ensemble = model._to_ir().ensemble
+        ensemble = model.to_ir().ensemble
         k_model = model.to_klein(X)
         if kind == "clf":
             np.testing.assert_array_equal(predict_output(ensemble, k_model), model.predict_proba(X))
@@ -208,7 +208,7 @@ def test_compat_encoding_and_skl2onnx_limits():
     np.testing.assert_allclose(got["probabilities"], model.predict_proba(X.astype(np.float32)), atol=1e-6)
     # The exact graph needs ai.onnx.ml opset 5, which skl2onnx cannot host.
     with pytest.raises(ValueError, match="opset 5"):
-        compile_model(model._to_ir(), dtype="float32", encoding="exact", opset=18, legacy_only=True)
+        compile_model(model.to_ir(), dtype="float32", encoding="exact", opset=18, legacy_only=True)
 
 
 # -- training ---------------------------------------------------------------------

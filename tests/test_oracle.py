@@ -254,7 +254,7 @@ def test_projection_is_bit_identical(geometry_name, curvature, timelike_dim, d, 
         onx = to_onnx(fitted, dtype=dtype)
         got = run_onnx(_klein_output(onx), X)
         k_graph = next(v for name, v in got.items() if name != "variable")
-        used = fitted._to_ir().ensemble.used_features()
+        used = fitted.to_ir().ensemble.used_features()
         want = geometry.to_klein(X.astype(np.float64), geometry_name, curvature, timelike_dim)
         np.testing.assert_array_equal(k_graph, want[:, used].astype(k_graph.dtype))
         np.testing.assert_array_equal(got["variable"][:, 0], fitted.predict(X))

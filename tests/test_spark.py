@@ -24,7 +24,7 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 import hyp2onnx  # noqa: E402
 import hyp2onnx.spark as hspark  # noqa: E402
 from _boosting_data import as_points, klein_with_ties, labels  # noqa: E402
-from hyp2onnx import _scoring  # noqa: E402
+from hyp2onnx.distributed import _scoring  # noqa: E402
 from hyp2onnx.verify import run_onnx  # noqa: E402
 
 

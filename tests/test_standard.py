@@ -72,8 +72,8 @@ def test_deep_trees_choose_pointer_walk():
     deep = h.HyperbolicDecisionTreeRegressor(random_state=0).fit(X, targets(k))  # fully grown
     shallow = h.HyperbolicDecisionTreeRegressor(max_depth=6).fit(X, targets(k))
     assert deep.estimator_.get_depth() > standard.PERFECT_MAX_DEPTH
-    assert standard.choose_strategy(deep._to_ir().ensemble) == "pointer"
-    assert standard.choose_strategy(shallow._to_ir().ensemble) == "perfect"
+    assert standard.choose_strategy(deep.to_ir().ensemble) == "pointer"
+    assert standard.choose_strategy(shallow.to_ir().ensemble) == "perfect"
     onx = to_onnx(deep, encoding="standard")
     np.testing.assert_array_equal(run_onnx(onx, X)["variable"][:, 0], deep.predict(X.astype(np.float32)))
 

@@ -45,7 +45,7 @@ def native_output(model, Xk):
 
 
 def ir_output(model, X):
-    out = ir.predict_output(model._to_ir().ensemble, model.to_klein(X))
+    out = ir.predict_output(model.to_ir().ensemble, model.to_klein(X))
     return out if hasattr(model, "predict_proba") else out[:, 0]
 
 
@@ -99,7 +99,7 @@ def test_thresholds_moved_to_the_reference_correction(fitted):
 
 def test_ir_reproduces_xgboost(fitted):
     model, _, X, _, _ = fitted
-    ensemble = model._to_ir().ensemble
+    ensemble = model.to_ir().ensemble
     internal = ensemble.feature >= 0
     k = np.concatenate(
         [
@@ -140,7 +140,7 @@ def test_multi_output_regression():
     plain = xgb.XGBRegressor(**PARAMS).fit(model.to_klein(X), Y)
     np.testing.assert_array_equal(model.predict(X), plain.predict(model.to_klein(X)))
     assert model.correction_.n_moved > 0
-    ensemble = model._to_ir().ensemble
+    ensemble = model.to_ir().ensemble
     assert ensemble.n_outputs == 2 and set(ensemble.tree_target) == {0, 1}
     Xt = as_points(klein_with_ties(300, seed=17), "hyperboloid")
     scores = ir.predict_output(ensemble, model.to_klein(Xt))
@@ -149,7 +149,7 @@ def test_multi_output_regression():
         objective="reg:quantileerror", quantile_alpha=[0.2, 0.8], **PARAMS
     ).fit(X, Y[:, 0])
     np.testing.assert_array_equal(
-        ir.predict_output(quantiles._to_ir().ensemble, quantiles.to_klein(Xt)),
+        ir.predict_output(quantiles.to_ir().ensemble, quantiles.to_klein(Xt)),
         quantiles.predict(Xt),
     )
 
@@ -163,7 +163,7 @@ def test_string_labels_and_classes():
     assert set(model.predict(X)) <= {"cat", "dog", "emu"}
     proba = model.predict_proba(X)
     np.testing.assert_array_equal(model.predict(X), model.classes_[proba.argmax(axis=1)])
-    assert model._to_ir().ensemble.classes.tolist() == ["cat", "dog", "emu"]
+    assert model.to_ir().ensemble.classes.tolist() == ["cat", "dog", "emu"]
     assert model.score(X, y) > 0.6
 
 
@@ -179,7 +179,7 @@ def test_eval_set_in_hyperbolic_coordinates_and_early_stopping():
     )
     best = model.estimator_.best_iteration
     assert best < 39
-    ensemble = model._to_ir().ensemble
+    ensemble = model.to_ir().ensemble
     assert ensemble.n_trees == best + 1
     Xt = as_points(klein_with_ties(300, seed=10), "hyperboloid")
     np.testing.assert_allclose(ir_output(model, Xt), model.predict_proba(Xt), atol=1e-6, rtol=0)
@@ -319,7 +319,7 @@ def test_generic_wrapper_and_ubjson_reader():
     y = labels(k, "multiclass")
     model = HyperbolicEstimator(xgb.XGBClassifier(**PARAMS), input_geometry="klein").fit(k, y)
     np.testing.assert_allclose(
-        ir.predict_output(model._to_ir().ensemble, k), model.predict_proba(k), atol=1e-6, rtol=0
+        ir.predict_output(model.to_ir().ensemble, k), model.predict_proba(k), atol=1e-6, rtol=0
     )
     booster = model.estimator_.get_booster()
     ubj, text = _ubj_load(booster.save_raw("ubj")), json.loads(booster.save_raw("json"))

@@ -57,7 +57,7 @@ MUTATIONS = [
     Mutation(
         "rounding_lt_down",
         "XGBoost: corrected '<' thresholds rounded to float32 toward -inf (not +inf)",
-        "hyp2onnx/thresholds.py",
+        "hyp2onnx/correction/midpoints.py",
         'return np.minimum(round_threshold(m, threshold_dtype, "up"), R)',
         'return np.minimum(round_threshold(m, threshold_dtype, "down"), R)',
         (ORACLE, "tests/test_xgboost.py"),

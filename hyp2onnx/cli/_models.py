@@ -220,13 +220,14 @@ def _dask_estimators(trusted: list[str]) -> list[str]:
     fitted one pickles without its client, so its file holds the same
     native types as its twin's.
     """
-    from .. import dask
+    from ..distributed import dask
 
     twins = {name.rsplit(".", 1)[-1] for name in trusted}
     return [
-        f"{dask.__name__}.{name}"  # where pickle and skops find it
+        f"{module}.{name}"  # where pickle and skops find it: the module or its documented alias
         for name, (_, twin) in dask._ESTIMATORS.items()
         if twin in twins
+        for module in (dask.__name__, "hyp2onnx.dask")
     ]
 
 
@@ -393,7 +394,7 @@ def check_convertible(
 def _check_hyperdt(model: Any, path: Path, *stated: Any) -> None:
     """A HyperDT (hyperdt 0.0.3) model: fitted, exportable, and no geometry options."""
     from ..errors import UnsupportedModelError
-    from ..hyperdt import read_hyperdt
+    from ..export.hyperdt import read_hyperdt
 
     if any(v is not None for v in stated):
         raise InputError(

@@ -83,7 +83,7 @@ def default_output(model_path: Path) -> Path:
 
 def ort_outputs(output: Path) -> tuple[Path, Path]:
     """The ``.ort`` file and operator list ``--ort`` writes beside ``output``."""
-    from ..edge import config_path_for
+    from ..export.edge import config_path_for
 
     ort_path = output.with_suffix(".ort")
     return ort_path, config_path_for(ort_path)
@@ -147,7 +147,7 @@ def convert_file(
     except (ValueError, TypeError) as exc:  # UnsupportedModelError is a TypeError
         raise InputError(model_path, first_line(exc)) from exc
     if not options.row_blocks:
-        from ..edge import without_row_blocks
+        from ..export.edge import without_row_blocks
 
         onnx_model = without_row_blocks(onnx_model)
     metadata = read_metadata(onnx_model)
@@ -195,7 +195,7 @@ def convert_file(
             f.write(data)
         return ConvertResult(model_path, output, output, len(data), metadata, report, check_path)
 
-    from ..edge import ort_package, write_all
+    from ..export.edge import ort_package, write_all
 
     ort_path, config_path = extra
     package = ort_package(onnx_model, name=ort_path.stem)

@@ -171,7 +171,7 @@ def _runtimes(model: Any, meta: dict[str, Any] | None) -> list[str]:
     """The runtimes this graph is known to run in (docs/compatibility.md's results)."""
     if meta is None:
         return []
-    from ..edge import has_row_blocks
+    from ..export.edge import has_row_blocks
 
     return runtimes_for(
         meta["encoding"], row_blocks=has_row_blocks(model), dtype=meta["input_dtype"]

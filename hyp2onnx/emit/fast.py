@@ -48,8 +48,8 @@ from ._graph import GraphBuilder, onnx_type
 from .trees import (
     ExactScorer,
     TreePlan,
-    _legacy_regressor,
-    _tree_ensemble_v5,
+    legacy_regressor,
+    tree_ensemble_v5,
     cast_to,
     emit_exact,
     finish_scores,
@@ -156,9 +156,9 @@ def emit_fast(
             "n_targets": ensemble.n_outputs,
         }
         if plan.operator == "legacy":
-            raw = _legacy_regressor(g, rows, ensemble, **targets)
+            raw = legacy_regressor(g, rows, ensemble, **targets)
         else:
-            raw = _tree_ensemble_v5(g, rows, ensemble, **targets)
+            raw = tree_ensemble_v5(g, rows, ensemble, **targets)
         raw = cast_to(g, raw, exact.out_dtype, ensemble.sum_dtype)
     else:
         raw = replace(exact, ordered=False).any_batch(g, rows)

@@ -122,7 +122,7 @@ def emit_oblique_walk(g: GraphBuilder, k: str, ensemble) -> str:
     faster on 100 trees of 256 rows). The leaf values are then added in tree
     order (``CumSum``).
     """
-    from .trees import _sum_in_order, by_row_blocks
+    from .trees import sum_in_order, by_row_blocks
 
     tables = _walk_tables(ensemble)
     d = tables["normals"].shape[0]
@@ -182,6 +182,6 @@ def emit_oblique_walk(g: GraphBuilder, k: str, ensemble) -> str:
                 WALK, "Add", [b.op(WALK, "Transpose", [zeros], perm=[1, 0]), consts["roots"]]
             )
         values = b.op(WALK, "Gather", [consts["value"], node], axis=0)  # [b, T]
-        return _sum_in_order(b, values, axis=1, length=n_trees, keep_axis=True)
+        return sum_in_order(b, values, axis=1, length=n_trees, keep_axis=True)
 
     return by_row_blocks(g, k, walk, 1, "float64")

@@ -239,9 +239,9 @@ class ExactScorer:
         """[b, F] Klein rows -> [b, T]: each tree's leaf value, or where its leaf's values are."""
         ensemble = self.ensemble
         if self.plan.operator == "legacy":
-            per_tree = _legacy_regressor(b, rows, ensemble, n_targets=ensemble.n_trees, **self.targets)
+            per_tree = legacy_regressor(b, rows, ensemble, n_targets=ensemble.n_trees, **self.targets)
         else:
-            per_tree = _tree_ensemble_v5(b, rows, ensemble, **self.targets)
+            per_tree = tree_ensemble_v5(b, rows, ensemble, **self.targets)
         if self.groups is not None:
             return cast_to(b, per_tree, self.out_dtype, ensemble.sum_dtype)
         return b.cast(STAGE, per_tree, np.int64)
@@ -291,7 +291,7 @@ class ExactScorer:
         return self.blocks_of(g, k)
 
 
-def _tree_ensemble_v5(
+def tree_ensemble_v5(
     g: GraphBuilder,
     k: str,
     ensemble: Ensemble,
@@ -367,7 +367,7 @@ def _tree_ensemble_v5(
     )
 
 
-def _legacy_regressor(
+def legacy_regressor(
     g: GraphBuilder,
     k: str,
     ensemble: Ensemble,
@@ -411,7 +411,7 @@ def _sum_trees(g: GraphBuilder, table: str, index: str, n_trees: int, *, ordered
     per_tree = g.op(STAGE, "Gather", [table, index], axis=0)  # [b, T, C]
     if not ordered:
         return _sum_any_order(g, per_tree, axis=1, length=n_trees)
-    return _sum_in_order(g, per_tree, axis=1, length=n_trees)
+    return sum_in_order(g, per_tree, axis=1, length=n_trees)
 
 
 def sum_looked_up(
@@ -424,7 +424,7 @@ def sum_looked_up(
     per_tree = stacked[0] if len(stacked) == 1 else g.op(STAGE, "Concat", stacked, axis=2)
     if not ordered:
         return _sum_any_order(g, per_tree, axis=1, length=n_trees)
-    return _sum_in_order(g, per_tree, axis=1, length=n_trees)  # [b, T, C] -> [b, C]
+    return sum_in_order(g, per_tree, axis=1, length=n_trees)  # [b, T, C] -> [b, C]
 
 
 def tree_columns(groups: np.ndarray) -> np.ndarray:
@@ -445,13 +445,13 @@ def sum_tree_columns(g: GraphBuilder, values: str, groups: np.ndarray) -> str:
     """``[b, T]`` per-tree values in :func:`tree_columns` order -> ``[b, C]`` class sums."""
     n_classes, per_class = groups.shape
     if n_classes == 1:  # [b, T] is already tree-major: no Reshape, and the sum keeps its axis
-        return _sum_in_order(g, values, axis=1, length=per_class, keep_axis=True)
+        return sum_in_order(g, values, axis=1, length=per_class, keep_axis=True)
     shape = g.const(STAGE, "tree_major", [-1, per_class, n_classes], np.int64)
     per_tree = g.op(STAGE, "Reshape", [values, shape])  # [b, T / C, C]
-    return _sum_in_order(g, per_tree, axis=1, length=per_class)
+    return sum_in_order(g, per_tree, axis=1, length=per_class)
 
 
-def _sum_in_order(g: GraphBuilder, x: str, *, axis: int, length: int, keep_axis: bool = False) -> str:
+def sum_in_order(g: GraphBuilder, x: str, *, axis: int, length: int, keep_axis: bool = False) -> str:
     """Sum ``x`` over ``axis`` strictly in index order: CumSum, then its last entry.
 
     ``keep_axis`` leaves the summed axis in place with length 1 (a
@@ -568,7 +568,7 @@ def emit_compat(
     """
     leaf = ensemble.feature < 0
     leaf_nodes, columns = np.nonzero(ensemble.value * leaf[:, None])
-    scores = _legacy_regressor(
+    scores = legacy_regressor(
         g,
         cast_to(g, k, k_dtype, "float32"),
         ensemble,

@@ -306,7 +306,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
 
     # -- export --------------------------------------------------------------
 
-    def _to_ir(self) -> Model:
+    def to_ir(self) -> Model:
         """The fitted model as an :class:`~hyp2onnx.ir.Model` for the emitters."""
         check_is_fitted(self)
         backend = backend_for(self.estimator_)

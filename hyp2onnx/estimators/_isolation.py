@@ -638,7 +638,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
 
     # -- export --------------------------------------------------------------
 
-    def _to_ir(self) -> Model:
+    def to_ir(self) -> Model:
         check_is_fitted(self)
         centred = self.trees_[0].normal is not None
         arrays, values, normals = [], [], []

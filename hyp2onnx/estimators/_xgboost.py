@@ -490,8 +490,8 @@ class HyperbolicXGBClassifier(HyperbolicClassifierMixin, ClassifierMixin, Boosti
         """Class probabilities, columns in ``classes_`` order (XGBoost's float32, widened)."""
         return super().predict_proba(X).astype(np.float64)
 
-    def _to_ir(self) -> Model:
-        model = super()._to_ir()
+    def to_ir(self) -> Model:
+        model = super().to_ir()
         ensemble = dataclasses.replace(model.ensemble, classes=np.asarray(self.classes_))
         return dataclasses.replace(model, ensemble=ensemble)
 

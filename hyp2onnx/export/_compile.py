@@ -116,7 +116,7 @@ def describe(
                     f"{key}={value!r} contradicts the model's own {key}={getattr(model, key)!r}; "
                     "leave it out for hyperbolic estimators."
                 )
-        return model._to_ir()
+        return model.to_ir()
     backend = backend_for(model)
     if input_geometry is None:
         raise ValueError(
@@ -193,7 +193,7 @@ def to_onnx(
     entry = _encoding(encoding)
     opset = check_opset(target_opset)
     if kind_of(model) == "hyperdt":
-        from .. import hyperdt
+        from . import hyperdt
 
         _no_stated_geometry(model, input_geometry, curvature, timelike_dim)
         # The dtype rule of plain models: the precision they compare in. HyperDT

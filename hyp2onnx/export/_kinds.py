@@ -23,7 +23,7 @@ def kind_of(model: Any) -> Kind:
 
     The error lists the supported model classes.
     """
-    from .. import hyperdt
+    from . import hyperdt
     from ..estimators import backend_for
     from ..estimators._base import HyperbolicTreeModel
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from . import _runtime
+from .. import _runtime
 
 __all__ = [
     "BAD_ROWS",
@@ -148,7 +148,7 @@ class RowCheck:
 
     @classmethod
     def of(cls, blob: bytes, *, check_manifold: bool = True) -> RowCheck:
-        from .export import read_metadata
+        from ..export import read_metadata
 
         model = onnx.load_from_string(blob)
         meta = read_metadata(model)
@@ -165,10 +165,10 @@ class RowCheck:
     def __call__(self, X: np.ndarray) -> np.ndarray:
         """``X`` in the graph's input type; :class:`InvalidPointError` naming the rows of
         ``X`` (numbered from 0) the model would refuse."""
-        from .geometry import check_points, check_representable
+        from ..geometry import check_points, check_representable
 
         if self.blocks is not None:
-            from .blocks import to_features
+            from ..blocks import to_features
 
             to_features(X, self.blocks, check=self.check_manifold)  # codes always checked
         elif self.check_manifold:
@@ -184,7 +184,7 @@ def bad_row_mask(X: np.ndarray, check: Any) -> np.ndarray:
     bad row: a clean partition costs one call, ``b`` bad rows about
     ``2 b log2(n / b)`` calls on ever smaller slices.
     """
-    from .errors import InvalidPointError
+    from ..errors import InvalidPointError
 
     bad = np.zeros(X.shape[0], dtype=bool)
     pending = [(0, X.shape[0])] if X.shape[0] else []
@@ -268,7 +268,7 @@ def score(
     ``bad_rows="error"``: an :class:`InvalidPointError` naming the bad rows
     where they lie in the whole data; ``"null"``: null outputs for them.
     """
-    from .errors import InvalidPointError
+    from ..errors import InvalidPointError
 
     if bad_rows == "null":
         return null_outputs(sess, X, bad_row_mask(X, check), spec)

@@ -1,0 +1,961 @@
+"""Hyperbolic boosters trained on a Dask cluster, and exported graphs scored on one.
+
+Needs the ``dask`` extra, and the ``xgboost`` or ``lightgbm`` one for the estimators:
+``pip install 'hyp2onnx[dask,xgboost]'``.
+
+Training. :class:`HyperbolicDaskXGBClassifier`, :class:`HyperbolicDaskXGBRegressor`,
+:class:`HyperbolicDaskLGBMClassifier` and :class:`HyperbolicDaskLGBMRegressor`
+take the same parameters as their single-machine twins plus ``client``
+(as ``xgboost.dask`` and ``lightgbm``'s Dask estimators do: None means
+the default client), and dask arrays or dataframes of hyperbolic points.
+``fit`` projects every partition to Klein coordinates where it lies, trains
+with ``xgboost.dask`` or ``lightgbm.DaskLGBM*`` on them (``tree_space`` is
+``"klein"`` only, see below), then corrects the thresholds as a map-reduce
+(:mod:`hyp2onnx.correction.summaries`): each partition, where it lies, finds every
+split's largest value routed left and smallest routed right among its rows
+(the single-machine search) and the nearest values of the split's feature
+around its threshold; the summaries merge on the workers by element-wise
+max/min and the driver receives one of them, ``4 * splits`` numbers in the
+backend's comparison precision, however many rows there are. The single-machine placement
+(:class:`~hyp2onnx.correction.tree_space.KleinPlacer`) then runs on them, so the
+thresholds are bit-identical to those of the single-machine estimator with
+``tree_space="klein"`` correcting the same booster on the same rows.
+
+The fitted model holds the corrected booster as a local native model
+(``estimator_``), so :func:`hyp2onnx.to_onnx`, :func:`hyp2onnx.verify`,
+:func:`hyp2onnx.save_onnx` and pickling (for ``hyp2onnx convert``) treat it
+like any other hyperbolic model. ``predict`` and ``predict_proba`` return
+dask arrays for dask input and numpy arrays for numpy input.
+
+Scoring. :func:`predict` runs an exported graph over a dask array or
+dataframe of points, with one onnxruntime session per worker process
+(cached by the graph's hash), not one per partition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import functools
+import importlib
+import operator
+import os
+import sys
+from collections.abc import Iterator
+from numbers import Real
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import is_classifier
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import _scoring
+from ..correction import SplitSummary, correct, from_summary, klein_space, summarise
+from ..correction.shared_rows import shared_rows
+from ..estimators._base import GEOMETRY_DEFAULTS, comparison_of, generate_init, write_back
+from ..estimators._interface import Backend
+from ..estimators._registry import backend_for
+from ..geometry import n_klein_features, to_klein
+from ..ir.trees import TreeArrays
+from ..correction import CorrectionReport, SplitIndex, TreeSpace
+
+__all__ = [
+    "HyperbolicDaskLGBMClassifier",
+    "HyperbolicDaskLGBMRegressor",
+    "HyperbolicDaskXGBClassifier",
+    "HyperbolicDaskXGBRegressor",
+    "distributed_summary",
+    "predict",
+]
+
+
+def _dask() -> Any:
+    """The ``dask`` module, or an ImportError naming the extra to install."""
+    try:
+        import dask
+        import dask.array
+        import dask.dataframe
+        import distributed  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "hyp2onnx.dask needs Dask (dask[array,dataframe] and distributed): "
+            "pip install 'hyp2onnx[dask]'"
+        ) from exc
+    return dask
+
+
+def _client(client: Any) -> Any:
+    """``client``, or the default client of this process."""
+    _dask()
+    if client is not None:
+        return client
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError as exc:
+        raise ValueError(
+            "no Dask client: start one (distributed.Client(...)) or pass client=... "
+            "to the estimator."
+        ) from exc
+
+
+def _is_dask(x: Any) -> bool:
+    return x is not None and _dask().is_dask_collection(x)
+
+
+def _as_rows(X: Any, what: str = "X") -> Any:
+    """A 2-D float64 dask array with one chunk of columns (partitions by row)."""
+    dask = _dask()
+    if isinstance(X, dask.dataframe.DataFrame):
+        X = X.to_dask_array()
+    if not isinstance(X, dask.array.Array):
+        raise TypeError(
+            f"{what} must be a dask array or dask DataFrame, got {type(X).__name__}; for data "
+            "in memory use the single-machine estimators (hyp2onnx.HyperbolicXGBClassifier, ...)."
+        )
+    if X.ndim != 2:
+        raise ValueError(f"{what} must be 2-D (n_samples, n_features), got {X.ndim} dimensions.")
+    if X.numblocks[1] != 1:
+        X = X.rechunk({1: -1})
+    return X.astype(np.float64)
+
+
+def _as_column(v: Any, X: Any, what: str, *, allow_2d: bool = False) -> Any:
+    """``v`` (dask array, Series or one-column DataFrame) partitioned like ``X``."""
+    dask = _dask()
+    if isinstance(v, (dask.dataframe.Series, dask.dataframe.DataFrame)):
+        v = v.to_dask_array()
+    if not isinstance(v, dask.array.Array):
+        raise TypeError(f"{what} must be a dask array or Series like X, got {type(v).__name__}.")
+    if v.ndim == 2 and v.shape[1] == 1 and not allow_2d:
+        v = v[:, 0]
+    if v.ndim != 1 and not (allow_2d and v.ndim == 2):
+        raise ValueError(f"{what} must be 1-D, got shape {v.shape}.")
+    if v.ndim == 2 and v.numblocks[1] != 1:
+        v = v.rechunk({1: -1})
+    if v.numblocks[0] != X.numblocks[0] or (
+        not np.isnan(X.shape[0]) and not np.isnan(v.shape[0]) and v.chunks[0] != X.chunks[0]
+    ):
+        if np.isnan(X.shape[0]) or np.isnan(v.shape[0]):
+            raise ValueError(
+                f"{what} has {v.numblocks[0]} partitions and X has {X.numblocks[0]}; give them "
+                "the same partitions (or known chunk sizes, which are aligned here)."
+            )
+        if v.shape[0] != X.shape[0]:
+            raise ValueError(f"{what} has {v.shape[0]} rows and X has {X.shape[0]}.")
+        v = v.rechunk({0: X.chunks[0]})
+    return v
+
+
+def _raise_partition_errors(persisted: Any) -> None:
+    """Wait for a persisted collection; re-raise the first partition's error, if any."""
+    from distributed import futures_of, wait
+
+    futures = futures_of(persisted)
+    wait(futures)
+    for future in futures:
+        if future.status == "error":
+            future.result()  # raises the partition's own exception
+
+
+def _blockwise(f: Any) -> Any:
+    """``f`` applied per partition to dask arrays, directly to numpy arrays."""
+
+    def apply(x: Any) -> Any:
+        return x.map_blocks(f, dtype=np.float64) if _is_dask(x) else f(x)
+
+    return apply
+
+
+def _where(block_info: dict | None) -> dict[str, int]:
+    """Where a map_blocks partition lies, for :func:`hyp2onnx.distributed._scoring.locate`: its
+    first row in the whole array, or (sizes unknown) its partition number."""
+    info = (block_info or {}).get(0) or {}
+    start = (info.get("array-location") or [(None, None)])[0][0]
+    if start is not None and not np.isnan(start):
+        return {"first_row": int(start)}
+    return {"partition": int((info.get("chunk-location") or (0,))[0])}
+
+
+@contextlib.contextmanager
+def _rows_located(block_info: dict | None) -> Iterator[None]:
+    """Re-raise a partition's InvalidPointError with the rows' global numbers."""
+    from ..errors import InvalidPointError
+
+    try:
+        yield
+    except InvalidPointError as exc:
+        raise InvalidPointError(_scoring.locate(str(exc), **_where(block_info))) from None
+
+
+def _klein_block(
+    block: np.ndarray, geometry: str, curvature: float, timelike: int, check: bool,
+    block_info: dict | None = None,
+):
+    with _rows_located(block_info):
+        return to_klein(
+            np.asarray(block, dtype=np.float64), geometry, curvature, timelike, check=check
+        )
+
+
+def _framed(model: Any, block: np.ndarray) -> Any:
+    """A partition as the model was fitted on it: a DataFrame if it had column names."""
+    names = getattr(model, "feature_names_in_", None)
+    if names is None:
+        return block
+    import pandas as pd
+
+    return pd.DataFrame(block, columns=names)
+
+
+def _call_block(
+    block: np.ndarray, model: Any, method: str, block_info: dict | None = None
+) -> np.ndarray:
+    with _rows_located(block_info):
+        return np.asarray(getattr(model, method)(_framed(model, block)))
+
+
+#: Rows summarised in one task at most: a worker's partitions are summarised
+#: together up to this many rows (the search costs less per row on more rows;
+#: its working memory is about 200 bytes per row for 8 split features).
+ROWS_PER_SUMMARY = 1 << 22
+
+
+def _training_rows(
+    backend: Backend, fitted: Any, X: np.ndarray, y: np.ndarray, w: Any
+) -> np.ndarray:
+    """One partition's training rows, in the backend's comparison precision."""
+    X, y = np.asarray(X), np.asarray(y)
+    if y.shape[0] != X.shape[0] or (w is not None and np.shape(w)[0] != X.shape[0]):
+        raise ValueError(
+            f"a partition of X has {X.shape[0]} rows but its partition of y (or sample_weight) "
+            "does not: give X, y and sample_weight the same partitions."
+        )
+    rows = shared_rows(backend.training_rows(fitted, y, None if w is None else np.asarray(w)))
+    if rows is None:  # boosters grow every tree on the same rows
+        raise ValueError("the trees of this booster were not grown on the same rows")
+    return backend.compared_values(fitted, X if rows.size == X.shape[0] else X[rows])
+
+
+@functools.cache
+def _glibc() -> Any:
+    """The C library if it is glibc (it has ``mallopt`` and ``malloc_trim``), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.gnu_get_libc_version  # glibc only  # noqa: B018
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+
+
+@contextlib.contextmanager
+def _reusing_freed_memory() -> Iterator[None]:
+    """Let glibc reuse freed memory for the duration of a numpy-heavy task.
+
+    Dask starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536`` so that freed
+    memory goes back to the OS at once; glibc then also maps every block over
+    128 KiB afresh, and the search's many large temporaries pay for the page
+    faults: 2.05 s instead of 1.3 s for 500k rows of a 400-tree model. Inside,
+    both thresholds are raised; on leaving, the environment's values come
+    back and free memory is returned. Nothing changes where the variable is
+    unset (glibc then sets both thresholds itself) or the C library is not glibc.
+    """
+    libc = _glibc()
+    try:
+        trim = int(os.environ["MALLOC_TRIM_THRESHOLD_"])
+        mmap = int(os.environ.get("MALLOC_MMAP_THRESHOLD_", 128 * 1024))
+    except (KeyError, ValueError):
+        libc = None
+    if libc is None:
+        yield
+        return
+    libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)  # glibc's largest
+    libc.mallopt(_M_TRIM_THRESHOLD, 1 << 30)
+    try:
+        yield
+    finally:
+        libc.mallopt(_M_MMAP_THRESHOLD, mmap)
+        libc.mallopt(_M_TRIM_THRESHOLD, trim)
+        libc.malloc_trim(0)
+
+
+def _group_summary(
+    shipped: tuple[Backend, Any, list[TreeArrays]], xs: list, ys: list, ws: list
+) -> SplitSummary:
+    """The split summary of some partitions' training rows, searched together (the map
+    step: one task per group of partitions held by one worker)."""
+    backend, fitted, trees = shipped
+    rows = [_training_rows(backend, fitted, x, y, w) for x, y, w in zip(xs, ys, ws, strict=True)]
+    with _reusing_freed_memory():
+        return summarise(trees, np.concatenate(rows) if len(rows) > 1 else rows[0], backend.op)
+
+
+def _groups(sizes: list[int], limit: int) -> list[list[int]]:
+    """Consecutive runs of ``sizes`` (indices) holding at most ``limit`` rows (or one item),
+    about equally large (5M rows at a limit of 4M: two runs of 2.5M, not 4M and 1M)."""
+    limit = -(-sum(sizes) // max(1, -(-sum(sizes) // limit)))  # the total over the runs needed
+    groups: list[list[int]] = []
+    total = limit + 1
+    for i, n in enumerate(sizes):
+        if total + n > limit:
+            groups.append([])
+            total = 0
+        groups[-1].append(i)
+        total += n
+    return groups
+
+
+def distributed_summary(
+    client: Any,
+    backend: Backend,
+    fitted: Any,
+    Xk: Any,
+    y: Any,
+    sample_weight: Any = None,
+    *,
+    rows_per_summary: int = ROWS_PER_SUMMARY,
+) -> SplitSummary:
+    """The split summary of all training rows of ``fitted``: a map over the workers'
+    partitions, a tree reduce.
+
+    ``Xk`` is a dask array of what the booster was fitted on (unit-ball Klein
+    coordinates), ``y`` and ``sample_weight`` too, partitioned alike; they
+    are persisted if they are not. The model goes to every worker once. The
+    rows are not moved: each worker summarises the partitions of ``Xk`` it
+    holds, several together (up to ``rows_per_summary`` rows), and only
+    summaries travel; the final one (:attr:`SplitSummary.nbytes`,
+    independent of the rows) comes back to this process.
+    """
+    from distributed import futures_of, wait
+
+    _dask()
+    collections = [Xk, y] if sample_weight is None else [Xk, y, sample_weight]
+    collections = client.persist(collections)  # a no-op for persisted collections
+    blocks = []
+    for collection in collections:
+        futures = {f.key: f for f in futures_of(collection)}
+        blocks.append([futures[d.key] for d in collection.to_delayed().ravel()])
+    if sample_weight is None:
+        blocks.append([None] * len(blocks[0]))
+    xs, ys, ws = blocks
+    wait(xs)
+    holder = client.who_has(xs)
+    by_worker: dict[str, list[int]] = {}
+    for i, x in enumerate(xs):
+        by_worker.setdefault(sorted(holder[x.key])[0], []).append(i)
+    trees = backend.read_trees(fitted)
+    shipped = client.scatter((type(backend)(), fitted, trees), broadcast=True, hash=False)
+    sizes = collections[0].chunks[0]
+    if any(np.isnan(sizes)):  # e.g. from a DataFrame: count where the rows are
+        sizes = client.gather(client.map(len, xs, pure=False))
+    parts = []
+    for worker, indices in by_worker.items():
+        for group in _groups([sizes[i] for i in indices], rows_per_summary):
+            at = [indices[j] for j in group]
+            parts.append(client.submit(
+                _group_summary, shipped, [xs[i] for i in at], [ys[i] for i in at],
+                [ws[i] for i in at], workers=[worker], allow_other_workers=True, pure=False,
+            ))
+    while len(parts) > 1:
+        pairs = [
+            client.submit(SplitSummary.merge, a, b, pure=False)
+            for a, b in zip(parts[0::2], parts[1::2], strict=False)
+        ]
+        parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
+    return parts[0].result()
+
+
+# -- training on the cluster: one function per library ------------------------------
+
+
+def _train_xgboost(native: Any, client: Any, Xk: Any, y: Any, w: Any, fit_params: dict) -> Any:
+    """Fit ``native``'s parameters with ``xgboost.dask``; a local model with the booster."""
+    import xgboost
+    from xgboost import dask as dxgb
+
+    dask_class = {
+        xgboost.XGBClassifier: dxgb.DaskXGBClassifier,
+        xgboost.XGBRegressor: dxgb.DaskXGBRegressor,
+    }[type(native)]
+    model = dask_class(**native.get_params())
+    model.client = client
+    model.fit(Xk, y, sample_weight=w, **fit_params)
+    local = type(native)(**native.get_params())
+    local.load_model(bytearray(model.get_booster().save_raw(raw_format="ubj")))
+    return local
+
+
+def _train_lightgbm(native: Any, client: Any, Xk: Any, y: Any, w: Any, fit_params: dict) -> Any:
+    """Fit ``native``'s parameters with LightGBM's Dask estimator; its local model."""
+    import lightgbm
+
+    dask_class = {
+        lightgbm.LGBMClassifier: lightgbm.DaskLGBMClassifier,
+        lightgbm.LGBMRegressor: lightgbm.DaskLGBMRegressor,
+    }[type(native)]
+    model = dask_class(client=client, **native.get_params())
+    model.fit(Xk, y, sample_weight=w, **fit_params)
+    return model.to_local()
+
+
+_DASK_DOC = """
+    Trained on a Dask cluster: ``X`` is a dask array or dask DataFrame of
+    hyperbolic points, ``y`` and ``sample_weight`` dask arrays or Series with
+    the same partitions. ``client`` is the ``distributed.Client`` to use
+    (default: the current one); it is not pickled. ``predict`` returns a dask
+    array for dask input, a numpy array for numpy input. The thresholds are
+    corrected by a map-reduce over the partitions (see :mod:`hyp2onnx.dask`),
+    bit-identical to the single-machine estimator's (``tree_space="klein"``)
+    correction of the same booster.
+
+    ``fit_timeout`` bounds the library's Dask training, in seconds (default
+    3600; None: no limit): past it, the training's tasks are cancelled and
+    ``fit`` raises TimeoutError, so a training whose workers wait on each
+    other can never hang. LightGBM classifiers first check that every worker
+    holding rows holds every class (LightGBM encodes labels per worker).
+    Invalid points are refused before training, named by their global row
+    numbers.
+
+    ``tree_space`` is ``"klein"`` (the default here, and the only value): the
+    booster is fitted on Klein coordinates. The single-machine default,
+    ``"ranks"``, needs every feature's distinct training values in one place,
+    traffic that grows with the rows. On Klein coordinates XGBoost stays
+    reliable to a distance of about 6 from the origin and LightGBM to about
+    15 (the ray test, benchmarks/bench_far.py); for points farther out,
+    train a single-machine estimator (``tree_space="ranks"``).
+"""
+
+#: Why the Dask estimators train on Klein coordinates only.
+_KLEIN_ONLY = (
+    "{name} supports tree_space='klein' only, got {value!r}: the 'ranks' and 'rapidity' "
+    "spaces map each feature through all of its distinct training values, which would have "
+    "to be gathered from every partition (traffic growing with the rows). On Klein "
+    "coordinates XGBoost is reliable to a distance of about 6 from the origin and LightGBM "
+    "to about 15; for points farther out, fit a single-machine estimator (e.g. "
+    "hyp2onnx.HyperbolicXGBClassifier, tree_space='ranks') on data that fits one machine."
+)
+
+
+class _DaskModel:
+    """What the Dask estimators add to their single-machine twins."""
+
+    _train: ClassVar[Any]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not hasattr(cls, "_native"):  # an intermediate class
+            return
+        cls._native_params = generate_init(
+            cls,
+            (cls._native, *cls._signature_from),
+            {
+                **GEOMETRY_DEFAULTS,
+                "tree_space": "klein",
+                "override_subsample": True,
+                "client": None,
+                "fit_timeout": FIT_TIMEOUT,
+            },
+            extra=True,
+        )
+        cls._parameter_constraints = {
+            **cls._parameter_constraints,
+            "client": "no_validation",
+            "fit_timeout": [Interval(Real, 0, None, closed="neither"), None],
+        }
+        cls.__doc__ = (cls.__doc__ or "") + _DASK_DOC
+
+    # -- a Client is a handle: shared by clones, never pickled -------------------
+
+    def __sklearn_clone__(self):
+        client = self.client
+        self.client = None
+        try:
+            new = super().__sklearn_clone__()
+        finally:
+            self.client = client
+        new.client = client
+        return new
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(super().__getstate__())  # a copy: the client stays on this object
+        state["client"] = None
+        return state
+
+    @property
+    def client_(self) -> Any:
+        """The client ``fit`` and ``predict`` use: ``client``, or the default one."""
+        return _client(self.client)
+
+    # -- data --------------------------------------------------------------------
+
+    def _klein(self, X: Any, *, reset: bool) -> Any:
+        """Klein coordinates, computed per partition for dask input."""
+        if not _is_dask(X):
+            return super()._klein(X, reset=reset)
+        X = _as_rows(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        d = n_klein_features(X.shape[1], self.input_geometry)
+        return X.map_blocks(
+            _klein_block,
+            self.input_geometry,
+            float(self.curvature),
+            int(self.timelike_dim),
+            bool(self.check_manifold),
+            chunks=(X.chunks[0], (d,)),
+            dtype=np.float64,
+        )
+
+    def _record_features(self, X: Any) -> None:
+        """``n_features_in_`` and (for DataFrames) ``feature_names_in_``, as validate_data sets them."""
+        dask = _dask()
+        meta = X._meta if isinstance(X, dask.dataframe.DataFrame) else None
+        if meta is None:
+            shape = _as_rows(X).shape
+            meta = np.empty((0, shape[1]))
+        validate_data(
+            self, meta, reset=True, dtype=np.float64, ensure_min_samples=0, ensure_all_finite=False
+        )
+
+    # -- training ------------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
+        """Fit on a dask collection of hyperbolic points ``X`` and correct every threshold."""
+        self._validate_params()
+        if self.tree_space != "klein":
+            raise ValueError(_KLEIN_ONLY.format(name=type(self).__name__, value=self.tree_space))
+        if self.input_blocks is not None:
+            raise ValueError(
+                f"{type(self).__name__} takes one geometry (input_geometry, curvature, "
+                "timelike_dim), not input_blocks: mixed-input models train on one machine "
+                "(hyp2onnx.HyperbolicXGBClassifier(input_blocks=...), ...)."
+            )
+        client = _client(self.client)
+        rows = _as_rows(X)
+        self._record_features(X)
+        y = _as_column(y, rows, "y", allow_2d=not self._is_classifier())
+        w = None if sample_weight is None else _as_column(sample_weight, rows, "sample_weight")
+        estimator = self._make_estimator()
+        backend = backend_for(estimator)
+        # The learner's input: Klein coordinates (LightGBM's zero band read as
+        # 0, as the single-machine "klein" space does), computed per partition.
+        to_tree = TreeSpace("klein", backend.compare_dtype, (), (), backend.zero_band).transform
+        Xt = self._klein(rows, reset=False).map_blocks(to_tree, dtype=np.float64)
+        Xt, y, w = client.persist([Xt, y, w]) if w is not None else (*client.persist([Xt, y]), None)
+        _raise_partition_errors(Xt)  # invalid points, named, before any training
+        backend.check_fit(estimator, y, fit_params)
+        backend.warn_subsampling(estimator, stacklevel=3)
+        y_train = self._training_labels(y, client)
+        self._check_workers(client, Xt, y_train)  # before the library opens its sockets
+        fitted = _within(
+            self.fit_timeout, client, type(self).__name__, self._train,
+            estimator, client, Xt, y_train, w, self._fit_params(fit_params, _blockwise(to_tree)),
+        )
+        self._check_classes(fitted)  # first: says why the classes disagree
+        backend.to_ensemble(fitted)  # refuse now what export would refuse
+        self._fit_client = client
+        try:
+            self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = (
+                self._correct(backend, fitted, Xt, y_train, w)
+            )
+        finally:
+            del self._fit_client
+        if self._is_classifier():
+            self.classes_ = self._classes(fitted)
+        self.n_outputs_ = 1 if y.ndim == 1 else int(y.shape[1])
+        return self
+
+    def _is_classifier(self) -> bool:
+        return is_classifier(self)
+
+    def _training_labels(self, y: Any, client: Any) -> Any:
+        """Hook: the labels the booster is trained on (classifiers: also record the classes)."""
+        if self._is_classifier():
+            self._labels = self._unique_labels(y, client)
+        return y
+
+    @staticmethod
+    def _unique_labels(y: Any, client: Any) -> np.ndarray:
+        from sklearn.utils.multiclass import check_classification_targets
+
+        classes = np.asarray(client.compute(_dask().array.unique(y)).result())
+        check_classification_targets(classes)
+        return classes
+
+    def _check_classes(self, fitted: Any) -> None:
+        """Hook: refuse a model whose classes are not those of ``y``."""
+
+    def _check_workers(self, client: Any, Xt: Any, y: Any) -> None:
+        """Hook: refuse, before training, data the library cannot train on as it lies."""
+
+    def _correct(
+        self, backend: Backend, fitted: Any, Xt: Any, y: Any, sample_weight: Any
+    ) -> tuple[Any, CorrectionReport, SplitIndex | None, str]:
+        """The single-machine placement, fed by summaries of the partitions."""
+        trees = backend.read_trees(fitted)
+        summary = distributed_summary(self._fit_client, backend, fitted, Xt, y, sample_weight)
+        space = klein_space(
+            trees, summary, Xt.shape[1], backend.compare_dtype, backend.zero_band
+        )
+        comparison = comparison_of(backend)
+        neighbours = from_summary(trees, summary, comparison, self._midpoint_rules())
+        return write_back(
+            backend, fitted, correct(trees, space, neighbours, comparison, self._midpoint_rules())
+        )
+
+    # -- prediction ------------------------------------------------------------------
+
+    def _map_rows(self, X: Any, method: str, dtype: Any, width: int | None) -> Any:
+        """``method`` of this model on every partition of ``X``: a dask array."""
+        check_is_fitted(self)
+        dask = _dask()
+        rows = _as_rows(X)
+        if rows.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {rows.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input."
+            )
+        model = dask.delayed(self, pure=False)  # sent to each worker once, not per partition
+        if width is None:
+            return rows.map_blocks(_call_block, model, method, drop_axis=1, dtype=dtype)
+        return rows.map_blocks(
+            _call_block, model, method, chunks=(rows.chunks[0], (width,)), dtype=dtype
+        )
+
+    def predict(self, X: Any) -> Any:
+        """Labels or values; a dask array (one task per partition) for dask input."""
+        if not _is_dask(X):
+            return super().predict(X)
+        check_is_fitted(self)
+        if self._is_classifier():
+            return self._map_rows(X, "predict", self.classes_.dtype, None)
+        width = None if self.n_outputs_ == 1 else self.n_outputs_
+        return self._map_rows(X, "predict", np.float64, width)
+
+
+class _DaskClassifier(_DaskModel):
+    def predict_proba(self, X: Any) -> Any:
+        """Class probabilities, columns in ``classes_`` order; a dask array for dask input."""
+        if not _is_dask(X):
+            return super().predict_proba(X)
+        check_is_fitted(self)
+        return self._map_rows(X, "predict_proba", np.float64, len(self.classes_))
+
+
+class _DaskXGBClassifier(_DaskClassifier):
+    _train = staticmethod(_train_xgboost)
+
+    def _training_labels(self, y: Any, client: Any) -> Any:
+        # XGBoost sees the labels encoded as 0..k-1, as the single-machine model does.
+        labels = self._unique_labels(y, client)
+        self._labels = labels
+        return y.map_blocks(_encode, labels, dtype=np.int64)
+
+    def _eval_labels(self, y: Any) -> Any:
+        if not _is_dask(y):
+            return super()._eval_labels(y)
+        if hasattr(y, "to_dask_array"):
+            y = y.to_dask_array()
+        return y.map_blocks(_encode, self._labels, dtype=np.int64)
+
+
+def _encode(y: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Index of every label of ``y`` in the sorted ``labels``; unseen labels are an error."""
+    index = np.minimum(np.searchsorted(labels, y), labels.size - 1)
+    if np.any(labels[index] != y):
+        unseen = np.setdiff1d(y, labels)
+        raise ValueError(f"labels {unseen[:5].tolist()} were not seen in y.")
+    return index.astype(np.int64)
+
+
+class _DaskXGBRegressor(_DaskModel):
+    _train = staticmethod(_train_xgboost)
+
+
+class _DaskLGBMClassifier(_DaskClassifier):
+    _train = staticmethod(_train_lightgbm)
+
+    def _check_classes(self, fitted: Any) -> None:
+        # Each worker's LightGBM encodes the labels it holds; they agree only
+        # if every worker holds every class.
+        got = np.asarray(fitted.classes_)
+        if got.shape != self._labels.shape or np.any(got != self._labels):
+            raise ValueError(
+                f"LightGBM's Dask training found the classes {got.tolist()[:10]} but y holds "
+                f"{self._labels.tolist()[:10]}: every worker's partitions must contain every "
+                "class. Shuffle or repartition the data."
+            )
+
+
+    def _check_workers(self, client: Any, Xt: Any, y: Any) -> None:
+        # LightGBM trains on each worker's partitions where they lie (each part goes
+        # where its rows are) and encodes the labels per worker; a worker without
+        # some class makes the workers disagree on the number of classes, which
+        # fails (after earlier fits: "Socket recv error") or hangs in its network.
+        from distributed import futures_of
+
+        rows = {f.key: f for f in futures_of(Xt)}
+        labels = {f.key: f for f in futures_of(y)}
+        xs = [rows[d.key] for d in Xt.to_delayed().ravel()]
+        ys = [labels[d.key] for d in y.to_delayed().ravel()]
+        holder = client.who_has(xs)
+        found = client.gather(client.map(_classes_in, ys, pure=False))
+        held: dict[str, set] = {}
+        for x, classes in zip(xs, found, strict=True):
+            if classes is not None:  # an empty partition adds no worker
+                held.setdefault(min(holder[x.key]), set()).update(classes.tolist())
+        everything = set(self._labels.tolist())
+        for worker, classes in sorted(held.items()):
+            missing = sorted(everything - classes)
+            if missing:
+                raise ValueError(
+                    f"LightGBM's Dask training needs every class on every worker that holds "
+                    f"rows, but the partitions on worker {worker} hold no rows of the classes "
+                    f"{missing[:10]} (y holds {sorted(everything)[:10]}): every worker's "
+                    "partitions must contain every class. Shuffle or repartition the data "
+                    "so that each partition holds every class."
+                )
+
+
+def _classes_in(y: np.ndarray) -> np.ndarray | None:
+    """The labels in one partition of ``y`` (None when it is empty)."""
+    y = np.asarray(y)
+    return np.unique(y) if y.size else None
+
+
+#: Seconds a Dask estimator's training may take by default (``fit_timeout``).
+FIT_TIMEOUT = 3600.0
+
+
+def _within(timeout: float | None, client: Any, name: str, train: Any, *args: Any) -> Any:
+    """``train(*args)``, or a TimeoutError after ``timeout`` seconds (None: no limit).
+
+    The booster libraries' Dask training waits on its workers' tasks, which
+    can wait on each other's sockets for ever (LightGBM's default socket
+    time-out is two hours). On time-out, the training's tasks are cancelled,
+    so the client is free again; a worker thread stuck in native code may
+    keep its worker busy until its sockets time out, hence the advice to
+    restart the workers.
+    """
+    import threading
+
+    if timeout is None:
+        return train(*args)
+    before = set(client.futures)
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["model"] = train(*args)
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller)
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name=f"{name}.fit", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        from distributed import Future
+
+        started = [Future(key, client) for key in set(client.futures) - before]
+        client.cancel(started, force=True)
+        thread.join(30)
+        raise TimeoutError(
+            f"{name}.fit: the Dask training did not finish within fit_timeout={timeout:g} s, "
+            "so it was cancelled (the workers may be waiting on each other, for example when "
+            "one lacks a class, or the data is larger than the time allows). Check the data's "
+            "partitions, restart the workers (client.restart()) if they stay busy, and fit "
+            "again with a larger fit_timeout if the training needs longer."
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["model"]
+
+
+class _DaskLGBMRegressor(_DaskModel):
+    _train = staticmethod(_train_lightgbm)
+
+
+#: Each Dask estimator: what it adds, and the single-machine estimator it extends.
+_ESTIMATORS = {
+    "HyperbolicDaskXGBClassifier": (_DaskXGBClassifier, "HyperbolicXGBClassifier"),
+    "HyperbolicDaskXGBRegressor": (_DaskXGBRegressor, "HyperbolicXGBRegressor"),
+    "HyperbolicDaskLGBMClassifier": (_DaskLGBMClassifier, "HyperbolicLGBMClassifier"),
+    "HyperbolicDaskLGBMRegressor": (_DaskLGBMRegressor, "HyperbolicLGBMRegressor"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The Dask estimators, built on first use: each needs its booster library (the
+    ``xgboost`` or ``lightgbm`` extra, named if missing), which scoring does not."""
+    if name not in _ESTIMATORS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    adds, single = _ESTIMATORS[name]
+    base = getattr(importlib.import_module("..estimators", __package__), single)
+    cls = type(name, (adds, base), {"__doc__": base.__doc__, "__module__": __name__})
+    cls.__qualname__ = name
+    globals()[name] = cls  # built once; pickle finds it by name
+    return cls
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_ESTIMATORS])
+
+
+# -- scoring exported graphs -------------------------------------------------------------
+
+
+def _score_block(
+    graph: bytes, key: str, block: Any, threads: int, check: Any, spec: Any, bad_rows: str,
+    where: dict,
+) -> dict[str, np.ndarray]:
+    session = _scoring.session(key, graph, threads)
+    return _scoring.score(session, np.asarray(block), check, spec, bad_rows, **where)
+
+
+def _numeric_or_refuse(dtypes: dict[str, Any], what: str) -> None:
+    """A TypeError naming the columns that do not hold numbers (before any task runs)."""
+    from pandas.api.types import is_complex_dtype, is_numeric_dtype
+
+    bad = {
+        name: dtype for name, dtype in dtypes.items()
+        if not is_numeric_dtype(dtype) or is_complex_dtype(dtype)
+    }
+    if bad:
+        shown = ", ".join(f"{name} ({dtype})" for name, dtype in list(bad.items())[:5])
+        raise TypeError(
+            f"{what} must hold real numbers; not numeric: {shown}. Convert the point "
+            "columns to floats (e.g. with astype(float) or dask.dataframe.to_numeric) first."
+        )
+
+
+def predict(
+    graph: Any,
+    data: Any,
+    *,
+    columns: list[str] | None = None,
+    threads: int = 1,
+    output_prefix: str = "",
+    bad_rows: str = "error",
+    check_manifold: bool = True,
+) -> Any:
+    """Score dask points with an exported graph, one onnxruntime session per worker process.
+
+    ``graph`` is an ONNX model exported by hyp2onnx (``onnx.ModelProto``,
+    bytes, or a path). ``data`` is a dask array of points (n, D): the result
+    is a dict of dask arrays keyed by the graph's outputs (``label`` and
+    ``probabilities``, or ``variable``). For a dask DataFrame, ``columns``
+    names the point columns (default: all, in order) and the result is the
+    DataFrame with the outputs appended as columns ``label`` and
+    ``probability_<i>`` (one per class, in ``classes`` order of the graph's
+    metadata) or ``variable`` (``variable_<j>`` for several targets), each
+    name preceded by ``output_prefix``. The graph is sent to each worker once;
+    the session is cached there by the graph's hash. ``threads`` is the
+    session's intra-op thread count (Dask already runs partitions in
+    parallel). Compute the outputs together (``dask.compute(*out.values())``):
+    each compute scores the partitions again.
+
+    Every partition is checked first, as ``hyp2onnx predict`` checks a file:
+    points on the graph's manifold (its geometry or input blocks; skipped
+    with ``check_manifold=False``), finite, representable in the graph's
+    input type, valid categorical codes (see :mod:`hyp2onnx.distributed._scoring`).
+    Non-numeric point columns are refused at once (TypeError).
+    ``bad_rows="error"`` (the default): computing the result raises
+    :class:`~hyp2onnx.errors.InvalidPointError` naming the bad rows by their
+    global row numbers (the partition and its row where the partition sizes
+    are unknown; a DataFrame's index labels too). ``bad_rows="null"``: those
+    rows get NaN outputs (None for string labels; integer labels become
+    float64 so they can hold NaN, and pandas' nullable ``Int64`` in a
+    DataFrame), the others their labels.
+    """
+    dask = _dask()
+    bad_rows = _scoring.check_bad_rows(bad_rows)
+    blob = _scoring.graph_bytes(graph)
+    spec = _scoring.OutputSpec.of(blob)
+    check = _scoring.RowCheck.of(blob, check_manifold=check_manifold)
+    key = _scoring.graph_key(blob)
+    shipped = dask.delayed(blob, pure=True)
+    if isinstance(data, dask.dataframe.DataFrame):
+        return _predict_frame(
+            data, spec, shipped, key, columns, threads, output_prefix, check, bad_rows
+        )
+    if columns is not None:
+        raise ValueError("columns= is for dask DataFrames; pass the point columns as the array.")
+    if isinstance(data, dask.array.Array):
+        _numeric_or_refuse({"data": data.dtype}, "data")
+    rows = _as_rows(data, "data")
+    if rows.shape[1] != spec.n_features:
+        raise ValueError(f"data has {rows.shape[1]} columns; the graph takes {spec.n_features}.")
+    score = dask.delayed(_score_block, pure=True)
+    sizes = rows.chunks[0]
+    known = not any(np.isnan(sizes))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if known else None
+    results = [
+        score(shipped, key, block, threads, check, spec, bad_rows,
+              {"first_row": int(starts[i])} if known else {"partition": i})
+        for i, block in enumerate(rows.to_delayed().ravel())
+    ]
+    outputs = {}
+    for name, dtype, width in spec.outputs:
+        if bad_rows == "null":
+            dtype = _scoring.null_dtype(dtype)
+        pieces = [
+            dask.array.from_delayed(
+                dask.delayed(operator.getitem, pure=True)(result, name),
+                shape=(n,) if width is None else (n, width),
+                dtype=dtype,
+            )
+            for result, n in zip(results, rows.chunks[0], strict=True)
+        ]
+        outputs[name] = dask.array.concatenate(pieces, axis=0)
+    return outputs
+
+
+def _score_frame(
+    graph: bytes, key: str, part: Any, columns: list[str], threads: int, names: dict, dtypes: dict,
+    check: Any, spec: Any, bad_rows: str, partition: int,
+) -> Any:
+    session = _scoring.session(key, graph, threads)
+    result = _scoring.score(
+        session, part[columns].to_numpy(dtype=np.float64, na_value=np.nan), check, spec,
+        bad_rows, partition=partition, index=part.index,
+    )
+    # Explicit dtypes: pandas would infer its string dtype for string labels.
+    return part.assign(**_scoring.columns_of(result, names)).astype(dtypes)
+
+
+def _predict_frame(data, spec, shipped, key, columns, threads, prefix, check, bad_rows):  # noqa: ANN001, ANN202
+    dask = _dask()
+    columns = list(data.columns) if columns is None else list(columns)
+    names = spec.table_columns(list(data.columns), columns, prefix)
+    _numeric_or_refuse({c: data._meta[c].dtype for c in columns}, "the point columns")
+    empty = spec.empty_columns(prefix)
+    if bad_rows == "null":  # nulls: NaN in float columns, <NA> in integer ones
+        empty = {
+            col: value if value.dtype.kind in "fO" else value.astype("Int64")
+            for col, value in ((c, _as_series(v)) for c, v in empty.items())
+        }
+    meta = data._meta.assign(**empty)
+    dtypes = {col: meta[col].dtype for col in empty}
+    score = dask.delayed(_score_frame, pure=True)
+    parts = [
+        score(shipped, key, part, columns, threads, names, dtypes, check, spec, bad_rows, i)
+        for i, part in enumerate(data.to_delayed())
+    ]
+    return dask.dataframe.from_delayed(parts, meta=meta, divisions=data.divisions)
+
+
+def _as_series(values: np.ndarray) -> Any:
+    import pandas as pd
+
+    return pd.Series(values)
