@@ -108,7 +108,7 @@ def environment() -> str:
             version = _version("hyperdt")
         parts.append(f"{name} {version}")
     try:
-        load = ", load average {:.1f}".format(os.getloadavg()[0])
+        load = f", load average {os.getloadavg()[0]:.1f}"
     except OSError:
         load = ""
     return f"Measured {datetime.date.today().isoformat()} on {', '.join(parts)}{load}."

@@ -40,10 +40,10 @@ from sklearn.model_selection import train_test_split
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, pyplot, text_table, write  # noqa: E402
+from _report import add_output_args, environment, md_table, output_dir, pyplot, text_table, write
 
-import hyp2onnx as h  # noqa: E402
-from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
+import hyp2onnx as h
+from hyp2onnx.datasets import make_wrapped_normal_mixture
 
 DIMS = (2, 4, 8, 16, 32, 64, 128)
 N_POINTS, N_CLASSES, DEPTH, N_TREES = 1000, 8, 3, 12
@@ -119,7 +119,11 @@ def run_one(task: tuple[int, int, bool, float]) -> dict:
     d, seed, oblique, intercept_scale = task
     X, y = make_wrapped_normal_mixture(N_POINTS, d, N_CLASSES, random_state=seed)
     _, target = make_wrapped_normal_mixture(
-        N_POINTS, d, N_CLASSES, regression=True, random_state=seed,
+        N_POINTS,
+        d,
+        N_CLASSES,
+        regression=True,
+        random_state=seed,
         intercept_scale=intercept_scale,
     )  # the same points (same seed), regression targets
     idx_tr, idx_te = train_test_split(
@@ -155,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--oblique", action="store_true", help="add hyp2onnx's HHCART tree")
     parser.add_argument(
-        "--intercept-scale", type=float, default=1.0,
+        "--intercept-scale",
+        type=float,
+        default=1.0,
         help="multiply the regression targets' class intercepts (manify's 20); "
         "writes accuracy_intercepts_SCALE.md",
     )
@@ -275,7 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         "",
         environment() + f" Whole run: {elapsed / 60:.1f} min with {args.jobs} worker(s).",
     ]
-    name = "accuracy" if args.intercept_scale == 1.0 else f"accuracy_intercepts_{args.intercept_scale:g}"
+    name = (
+        "accuracy"
+        if args.intercept_scale == 1.0
+        else f"accuracy_intercepts_{args.intercept_scale:g}"
+    )
     plt = pyplot() if args.intercept_scale == 1.0 else None
     if plt is not None:
         fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))

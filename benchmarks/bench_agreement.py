@@ -41,7 +41,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import (  # noqa: E402
+from _report import (
     add_output_args,
     environment,
     have_hyperdt,
@@ -52,9 +52,9 @@ from _report import (  # noqa: E402
     write,
 )
 
-from hyp2onnx import HyperbolicDecisionTreeClassifier  # noqa: E402
-from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
-from hyp2onnx.geometry import einstein_midpoint  # noqa: E402
+from hyp2onnx import HyperbolicDecisionTreeClassifier
+from hyp2onnx.datasets import make_wrapped_normal_mixture
+from hyp2onnx.geometry import einstein_midpoint
 
 GAIN_TOL = 1e-4
 CATEGORIES = ("exact", "equal gain", "hyp2onnx higher gain", "HyperDT higher gain", "leaf vs split")

@@ -74,8 +74,8 @@ def correction_stages(plain: object, Xk: np.ndarray, y: np.ndarray, clock) -> di
 
 
 def bench(name: str, plain_cls, hyper_cls, params: dict, Xk, y, repeats: int, clock) -> dict:
-    plain = lambda: plain_cls(**params).fit(Xk, y)  # noqa: E731
-    hyper = lambda: hyper_cls(input_geometry="klein", **params).fit(Xk, y)  # noqa: E731
+    plain = lambda: plain_cls(**params).fit(Xk, y)
+    hyper = lambda: hyper_cls(input_geometry="klein", **params).fit(Xk, y)
     plain(), hyper()  # warm up both paths once
     t_plain, t_hyper, stages = [], [], []
     for _ in range(repeats):

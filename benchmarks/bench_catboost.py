@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+from _report import add_output_args, environment, md_table, output_dir, text_table, write
 
 import hyp2onnx as h
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 
 
@@ -55,7 +55,10 @@ def inference(n_rows: int, iterations: int, repeats: int) -> tuple[list[list[str
     graphs = {
         "hyp2onnx exact (hyperboloid in)": (h.to_onnx(model).SerializeToString(), X_test, "label"),
         "hyp2onnx standard (hyperboloid in)": (
-            h.to_onnx(model, encoding="standard").SerializeToString(), X_test, "label"),
+            h.to_onnx(model, encoding="standard").SerializeToString(),
+            X_test,
+            "label",
+        ),
         "CatBoost's ONNX export (Klein in)": (theirs, k_test, None),
     }
     sessions = {name: _session(g) for name, (g, _, _) in graphs.items()}
@@ -81,14 +84,18 @@ def inference(n_rows: int, iterations: int, repeats: int) -> tuple[list[list[str
         if label_name is None:  # CatBoost's graph outputs class indices
             labels = model.classes_[labels.astype(np.int64)]
         rate = [n_rows / t for t in batch[name]]
-        rows.append([
-            name,
-            f"{statistics.median(rate):,.0f} ({min(rate):,.0f} to {max(rate):,.0f})",
-            f"{1e6 * statistics.median(single[name]):.1f}",
-            str(int(np.sum(labels != want))),
-        ])
-    setup = (f"{iterations} depth-6 symmetric trees, 8 classes, d = 8, {n_rows:,} test rows, "
-             f"one onnxruntime thread, median (range) of {repeats} interleaved repeats.")
+        rows.append(
+            [
+                name,
+                f"{statistics.median(rate):,.0f} ({min(rate):,.0f} to {max(rate):,.0f})",
+                f"{1e6 * statistics.median(single[name]):.1f}",
+                str(int(np.sum(labels != want))),
+            ]
+        )
+    setup = (
+        f"{iterations} depth-6 symmetric trees, 8 classes, d = 8, {n_rows:,} test rows, "
+        f"one onnxruntime thread, median (range) of {repeats} interleaved repeats."
+    )
     return rows, setup
 
 
@@ -116,8 +123,12 @@ def startup(repeats: int) -> list[list[str]]:
                     after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
                 )
     return [
-        [name, f"{statistics.median(t):.2f}", f"{min(t):.2f} to {max(t):.2f}",
-         f"{statistics.median(cpu[name]):.2f}"]
+        [
+            name,
+            f"{statistics.median(t):.2f}",
+            f"{min(t):.2f} to {max(t):.2f}",
+            f"{statistics.median(cpu[name]):.2f}",
+        ]
         for name, t in times.items()
     ]
 

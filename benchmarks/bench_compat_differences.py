@@ -35,7 +35,9 @@ def at_thresholds(model, k: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     pick = rng.choice(internal, size=min(internal.size, 3000), replace=False)
     rows = k[rng.integers(0, len(k), size=3 * pick.size)] * 0.5
     t32 = ens.threshold[pick].astype(np.float32)
-    values = np.concatenate([t32, np.nextafter(t32, np.float32(-1)), np.nextafter(t32, np.float32(1))])
+    values = np.concatenate(
+        [t32, np.nextafter(t32, np.float32(-1)), np.nextafter(t32, np.float32(1))]
+    )
     rows[np.arange(rows.shape[0]), np.tile(ens.feature[pick], 3)] = values
     return rows[np.linalg.norm(rows, axis=1) < 1]
 
@@ -51,17 +53,30 @@ def main() -> None:
     print(f"{'model':58s} {'rows':>7s} {'ties':>7s} {'labels differ':>14s} {'max |dp|':>9s}")
     models = []
     for n_classes in (2, 8):
-        y = np.argmax(k_train[:, :min(n_classes, 4)] @ rng.normal(size=(min(n_classes, 4), n_classes))
-                      + 0.5 * rng.normal(size=(n_train, n_classes)), axis=1)
+        y = np.argmax(
+            k_train[:, : min(n_classes, 4)] @ rng.normal(size=(min(n_classes, 4), n_classes))
+            + 0.5 * rng.normal(size=(n_train, n_classes)),
+            axis=1,
+        )
         for n_trees, depth in ((2, None), (4, None), (10, None), (100, 8)):
-            models.append((f"sklearn forest, {n_classes} classes, {n_trees} trees, depth {depth}",
-                           h.HyperbolicRandomForestClassifier(
-                               n_estimators=n_trees, max_depth=depth, random_state=0
-                           ).fit(X_train, y)))
+            models.append(
+                (
+                    f"sklearn forest, {n_classes} classes, {n_trees} trees, depth {depth}",
+                    h.HyperbolicRandomForestClassifier(
+                        n_estimators=n_trees, max_depth=depth, random_state=0
+                    ).fit(X_train, y),
+                )
+            )
     if hasattr(h, "HyperbolicLGBMClassifier"):
         y = np.argmax(k_train[:, :3], axis=1)
-        models.append(("LightGBM, 3 classes, 50 trees", h.HyperbolicLGBMClassifier(
-            n_estimators=50, verbose=-1, random_state=0).fit(X_train, y)))
+        models.append(
+            (
+                "LightGBM, 3 classes, 50 trees",
+                h.HyperbolicLGBMClassifier(n_estimators=50, verbose=-1, random_state=0).fit(
+                    X_train, y
+                ),
+            )
+        )
     for name, model in models:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

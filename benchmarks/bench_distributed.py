@@ -46,15 +46,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write  # noqa: E402
+from _report import add_output_args, environment, md_table, output_dir, text_table, write
 
-import hyp2onnx as h  # noqa: E402
-from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
-from hyp2onnx.correction.shared_rows import correct_trees  # noqa: E402
-from hyp2onnx.estimators import backend_for  # noqa: E402
-from hyp2onnx.geometry import to_klein  # noqa: E402
-from hyp2onnx.correction.summaries import correct_from_summary  # noqa: E402
-from hyp2onnx.verify import run_onnx  # noqa: E402
+import hyp2onnx as h
+from hyp2onnx.correction.shared_rows import correct_trees
+from hyp2onnx.correction.summaries import correct_from_summary
+from hyp2onnx.datasets import make_wrapped_normal_mixture
+from hyp2onnx.estimators import backend_for
+from hyp2onnx.geometry import to_klein
+from hyp2onnx.verify import run_onnx
 
 DIM = 8
 CLASSES = 4
@@ -119,9 +119,9 @@ def cpu_seconds() -> float:
 
 def warm_up() -> None:
     """Import on a worker what the correction runs (as a fit's workers have, having trained)."""
-    import hyp2onnx.dask  # noqa: F401
+    import hyp2onnx.correction.summaries
+    import hyp2onnx.dask
     import hyp2onnx.estimators._xgboost  # noqa: F401
-    import hyp2onnx.correction.summaries  # noqa: F401
 
 
 def correction_rows(client, model, n: int, rounds: int, block: int) -> tuple[list, dict]:
@@ -202,15 +202,21 @@ def scoring(client, spark, graph, n: int, rounds: int, block: int) -> tuple[dict
         clock("onnxruntime, this process, 1 thread", lambda: run_onnx(graph, X, threads=1))
         clock("onnxruntime, this process, 2 threads", lambda: run_onnx(graph, X, threads=2))
         out = {}
-        clock("hyp2onnx.dask.predict, 2 workers", lambda: out.update(
-            dask.compute(hdask.predict(graph, Xd))[0]))
+        clock(
+            "hyp2onnx.dask.predict, 2 workers",
+            lambda: out.update(dask.compute(hdask.predict(graph, Xd))[0]),
+        )
         if not np.array_equal(out["label"], want):
             raise AssertionError("Dask labels differ from onnxruntime's")
         if frame is not None:
             clock(
                 "hyp2onnx.spark.predict, local[2]",
-                lambda: hspark.predict(graph, frame, columns)
-                .write.format("noop").mode("overwrite").save(),
+                lambda: (
+                    hspark.predict(graph, frame, columns)
+                    .write.format("noop")
+                    .mode("overwrite")
+                    .save()
+                ),
             )
     if frame is not None:
         frame.unpersist()
@@ -221,8 +227,13 @@ def scoring(client, spark, graph, n: int, rounds: int, block: int) -> tuple[dict
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_output_args(parser)
-    parser.add_argument("--rows", type=int, nargs="+", default=None,
-                        help="row counts of the correction runs (default 1M and 10M)")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        nargs="+",
+        default=None,
+        help="row counts of the correction runs (default 1M and 10M)",
+    )
     parser.add_argument("--score-rows", type=int, default=None, help="rows scored (default 1M)")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds (default 3)")
     parser.add_argument("--no-spark", action="store_true", help="skip the Spark route")
@@ -250,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         t = time.perf_counter()
         spark = (
-            SparkSession.builder.master("local[2]").appName("hyp2onnx-bench")
+            SparkSession.builder.master("local[2]")
+            .appName("hyp2onnx-bench")
             .config("spark.ui.enabled", "false")
             .config("spark.driver.memory", "4g")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
@@ -258,15 +270,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         spark_start = time.perf_counter() - t
     t = time.perf_counter()
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-    ) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         cluster_start = time.perf_counter() - t
         client.run(warm_up)
         corr_headers = (
-            "rows", "single machine, s", "distributed, s", "distributed / single",
-            "CPU s, single / distributed", "bytes to the driver",
-            "peak RSS single machine, MB", "peak RSS per worker, MB", "load average",
+            "rows",
+            "single machine, s",
+            "distributed, s",
+            "distributed / single",
+            "CPU s, single / distributed",
+            "bytes to the driver",
+            "peak RSS single machine, MB",
+            "peak RSS per worker, MB",
+            "load average",
         )
         corr_rows = []
         for n in rows:
@@ -274,13 +295,23 @@ def main(argv: list[str] | None = None) -> int:
                 client, model, n, rounds, block
             )
             s, d = statistics.median(single), statistics.median(dist)
-            spread = (f"{s:.2f} ({min(single):.2f}–{max(single):.2f})",
-                      f"{d:.2f} ({min(dist):.2f}–{max(dist):.2f})")
+            spread = (
+                f"{s:.2f} ({min(single):.2f}–{max(single):.2f})",
+                f"{d:.2f} ({min(dist):.2f}–{max(dist):.2f})",
+            )
             cpu = f"{statistics.median(cpu_single):.1f} / {statistics.median(cpu_dist):.1f}"
-            corr_rows.append((f"{n:,}", *spread, f"{d / s:.2f}x", cpu, f"{nbytes:,}",
-                              f"{driver:,.0f}",
-                              " / ".join(f"{m:,.0f}" for m in memory.values()),
-                              f"{os.getloadavg()[0]:.1f}"))
+            corr_rows.append(
+                (
+                    f"{n:,}",
+                    *spread,
+                    f"{d / s:.2f}x",
+                    cpu,
+                    f"{nbytes:,}",
+                    f"{driver:,.0f}",
+                    " / ".join(f"{m:,.0f}" for m in memory.values()),
+                    f"{os.getloadavg()[0]:.1f}",
+                )
+            )
             print(text_table(corr_headers, corr_rows[-1:]), flush=True)
         client.restart()  # scoring's memory apart from the correction's
         rates, memory = scoring(client, spark, graph, score_rows, rounds, block)
@@ -288,8 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
     base = rates["onnxruntime, this process, 1 thread"]
     score_headers = ("system", "rows/s", "vs 1-thread onnxruntime")
-    score_rows_md = [(name, f"{rate / 1e3:,.0f}k", f"{rate / base:.2f}x")
-                     for name, rate in rates.items()]
+    score_rows_md = [
+        (name, f"{rate / 1e3:,.0f}k", f"{rate / base:.2f}x") for name, rate in rates.items()
+    ]
     print(text_table(score_headers, score_rows_md))
     elapsed = time.perf_counter() - started
     starts = f"LocalCluster start {cluster_start:.1f} s"
@@ -317,8 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         f"XGBoost classifier ({n_trees} trees, depth 6, {CLASSES} classes; float32 input). "
         "Dask: 2 workers x 1 thread, one session per worker; Spark: `local[2]`, cached "
         "DataFrame, no-op sink. Peak RSS per Dask worker while scoring (workers restarted "
-        "after the correction runs): "
-        + " / ".join(f"{m:,.0f}" for m in memory.values()) + " MB.",
+        "after the correction runs): " + " / ".join(f"{m:,.0f}" for m in memory.values()) + " MB.",
         "",
         md_table(score_headers, score_rows_md, align="lrr"),
         "",

@@ -49,10 +49,10 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write  # noqa: E402
+from _report import add_output_args, environment, md_table, output_dir, text_table, write
 
-import hyp2onnx as h  # noqa: E402
-from hyp2onnx import geometry  # noqa: E402
+import hyp2onnx as h
+from hyp2onnx import geometry
 
 DIM = 16
 ENCODINGS = ("fast", "exact", "compat", "standard")
@@ -112,7 +112,9 @@ def time_graphs(
             for _ in range(single_calls):
                 s.run(None, one)
             single[name].append((time.perf_counter() - t) / single_calls * 1e6)
-    return {name: (statistics.median(batch[name]), statistics.median(single[name])) for name in graphs}
+    return {
+        name: (statistics.median(batch[name]), statistics.median(single[name])) for name in graphs
+    }
 
 
 def klein_data(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
@@ -177,7 +179,9 @@ def _check_peer(peer: Any, k32: np.ndarray, exact: Any, X: np.ndarray, label: st
     else:
         agree = np.mean(a == b)
     if agree < 0.999:
-        raise RuntimeError(f"{label}: the peer agrees with the exact graph on only {agree:.1%} of rows")
+        raise RuntimeError(
+            f"{label}: the peer agrees with the exact graph on only {agree:.1%} of rows"
+        )
 
 
 def up_to_tree_operator(graph: Any) -> Any:
@@ -234,7 +238,9 @@ def _onnxmltools_peer(estimator: Any, library: str) -> Any:
     types = [("X", FloatTensorType([None, DIM]))]
     if library == "xgboost":
         return onnxmltools.convert_xgboost(estimator, initial_types=types, target_opset=15)
-    return onnxmltools.convert_lightgbm(estimator, initial_types=types, target_opset=15, zipmap=False)
+    return onnxmltools.convert_lightgbm(
+        estimator, initial_types=types, target_opset=15, zipmap=False
+    )
 
 
 def model_specs(n_trees: int, quick: bool) -> list[tuple[str, Callable[..., Any]]]:
@@ -258,25 +264,51 @@ def model_specs(n_trees: int, quick: bool) -> list[tuple[str, Callable[..., Any]
         def fit(k, X, rng):
             y = _classes(k, n_classes, rng) if n_classes else _target(k)
             model = cls(**params).fit(k, y)
-            return model, {"input_geometry": "hyperboloid"}, lambda k32: _onnxmltools_peer(model, library)
+            return (
+                model,
+                {"input_geometry": "hyperboloid"},
+                lambda k32: _onnxmltools_peer(model, library),
+            )
 
         return fit
 
     return [
-        ("tree, 8 classes", hyperbolic(h.HyperbolicDecisionTreeClassifier, 8, max_depth=8, random_state=0)),
-        ("RF binary", hyperbolic(h.HyperbolicRandomForestClassifier, 2, n_estimators=n_trees, **depth8)),
-        ("RF 8 classes", hyperbolic(h.HyperbolicRandomForestClassifier, 8, n_estimators=n_trees, **depth8)),
-        ("RF regressor", hyperbolic(h.HyperbolicRandomForestRegressor, 0, n_estimators=n_trees, **depth8)),
+        (
+            "tree, 8 classes",
+            hyperbolic(h.HyperbolicDecisionTreeClassifier, 8, max_depth=8, random_state=0),
+        ),
+        (
+            "RF binary",
+            hyperbolic(h.HyperbolicRandomForestClassifier, 2, n_estimators=n_trees, **depth8),
+        ),
+        (
+            "RF 8 classes",
+            hyperbolic(h.HyperbolicRandomForestClassifier, 8, n_estimators=n_trees, **depth8),
+        ),
+        (
+            "RF regressor",
+            hyperbolic(h.HyperbolicRandomForestRegressor, 0, n_estimators=n_trees, **depth8),
+        ),
         (
             "RF 8 classes, unlimited depth",
             hyperbolic(
-                h.HyperbolicRandomForestClassifier, 8, n_estimators=n_trees, random_state=0, n_jobs=2
+                h.HyperbolicRandomForestClassifier,
+                8,
+                n_estimators=n_trees,
+                random_state=0,
+                n_jobs=2,
             ),
         ),
         ("XGBoost 8 classes", booster(xgboost.XGBClassifier, "xgboost", 8, max_depth=6, **rounds)),
-        ("LightGBM 8 classes", booster(lightgbm.LGBMClassifier, "lightgbm", 8, verbose=-1, **rounds)),
+        (
+            "LightGBM 8 classes",
+            booster(lightgbm.LGBMClassifier, "lightgbm", 8, verbose=-1, **rounds),
+        ),
         ("XGBoost regressor", booster(xgboost.XGBRegressor, "xgboost", 0, max_depth=6, **rounds)),
-        ("LightGBM regressor", booster(lightgbm.LGBMRegressor, "lightgbm", 0, verbose=-1, **rounds)),
+        (
+            "LightGBM regressor",
+            booster(lightgbm.LGBMRegressor, "lightgbm", 0, verbose=-1, **rounds),
+        ),
     ]
 
 
@@ -293,7 +325,9 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
     X_train = geometry.from_klein(k_train, "hyperboloid")
     k_test = klein_data(n_test, DIM, rng)
     X32 = geometry.from_klein(k_test, "hyperboloid").astype(np.float32)
-    k32 = (X32[:, 1:].astype(np.float64) / X32[:, :1]).astype(np.float32)  # Klein, from the same points
+    k32 = (X32[:, 1:].astype(np.float64) / X32[:, :1]).astype(
+        np.float32
+    )  # Klein, from the same points
 
     headers = ["model", "graph", "conversion, s"]
     for threads in thread_counts:
@@ -313,11 +347,16 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
                     lambda: _with_its_input(h.to_onnx(model, encoding=encoding, **kwargs), X32)
                 )
         _check_peer(*graphs["peer"], *graphs[encodings[0]], label)
-        if "exact" in graphs and args.cut and not any(
-            n.op_type.startswith("TreeEnsemble") for n in graphs["exact"][0].graph.node
+        if (
+            "exact" in graphs
+            and args.cut
+            and not any(n.op_type.startswith("TreeEnsemble") for n in graphs["exact"][0].graph.node)
         ):
             # the operator runs in row blocks (not for a single tree, which has none)
-            graphs["exact, up to its tree operator"] = (up_to_tree_operator(graphs["exact"][0]), graphs["exact"][1])
+            graphs["exact, up to its tree operator"] = (
+                up_to_tree_operator(graphs["exact"][0]),
+                graphs["exact"][1],
+            )
         timing = {
             threads: time_graphs(graphs, repeats=repeats, single_calls=calls, threads=threads)
             for threads in thread_counts
@@ -334,7 +373,7 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
                     f"{latency / peer_latency:.2f}x",
                 ]
             rows.append(cells)
-        print(text_table(headers, rows[-len(graphs):]))
+        print(text_table(headers, rows[-len(graphs) :]))
         print(f"(fit {t_fit:.1f} s)\n", flush=True)
         del graphs, timing
         gc.collect()
@@ -375,7 +414,6 @@ def _first_line(exc: BaseException) -> str:
 
 def run_large(args: argparse.Namespace, out: Path) -> None:
     """A forest whose exact graph exceeds 2 GiB: conversion, files and session load vs skl2onnx."""
-    import skl2onnx
 
     from hyp2onnx.export import external_data_path, save_onnx
 
@@ -384,9 +422,15 @@ def run_large(args: argparse.Namespace, out: Path) -> None:
     k = klein_data(n_train, DIM, rng)
     X = geometry.from_klein(k, "hyperboloid")
     y = _classes(k, 2, rng)
-    model, t_fit = _timed(
-        lambda: h.HyperbolicRandomForestClassifier(n_estimators=n_trees, random_state=0, n_jobs=-1).fit(X, y)
-    ) if args.large_model is None or not Path(args.large_model).exists() else (None, 0.0)
+    model, t_fit = (
+        _timed(
+            lambda: h.HyperbolicRandomForestClassifier(
+                n_estimators=n_trees, random_state=0, n_jobs=-1
+            ).fit(X, y)
+        )
+        if args.large_model is None or not Path(args.large_model).exists()
+        else (None, 0.0)
+    )
     if model is None:
         import joblib
 
@@ -397,26 +441,50 @@ def run_large(args: argparse.Namespace, out: Path) -> None:
 
         joblib.dump(model, args.large_model)
     n_nodes = sum(t.tree_.node_count for t in model.estimator_.estimators_)
-    print(f"fit {n_trees} unlimited-depth trees on {n_train:,} rows: {t_fit:.0f} s, {n_nodes:,} nodes")
-    headers = ("system", "conversion, s", "writing, s", ".onnx size", "data file size", "session load, s", "result")
+    print(
+        f"fit {n_trees} unlimited-depth trees on {n_train:,} rows: {t_fit:.0f} s, {n_nodes:,} nodes"
+    )
+    headers = (
+        "system",
+        "conversion, s",
+        "writing, s",
+        ".onnx size",
+        "data file size",
+        "session load, s",
+        "result",
+    )
     rows = []
     folder = Path(tempfile.mkdtemp(prefix="hyp2onnx-large-", dir=args.large_dir))
     x1 = X[:1].astype(np.float32)
 
-    def measure(name: str, convert: Callable[[], Any], save: Callable[[Any, Path], None], feed: np.ndarray):
+    def measure(
+        name: str, convert: Callable[[], Any], save: Callable[[Any, Path], None], feed: np.ndarray
+    ):
         path = folder / f"{name}.onnx"
         started = time.perf_counter()
         try:
             onnx_model, t_convert = _timed(convert)
         except Exception as exc:  # report what the converter says, and when
             failed_after = f"{time.perf_counter() - started:.0f} (failed)"
-            rows.append((name, failed_after, "-", "-", "-", "-", f"conversion failed: {_first_line(exc)}"))
+            rows.append(
+                (name, failed_after, "-", "-", "-", "-", f"conversion failed: {_first_line(exc)}")
+            )
             print(rows[-1], flush=True)
             return
         try:
-            _, t_write = _timed(lambda: save(onnx_model, path))
+            _, t_write = _timed(lambda: save(onnx_model, path))  # noqa: F821 (called before the del below)
         except Exception as exc:
-            rows.append((name, f"{t_convert:.0f}", "-", "-", "-", "-", f"writing failed: {_first_line(exc)}"))
+            rows.append(
+                (
+                    name,
+                    f"{t_convert:.0f}",
+                    "-",
+                    "-",
+                    "-",
+                    "-",
+                    f"writing failed: {_first_line(exc)}",
+                )
+            )
             print(rows[-1], flush=True)
             return
         del onnx_model
@@ -426,7 +494,17 @@ def run_large(args: argparse.Namespace, out: Path) -> None:
         s, t_load = _timed(lambda: session(str(path)))
         float64 = s.get_inputs()[0].type == "tensor(double)"  # far points need float64 input
         s.run(None, {"X": feed.astype(np.float64 if float64 else np.float32)})
-        rows.append((name, f"{t_convert:.0f}", f"{t_write:.0f}", f"{path.stat().st_size / 2**30:.2f} GiB", data_size, f"{t_load:.1f}", "runs"))
+        rows.append(
+            (
+                name,
+                f"{t_convert:.0f}",
+                f"{t_write:.0f}",
+                f"{path.stat().st_size / 2**30:.2f} GiB",
+                data_size,
+                f"{t_load:.1f}",
+                "runs",
+            )
+        )
         print(rows[-1], flush=True)
         del s
         for p in (path, data):
@@ -436,7 +514,12 @@ def run_large(args: argparse.Namespace, out: Path) -> None:
         path.write_bytes(onnx_model.SerializeToString())
 
     measure("hyp2onnx exact", lambda: h.to_onnx(model), lambda m, p: save_onnx(m, p), x1)
-    measure("skl2onnx", lambda: _skl2onnx_peer(klein_twin(model), k[:1].astype(np.float32), True), plain_save, x1[:, 1:] / x1[:, :1])
+    measure(
+        "skl2onnx",
+        lambda: _skl2onnx_peer(klein_twin(model), k[:1].astype(np.float32), True),
+        plain_save,
+        x1[:, 1:] / x1[:, :1],
+    )
     folder.rmdir()
     print(text_table(headers, rows))
     md = [
@@ -465,7 +548,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large-rows", type=int, default=50_000, help="its training rows")
     parser.add_argument("--large-dir", default=None, help="folder for its files (default: temp)")
     parser.add_argument(
-        "--large-model", default=None, help="pickle of the fitted large forest: loaded if it exists, else written"
+        "--large-model",
+        default=None,
+        help="pickle of the fitted large forest: loaded if it exists, else written",
     )
     parser.add_argument(
         "--threads",

@@ -40,7 +40,7 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import (  # noqa: E402
+from _report import (
     add_output_args,
     environment,
     md_table,
@@ -49,14 +49,14 @@ from _report import (  # noqa: E402
     write,
 )
 
-from hyp2onnx import (  # noqa: E402
+from hyp2onnx import (
     HyperbolicLGBMClassifier,
     HyperbolicRandomForestClassifier,
     HyperbolicXGBClassifier,
     to_onnx,
 )
-from hyp2onnx.datasets import make_geodesic_ray  # noqa: E402
-from hyp2onnx.geometry import from_klein  # noqa: E402
+from hyp2onnx.datasets import make_geodesic_ray
+from hyp2onnx.geometry import from_klein
 
 BACKENDS = {
     "scikit-learn forest": lambda **kw: HyperbolicRandomForestClassifier(
@@ -77,8 +77,10 @@ GOAL = 0.99
 
 def directions() -> dict[str, np.ndarray]:
     """Ray directions: angles from the first axis in d = 2, and a random one in d = 8."""
-    out = {f"angle {name}": np.array([np.cos(a), np.sin(a)]) for name, a in
-           (("0", 0.0), ("0.3", 0.3), ("pi/4", np.pi / 4))}
+    out = {
+        f"angle {name}": np.array([np.cos(a), np.sin(a)])
+        for name, a in (("0", 0.0), ("0.3", 0.3), ("pi/4", np.pi / 4))
+    }
     out["random, d = 8"] = np.random.default_rng(8).normal(size=8)
     return out
 
@@ -181,10 +183,15 @@ def main(argv: list[str] | None = None) -> int:
     precision_dirs = [k for k in ("angle 0", "angle pi/4", "random, d = 8") if k in dirs]
     tasks = [
         ("ray", backend, space, dname, r0, n_train, n_test)
-        for dname in dirs for backend in BACKENDS for space in SPACES for r0 in args.radii
+        for dname in dirs
+        for backend in BACKENDS
+        for space in SPACES
+        for r0 in args.radii
     ] + [
         ("precision", geometry, variant, dname, r0, n_train, n_test)
-        for dname in precision_dirs for geometry, vs in variants.items() for variant in vs
+        for dname in precision_dirs
+        for geometry, vs in variants.items()
+        for variant in vs
         for r0 in args.radii
     ]
     started = time.perf_counter()
@@ -194,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         for i, (task, result) in enumerate(done, start=1):
             results[task] = result
             if i % max(1, len(tasks) // 20) == 0 or i == len(tasks):
-                print(f"  {i}/{len(tasks)} cells, {time.perf_counter() - started:.0f} s", flush=True)
+                print(
+                    f"  {i}/{len(tasks)} cells, {time.perf_counter() - started:.0f} s", flush=True
+                )
     elapsed = time.perf_counter() - started
 
     sections, summary_rows = [], []
@@ -216,9 +225,11 @@ def main(argv: list[str] | None = None) -> int:
                     + [reach, f"{diffs} / {probes}"]
                 )
                 summary_rows.append([dname, backend, name, reach, f"{min(accs):.3f}", diffs])
-        headers = ["backend", "tree space"] + [f"r0={r:g}" for r in args.radii] + [
-            "reliable to r0", "graph label differences"
-        ]
+        headers = (
+            ["backend", "tree space"]
+            + [f"r0={r:g}" for r in args.radii]
+            + ["reliable to r0", "graph label differences"]
+        )
         sections.append(
             f"### Ray at {dname}\n\n" + md_table(headers, rows, "ll" + "r" * (len(headers) - 2))
         )
@@ -237,12 +248,20 @@ def main(argv: list[str] | None = None) -> int:
                     + [reliable_to(args.radii, accs)]
                 )
 
-    summary_headers = ["ray", "backend", "tree space", "reliable to r0", "min accuracy",
-                       "graph label differences"]
+    summary_headers = [
+        "ray",
+        "backend",
+        "tree space",
+        "reliable to r0",
+        "min accuracy",
+        "graph label differences",
+    ]
     print(text_table(summary_headers, summary_rows))
-    precision_headers = ["ray", "input geometry", "test input"] + [
-        f"r0={r:g}" for r in args.radii
-    ] + ["reliable to r0"]
+    precision_headers = (
+        ["ray", "input geometry", "test input"]
+        + [f"r0={r:g}" for r in args.radii]
+        + ["reliable to r0"]
+    )
     print(text_table(precision_headers, precision_rows))
     text = "\n\n".join(
         [

@@ -54,8 +54,8 @@ def bench(n: int, d: int, repeats: int) -> tuple[float, float, float]:
     it) is steadier than the ratio of medians when the machine's load drifts.
     """
     X, y = make_data(n, d)
-    plain = lambda: DecisionTreeClassifier(max_depth=3, random_state=0).fit(X, y)  # noqa: E731
-    hyper = lambda: HyperbolicDecisionTreeClassifier(  # noqa: E731
+    plain = lambda: DecisionTreeClassifier(max_depth=3, random_state=0).fit(X, y)
+    hyper = lambda: HyperbolicDecisionTreeClassifier(
         max_depth=3, random_state=0, input_geometry="klein"
     ).fit(X, y)
     plain()  # warm up both paths once

@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, have_hyperdt, md_table, output_dir, write  # noqa: E402
+from _report import add_output_args, environment, have_hyperdt, md_table, output_dir, write
 
-import hyp2onnx  # noqa: E402
-from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
-from hyp2onnx.hyperdt import boundary_rows, read_hyperdt, split_columns  # noqa: E402
+import hyp2onnx
+from hyp2onnx.datasets import make_wrapped_normal_mixture
+from hyp2onnx.hyperdt import boundary_rows, read_hyperdt, split_columns
 
 KINDS = ("tree classifier", "tree regressor", "forest classifier", "forest regressor")
 
@@ -89,9 +89,17 @@ def main(argv: list[str] | None = None) -> int:
         args.seeds, args.dims = 1, [2]
     out = output_dir(args)
 
-    headers = ("model", "d", "models", "rows checked", "label differences", "max output difference",
-               "Klein test differs (row-split pairs)", "splits no Klein threshold separates",
-               "dense product differs")
+    headers = (
+        "model",
+        "d",
+        "models",
+        "rows checked",
+        "label differences",
+        "max output difference",
+        "Klein test differs (row-split pairs)",
+        "splits no Klein threshold separates",
+        "dense product differs",
+    )
     rows = []
     for kind in KINDS:
         for d in args.dims:
@@ -106,15 +114,30 @@ def main(argv: list[str] | None = None) -> int:
                     model = fit(kind, X, y, seed)
                 rows_all = np.vstack([held_out, boundary_rows(model, seed=seed)])
                 for encoding in ("exact", "standard"):
-                    report = hyp2onnx.verify(model, hyp2onnx.to_onnx(model, dtype="float64", encoding=encoding), rows_all)
+                    report = hyp2onnx.verify(
+                        model, hyp2onnx.to_onnx(model, dtype="float64", encoding=encoding), rows_all
+                    )
                     checked += report.rows
                     labels += report.label_mismatches or 0
                     worst = max([worst, *report.max_abs_diff.values()])
                 totals += klein_and_dense(model)
             pairs, klein_diff, insep, n_splits, dense = totals
-            rows.append((kind, d, args.seeds, checked, labels, f"{worst:.1g}",
-                         f"{klein_diff} / {pairs}", f"{insep} / {n_splits}", f"{dense} / {pairs}"))
-            print(", ".join(f"{h}: {v}" for h, v in zip(headers, rows[-1], strict=True)), flush=True)
+            rows.append(
+                (
+                    kind,
+                    d,
+                    args.seeds,
+                    checked,
+                    labels,
+                    f"{worst:.1g}",
+                    f"{klein_diff} / {pairs}",
+                    f"{insep} / {n_splits}",
+                    f"{dense} / {pairs}",
+                )
+            )
+            print(
+                ", ".join(f"{h}: {v}" for h, v in zip(headers, rows[-1], strict=True)), flush=True
+            )
 
     text = (
         "# HyperDT 0.0.3 models exported to ONNX\n\n"

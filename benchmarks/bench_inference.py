@@ -36,11 +36,11 @@ import numpy as np
 import skl2onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write  # noqa: E402
-from bench_export import klein_twin, session, time_graphs  # noqa: E402
+from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from bench_export import klein_twin, session, time_graphs
 
-import hyp2onnx as h  # noqa: E402
-from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
+import hyp2onnx as h
+from hyp2onnx.datasets import make_wrapped_normal_mixture
 
 DIM = 16
 

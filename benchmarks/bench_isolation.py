@@ -205,13 +205,13 @@ def euclidean_eif(Z: np.ndarray, seed: int, n_trees: int = 100, psi: int = 256) 
 
         def grow(train: np.ndarray, test: np.ndarray, depth: int) -> None:
             if depth >= limit or train.size <= 1:
-                h[test] = depth + c(train.size)  # noqa: B023 (grow runs inside the iteration)
+                h[test] = depth + c(train.size)
                 return
             w = rng.standard_normal(d)
             w /= np.linalg.norm(w)
             p = Z[train] @ w
             if p.max() <= p.min():
-                h[test] = depth + c(train.size)  # noqa: B023 (grow runs inside the iteration)
+                h[test] = depth + c(train.size)
                 return
             t = rng.uniform(p.min(), p.max())
             q = Z[test] @ w

@@ -30,12 +30,11 @@ from sklearn.metrics import mean_squared_error
 from sklearn.model_selection import train_test_split
 
 import hyp2onnx as h
-from hyp2onnx.export import _compile as export
-from hyp2onnx.ir.projection import project
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.emit._graph import GraphBuilder
 from hyp2onnx.emit.oblique import emit_normals, remap_projection
-
+from hyp2onnx.export import _compile as export
+from hyp2onnx.ir.projection import project
 
 DIMS = (2, 4, 8, 16)
 
@@ -106,7 +105,9 @@ def _session(model) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
 
 
 def _projection_graph(ensemble, matmul: bool):
@@ -145,8 +146,10 @@ def _time(session: ort.InferenceSession, feeds: dict, *, repeats: int, single: d
 
 def projection_cost(n_rows: int, repeats: int) -> None:
     print(f"\nprojection stage, {n_rows} rows, one onnxruntime thread (median of {repeats})")
-    print(f"{'d':>3} {'splits':>6} {'graph':>14} {'rows/s':>12} {'1-row µs':>9} "
-          f"{'P differs from Python':>22}")
+    print(
+        f"{'d':>3} {'splits':>6} {'graph':>14} {'rows/s':>12} {'1-row µs':>9} "
+        f"{'P differs from Python':>22}"
+    )
     for d in DIMS:
         X, y = make_wrapped_normal_mixture(4000, d, 8, random_state=0)
         model = h.HyperbolicHouseholderTreeClassifier(max_depth=3, random_state=0).fit(X, y)
@@ -162,8 +165,10 @@ def projection_cost(n_rows: int, repeats: int) -> None:
             rows_s, single = _time(
                 session, {"K": k}, repeats=repeats, single={"K": k[:1]}, calls=2000
             )
-            print(f"{d:>3} {normals.shape[1]:>6} {name:>14} {n_rows / rows_s:>12,.0f} "
-                  f"{1e6 * single:>9.1f} {100 * differs:>20.3f} %")
+            print(
+                f"{d:>3} {normals.shape[1]:>6} {name:>14} {n_rows / rows_s:>12,.0f} "
+                f"{1e6 * single:>9.1f} {100 * differs:>20.3f} %"
+            )
 
     print("\nwhole exported classifier (hyperboloid float32 input, exact encoding)")
     print(f"{'d':>3} {'graph':>14} {'rows/s':>12} {'1-row µs':>9} {'labels differ':>14}")
@@ -184,8 +189,10 @@ def projection_cost(n_rows: int, repeats: int) -> None:
             rows_s, single = _time(
                 session, {"X": X_test}, repeats=repeats, single={"X": X_test[:1]}, calls=2000
             )
-            print(f"{d:>3} {name:>14} {n_rows / rows_s:>12,.0f} {1e6 * single:>9.1f} "
-                  f"{int(np.sum(labels != want)):>14}")
+            print(
+                f"{d:>3} {name:>14} {n_rows / rows_s:>12,.0f} {1e6 * single:>9.1f} "
+                f"{int(np.sum(labels != want)):>14}"
+            )
 
 
 def _emit_normals_matmul(g, k, k_dtype, ensemble):

@@ -28,7 +28,7 @@ from hyp2onnx.cli.predict import SCORING_BUDGET
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write  # noqa: E402
+from _report import add_output_args, environment, md_table, output_dir, text_table, write
 
 #: Runs ``main(argv)`` and prints the process's peak resident memory in bytes.
 MEASURE = (
@@ -73,36 +73,82 @@ def main() -> None:
                 h.save_onnx(model, path, encoding=encoding)
                 graphs.append((n_trees, n_classes, encoding, path))
 
-        base = peak(["predict", str(graphs[0][3]), str(work / "one.npy"), "-o",
-                     str(work / "base.csv")])
+        base = peak(
+            ["predict", str(graphs[0][3]), str(work / "one.npy"), "-o", str(work / "base.csv")]
+        )
         rows = []
         for n_trees, n_classes, encoding, path in graphs:
-            used = peak(["predict", str(path), str(work / "data.npy"), "-o",
-                         str(work / "p.csv"), "--force"]) - base
-            rows.append([f"{n_trees} x {n_classes}", encoding, "default",
-                         f"{used / 2**20:.0f}", "yes" if used <= SCORING_BUDGET else "NO"])
+            used = (
+                peak(
+                    [
+                        "predict",
+                        str(path),
+                        str(work / "data.npy"),
+                        "-o",
+                        str(work / "p.csv"),
+                        "--force",
+                    ]
+                )
+                - base
+            )
+            rows.append(
+                [
+                    f"{n_trees} x {n_classes}",
+                    encoding,
+                    "default",
+                    f"{used / 2**20:.0f}",
+                    "yes" if used <= SCORING_BUDGET else "NO",
+                ]
+            )
         widest = [g for g in graphs if g[2] == "standard"][-1]
-        used = peak(["predict", str(widest[3]), str(work / "data.npy"), "-o",
-                     str(work / "p.csv"), "--force", "--chunk-rows", "65536"]) - base
+        used = (
+            peak(
+                [
+                    "predict",
+                    str(widest[3]),
+                    str(work / "data.npy"),
+                    "-o",
+                    str(work / "p.csv"),
+                    "--force",
+                    "--chunk-rows",
+                    "65536",
+                ]
+            )
+            - base
+        )
         # --chunk-rows is an upper bound: the graph's own chunk size still applies.
-        rows.append([f"{widest[0]} x {widest[1]}", "standard", "65536 asked",
-                     f"{used / 2**20:.0f}", "yes" if used <= SCORING_BUDGET else "NO"])
+        rows.append(
+            [
+                f"{widest[0]} x {widest[1]}",
+                "standard",
+                "65536 asked",
+                f"{used / 2**20:.0f}",
+                "yes" if used <= SCORING_BUDGET else "NO",
+            ]
+        )
 
-    headers = ["trees x classes", "encoding", "--chunk-rows", "peak beyond libraries (MiB)",
-               f"within {SCORING_BUDGET / 2**20:.0f} MiB"]
+    headers = [
+        "trees x classes",
+        "encoding",
+        "--chunk-rows",
+        "peak beyond libraries (MiB)",
+        f"within {SCORING_BUDGET / 2**20:.0f} MiB",
+    ]
     print(text_table(headers, rows))
     print(f"libraries alone: {base / 2**20:.0f} MiB")
-    text = "\n\n".join([
-        "# Peak memory of `hyp2onnx predict`",
-        f"{n_rows:,} rows of 4-column hyperboloid points, random forests of depth {depth}; "
-        "each figure is one fresh process's peak resident memory (`ru_maxrss`) minus the "
-        f"{base / 2**20:.0f} MiB the same command takes on a one-row file (the libraries "
-        "alone). Chunks are sized from the graph "
-        "(`hyp2onnx.cli.predict.chunk_rows_for`) to keep scoring under "
-        f"{SCORING_BUDGET / 2**20:.0f} MiB, whatever `--chunk-rows` asks.",
-        md_table(headers, rows, "llrrl"),
-        environment() + " One run; `python benchmarks/bench_predict_memory.py`.",
-    ])
+    text = "\n\n".join(
+        [
+            "# Peak memory of `hyp2onnx predict`",
+            f"{n_rows:,} rows of 4-column hyperboloid points, random forests of depth {depth}; "
+            "each figure is one fresh process's peak resident memory (`ru_maxrss`) minus the "
+            f"{base / 2**20:.0f} MiB the same command takes on a one-row file (the libraries "
+            "alone). Chunks are sized from the graph "
+            "(`hyp2onnx.cli.predict.chunk_rows_for`) to keep scoring under "
+            f"{SCORING_BUDGET / 2**20:.0f} MiB, whatever `--chunk-rows` asks.",
+            md_table(headers, rows, "llrrl"),
+            environment() + " One run; `python benchmarks/bench_predict_memory.py`.",
+        ]
+    )
     write(out / "predict_memory.md", text)
 
 

@@ -41,11 +41,11 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write  # noqa: E402
+from _report import add_output_args, environment, md_table, output_dir, text_table, write
 
-import hyp2onnx as h  # noqa: E402
-from hyp2onnx.blocks import Spherical, as_blocks, spans  # noqa: E402
-from hyp2onnx.datasets import make_product_mixture  # noqa: E402
+import hyp2onnx as h
+from hyp2onnx.blocks import Spherical, as_blocks, spans
+from hyp2onnx.datasets import make_product_mixture
 
 #: Spheres of curvature 1/4 (radius 2): at the generator's noise, 2% (d = 2) to 8% (d = 4)
 #: of rows fall on the far hemisphere, against 25% to 44% on the unit sphere.
@@ -56,7 +56,13 @@ SIGNATURES: dict[str, list[tuple[float, int]]] = {
     "S2 x S2": [(0.25, 2), (0.25, 2)],
     "H4 x E4 x S4": [(-1.0, 4), (0.0, 4), (0.25, 4)],
 }
-MODELS = ("Product RF", "Product RF, arith.", "Product LGBM", "Euclidean RF, raw", "First block only")
+MODELS = (
+    "Product RF",
+    "Product RF, arith.",
+    "Product LGBM",
+    "Euclidean RF, raw",
+    "First block only",
+)
 N_POINTS, N_CLASSES, DEPTH, N_TREES = 1000, 8, 5, 12
 
 
@@ -79,8 +85,12 @@ def _models(signature: list[tuple[float, int]]) -> dict[str, Any]:
             input_blocks=signature, midpoint="arithmetic", **forest
         ),
         "Product LGBM": h.HyperbolicLGBMClassifier(
-            input_blocks=signature, n_estimators=N_TREES, max_depth=DEPTH, n_jobs=1,
-            random_state=0, verbose=-1,
+            input_blocks=signature,
+            n_estimators=N_TREES,
+            max_depth=DEPTH,
+            n_jobs=1,
+            random_state=0,
+            verbose=-1,
         ),
         "Euclidean RF, raw": RandomForestClassifier(**forest),
         "First block only": (

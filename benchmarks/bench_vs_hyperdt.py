@@ -35,21 +35,21 @@ import numpy as np
 from sklearn.tree import DecisionTreeClassifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import (  # noqa: E402
+from _report import (
     add_output_args,
     environment,
     have_hyperdt,
     md_table,
     output_dir,
-    to_spread,
     pyplot,
     text_table,
     timed,
+    to_spread,
     write,
 )
 
-from hyp2onnx import HyperbolicDecisionTreeClassifier  # noqa: E402
-from hyp2onnx.datasets import make_wrapped_normal_mixture  # noqa: E402
+from hyp2onnx import HyperbolicDecisionTreeClassifier
+from hyp2onnx.datasets import make_wrapped_normal_mixture
 
 PAPER_SPEEDUP_32K = 3752
 PAPER_HYPERDT_32K_S = 138.0
@@ -94,7 +94,13 @@ def measure(n: int, trials: int, repeats: int, budget: float) -> dict:
             t_hdt.append(t)
             spent += t
             agree.append(float(np.mean(hdt.predict(X) == ours.predict(X))))
-    return {"hyperdt": t_hdt, "ours": t_ours, "sklearn": t_skl, "agree": agree, "all_ours": all_ours}
+    return {
+        "hyperdt": t_hdt,
+        "ours": t_ours,
+        "sklearn": t_skl,
+        "agree": agree,
+        "all_ours": all_ours,
+    }
 
 
 def speedup_range(r: dict) -> tuple[float, float, float]:

@@ -53,7 +53,11 @@ def stdlib_tree() -> dict[str, str]:
 
     def visit(folder: Path, name: str) -> None:
         for entry in sorted(folder.iterdir()):
-            if entry.name in SKIP or entry.name.startswith((".", "_")) and entry.name != "__init__.py":
+            if (
+                entry.name in SKIP
+                or entry.name.startswith((".", "_"))
+                and entry.name != "__init__.py"
+            ):
                 continue
             if entry.is_dir() and (entry / "__init__.py").exists():
                 child = f"{name}.{entry.name}" if name else entry.name
@@ -99,12 +103,18 @@ def main(argv: list[str] | None = None) -> int:
             if top[node] in kept and per[top[node]] < 60:
                 keep_nodes.add(node)
                 per[top[node]] += 1
-        parent = {n: p for n, p in parent.items() if n in keep_nodes and (p in keep_nodes or p == ROOT_NODE)}
+        parent = {
+            n: p
+            for n, p in parent.items()
+            if n in keep_nodes and (p in keep_nodes or p == ROOT_NODE)
+        }
     else:
         parent = {n: p for n, p in parent.items() if top[n] in kept}
     relations = closure(parent)
-    print(f"standard library of Python {sys.version.split()[0]}: {len(parent)} modules and "
-          f"packages under {sorted(kept)}, {len(relations)} closure relations")
+    print(
+        f"standard library of Python {sys.version.split()[0]}: {len(parent)} modules and "
+        f"packages under {sorted(kept)}, {len(relations)} closure relations"
+    )
 
     epochs = 30 if args.quick else 200
     embedding = PoincareModel(relations, size=2, negative=8, burn_in=10, seed=args.seed, workers=1)
@@ -126,9 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     ).fit(X_train, y_train)
     euclidean = RandomForestClassifier(n_estimators=n_trees, max_depth=6, random_state=args.seed)
     euclidean.fit(X_train, y_train)
-    print(f"held-out accuracy ({len(y_test)} modules): hyperbolic forest "
-          f"{hyperbolic.score(X_test, y_test):.3f}, Euclidean forest on the raw Poincare "
-          f"coordinates {euclidean.score(X_test, y_test):.3f}")
+    print(
+        f"held-out accuracy ({len(y_test)} modules): hyperbolic forest "
+        f"{hyperbolic.score(X_test, y_test):.3f}, Euclidean forest on the raw Poincare "
+        f"coordinates {euclidean.score(X_test, y_test):.3f}"
+    )
 
     onnx_model = hyp2onnx.to_onnx(hyperbolic, dtype="float64")
     resolution = 150 if args.quick else 500
@@ -150,8 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     regions[inside] = run_onnx(onnx_model, grid)["label"]
     fig, ax = plt.subplots(figsize=(7, 7))
     cmap = plt.get_cmap("tab10", len(names))
-    ax.imshow(regions, origin="lower", extent=(-1, 1, -1, 1), cmap=cmap, alpha=0.35,
-              vmin=-0.5, vmax=len(names) - 0.5, interpolation="nearest")
+    ax.imshow(
+        regions,
+        origin="lower",
+        extent=(-1, 1, -1, 1),
+        cmap=cmap,
+        alpha=0.35,
+        vmin=-0.5,
+        vmax=len(names) - 0.5,
+        interpolation="nearest",
+    )
     for c, name in enumerate(names):
         ax.scatter(*X[y == c].T, s=8, color=cmap(c), label=name, edgecolors="none")
     ax.add_patch(plt.Circle((0, 0), 1, fill=False, color="black", lw=1))
@@ -160,8 +180,11 @@ def main(argv: list[str] | None = None) -> int:
     ax.set_aspect("equal")
     ax.axis("off")
     ax.legend(loc="upper left", fontsize=8, markerscale=2, frameon=False)
-    ax.set_title("Python standard library modules in the Poincare disk (gensim), "
-                 "regions of the exported hyperbolic forest", fontsize=9)
+    ax.set_title(
+        "Python standard library modules in the Poincare disk (gensim), "
+        "regions of the exported hyperbolic forest",
+        fontsize=9,
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110, bbox_inches="tight")
     print(f"wrote {args.out}")

@@ -30,7 +30,11 @@ from .verify import VerifyReport, verify  # numpy only; binds the name before th
 
 #: Public names imported on first use, and their modules.
 _LAZY = {
-    **{n: "estimators" for n in _estimators if n.startswith("Hyperbolic") and n != "HyperbolicTreeModel"},
+    **{
+        n: "estimators"
+        for n in _estimators
+        if n.startswith("Hyperbolic") and n != "HyperbolicTreeModel"
+    },
     "to_onnx": "export",
     "save_onnx": "export",
     "read_metadata": "export",

@@ -18,7 +18,9 @@ def _umask() -> int:
 
 
 @contextmanager
-def atomic_write(path: str | os.PathLike, *, overwrite: bool, binary: bool = True) -> Iterator[IO[Any]]:
+def atomic_write(
+    path: str | os.PathLike, *, overwrite: bool, binary: bool = True
+) -> Iterator[IO[Any]]:
     """Write ``path`` through a temporary file in its folder, moved into place at the end.
 
     On any error the temporary file is removed and ``path`` is untouched.
@@ -35,9 +37,7 @@ def atomic_write(path: str | os.PathLike, *, overwrite: bool, binary: bool = Tru
         # A signal arriving between the file's creation and `tmp` naming it would
         # leave it behind: held until then, it is raised inside this `try`.
         with _signals_held():
-            fd, tmp_name = tempfile.mkstemp(
-                prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
-            )
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             tmp = Path(tmp_name)
         os.chmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": ""})) as f:

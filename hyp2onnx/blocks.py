@@ -43,7 +43,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from numbers import Integral, Real
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -53,9 +53,9 @@ from .geometry import (
     GEOMETRIES,
     as_points,
     check_finite,
-    raise_rows,
     curvature_radius,
     gnomonic_midpoint,
+    raise_rows,
     sum_of_squares,
     to_klein,
 )
@@ -187,7 +187,7 @@ class Categorical:
         return _width(self, 0)
 
 
-Block = Union[Hyperbolic, Spherical, Euclidean, Categorical]
+Block = Hyperbolic | Spherical | Euclidean | Categorical
 _KINDS: dict[str, type] = {
     "hyperbolic": Hyperbolic,
     "spherical": Spherical,
@@ -195,24 +195,35 @@ _KINDS: dict[str, type] = {
     "categorical": Categorical,
 }
 #: Midpoint rule of each block's features (thresholds.place_thresholds' names).
-_MIDPOINT = {Hyperbolic: "einstein", Spherical: "angular", Euclidean: "arithmetic", Categorical: "keep"}
+_MIDPOINT = {
+    Hyperbolic: "einstein",
+    Spherical: "angular",
+    Euclidean: "arithmetic",
+    Categorical: "keep",
+}
 
 
 def _check_index(index: Any, what: str) -> None:
     """A column index must be a non-negative integer (checked even before dims is known)."""
     if isinstance(index, (bool, np.bool_)) or not isinstance(index, Integral) or index < 0:
-        raise ValueError(f"{what} must be a non-negative integer column of the block, got {index!r}.")
+        raise ValueError(
+            f"{what} must be a non-negative integer column of the block, got {index!r}."
+        )
 
 
 def _check_column(index: Any, n_columns: int, what: str) -> None:
     if isinstance(index, bool) or not isinstance(index, Integral) or not 0 <= index < n_columns:
-        raise ValueError(f"{what} must be a column of the block, 0 .. {n_columns - 1}; got {index!r}.")
+        raise ValueError(
+            f"{what} must be a column of the block, 0 .. {n_columns - 1}; got {index!r}."
+        )
 
 
 def sphere_radius(curvature: float) -> float:
     """``R = 1 / sqrt(K)`` for a finite curvature ``K > 0``."""
-    if isinstance(curvature, (bool, np.bool_)) or not isinstance(curvature, Real) or not (
-        math.isfinite(curvature) and curvature > 0
+    if (
+        isinstance(curvature, (bool, np.bool_))
+        or not isinstance(curvature, Real)
+        or not (math.isfinite(curvature) and curvature > 0)
     ):
         raise ValueError(
             f"Spherical(curvature=...) must be a finite positive number, got {curvature!r}."
@@ -241,10 +252,14 @@ def as_blocks(spec: Any, n_columns: int | None = None) -> tuple[Block, ...]:
         elif isinstance(item, Sequence) and len(item) == 2 and not isinstance(item, str):
             k, d = item
             if isinstance(k, bool) or not isinstance(k, Real) or not math.isfinite(k):
-                raise ValueError(f"a signature pair (curvature, dims) needs a finite curvature, got {item!r}.")
+                raise ValueError(
+                    f"a signature pair (curvature, dims) needs a finite curvature, got {item!r}."
+                )
             blocks.append(
-                Hyperbolic(d, curvature=float(k)) if k < 0
-                else Spherical(d, curvature=float(k)) if k > 0
+                Hyperbolic(d, curvature=float(k))
+                if k < 0
+                else Spherical(d, curvature=float(k))
+                if k > 0
                 else Euclidean(d)
             )
         else:
@@ -257,7 +272,9 @@ def as_blocks(spec: Any, n_columns: int | None = None) -> tuple[Block, ...]:
     last = blocks[-1]
     if last.dims is None and n_columns is not None:
         taken = sum(b.n_columns for b in blocks[:-1])
-        extra = 1 if isinstance(last, Spherical) or getattr(last, "model", "") == "hyperboloid" else 0
+        extra = (
+            1 if isinstance(last, Spherical) or getattr(last, "model", "") == "hyperboloid" else 0
+        )
         dims = n_columns - taken - extra
         if dims < 1:
             raise InvalidPointError(
@@ -376,7 +393,9 @@ def to_features(
         part = X[:, c0 : c0 + block.n_columns]
         if isinstance(block, Hyperbolic):
             parts.append(
-                to_klein(part, block.model, block.curvature, block.timelike_dim, check=check, rtol=rtol)
+                to_klein(
+                    part, block.model, block.curvature, block.timelike_dim, check=check, rtol=rtol
+                )
             )
         elif isinstance(block, Spherical):
             parts.append(_gnomonic(part, block, check, rtol))

@@ -44,7 +44,9 @@ class Convention:
 
     def __post_init__(self) -> None:
         if self.input_geometry not in GEOMETRIES:
-            raise ValueError(f"input_geometry must be one of {GEOMETRIES}, got {self.input_geometry!r}.")
+            raise ValueError(
+                f"input_geometry must be one of {GEOMETRIES}, got {self.input_geometry!r}."
+            )
         curvature_radius(_number(self.curvature, "curvature"))  # K < 0, finite
         t = self.timelike_dim
         if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)):
@@ -104,14 +106,16 @@ SOURCES: dict[str, str] = {
 }
 
 
-def convention(source: str, *, c: float | None = None, k: float | None = None,
-               raw: float | None = None) -> Convention:
+def convention(
+    source: str, *, c: float | None = None, k: float | None = None, raw: float | None = None
+) -> Convention:
     """The convention of points from ``source`` (a key of :data:`SOURCES`) with its parameters.
 
     ``c``/``k`` are the library's own curvature parameters, named as it names
     them; for hypll, ``c`` is the curvature ``manifold.c()`` returns and
     ``raw`` the stored parameter before softplus (default 1.0: c = 1.3133).
     """
+
     def needs(name: str, value: Any) -> float:
         if value is None:
             raise ValueError(f"{source} points need {name}= (see hyp2onnx.conventions.SOURCES).")
@@ -149,7 +153,11 @@ def convention(source: str, *, c: float | None = None, k: float | None = None,
         no("k")
         if c is not None and raw is not None:
             raise ValueError("hypll: give c= (after softplus) or raw= (before), not both.")
-        value = c if c is not None else _softplus(_number(1.0 if raw is None else raw, f"{source}: raw"))
+        value = (
+            c
+            if c is not None
+            else _softplus(_number(1.0 if raw is None else raw, f"{source}: raw"))
+        )
         return Convention("poincare", -_positive("c", value, source), 0, source)
     if source == "hgcn":
         no("k", "raw")

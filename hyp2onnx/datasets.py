@@ -287,9 +287,7 @@ def make_geodesic_ray(
     return X, (r > radius).astype(np.int64)
 
 
-def _sphere_exp_map(
-    base: np.ndarray, w: np.ndarray, w_norm: np.ndarray, R: float
-) -> np.ndarray:
+def _sphere_exp_map(base: np.ndarray, w: np.ndarray, w_norm: np.ndarray, R: float) -> np.ndarray:
     """``exp_b(w) = cos(|w|/R) b + R sin(|w|/R) w/|w|`` on the sphere of radius ``R``."""
     r = w_norm / R
     safe = np.where(r > 0, r, 1.0)
@@ -342,7 +340,9 @@ def make_product_mixture(
             f"{signature!r} ({exc})."
         ) from None
     if not pairs or not all(math.isfinite(k) for k, _ in pairs):
-        raise ValueError(f"signature must be a non-empty list of finite (curvature, dimension) pairs, got {signature!r}.")
+        raise ValueError(
+            f"signature must be a non-empty list of finite (curvature, dimension) pairs, got {signature!r}."
+        )
     rng = np.random.default_rng(random_state)
 
     weights = rng.uniform(size=n_classes)

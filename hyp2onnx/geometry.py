@@ -284,8 +284,7 @@ def check_points(
             off,
             f"are off the hyperboloid x_0^2 - |x_s|^2 = R^2 with R = {R:g} "
             f"(curvature {curvature}; relative tolerance {rtol:g})",
-            "Check the curvature and timelike_dim, or project the points onto the manifold."
-            + skip,
+            "Check the curvature and timelike_dim, or project the points onto the manifold." + skip,
         )
     else:
         with np.errstate(over="ignore", under="ignore"):  # an overflow is inf, refused

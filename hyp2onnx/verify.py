@@ -15,9 +15,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -183,7 +181,7 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
     from onnx.reference.op_run import OpRun
 
     class GatherElements(OpRun):
-        def _run(self, data, indices, axis=None):  # noqa: ANN001, ANN202
+        def _run(self, data, indices, axis=None):
             axis = 0 if axis is None else int(axis)
             indices = np.where(indices < 0, indices + data.shape[axis], indices)
             return (np.take_along_axis(data, indices.astype(np.int64), axis=axis),)
@@ -276,7 +274,9 @@ def verify(
     want = _python_outputs(model, X, metadata)
     got = run_onnx(onnx_model, X)  # cast to the graph's input type, as in use
     tolerance = default_tolerance(metadata) if atol is None else float(atol)
-    relative = float(rtol) if rtol is not None else (default_rtol(metadata) if atol is None else 0.0)
+    relative = (
+        float(rtol) if rtol is not None else (default_rtol(metadata) if atol is None else 0.0)
+    )
     if not (tolerance >= 0 and relative >= 0):  # NaN fails too
         raise ValueError(f"atol and rtol must be >= 0, got {tolerance} and {relative}.")
 

@@ -111,16 +111,30 @@ def _xgboost(est) -> Native:
         out.append(
             Tree(
                 np.where(internal, t["split_indices"], -1).astype(np.int64),
-                np.asarray(t["split_conditions"], dtype=np.float64).astype(np.float32).astype(np.float64),
+                np.asarray(t["split_conditions"], dtype=np.float64)
+                .astype(np.float32)
+                .astype(np.float64),
                 np.where(internal, left, -1),
                 np.where(internal, np.asarray(t["right_children"], dtype=np.int64), -1),
             )
         )
 
     def leaves(k):
-        return booster.predict(xgboost.DMatrix(k), pred_leaf=True).astype(np.int64).reshape(k.shape[0], -1)
+        return (
+            booster.predict(xgboost.DMatrix(k), pred_leaf=True)
+            .astype(np.int64)
+            .reshape(k.shape[0], -1)
+        )
 
-    return Native(out, "<", np.float32, np.float32, _as(np.float32), leaves, lambda n: [np.arange(n)] * len(out))
+    return Native(
+        out,
+        "<",
+        np.float32,
+        np.float32,
+        _as(np.float32),
+        leaves,
+        lambda n: [np.arange(n)] * len(out),
+    )
 
 
 def _lightgbm(est) -> Native:
@@ -155,7 +169,15 @@ def _lightgbm(est) -> Native:
         index = np.asarray(booster.predict(k, pred_leaf=True)).reshape(k.shape[0], -1)
         return np.stack([leaf_nodes[i][index[:, i]] for i in range(len(out))], axis=1)
 
-    return Native(out, "<=", np.float64, np.float64, _as(np.float64), leaves, lambda n: [np.arange(n)] * len(out))
+    return Native(
+        out,
+        "<=",
+        np.float64,
+        np.float64,
+        _as(np.float64),
+        leaves,
+        lambda n: [np.arange(n)] * len(out),
+    )
 
 
 def project_in_order(k: np.ndarray, normals: np.ndarray) -> np.ndarray:
@@ -177,7 +199,10 @@ def _oblique(model) -> Native:
     )
     normals = np.asarray(s.normal, dtype=np.float64)
     return Native(
-        [tree], "<=", np.float64, np.float64,
+        [tree],
+        "<=",
+        np.float64,
+        np.float64,
         lambda k: project_in_order(np.asarray(k, dtype=np.float64), normals),
         lambda k: s.apply(np.asarray(k, dtype=np.float64))[:, None],
         lambda n: [np.arange(n)],
@@ -220,8 +245,13 @@ def _through_split_indices(reader: Native, index) -> Native:
             klein[at] = index.thresholds[f][j]
         trees.append(Tree(tree.column, klein, tree.left, tree.right))
     return Native(
-        trees, "<=", np.float64, np.float64, _as(np.float64),
-        lambda k: reader.leaves(index.transform(k)), reader.rows,
+        trees,
+        "<=",
+        np.float64,
+        np.float64,
+        _as(np.float64),
+        lambda k: reader.leaves(index.transform(k)),
+        reader.rows,
     )
 
 
@@ -298,7 +328,9 @@ def neighbours(model: Native, k: np.ndarray, *, training: bool = True) -> Neighb
             left.append(child == tree.left[p])
             row.append(rows[alive])
             node[alive] = p
-        at, value, left, row = (np.concatenate(a) if a else np.zeros(0) for a in (at, value, left, row))
+        at, value, left, row = (
+            np.concatenate(a) if a else np.zeros(0) for a in (at, value, left, row)
+        )
         at, left = at.astype(np.int64), left.astype(bool)
         L, R = np.full(n_nodes, -np.inf), np.full(n_nodes, np.inf)
         np.maximum.at(L, at[left], value[left])
@@ -355,7 +387,9 @@ def threshold_errors(model: Native, k: np.ndarray) -> ThresholdCheck:
         checked += int(L.size)
         if not L.size:
             continue
-        low, high = expected_thresholds(einstein_midpoint(L, R), L, R, model.op, model.threshold_dtype)
+        low, high = expected_thresholds(
+            einstein_midpoint(L, R), L, R, model.op, model.threshold_dtype
+        )
         stored_ok = t.astype(model.threshold_dtype).astype(np.float64) == t
         bad = ~((low <= t) & (t <= high) & stored_ok)
         a_low, a_high = expected_thresholds(L / 2 + R / 2, L, R, model.op, model.threshold_dtype)
@@ -382,7 +416,9 @@ class Probes:
     n_splits: int
 
 
-def flip_values(t: np.ndarray, op: str, compare: type, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+def flip_values(
+    t: np.ndarray, op: str, compare: type, dtype: type
+) -> tuple[np.ndarray, np.ndarray]:
     """Largest value (representable in ``dtype``) the split sends left, smallest sent right."""
     coarse = np.float32 if np.float32 in (compare, dtype) else np.float64
     if op == "<=":
@@ -392,7 +428,9 @@ def flip_values(t: np.ndarray, op: str, compare: type, dtype: type) -> tuple[np.
     return next_down(right, coarse), right
 
 
-def _axis_values(t: np.ndarray, model: Native, dtype: type, steps: int) -> tuple[np.ndarray, list[int]]:
+def _axis_values(
+    t: np.ndarray, model: Native, dtype: type, steps: int
+) -> tuple[np.ndarray, list[int]]:
     """[splits, values]: the flip values, then t rounded to float32 and float64 and its neighbours."""
     columns = list(flip_values(t, model.op, model.compare, dtype))
     side = [-1, 1]
@@ -467,12 +505,12 @@ def probe_rows(model: Native, k: np.ndarray, dtype: type = np.float64, *, steps:
     if not blocks:  # no split (single-leaf trees)
         empty = np.zeros(0, dtype=np.int64)
         return Probes(np.zeros((0, k.shape[1])), empty, empty, empty, empty, n_splits)
-    k_out, tree_of, node_of, side_of, run_of = map(np.concatenate, (blocks, trees, nodes, sides, runs))
+    k_out, tree_of, node_of, side_of, run_of = map(
+        np.concatenate, (blocks, trees, nodes, sides, runs)
+    )
     # Strictly inside the unit ball (whatever the summation order).
     keep = np.sum(k_out * k_out, axis=1) < 1.0 - 1e-12
-    return Probes(
-        k_out[keep], tree_of[keep], node_of[keep], side_of[keep], run_of[keep], n_splits
-    )
+    return Probes(k_out[keep], tree_of[keep], node_of[keep], side_of[keep], run_of[keep], n_splits)
 
 
 def _reaches(model: Native, leaves: np.ndarray, tree: np.ndarray, target: np.ndarray) -> np.ndarray:

@@ -60,7 +60,11 @@ def _block_rows(F: np.ndarray, blocks, *, exact: bool) -> np.ndarray:
             else:
                 parts.append(geometry.from_klein(g, b.model, b.curvature, b.timelike_dim))
         elif isinstance(b, Spherical):
-            x0 = np.ones(len(g)) if exact else (1 / np.sqrt(b.curvature)) / np.sqrt(1 + (g * g).sum(1))
+            x0 = (
+                np.ones(len(g))
+                if exact
+                else (1 / np.sqrt(b.curvature)) / np.sqrt(1 + (g * g).sum(1))
+            )
             parts.append(np.insert(g * x0[:, None], b.base_dim, x0, axis=1))
         else:
             parts.append(g)
@@ -79,7 +83,9 @@ def _features(n: int, seed: int) -> np.ndarray:
 
 
 def _targets(F: np.ndarray, task: str) -> np.ndarray:
-    score = F[:, 0] + 0.5 * np.arctan(F[:, 2]) - 0.3 * F[:, 4] + F[:, 6] - np.isin(F[:, 7], [1, 4, 5])
+    score = (
+        F[:, 0] + 0.5 * np.arctan(F[:, 2]) - 0.3 * F[:, 4] + F[:, 6] - np.isin(F[:, 7], [1, 4, 5])
+    )
     if task == "reg":
         return score
     return np.digitize(score, np.quantile(score, [0.33, 0.66]))
@@ -113,9 +119,13 @@ def _models():
     return {
         "tree_clf": (h.HyperbolicDecisionTreeClassifier(max_depth=6, random_state=0), "clf"),
         "forest_reg": (
-            h.HyperbolicRandomForestRegressor(n_estimators=4, max_depth=5, random_state=0), "reg"
+            h.HyperbolicRandomForestRegressor(n_estimators=4, max_depth=5, random_state=0),
+            "reg",
         ),
-        "xgb_clf": (h.HyperbolicXGBClassifier(n_estimators=6, max_depth=3, max_cat_to_onehot=1, n_jobs=1), "clf"),
+        "xgb_clf": (
+            h.HyperbolicXGBClassifier(n_estimators=6, max_depth=3, max_cat_to_onehot=1, n_jobs=1),
+            "clf",
+        ),
         "xgb_reg": (h.HyperbolicXGBRegressor(n_estimators=6, max_depth=3, n_jobs=1), "reg"),
         "lgbm_clf": (h.HyperbolicLGBMClassifier(n_estimators=6, num_leaves=8, **quiet), "clf"),
         "lgbm_reg": (h.HyperbolicLGBMRegressor(n_estimators=6, num_leaves=8, **quiet), "reg"),
@@ -166,7 +176,12 @@ def test_categorical_graph_matches_the_ensemble_on_odd_codes():
     F = _features(300, seed=4)
     X = _block_rows(F, BLOCKS, exact=False)
     model = h.HyperbolicLGBMClassifier(
-        n_estimators=5, verbose=-1, min_data_per_group=5, cat_smooth=1.0, n_jobs=1, input_blocks=BLOCKS
+        n_estimators=5,
+        verbose=-1,
+        min_data_per_group=5,
+        cat_smooth=1.0,
+        n_jobs=1,
+        input_blocks=BLOCKS,
     ).fit(X, _targets(F, "clf"))
     odd = np.repeat(X[:1], 8, axis=0)
     odd[:, -1] = [-1.0, -0.0, 0.5, np.nan, N_CODES + 5, 2**31, 1e30, np.inf]
@@ -193,7 +208,9 @@ def test_categorical_graph_matches_the_ensemble_on_odd_codes():
     zero, unseen = Fodd[:2].copy(), Fodd[:1].copy()
     zero[:, -1], unseen[:, -1] = 0.0, N_CODES + 100
     np.testing.assert_array_equal(want[1], predict_output(ens, zero)[0])
-    np.testing.assert_array_equal(want[[0, 2, 3, 4, 5, 6, 7]], np.repeat(predict_output(ens, unseen), 7, 0))
+    np.testing.assert_array_equal(
+        want[[0, 2, 3, 4, 5, 6, 7]], np.repeat(predict_output(ens, unseen), 7, 0)
+    )
 
 
 def test_compat_encoding_refuses_categorical_splits():
@@ -281,11 +298,18 @@ def test_each_block_gets_its_own_midpoint():
         X = _block_rows(F, BLOCKS, exact=False)
         Fx = to_features(X, BLOCKS)
         model = h.HyperbolicLGBMRegressor(
-            n_estimators=1, min_child_samples=1, min_data_in_bin=1, verbose=-1, n_jobs=1, input_blocks=BLOCKS
+            n_estimators=1,
+            min_child_samples=1,
+            min_data_in_bin=1,
+            verbose=-1,
+            n_jobs=1,
+            input_blocks=BLOCKS,
         ).fit(X, [0.0, 1.0])
         ens = model.to_ir().ensemble
         t = ens.threshold[ens.feature == f]
-        want = {0: geometry.einstein_midpoint, 2: gnomonic_midpoint}.get(f, lambda a, b: a / 2 + b / 2)
+        want = {0: geometry.einstein_midpoint, 2: gnomonic_midpoint}.get(
+            f, lambda a, b: a / 2 + b / 2
+        )
         assert t.size == 1 and t[0] == want(Fx[0, f], Fx[1, f])[()], (f, t, expected)
 
 
@@ -302,7 +326,9 @@ def test_parameters_clone_pickle_and_errors():
     assert fitted.n_features_in_ == X.shape[1]
     signature = h.HyperbolicDecisionTreeClassifier(input_blocks=[(-1.0, 2), (0.0, 1)])
     rng = np.random.default_rng(0)
-    Xs = np.concatenate([geometry.from_klein(rng.uniform(-0.5, 0.5, (50, 2))), rng.normal(size=(50, 1))], 1)
+    Xs = np.concatenate(
+        [geometry.from_klein(rng.uniform(-0.5, 0.5, (50, 2))), rng.normal(size=(50, 1))], 1
+    )
     assert signature.fit(Xs, Xs[:, 3] > 0).score(Xs, Xs[:, 3] > 0) == 1.0
     with pytest.raises(ValueError, match="input_blocks describes every column"):
         h.HyperbolicDecisionTreeClassifier(input_blocks=BLOCKS, curvature=-2.0).fit(X, y)
@@ -358,10 +384,14 @@ def test_last_block_may_take_the_remaining_columns():
     with pytest.raises(InvalidPointError, match="leaves no"):
         as_blocks([Hyperbolic(2), Spherical()], n_columns=4)
     with pytest.raises(ValueError, match="remaining columns"):
-        Euclidean().n_columns
+        _ = Euclidean().n_columns
     rng = np.random.default_rng(13)
-    X = np.concatenate([geometry.from_klein(rng.uniform(-0.5, 0.5, (60, 2))), rng.normal(size=(60, 3))], 1)
-    model = h.HyperbolicDecisionTreeRegressor(input_blocks=[Hyperbolic(2), Euclidean()]).fit(X, X[:, 4])
+    X = np.concatenate(
+        [geometry.from_klein(rng.uniform(-0.5, 0.5, (60, 2))), rng.normal(size=(60, 3))], 1
+    )
+    model = h.HyperbolicDecisionTreeRegressor(input_blocks=[Hyperbolic(2), Euclidean()]).fit(
+        X, X[:, 4]
+    )
     assert model.to_ir().space.blocks == (Hyperbolic(2), Euclidean(3))
     assert h.verify(model, to_onnx(model, dtype="float64"), X).ok
 
@@ -418,9 +448,7 @@ def test_every_feature_split_family_takes_blocks_and_the_others_refuse_them():
     from hyp2onnx.estimators._householder import HouseholderTreeClassifier
 
     with pytest.raises(ValueError, match="do not take input_blocks"):
-        h.HyperbolicEstimator(HouseholderTreeClassifier(max_depth=2), input_blocks=BLOCKS).fit(
-            X, y
-        )
+        h.HyperbolicEstimator(HouseholderTreeClassifier(max_depth=2), input_blocks=BLOCKS).fit(X, y)
 
 
 def test_xgboost_states_and_checks_its_range_of_codes():
@@ -441,6 +469,9 @@ def test_xgboost_states_and_checks_its_range_of_codes():
             far[:, -1] = 2**31 - 1
             assert h.verify(model, to_onnx(model, dtype="float64"), np.vstack([X, far])).ok
             continue
-        with pytest.raises(ValueError, match=r"row\(s\) of X have categorical codes of 16777216 "
-                           r"or more \(rows .*16777215.*OrdinalEncoder"):
+        with pytest.raises(
+            ValueError,
+            match=r"row\(s\) of X have categorical codes of 16777216 "
+            r"or more \(rows .*16777215.*OrdinalEncoder",
+        ):
             model.fit(X, y)

@@ -23,13 +23,18 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import hyp2onnx as h
 from hyp2onnx.cli import main
 from hyp2onnx.emit import ENCODINGS
-from hyp2onnx.geometry import to_klein
 from hyp2onnx.verify import run_onnx
 
 KINDS = {
     "multiclass": (h.HyperbolicCatBoostClassifier, lambda k: (k[:, 0] > 0.1) + (k[:, 1] > -0.2)),
-    "binary": (h.HyperbolicCatBoostClassifier, lambda k: np.where(k[:, 0] + k[:, 2] > 0, "yes", "no")),
-    "regression": (h.HyperbolicCatBoostRegressor, lambda k: np.sin(3 * k[:, 0]) + k[:, 1] * k[:, 2]),
+    "binary": (
+        h.HyperbolicCatBoostClassifier,
+        lambda k: np.where(k[:, 0] + k[:, 2] > 0, "yes", "no"),
+    ),
+    "regression": (
+        h.HyperbolicCatBoostRegressor,
+        lambda k: np.sin(3 * k[:, 0]) + k[:, 1] * k[:, 2],
+    ),
 }
 PARAMS = {"iterations": 15, "depth": 4, "verbose": 0, "random_seed": 0, "thread_count": 1}
 
@@ -149,8 +154,14 @@ def test_plain_catboost_file_converts_from_the_command_line(tmp_path: Path) -> N
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # exported with its own (Euclidean) thresholds
         code = main(
-            ["convert", str(tmp_path / "model.cbm"), "--geometry", "hyperboloid",
-             "--check", str(tmp_path / "X.npy")]
+            [
+                "convert",
+                str(tmp_path / "model.cbm"),
+                "--geometry",
+                "hyperboloid",
+                "--check",
+                str(tmp_path / "X.npy"),
+            ]
         )
     assert code == 0
     labels = run_onnx(onnx.load(str(tmp_path / "model.onnx")), X)
@@ -169,9 +180,24 @@ def test_plain_multiclass_catboost_file_converts_and_verifies(tmp_path: Path) ->
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # exported with its own (Euclidean) thresholds
         args = ["--geometry", "hyperboloid"]
-        assert main(["convert", str(tmp_path / "model.cbm"), *args, "--check", str(tmp_path / "X.npy")]) == 0
-        assert main(["verify", str(tmp_path / "model.cbm"), str(tmp_path / "model.onnx"),
-                     "--data", str(tmp_path / "X.npy")]) == 0
+        assert (
+            main(
+                ["convert", str(tmp_path / "model.cbm"), *args, "--check", str(tmp_path / "X.npy")]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "verify",
+                    str(tmp_path / "model.cbm"),
+                    str(tmp_path / "model.onnx"),
+                    "--data",
+                    str(tmp_path / "X.npy"),
+                ]
+            )
+            == 0
+        )
     report = h.verify(plain, tmp_path / "model.onnx", X)
     assert report.ok and report.label_mismatches == 0
 

@@ -141,7 +141,14 @@ FIRST: dict[str, list[str]] = {
     "convert_rf": ["convert", "rf.pkl", "--check", "X.npy"],
     "convert_skops": ["convert", "rf.skops", "-o", "rf_skops.onnx", "--check", "X.csv"],
     "convert_reg": [
-        "convert", "reg.pkl", "--encoding", "compat", "--dtype", "float64", "--check", "P.npy",
+        "convert",
+        "reg.pkl",
+        "--encoding",
+        "compat",
+        "--dtype",
+        "float64",
+        "--check",
+        "P.npy",
     ],
     "convert_xgb": ["convert", "xgb.pkl", "--check", "X.npy"],
     "convert_lgb": ["convert", "lgb.pkl", "--check", "X.npy"],
@@ -197,7 +204,14 @@ def runs(work: Work) -> Runs:
     second = {name: CLI + args for name, args in SECOND.items()}
     (folder / "any.parquet").write_bytes(b"PAR1")  # never read: pyarrow is blocked first
     second["parquet_missing"] = [
-        sys.executable, "-c", BLOCK_PYARROW, "predict", "rf.onnx", "any.parquet", "-o", "pq.csv",
+        sys.executable,
+        "-c",
+        BLOCK_PYARROW,
+        "predict",
+        "rf.onnx",
+        "any.parquet",
+        "-o",
+        "pq.csv",
     ]
     if _has_pyarrow():
         _write_parquet(folder)

@@ -56,7 +56,10 @@ def test_table() -> None:
     assert convention("gensim") == Convention("poincare", -1.0, 0, "gensim")
     assert convention("geoopt.PoincareBall", c=2.0).curvature == -2.0
     assert convention("geoopt.Lorentz", k=4.0).kwargs() == {
-        "input_geometry": "hyperboloid", "curvature": -0.25, "timelike_dim": 0}
+        "input_geometry": "hyperboloid",
+        "curvature": -0.25,
+        "timelike_dim": 0,
+    }
     assert convention("geoopt.Stereographic", k=-0.5).curvature == -0.5
     assert convention("geomstats.Hyperboloid").input_geometry == "hyperboloid"
     assert convention("geomstats.PoincareBall").curvature == -1.0
@@ -94,15 +97,27 @@ def test_distance_matches_closed_forms_without_libraries() -> None:
     p = RNG.normal(size=(20, 3))
     p = R * 0.97 * p / (1 + np.linalg.norm(p, axis=1, keepdims=True))
     conv = Convention("poincare", K)
-    np.testing.assert_allclose(distance(p[:10], p[10:], conv), _poincare_distance(p[:10], p[10:], K), rtol=1e-10)
+    np.testing.assert_allclose(
+        distance(p[:10], p[10:], conv), _poincare_distance(p[:10], p[10:], K), rtol=1e-10
+    )
 
 
-@pytest.mark.skipif(importlib.util.find_spec("gensim") is None, reason="gensim (extra 'dev') is not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("gensim") is None, reason="gensim (extra 'dev') is not installed"
+)
 def test_gensim_poincare_model() -> None:
     from gensim.models.poincare import PoincareModel
 
-    relations = [("mammal", "animal"), ("dog", "mammal"), ("cat", "mammal"), ("bird", "animal"),
-                 ("owl", "bird"), ("fish", "animal"), ("shark", "fish"), ("wolf", "dog")]
+    relations = [
+        ("mammal", "animal"),
+        ("dog", "mammal"),
+        ("cat", "mammal"),
+        ("bird", "animal"),
+        ("owl", "bird"),
+        ("fish", "animal"),
+        ("shark", "fish"),
+        ("wolf", "dog"),
+    ]
     model = PoincareModel(relations, size=3, negative=2, seed=0)
     model.train(epochs=20)
     conv = convention_of(model)
@@ -125,12 +140,19 @@ def _torch_points(R: float = 1.0, n: int = 16, d: int = 3):
     return torch.from_numpy(RNG.normal(size=(n, d)) * 0.6 * R)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("geoopt") is None, reason="geoopt (extra 'embeddings', needs torch) is not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("geoopt") is None,
+    reason="geoopt (extra 'embeddings', needs torch) is not installed",
+)
 @pytest.mark.parametrize("c", [0.3, 1.0, 2.5])
 def test_geoopt_poincare_ball(c: float) -> None:
     import geoopt
 
-    for manifold in (geoopt.PoincareBall(c=c), geoopt.PoincareBallExact(c=c), geoopt.Stereographic(k=-c)):
+    for manifold in (
+        geoopt.PoincareBall(c=c),
+        geoopt.PoincareBallExact(c=c),
+        geoopt.Stereographic(k=-c),
+    ):
         conv = convention_of(manifold)
         assert (conv.input_geometry, conv.curvature) == ("poincare", pytest.approx(-c, rel=1e-6))
         x = manifold.expmap0(_torch_points(1 / math.sqrt(c)))
@@ -138,7 +160,10 @@ def test_geoopt_poincare_ball(c: float) -> None:
         _agree(x.numpy(), lib, conv, _poincare_distance)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("geoopt") is None, reason="geoopt (extra 'embeddings', needs torch) is not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("geoopt") is None,
+    reason="geoopt (extra 'embeddings', needs torch) is not installed",
+)
 @pytest.mark.parametrize("k", [0.5, 1.0, 3.0])
 def test_geoopt_lorentz(k: float) -> None:
     import geoopt
@@ -146,14 +171,21 @@ def test_geoopt_lorentz(k: float) -> None:
 
     manifold = geoopt.Lorentz(k=k)
     conv = convention_of(manifold)
-    assert (conv.input_geometry, conv.curvature, conv.timelike_dim) == ("hyperboloid", pytest.approx(-1 / k, rel=1e-6), 0)
+    assert (conv.input_geometry, conv.curvature, conv.timelike_dim) == (
+        "hyperboloid",
+        pytest.approx(-1 / k, rel=1e-6),
+        0,
+    )
     u = _torch_points(math.sqrt(k))
     x = manifold.expmap0(torch.cat([torch.zeros(u.shape[0], 1, dtype=u.dtype), u], dim=1))
     lib = manifold.dist(x[:8], x[8:]).numpy()
     _agree(x.numpy(), lib, conv, _lorentz_distance)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("geoopt") is None, reason="geoopt (extra 'embeddings', needs torch) is not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("geoopt") is None,
+    reason="geoopt (extra 'embeddings', needs torch) is not installed",
+)
 def test_geoopt_sphere_is_refused() -> None:
     import geoopt
 
@@ -161,7 +193,10 @@ def test_geoopt_sphere_is_refused() -> None:
         convention_of(geoopt.Stereographic(k=0.5))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("hypll") is None, reason="hypll (extra 'embeddings', needs torch) is not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("hypll") is None,
+    reason="hypll (extra 'embeddings', needs torch) is not installed",
+)
 @pytest.mark.parametrize("raw", [None, 0.5, 3.0])
 def test_hypll_poincare_ball(raw: float | None) -> None:
     from hypll.manifolds.poincare_ball import Curvature, PoincareBall
@@ -173,7 +208,7 @@ def test_hypll_poincare_ball(raw: float | None) -> None:
     assert conv.curvature == pytest.approx(convention("hypll", raw=raw).curvature, rel=1e-6)
     u = _torch_points(1 / math.sqrt(-conv.curvature))
     x = manifold.expmap(TangentTensor(u, man_dim=1, manifold=manifold)).tensor
-    half = lambda t: ManifoldTensor(t, manifold=manifold, man_dim=1)  # noqa: E731
+    half = lambda t: ManifoldTensor(t, manifold=manifold, man_dim=1)
     lib = manifold.dist(half(x[:8]), half(x[8:])).detach().numpy()
     _agree(x.detach().numpy(), lib, conv, _poincare_distance)
 

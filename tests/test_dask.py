@@ -22,30 +22,33 @@ import pytest
 
 pytest.importorskip("distributed", reason="the 'dask' extra is not installed")
 
-import dask  # noqa: E402
-import dask.array as da  # noqa: E402
-import dask.dataframe as dd  # noqa: E402
-import pandas as pd  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
+import dask
+import dask.array as da
+import dask.dataframe as dd
+import pandas as pd
+from _boosting_data import as_points, klein_with_ties, labels
+from distributed import Client, LocalCluster
 
-import hyp2onnx  # noqa: E402
-import hyp2onnx.dask as hdask  # noqa: E402
-from _boosting_data import as_points, klein_with_ties, labels  # noqa: E402
-from hyp2onnx.correction import _correct as _correction  # noqa: E402
-from hyp2onnx.distributed import _scoring  # noqa: E402
-from hyp2onnx.correction.tree_space import TreeSpace  # noqa: E402
-from hyp2onnx.estimators import backend_for  # noqa: E402
-from hyp2onnx.correction.summaries import summarise  # noqa: E402
-from hyp2onnx.verify import run_onnx  # noqa: E402
+import hyp2onnx
+import hyp2onnx.dask as hdask
+from hyp2onnx.correction import _correct as _correction
+from hyp2onnx.correction.summaries import summarise
+from hyp2onnx.correction.tree_space import TreeSpace
+from hyp2onnx.distributed import _scoring
+from hyp2onnx.estimators import backend_for
+from hyp2onnx.verify import run_onnx
 
 CHUNKS = (700, 300, 1200, 800)  # uneven partitions, 3000 rows
 
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-    ) as cluster, Client(cluster) as c:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -315,7 +318,9 @@ def test_bad_input_is_refused(client):
     half = int(np.count_nonzero(y == y[order[0]]))  # one class per worker, exactly
     pinned = [
         client.persist((da.from_array(X[order][part]), da.from_array(y[order][part])), workers=w)
-        for part, w in zip([slice(None, half), slice(half, None)], client.scheduler_info()["workers"])
+        for part, w in zip(
+            [slice(None, half), slice(half, None)], client.scheduler_info()["workers"]
+        )
     ]
     with pytest.raises(ValueError, match="every class"):
         hdask.HyperbolicDaskLGBMClassifier(client=client, n_estimators=2, verbose=-1).fit(
@@ -446,9 +451,14 @@ class _Allocator:
         return 1
 
 
-@pytest.mark.parametrize("environ", [{}, {"MALLOC_TRIM_THRESHOLD_": "65536"},
-                                     {"MALLOC_TRIM_THRESHOLD_": "65536",
-                                      "MALLOC_MMAP_THRESHOLD_": "262144"}])
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {},
+        {"MALLOC_TRIM_THRESHOLD_": "65536"},
+        {"MALLOC_TRIM_THRESHOLD_": "65536", "MALLOC_MMAP_THRESHOLD_": "262144"},
+    ],
+)
 def test_freed_memory_is_reused_during_the_search_then_returned(monkeypatch, environ):
     """Under Dask's MALLOC_TRIM_THRESHOLD_ the search raises glibc's thresholds, and puts
     the environment's values back afterwards (also on error); without it, no call."""
@@ -506,7 +516,9 @@ def test_predict_refuses_bad_rows_naming_their_global_rows(models, client):
         with pytest.raises(hyp2onnx.InvalidPointError, match=rf"\(rows {wrong}\)"):
             dask.compute(hdask.predict(graph, da.from_array(one, chunks=(CHUNKS, -1))))
     frame = pd.DataFrame(bad, columns=["t", "a", "b"], index=np.arange(X.shape[0]) + 5000)
-    with pytest.raises(hyp2onnx.InvalidPointError, match=r"of partition \d+; index (5010|5701|6502|7999)\)"):
+    with pytest.raises(
+        hyp2onnx.InvalidPointError, match=r"of partition \d+; index (5010|5701|6502|7999)\)"
+    ):
         hdask.predict(graph, dd.from_pandas(frame, npartitions=4)).compute()
     with pytest.raises(TypeError, match="not numeric: a"):
         hdask.predict(graph, dd.from_pandas(frame.astype({"a": str}), npartitions=2))
@@ -516,7 +528,9 @@ def test_predict_refuses_bad_rows_naming_their_global_rows(models, client):
     lax = hdask.predict(graph, da.from_array(bad[1500:], chunks=500), check_manifold=False)
     assert lax["label"].shape == (1500,) and len(lax["label"].compute()) == 1500  # off, sheet
     with pytest.raises(hyp2onnx.InvalidPointError, match=r"NaN or infinity \(rows 10\)"):
-        dask.compute(hdask.predict(graph, da.from_array(bad[:500], chunks=250), check_manifold=False))
+        dask.compute(
+            hdask.predict(graph, da.from_array(bad[:500], chunks=250), check_manifold=False)
+        )
 
 
 def test_predict_gives_null_outputs_for_bad_rows_on_request(models, client):
@@ -525,7 +539,9 @@ def test_predict_gives_null_outputs_for_bad_rows_on_request(models, client):
     bad, rows = _bad_points(X)
     good = np.setdiff1d(np.arange(X.shape[0]), rows)
     want = run_onnx(graph, X[good])
-    out = dask.compute(hdask.predict(graph, da.from_array(bad, chunks=(CHUNKS, -1)), bad_rows="null"))[0]
+    out = dask.compute(
+        hdask.predict(graph, da.from_array(bad, chunks=(CHUNKS, -1)), bad_rows="null")
+    )[0]
     for name, value in out.items():
         nulls = pd.isna(value).reshape(X.shape[0], -1).all(axis=1)
         np.testing.assert_array_equal(np.flatnonzero(nulls), rows)
@@ -533,7 +549,9 @@ def test_predict_gives_null_outputs_for_bad_rows_on_request(models, client):
     frame = pd.DataFrame(bad, columns=["t", "a", "b"])
     scored = hdask.predict(graph, dd.from_pandas(frame, npartitions=4), bad_rows="null").compute()
     np.testing.assert_array_equal(np.flatnonzero(scored["label"].isna()), rows)
-    np.testing.assert_array_equal(scored["label"].to_numpy()[good].astype(str), want["label"].astype(str))
+    np.testing.assert_array_equal(
+        scored["label"].to_numpy()[good].astype(str), want["label"].astype(str)
+    )
 
 
 def test_fit_and_model_predict_name_bad_rows_by_global_row(client):

@@ -29,15 +29,15 @@ from hypothesis import strategies as st
 
 pytest.importorskip("distributed", reason="the 'dask' extra is not installed")
 
-import dask  # noqa: E402
-import dask.array as da  # noqa: E402
-import pandas as pd  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
+import dask
+import dask.array as da
+import pandas as pd
+from distributed import Client, LocalCluster
 
-import hyp2onnx  # noqa: E402
-import hyp2onnx.dask as hdask  # noqa: E402
-from hyp2onnx.geometry import DEFAULT_RTOL  # noqa: E402
-from hyp2onnx.verify import run_onnx  # noqa: E402
+import hyp2onnx
+import hyp2onnx.dask as hdask
+from hyp2onnx.geometry import DEFAULT_RTOL
+from hyp2onnx.verify import run_onnx
 
 KINDS = ("nan", "inf", "-inf", "off", "sheet")
 SETTINGS = settings(
@@ -47,9 +47,12 @@ SETTINGS = settings(
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-    ) as cluster, Client(cluster) as c:
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -102,9 +105,11 @@ def _is_bad(row: np.ndarray) -> bool:
 def tables(draw, kinds=KINDS, overflow=False):
     """(points, bad rows, partition sizes): valid points with some rows spoiled."""
     n = draw(st.integers(1, 12))
-    k = np.array(draw(st.lists(
-        st.tuples(st.floats(-0.6, 0.6), st.floats(-0.6, 0.6)), min_size=n, max_size=n
-    )))
+    k = np.array(
+        draw(
+            st.lists(st.tuples(st.floats(-0.6, 0.6), st.floats(-0.6, 0.6)), min_size=n, max_size=n)
+        )
+    )
     X = _hyperboloid(k)
     for i in range(n):
         kind = draw(st.sampled_from(("ok", "ok", *kinds, *(("overflow",) if overflow else ()))))
@@ -174,7 +179,9 @@ def _check_spark(graph, spark, table, nulls=()) -> None:
     np.testing.assert_array_equal(np.flatnonzero(scored["label"].isna().to_numpy()), bad)
     if good.size:
         want = run_onnx(graph, X[good])
-        np.testing.assert_array_equal(scored["label"].to_numpy()[good].astype(np.int64), want["label"])
+        np.testing.assert_array_equal(
+            scored["label"].to_numpy()[good].astype(np.int64), want["label"]
+        )
         for i in range(want["probabilities"].shape[1]):
             np.testing.assert_array_equal(
                 scored[f"probability_{i}"].to_numpy()[good], want["probabilities"][:, i]

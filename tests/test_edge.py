@@ -114,7 +114,10 @@ def test_ort_file_agrees(models, rows, name, encoding, dtype, tmp_path):
         k32 = model.to_klein(X.astype(dtype)).astype(np.float32).astype(np.float64)
         index = model.split_index_  # the native model reads split indices far out
         z = k32 if index is None else index.transform(k32)
-        want = {"label": model.estimator_.predict(z), "probabilities": model.estimator_.predict_proba(z)}
+        want = {
+            "label": model.estimator_.predict(z),
+            "probabilities": model.estimator_.predict_proba(z),
+        }
     for output, value in want.items():
         if output == "label":
             np.testing.assert_array_equal(got[output], value)

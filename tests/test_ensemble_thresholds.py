@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hyp2onnx.ir.trees import TreeArrays
 from hyp2onnx.correction import shared_rows as _shared_rows
-from hyp2onnx.correction.shared_rows import correct_shared_rows, correct_trees
 from hyp2onnx.correction.midpoints import CorrectionReport, correct_tree
+from hyp2onnx.correction.shared_rows import correct_shared_rows, correct_trees
+from hyp2onnx.ir.trees import TreeArrays
 
 
 def random_tree(rng: np.random.Generator, X: np.ndarray, max_depth: int) -> TreeArrays:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 import warnings
 
+import _oracle as oracle
 import numpy as np
 import onnx
 import pytest
-from hyp2onnx.verify import reference_evaluator
+from _data import all_nodes, labels, points, targets
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -24,10 +25,7 @@ from sklearn.tree import DecisionTreeClassifier
 import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.export import read_metadata, save_onnx, to_onnx
-from hyp2onnx.verify import run_onnx
-
-import _oracle as oracle
-from _data import all_nodes, labels, points, targets
+from hyp2onnx.verify import reference_evaluator, run_onnx
 
 GEOMETRIES = ["hyperboloid", "poincare", "klein"]
 
@@ -56,7 +54,10 @@ def adversarial_klein(model, k_base: np.ndarray, *, steps: int = 2) -> np.ndarra
     threshold's float32 and float64 neighbours (``_oracle.probe_rows``, both precisions)."""
     native = oracle.native(model)
     return np.concatenate(
-        [oracle.probe_rows(native, k_base, dtype, steps=steps).k for dtype in (np.float32, np.float64)]
+        [
+            oracle.probe_rows(native, k_base, dtype, steps=steps).k
+            for dtype in (np.float32, np.float64)
+        ]
     )
 
 
@@ -250,12 +251,16 @@ def test_the_tree_operator_runs_inside_the_row_blocks(regressor, short_path, mon
     monkeypatch.setattr(trees, "OPERATOR_BLOCK_ROWS", 2048)  # 2100 rows: two operator blocks
     X, k = points(400, 3, seed=17)
     cls = h.HyperbolicRandomForestRegressor if regressor else h.HyperbolicRandomForestClassifier
-    model = cls(n_estimators=4, max_depth=4, random_state=0).fit(X, targets(k) if regressor else labels(k))
+    model = cls(n_estimators=4, max_depth=4, random_state=0).fit(
+        X, targets(k) if regressor else labels(k)
+    )
     onx = to_onnx(model)
     top = [n.op_type for n in onx.graph.node]
     inside = [n.op_type for n in all_nodes(onx.graph) if n.op_type.startswith("TreeEnsemble")]
     assert not any(op.startswith("TreeEnsemble") for op in top)
-    assert ("If" in top, "Loop" in top, len(inside)) == ((True, False, 2) if short_path else (False, True, 1))
+    assert ("If" in top, "Loop" in top, len(inside)) == (
+        (True, False, 2) if short_path else (False, True, 1)
+    )
     loops = [n for n in all_nodes(onx.graph) if n.op_type == "Loop"]
     assert len(loops) == 2  # the operator's blocks, and the sums' blocks inside each
     for n in (1, 1024, 1025, 2100):  # one row, one full block, blocks and a partial one
@@ -273,7 +278,9 @@ def test_plain_klein_model_needs_geometry():
         onx = to_onnx(plain, input_geometry="poincare", curvature=-4.0)
     P = geometry.from_klein(k, "poincare", -4.0)
     got = run_onnx(onx, P)
-    np.testing.assert_array_equal(got["label"], plain.predict(geometry.to_klein(P.astype(np.float32), "poincare", -4.0)))
+    np.testing.assert_array_equal(
+        got["label"], plain.predict(geometry.to_klein(P.astype(np.float32), "poincare", -4.0))
+    )
     assert h.verify(plain, onx, P).ok
 
 
@@ -306,12 +313,17 @@ def test_skl2onnx_converts_estimators_and_pipelines():
     onx = skl2onnx.to_onnx(model, X[:1].astype(np.float32), options={id(model): {"zipmap": False}})
     _assert_exact(model, onx, X)
     compat = skl2onnx.to_onnx(
-        model, X[:1].astype(np.float32), target_opset={"": 17, "ai.onnx.ml": 3},
+        model,
+        X[:1].astype(np.float32),
+        target_opset={"": 17, "ai.onnx.ml": 3},
         options={id(model): {"encoding": "compat", "zipmap": False}},
     )
     assert np.array_equal(run_onnx(compat, X)["label"], model.predict(X.astype(np.float32)))
     pipe = Pipeline(
-        [("identity", FunctionTransformer()), ("forest", h.HyperbolicRandomForestRegressor(n_estimators=3, random_state=0))]
+        [
+            ("identity", FunctionTransformer()),
+            ("forest", h.HyperbolicRandomForestRegressor(n_estimators=3, random_state=0)),
+        ]
     ).fit(X, targets(k))
     onx = skl2onnx.to_onnx(pipe, X[:1])
     np.testing.assert_array_equal(run_onnx(onx, X)["variable"][:, 0], pipe.predict(X))
@@ -380,4 +392,8 @@ def test_skl2onnx_needs_the_documented_call_in_a_fresh_interpreter():
         "skl2onnx.to_onnx(m, X[:1].astype(np.float32)); print('converted after')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.splitlines() == ["refused before: MissingShapeCalculator", "True", "converted after"]
+    assert out.stdout.splitlines() == [
+        "refused before: MissingShapeCalculator",
+        "True",
+        "converted after",
+    ]

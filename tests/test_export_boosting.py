@@ -15,15 +15,13 @@ import lightgbm
 import numpy as np
 import pytest
 import xgboost
-from hyp2onnx.verify import reference_evaluator
+from _data import labels, points, targets
+from test_export import adversarial_klein
 
 import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.export import to_onnx
-from hyp2onnx.verify import run_onnx
-
-from _data import labels, points, targets
-from test_export import adversarial_klein
+from hyp2onnx.verify import reference_evaluator, run_onnx
 
 CASES = {
     "xgb_binary": (h.HyperbolicXGBClassifier, 2),
@@ -42,7 +40,11 @@ def _model(name, geometry_name, curvature=-1.0, timelike_dim=0):
     X, k = points(500, 3, geometry_name, curvature=curvature, seed=21, timelike_dim=timelike_dim)
     y = labels(k, n_classes) if n_classes else targets(k)
     params = dict(
-        n_estimators=15, max_depth=4, input_geometry=geometry_name, curvature=curvature, n_jobs=1,
+        n_estimators=15,
+        max_depth=4,
+        input_geometry=geometry_name,
+        curvature=curvature,
+        n_jobs=1,
         timelike_dim=timelike_dim,
     )
     if name.startswith("lgbm"):
@@ -72,7 +74,9 @@ def test_exact_parity(name, geometry_name):
     for dtype in ("float32", "float64"):
         onx = to_onnx(model, dtype=dtype)
         _compare(model, onx, X_all, TOLERANCE[name.split("_")[0]])
-        assert h.verify(model, onx, X_all.astype(dtype)).ok  # the float32 graph's user holds float32 (verify runs the model on the data as held)
+        assert h.verify(
+            model, onx, X_all.astype(dtype)
+        ).ok  # the float32 graph's user holds float32 (verify runs the model on the data as held)
 
 
 @pytest.mark.parametrize("timelike_dim", [2, -1])
@@ -128,7 +132,9 @@ def test_plain_boosters_trained_on_klein():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             onx = to_onnx(plain, input_geometry="poincare")
-        held = P.astype(np.float32 if onx.graph.input[0].type.tensor_type.elem_type == 1 else np.float64)
+        held = P.astype(
+            np.float32 if onx.graph.input[0].type.tensor_type.elem_type == 1 else np.float64
+        )
         assert h.verify(plain, onx, held).ok
 
 
@@ -142,7 +148,9 @@ def test_lightgbm_exact_is_rejected_by_skl2onnx_with_a_way_out():
         skl2onnx.to_onnx(model, X[:1].astype(np.float32))
     with pytest.warns(h.CompatRoutingWarning):
         onx = skl2onnx.to_onnx(
-            model, X[:1].astype(np.float32), target_opset={"": 17, "ai.onnx.ml": 3},
+            model,
+            X[:1].astype(np.float32),
+            target_opset={"": 17, "ai.onnx.ml": 3},
             options={id(model): {"encoding": "compat", "zipmap": False}},
         )
     np.testing.assert_allclose(

@@ -7,6 +7,7 @@ coordinates as the model sees them, mapped to the input geometry.
 
 from __future__ import annotations
 
+import _oracle as oracle
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -15,8 +16,6 @@ import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.export import to_onnx
 from hyp2onnx.verify import run_onnx
-
-import _oracle as oracle
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -46,8 +45,11 @@ def test_exact_graph_matches_model(
     X = geometry.from_klein(k, geometry_name, curvature, timelike_dim)
     y = rng.integers(0, 3, n) if classify else rng.normal(size=n)
     params = dict(
-        input_geometry=geometry_name, curvature=curvature, timelike_dim=timelike_dim,
-        max_depth=depth, random_state=seed % 1000,
+        input_geometry=geometry_name,
+        curvature=curvature,
+        timelike_dim=timelike_dim,
+        max_depth=depth,
+        random_state=seed % 1000,
     )
     if forest:
         cls = h.HyperbolicRandomForestClassifier if classify else h.HyperbolicRandomForestRegressor
@@ -62,7 +64,12 @@ def test_exact_graph_matches_model(
     if geometry_name == "klein" and curvature == -1.0:  # the rows reach the trees unchanged
         assert oracle.probe_coverage(native, probes) >= 0.99
     X_test = np.concatenate(
-        [X, geometry.from_klein(np.concatenate([k[::-1] * 0.999, probes.k]), geometry_name, curvature, timelike_dim)]
+        [
+            X,
+            geometry.from_klein(
+                np.concatenate([k[::-1] * 0.999, probes.k]), geometry_name, curvature, timelike_dim
+            ),
+        ]
     )
     Xt = X_test.astype(dtype)
     got = run_onnx(to_onnx(model, dtype=dtype), Xt)

@@ -16,13 +16,12 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from _data import all_nodes, labels, points
 
 import hyp2onnx as h
 from hyp2onnx.cli import main
 from hyp2onnx.emit import trees
 from hyp2onnx.export import external_data_path, needs_external_data, save_onnx
-
-from _data import all_nodes, labels, points
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +38,15 @@ def _outputs(source: bytes | str, X: np.ndarray) -> list[np.ndarray]:
 
 def _external_tensors(path: Path) -> list[str]:
     model = onnx.load(str(path), load_external_data=False)
-    found = [t.name for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    found = [
+        t.name for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+    ]
     for node in all_nodes(model.graph):
         found += [
             f"{node.name}.{a.name}"
             for a in node.attribute
-            if a.type == onnx.AttributeProto.TENSOR and a.t.data_location == onnx.TensorProto.EXTERNAL
+            if a.type == onnx.AttributeProto.TENSOR
+            and a.t.data_location == onnx.TensorProto.EXTERNAL
         ]
     return found
 

@@ -163,8 +163,11 @@ def test_klein_input_exactly_on_thresholds_routes_as_float64_comparisons(make) -
     ens = model.to_ir().ensemble
     rows = []
     for node in np.flatnonzero(ens.feature >= 0):
-        for value in (np.nextafter(ens.threshold[node], -1), ens.threshold[node],
-                      np.nextafter(ens.threshold[node], 2)):
+        for value in (
+            np.nextafter(ens.threshold[node], -1),
+            ens.threshold[node],
+            np.nextafter(ens.threshold[node], 2),
+        ):
             row = k[node % len(k)].copy()
             row[ens.feature[node]] = value
             rows.append(row)

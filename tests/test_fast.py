@@ -16,8 +16,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import _oracle as oracle
 import numpy as np
 import pytest
+from _boosting_data import klein_with_ties
+from _data import klein_points, labels
 
 import hyp2onnx as h
 from hyp2onnx.emit import fast
@@ -26,16 +29,14 @@ from hyp2onnx.export import describe, read_metadata
 from hyp2onnx.export._compile import compile_model
 from hyp2onnx.verify import default_rtol, default_tolerance, run_onnx
 
-import _oracle as oracle
-from _boosting_data import klein_with_ties
-from _data import klein_points, labels
-
 KLEIN = dict(input_geometry="klein")
 BOOST = dict(n_estimators=6, n_jobs=1, **KLEIN)
 MODELS = {
     "tree": lambda: h.HyperbolicDecisionTreeClassifier(max_depth=6, random_state=0, **KLEIN),
     # unlimited depth, an even number of trees: votes k/6, exact ties
-    "forest_votes": lambda: h.HyperbolicRandomForestClassifier(n_estimators=6, random_state=0, **KLEIN),
+    "forest_votes": lambda: h.HyperbolicRandomForestClassifier(
+        n_estimators=6, random_state=0, **KLEIN
+    ),
     # shallow: leaves hold fractions k/n, sums of them differ by an ulp by order
     # shallow, no bootstrap (repeated rows stay together): leaves hold fractions k/n
     "forest_fractions": lambda: h.HyperbolicRandomForestClassifier(
@@ -85,7 +86,9 @@ def symmetric(k: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
         right = k[k[:, 0] >= 0]
         mirror = right * np.array([1.0, -1.0, 1.0])
         X = np.concatenate([left, left, right, mirror])
-        y = np.concatenate([np.zeros(len(left)), np.ones(len(left)), right[:, 1] > 0, mirror[:, 1] > 0])
+        y = np.concatenate(
+            [np.zeros(len(left)), np.ones(len(left)), right[:, 1] > 0, mirror[:, 1] > 0]
+        )
         return X, y.astype(np.int64)
     y = labels(k, n_classes)
     pair = y < 2
@@ -103,7 +106,9 @@ def zoo() -> dict:
             X, Y = symmetric(k, N_CLASSES[name])
             model = MODELS[name]().fit(X, Y)
             rows = [X]
-            if not name.startswith("catboost"):  # the oracle reads scikit-learn, XGBoost, LightGBM, oblique
+            if not name.startswith(
+                "catboost"
+            ):  # the oracle reads scikit-learn, XGBoost, LightGBM, oblique
                 rows.append(oracle.probe_rows(oracle.native(model), X, np.float64).k)
             cache[name] = (model, np.concatenate(rows))
         return cache[name]
@@ -158,7 +163,9 @@ def _with_leaf_values(described, per_tree: np.ndarray):
     leaf = e.feature < 0
     value = np.zeros_like(e.value)
     value[leaf, 0] = per_tree[tree_of_node(e)[leaf]]
-    return replace(described, ensemble=replace(e, value=value, base_values=np.zeros_like(e.base_values)))
+    return replace(
+        described, ensemble=replace(e, value=value, base_values=np.zeros_like(e.base_values))
+    )
 
 
 def test_the_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -197,7 +204,9 @@ def test_values_stay_within_the_recorded_bound() -> None:
     # leaf values of mixed signs and magnitudes: sums that round differently by order
     per_tree = rng.normal(size=T) * 10.0 ** rng.integers(-8, 8, size=T)
     described = _with_leaf_values(describe(model), per_tree)
-    exact = run_onnx(compile_model(described, dtype="float64", encoding="exact", opset=18), k, threads=2)
+    exact = run_onnx(
+        compile_model(described, dtype="float64", encoding="exact", opset=18), k, threads=2
+    )
     graph = compile_model(described, dtype="float64", encoding="fast", opset=18)
     bound = read_metadata(graph)["value_bound"]
     # at least the textbook bound on reordering T terms (docs/math.md, "The summation contract")

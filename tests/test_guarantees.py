@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from _cli import CLI, assert_usage_error, cli
+from _data import labels, points, targets
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer
@@ -30,9 +32,6 @@ from hyp2onnx.cli.predict import SCORING_BUDGET, chunk_rows_for
 from hyp2onnx.errors import InvalidPointError
 from hyp2onnx.export import MIN_OPSET, max_opset, read_metadata, to_onnx
 from hyp2onnx.verify import run_onnx, verify
-
-from _cli import CLI, assert_usage_error, cli
-from _data import labels, points, targets
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*exported with its own \\(Euclidean\\) thresholds")
 
@@ -80,8 +79,14 @@ def test_every_valid_timelike_dim_exports_the_right_graph(made, timelike_dim):
 def test_convert_refuses_a_timelike_dim_outside_the_columns(made, tmp_path, bad):
     out = tmp_path / "out.onnx"
     code, _, err = cli(
-        "convert", made["folder"] / "plain.pkl", "--geometry", "hyperboloid",
-        "--timelike-dim", bad, "-o", out,
+        "convert",
+        made["folder"] / "plain.pkl",
+        "--geometry",
+        "hyperboloid",
+        "--timelike-dim",
+        bad,
+        "-o",
+        out,
     )
     assert code == 2 and "Traceback" not in err and not out.exists()
 
@@ -132,7 +137,11 @@ def test_predict_without_the_manifold_check_still_refuses_nan_and_infinity(made,
     np.save(tmp_path / "bad.npy", X)
     out = tmp_path / "bad.csv"
     code, _, err = cli(
-        "predict", made["folder"] / "rf64.onnx", tmp_path / "bad.npy", "-o", out,
+        "predict",
+        made["folder"] / "rf64.onnx",
+        tmp_path / "bad.npy",
+        "-o",
+        out,
         "--no-manifold-check",
     )
     assert_usage_error(code, err, match="rows 7")
@@ -155,7 +164,14 @@ class PoincareToHyperboloid(TransformerMixin, BaseEstimator):
 
 
 def _poincare_to_hyperboloid_converter(scope, operator, container):
-    from skl2onnx.algebra.onnx_ops import OnnxAdd, OnnxConcat, OnnxDiv, OnnxMul, OnnxReduceSum, OnnxSub
+    from skl2onnx.algebra.onnx_ops import (
+        OnnxAdd,
+        OnnxConcat,
+        OnnxDiv,
+        OnnxMul,
+        OnnxReduceSum,
+        OnnxSub,
+    )
 
     opv = container.target_opset
     p = operator.inputs[0]
@@ -165,8 +181,12 @@ def _poincare_to_hyperboloid_converter(scope, operator, container):
     one = np.array([1.0], dtype=dtype)
     denominator = OnnxSub(one, s, op_version=opv)
     x0 = OnnxDiv(OnnxAdd(one, s, op_version=opv), denominator, op_version=opv)
-    xs = OnnxDiv(OnnxMul(p, np.array([2.0], dtype=dtype), op_version=opv), denominator, op_version=opv)
-    OnnxConcat(x0, xs, axis=1, op_version=opv, output_names=operator.outputs[:1]).add_to(scope, container)
+    xs = OnnxDiv(
+        OnnxMul(p, np.array([2.0], dtype=dtype), op_version=opv), denominator, op_version=opv
+    )
+    OnnxConcat(x0, xs, axis=1, op_version=opv, output_names=operator.outputs[:1]).add_to(
+        scope, container
+    )
 
 
 def _poincare_to_hyperboloid_shape(operator):
@@ -180,8 +200,10 @@ def pipelines():
 
     h.register_skl2onnx_converters()  # the documented call; import hyp2onnx does not
     update_registered_converter(
-        PoincareToHyperboloid, "TestPoincareToHyperboloid",
-        _poincare_to_hyperboloid_shape, _poincare_to_hyperboloid_converter,
+        PoincareToHyperboloid,
+        "TestPoincareToHyperboloid",
+        _poincare_to_hyperboloid_shape,
+        _poincare_to_hyperboloid_converter,
     )
     X, k = points(300, 2, "poincare", seed=41)
     y = np.array(["=cmd", "plain", "-1"])[labels(k, 3, seed=41)]
@@ -199,8 +221,15 @@ def pipelines():
 @pytest.mark.parametrize("name", ["forest", "xgb"])
 @pytest.mark.parametrize(
     "options",
-    [None, {"zipmap": False}, {"zipmap": "columns"}, {"nocl": True}, {"zipmap": False, "nocl": True},
-     {"zipmap": False, "output_class_labels": True}, {"zipmap": False, "encoding": "standard"}],
+    [
+        None,
+        {"zipmap": False},
+        {"zipmap": "columns"},
+        {"nocl": True},
+        {"zipmap": False, "nocl": True},
+        {"zipmap": False, "output_class_labels": True},
+        {"zipmap": False, "encoding": "standard"},
+    ],
     ids=str,
 )
 def test_skl2onnx_converts_classifier_pipelines_with_its_usual_options(pipelines, name, options):
@@ -231,7 +260,9 @@ def test_skl2onnx_converts_classifier_pipelines_with_its_usual_options(pipelines
         proba = np.column_stack([got[f"s{c}"] for c in classes])
         np.testing.assert_allclose(proba, want_proba, rtol=1e-6)
     else:
-        np.testing.assert_allclose(got["probabilities"], want_proba, rtol=1e-6 if name == "xgb" else 0)
+        np.testing.assert_allclose(
+            got["probabilities"], want_proba, rtol=1e-6 if name == "xgb" else 0
+        )
         if options.get("output_class_labels"):
             np.testing.assert_array_equal(got["class_labels"], classes)
 
@@ -279,12 +310,21 @@ def test_opsets_outside_the_range_are_refused_with_the_range(made, opset):
 def test_convert_accepts_every_opset_and_refuses_the_others(made, tmp_path):
     for opset in range(MIN_OPSET, max_opset() + 1):
         out = tmp_path / f"o{opset}.onnx"
-        code, _, err = cli("convert", made["folder"] / "rf.pkl", "--opset", opset, "-o", out,
-                           "--encoding", "standard")
+        code, _, err = cli(
+            "convert",
+            made["folder"] / "rf.pkl",
+            "--opset",
+            opset,
+            "-o",
+            out,
+            "--encoding",
+            "standard",
+        )
         assert code == 0 and out.exists(), err
     for opset in (MIN_OPSET - 1, max_opset() + 1):
-        code, _, err = cli("convert", made["folder"] / "rf.pkl", "--opset", opset, "-o",
-                           tmp_path / "bad.onnx")
+        code, _, err = cli(
+            "convert", made["folder"] / "rf.pkl", "--opset", opset, "-o", tmp_path / "bad.onnx"
+        )
         assert code == 2 and "Traceback" not in err and not (tmp_path / "bad.onnx").exists()
 
 
@@ -293,7 +333,10 @@ def test_convert_accepts_every_opset_and_refuses_the_others(made, tmp_path):
 
 @pytest.mark.parametrize(
     "model",
-    [h.HyperbolicXGBClassifier(n_estimators=2), h.HyperbolicLGBMClassifier(n_estimators=2, verbose=-1)],
+    [
+        h.HyperbolicXGBClassifier(n_estimators=2),
+        h.HyperbolicLGBMClassifier(n_estimators=2, verbose=-1),
+    ],
     ids=["xgboost", "lightgbm"],
 )
 def test_single_class_boosting_models_are_refused_at_export(made, model, tmp_path):
@@ -329,15 +372,38 @@ def test_convert_check_is_relative_for_large_values(tmp_path):
     np.save(tmp_path / "X.npy", X)
     report = verify(model, to_onnx(model, encoding="compat"), X)
     assert report.ok and report.max_abs_diff["variable"] > 1e-5  # beyond the old absolute bound
-    code, stdout, err = cli("convert", tmp_path / "reg.pkl", "--encoding", "compat", "--check",
-                            tmp_path / "X.npy")
+    code, stdout, err = cli(
+        "convert", tmp_path / "reg.pkl", "--encoding", "compat", "--check", tmp_path / "X.npy"
+    )
     assert code == 0 and "OK" in stdout, err
     strict = tmp_path / "strict.onnx"
-    code, _, _ = cli("convert", tmp_path / "reg.pkl", "--encoding", "compat", "--check",
-                     tmp_path / "X.npy", "--atol", "1e-9", "-o", strict)
+    code, _, _ = cli(
+        "convert",
+        tmp_path / "reg.pkl",
+        "--encoding",
+        "compat",
+        "--check",
+        tmp_path / "X.npy",
+        "--atol",
+        "1e-9",
+        "-o",
+        strict,
+    )
     assert code == 1 and not strict.exists()
-    code, _, _ = cli("convert", tmp_path / "reg.pkl", "--encoding", "compat", "--check",
-                     tmp_path / "X.npy", "--atol", "0", "--rtol", "1e-5", "-o", strict)
+    code, _, _ = cli(
+        "convert",
+        tmp_path / "reg.pkl",
+        "--encoding",
+        "compat",
+        "--check",
+        tmp_path / "X.npy",
+        "--atol",
+        "0",
+        "--rtol",
+        "1e-5",
+        "-o",
+        strict,
+    )
     assert code == 0 and strict.exists()
 
 
@@ -386,8 +452,12 @@ def test_damaged_xgboost_and_lightgbm_files_give_one_error_not_a_crash(tmp_path)
         assert stdout == ""
     # The whole command, as a process: ends with exit status 2, not a signal.
     result = subprocess.run(
-        [*CLI, "convert", damaged[0].name, "--geometry", "hyperboloid"], cwd=tmp_path,
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        [*CLI, "convert", damaged[0].name, "--geometry", "hyperboloid"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
     )
     assert_usage_error(result.returncode, result.stderr, match="crashed reading it: SIGSEGV")
     assert not list(tmp_path.glob("*.onnx")) and not list(tmp_path.glob(".*"))
@@ -395,8 +465,15 @@ def test_damaged_xgboost_and_lightgbm_files_give_one_error_not_a_crash(tmp_path)
 
 @pytest.mark.parametrize(
     "args",
-    [["convert", "."], ["convert", "/"], ["convert", ".."], ["predict", "{rf}", "/"],
-     ["predict", "{rf}", "."], ["verify", ".", "{rf}", "--data", "."], ["inspect", "/"]],
+    [
+        ["convert", "."],
+        ["convert", "/"],
+        ["convert", ".."],
+        ["predict", "{rf}", "/"],
+        ["predict", "{rf}", "."],
+        ["verify", ".", "{rf}", "--data", "."],
+        ["inspect", "/"],
+    ],
     ids=lambda a: " ".join(a),
 )
 def test_folders_given_as_files_are_usage_errors(made, args):
@@ -445,8 +522,9 @@ def test_predict_sizes_chunks_from_the_graph_and_scores_identically(made, tmp_pa
     np.save(tmp_path / "X.npy", X)
     for chunk in ("7", "65536"):
         out = tmp_path / f"p{chunk}.csv"
-        code, _, err = cli("predict", tmp_path / "std.onnx", tmp_path / "X.npy", "-o", out,
-                           "--chunk-rows", chunk)
+        code, _, err = cli(
+            "predict", tmp_path / "std.onnx", tmp_path / "X.npy", "-o", out, "--chunk-rows", chunk
+        )
         assert code == 0, err
     assert (tmp_path / "p7.csv").read_text() == (tmp_path / "p65536.csv").read_text()
     rows = list(csv.reader((tmp_path / "p7.csv").open()))[1:]
@@ -461,9 +539,20 @@ def test_a_terminated_predict_leaves_no_file_behind(made, tmp_path, signum):
     np.save(tmp_path / "big.npy", big)
     out = tmp_path / "big.csv"
     process = subprocess.Popen(
-        [*CLI, "predict", str(made["folder"] / "rf32.onnx"), "big.npy", "-o", "big.csv",
-         "--chunk-rows", "10"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        [
+            *CLI,
+            "predict",
+            str(made["folder"] / "rf32.onnx"),
+            "big.npy",
+            "-o",
+            "big.csv",
+            "--chunk-rows",
+            "10",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
         text=True,
         # A run under nohup ignores SIGHUP, and the CLI rightly keeps an ignored
         # signal ignored: give the child the default disposition the test is about.
@@ -496,5 +585,7 @@ def test_formula_like_labels_are_escaped_in_prediction_csvs(tmp_path):
     want = model.predict(X)
     escaped = ["'" + s if s[0] in "=+-@\t\r" else s for s in want]
     assert got == escaped
-    assert {s for s in got if s} and all(not s.startswith(("=", "+", "-", "@", "\t", "\r")) for s in got)
+    assert {s for s in got if s} and all(
+        not s.startswith(("=", "+", "-", "@", "\t", "\r")) for s in got
+    )
     assert rows[0][1:] == [f"probability_{c}" for c in model.classes_]  # headers never start so

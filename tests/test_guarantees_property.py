@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from _cli import CLI, assert_usage_error, cli
+from _data import labels, points
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -32,9 +34,6 @@ from hypothesis.extra import numpy as hnp
 import hyp2onnx as h
 from hyp2onnx.export import MIN_OPSET, max_opset
 from hyp2onnx.verify import run_onnx, verify
-
-from _cli import CLI, assert_usage_error, cli
-from _data import labels, points
 
 SETTINGS = dict(
     deadline=None,
@@ -77,8 +76,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
     reg = h.HyperbolicDecisionTreeRegressor(max_depth=4, random_state=0).fit(X, 1e3 * k[:, 0])
     graphs = {}
     for name, model, kwargs in [
-        ("rf32", rf, {}), ("rf64", rf, {"dtype": "float64"}),
-        ("rf_std", rf, {"encoding": "standard"}), ("odd", rf_odd, {"dtype": "float64"}),
+        ("rf32", rf, {}),
+        ("rf64", rf, {"dtype": "float64"}),
+        ("rf_std", rf, {"encoding": "standard"}),
+        ("odd", rf_odd, {"dtype": "float64"}),
         ("reg", reg, {"encoding": "compat"}),
     ]:
         h.save_onnx(model, folder / f"{name}.onnx", **kwargs)
@@ -121,8 +122,12 @@ def point_arrays(draw, n_columns: int = 4) -> np.ndarray:
         dtype = draw(st.sampled_from([np.float64, np.float32, np.int64, np.int8]))
         return draw(hnp.arrays(dtype, (draw(st.integers(1, 6)), n_columns)))
     n = draw(st.integers(1, 12))
-    X, _ = points(n, n_columns - 1, seed=draw(st.integers(0, 1000)),
-                  max_radius=draw(st.sampled_from([0.1, 3.0, 30.0, 95.0])))
+    X, _ = points(
+        n,
+        n_columns - 1,
+        seed=draw(st.integers(0, 1000)),
+        max_radius=draw(st.sampled_from([0.1, 3.0, 30.0, 95.0])),
+    )
     for _ in range(draw(st.integers(0, 3))):
         X[draw(st.integers(0, n - 1)), draw(st.integers(0, n_columns - 1))] = draw(
             st.sampled_from(SPECIAL)
@@ -162,8 +167,10 @@ def _write_data(folder: Path, X: np.ndarray, fmt: str) -> Path:
     if fmt == ".npy":
         np.save(path, X)
     elif fmt.startswith(".csv"):
-        body = "".join(",".join(repr(v) for v in np.atleast_1d(row).tolist()) + "\n"
-                       for row in np.atleast_2d(X.astype(np.float64)))
+        body = "".join(
+            ",".join(repr(v) for v in np.atleast_1d(row).tolist()) + "\n"
+            for row in np.atleast_2d(X.astype(np.float64))
+        )
         text = ("a,b,c,d\n" if fmt == ".csv-header" else "") + body
         path.write_bytes((b"\xef\xbb\xbf" if fmt == ".csv-bom" else b"") + text.encode())
     else:
@@ -183,7 +190,9 @@ def _write_data(folder: Path, X: np.ndarray, fmt: str) -> Path:
     chunk_rows=st.sampled_from([1, 3, 65536]),
     no_check=st.booleans(),
 )
-def test_predict_writes_the_right_rows_or_refuses_cleanly(world, X, fmt, graph, chunk_rows, no_check):
+def test_predict_writes_the_right_rows_or_refuses_cleanly(
+    world, X, fmt, graph, chunk_rows, no_check
+):
     if fmt != ".npy" and (X.ndim != 2 or X.shape[1] == 0 or X.dtype.kind == "c"):
         X = np.zeros((1, 4))  # other formats cannot hold these shapes/dtypes
     with tempfile.TemporaryDirectory() as tmp:
@@ -191,13 +200,25 @@ def test_predict_writes_the_right_rows_or_refuses_cleanly(world, X, fmt, graph, 
         data = _write_data(folder, X, fmt)
         before = {p.name for p in folder.iterdir()}
         out = folder / "p.csv"
-        args = ["predict", world["folder"] / f"{graph}.onnx", data, "-o", out,
-                "--chunk-rows", str(chunk_rows)]
+        args = [
+            "predict",
+            world["folder"] / f"{graph}.onnx",
+            data,
+            "-o",
+            out,
+            "--chunk-rows",
+            str(chunk_rows),
+        ]
         code, _, err = cli(*args, *(["--no-manifold-check"] if no_check else []))
         assert_contract(code, err, folder, before, out)
         if graph in ("rf32", "rf64"):  # verify reads the same file: agrees, or refuses it
-            v_code, _, v_err = cli("verify", world["folder"] / "rf.pkl",
-                                   world["folder"] / f"{graph}.onnx", "--data", data)
+            v_code, _, v_err = cli(
+                "verify",
+                world["folder"] / "rf.pkl",
+                world["folder"] / f"{graph}.onnx",
+                "--data",
+                data,
+            )
             assert_contract(v_code, v_err, folder, before | {out.name}, None)
             assert v_code in (0, 2), v_err
         if code != 0:
@@ -238,10 +259,22 @@ def test_convert_takes_every_parameter_value_or_refuses(
         folder = Path(tmp)
         before: set[str] = set()
         out = folder / "m.onnx"
-        args = ["convert", world["folder"] / model, "-o", out, "--dtype", dtype,
-                "--encoding", encoding]
-        for option, value in [("--opset", opset), ("--geometry", geometry),
-                              ("--curvature", curvature), ("--timelike-dim", timelike_dim)]:
+        args = [
+            "convert",
+            world["folder"] / model,
+            "-o",
+            out,
+            "--dtype",
+            dtype,
+            "--encoding",
+            encoding,
+        ]
+        for option, value in [
+            ("--opset", opset),
+            ("--geometry", geometry),
+            ("--curvature", curvature),
+            ("--timelike-dim", timelike_dim),
+        ]:
             if value is not None:
                 args += [option, str(value)]
         if not row_blocks:
@@ -278,9 +311,12 @@ NATIVE = {"plain.json", "plain.ubj", "plain.txt"}  # each read costs a child pro
 @st.composite
 def damaged(draw, names: list[str]) -> tuple[str, bytes]:
     name = draw(st.sampled_from(names))
-    return name, draw(st.sampled_from(["truncate", "flip", "insert", "zero"])), draw(
-        st.floats(0.0, 1.0)
-    ), draw(st.binary(min_size=1, max_size=8))
+    return (
+        name,
+        draw(st.sampled_from(["truncate", "flip", "insert", "zero"])),
+        draw(st.floats(0.0, 1.0)),
+        draw(st.binary(min_size=1, max_size=8)),
+    )
 
 
 def _damage(data: bytes, how: str, where: float, junk: bytes) -> bytes:
@@ -288,7 +324,7 @@ def _damage(data: bytes, how: str, where: float, junk: bytes) -> bytes:
     if how == "truncate":
         return data[:i]
     if how == "flip":
-        return data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:]
+        return data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1 :]
     if how == "insert":
         return data[:i] + junk + data[i:]
     return b"\x00" * len(data)
@@ -300,8 +336,14 @@ def _damaged_command(world, folder: Path, case) -> tuple[list[str], Path]:
     path.write_bytes(_damage((world["folder"] / name).read_bytes(), how, where, junk))
     out = folder / "out"
     command = [
-        part.format(f=path, out=out, X=world["folder"] / "X.npy", g=world["folder"] / "rf64.onnx",
-                    m=world["folder"] / "rf.pkl", r=world["folder"] / "reg.onnx")
+        part.format(
+            f=path,
+            out=out,
+            X=world["folder"] / "X.npy",
+            g=world["folder"] / "rf64.onnx",
+            m=world["folder"] / "rf.pkl",
+            r=world["folder"] / "reg.onnx",
+        )
         for part in FILES[name]
     ]
     return command, path
@@ -340,8 +382,14 @@ def test_no_damaged_file_ends_the_process_with_a_signal(world, case):
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         command, _ = _damaged_command(world, folder, case)
-        done = subprocess.run([*CLI, *command], capture_output=True, text=True, timeout=300,
-                              stdin=subprocess.DEVNULL, cwd=folder)
+        done = subprocess.run(
+            [*CLI, *command],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+            cwd=folder,
+        )
         assert done.returncode >= 0, (case, done.returncode, done.stderr[-500:])
         _check_damaged(done.returncode, done.stderr, folder, command)
 
@@ -398,7 +446,10 @@ def test_overflowing_finite_points_are_refused_by_verify_unless_on_the_manifold(
 NEAR_CODES = [
     *range((1 << 24) - 2, (1 << 24) + 4),
     *range((1 << 31) - 3, (1 << 31) + 2),
-    -1, 2.5, 0, 1,
+    -1,
+    2.5,
+    0,
+    1,
 ]
 
 
@@ -418,11 +469,18 @@ def coded_models() -> dict:
         blocks = [Hyperbolic(2), Categorical(1)]
         if name.startswith("lgbm"):
             model = h.HyperbolicLGBMClassifier(
-                n_estimators=4, num_leaves=4, verbose=-1, min_data_per_group=5, cat_smooth=1.0,
-                n_jobs=1, input_blocks=blocks,
+                n_estimators=4,
+                num_leaves=4,
+                verbose=-1,
+                min_data_per_group=5,
+                cat_smooth=1.0,
+                n_jobs=1,
+                input_blocks=blocks,
             )
         else:  # LightGBM writes a 2**31-bit set for code 2**31 - 1: scikit-learn splits codes as numbers
-            model = h.HyperbolicDecisionTreeClassifier(max_depth=4, random_state=0, input_blocks=blocks)
+            model = h.HyperbolicDecisionTreeClassifier(
+                max_depth=4, random_state=0, input_blocks=blocks
+            )
         model.fit(np.column_stack([X, c]), y)
         out[name] = (model, h.to_onnx(model), np.column_stack([X, c]))
     return out

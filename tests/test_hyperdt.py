@@ -23,7 +23,9 @@ from hyp2onnx.errors import UnsupportedModelError
 from hyp2onnx.hyperdt import boundary_rows, predict_reference, read_hyperdt, split_columns
 from hyp2onnx.verify import run_onnx
 
-hyperdt_tree = pytest.importorskip("hyperdt.tree", reason="hyperdt==0.0.3 (extra 'bench') is not installed")
+hyperdt_tree = pytest.importorskip(
+    "hyperdt.tree", reason="hyperdt==0.0.3 (extra 'bench') is not installed"
+)
 hyperdt_ensemble = pytest.importorskip("hyperdt.ensemble")
 
 N_TRAIN = 160
@@ -150,11 +152,17 @@ def test_forest_label_is_hyperdts_vote_not_the_most_probable_class() -> None:
 
 def test_metadata_and_single_leaf_tree() -> None:
     X, _ = _data(0, 40)
-    model = hyperdt_tree.HyperbolicDecisionTreeClassifier(curvature=2.0, skip_hyperboloid_check=True)
+    model = hyperdt_tree.HyperbolicDecisionTreeClassifier(
+        curvature=2.0, skip_hyperboloid_check=True
+    )
     model.fit(X / np.sqrt(2.0), np.full(40, 3))  # one class: the root is a leaf
     onnx_model = hyp2onnx.to_onnx(model)
     meta = hyp2onnx.read_metadata(onnx_model)
-    assert (meta["backend"], meta["input_geometry"], meta["curvature"]) == ("hyperdt", "hyperboloid", -2.0)
+    assert (meta["backend"], meta["input_geometry"], meta["curvature"]) == (
+        "hyperdt",
+        "hyperboloid",
+        -2.0,
+    )
     assert meta["estimator_class"] == "HyperbolicDecisionTreeClassifier"
     got = run_onnx(onnx_model, X)
     np.testing.assert_array_equal(got["label"], model.predict(X))
@@ -164,7 +172,9 @@ def test_refusals() -> None:
     X, y = _data(0, 60)
     with pytest.raises(UnsupportedModelError, match="not fitted"):
         hyp2onnx.to_onnx(hyperdt_tree.HyperbolicDecisionTreeClassifier())
-    dense = hyperdt_tree.HyperbolicDecisionTreeClassifier(max_depth=2, dot_product="dense").fit(X, y)
+    dense = hyperdt_tree.HyperbolicDecisionTreeClassifier(max_depth=2, dot_product="dense").fit(
+        X, y
+    )
     with pytest.raises(UnsupportedModelError, match="dot_product='sparse'"):
         hyp2onnx.to_onnx(dense)
     tree = hyperdt_tree.HyperbolicDecisionTreeClassifier(max_depth=2).fit(X, y)
@@ -193,19 +203,41 @@ def test_refusals() -> None:
 def test_cli_converts_and_checks_a_hyperdt_pickle(tmp_path: Path) -> None:
     model = _fit("forest_regressor")
     joblib.dump(model, tmp_path / "hdt.pkl")
-    np.save(tmp_path / "sample.npy", np.vstack([_data(4, 100)[0], boundary_rows(model, seed=1)[:300]]))
+    np.save(
+        tmp_path / "sample.npy", np.vstack([_data(4, 100)[0], boundary_rows(model, seed=1)[:300]])
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "hyp2onnx.cli", "convert", str(tmp_path / "hdt.pkl"),
-         "--check", str(tmp_path / "sample.npy")],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "hyp2onnx.cli",
+            "convert",
+            str(tmp_path / "hdt.pkl"),
+            "--check",
+            str(tmp_path / "sample.npy"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     meta = hyp2onnx.read_metadata(tmp_path / "hdt.onnx")
     assert meta["estimator_class"] == "HyperbolicRandomForestRegressor"
     done = subprocess.run(
-        [sys.executable, "-m", "hyp2onnx.cli", "convert", str(tmp_path / "hdt.pkl"), "-o",
-         str(tmp_path / "again.onnx"), "--geometry", "poincare"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "hyp2onnx.cli",
+            "convert",
+            str(tmp_path / "hdt.pkl"),
+            "-o",
+            str(tmp_path / "again.onnx"),
+            "--geometry",
+            "poincare",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 2 and not (tmp_path / "again.onnx").exists()
     assert "records its own" in done.stderr

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _cli import assert_usage_error, cli
 
 import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.blocks import Categorical, Hyperbolic, Spherical, to_features
 from hyp2onnx.errors import InvalidPointError
 
-from _cli import assert_usage_error, cli
-
 #: Finite rows whose squares overflow float64: x0*x0 is inf, and inf > rtol * inf is False.
-OVERFLOWING = np.array([[1e200, 1.0, 0.0, 0.0], [1e155, 1e155, 1e155, 0.0], [1e300, 0.0, 1e299, 0.0]])
+OVERFLOWING = np.array(
+    [[1e200, 1.0, 0.0, 0.0], [1e155, 1e155, 1e155, 0.0], [1e300, 0.0, 1e299, 0.0]]
+)
 
 
 def _minkowski_off(X: np.ndarray, R: float = 1.0, rtol: float = 1e-5) -> np.ndarray:
@@ -72,18 +73,30 @@ def test_cli_refuses_overflowing_rows_for_a_float64_graph(tmp_path) -> None:
     from _data import labels, points
 
     X, k = points(120, 3, seed=7)
-    model = h.HyperbolicDecisionTreeClassifier(max_depth=3, random_state=0).fit(X, labels(k, 2, seed=7))
+    model = h.HyperbolicDecisionTreeClassifier(max_depth=3, random_state=0).fit(
+        X, labels(k, 2, seed=7)
+    )
     import pickle
 
     (tmp_path / "m.pkl").write_bytes(pickle.dumps(model))
-    code, _, err = cli("convert", tmp_path / "m.pkl", "-o", tmp_path / "m.onnx", "--dtype", "float64")
+    code, _, err = cli(
+        "convert", tmp_path / "m.pkl", "-o", tmp_path / "m.onnx", "--dtype", "float64"
+    )
     assert code == 0, err
     np.save(tmp_path / "far.npy", np.vstack([X[:3], OVERFLOWING]))
     for args in (
         ("predict", tmp_path / "m.onnx", tmp_path / "far.npy", "-o", tmp_path / "p.csv"),
         ("verify", tmp_path / "m.pkl", tmp_path / "m.onnx", "--data", tmp_path / "far.npy"),
-        ("convert", tmp_path / "m.pkl", "-o", tmp_path / "c.onnx", "--dtype", "float64",
-         "--check", tmp_path / "far.npy"),
+        (
+            "convert",
+            tmp_path / "m.pkl",
+            "-o",
+            tmp_path / "c.onnx",
+            "--dtype",
+            "float64",
+            "--check",
+            tmp_path / "far.npy",
+        ),
     ):
         code, _, err = cli(*args)
         assert_usage_error(code, err, match="off the hyperboloid")
@@ -103,8 +116,13 @@ def _coded_model(codes: list[int], n: int = 400, seed: int = 0, learner: str = "
     blocks = [Hyperbolic(2), Categorical(1)]
     if learner == "lightgbm":
         model = h.HyperbolicLGBMClassifier(
-            n_estimators=5, num_leaves=4, verbose=-1, min_data_per_group=5, cat_smooth=1.0,
-            n_jobs=1, input_blocks=blocks,
+            n_estimators=5,
+            num_leaves=4,
+            verbose=-1,
+            min_data_per_group=5,
+            cat_smooth=1.0,
+            n_jobs=1,
+            input_blocks=blocks,
         )
     else:  # scikit-learn splits codes as numbers (LightGBM writes a 2**31-bit set for 2**31 - 1)
         model = h.HyperbolicDecisionTreeClassifier(max_depth=4, random_state=0, input_blocks=blocks)
@@ -148,9 +166,13 @@ def test_verify_accepts_the_training_rows_of_a_model_with_code_2_31_minus_1(tmp_
     assert h.verify(model, graph, X).ok
     (tmp_path / "m.pkl").write_bytes(pickle.dumps(model))
     np.save(tmp_path / "X.npy", X)
-    code, out, err = cli("convert", tmp_path / "m.pkl", "-o", tmp_path / "m.onnx", "--check", tmp_path / "X.npy")
+    code, out, err = cli(
+        "convert", tmp_path / "m.pkl", "-o", tmp_path / "m.onnx", "--check", tmp_path / "X.npy"
+    )
     assert code == 0, err
-    code, out, err = cli("verify", tmp_path / "m.pkl", tmp_path / "m.onnx", "--data", tmp_path / "X.npy")
+    code, out, err = cli(
+        "verify", tmp_path / "m.pkl", tmp_path / "m.onnx", "--data", tmp_path / "X.npy"
+    )
     assert code == 0 and out.startswith("OK"), (out, err)
 
 
@@ -204,7 +226,9 @@ def coded_graph(tmp_path_factory):
 
 @pytest.mark.parametrize("bad_code", [-1.0, float(1 << 31), 2.5])
 @pytest.mark.parametrize("manifold_flag", [[], ["--no-manifold-check"]])
-def test_predict_refuses_invalid_codes_with_the_range_and_the_row(coded_graph, bad_code, manifold_flag):
+def test_predict_refuses_invalid_codes_with_the_range_and_the_row(
+    coded_graph, bad_code, manifold_flag
+):
     folder, X = coded_graph
     data = X[:6].copy()
     data[4, -1] = bad_code
@@ -212,7 +236,9 @@ def test_predict_refuses_invalid_codes_with_the_range_and_the_row(coded_graph, b
     assert not (0 <= bad_code < 2**31 and bad_code == int(bad_code))
     np.save(folder / "bad.npy", data)
     out = folder / "p.csv"
-    code, _, err = cli("predict", folder / "m.onnx", folder / "bad.npy", "-o", out, "--force", *manifold_flag)
+    code, _, err = cli(
+        "predict", folder / "m.onnx", folder / "bad.npy", "-o", out, "--force", *manifold_flag
+    )
     assert_usage_error(code, err, match="0 .. 2147483647")
     assert "(rows 4)" in err, err
     assert not out.exists()
@@ -264,7 +290,9 @@ def test_a_curvature_of_any_real_type_is_kept_as_a_float() -> None:
 def test_conventions_refuse_booleans_strings_and_non_finite_parameters(source, params) -> None:
     from hyp2onnx.conventions import convention
 
-    with pytest.raises(ValueError, match=f"{source}: {next(iter(params))} must be a (real|finite) number"):
+    with pytest.raises(
+        ValueError, match=f"{source}: {next(iter(params))} must be a (real|finite) number"
+    ):
         convention(source, **params)
 
 
@@ -286,7 +314,6 @@ def test_gensim_points_refuses_what_is_not_a_gensim_model(thing) -> None:
 
 def test_metadata_nested_too_deep_is_one_clear_error(tmp_path) -> None:
     import onnx
-
     from _data import labels, points
 
     X, k = points(60, 2, seed=1)
@@ -316,8 +343,10 @@ def test_skl2onnx_advises_only_encodings_that_convert_a_categorical_model() -> N
 
     h.register_skl2onnx_converters()
     model, X = _coded_model([0, 3, 7])
-    convert = lambda options: convert_sklearn(  # noqa: E731
-        model, initial_types=[("X", FloatTensorType([None, X.shape[1]]))], options=options,
+    convert = lambda options: convert_sklearn(
+        model,
+        initial_types=[("X", FloatTensorType([None, X.shape[1]]))],
+        options=options,
         target_opset={"": 18, "ai.onnx.ml": 3},
     )
     with pytest.raises(RuntimeError) as caught:
@@ -350,7 +379,14 @@ def test_a_spherical_point_at_the_hemispheres_edge_gets_one_error_everywhere(tmp
     assert code == 0, err
     for args in (
         ("predict", tmp_path / "m.onnx", tmp_path / "P.npy", "-o", tmp_path / "p.csv"),
-        ("predict", tmp_path / "m.onnx", tmp_path / "P.npy", "-o", tmp_path / "p.csv", "--no-manifold-check"),
+        (
+            "predict",
+            tmp_path / "m.onnx",
+            tmp_path / "P.npy",
+            "-o",
+            tmp_path / "p.csv",
+            "--no-manifold-check",
+        ),
         ("verify", tmp_path / "m.pkl", tmp_path / "m.onnx", "--data", tmp_path / "P.npy"),
     ):
         code, _, err = cli(*args)

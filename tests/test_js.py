@@ -30,7 +30,7 @@ from hyp2onnx.export import read_metadata
 from hyp2onnx.verify import default_tolerance
 
 
-def _load_module(path: Path):  # noqa: ANN202
+def _load_module(path: Path):
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -109,7 +109,7 @@ def _run(node: str, script: str, graph: Path, data: Path) -> dict[str, list]:
 def test_js_predictions_match_python(node, cases, script):
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda c: _run(node, script, c[1], c[2]), cases))
-    for (name, graph, data, model, dtype), got in zip(cases, results, strict=True):
+    for (name, graph, data, model, _dtype), got in zip(cases, results, strict=True):
         X = np.load(data)
         onnx_file = graph.with_suffix(".onnx")
         atol = default_tolerance(read_metadata(onnx_file))

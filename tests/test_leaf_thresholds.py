@@ -12,12 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from _boosting_data import klein_with_ties, labels
+
 from hyp2onnx.correction.shared_rows import correct_trees
-from hyp2onnx.estimators._lightgbm import LightGBMBackend
-from hyp2onnx.estimators._xgboost import XGBoostBackend
-from hyp2onnx.ir.trees import TreeArrays
 from hyp2onnx.correction.summaries import (
     SplitSummary,
     correct_from_summary,
@@ -25,6 +22,9 @@ from hyp2onnx.correction.summaries import (
     summarise,
 )
 from hyp2onnx.correction.tree_space import KleinPlacer, TreeSpace
+from hyp2onnx.estimators._lightgbm import LightGBMBackend
+from hyp2onnx.estimators._xgboost import XGBoostBackend
+from hyp2onnx.ir.trees import TreeArrays
 
 
 def _native(backend, task):
@@ -194,12 +194,16 @@ def test_klein_placement_from_summaries_matches_the_whole_table(op, dtype):
     X[rng.random(400) < 0.3, 1] = np.nextafter(0.45, 1)  # a one-ulp neighbour
     X = X.astype(dtype).astype(np.float64)
     first = TreeArrays(  # root on feature 1, right child on feature 0
-        np.array([1, -1, 0, -1, -1]), np.array([0.3, 0, 0.0, 0, 0]),
-        np.array([1, -1, 3, -1, -1]), np.array([2, -1, 4, -1, -1]),
+        np.array([1, -1, 0, -1, -1]),
+        np.array([0.3, 0, 0.0, 0, 0]),
+        np.array([1, -1, 3, -1, -1]),
+        np.array([2, -1, 4, -1, -1]),
     )
     second = TreeArrays(  # left child of the root splits at 0.9: no row with k1 <= 0.3 is right
-        np.array([1, 1, -1, -1, -1]), np.array([0.3, 0.9, 0, 0, 0]),
-        np.array([1, 3, -1, -1, -1]), np.array([2, 4, -1, -1, -1]),
+        np.array([1, 1, -1, -1, -1]),
+        np.array([0.3, 0.9, 0, 0, 0]),
+        np.array([1, 3, -1, -1, -1]),
+        np.array([2, 4, -1, -1, -1]),
     )
     trees = [first, second]
     Xc = X.astype(dtype)

@@ -8,6 +8,7 @@ import warnings
 import lightgbm as lgb
 import numpy as np
 import pytest
+from _boosting_data import GEOMETRIES, as_points, klein_with_ties, labels, probe_points
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -18,11 +19,9 @@ from hyp2onnx import (
     ir,
     to_onnx,
 )
-from hyp2onnx.estimators._lightgbm import ZERO_THRESHOLD, LightGBMBackend, _Tree
 from hyp2onnx.correction.midpoints import correct_tree
 from hyp2onnx.correction.tree_space import TreeSpace
-
-from _boosting_data import GEOMETRIES, as_points, klein_with_ties, labels, probe_points
+from hyp2onnx.estimators._lightgbm import ZERO_THRESHOLD, LightGBMBackend, _Tree
 
 PARAMS = dict(
     n_estimators=6,
@@ -145,7 +144,9 @@ def test_eval_set_in_hyperbolic_coordinates_and_early_stopping():
     with warnings.catch_warnings():  # LightGBM 4.7 prefers eval_X/eval_y; both are mapped
         warnings.simplefilter("ignore", lgb.basic.LGBMDeprecationWarning)
         model = HyperbolicLGBMClassifier(**params).fit(
-            as_points(k, "hyperboloid"), y, eval_set=[(as_points(kv, "hyperboloid"), yv)],
+            as_points(k, "hyperboloid"),
+            y,
+            eval_set=[(as_points(kv, "hyperboloid"), yv)],
             callbacks=stop,
         )
     best = model.estimator_.best_iteration_
@@ -156,8 +157,10 @@ def test_eval_set_in_hyperbolic_coordinates_and_early_stopping():
     # LightGBM's own eval_X/eval_y take hyperbolic points too (LightGBM 4.7 does not
     # encode eval_y labels itself, so these are the integer labels).
     model = HyperbolicLGBMClassifier(**params).fit(
-        as_points(k, "hyperboloid"), (y == "yes").astype(int),
-        eval_X=(as_points(kv, "hyperboloid"),), eval_y=((yv == "yes").astype(int),),
+        as_points(k, "hyperboloid"),
+        (y == "yes").astype(int),
+        eval_X=(as_points(kv, "hyperboloid"),),
+        eval_y=((yv == "yes").astype(int),),
         callbacks=stop,
     )
     assert model.estimator_.best_iteration_ < 40
@@ -208,9 +211,9 @@ def test_subsampling_override_aliases_goss_and_warning():
     plain = lgb.LGBMClassifier(**PARAMS).fit(k, y)
     np.testing.assert_array_equal(model.predict_proba(k), plain.predict_proba(k))
     with pytest.warns(UserWarning, match="approximate"):
-        HyperbolicLGBMClassifier(
-            input_geometry="klein", override_subsample=False, **bagged
-        ).fit(k, y)
+        HyperbolicLGBMClassifier(input_geometry="klein", override_subsample=False, **bagged).fit(
+            k, y
+        )
     goss = dict(PARAMS, data_sample_strategy="goss")
     with pytest.raises(UnsupportedModelError, match="GOSS"):
         HyperbolicLGBMClassifier(input_geometry="klein", **goss).fit(k, y)

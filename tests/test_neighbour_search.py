@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_ensemble_thresholds import random_tree
 
 from hyp2onnx.correction.shared_rows import _node_boxes, _rank_features, _Walks
-
-from test_ensemble_thresholds import random_tree
 
 
 def _forest(seed: int, op: str) -> tuple[np.ndarray, dict[str, np.ndarray], list[np.ndarray]]:
@@ -20,7 +19,7 @@ def _forest(seed: int, op: str) -> tuple[np.ndarray, dict[str, np.ndarray], list
     X = np.round(rng.uniform(-1, 1, (300, 3)), 2)  # many ties
     trees = [random_tree(rng, X, 5) for _ in range(4)]
     starts = np.cumsum([0] + [t.feature.size for t in trees])[:-1]
-    glob = lambda a, s: np.where(a >= 0, a + s, -1)  # noqa: E731
+    glob = lambda a, s: np.where(a >= 0, a + s, -1)
     flat = {
         "feature": np.concatenate([t.feature for t in trees]),
         "threshold": np.concatenate([t.threshold for t in trees]),
@@ -39,7 +38,10 @@ def _forest(seed: int, op: str) -> tuple[np.ndarray, dict[str, np.ndarray], list
             continue
         x, t = X[rows, f], flat["threshold"][node]
         go_left = x <= t if op == "<=" else x < t
-        todo += [(int(flat["left"][node]), rows[go_left]), (int(flat["right"][node]), rows[~go_left])]
+        todo += [
+            (int(flat["left"][node]), rows[go_left]),
+            (int(flat["right"][node]), rows[~go_left]),
+        ]
     return X, flat, reach
 
 
@@ -61,7 +63,9 @@ def test_ranks_sort_each_used_feature_and_cut_where_the_comparison_flips(op: str
 def test_boxes_hold_exactly_the_rows_that_reach_each_split(op: str) -> None:
     X, flat, reach = _forest(2, op)
     ranks = _rank_features(X, flat["feature"], flat["threshold"], op)
-    boxes = _node_boxes(ranks, flat["feature"], flat["left"], flat["right"], flat["roots"], flat["tree_of"])
+    boxes = _node_boxes(
+        ranks, flat["feature"], flat["left"], flat["right"], flat["roots"], flat["tree_of"]
+    )
     assert sorted(boxes.nodes) == list(np.flatnonzero(flat["feature"] >= 0))
     for node, lo, hi in zip(boxes.nodes, boxes.lo, boxes.hi):
         inside = np.all((ranks.rank >= lo) & (ranks.rank < hi), axis=1)
@@ -72,7 +76,9 @@ def test_boxes_hold_exactly_the_rows_that_reach_each_split(op: str) -> None:
 def test_walks_find_the_nearest_value_on_each_side(op: str) -> None:
     X, flat, reach = _forest(3, op)
     ranks = _rank_features(X, flat["feature"], flat["threshold"], op)
-    boxes = _node_boxes(ranks, flat["feature"], flat["left"], flat["right"], flat["roots"], flat["tree_of"])
+    boxes = _node_boxes(
+        ranks, flat["feature"], flat["left"], flat["right"], flat["roots"], flat["tree_of"]
+    )
     walks = _Walks.plan(ranks, boxes, flat["tree_of"])
     largest_left = np.full(flat["feature"].size, -np.inf)
     smallest_right = np.full(flat["feature"].size, np.inf)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from _data import all_nodes, labels, points, targets
 from onnx.reference import ReferenceEvaluator
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
@@ -20,15 +21,13 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import hyp2onnx as h
 from hyp2onnx import geometry
-from hyp2onnx.ir.projection import project
+from hyp2onnx.correction.midpoints import place_thresholds
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.estimators._householder import HouseholderTreeClassifier
 from hyp2onnx.export import compile_model, read_metadata, to_onnx
 from hyp2onnx.ir import Ensemble, InputSpace, Model, predict_output, predict_scores
-from hyp2onnx.correction.midpoints import place_thresholds
+from hyp2onnx.ir.projection import project
 from hyp2onnx.verify import run_onnx
-
-from _data import all_nodes, labels, points, targets
 
 GEOMETRIES = ["hyperboloid", "poincare", "klein"]
 KINDS = {
@@ -100,7 +99,9 @@ def test_exact_parity_random_and_threshold_rows(kind, geometry_name):
     for dtype in ("float32", "float64"):
         onx = to_onnx(model, dtype=dtype)
         _assert_exact(model, onx, X_all)
-        report = h.verify(model, onx, X_all.astype(dtype))  # the float32 graph's user holds float32 (verify runs the model on the data as held)
+        report = h.verify(
+            model, onx, X_all.astype(dtype)
+        )  # the float32 graph's user holds float32 (verify runs the model on the data as held)
         assert report.ok and report.atol == 0.0
 
 
@@ -205,7 +206,9 @@ def test_compat_encoding_and_skl2onnx_limits():
     with pytest.warns(h.CompatRoutingWarning, match="projection"):
         onx = to_onnx(model, encoding="compat")
     got = run_onnx(onx, X)
-    np.testing.assert_allclose(got["probabilities"], model.predict_proba(X.astype(np.float32)), atol=1e-6)
+    np.testing.assert_allclose(
+        got["probabilities"], model.predict_proba(X.astype(np.float32)), atol=1e-6
+    )
     # The exact graph needs ai.onnx.ml opset 5, which skl2onnx cannot host.
     with pytest.raises(ValueError, match="opset 5"):
         compile_model(model.to_ir(), dtype="float32", encoding="exact", opset=18, legacy_only=True)
@@ -298,7 +301,9 @@ def test_parameters_depth_leaf_size_and_weights():
     model = h.HyperbolicHouseholderTreeClassifier(max_depth=3, min_samples_leaf=20).fit(X, y)
     assert model.get_depth() <= 3 and model.get_n_leaves() <= 8
     assert model.tree_.n_node_samples[model.tree_.is_leaf].min() >= 20
-    assert h.HyperbolicHouseholderTreeClassifier(min_samples_split=600).fit(X, y).get_n_leaves() == 1
+    assert (
+        h.HyperbolicHouseholderTreeClassifier(min_samples_split=600).fit(X, y).get_n_leaves() == 1
+    )
     # Zero weights drop rows; the tree equals the one grown without them.
     w = np.ones(len(y))
     w[::3] = 0

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import warnings
 
+import _oracle as oracle
 import numpy as np
 import onnx
 import pytest
+from _boosting_data import klein_with_ties
+from _data import klein_points, labels, targets
 from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
 
 import hyp2onnx as h
@@ -29,25 +32,36 @@ from hyp2onnx import geometry
 from hyp2onnx.export import to_onnx
 from hyp2onnx.verify import run_onnx
 
-import _oracle as oracle
-from _boosting_data import klein_with_ties
-from _data import klein_points, labels, targets
-
 KLEIN = dict(input_geometry="klein")
 BOOST = dict(n_estimators=8, n_jobs=1, **KLEIN)
 MODELS = {
-    "tree_clf": (lambda: h.HyperbolicDecisionTreeClassifier(max_depth=6, random_state=0, **KLEIN), 3),
+    "tree_clf": (
+        lambda: h.HyperbolicDecisionTreeClassifier(max_depth=6, random_state=0, **KLEIN),
+        3,
+    ),
     "forest_clf": (
-        lambda: h.HyperbolicRandomForestClassifier(n_estimators=5, max_depth=6, random_state=0, **KLEIN), 3
+        lambda: h.HyperbolicRandomForestClassifier(
+            n_estimators=5, max_depth=6, random_state=0, **KLEIN
+        ),
+        3,
     ),
     "forest_reg": (
-        lambda: h.HyperbolicRandomForestRegressor(n_estimators=4, max_depth=6, random_state=0, **KLEIN), 0
+        lambda: h.HyperbolicRandomForestRegressor(
+            n_estimators=4, max_depth=6, random_state=0, **KLEIN
+        ),
+        0,
     ),
     "extra_clf": (
-        lambda: h.HyperbolicEstimator(ExtraTreesClassifier(n_estimators=4, max_depth=6, random_state=0), **KLEIN), 4
+        lambda: h.HyperbolicEstimator(
+            ExtraTreesClassifier(n_estimators=4, max_depth=6, random_state=0), **KLEIN
+        ),
+        4,
     ),
     "extra_reg": (
-        lambda: h.HyperbolicEstimator(ExtraTreesRegressor(n_estimators=4, max_depth=6, random_state=0), **KLEIN), 0
+        lambda: h.HyperbolicEstimator(
+            ExtraTreesRegressor(n_estimators=4, max_depth=6, random_state=0), **KLEIN
+        ),
+        0,
     ),
     "xgb_binary": (lambda: h.HyperbolicXGBClassifier(max_depth=4, **BOOST), 2),
     "xgb_multi": (lambda: h.HyperbolicXGBClassifier(max_depth=3, **BOOST), 3),
@@ -62,12 +76,25 @@ MODELS = {
     "forest_clf_klein": (
         lambda: h.HyperbolicRandomForestClassifier(
             n_estimators=5, max_depth=6, random_state=0, tree_space="klein", **KLEIN
-        ), 3
+        ),
+        3,
     ),
-    "xgb_multi_klein": (lambda: h.HyperbolicXGBClassifier(max_depth=3, tree_space="klein", **BOOST), 3),
-    "xgb_reg_klein": (lambda: h.HyperbolicXGBRegressor(max_depth=4, tree_space="klein", **BOOST), 0),
-    "hhcart_clf": (lambda: h.HyperbolicHouseholderTreeClassifier(max_depth=5, random_state=0, **KLEIN), 4),
-    "hhcart_reg": (lambda: h.HyperbolicHouseholderTreeRegressor(max_depth=5, random_state=0, **KLEIN), 0),
+    "xgb_multi_klein": (
+        lambda: h.HyperbolicXGBClassifier(max_depth=3, tree_space="klein", **BOOST),
+        3,
+    ),
+    "xgb_reg_klein": (
+        lambda: h.HyperbolicXGBRegressor(max_depth=4, tree_space="klein", **BOOST),
+        0,
+    ),
+    "hhcart_clf": (
+        lambda: h.HyperbolicHouseholderTreeClassifier(max_depth=5, random_state=0, **KLEIN),
+        4,
+    ),
+    "hhcart_reg": (
+        lambda: h.HyperbolicHouseholderTreeRegressor(max_depth=5, random_state=0, **KLEIN),
+        0,
+    ),
 }
 DTYPES = {"float32": np.float32, "float64": np.float64}
 #: The exact encoding's claims (docs/export.md): bit-identical, except
@@ -230,8 +257,13 @@ def _klein_output(onx: onnx.ModelProto) -> onnx.ModelProto:
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize(
     "geometry_name, curvature, timelike_dim, d",
-    [("hyperboloid", -1.0, 0, 3), ("hyperboloid", -0.4, 2, 3), ("poincare", -1.0, 0, 3),
-     ("poincare", -2.5, 0, 6), ("klein", -2.5, 0, 3)],
+    [
+        ("hyperboloid", -1.0, 0, 3),
+        ("hyperboloid", -0.4, 2, 3),
+        ("poincare", -1.0, 0, 3),
+        ("poincare", -2.5, 0, 6),
+        ("klein", -2.5, 0, 3),
+    ],
 )
 def test_projection_is_bit_identical(geometry_name, curvature, timelike_dim, d, dtype):
     """Probe rows in another geometry: the graph's Klein coordinates are the Python model's.

@@ -17,17 +17,16 @@ from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
 from sklearn.tree import DecisionTreeRegressor
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from hyp2onnx.blocks import Euclidean, Hyperbolic
-
 from hyp2onnx import (
-    HyperbolicLGBMRegressor,
-    HyperbolicXGBClassifier,
     HyperbolicDecisionTreeClassifier,
     HyperbolicDecisionTreeRegressor,
     HyperbolicEstimator,
+    HyperbolicLGBMRegressor,
     HyperbolicRandomForestClassifier,
     HyperbolicRandomForestRegressor,
+    HyperbolicXGBClassifier,
 )
+from hyp2onnx.blocks import Euclidean, Hyperbolic
 
 BALL = {"input_geometry": "klein", "curvature": -1e-6}
 #: The same through input blocks: a last block without dims takes every column the checks

@@ -21,11 +21,12 @@ pytestmark = [
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Spark needs a Java runtime (java on PATH or JAVA_HOME)", allow_module_level=True)
 
-import hyp2onnx  # noqa: E402
-import hyp2onnx.spark as hspark  # noqa: E402
-from _boosting_data import as_points, klein_with_ties, labels  # noqa: E402
-from hyp2onnx.distributed import _scoring  # noqa: E402
-from hyp2onnx.verify import run_onnx  # noqa: E402
+from _boosting_data import as_points, klein_with_ties, labels
+
+import hyp2onnx
+import hyp2onnx.spark as hspark
+from hyp2onnx.distributed import _scoring
+from hyp2onnx.verify import run_onnx
 
 
 @pytest.fixture(scope="module")
@@ -115,12 +116,18 @@ def test_spark_refuses_bad_rows_naming_them(spark):
     df, _ = _bad_frame(spark, X)
     scored = hspark.predict(graph, df, ["x0", "x1", "x2"])  # lazy: refused when run
     # SQL nulls are missing values, refused as NaN is.
-    with pytest.raises(Exception, match=r"InvalidPointError: 3 row\(s\) contain NaN or infinity "
-                       r"\(rows 5, 6, 7 of partition 0\)"):
+    with pytest.raises(
+        Exception,
+        match=r"InvalidPointError: 3 row\(s\) contain NaN or infinity "
+        r"\(rows 5, 6, 7 of partition 0\)",
+    ):
         scored.collect()
     off = df.filter(~F.col("id").isin([5, 6, 7])).coalesce(1)  # id 8 is now row 5
-    with pytest.raises(Exception, match=r"InvalidPointError: 1 row\(s\) are off the hyperboloid.*"
-                       r"\(rows 5 of partition 0\)"):
+    with pytest.raises(
+        Exception,
+        match=r"InvalidPointError: 1 row\(s\) are off the hyperboloid.*"
+        r"\(rows 5 of partition 0\)",
+    ):
         hspark.predict(graph, off, ["x0", "x1", "x2"]).collect()
     with pytest.raises(TypeError, match=r"not numeric: x1 \(string\)"):
         hspark.predict(graph, df.withColumn("x1", F.col("x1").cast("string")), ["x0", "x1", "x2"])
@@ -141,5 +148,7 @@ def test_spark_gives_null_outputs_for_bad_rows_on_request(spark, task):
         value = want[out].reshape(good.size, -1)
         for i, col in enumerate(cols):
             got = scored[col].to_numpy()
-            np.testing.assert_array_equal(np.flatnonzero(scored[col].isna().to_numpy()), [5, 6, 7, 8])
+            np.testing.assert_array_equal(
+                np.flatnonzero(scored[col].isna().to_numpy()), [5, 6, 7, 8]
+            )
             np.testing.assert_array_equal(got[good].astype(value.dtype), value[:, i])

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _data import labels, points, targets
+from test_export import adversarial_klein
 
 import hyp2onnx as h
 from hyp2onnx import geometry
@@ -16,15 +18,15 @@ from hyp2onnx.emit import standard
 from hyp2onnx.export import to_onnx
 from hyp2onnx.verify import reference_evaluator, run_onnx
 
-from _data import labels, points, targets
-from test_export import adversarial_klein
-
 
 def _models():
     return {
         "tree_clf": (h.HyperbolicDecisionTreeClassifier(max_depth=5, random_state=0), 3),
         "forest_clf": (h.HyperbolicRandomForestClassifier(n_estimators=4, random_state=0), 2),
-        "forest_reg": (h.HyperbolicRandomForestRegressor(n_estimators=3, max_depth=6, random_state=0), 0),
+        "forest_reg": (
+            h.HyperbolicRandomForestRegressor(n_estimators=3, max_depth=6, random_state=0),
+            0,
+        ),
         "xgb_multi": (h.HyperbolicXGBClassifier(n_estimators=6, max_depth=3, n_jobs=1), 4),
         "lgbm_binary": (h.HyperbolicLGBMClassifier(n_estimators=6, verbose=-1, n_jobs=1), 2),
         "lgbm_reg": (h.HyperbolicLGBMRegressor(n_estimators=6, verbose=-1, n_jobs=1), 0),
@@ -48,8 +50,11 @@ def test_standard_equals_exact(name, geometry_name, curvature, strategy):
     model.fit(X, labels(k, n_classes) if n_classes else targets(k))
     far = 7.0 if geometry_name == "klein" else 12.0  # float32 Klein input holds ~8 at most
     X_all = np.concatenate(
-        [X, geometry.from_klein(adversarial_klein(model, k), geometry_name, curvature),
-         points(100, 3, geometry_name, curvature=curvature, seed=32, max_radius=far)[0]]
+        [
+            X,
+            geometry.from_klein(adversarial_klein(model, k), geometry_name, curvature),
+            points(100, 3, geometry_name, curvature=curvature, seed=32, max_radius=far)[0],
+        ]
     )
     for dtype in ("float32", "float64"):
         onx = to_onnx(model, encoding="standard", dtype=dtype)
@@ -58,7 +63,9 @@ def test_standard_equals_exact(name, geometry_name, curvature, strategy):
         got, want = run_onnx(onx, X_all), run_onnx(to_onnx(model, dtype=dtype), X_all)
         for output in want:
             np.testing.assert_array_equal(got[output], want[output])
-        assert h.verify(model, onx, X_all.astype(dtype)).ok  # the float32 graph's user holds float32 (verify runs the model on the data as held)
+        assert h.verify(
+            model, onx, X_all.astype(dtype)
+        ).ok  # the float32 graph's user holds float32 (verify runs the model on the data as held)
         ref = reference_evaluator(onx).run(None, {"X": X_all[:80].astype(dtype)})
         for output, value in zip(onx.graph.output, ref, strict=True):
             if value.dtype.kind == "f":  # the runtimes' exp may differ in the last bit
@@ -75,7 +82,9 @@ def test_deep_trees_choose_pointer_walk():
     assert standard.choose_strategy(deep.to_ir().ensemble) == "pointer"
     assert standard.choose_strategy(shallow.to_ir().ensemble) == "perfect"
     onx = to_onnx(deep, encoding="standard")
-    np.testing.assert_array_equal(run_onnx(onx, X)["variable"][:, 0], deep.predict(X.astype(np.float32)))
+    np.testing.assert_array_equal(
+        run_onnx(onx, X)["variable"][:, 0], deep.predict(X.astype(np.float32))
+    )
 
 
 def test_single_leaf_trees():

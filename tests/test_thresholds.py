@@ -10,9 +10,9 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.tree import DecisionTreeClassifier
 
 from hyp2onnx import geometry
+from hyp2onnx.correction.midpoints import CorrectionReport, correct_tree, place_thresholds
 from hyp2onnx.estimators._sklearn import SklearnBackend
 from hyp2onnx.ir.trees import TreeArrays, apply, as_compared, round_threshold, walk_levels
-from hyp2onnx.correction.midpoints import CorrectionReport, correct_tree, place_thresholds
 from tests._data import klein_points, labels
 
 F32_BELOW_ONE = float(np.nextafter(np.float32(1), np.float32(0)))  # 1 - 2**-24
@@ -186,7 +186,7 @@ def test_correct_tree_strict_comparison_and_float32_storage() -> None:
     tree = hand_tree()
     X = HAND_X.astype(np.float32).astype(np.float64)
     new, report = correct_tree(tree, X, op="<", threshold_dtype="float32", midpoint="arithmetic")
-    f32 = lambda v: float(np.float32(v))  # noqa: E731
+    f32 = lambda v: float(np.float32(v))
     assert new[0] == round_threshold(np.array([f32(-0.2) / 2 + f32(0.1) / 2]), "float32", "up")[0]
     assert f32(-0.2) < new[0] <= f32(0.1)
     assert is_float32(new[[0, 1, 4]]).all()

@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 import xgboost as xgb
+from _boosting_data import GEOMETRIES, as_points, klein_with_ties, labels, probe_points
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -19,13 +20,11 @@ from hyp2onnx import (
     ir,
     to_onnx,
 )
-from hyp2onnx.ir.trees import apply, as_compared
-from hyp2onnx.estimators import HyperbolicEstimator
-from hyp2onnx.estimators._xgboost import XGBoostBackend, _ubj_load
 from hyp2onnx.correction.midpoints import correct_tree
 from hyp2onnx.correction.tree_space import TreeSpace
-
-from _boosting_data import GEOMETRIES, as_points, klein_with_ties, labels, probe_points
+from hyp2onnx.estimators import HyperbolicEstimator
+from hyp2onnx.estimators._xgboost import XGBoostBackend, _ubj_load
+from hyp2onnx.ir.trees import apply, as_compared
 
 PARAMS = dict(n_estimators=6, max_depth=4, learning_rate=0.5, n_jobs=1, random_state=0)
 TASKS = {

@@ -119,18 +119,18 @@ MUTATIONS = [
         "pairwise_sum_reordered",
         "graph: sum of squares added left to right instead of pairwise",
         "hyp2onnx/emit/projection.py",
-        '''    while padded > 1:
+        """    while padded > 1:
         halves = {"num_outputs": 2} if g.opset >= 18 else {}
         first, second = g.op(STAGE, "Split", [s], n_outputs=2, axis=1, **halves)
         s = g.op(STAGE, "Add", [first, second])
         padded //= 2
-    return s''',
-        '''    count = {"num_outputs": padded} if g.opset >= 18 else {}
+    return s""",
+        """    count = {"num_outputs": padded} if g.opset >= 18 else {}
     parts = g.op(STAGE, "Split", [s], n_outputs=padded, axis=1, **count) if padded > 1 else [s]
     s = parts[0]
     for part in parts[1:]:
         s = g.op(STAGE, "Add", [s, part])
-    return s''',
+    return s""",
         (f"{ORACLE}::test_projection_is_bit_identical", "tests/test_export.py"),
     ),
 ]
@@ -138,8 +138,11 @@ MUTATIONS = [
 
 def copy_repository(destination: Path) -> None:
     files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, check=True,
-        capture_output=True, text=True,
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split()
     for name in files:
         source = ROOT / name
@@ -164,9 +167,24 @@ def plant(copy: Path, mutation: Mutation) -> None:
 def run_tests(copy: Path, tests: tuple[str, ...]) -> tuple[list[str], str]:
     env = dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider",
-         "-p", "no:randomly", "-W", "ignore", *tests],
-        cwd=copy, env=env, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rf",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-W",
+            "ignore",
+            *tests,
+        ],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     # Parametrized ids may hold spaces: the id runs to the " - message" (if any).
     failed = sorted(set(re.findall(r"^FAILED (.+?)(?: - .*)?$", proc.stdout, flags=re.M)))
@@ -177,7 +195,11 @@ def check_copy_is_imported(copy: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(copy))
     where = subprocess.run(
         [sys.executable, "-c", "import hyp2onnx; print(hyp2onnx.__file__)"],
-        cwd=copy, env=env, capture_output=True, text=True, check=True,
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     if not Path(where).resolve().is_relative_to(copy.resolve()):
         raise SystemExit(f"the copy's tests would import hyp2onnx from {where}, not the copy")
@@ -203,8 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         if not caught:
             missed.append(mutation.name)
         seconds = time.perf_counter() - start
-        print(f"{mutation.name}: {'CAUGHT' if caught else 'MISSED'} by {len(failed)} test(s) "
-              f"in {seconds:.0f} s ({summary})")
+        print(
+            f"{mutation.name}: {'CAUGHT' if caught else 'MISSED'} by {len(failed)} test(s) "
+            f"in {seconds:.0f} s ({summary})"
+        )
         for name in failed[:12]:
             print(f"    {name}")
         if len(failed) > 12:

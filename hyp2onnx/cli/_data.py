@@ -135,7 +135,8 @@ def _csv_start(path: Path) -> tuple[bool, int]:
                     return has_header, len(fields)
                 if has_header:
                     raise InputError(
-                        path, "the line after the header is not all numbers",
+                        path,
+                        "the line after the header is not all numbers",
                         "write one point per line as comma-separated numbers",
                     )
                 has_header = True
@@ -240,7 +241,9 @@ def check_width(source: DataSource, metadata: dict[str, Any]) -> None:
 
         what = f"rows of {want} columns ({describe_blocks(metadata['blocks'])})"
     elif geometry == "hyperboloid":
-        what = f"hyperboloid points with {want} columns (timelike column {metadata['timelike_dim']})"
+        what = (
+            f"hyperboloid points with {want} columns (timelike column {metadata['timelike_dim']})"
+        )
     else:
         what = f"{geometry} points with {want} columns"
     raise InputError(

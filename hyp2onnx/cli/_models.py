@@ -179,8 +179,12 @@ def _probe_in_child(path: Path, code: str, what: str, fix: str) -> None:
     try:
         done = subprocess.run(
             [sys.executable, "-c", code, str(path.resolve())],
-            capture_output=True, text=True, errors="replace", stdin=subprocess.DEVNULL,
-            timeout=600, env=env,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            stdin=subprocess.DEVNULL,
+            timeout=600,
+            env=env,
         )
     except subprocess.TimeoutExpired as exc:
         raise InputError(path, "loading it did not finish in 10 minutes", fix) from exc
@@ -255,9 +259,7 @@ def _load_skops(path: Path) -> Any:
     try:
         return sio.load(path, trusted=allowed)
     except Exception as exc:
-        raise InputError(
-            path, f"could not load ({type(exc).__name__}: {first_line(exc)})"
-        ) from exc
+        raise InputError(path, f"could not load ({type(exc).__name__}: {first_line(exc)})") from exc
 
 
 #: Native libraries whose files are read in a child first (:mod:`hyp2onnx.cli._native_probe`).
@@ -284,8 +286,15 @@ def _probe_native(path: Path, library: str, fix: str) -> None:
     shared_library = sys.modules[module]._LIB._name  # the library the package itself loaded
     try:
         done = subprocess.run(
-            [sys.executable, "-I", "-S", _native_probe.__file__, library, shared_library,
-             str(path.resolve())],
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                _native_probe.__file__,
+                library,
+                shared_library,
+                str(path.resolve()),
+            ],
             capture_output=True,
             text=True,
             errors="replace",

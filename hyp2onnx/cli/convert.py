@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from ..emit import ENCODINGS
+from ..geometry import GEOMETRIES
 from ._common import (
     EXIT_CODES_HELP,
     EXIT_DISAGREE,
@@ -21,8 +23,6 @@ from ._common import (
     tolerance_options,
     with_suffix,
 )
-from ..emit import ENCODINGS
-from ..geometry import GEOMETRIES
 from ._data import check_points_in, check_width, open_data
 from ._models import NATIVE_FORMATS_HELP, check_convertible, load_model, model_kind
 
@@ -174,9 +174,7 @@ def convert_file(
         except (ValueError, TypeError) as exc:
             raise InputError(source.path, first_line(exc)) from exc
         if not report.ok:
-            return ConvertResult(
-                model_path, None, output, len(data), metadata, report, source.path
-            )
+            return ConvertResult(model_path, None, output, len(data), metadata, report, source.path)
 
     check_path = source.path if source else None
     if external:
@@ -293,9 +291,7 @@ Examples:
     help="Geometry of the input points (plain Klein models only; hyperbolic estimators "
     "know theirs).",
 )
-@click.option(
-    "--curvature", type=float, callback=_negative, help="Curvature K < 0 (default -1)."
-)
+@click.option("--curvature", type=float, callback=_negative, help="Curvature K < 0 (default -1).")
 @click.option(
     "--timelike-dim", type=int, help="Column of the timelike coordinate (hyperboloid; default 0)."
 )

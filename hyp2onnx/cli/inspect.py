@@ -149,9 +149,7 @@ def inspect_file(path: Path) -> Inspection:
     from .._runtime import all_nodes
 
     nodes = all_nodes(model.graph)
-    operators = Counter(
-        f"{_DOMAIN_NAMES.get(n.domain, n.domain)}/{n.op_type}" for n in nodes
-    )
+    operators = Counter(f"{_DOMAIN_NAMES.get(n.domain, n.domain)}/{n.op_type}" for n in nodes)
     return Inspection(
         file=str(path),
         file_size=path.stat().st_size,

@@ -32,6 +32,7 @@ __all__ = [
     "predict_file",
 ]
 
+
 @dataclass(frozen=True)
 class PredictResult:
     """Where the predictions went and how many rows were scored."""
@@ -229,8 +230,10 @@ Examples:
     help="Most rows scored at a time (fewer when the graph is wide).",
 )
 @click.option(
-    "--no-manifold-check", is_flag=True, help="Do not check that the points are on the manifold (categorical codes, NaN and "
-    "infinity are still checked)."
+    "--no-manifold-check",
+    is_flag=True,
+    help="Do not check that the points are on the manifold (categorical codes, NaN and "
+    "infinity are still checked).",
 )
 @click.option("--force", is_flag=True, help="Replace PREDICTIONS if it exists.")
 @debug_option

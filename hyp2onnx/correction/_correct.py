@@ -119,10 +119,13 @@ def correct(
         dtype = "float32" if check.float32_separates else "float64"
         return Correction(new_thresholds, report, None, dtype)
     placer = functools.partial(KleinPlacer, space, comparison.op, midpoint=midpoint)
-    index, place = None, placer(
-        op=comparison.op,
-        compare_dtype=comparison.compare_dtype,
-        threshold_dtype=comparison.threshold_dtype,
+    index, place = (
+        None,
+        placer(
+            op=comparison.op,
+            compare_dtype=comparison.compare_dtype,
+            threshold_dtype=comparison.threshold_dtype,
+        ),
     )
     try:
         new_thresholds, report = neighbours(place=place)

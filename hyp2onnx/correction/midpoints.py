@@ -222,8 +222,14 @@ def correct_tree(
     """
     largest_left, smallest_right = tree_neighbours(tree, X, op)
     new, internal, reached = thresholds_from_neighbours(
-        tree.feature, tree.threshold, largest_left, smallest_right,
-        op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place,
+        tree.feature,
+        tree.threshold,
+        largest_left,
+        smallest_right,
+        op=op,
+        threshold_dtype=threshold_dtype,
+        midpoint=midpoint,
+        place=place,
         fixed=None if tree.categories is None else tree.categories.member,
     )
     report = CorrectionReport(

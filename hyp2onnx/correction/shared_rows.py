@@ -138,8 +138,14 @@ def correct_shared_rows(
     reached = internal & np.isfinite(largest_left) & np.isfinite(smallest_right)
     new = threshold.copy()
     new[searched] = thresholds_from_neighbours(
-        feature[searched], threshold[searched], largest_left[searched], smallest_right[searched],
-        op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place,
+        feature[searched],
+        threshold[searched],
+        largest_left[searched],
+        smallest_right[searched],
+        op=op,
+        threshold_dtype=threshold_dtype,
+        midpoint=midpoint,
+        place=place,
     )[0]
     moved = internal & (new != threshold)
     n_splits, n_moved, n_unreached = (
@@ -197,8 +203,16 @@ def _search(nodes: Nodes, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray
     fallback = np.zeros(nodes.sizes.shape[0], dtype=bool)
     if X.shape[0] and np.any(nodes.feature >= 0):
         fallback = _find_neighbours(
-            X, nodes.feature, nodes.threshold, nodes.left, nodes.right,
-            nodes.starts[nodes.sizes > 0], nodes.tree_of, op, largest_left, smallest_right,
+            X,
+            nodes.feature,
+            nodes.threshold,
+            nodes.left,
+            nodes.right,
+            nodes.starts[nodes.sizes > 0],
+            nodes.tree_of,
+            op,
+            largest_left,
+            smallest_right,
         )
     return largest_left, smallest_right, fallback
 
@@ -420,9 +434,18 @@ class _Walks:
         else:
             slab_width = np.full(nodes.shape[0], n + 1, dtype=np.int64)
         return cls(
-            ranks, nodes, tree_of[nodes], boxes.depth_of_tree.shape[0],
+            ranks,
+            nodes,
+            tree_of[nodes],
+            boxes.depth_of_tree.shape[0],
             _ROUTING_BUDGET * n * np.maximum(boxes.depth_of_tree, 1),
-            c, lo_c, hi_c, p, checks, n_checks, slab_width,
+            c,
+            lo_c,
+            hi_c,
+            p,
+            checks,
+            n_checks,
+            slab_width,
         )
 
     def inside(
@@ -443,7 +466,9 @@ class _Walks:
         ranks, c, p, tree, checks = self.ranks, self.c, self.p, self.tree, self.checks
         n, u = ranks.n, ranks.u
         order_flat, sorted_flat, rank_flat = (
-            ranks.order.ravel(), ranks.sorted_values.ravel(), ranks.rank.ravel()
+            ranks.order.ravel(),
+            ranks.sorted_values.ravel(),
+            ranks.rank.ravel(),
         )
         start, remaining = (p - 1, p - self.lo_c) if sign < 0 else (p, self.hi_c - p)
         cursor = c * n + start  # flat position in order/sorted_values

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .shared_rows import Nodes, shared_neighbours
 from ..ir.trees import Op, TreeArrays
 from .midpoints import CorrectionReport, Midpoint, Placer, thresholds_from_neighbours
+from .shared_rows import Nodes, shared_neighbours
 from .tree_space import TreeSpace
 
 __all__ = [
@@ -161,7 +161,10 @@ def correct_from_summary(
         nodes.threshold,
         largest_left,
         smallest_right,
-        op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place,
+        op=op,
+        threshold_dtype=threshold_dtype,
+        midpoint=midpoint,
+        place=place,
     )
     report = CorrectionReport(
         n_splits=int(internal.sum()),

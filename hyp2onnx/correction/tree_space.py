@@ -253,9 +253,7 @@ class SplitIndex:
     ) -> SplitIndex:
         """Index of the Klein splits ``k[feature] <= threshold`` (``feature`` -1: leaf)."""
         internal = feature >= 0
-        tables = tuple(
-            np.unique(threshold[internal & (feature == f)]) for f in range(n_features)
-        )
+        tables = tuple(np.unique(threshold[internal & (feature == f)]) for f in range(n_features))
         return cls(compare_dtype, tables)
 
     def native_thresholds(self, feature: np.ndarray, threshold: np.ndarray) -> np.ndarray:

@@ -253,7 +253,7 @@ def null_outputs(
     for name, dtype, width in spec.outputs:
         shape = (X.shape[0],) if width is None else (X.shape[0], width)
         kind = null_dtype(dtype)
-        full = np.full(shape, None if kind == object else np.nan, dtype=kind)
+        full = np.full(shape, None if kind is object else np.nan, dtype=kind)
         if result is not None:
             full[good] = result[name]
         outputs[name] = full
@@ -329,7 +329,9 @@ class OutputSpec:
         if missing:
             raise ValueError(f"columns {missing} are not in the DataFrame.")
         if len(points) != self.n_features:
-            raise ValueError(f"{len(points)} point columns given; the graph takes {self.n_features}.")
+            raise ValueError(
+                f"{len(points)} point columns given; the graph takes {self.n_features}."
+            )
         names = self.column_names(prefix)
         clash = sorted(set(existing) & {col for cols in names.values() for col in cols})
         if clash:

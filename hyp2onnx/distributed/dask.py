@@ -51,15 +51,23 @@ from sklearn.base import is_classifier
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _scoring
-from ..correction import SplitSummary, correct, from_summary, klein_space, summarise
+from ..correction import (
+    CorrectionReport,
+    SplitIndex,
+    SplitSummary,
+    TreeSpace,
+    correct,
+    from_summary,
+    klein_space,
+    summarise,
+)
 from ..correction.shared_rows import shared_rows
 from ..estimators._base import GEOMETRY_DEFAULTS, comparison_of, generate_init, write_back
 from ..estimators._interface import Backend
 from ..estimators._registry import backend_for
 from ..geometry import n_klein_features, to_klein
 from ..ir.trees import TreeArrays
-from ..correction import CorrectionReport, SplitIndex, TreeSpace
+from . import _scoring
 
 __all__ = [
     "HyperbolicDaskLGBMClassifier",
@@ -192,7 +200,11 @@ def _rows_located(block_info: dict | None) -> Iterator[None]:
 
 
 def _klein_block(
-    block: np.ndarray, geometry: str, curvature: float, timelike: int, check: bool,
+    block: np.ndarray,
+    geometry: str,
+    curvature: float,
+    timelike: int,
+    check: bool,
     block_info: dict | None = None,
 ):
     with _rows_located(block_info):
@@ -360,10 +372,18 @@ def distributed_summary(
     for worker, indices in by_worker.items():
         for group in _groups([sizes[i] for i in indices], rows_per_summary):
             at = [indices[j] for j in group]
-            parts.append(client.submit(
-                _group_summary, shipped, [xs[i] for i in at], [ys[i] for i in at],
-                [ws[i] for i in at], workers=[worker], allow_other_workers=True, pure=False,
-            ))
+            parts.append(
+                client.submit(
+                    _group_summary,
+                    shipped,
+                    [xs[i] for i in at],
+                    [ys[i] for i in at],
+                    [ws[i] for i in at],
+                    workers=[worker],
+                    allow_other_workers=True,
+                    pure=False,
+                )
+            )
     while len(parts) > 1:
         pairs = [
             client.submit(SplitSummary.merge, a, b, pure=False)
@@ -559,15 +579,23 @@ class _DaskModel:
         y_train = self._training_labels(y, client)
         self._check_workers(client, Xt, y_train)  # before the library opens its sockets
         fitted = _within(
-            self.fit_timeout, client, type(self).__name__, self._train,
-            estimator, client, Xt, y_train, w, self._fit_params(fit_params, _blockwise(to_tree)),
+            self.fit_timeout,
+            client,
+            type(self).__name__,
+            self._train,
+            estimator,
+            client,
+            Xt,
+            y_train,
+            w,
+            self._fit_params(fit_params, _blockwise(to_tree)),
         )
         self._check_classes(fitted)  # first: says why the classes disagree
         backend.to_ensemble(fitted)  # refuse now what export would refuse
         self._fit_client = client
         try:
-            self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = (
-                self._correct(backend, fitted, Xt, y_train, w)
+            self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = self._correct(
+                backend, fitted, Xt, y_train, w
             )
         finally:
             del self._fit_client
@@ -605,9 +633,7 @@ class _DaskModel:
         """The single-machine placement, fed by summaries of the partitions."""
         trees = backend.read_trees(fitted)
         summary = distributed_summary(self._fit_client, backend, fitted, Xt, y, sample_weight)
-        space = klein_space(
-            trees, summary, Xt.shape[1], backend.compare_dtype, backend.zero_band
-        )
+        space = klein_space(trees, summary, Xt.shape[1], backend.compare_dtype, backend.zero_band)
         comparison = comparison_of(backend)
         neighbours = from_summary(trees, summary, comparison, self._midpoint_rules())
         return write_back(
@@ -697,7 +723,6 @@ class _DaskLGBMClassifier(_DaskClassifier):
                 "class. Shuffle or repartition the data."
             )
 
-
     def _check_workers(self, client: Any, Xt: Any, y: Any) -> None:
         # LightGBM trains on each worker's partitions where they lie (each part goes
         # where its rows are) and encodes the labels per worker; a worker without
@@ -758,7 +783,7 @@ def _within(timeout: float | None, client: Any, name: str, train: Any, *args: An
     def run() -> None:
         try:
             outcome["model"] = train(*args)
-        except BaseException as exc:  # noqa: BLE001  (handed to the caller)
+        except BaseException as exc:
             outcome["error"] = exc
 
     thread = threading.Thread(target=run, name=f"{name}.fit", daemon=True)
@@ -816,7 +841,13 @@ def __dir__() -> list[str]:
 
 
 def _score_block(
-    graph: bytes, key: str, block: Any, threads: int, check: Any, spec: Any, bad_rows: str,
+    graph: bytes,
+    key: str,
+    block: Any,
+    threads: int,
+    check: Any,
+    spec: Any,
+    bad_rows: str,
     where: dict,
 ) -> dict[str, np.ndarray]:
     session = _scoring.session(key, graph, threads)
@@ -828,7 +859,8 @@ def _numeric_or_refuse(dtypes: dict[str, Any], what: str) -> None:
     from pandas.api.types import is_complex_dtype, is_numeric_dtype
 
     bad = {
-        name: dtype for name, dtype in dtypes.items()
+        name: dtype
+        for name, dtype in dtypes.items()
         if not is_numeric_dtype(dtype) or is_complex_dtype(dtype)
     }
     if bad:
@@ -901,8 +933,16 @@ def predict(
     known = not any(np.isnan(sizes))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if known else None
     results = [
-        score(shipped, key, block, threads, check, spec, bad_rows,
-              {"first_row": int(starts[i])} if known else {"partition": i})
+        score(
+            shipped,
+            key,
+            block,
+            threads,
+            check,
+            spec,
+            bad_rows,
+            {"first_row": int(starts[i])} if known else {"partition": i},
+        )
         for i, block in enumerate(rows.to_delayed().ravel())
     ]
     outputs = {}
@@ -922,19 +962,33 @@ def predict(
 
 
 def _score_frame(
-    graph: bytes, key: str, part: Any, columns: list[str], threads: int, names: dict, dtypes: dict,
-    check: Any, spec: Any, bad_rows: str, partition: int,
+    graph: bytes,
+    key: str,
+    part: Any,
+    columns: list[str],
+    threads: int,
+    names: dict,
+    dtypes: dict,
+    check: Any,
+    spec: Any,
+    bad_rows: str,
+    partition: int,
 ) -> Any:
     session = _scoring.session(key, graph, threads)
     result = _scoring.score(
-        session, part[columns].to_numpy(dtype=np.float64, na_value=np.nan), check, spec,
-        bad_rows, partition=partition, index=part.index,
+        session,
+        part[columns].to_numpy(dtype=np.float64, na_value=np.nan),
+        check,
+        spec,
+        bad_rows,
+        partition=partition,
+        index=part.index,
     )
     # Explicit dtypes: pandas would infer its string dtype for string labels.
     return part.assign(**_scoring.columns_of(result, names)).astype(dtypes)
 
 
-def _predict_frame(data, spec, shipped, key, columns, threads, prefix, check, bad_rows):  # noqa: ANN001, ANN202
+def _predict_frame(data, spec, shipped, key, columns, threads, prefix, check, bad_rows):
     dask = _dask()
     columns = list(data.columns) if columns is None else list(columns)
     names = spec.table_columns(list(data.columns), columns, prefix)

@@ -123,7 +123,12 @@ def predict(
         for batch in batches:
             points = batch[columns].to_numpy(dtype=np.float64, na_value=np.nan)
             result = _scoring.score(
-                session, points, check, spec, bad_rows, partition=partition,
+                session,
+                points,
+                check,
+                spec,
+                bad_rows,
+                partition=partition,
                 first_in_partition=row,
             )
             row += len(batch)

@@ -42,10 +42,32 @@ class Encoding:
 ENCODINGS: dict[str, Encoding] = {
     e.name: e
     for e in (
-        Encoding("fast", "fast:emit_fast", "exact routing and labels, values within a stated bound; the runtime's order of sums (default)", True, False, value_bound=True),  # noqa: E501
-        Encoding("exact", "trees:emit_exact", "values bit for bit, slower on many cores", True, False),
-        Encoding("compat", "trees:emit_compat", "legacy operator, float32 sums, for older runtimes", True, True, False),  # noqa: E501
-        Encoding("standard", "standard:emit_standard", "exact, standard ONNX operators only (no ai.onnx.ml)", False, False),  # noqa: E501
+        Encoding(
+            "fast",
+            "fast:emit_fast",
+            "exact routing and labels, values within a stated bound; the runtime's order of sums (default)",
+            True,
+            False,
+            value_bound=True,
+        ),
+        Encoding(
+            "exact", "trees:emit_exact", "values bit for bit, slower on many cores", True, False
+        ),
+        Encoding(
+            "compat",
+            "trees:emit_compat",
+            "legacy operator, float32 sums, for older runtimes",
+            True,
+            True,
+            False,
+        ),
+        Encoding(
+            "standard",
+            "standard:emit_standard",
+            "exact, standard ONNX operators only (no ai.onnx.ml)",
+            False,
+            False,
+        ),
     )
 }
 

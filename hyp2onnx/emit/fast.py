@@ -48,12 +48,12 @@ from ._graph import GraphBuilder, onnx_type
 from .trees import (
     ExactScorer,
     TreePlan,
-    legacy_regressor,
-    tree_ensemble_v5,
     cast_to,
     emit_exact,
     finish_scores,
+    legacy_regressor,
     per_class_trees,
+    tree_ensemble_v5,
     tree_of_node,
 )
 
@@ -133,7 +133,13 @@ class Guarded:
 
 
 def emit_fast(
-    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: TreePlan, *, guard: bool | None = None
+    g: GraphBuilder,
+    k: str,
+    k_dtype: str,
+    ensemble: Ensemble,
+    plan: TreePlan,
+    *,
+    guard: bool | None = None,
 ) -> Guarded:
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` summed in the runtime's order."""
     guard = GUARD if guard is None else guard
@@ -148,7 +154,11 @@ def emit_fast(
     if by_column:
         leaf_nodes = np.flatnonzero(ensemble.feature < 0)
         tree = tree_of_node(ensemble)[leaf_nodes]
-        target = np.zeros(ensemble.n_trees, dtype=np.int64) if ensemble.tree_target is None else ensemble.tree_target
+        target = (
+            np.zeros(ensemble.n_trees, dtype=np.int64)
+            if ensemble.tree_target is None
+            else ensemble.tree_target
+        )
         targets = {
             "leaf_nodes": leaf_nodes,
             "target_ids": np.asarray(target, dtype=np.int64)[tree],
@@ -168,7 +178,9 @@ def emit_fast(
     if not (guard and labelled):
         return Guarded(scores, bound, margin, None)
 
-    def refine(b: GraphBuilder, scores: str, probabilities: str, link: Callable[[GraphBuilder, str], str]) -> str:
+    def refine(
+        b: GraphBuilder, scores: str, probabilities: str, link: Callable[[GraphBuilder, str], str]
+    ) -> str:
         return _guard(b, scores, probabilities, link, rows, exact, ensemble, margin)
 
     return Guarded(scores, bound, margin, refine)
@@ -189,8 +201,12 @@ def _guard(
     two = g.const(GUARD_STAGE, "two", [2], np.int64)
     top, _ = g.op(GUARD_STAGE, "TopK", [probabilities, two], axis=1, n_outputs=2)
     # first minus second, one rounding as a Sub would make ([N, 2] x [2] -> [N])
-    gap = g.op(GUARD_STAGE, "MatMul", [top, g.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)])
-    near = g.op(GUARD_STAGE, "LessOrEqual", [gap, g.const(GUARD_STAGE, "tie_margin", margin, dtype)])
+    gap = g.op(
+        GUARD_STAGE, "MatMul", [top, g.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)]
+    )
+    near = g.op(
+        GUARD_STAGE, "LessOrEqual", [gap, g.const(GUARD_STAGE, "tie_margin", margin, dtype)]
+    )
     where = g.op(GUARD_STAGE, "NonZero", [near])  # [1, M]
     any_near = g.op(GUARD_STAGE, "Cast", [g.op(GUARD_STAGE, "Size", [where])], to=TensorProto.BOOL)
 

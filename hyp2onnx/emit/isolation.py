@@ -122,7 +122,7 @@ def emit_oblique_walk(g: GraphBuilder, k: str, ensemble) -> str:
     faster on 100 trees of 256 rows). The leaf values are then added in tree
     order (``CumSum``).
     """
-    from .trees import sum_in_order, by_row_blocks
+    from .trees import by_row_blocks, sum_in_order
 
     tables = _walk_tables(ensemble)
     d = tables["normals"].shape[0]

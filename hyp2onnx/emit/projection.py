@@ -56,6 +56,7 @@ def projection_dtype(space: InputSpace, input_dtype: str, compare_dtype: str) ->
     R = 1), float32 arithmetic gives the very same values at less cost.
     A product space computes in float32 only if every block can.
     """
+
     def one_division(sub: InputSpace) -> bool:
         return sub.geometry == "hyperboloid" or (
             sub.geometry == "klein" and curvature_radius(sub.curvature) == 1.0
@@ -78,8 +79,10 @@ def _columns(g: GraphBuilder, x: str, columns: np.ndarray, label: str) -> str:
     columns = columns.astype(np.int64)
     if columns.size >= _SLICE_MIN_COLUMNS and np.all(np.diff(columns) == 1):
         start, stop = int(columns[0]), int(columns[-1]) + 1
-        bounds = [g.const(STAGE, f"{label}_{key}", [value], np.int64) for key, value in
-                  (("start", start), ("stop", stop), ("axis", 1))]
+        bounds = [
+            g.const(STAGE, f"{label}_{key}", [value], np.int64)
+            for key, value in (("start", start), ("stop", stop), ("axis", 1))
+        ]
         return g.op(STAGE, "Slice", [x, *bounds])
     return g.op(STAGE, "Gather", [x, g.const(STAGE, label, columns)], axis=1)
 

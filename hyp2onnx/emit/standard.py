@@ -40,13 +40,13 @@ from ..ir import Ensemble
 from ..ir.trees import threshold_in
 from ._graph import GraphBuilder
 from .trees import (
+    cast_to,
     finish_scores,
     per_class_trees,
-    cast_to,
-    tree_of_node,
     sum_looked_up,
     sum_tree_columns,
     tree_columns,
+    tree_of_node,
 )
 
 STAGE = "trees"
@@ -199,11 +199,21 @@ class _Membership:
         largest = b.const(STAGE, "largest_code", self.width - 2, dtype)
         invalid = b.const(STAGE, "no_code", self.width - 1, dtype)
         v = b.cast(STAGE, value, dtype)
-        valid = b.op(STAGE, "And", [
-            b.op(STAGE, "And", [b.op(STAGE, "GreaterOrEqual", [v, zero]),
-                                b.op(STAGE, "LessOrEqual", [v, largest])]),
-            b.op(STAGE, "Equal", [b.op(STAGE, "Floor", [v]), v]),
-        ])
+        valid = b.op(
+            STAGE,
+            "And",
+            [
+                b.op(
+                    STAGE,
+                    "And",
+                    [
+                        b.op(STAGE, "GreaterOrEqual", [v, zero]),
+                        b.op(STAGE, "LessOrEqual", [v, largest]),
+                    ],
+                ),
+                b.op(STAGE, "Equal", [b.op(STAGE, "Floor", [v]), v]),
+            ],
+        )
         code = b.cast(STAGE, b.op(STAGE, "Where", [valid, v, invalid]), np.int64)
         width = b.const(STAGE, "code_width", self.width, np.int64)
         at = b.op(STAGE, "Add", [b.op(STAGE, "Mul", [ids, width]), code])
@@ -243,10 +253,20 @@ def _perfect(g, ensemble, layout, column, thresholds, greater, members=None):
         )
         ids = None
         if members is not None:
-            ids = g.const(STAGE, f"sets_{level}", members.level_table(
-                layout, column, 1 << level, layout.position, nodes, ensemble.n_trees))
-        levels.append((g.const(STAGE, f"features_{level}", features),
-                       g.const(STAGE, f"thresholds_{level}", limits), ids))
+            ids = g.const(
+                STAGE,
+                f"sets_{level}",
+                members.level_table(
+                    layout, column, 1 << level, layout.position, nodes, ensemble.n_trees
+                ),
+            )
+        levels.append(
+            (
+                g.const(STAGE, f"features_{level}", features),
+                g.const(STAGE, f"thresholds_{level}", limits),
+                ids,
+            )
+        )
     two = g.const(STAGE, "two", 2, np.int64)
 
     def find_leaves(b: GraphBuilder, x: str) -> str:
@@ -271,7 +291,14 @@ def _pointer(g, ensemble, layout, column, thresholds, greater, members=None):
     internal = ensemble.feature >= 0
     T, n_slots = ensemble.n_trees, layout.max_nodes
     features, limits = _level_tables(
-        ensemble, layout, column, thresholds, n_slots, layout.local, np.flatnonzero(internal), compare
+        ensemble,
+        layout,
+        column,
+        thresholds,
+        n_slots,
+        layout.local,
+        np.flatnonzero(internal),
+        compare,
     )
     lefts = np.tile(np.arange(n_slots)[:, None], (1, T))  # leaves and padding: stay put
     rights = lefts.copy()
@@ -279,12 +306,20 @@ def _pointer(g, ensemble, layout, column, thresholds, greater, members=None):
     cols = column[layout.tree[nodes]]
     lefts[layout.local[nodes], cols] = layout.local[ensemble.left[nodes]]
     rights[layout.local[nodes], cols] = layout.local[ensemble.right[nodes]]
-    names = [g.const(STAGE, label, table) for label, table in
-             (("features", features), ("thresholds", limits), ("lefts", lefts), ("rights", rights))]
+    names = [
+        g.const(STAGE, label, table)
+        for label, table in (
+            ("features", features),
+            ("thresholds", limits),
+            ("lefts", lefts),
+            ("rights", rights),
+        )
+    ]
     set_t = None
     if members is not None:
-        set_t = g.const(STAGE, "sets", members.level_table(
-            layout, column, n_slots, layout.local, nodes, T))
+        set_t = g.const(
+            STAGE, "sets", members.level_table(layout, column, n_slots, layout.local, nodes, T)
+        )
 
     def find_leaves(b: GraphBuilder, x: str) -> str:
         feat_t, limit_t, left_t, right_t = names
@@ -300,8 +335,11 @@ def _pointer(g, ensemble, layout, column, thresholds, greater, members=None):
             node = b.op(
                 STAGE,
                 "Where",
-                [right, b.op(STAGE, "GatherElements", [right_t, node], axis=0),
-                 b.op(STAGE, "GatherElements", [left_t, node], axis=0)],
+                [
+                    right,
+                    b.op(STAGE, "GatherElements", [right_t, node], axis=0),
+                    b.op(STAGE, "GatherElements", [left_t, node], axis=0),
+                ],
             )
         return node
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
-
 from onnx import TensorProto, helper
 
 from ..ir import Ensemble
@@ -172,7 +171,9 @@ def emit_exact(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: 
     Loops (:func:`by_row_blocks`).
     """
     scorer = ExactScorer.build(g, ensemble, plan)
-    return finish_scores(g, scorer.any_batch(g, scorer.operator_input(g, k, k_dtype)), ensemble, ensemble.sum_dtype)
+    return finish_scores(
+        g, scorer.any_batch(g, scorer.operator_input(g, k, k_dtype)), ensemble, ensemble.sum_dtype
+    )
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,9 @@ class ExactScorer:
     ordered: bool = True
 
     @staticmethod
-    def build(g: GraphBuilder, ensemble: Ensemble, plan: TreePlan, *, ordered: bool = True) -> ExactScorer:
+    def build(
+        g: GraphBuilder, ensemble: Ensemble, plan: TreePlan, *, ordered: bool = True
+    ) -> ExactScorer:
         leaf = ensemble.feature < 0
         leaf_nodes = np.flatnonzero(leaf)
         tree = tree_of_node(ensemble)
@@ -208,10 +211,15 @@ class ExactScorer:
         elif ensemble.n_outputs <= ELEMENTWISE_MAX_CLASSES:
             # Each tree hands over its leaf's index among its own leaves; one
             # GatherElements per class reads [leaves, T] tables.
-            local = np.arange(leaf_nodes.size) - np.searchsorted(leaf_nodes, ensemble.roots)[tree[leaf_nodes]]
+            local = (
+                np.arange(leaf_nodes.size)
+                - np.searchsorted(leaf_nodes, ensemble.roots)[tree[leaf_nodes]]
+            )
             tables = []
             for c in range(ensemble.n_outputs):
-                values = np.zeros((int(local.max()) + 1, ensemble.n_trees), dtype=ensemble.sum_dtype)
+                values = np.zeros(
+                    (int(local.max()) + 1, ensemble.n_trees), dtype=ensemble.sum_dtype
+                )
                 values[local, tree[leaf_nodes]] = ensemble.value[leaf_nodes, c]
                 tables.append(g.const(STAGE, f"leaf_values_{c}", values))
             targets = {"leaf_nodes": leaf_nodes, "target_ids": tree[leaf_nodes], "weights": local}
@@ -239,7 +247,9 @@ class ExactScorer:
         """[b, F] Klein rows -> [b, T]: each tree's leaf value, or where its leaf's values are."""
         ensemble = self.ensemble
         if self.plan.operator == "legacy":
-            per_tree = legacy_regressor(b, rows, ensemble, n_targets=ensemble.n_trees, **self.targets)
+            per_tree = legacy_regressor(
+                b, rows, ensemble, n_targets=ensemble.n_trees, **self.targets
+            )
         else:
             per_tree = tree_ensemble_v5(b, rows, ensemble, **self.targets)
         if self.groups is not None:
@@ -382,7 +392,7 @@ def legacy_regressor(
     leaf = ensemble.feature < 0
     tree = tree_of_node(ensemble)
     local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
-    to_local = lambda c: np.where(leaf, 0, c - ensemble.roots[tree])  # noqa: E731
+    to_local = lambda c: np.where(leaf, 0, c - ensemble.roots[tree])
     return g.op(
         STAGE,
         "TreeEnsembleRegressor",
@@ -395,7 +405,9 @@ def legacy_regressor(
         nodes_nodeids=local.tolist(),
         nodes_featureids=np.where(leaf, 0, ensemble.feature).tolist(),
         nodes_modes=[b"LEAF" if x else _LEGACY_MODES[ensemble.op].encode() for x in leaf],
-        nodes_values=np.where(leaf, 0.0, _thresholds(ensemble, "float32")).astype(np.float32).tolist(),
+        nodes_values=np.where(leaf, 0.0, _thresholds(ensemble, "float32"))
+        .astype(np.float32)
+        .tolist(),
         nodes_truenodeids=to_local(ensemble.left).tolist(),
         nodes_falsenodeids=to_local(ensemble.right).tolist(),
         nodes_missing_value_tracks_true=[0] * ensemble.n_nodes,
@@ -406,7 +418,9 @@ def legacy_regressor(
     )
 
 
-def _sum_trees(g: GraphBuilder, table: str, index: str, n_trees: int, *, ordered: bool = True) -> str:
+def _sum_trees(
+    g: GraphBuilder, table: str, index: str, n_trees: int, *, ordered: bool = True
+) -> str:
     """``table[index]`` added over trees in tree order: [b, T] leaf rows -> [b, C]."""
     per_tree = g.op(STAGE, "Gather", [table, index], axis=0)  # [b, T, C]
     if not ordered:
@@ -451,7 +465,9 @@ def sum_tree_columns(g: GraphBuilder, values: str, groups: np.ndarray) -> str:
     return sum_in_order(g, per_tree, axis=1, length=per_class)
 
 
-def sum_in_order(g: GraphBuilder, x: str, *, axis: int, length: int, keep_axis: bool = False) -> str:
+def sum_in_order(
+    g: GraphBuilder, x: str, *, axis: int, length: int, keep_axis: bool = False
+) -> str:
     """Sum ``x`` over ``axis`` strictly in index order: CumSum, then its last entry.
 
     ``keep_axis`` leaves the summed axis in place with length 1 (a
@@ -471,7 +487,9 @@ def _sum_any_order(g: GraphBuilder, x: str, *, axis: int, length: int) -> str:
     """Sum ``x`` over ``axis`` in whatever order the runtime's ``ReduceSum`` takes."""
     if length == 1:
         return g.op(STAGE, "Squeeze", [x, g.const(STAGE, f"axis{axis}", [axis], np.int64)])
-    return g.op(STAGE, "ReduceSum", [x, g.const(STAGE, f"axis{axis}", [axis], np.int64)], keepdims=0)
+    return g.op(
+        STAGE, "ReduceSum", [x, g.const(STAGE, f"axis{axis}", [axis], np.int64)], keepdims=0
+    )
 
 
 def by_row_blocks(
@@ -495,11 +513,15 @@ def by_row_blocks(
     elem = onnx_type(dtype)
     out_info = helper.make_tensor_value_info
     rows = g.n_rows(STAGE, x)
-    short = g.op(STAGE, "LessOrEqual", [rows, g.const(STAGE, "chunk_rows_1d", [CHUNK_ROWS], np.int64)])
+    short = g.op(
+        STAGE, "LessOrEqual", [rows, g.const(STAGE, "chunk_rows_1d", [CHUNK_ROWS], np.int64)]
+    )
 
     whole = g.child()
     whole_out = emit(whole, x)
-    whole_graph = helper.make_graph(whole.nodes, "whole_batch", [], [out_info(whole_out, elem, None)])
+    whole_graph = helper.make_graph(
+        whole.nodes, "whole_batch", [], [out_info(whole_out, elem, None)]
+    )
 
     blocks = g.child()
     joined = long(blocks, x) if long else _row_block_loop(blocks, x, emit, n_outputs, dtype)
@@ -585,5 +607,7 @@ def finish_scores(g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) 
     if ensemble.aggregate == "mean" and ensemble.n_trees > 1:
         scores = g.op(STAGE, "Div", [scores, g.const(STAGE, "n_trees", ensemble.n_trees, dtype)])
     if np.any(ensemble.base_values != 0):
-        scores = g.op(STAGE, "Add", [scores, g.const(STAGE, "base_values", ensemble.base_values, dtype)])
+        scores = g.op(
+            STAGE, "Add", [scores, g.const(STAGE, "base_values", ensemble.base_values, dtype)]
+        )
     return scores

@@ -29,8 +29,6 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ..blocks import as_blocks, categorical_features, feature_kinds, to_features
-from ..geometry import GEOMETRIES, to_klein
-from ..ir import InputSpace, Model
 from ..correction import (
     TREE_SPACES,
     Comparison,
@@ -39,6 +37,8 @@ from ..correction import (
     correct,
     from_rows,
 )
+from ..geometry import GEOMETRIES, to_klein
+from ..ir import InputSpace, Model
 from ._interface import Backend
 from ._registry import backend_for
 
@@ -389,7 +389,11 @@ def generate_init(
             if name not in own and all(q.name != name for q in native):
                 native.append(p.replace(kind=_KEYWORD))
     ours = [inspect.Parameter(name, _KEYWORD, default=value) for name, value in own.items()]
-    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *ours, *native]
+    parameters = [
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        *ours,
+        *native,
+    ]
     if extra:
         parameters.append(inspect.Parameter("params", inspect.Parameter.VAR_KEYWORD))
     signature = inspect.Signature(parameters)

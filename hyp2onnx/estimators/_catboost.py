@@ -37,9 +37,9 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 
-from ..ir.trees import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
+from ..ir.trees import TreeArrays
 from ._base import HyperbolicClassifierMixin, WrappedParamsModel
 from ._interface import Backend, refuse_row_scores
 
@@ -149,7 +149,11 @@ class CatBoostBackend(Backend):
             model = catboost.CatBoost()
             model.load_model(str(path))
             loss = _loss(model)
-            cls_ = catboost.CatBoostClassifier if loss in _CLASSIFIER_LOSSES else catboost.CatBoostRegressor
+            cls_ = (
+                catboost.CatBoostClassifier
+                if loss in _CLASSIFIER_LOSSES
+                else catboost.CatBoostRegressor
+            )
             loaded = cls_()
             loaded.load_model(str(path))
         return loaded
@@ -269,7 +273,9 @@ class CatBoostBackend(Backend):
             index, feature = model.splits(tree)
             depth = index.size
             n_internal, n_leaves = (1 << depth) - 1, 1 << depth
-            level = np.repeat(np.arange(depth), 1 << np.arange(depth))  # level of each internal node
+            level = np.repeat(
+                np.arange(depth), 1 << np.arange(depth)
+            )  # level of each internal node
             split = depth - 1 - level
             node = np.arange(n_internal)
             pad = np.full(n_leaves, -1, dtype=np.int64)

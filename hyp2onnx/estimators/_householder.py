@@ -58,10 +58,10 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ..correction.midpoints import place_thresholds
+from ..ir import Ensemble
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply
-from ..ir import Ensemble
-from ..correction.midpoints import place_thresholds
 from ._base import GEOMETRY_DEFAULTS, HyperbolicClassifierMixin, WrappedParamsModel, generate_init
 from ._interface import Backend
 
@@ -536,12 +536,12 @@ class HouseholderTreeClassifier(ClassifierMixin, _HouseholderTreeModel):
             criteria='{"gini", "entropy", "log_loss"}',
             default="gini",
             directions=(
-                "        Directions each node's axes are reflected onto. \"hhcart\": the\n"
-                "        dominant eigenvector of each class's scatter (HHCART); \"hhcart+fisher\":\n"
+                '        Directions each node\'s axes are reflected onto. "hhcart": the\n'
+                '        dominant eigenvector of each class\'s scatter (HHCART); "hhcart+fisher":\n'
                 "        also each class's Fisher direction ``S_w^-1 (mean_c - mean)`` (``S_w``\n"
                 "        the pooled within-class scatter, shrunk)."
             ),
-            extra="\n    class_weight : dict, list, \"balanced\" or None, default=None\n"
+            extra='\n    class_weight : dict, list, "balanced" or None, default=None\n'
             "        Class weights multiplied into the sample weights (scikit-learn's rule).",
         )
         + "\n    Attributes\n    ----------\n"
@@ -596,10 +596,10 @@ class HouseholderTreeRegressor(RegressorMixin, _HouseholderTreeModel):
             criteria='{"squared_error", "friedman_mse"}',
             default="squared_error",
             directions=(
-                "        Directions each node's axes are reflected onto. \"hhcart\": the\n"
+                '        Directions each node\'s axes are reflected onto. "hhcart": the\n'
                 "        cross-scatter ``c`` of target and coordinates, and the dominant\n"
                 "        scatter eigenvectors of the rows below and above the median target;\n"
-                "        \"hhcart+fisher\": also the least-squares direction ``S^-1 c`` (shrunk)."
+                '        "hhcart+fisher": also the least-squares direction ``S^-1 c`` (shrunk).'
             ),
         )
         + "\n    Attributes\n    ----------\n"
@@ -669,7 +669,9 @@ class HouseholderBackend(Backend):
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
         tree = fitted.tree_
         feature = tree.columns()[0]
-        return [TreeArrays(feature, np.where(feature >= 0, tree.threshold, 0.0), tree.left, tree.right)]
+        return [
+            TreeArrays(feature, np.where(feature >= 0, tree.threshold, 0.0), tree.left, tree.right)
+        ]
 
     def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
         (new,) = thresholds

@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..ir.trees import Op, TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
+from ..ir.trees import Op, TreeArrays
 
 
 class Backend(ABC):
@@ -106,9 +106,7 @@ class Backend(ABC):
     def to_ensemble(self, fitted: Any) -> Ensemble:
         """Describe the fitted (corrected) model as an :class:`Ensemble`."""
 
-    def ensemble(
-        self, trees: list[TreeArrays], values: list[np.ndarray], **facts: Any
-    ) -> Ensemble:
+    def ensemble(self, trees: list[TreeArrays], values: list[np.ndarray], **facts: Any) -> Ensemble:
         """The IR of ``trees`` with this backend's comparison recorded in it.
 
         Every backend ends here, so the operator and the two precisions are

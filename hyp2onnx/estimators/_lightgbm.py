@@ -32,9 +32,9 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.class_weight import compute_sample_weight
 
-from ..ir.trees import CategorySets, TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
+from ..ir.trees import CategorySets, TreeArrays
 from ._base import HyperbolicClassifierMixin
 from ._booster import BOOSTING_DOC, BoosterBackend, BoostingModel
 from ._interface import refuse_row_scores
@@ -74,9 +74,7 @@ class _Tree:
 
     def __init__(self, index: int, block: str) -> None:
         self.block = block
-        fields = dict(
-            line.split("=", 1) for line in block.splitlines()[1:] if "=" in line
-        )
+        fields = dict(line.split("=", 1) for line in block.splitlines()[1:] if "=" in line)
         self.fields = fields
         n_leaves = int(fields["num_leaves"])
         n_internal = n_leaves - 1
@@ -96,7 +94,7 @@ class _Tree:
         self.split_feature = ints("split_feature")
         self.threshold = floats("threshold")
         self.decision_type = ints("decision_type")
-        child = lambda c: np.where(c >= 0, c, n_internal + ~c)  # noqa: E731  (~leaf -> node id)
+        child = lambda c: np.where(c >= 0, c, n_internal + ~c)
         self.left = child(ints("left_child"))
         self.right = child(ints("right_child"))
         self.leaf_value = np.array(list(map(float, fields["leaf_value"].split())), float)
@@ -150,9 +148,14 @@ class _Tree:
 
     def with_thresholds(self, thresholds: np.ndarray) -> str:
         """This block with its ``threshold=`` line rewritten."""
-        line = "threshold=" + " ".join(
-            str(int(t)) if categorical else repr(float(t))  # a categorical node's set index
-            for t, categorical in zip(thresholds[: self.n_internal], self.categorical, strict=True)
+        line = (
+            "threshold="
+            + " ".join(
+                str(int(t)) if categorical else repr(float(t))  # a categorical node's set index
+                for t, categorical in zip(
+                    thresholds[: self.n_internal], self.categorical, strict=True
+                )
+            )
         )
         return re.sub(r"(?m)^threshold=.*$", lambda _: line, self.block, count=1)
 
@@ -180,9 +183,7 @@ class _Model:
 
     def text(self, thresholds: list[np.ndarray]) -> str:
         """The model text with new thresholds (and matching ``tree_sizes``)."""
-        blocks = [
-            tree.with_thresholds(t) for tree, t in zip(self.trees, thresholds, strict=True)
-        ]
+        blocks = [tree.with_thresholds(t) for tree, t in zip(self.trees, thresholds, strict=True)]
         sizes = "tree_sizes=" + " ".join(str(len(b.encode())) for b in blocks)
         head = re.sub(r"(?m)^tree_sizes=.*$", lambda _: sizes, self.head, count=1)
         return head + "".join(blocks) + self.tail
@@ -305,9 +306,7 @@ class LightGBMBackend(BoosterBackend):
             )
         categorical = [fit_params.get("categorical_feature", "auto")]
         categorical += _values(params, _CATEGORICAL)
-        if any(
-            (c != "auto" if isinstance(c, str) else len(c) > 0) for c in categorical
-        ):
+        if any((c != "auto" if isinstance(c, str) else len(c) > 0) for c in categorical):
             raise UnsupportedModelError(
                 "categorical splits are not hyperbolic: Klein coordinates are continuous. "
                 "Declare categorical columns with input_blocks=[..., Categorical(n)] instead "

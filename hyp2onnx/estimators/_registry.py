@@ -53,11 +53,49 @@ class BackendSpec:
 
 
 BACKENDS: tuple[BackendSpec, ...] = (
-    BackendSpec("_sklearn", "SklearnBackend", "sklearn", None, ("HyperbolicDecisionTreeClassifier", "HyperbolicDecisionTreeRegressor", "HyperbolicRandomForestClassifier", "HyperbolicRandomForestRegressor")),  # noqa: E501
-    BackendSpec("_xgboost", "XGBoostBackend", "xgboost", "xgboost", ("HyperbolicXGBClassifier", "HyperbolicXGBRegressor"), (".json", ".ubj")),  # noqa: E501
-    BackendSpec("_lightgbm", "LightGBMBackend", "lightgbm", "lightgbm", ("HyperbolicLGBMClassifier", "HyperbolicLGBMRegressor"), (".txt",)),  # noqa: E501
-    BackendSpec("_householder", "HouseholderBackend", "hyp2onnx", None, ("HyperbolicHouseholderTreeClassifier", "HyperbolicHouseholderTreeRegressor")),  # noqa: E501
-    BackendSpec("_catboost", "CatBoostBackend", "catboost", "catboost", ("HyperbolicCatBoostClassifier", "HyperbolicCatBoostRegressor"), (".cbm",)),  # noqa: E501
+    BackendSpec(
+        "_sklearn",
+        "SklearnBackend",
+        "sklearn",
+        None,
+        (
+            "HyperbolicDecisionTreeClassifier",
+            "HyperbolicDecisionTreeRegressor",
+            "HyperbolicRandomForestClassifier",
+            "HyperbolicRandomForestRegressor",
+        ),
+    ),
+    BackendSpec(
+        "_xgboost",
+        "XGBoostBackend",
+        "xgboost",
+        "xgboost",
+        ("HyperbolicXGBClassifier", "HyperbolicXGBRegressor"),
+        (".json", ".ubj"),
+    ),
+    BackendSpec(
+        "_lightgbm",
+        "LightGBMBackend",
+        "lightgbm",
+        "lightgbm",
+        ("HyperbolicLGBMClassifier", "HyperbolicLGBMRegressor"),
+        (".txt",),
+    ),
+    BackendSpec(
+        "_householder",
+        "HouseholderBackend",
+        "hyp2onnx",
+        None,
+        ("HyperbolicHouseholderTreeClassifier", "HyperbolicHouseholderTreeRegressor"),
+    ),
+    BackendSpec(
+        "_catboost",
+        "CatBoostBackend",
+        "catboost",
+        "catboost",
+        ("HyperbolicCatBoostClassifier", "HyperbolicCatBoostRegressor"),
+        (".cbm",),
+    ),
 )
 
 

@@ -27,14 +27,19 @@ from sklearn.tree import (
 )
 from sklearn.utils.class_weight import compute_sample_weight
 
-from ..ir.trees import TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
+from ..ir.trees import TreeArrays
 from ._base import HyperbolicClassifierMixin, WrappedParamsModel
 from ._interface import Backend
 
 _TREES = (DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier, ExtraTreeRegressor)
-_FORESTS = (RandomForestClassifier, RandomForestRegressor, ExtraTreesClassifier, ExtraTreesRegressor)
+_FORESTS = (
+    RandomForestClassifier,
+    RandomForestRegressor,
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+)
 
 
 def _trees_of(fitted: Any) -> list[Any]:
@@ -183,8 +188,7 @@ _GEOMETRY_DOC = """
 def _doc(summary: str, wrapped: type) -> str:
     return (
         f"{summary}\n\n    Fits :class:`sklearn.{wrapped.__module__.split('.')[1]}.{wrapped.__name__}` "
-        "on Klein coordinates and moves every threshold to its Einstein midpoint.\n"
-        + _GEOMETRY_DOC
+        "on Klein coordinates and moves every threshold to its Einstein midpoint.\n" + _GEOMETRY_DOC
     )
 
 

@@ -37,9 +37,9 @@ from sklearn.utils import assert_all_finite
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ..ir.trees import CategorySets, TreeArrays
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble, Model
+from ..ir.trees import CategorySets, TreeArrays
 from ._base import HyperbolicClassifierMixin
 from ._booster import BOOSTING_DOC, BoosterBackend, BoostingModel
 from ._interface import refuse_row_scores
@@ -146,7 +146,7 @@ class _Model:
         self.n_classes = int(param.get("num_class", "0"))
         self.n_targets = int(param.get("num_target", "1"))
         self.base_score = _float32_list(param["base_score"])
-        for i, tree in enumerate(self.trees):
+        for tree in self.trees:
             if int(tree["tree_param"].get("size_leaf_vector", "1")) > 1:
                 raise UnsupportedModelError(
                     "XGBoost trees with vector leaves (multi_strategy='multi_output_tree') "
@@ -162,9 +162,7 @@ class _Model:
         starts = np.asarray(tree["categories_segments"], dtype=np.int64)
         sizes = np.asarray(tree["categories_sizes"], dtype=np.int64)
         nodes = np.asarray(tree["categories_nodes"], dtype=np.int64)
-        return {
-            int(j): codes[a : a + k] for j, a, k in zip(nodes, starts, sizes, strict=True)
-        }
+        return {int(j): codes[a : a + k] for j, a, k in zip(nodes, starts, sizes, strict=True)}
 
     def arrays(self, i: int) -> TreeArrays:
         """Tree ``i``; a categorical split's children are swapped, so that, as the
@@ -270,8 +268,9 @@ class XGBoostBackend(BoosterBackend):
         if self._categorical_features.size:
             _check_training_codes(Xk[:, self._categorical_features], "X")
             for i, pair in enumerate(fit_params.get("eval_set") or ()):
-                _check_training_codes(np.asarray(pair[0])[:, self._categorical_features],
-                                      f"eval_set[{i}]")
+                _check_training_codes(
+                    np.asarray(pair[0])[:, self._categorical_features], f"eval_set[{i}]"
+                )
             types = np.full(Xk.shape[1], "q", dtype=object)
             types[self._categorical_features] = "c"
             estimator.set_params(enable_categorical=True, feature_types=types.tolist())
@@ -450,6 +449,8 @@ _XGB_DOC = dict(
     rows="``subsample``",
     columns="``colsample_bytree``, ``colsample_bylevel``, ``colsample_bynode``",
 )
+
+
 class HyperbolicXGBClassifier(HyperbolicClassifierMixin, ClassifierMixin, BoostingModel):
     __doc__ = (
         "Hyperbolic XGBoost classifier: XGBoost on Klein coordinates with Einstein-midpoint "

@@ -13,7 +13,6 @@ ensemble and returns ``label`` + ``probabilities`` (classifiers) or
 
 from __future__ import annotations
 
-from ._kinds import Kind, kind_of
 from ._compile import (
     DEFAULT_OPSET,
     ENCODINGS,
@@ -33,6 +32,7 @@ from ._compile import (
     save_onnx,
     to_onnx,
 )
+from ._kinds import Kind, kind_of
 
 __all__ = [
     "DEFAULT_OPSET",

@@ -28,14 +28,15 @@ from onnx.external_data_helper import (
 
 from .._atomic import atomic_write
 from .._version import __version__ as _version
-from ..emit import ENCODINGS, encoding as _encoding
+from ..blocks import blocks_from_json, blocks_to_json, describe_blocks
+from ..emit import ENCODINGS
+from ..emit import encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from ..emit.isolation import emit_oblique_walk, walk_applies
 from ..emit.oblique import emit_normals, remap_projection
 from ..emit.outputs import emit_outputs
 from ..emit.projection import emit_projection, projection_dtype
 from ..emit.trees import plan_trees, remap_features
-from ..blocks import blocks_from_json, blocks_to_json, describe_blocks
 from ..errors import CompatRoutingWarning, UnsupportedModelError
 from ..geometry import GEOMETRIES, check_timelike_dim, curvature_radius
 from ..ir import InputSpace, Model
@@ -108,7 +109,11 @@ def describe(
     """
     from ..estimators import backend_for
 
-    stated = {"input_geometry": input_geometry, "curvature": curvature, "timelike_dim": timelike_dim}
+    stated = {
+        "input_geometry": input_geometry,
+        "curvature": curvature,
+        "timelike_dim": timelike_dim,
+    }
     if kind_of(model) == "hyperbolic":
         for key, value in stated.items():
             if value is not None and value != getattr(model, key):
@@ -302,7 +307,9 @@ def compile_model(
     oblique = described.ensemble.projection is not None
     ensemble, used = (remap_projection if oblique else remap_features)(described.ensemble)
     # Oblique isolation forests: a level-by-level walk, standard operators only.
-    walk = described.metadata.get("task") == "anomaly" and not how.float32 and walk_applies(ensemble)
+    walk = (
+        described.metadata.get("task") == "anomaly" and not how.float32 and walk_applies(ensemble)
+    )
     plan = None
     if how.tree_operator and not walk:
         plan = plan_trees(ensemble, encoding, legacy_only=legacy_only)
@@ -591,7 +598,9 @@ def _save_with_external_data(onnx_model: onnx.ModelProto, path: Path, *, overwri
     convert_model_to_external_data(
         onnx_model, all_tensors_to_one_file=True, location=data_path.name, convert_attribute=True
     )
-    moved = [t for t in _tensors(onnx_model.graph) if uses_external_data(t) and t.HasField("raw_data")]
+    moved = [
+        t for t in _tensors(onnx_model.graph) if uses_external_data(t) and t.HasField("raw_data")
+    ]
     raw = [t.raw_data for t in moved]
     placed: list[Path] = []
     try:

@@ -23,9 +23,9 @@ def kind_of(model: Any) -> Kind:
 
     The error lists the supported model classes.
     """
-    from . import hyperdt
     from ..estimators import backend_for
     from ..estimators._base import HyperbolicTreeModel
+    from . import hyperdt
 
     if hyperdt.handles(model):
         return "hyperdt"

@@ -142,7 +142,9 @@ def read_hyperdt(model: Any) -> HyperDTModel:
                 "row; refit with dot_product='sparse' (the default), which computes the same split."
             )
         if int(t.ndim) != n_input or int(t.timelike_dim) % n_input != timelike:
-            raise UnsupportedModelError(f"the trees of this {name} disagree on their input columns.")
+            raise UnsupportedModelError(
+                f"the trees of this {name} disagree on their input columns."
+            )
 
     if classifier:
         classes = np.asarray(model.classes_)
@@ -266,7 +268,11 @@ def hyperdt_outputs(model: Any, X: np.ndarray) -> dict[str, np.ndarray]:
     order, of each tree's own ``predict_proba`` placed in the forest's class
     columns (0 for classes a tree never saw), which is what the graph gives.
     """
-    out = {"label" if read_hyperdt(model).values.is_classifier else "variable": np.asarray(model.predict(X))}
+    out = {
+        "label" if read_hyperdt(model).values.is_classifier else "variable": np.asarray(
+            model.predict(X)
+        )
+    }
     if "variable" in out:
         return out
     trees = _trees_of(model)
@@ -322,7 +328,9 @@ def compile_hyperdt(
     g.reserve("X", "label", "probabilities", "variable")
     x = "X" if dtype == "float64" else g.cast(STAGE, "X", np.float64)
     xd = g.op(STAGE, "Gather", [x, g.const(STAGE, "features", described.columns_feature)], axis=1)
-    xt = g.op(STAGE, "Gather", [x, g.const(STAGE, "timelike", [described.timelike], np.int64)], axis=1)
+    xt = g.op(
+        STAGE, "Gather", [x, g.const(STAGE, "timelike", [described.timelike], np.int64)], axis=1
+    )
     a = g.op(STAGE, "Mul", [xd, g.const(STAGE, "sin", described.columns_sin)])
     b = g.op(STAGE, "Mul", [xt, g.const(STAGE, "cos", described.columns_cos)])
     S = g.op(STAGE, "Sub", [a, b])
@@ -345,10 +353,14 @@ def compile_hyperdt(
             winner = g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
         else:
             winner = g.cast(STAGE, _emit_mode(g, trees(described.votes), encoding), np.int64)
-        g.op(STAGE, "Gather", [g.const(STAGE, "classes", labels), winner], axis=0, outputs=["label"])
+        g.op(
+            STAGE, "Gather", [g.const(STAGE, "classes", labels), winner], axis=0, outputs=["label"]
+        )
         outputs = [
             helper.make_tensor_value_info("label", label_type, ["N"]),
-            helper.make_tensor_value_info("probabilities", onnx_type("float64"), ["N", values.n_outputs]),
+            helper.make_tensor_value_info(
+                "probabilities", onnx_type("float64"), ["N", values.n_outputs]
+            ),
         ]
     else:
         if described.votes is not None:
@@ -361,12 +373,18 @@ def compile_hyperdt(
     graph = helper.make_graph(
         g.nodes,
         name or f"hyp2onnx_hyperdt_{described.model.estimator_class}",
-        [helper.make_tensor_value_info("X", onnx_type(dtype), ["N", described.model.space.n_input_features])],
+        [
+            helper.make_tensor_value_info(
+                "X", onnx_type(dtype), ["N", described.model.space.n_input_features]
+            )
+        ],
         outputs,
         g.initializers,
     )
     extra = [helper.make_opsetid(ML_DOMAIN, ml_opset)] if ml_opset else []
-    return finish_model(graph, described.model, opset=opset, extra_opsets=extra, encoding=encoding, dtype=dtype)
+    return finish_model(
+        graph, described.model, opset=opset, extra_opsets=extra, encoding=encoding, dtype=dtype
+    )
 
 
 def _emit_mode(g: Any, per_tree: str, encoding: str) -> str:
@@ -381,16 +399,24 @@ def _emit_mode(g: Any, per_tree: str, encoding: str) -> str:
         rows = b.op(STAGE, "Unsqueeze", [v, b.const(STAGE, "axis2", [2], np.int64)])
         cols = b.op(STAGE, "Unsqueeze", [v, b.const(STAGE, "axis1", [1], np.int64)])
         same = b.cast(STAGE, b.op(STAGE, "Equal", [rows, cols]), np.int32)
-        counts = b.op(STAGE, "ReduceSum", [same, b.const(STAGE, "axis2b", [2], np.int64)], keepdims=0)
-        most = b.op(STAGE, "ReduceMax", [counts], axes=[1], keepdims=1) if b.opset < 18 else b.op(
-            STAGE, "ReduceMax", [counts, b.const(STAGE, "axis1b", [1], np.int64)], keepdims=1
+        counts = b.op(
+            STAGE, "ReduceSum", [same, b.const(STAGE, "axis2b", [2], np.int64)], keepdims=0
+        )
+        most = (
+            b.op(STAGE, "ReduceMax", [counts], axes=[1], keepdims=1)
+            if b.opset < 18
+            else b.op(
+                STAGE, "ReduceMax", [counts, b.const(STAGE, "axis1b", [1], np.int64)], keepdims=1
+            )
         )
         best = b.op(STAGE, "Equal", [counts, most])
         inf = b.const(STAGE, "inf", np.inf, np.float64)
         candidates = b.op(STAGE, "Where", [best, v, inf])
         if b.opset < 18:
             return b.op(STAGE, "ReduceMin", [candidates], axes=[1], keepdims=1)
-        return b.op(STAGE, "ReduceMin", [candidates, b.const(STAGE, "axis1c", [1], np.int64)], keepdims=1)
+        return b.op(
+            STAGE, "ReduceMin", [candidates, b.const(STAGE, "axis1c", [1], np.int64)], keepdims=1
+        )
 
     from ..emit import encoding as registered
 
@@ -425,8 +451,10 @@ def boundary_rows(
             continue
         k = np.zeros((per_split, n_in))
         k[:, spacelike] = rng.uniform(-1, 1, (per_split, n_in - 1))
-        k[:, spacelike] *= np.sqrt(1 - cot**2) * rng.uniform(0, 0.999, (per_split, 1)) / np.maximum(
-            np.linalg.norm(k[:, spacelike], axis=1, keepdims=True), 1.0
+        k[:, spacelike] *= (
+            np.sqrt(1 - cot**2)
+            * rng.uniform(0, 0.999, (per_split, 1))
+            / np.maximum(np.linalg.norm(k[:, spacelike], axis=1, keepdims=True), 1.0)
         )
         k[:, d] = cot
         x0 = 1 / np.sqrt(1 - np.sum(k * k, axis=1, keepdims=True))

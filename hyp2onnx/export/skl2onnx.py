@@ -25,9 +25,8 @@ Options (``options={id(model): {...}}`` or ``{type(model): {...}}``):
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import onnx
@@ -77,7 +76,9 @@ def _opsets(target_opset: Any) -> tuple[int, int | None]:
     return target_opset or DEFAULT_OPSET, None
 
 
-def _compile(model: Any, input_type: Any, target_opset: Any, options: dict[str, Any]) -> onnx.ModelProto:
+def _compile(
+    model: Any, input_type: Any, target_opset: Any, options: dict[str, Any]
+) -> onnx.ModelProto:
     """Our graph for ``model`` under skl2onnx's opsets and options."""
     opset, _ = _opsets(target_opset)
     encoding = options.get("encoding") or "exact"
@@ -98,9 +99,15 @@ def _compile(model: Any, input_type: Any, target_opset: Any, options: dict[str, 
     except ValueError as exc:
         # Advise only encodings that convert this model under skl2onnx (the
         # compat encoding, for one, has no node for categorical splits).
-        usable = [name for name in ENCODINGS if name != encoding and _converts(described, dtype, name, opset)]
+        usable = [
+            name
+            for name in ENCODINGS
+            if name != encoding and _converts(described, dtype, name, opset)
+        ]
         advice = (
-            " or pass " + " or ".join(f"options={{'encoding': {n!r}}}" for n in usable) + " to skl2onnx"
+            " or pass "
+            + " or ".join(f"options={{'encoding': {n!r}}}" for n in usable)
+            + " to skl2onnx"
             if usable
             else ""
         )
@@ -135,7 +142,10 @@ def _float_probabilities(graph: onnx.GraphProto) -> None:
         node.output[:] = ["probabilities/double" if o == output.name else o for o in node.output]
     graph.node.append(
         helper.make_node(
-            "Cast", ["probabilities/double"], [output.name], to=TensorProto.FLOAT,
+            "Cast",
+            ["probabilities/double"],
+            [output.name],
+            to=TensorProto.FLOAT,
             name="zipmap/Cast",
         )
     )

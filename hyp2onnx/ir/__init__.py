@@ -47,7 +47,9 @@ class InputSpace:
             if self.geometry != "product" or not self.blocks:
                 raise ValueError("InputSpace: blocks go with geometry='product' and vice versa")
             if n_input_columns(self.blocks) != self.n_input_features:
-                raise ValueError("InputSpace: the blocks' columns do not add up to n_input_features")
+                raise ValueError(
+                    "InputSpace: the blocks' columns do not add up to n_input_features"
+                )
             return
         curvature_radius(self.curvature)  # validates K < 0
         n_klein_features(self.n_input_features, self.geometry)  # validates the name
@@ -149,7 +151,7 @@ class Ensemble:
         def joined(arrays: list[np.ndarray], dtype: type, empty: tuple[int, ...]) -> np.ndarray:
             return np.concatenate(arrays).astype(dtype) if arrays else np.zeros(empty, dtype)
 
-        glob = lambda c, o: np.where(c >= 0, c + o, -1)  # noqa: E731
+        glob = lambda c, o: np.where(c >= 0, c + o, -1)
         if "categories" not in facts and any(t.categories is not None for t in trees):
             # Each tree's (node, code) keys shifted to global node indices: still sorted.
             facts["categories"] = CategorySets(
@@ -172,7 +174,9 @@ class Ensemble:
             threshold=joined(
                 [np.where(t.feature >= 0, t.threshold, 0.0) for t in trees], np.float64, (0,)
             ),
-            left=joined([glob(t.left, o) for t, o in zip(trees, roots, strict=True)], np.int64, (0,)),
+            left=joined(
+                [glob(t.left, o) for t, o in zip(trees, roots, strict=True)], np.int64, (0,)
+            ),
             right=joined(
                 [glob(t.right, o) for t, o in zip(trees, roots, strict=True)], np.int64, (0,)
             ),
@@ -206,7 +210,7 @@ class Ensemble:
     def tree(self, i: int) -> tuple[TreeArrays, np.ndarray]:
         """Tree ``i`` with local node indices, and its leaf values."""
         start, stop = self.tree_bounds()[i]
-        local = lambda a: np.where(a[start:stop] >= 0, a[start:stop] - start, -1)  # noqa: E731
+        local = lambda a: np.where(a[start:stop] >= 0, a[start:stop] - start, -1)
         categories = None if self.categories is None else self.categories.slice(start, stop)
         arrays = TreeArrays(
             self.feature[start:stop],
