@@ -15,12 +15,13 @@ import functools
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir.trees import Op, TreeArrays, as_compared
-from .midpoints import CorrectionReport, Midpoint, thresholds_from_neighbours
+from .midpoints import Array, CorrectionReport, Midpoint, thresholds_from_neighbours
 from .shared_rows import correct_trees
 from .summaries import SplitSummary, correct_from_summary
 from .tree_space import KleinPlacer, ResolutionError, SplitIndex, TreeSpace
@@ -45,6 +46,10 @@ class Comparison:
     threshold_dtype: str
     feature_splits: bool = True
 
+    def keywords(self, midpoint: Midpoint | np.ndarray) -> dict[str, Any]:
+        """The keywords every neighbour search takes: the comparison and the midpoint rule."""
+        return {"op": self.op, "threshold_dtype": self.threshold_dtype, "midpoint": midpoint}
+
 
 @dataclass(frozen=True)
 class Correction:
@@ -64,15 +69,7 @@ def from_rows(
     midpoint: Midpoint | np.ndarray,
 ) -> Neighbours:
     """Neighbours found by routing the training rows (``rows[t]``: tree t's rows)."""
-    return functools.partial(
-        correct_trees,
-        trees,
-        compared,
-        rows,
-        op=comparison.op,
-        threshold_dtype=comparison.threshold_dtype,
-        midpoint=midpoint,
-    )
+    return functools.partial(correct_trees, trees, compared, rows, **comparison.keywords(midpoint))
 
 
 def from_summary(
@@ -82,14 +79,7 @@ def from_summary(
     midpoint: Midpoint | np.ndarray,
 ) -> Neighbours:
     """Neighbours read from merged per-partition summaries (the distributed path)."""
-    return functools.partial(
-        correct_from_summary,
-        trees,
-        summary,
-        op=comparison.op,
-        threshold_dtype=comparison.threshold_dtype,
-        midpoint=midpoint,
-    )
+    return functools.partial(correct_from_summary, trees, summary, **comparison.keywords(midpoint))
 
 
 def correct(
@@ -110,12 +100,7 @@ def correct(
         # Oblique splits: thresholds are placed among the projections, in float64.
         check = _Float32Check(comparison.op, comparison.threshold_dtype, midpoint)
         new_thresholds, report = neighbours(place=check)
-        if report.n_unreached:
-            warnings.warn(
-                f"{report.n_unreached} of {report.n_splits} splits had no training row on "
-                "one side and keep the learner's threshold.",
-                stacklevel=4,
-            )
+        _warn_unreached(report, "keeps the learner's threshold")
         dtype = "float32" if check.float32_separates else "float64"
         return Correction(new_thresholds, report, None, dtype)
     placer = functools.partial(KleinPlacer, space, comparison.op, midpoint=midpoint)
@@ -150,14 +135,19 @@ def correct(
         ]
     if space.space != "klein":  # learner thresholds are not Klein values to compare with
         report = dataclasses.replace(report, n_moved=place.n_moved)
+    _warn_unreached(report, "is placed just past the training values on the other side")
+    dtype = "float32" if place.float32_separates else "float64"
+    return Correction(new_thresholds, report, index, dtype)
+
+
+def _warn_unreached(report: CorrectionReport, what_happens: str) -> None:
+    """Warn (at the caller of ``fit``) about splits no training row reached on one side."""
     if report.n_unreached:
         warnings.warn(
             f"{report.n_unreached} of {report.n_splits} splits had no training row on one "
-            "side; each is placed just past the training values on the other side.",
-            stacklevel=4,
+            f"side; each {what_happens}.",
+            stacklevel=5,
         )
-    dtype = "float32" if place.float32_separates else "float64"
-    return Correction(new_thresholds, report, index, dtype)
 
 
 class _Float32Check:
@@ -169,11 +159,7 @@ class _Float32Check:
         self.float32_separates = True
 
     def __call__(
-        self,
-        feature: np.ndarray,
-        threshold: np.ndarray,
-        largest_left: np.ndarray,
-        smallest_right: np.ndarray,
+        self, feature: Array, threshold: Array, largest_left: Array, smallest_right: Array
     ) -> np.ndarray:
         new, _, reached = thresholds_from_neighbours(
             feature,

@@ -31,9 +31,11 @@ from ..geometry import einstein_midpoint, gnomonic_midpoint
 from ..ir.trees import Op, TreeArrays, round_threshold, walk_levels
 
 Midpoint = Literal["einstein", "angular", "arithmetic"]
+#: Per-node arrays (features, thresholds, neighbours) as the placers take them.
+Array = np.ndarray
 #: Places thresholds from ``(feature, threshold, largest_left, smallest_right)``
 #: per node, instead of :func:`place_thresholds` (see :mod:`hyp2onnx.correction.tree_space`).
-Placer = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+Placer = Callable[[Array, Array, Array, Array], np.ndarray]
 _RULES = {
     "einstein": einstein_midpoint,
     "angular": gnomonic_midpoint,

@@ -43,7 +43,7 @@ from typing import Literal
 import numpy as np
 
 from ..ir.trees import Op, as_compared
-from .midpoints import KEEP, Midpoint, place_thresholds
+from .midpoints import KEEP, Array, Midpoint, place_thresholds
 
 __all__ = ["TREE_SPACES", "KleinPlacer", "ResolutionError", "SplitIndex", "TreeSpace"]
 
@@ -189,11 +189,7 @@ class KleinPlacer:
         self.n_moved = 0
 
     def __call__(
-        self,
-        feature: np.ndarray,
-        threshold: np.ndarray,
-        largest_left: np.ndarray,
-        smallest_right: np.ndarray,
+        self, feature: Array, threshold: Array, largest_left: Array, smallest_right: Array
     ) -> np.ndarray:
         lo, hi = self.space.neighbours(
             feature, threshold, largest_left, smallest_right, self.learner_op

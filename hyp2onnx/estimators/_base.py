@@ -54,6 +54,21 @@ GEOMETRY_DEFAULTS: dict[str, Any] = {
 }
 
 
+#: How every hyperbolic estimator's docstring starts its parameters (geometry first).
+GEOMETRY_PARAMS_DOC = """
+    Parameters
+    ----------
+    input_geometry : {"hyperboloid", "poincare", "klein"}, default="hyperboloid"
+        Model of hyperbolic space the input points are given in. Hyperboloid
+        points have ``d + 1`` columns (the timelike one at ``timelike_dim``);
+        Poincare and Klein points lie in the ball of radius ``R = 1/sqrt(-K)``.
+    curvature : float < 0, default=-1.0
+        Curvature ``K`` of the space.
+    timelike_dim : int, default=0
+        Column of the timelike coordinate ``x_0`` (hyperboloid input only).
+"""
+
+
 class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
     """Shared fit/predict logic; subclasses say which native model to wrap.
 

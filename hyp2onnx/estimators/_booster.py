@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, generate_init
-from ._interface import Backend
+from ._base import GEOMETRY_DEFAULTS, GEOMETRY_PARAMS_DOC, HyperbolicTreeModel, generate_init
+from ._interface import Array, Backend, Weights
 
 
 class BoosterBackend(Backend):
@@ -65,12 +65,7 @@ class BoosterBackend(Backend):
         return self._parsed[1]
 
     def fit(
-        self,
-        estimator: Any,
-        Xk: np.ndarray,
-        y: np.ndarray,
-        sample_weight: np.ndarray | None,
-        **fit_params: Any,
+        self, estimator: Any, Xk: Array, y: Array, sample_weight: Weights, **fit_params: Any
     ) -> Any:
         self.check_fit(estimator, y, fit_params)
         fit_params = self.categorical_fit(estimator, Xk, fit_params)
@@ -103,18 +98,9 @@ class BoosterBackend(Backend):
         """Make every tree see every training row (column sampling is harmless)."""
 
 
-BOOSTING_DOC = """
-    Parameters
-    ----------
-    input_geometry : {{"hyperboloid", "poincare", "klein"}}, default="hyperboloid"
-        Model of hyperbolic space the input points are given in. Hyperboloid
-        points have ``d + 1`` columns (the timelike one at ``timelike_dim``);
-        Poincare and Klein points lie in the ball of radius ``R = 1/sqrt(-K)``.
-    curvature : float < 0, default=-1.0
-        Curvature ``K`` of the space.
-    timelike_dim : int, default=0
-        Column of the timelike coordinate ``x_0`` (hyperboloid input only).
-    midpoint : {{"einstein", "arithmetic"}}, default="einstein"
+BOOSTING_DOC = (
+    GEOMETRY_PARAMS_DOC.replace("{", "{{").replace("}", "}}")
+    + """    midpoint : {{"einstein", "arithmetic"}}, default="einstein"
         Where each threshold goes between its two nearest training values
         (among the rows that reached the split): the hyperbolic (Einstein)
         midpoint, or the Euclidean one (ablation).
@@ -151,6 +137,7 @@ BOOSTING_DOC = """
     Categorical features are declared with ``input_blocks`` only (the
     booster's own categorical options are refused).
 """
+)
 
 
 class BoostingModel(HyperbolicTreeModel):

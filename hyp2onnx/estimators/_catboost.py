@@ -41,7 +41,7 @@ from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 from ..ir.trees import TreeArrays
 from ._base import HyperbolicClassifierMixin, WrappedParamsModel
-from ._interface import Backend, refuse_row_scores
+from ._interface import Array, Backend, Weights, refuse_row_scores
 
 _CLASSES = (catboost.CatBoostClassifier, catboost.CatBoostRegressor)
 #: Regression losses whose prediction is the raw score itself.
@@ -161,12 +161,7 @@ class CatBoostBackend(Backend):
     # -- training --------------------------------------------------------
 
     def fit(
-        self,
-        estimator: Any,
-        Xk: np.ndarray,
-        y: np.ndarray,
-        sample_weight: np.ndarray | None,
-        **fit_params: Any,
+        self, estimator: Any, Xk: Array, y: Array, sample_weight: Weights, **fit_params: Any
     ) -> Any:
         params = estimator.get_params()
         for name in _NON_NUMERIC:

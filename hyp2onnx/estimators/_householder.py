@@ -63,7 +63,7 @@ from ..ir import Ensemble
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply
 from ._base import GEOMETRY_DEFAULTS, HyperbolicClassifierMixin, WrappedParamsModel, generate_init
-from ._interface import Backend
+from ._interface import Array, Backend, Weights
 
 __all__ = [
     "HouseholderBackend",
@@ -645,12 +645,7 @@ class HouseholderBackend(Backend):
         return [*cls.native, HouseholderTree]
 
     def fit(
-        self,
-        estimator: Any,
-        Xk: np.ndarray,
-        y: np.ndarray,
-        sample_weight: np.ndarray | None,
-        **fit_params: Any,
+        self, estimator: Any, Xk: Array, y: Array, sample_weight: Weights, **fit_params: Any
     ) -> Any:
         return estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
 

@@ -21,6 +21,11 @@ from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 from ..ir.trees import Op, TreeArrays
 
+#: What a backend is handed: numpy arrays (Klein coordinates or their tree-space image,
+#: labels); ``Weights`` is a sample weight per row, or None.
+Array = np.ndarray
+Weights = np.ndarray | None
+
 
 class Backend(ABC):
     """How hyp2onnx trains, corrects and describes one library's tree models."""
@@ -65,19 +70,12 @@ class Backend(ABC):
 
     @abstractmethod
     def fit(
-        self,
-        estimator: Any,
-        Xk: np.ndarray,
-        y: np.ndarray,
-        sample_weight: np.ndarray | None,
-        **fit_params: Any,
+        self, estimator: Any, Xk: Array, y: Array, sample_weight: Weights, **fit_params: Any
     ) -> Any:
         """Fit ``estimator`` on unit-ball Klein coordinates; return the fitted model."""
 
     @abstractmethod
-    def training_rows(
-        self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
-    ) -> list[np.ndarray]:
+    def training_rows(self, fitted: Any, y: Array, sample_weight: Weights) -> list[np.ndarray]:
         """Indices of the training rows each tree was grown on, tree by tree.
 
         ``y`` and ``sample_weight`` are what :meth:`fit` was given.

@@ -30,8 +30,8 @@ from sklearn.utils.class_weight import compute_sample_weight
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 from ..ir.trees import TreeArrays
-from ._base import HyperbolicClassifierMixin, WrappedParamsModel
-from ._interface import Backend
+from ._base import GEOMETRY_PARAMS_DOC, HyperbolicClassifierMixin, WrappedParamsModel
+from ._interface import Array, Backend, Weights
 
 _TREES = (DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier, ExtraTreeRegressor)
 _FORESTS = (
@@ -60,12 +60,7 @@ class SklearnBackend(Backend):
         return [Tree]  # the forests' and trees' classes are skops defaults
 
     def fit(
-        self,
-        estimator: Any,
-        Xk: np.ndarray,
-        y: np.ndarray,
-        sample_weight: np.ndarray | None,
-        **fit_params: Any,
+        self, estimator: Any, Xk: Array, y: Array, sample_weight: Weights, **fit_params: Any
     ) -> Any:
         # Hand over float32, the precision scikit-learn trains in, so it
         # does not copy the data again.
@@ -143,18 +138,9 @@ class SklearnBackend(Backend):
 
 # -- the hyperbolic estimators ------------------------------------------------
 
-_GEOMETRY_DOC = """
-    Parameters
-    ----------
-    input_geometry : {"hyperboloid", "poincare", "klein"}, default="hyperboloid"
-        Model of hyperbolic space the input points are given in. Hyperboloid
-        points have ``d + 1`` columns (the timelike one at ``timelike_dim``);
-        Poincare and Klein points lie in the ball of radius ``R = 1/sqrt(-K)``.
-    curvature : float < 0, default=-1.0
-        Curvature ``K`` of the space.
-    timelike_dim : int, default=0
-        Column of the timelike coordinate ``x_0`` (hyperboloid input only).
-    midpoint : {"einstein", "arithmetic"}, default="einstein"
+_GEOMETRY_DOC = (
+    GEOMETRY_PARAMS_DOC
+    + """    midpoint : {"einstein", "arithmetic"}, default="einstein"
         Where each threshold goes between its two nearest training values:
         the hyperbolic (Einstein) midpoint, or the Euclidean one (ablation;
         identical to scikit-learn's own thresholds for best-split trees).
@@ -183,6 +169,7 @@ _GEOMETRY_DOC = """
         Every parameter of the wrapped scikit-learn class, by keyword
         (``max_depth``, ``n_estimators``, ``random_state``, ...).
 """
+)
 
 
 def _doc(summary: str, wrapped: type) -> str:

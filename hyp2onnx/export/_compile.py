@@ -42,21 +42,6 @@ from ..geometry import GEOMETRIES, check_timelike_dim, curvature_radius
 from ..ir import InputSpace, Model
 from ._kinds import kind_of
 
-__all__ = [
-    "DEFAULT_OPSET",
-    "ENCODINGS",
-    "MIN_OPSET",
-    "check_opset",
-    "describe",
-    "external_data_path",
-    "input_dtype",
-    "max_opset",
-    "needs_external_data",
-    "read_metadata",
-    "save_onnx",
-    "to_onnx",
-]
-
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
 #: The oldest ai.onnx opset hyp2onnx emits (the newest is :func:`max_opset`).
