@@ -207,3 +207,14 @@ class BoostingModel(HyperbolicTreeModel):
         if self.override_subsample:
             self._backend.disable_row_subsampling(estimator)
         return estimator
+
+
+def boosting_doc(what: str, native: str, summary: str, rows: str, columns: str) -> str:
+    """A booster estimator's docstring: the library's one-line ``summary`` of a ``what``
+    ("classifier", "regressor"), then :data:`BOOSTING_DOC` filled with the ``native``
+    class and the names of its ``rows``/``columns`` subsampling parameters."""
+    return (
+        summary.format(what=what)
+        + "\n"
+        + BOOSTING_DOC.format(native=native, rows=rows, columns=columns)
+    )

@@ -36,7 +36,7 @@ from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 from ..ir.trees import CategorySets, TreeArrays
 from ._base import HyperbolicClassifierMixin
-from ._booster import BOOSTING_DOC, BoosterBackend, BoostingModel
+from ._booster import BoosterBackend, BoostingModel, boosting_doc
 from ._interface import refuse_row_scores
 
 #: LightGBM's kZeroThreshold: the float literal 1e-35f held in a double.
@@ -427,6 +427,8 @@ class LightGBMBackend(BoosterBackend):
 # -- the hyperbolic estimators ------------------------------------------------
 
 _LGBM_DOC = dict(
+    summary="Hyperbolic LightGBM {what}: LightGBM on Klein coordinates with Einstein-midpoint "
+    "thresholds (compared as LightGBM does: ``x <= t`` in float64).",
     rows="``subsample``/``bagging_fraction`` and its aliases, and their ``pos_``/``neg_`` "
     "variants; GOSS is refused",
     columns="``colsample_bytree``/``feature_fraction``, ``feature_fraction_bynode``",
@@ -434,22 +436,14 @@ _LGBM_DOC = dict(
 
 
 class HyperbolicLGBMClassifier(HyperbolicClassifierMixin, ClassifierMixin, BoostingModel):
-    __doc__ = (
-        "Hyperbolic LightGBM classifier: LightGBM on Klein coordinates with Einstein-midpoint "
-        "thresholds (compared as LightGBM does: ``x <= t`` in float64).\n"
-        + BOOSTING_DOC.format(**{**_LGBM_DOC, "native": "lightgbm.LGBMClassifier"})
-    )
+    __doc__ = boosting_doc("classifier", "lightgbm.LGBMClassifier", **_LGBM_DOC)
     _native = lightgbm.LGBMClassifier
     _signature_from = (lightgbm.LGBMModel,)
     _backend = LightGBMBackend
 
 
 class HyperbolicLGBMRegressor(RegressorMixin, BoostingModel):
-    __doc__ = (
-        "Hyperbolic LightGBM regressor: LightGBM on Klein coordinates with Einstein-midpoint "
-        "thresholds (compared as LightGBM does: ``x <= t`` in float64).\n"
-        + BOOSTING_DOC.format(**{**_LGBM_DOC, "native": "lightgbm.LGBMRegressor"})
-    )
+    __doc__ = boosting_doc("regressor", "lightgbm.LGBMRegressor", **_LGBM_DOC)
     _native = lightgbm.LGBMRegressor
     _signature_from = (lightgbm.LGBMModel,)
     _backend = LightGBMBackend

@@ -41,7 +41,7 @@ from ..errors import UnsupportedModelError
 from ..ir import Ensemble, Model
 from ..ir.trees import CategorySets, TreeArrays
 from ._base import HyperbolicClassifierMixin
-from ._booster import BOOSTING_DOC, BoosterBackend, BoostingModel
+from ._booster import BoosterBackend, BoostingModel, boosting_doc
 from ._interface import refuse_row_scores
 
 #: Objectives whose prediction is the raw score itself.
@@ -446,17 +446,23 @@ class XGBoostBackend(BoosterBackend):
 # -- the hyperbolic estimators ------------------------------------------------
 
 _XGB_DOC = dict(
+    summary="Hyperbolic XGBoost {what}: XGBoost on Klein coordinates with Einstein-midpoint "
+    "thresholds (compared as XGBoost does: ``x < t`` in float32).",
     rows="``subsample``",
     columns="``colsample_bytree``, ``colsample_bylevel``, ``colsample_bynode``",
 )
 
 
+#: The classifier's summary also says what labels it takes.
+_XGB_LABELS = (
+    _XGB_DOC["summary"] + "\n\n    Labels may be any values (strings too); XGBoost sees them "
+    "encoded as 0..k-1."
+)
+
+
 class HyperbolicXGBClassifier(HyperbolicClassifierMixin, ClassifierMixin, BoostingModel):
-    __doc__ = (
-        "Hyperbolic XGBoost classifier: XGBoost on Klein coordinates with Einstein-midpoint "
-        "thresholds (compared as XGBoost does: ``x < t`` in float32).\n\n    Labels may be "
-        "any values (strings too); XGBoost sees them encoded as 0..k-1.\n"
-        + BOOSTING_DOC.format(**{**_XGB_DOC, "native": "xgboost.XGBClassifier"})
+    __doc__ = boosting_doc(
+        "classifier", "xgboost.XGBClassifier", **{**_XGB_DOC, "summary": _XGB_LABELS}
     )
     _native = xgboost.XGBClassifier
     _signature_from = (xgboost.XGBModel,)
@@ -498,11 +504,7 @@ class HyperbolicXGBClassifier(HyperbolicClassifierMixin, ClassifierMixin, Boosti
 
 
 class HyperbolicXGBRegressor(RegressorMixin, BoostingModel):
-    __doc__ = (
-        "Hyperbolic XGBoost regressor: XGBoost on Klein coordinates with Einstein-midpoint "
-        "thresholds (compared as XGBoost does: ``x < t`` in float32).\n"
-        + BOOSTING_DOC.format(**{**_XGB_DOC, "native": "xgboost.XGBRegressor"})
-    )
+    __doc__ = boosting_doc("regressor", "xgboost.XGBRegressor", **_XGB_DOC)
     _native = xgboost.XGBRegressor
     _signature_from = (xgboost.XGBModel,)
     _backend = XGBoostBackend
