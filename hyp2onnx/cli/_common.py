@@ -221,3 +221,10 @@ def run(work: Callable[[], R], *, debug: bool, report: Callable[[R], None]) -> i
     assert result is not None
     report(result)
     return result.exit_code
+
+
+def subcommand(
+    name: str, help_text: str, short_help: str
+) -> Callable[[Callable[..., Any]], click.Command]:
+    """The click command ``name``: full help, one-line help, and help when given no arguments."""
+    return click.command(name, help=help_text, short_help=short_help, no_args_is_help=True)

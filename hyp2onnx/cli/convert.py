@@ -20,6 +20,7 @@ from ._common import (
     debug_option,
     first_line,
     run,
+    subcommand,
     tolerance_options,
     with_suffix,
 )
@@ -263,12 +264,7 @@ Examples:
 """
 
 
-@click.command(
-    "convert",
-    help=HELP,
-    short_help="Trained model file -> .onnx graph taking raw hyperbolic points.",
-    no_args_is_help=True,
-)
+@subcommand("convert", HELP, "Trained model file -> .onnx graph taking raw hyperbolic points.")
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Output .onnx file.")
 @click.option(

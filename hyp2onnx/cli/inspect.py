@@ -10,7 +10,15 @@ from typing import Any
 
 import click
 
-from ._common import EXIT_CODES_HELP, EXIT_OK, InputError, debug_option, existing_file, run
+from ._common import (
+    EXIT_CODES_HELP,
+    EXIT_OK,
+    InputError,
+    debug_option,
+    existing_file,
+    run,
+    subcommand,
+)
 from ._models import load_onnx
 from ._runtimes import runtimes_for
 
@@ -192,12 +200,7 @@ Examples:
 """
 
 
-@click.command(
-    "inspect",
-    help=HELP,
-    short_help="Describe a graph: geometry, inputs/outputs, operators, runtimes.",
-    no_args_is_help=True,
-)
+@subcommand("inspect", HELP, "Describe a graph: geometry, inputs/outputs, operators, runtimes.")
 @click.argument("onnx_file", metavar="OUT", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @debug_option

@@ -18,6 +18,7 @@ from ._common import (
     debug_option,
     progress,
     run,
+    subcommand,
     with_suffix,
 )
 from ._data import DEFAULT_CHUNK_ROWS, as_graph_input, check_points_in, check_width, open_data
@@ -211,12 +212,7 @@ Examples:
 """
 
 
-@click.command(
-    "predict",
-    help=HELP,
-    short_help="Score a data file in chunks with a graph; write CSV.",
-    no_args_is_help=True,
-)
+@subcommand("predict", HELP, "Score a data file in chunks with a graph; write CSV.")
 @click.argument("onnx_file", metavar="OUT", type=click.Path(path_type=Path))
 @click.argument("data", type=click.Path(path_type=Path))
 @click.option(

@@ -17,6 +17,7 @@ from ._common import (
     debug_option,
     first_line,
     run,
+    subcommand,
     tolerance_options,
 )
 from ._data import check_points_in, check_width, open_data
@@ -113,12 +114,7 @@ def _report_json(result: VerifyResult) -> None:
     click.echo(json.dumps(result.to_dict(), indent=2))
 
 
-@click.command(
-    "verify",
-    help=HELP,
-    short_help="Check a graph against its model on data.",
-    no_args_is_help=True,
-)
+@subcommand("verify", HELP, "Check a graph against its model on data.")
 @click.argument("model", type=click.Path(path_type=Path))
 @click.argument("onnx_file", metavar="OUT", type=click.Path(path_type=Path))
 @click.option(
