@@ -40,7 +40,8 @@ def atomic_write(
             fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             tmp = Path(tmp_name)
         os.chmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"newline": ""})) as f:
+        # newline=None is open()'s default, the only value binary mode takes.
+        with os.fdopen(fd, "wb" if binary else "w", newline=None if binary else "") as f:
             yield f
         if overwrite:
             os.replace(tmp, path)

@@ -51,6 +51,7 @@ from .errors import InvalidPointError
 from .geometry import (
     DEFAULT_RTOL,
     GEOMETRIES,
+    Geometry,
     as_points,
     check_finite,
     curvature_radius,
@@ -102,12 +103,17 @@ def _width(block: Any, extra: int) -> int:
     return block.dims + extra
 
 
+def _resolved_dims(block: Any) -> int:
+    """``block.dims``, which only a resolved block (see :func:`as_blocks`) is sure to have."""
+    return _width(block, 0)
+
+
 @dataclass(frozen=True)
 class Hyperbolic:
     """``dims``-dimensional hyperbolic space in ``model`` (hyperboloid, poincare or klein)."""
 
     dims: int | None = None
-    model: str = "hyperboloid"
+    model: Geometry = "hyperboloid"
     curvature: float = -1.0
     timelike_dim: int = 0
 
@@ -212,7 +218,11 @@ def _check_index(index: Any, what: str) -> None:
 
 
 def _check_column(index: Any, n_columns: int, what: str) -> None:
-    if isinstance(index, bool) or not isinstance(index, Integral) or not 0 <= index < n_columns:
+    if (
+        isinstance(index, bool)
+        or not isinstance(index, Integral)
+        or not 0 <= int(index) < n_columns
+    ):
         raise ValueError(
             f"{what} must be a column of the block, 0 .. {n_columns - 1}; got {index!r}."
         )
@@ -247,7 +257,7 @@ def as_blocks(spec: Any, n_columns: int | None = None) -> tuple[Block, ...]:
         )
     blocks: list[Block] = []
     for item in spec:
-        if isinstance(item, tuple(_MIDPOINT)):
+        if isinstance(item, (Hyperbolic, Spherical, Euclidean, Categorical)):  # _MIDPOINT's keys
             blocks.append(item)
         elif isinstance(item, Sequence) and len(item) == 2 and not isinstance(item, str):
             k, d = item
@@ -255,11 +265,12 @@ def as_blocks(spec: Any, n_columns: int | None = None) -> tuple[Block, ...]:
                 raise ValueError(
                     f"a signature pair (curvature, dims) needs a finite curvature, got {item!r}."
                 )
+            curvature = float(k)  # what the block stores
             blocks.append(
-                Hyperbolic(d, curvature=float(k))
-                if k < 0
-                else Spherical(d, curvature=float(k))
-                if k > 0
+                Hyperbolic(d, curvature=curvature)
+                if curvature < 0
+                else Spherical(d, curvature=curvature)
+                if curvature > 0
                 else Euclidean(d)
             )
         else:
@@ -292,12 +303,14 @@ def n_input_columns(blocks: Sequence[Block]) -> int:
 
 def n_features(blocks: Sequence[Block]) -> int:
     """Tree features of a row."""
-    return sum(b.dims for b in blocks)
+    return sum(_resolved_dims(b) for b in blocks)
 
 
 def feature_kinds(blocks: Sequence[Block]) -> np.ndarray:
     """Midpoint rule of every tree feature: einstein, angular, arithmetic or keep."""
-    return np.array([_MIDPOINT[type(b)] for b in blocks for _ in range(b.dims)], dtype=object)
+    return np.array(
+        [_MIDPOINT[type(b)] for b in blocks for _ in range(_resolved_dims(b))], dtype=object
+    )
 
 
 def categorical_features(blocks: Sequence[Block]) -> np.ndarray:
@@ -311,7 +324,7 @@ def spans(blocks: Sequence[Block]) -> list[tuple[Block, int, int]]:
     for b in blocks:
         out.append((b, column, feature))
         column += b.n_columns
-        feature += b.dims
+        feature += _resolved_dims(b)
     return out
 
 

@@ -15,6 +15,11 @@ class Hyp2OnnxError(Exception):
 class InvalidPointError(Hyp2OnnxError, ValueError):
     """Input points are not valid points of the stated hyperbolic model."""
 
+    # Set only by geometry.raise_rows (the message's two parts, for the command
+    # line); annotations alone, so that an error without them still lacks them.
+    problem: str
+    fix: str
+
 
 class DamagedMetadataError(Hyp2OnnxError, ValueError):
     """A graph's hyp2onnx metadata is there but cannot be read (damaged or hand-made)."""

@@ -28,7 +28,7 @@ import numpy as np
 from .errors import InvalidPointError
 
 Geometry = Literal["hyperboloid", "poincare", "klein"]
-GEOMETRIES: tuple[str, ...] = ("hyperboloid", "poincare", "klein")
+GEOMETRIES: tuple[Geometry, ...] = ("hyperboloid", "poincare", "klein")
 
 #: Default relative tolerance of the on-manifold checks (see :func:`check_points`).
 DEFAULT_RTOL = 1e-5

@@ -326,6 +326,7 @@ def _native_error(done: Any) -> str:
 def _load_native(path: Path) -> Any:
     """A backend's native model file, read by the backend its suffix belongs to."""
     spec = file_backend(path.suffix)
+    assert spec is not None  # load_model's model_kind() accepted the suffix
     try:
         backend = spec.load(f"reading {path.suffix} files")
     except MissingExtraError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 
@@ -43,7 +43,7 @@ GEOMETRY_CHOICES = GEOMETRIES
 class ConvertOptions:
     """How to export: :func:`hyp2onnx.to_onnx`'s keywords as the command line gives them."""
 
-    dtype: str | None = None  #: None: the model's comparison precision
+    dtype: Literal["float32", "float64"] | None = None  #: None: the model's comparison precision
     encoding: str = "fast"
     geometry: str | None = None
     curvature: float | None = None
@@ -110,7 +110,7 @@ def convert_file(
     if output.resolve() == model_path.resolve():
         raise InputError(output, "is the model file itself", "choose another name with -o")
     check_output(output, force=force)
-    extra = ort_outputs(output) if ort else ()
+    extra: tuple[Path, ...] = ort_outputs(output) if ort else ()
     if output in extra:
         raise InputError(output, "would also be the .ort file's name", "give -o a .onnx name")
     for path in extra:
@@ -138,8 +138,8 @@ def convert_file(
     try:
         onnx_model = to_onnx(
             model,
-            dtype=options.dtype,  # type: ignore[arg-type]
-            encoding=options.encoding,  # type: ignore[arg-type]
+            dtype=options.dtype,
+            encoding=options.encoding,
             target_opset=options.opset,
             input_geometry=options.geometry,
             curvature=options.curvature,
@@ -330,7 +330,7 @@ Examples:
 def command(
     model: Path,
     output: Path | None,
-    dtype: str | None,
+    dtype: Literal["float32", "float64"] | None,  # click.Choice: one of the two
     encoding: str,
     geometry: str | None,
     curvature: float | None,

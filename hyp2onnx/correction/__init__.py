@@ -20,7 +20,7 @@ The formulas are in the documentation's math page (``docs/math.md``).
 from __future__ import annotations
 
 from ._correct import Comparison, Correction, Neighbours, correct, from_rows, from_summary
-from .midpoints import CorrectionReport
+from .midpoints import CorrectionReport, Midpoint
 from .summaries import SplitSummary, klein_space, summarise
 from .tree_space import TREE_SPACES, SplitIndex, TreeSpace
 
@@ -29,6 +29,7 @@ __all__ = [
     "Comparison",
     "Correction",
     "CorrectionReport",
+    "Midpoint",
     "Neighbours",
     "SplitIndex",
     "SplitSummary",

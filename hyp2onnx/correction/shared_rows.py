@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
@@ -252,7 +253,7 @@ def _argsort(values: np.ndarray) -> np.ndarray:
     if sys.byteorder != "little" or values.dtype not in (np.float32, np.float64):
         return np.argsort(values)
     unsigned = np.uint32 if values.dtype == np.float32 else np.uint64
-    bits = values.view(unsigned)
+    bits: np.ndarray[Any, np.dtype[np.unsignedinteger[Any]]] = values.view(unsigned)
     sign = unsigned(1) << unsigned(8 * values.itemsize - 1)
     # Flip so that unsigned order is float order (-0.0 sorts just before 0.0:
     # equal values, either order is fine).
@@ -323,7 +324,7 @@ def _rank_features(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, op
         sorted_values[i] = columns[i].take(o)
     rank = np.empty((n, u), dtype=np.int32)
     positions = np.arange(n, dtype=np.int32)
-    side = "left" if op == "<" else "right"
+    side: Literal["left", "right"] = "left" if op == "<" else "right"
     pos = np.zeros(feature.shape[0], dtype=np.int64)
     for c in range(u):
         rank[order[c], c] = positions

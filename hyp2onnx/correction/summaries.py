@@ -26,6 +26,7 @@ a 400-tree XGBoost model.)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -113,7 +114,7 @@ def _around(nodes: Nodes, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray
     above = np.full(feature.shape[0], np.inf)
     if X.shape[0] == 0:
         return below, above
-    side = "right" if op == "<=" else "left"
+    side: Literal["left", "right"] = "right" if op == "<=" else "left"
     for f in np.unique(feature[feature >= 0]):
         at = np.flatnonzero(feature == f)
         u = np.unique(X[:, f]).astype(np.float64)
@@ -144,7 +145,7 @@ def correct_from_summary(
     *,
     op: Op,
     threshold_dtype: str = "float64",
-    midpoint: Midpoint = "einstein",
+    midpoint: Midpoint | np.ndarray = "einstein",
     place: Placer | None = None,
 ) -> tuple[list[np.ndarray], CorrectionReport]:
     """Corrected thresholds of every tree from the summary of its training rows.
@@ -194,9 +195,9 @@ def klein_space(
     from it.
     """
     nodes, values = _per_node(trees, summary)
-    tables = []
+    per_feature = []
     for f in range(n_features):
         v = values[:, nodes.feature == f].ravel()
-        tables.append(np.unique(v[np.isfinite(v)]))
-    tables = tuple(tables)
+        per_feature.append(np.unique(v[np.isfinite(v)]))
+    tables = tuple(per_feature)
     return TreeSpace("klein", compare_dtype, tables, tables, zero_band)

@@ -57,7 +57,7 @@ _LOCK = threading.Lock()
 _SESSIONS: OrderedDict[tuple[str, int], Any] = OrderedDict()
 _CREATED = [0]
 
-_NP_TYPES = {
+_NP_TYPES: dict[int, np.dtype] = {
     onnx.TensorProto.FLOAT: np.dtype(np.float32),
     onnx.TensorProto.DOUBLE: np.dtype(np.float64),
     onnx.TensorProto.INT64: np.dtype(np.int64),

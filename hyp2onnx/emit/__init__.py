@@ -15,6 +15,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for the annotation only: this module imports no ONNX code
+    from .fast import Guarded
 
 __all__ = ["ENCODINGS", "Encoding", "encoding"]
 
@@ -34,7 +38,9 @@ class Encoding:
     #: returns with the scores (:class:`hyp2onnx.emit.fast.Guarded`), labels guarded
     value_bound: bool = False
 
-    def emit_function(self) -> Callable[..., str]:
+    def emit_function(self) -> Callable[..., str | Guarded]:
+        """The emitter: the raw scores' name, or a :class:`~hyp2onnx.emit.fast.Guarded`
+        holding it (``value_bound`` encodings)."""
         module, function = self.emitter.split(":")
         return getattr(importlib.import_module(f"{__name__}.{module}"), function)
 

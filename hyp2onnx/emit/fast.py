@@ -174,7 +174,7 @@ def emit_fast(
         raw = replace(exact, ordered=False).any_batch(g, rows)
     scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype)
     margin = tie_margin(ensemble, bound)
-    labelled = ensemble.is_classifier and len(ensemble.classes) > 1
+    labelled = ensemble.classes is not None and len(ensemble.classes) > 1  # is_classifier
     if not (guard and labelled):
         return Guarded(scores, bound, margin, None)
 

@@ -98,6 +98,7 @@ def emit_normals(
         for part, weight in zip(parts, weights, strict=True):
             term = b.op(STAGE, "Mul", [part, weight])  # [1, b] * [m, 1] -> [m, b]
             total = term if total is None else b.op(STAGE, "Add", [total, term])
+        assert total is not None  # an oblique ensemble has at least one projection
         return b.op(STAGE, "Transpose", [total], perm=[1, 0])
 
     # In blocks of rows, so that the [m, b] intermediates stay in cache

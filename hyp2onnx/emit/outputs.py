@@ -60,18 +60,19 @@ def emit_outputs(
     guard, :mod:`hyp2onnx.emit.fast`).
     """
     elem = onnx_type(dtype)
-    if not ensemble.is_classifier:
+    classes = ensemble.classes
+    if classes is None:  # a regressor (ensemble.is_classifier is False)
         if ensemble.post_transform == "logistic":
             scores = g.op(STAGE, "Sigmoid", [scores])
         g.rename(scores, "variable")
         return [helper.make_tensor_value_info("variable", elem, ["N", ensemble.n_outputs])]
 
-    n_classes = len(ensemble.classes)
+    n_classes = len(classes)
     probabilities = link(g, scores, ensemble, dtype)
     if refine is not None:
         probabilities = refine(g, scores, probabilities, lambda b, s: link(b, s, ensemble, dtype))
     g.rename(probabilities, "probabilities")
-    labels, label_type = label_tensor(ensemble.classes)
+    labels, label_type = label_tensor(classes)
     if label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(n_classes)):
         # Labels 0 .. C-1 are ArgMax's own output: no Gather (a node less per call).
         g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0, outputs=["label"])

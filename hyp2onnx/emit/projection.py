@@ -12,6 +12,8 @@ indices to ``0 .. len(used) - 1``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..blocks import Hyperbolic, Spherical, spans
@@ -95,7 +97,7 @@ def sum_of_squares(g: GraphBuilder, q: str, width: int, dtype: str) -> str:
         pads = g.const(STAGE, "pads", [0, 0, 0, padded - width], np.int64)
         s = g.op(STAGE, "Pad", [s, pads])
     while padded > 1:
-        halves = {"num_outputs": 2} if g.opset >= 18 else {}
+        halves: dict[str, Any] = {"num_outputs": 2} if g.opset >= 18 else {}
         first, second = g.op(STAGE, "Split", [s], n_outputs=2, axis=1, **halves)
         s = g.op(STAGE, "Add", [first, second])
         padded //= 2

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from onnx import TensorProto, helper
@@ -138,7 +138,9 @@ def plan_trees(ensemble: Ensemble, encoding: str, *, legacy_only: bool = False) 
             raise ValueError(
                 "the exact encoding of a model with categorical splits needs ai.onnx.ml opset 5"
             )
-        carries = "values" if per_class_trees(ensemble) is not None else "leaf_rows"
+        carries: Literal["values", "leaf_rows"] = (
+            "values" if per_class_trees(ensemble) is not None else "leaf_rows"
+        )
         return TreePlan("v5", carries)
     leaves = int(np.sum(ensemble.feature < 0))
     float32_routing = ensemble.compare_dtype == "float32"
@@ -263,6 +265,7 @@ class ExactScorer:
             return sum_tree_columns(b, per_tree, self.groups)
         if self.tables is not None:
             return sum_looked_up(b, self.tables, per_tree, n_trees, ordered=self.ordered)
+        assert self.table is not None  # build() sets it when neither groups nor tables are
         return _sum_trees(b, self.table, per_tree, n_trees, ordered=self.ordered)
 
     def scores_of(self, b: GraphBuilder, rows: str) -> str:
@@ -328,8 +331,8 @@ def tree_ensemble_v5(
     false_ids, false_leafs = child(ensemble.right[internal])
     features = ensemble.feature[internal]
     splits = _thresholds(ensemble, ensemble.compare_dtype).astype(np.float64)[internal]
-    modes = np.full(features.shape, _MODES[ensemble.op], dtype=np.uint8)
-    members = {}
+    modes: np.ndarray = np.full(features.shape, _MODES[ensemble.op], dtype=np.uint8)
+    members: dict[str, Any] = {}
     if ensemble.categories is not None:
         member_nodes = np.flatnonzero(ensemble.categories.member)  # all internal, in node order
         modes[split_rank[member_nodes]] = _MEMBER_MODE

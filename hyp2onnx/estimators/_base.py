@@ -33,6 +33,7 @@ from ..correction import (
     TREE_SPACES,
     Comparison,
     Correction,
+    Midpoint,
     TreeSpace,
     correct,
     from_rows,
@@ -156,7 +157,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
             X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
         )
 
-    def _midpoint_rules(self) -> str | np.ndarray:
+    def _midpoint_rules(self) -> Midpoint | np.ndarray:
         """One rule (single geometry), or each feature's rule (input blocks).
 
         With blocks, ``midpoint="einstein"`` means each block's own geometric
@@ -202,8 +203,9 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         native_categorical = False
         if blocks is not None:
             native_categorical = backend.use_categorical(estimator, categorical_features(blocks))
-        to_tree = space.transform
+        to_tree: Callable[[np.ndarray], np.ndarray] = space.transform
         if native_categorical:
+            assert blocks is not None  # only input blocks have categorical features
             # Native categorical splits read the codes themselves, never a map of them.
             codes = categorical_features(blocks)
 
@@ -370,6 +372,11 @@ def write_back(backend: Backend, fitted: Any, done: Correction) -> tuple[Any, An
 class HyperbolicClassifierMixin:
     """Probability methods of hyperbolic classifiers."""
 
+    # What the concrete model (a HyperbolicTreeModel listed after this mixin)
+    # provides; annotations only, so that nothing here shadows its definitions.
+    estimator_: Any
+    _tree_input: Callable[[Any], np.ndarray]
+
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities, columns in ``classes_`` order."""
         check_is_fitted(self)
@@ -385,7 +392,7 @@ _KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
 
 def generate_init(
-    cls: type, sources: tuple[type, ...], own: dict[str, Any], *, extra: bool = False
+    cls: type[Any], sources: tuple[type[Any], ...], own: dict[str, Any], *, extra: bool = False
 ) -> tuple[str, ...]:
     """Give ``cls`` an ``__init__`` taking ``own`` and every keyword of ``sources``.
 
@@ -432,7 +439,7 @@ def generate_init(
         if sources
         else "Store every parameter unchanged."
     )
-    cls.__init__ = __init__  # type: ignore[method-assign]
+    cls.__init__ = __init__
     return tuple(p.name for p in native)
 
 
@@ -462,7 +469,10 @@ class WrappedParamsModel(HyperbolicTreeModel):
         }
 
     def _make_estimator(self) -> Any:
-        return self._wrapped(**{name: getattr(self, name) for name in self._wrapped_params})
+        wrapped = self._wrapped
+        if wrapped is None:  # what calling None raised before, with a reason
+            raise TypeError(f"{type(self).__name__} names no _wrapped estimator class")
+        return wrapped(**{name: getattr(self, name) for name in self._wrapped_params})
 
 
 class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):

@@ -155,6 +155,9 @@ class BoostingModel(HyperbolicTreeModel):
     _signature_from: ClassVar[tuple[type, ...]] = ()
     _backend: ClassVar[type[BoosterBackend]]
     _native_params: ClassVar[tuple[str, ...]] = ()
+    #: Keywords outside the native signature, stored by _store_extra (an instance
+    #: attribute the generated ``__init__`` starts empty).
+    _extra_params: tuple[str, ...]
     _parameter_constraints: ClassVar[dict] = {
         **HyperbolicTreeModel._parameter_constraints,
         "override_subsample": ["boolean"],

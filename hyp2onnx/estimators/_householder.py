@@ -220,11 +220,12 @@ def _regression_directions(
     ``fisher``, also the least-squares direction ``S^-1 c`` (``S`` shrunk).
     """
     total = w.sum()
-    directions = []
+    directions: list[np.ndarray] = []
     centered = k - (w @ k) / total
     cross = (w * (y - (w @ y) / total)) @ centered
-    if _unit(cross) is not None:
-        directions.append(_unit(cross))
+    unit_cross = _unit(cross)
+    if unit_cross is not None:
+        directions.append(unit_cross)
         if fisher:
             directions += _whitened(_scatter(k, w), [cross])
     # Halves by target value (not by row), so repeated rows and weights agree.

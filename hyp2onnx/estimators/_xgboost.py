@@ -97,6 +97,10 @@ def _ubj_load(buf: bytearray) -> Any:
             count, i = length(i + 1)
         end = ord("]") if marker == ord("[") else ord("}")
         if marker == ord("[") and typed in _ARRAYS:
+            if count is None:  # UBJSON gives a typed container its count ($ then #)
+                raise UnsupportedModelError(
+                    "a typed UBJSON array without a count in the XGBoost model"
+                )
             dt = _ARRAYS[typed]
             return np.frombuffer(buf, dt, count, i), i + count * dt.itemsize
         items: list[Any] = []

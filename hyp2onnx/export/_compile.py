@@ -32,6 +32,7 @@ from ..blocks import blocks_from_json, blocks_to_json, describe_blocks
 from ..emit import ENCODINGS
 from ..emit import encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
+from ..emit.fast import Guarded, Refine
 from ..emit.isolation import emit_oblique_walk, walk_applies
 from ..emit.oblique import emit_normals, remap_projection
 from ..emit.outputs import emit_outputs
@@ -233,7 +234,7 @@ def _no_stated_geometry(model: Any, *stated: Any) -> None:
         )
 
 
-def input_dtype(described: Model) -> str:
+def input_dtype(described: Model) -> Literal["float32", "float64"]:
     """The graph input dtype that keeps what the model separates.
 
     float64 if float32 cannot separate some split's two nearest training
@@ -307,6 +308,7 @@ def compile_model(
     g = GraphBuilder(opset)
     g.reserve("X", "label", "probabilities", "variable", "scores", "path_length")
     k = emit_projection(g, "X", space, used, input_dtype=dtype, dtype=k_dtype)
+    scores: str | Guarded
     if walk:
         scores = emit_oblique_walk(g, k, ensemble)
     else:
@@ -314,15 +316,20 @@ def compile_model(
             k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
         scores = how.emit_function()(g, k, k_dtype, ensemble, **({"plan": plan} if plan else {}))
     out_dtype = "float32" if how.float32 else ensemble.sum_dtype
-    extra_metadata, refine = {}, None
+    extra_metadata: dict[str, str] = {}
+    refine: Refine | None = None
     if described.metadata.get("task") == "anomaly":  # isolation forests
         from ..emit.isolation import emit_anomaly_outputs
 
+        assert isinstance(scores, str)  # value-bound encodings were replaced by exact above
         outputs = emit_anomaly_outputs(g, scores, described.metadata, out_dtype)
     else:
-        if how.value_bound:  # sums in the runtime's order (hyp2onnx.emit.fast)
+        # how.value_bound: sums in the runtime's order (hyp2onnx.emit.fast), whose
+        # emitter returns them as Guarded; the other emitters return the name.
+        if isinstance(scores, Guarded):
             extra_metadata = {"value_bound": repr(scores.bound), "tie_margin": repr(scores.margin)}
-            scores, refine = scores.scores, scores.refine
+            refine = scores.refine
+            scores = scores.scores
         outputs = emit_outputs(g, scores, ensemble, out_dtype, refine=refine)
 
     graph = helper.make_graph(

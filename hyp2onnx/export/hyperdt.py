@@ -165,8 +165,9 @@ def read_hyperdt(model: Any) -> HyperDTModel:
     for t, nodes in zip(trees, nodes_of, strict=True):
         index = {id(n): i for i, n in enumerate(nodes)}
         sign = _SIGN[t.dot_product]
-        if classifier:
-            local = np.searchsorted(classes, t.classes_)
+        if classes is not None:  # classifier
+            # asarray: an array query, so that numpy's stubs give an array of positions
+            local = np.searchsorted(classes, np.asarray(t.classes_))
             if np.any(local >= classes.size) or not np.array_equal(classes[local], t.classes_):
                 raise UnsupportedModelError(f"a tree of this {name} has classes the model lacks.")
         roots.append(offset)
@@ -178,14 +179,14 @@ def read_hyperdt(model: Any) -> HyperDTModel:
                 threshold.append(0.0)
                 left.append(offset + index[id(n.left)])
                 right.append(offset + index[id(n.right)])
-                value.append(np.zeros(classes.size if classifier else 1))
+                value.append(np.zeros(classes.size if classes is not None else 1))
                 code.append(0.0)
             else:
                 feature.append(-1)
                 threshold.append(0.0)
                 left.append(-1)
                 right.append(-1)
-                if classifier:
+                if classes is not None:  # classifier
                     row = np.zeros(classes.size)
                     row[local] = np.asarray(n.probs, dtype=np.float64)
                     value.append(row)
@@ -197,7 +198,7 @@ def read_hyperdt(model: Any) -> HyperDTModel:
     if not keys:  # only leaves: the operator still needs one input column
         keys[(0, 0.0, 0.0)] = 0
     columns = np.array(list(keys), dtype=np.float64).reshape(-1, 3)
-    common = dict(
+    common: dict[str, Any] = dict(
         feature=np.asarray(feature, dtype=np.int64),
         threshold=np.asarray(threshold),
         left=np.asarray(left, dtype=np.int64),
@@ -249,13 +250,14 @@ def predict_reference(described: HyperDTModel, X: np.ndarray) -> dict[str, np.nd
     S = split_columns(described, X)
     values = described.values
     out = predict_output(values, S)
+    classes = values.classes  # None: a regressor (values.is_classifier is False)
     if described.votes is None:
-        if values.is_classifier:
-            return {"label": values.classes[np.argmax(out, axis=1)], "probabilities": out}
+        if classes is not None:
+            return {"label": classes[np.argmax(out, axis=1)], "probabilities": out}
         return {"variable": out}
     winner = _mode(predict_scores(described.votes, S))
-    if values.is_classifier:
-        return {"label": values.classes[winner.astype(np.int64)], "probabilities": out}
+    if classes is not None:
+        return {"label": classes[winner.astype(np.int64)], "probabilities": out}
     return {"variable": winner[:, None]}
 
 
@@ -339,14 +341,17 @@ def compile_hyperdt(
 
     def trees(ensemble: Ensemble) -> str:
         if not how.tree_operator:
-            return how.emit_function()(g, S, "float64", ensemble)
-        plan = plan_trees(ensemble, encoding)
-        plans.append(plan)
-        return how.emit_function()(g, S, "float64", ensemble, plan=plan)
+            raw = how.emit_function()(g, S, "float64", ensemble)
+        else:
+            plan = plan_trees(ensemble, encoding)
+            plans.append(plan)
+            raw = how.emit_function()(g, S, "float64", ensemble, plan=plan)
+        assert isinstance(raw, str)  # value-bound (Guarded) encodings were replaced above
+        return raw
 
     values = described.values
     scores = trees(values)
-    if values.is_classifier:
+    if values.classes is not None:  # values.is_classifier
         g.rename(scores, "probabilities")
         labels, label_type = label_tensor(values.classes)
         if described.votes is None:
@@ -469,7 +474,7 @@ def boundary_rows(
     return np.concatenate(rows) if rows else np.empty((0, n_in))
 
 
-def _step_ulps(v: np.ndarray, n: int) -> np.ndarray:
+def _step_ulps(v: np.ndarray, n: int | np.integer) -> np.ndarray:
     toward = np.inf if n > 0 else -np.inf
     for _ in range(abs(int(n))):
         v = np.nextafter(v, toward)
