@@ -1,6 +1,6 @@
 """Which runtimes run which exported graphs: the compatibility table, measured.
 
-For each graph variant (encodings exact, compat and standard; the standard
+For each graph variant (encodings fast, exact, compat and standard; the standard
 encoding also without row blocks, ``hyp2onnx.edge.without_row_blocks``;
 and each encoding as an ``.ort`` file) this script exports a random-forest
 classifier and regressor, runs them in every runtime that is installed
@@ -86,11 +86,13 @@ class Variant:
 
 
 VARIANTS = [
+    Variant("fast", "fast"),
     Variant("exact", "exact"),
     Variant("compat", "compat"),
     Variant("standard", "standard"),
     Variant("standard-float64", "standard", dtype="float64"),
     Variant("exact-no-row-blocks", "exact", row_blocks=False),
+    Variant("fast-ort", "fast", ort_format=True),
     Variant("exact-ort", "exact", ort_format=True),
     Variant("compat-ort", "compat", ort_format=True),
     Variant("standard-ort", "standard", ort_format=True),

@@ -159,8 +159,9 @@ def test_every_block_exports_exactly(name):
     A = _adversarial(model, F)
     X_near = np.concatenate([X, _block_rows(A, BLOCKS, exact=False)])
     for dtype in ("float32", "float64"):
-        onx = to_onnx(model, dtype=dtype)
-        _assert_same(model, onx, X_near)
+        _assert_same(model, to_onnx(model, dtype=dtype, encoding="exact"), X_near)
+        # The default graph: the same labels, values within its recorded bound.
+        assert h.verify(model, to_onnx(model, dtype=dtype), X_near.astype(dtype)).ok
     _assert_same(model, to_onnx(model, dtype="float64", encoding="standard"), X_near)
     # Rows whose features are the thresholds themselves (off-manifold, unchecked).
     X_exact = _block_rows(A, BLOCKS, exact=True)

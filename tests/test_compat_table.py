@@ -18,6 +18,7 @@ import pytest
 
 import hyp2onnx as h
 from hyp2onnx.cli._runtimes import compatibility, runtimes_for
+from hyp2onnx.emit import ENCODINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 STATUSES = {"agrees", "runs", "fails", "not installed", "n/a"}
@@ -43,6 +44,8 @@ def test_page_is_made_from_the_data(table):
 def test_data_covers_every_variant_and_runtime(table):
     data = compatibility()
     assert set(data["variants"]) == {v.key for v in table.VARIANTS}
+    # every encoding to_onnx makes is measured, the default included: inspect names its runtimes
+    assert {v["encoding"] for v in data["variants"].values()} == set(ENCODINGS)
     for variant, cells in data["results"].items():
         assert set(cells) == set(data["runtimes"]), variant
         for cell in cells.values():
@@ -63,9 +66,9 @@ def test_data_covers_every_variant_and_runtime(table):
 
 
 def test_inspect_reads_the_runtimes():
-    exact = runtimes_for("exact")
     version = compatibility()["runtimes"]["onnxruntime"]["version"]
-    assert f"onnxruntime (Python) {version}" in exact
+    for encoding in ENCODINGS:
+        assert f"onnxruntime (Python) {version}" in runtimes_for(encoding), encoding
     assert runtimes_for("no such encoding") == []
     assert runtimes_for(None) == []
     # compat graphs have no row blocks; their runtimes are those measured for compat

@@ -6,7 +6,7 @@ all its training rows gathered in this process: the distributed thresholds
 must equal its thresholds bit for bit. Data: Klein values on a
 grid with one-ulp nudges (ties and near-ties at every threshold), partitioned
 unevenly, with zero-weight rows. Scoring is checked against onnxruntime run
-on the whole array in this process.
+on the whole array in this process, on one thread as the workers run.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 import warnings
 
 import numpy as np
+import onnx
 import pytest
 
 pytest.importorskip("distributed", reason="the 'dask' extra is not installed")
@@ -39,6 +40,10 @@ from hyp2onnx.estimators import backend_for
 from hyp2onnx.verify import run_onnx
 
 CHUNKS = (700, 300, 1200, 800)  # uneven partitions, 3000 rows
+#: The workers' sessions run on one thread (predict's default). The default (fast)
+#: graph adds the trees in the order onnxruntime's threads take them, so the oracle
+#: runs on one thread too: then every value must agree bit for bit, in any batch.
+ONE_THREAD = 1
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +64,17 @@ def _data(task: str, seed: int = 3):
         y = np.array(["setosa", "versicolor", "virginica"])[y]  # string labels
     w = np.where(np.random.default_rng(seed).random(k.shape[0]) < 0.1, 0.0, 1.0)
     return k, as_points(k, "hyperboloid"), y, w
+
+
+def _held(graph, X):
+    """X as the user of ``graph`` holds it: in the graph's input type.
+
+    verify runs the model on the data as held. These points lie one float32 ulp
+    apart at the thresholds, which the cast to float32 moves across them, so a
+    float32 graph is checked on float32 points (as the parity tests do).
+    """
+    elem = graph.graph.input[0].type.tensor_type.elem_type
+    return X.astype(np.float32 if elem == onnx.TensorProto.FLOAT else np.float64)
 
 
 def _native_params(name: str) -> dict:
@@ -235,10 +251,11 @@ def test_pickle_clone_and_convert(trained, client, tmp_path):
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
     path = tmp_path / "model.pkl"
     path.write_bytes(pickle.dumps(model))
-    np.save(tmp_path / "X.npy", X[:500])
+    held = _held(hyp2onnx.to_onnx(model), X)
+    np.save(tmp_path / "X.npy", held[:500])
     out = tmp_path / "model.onnx"
     assert main(["convert", str(path), "-o", str(out), "--check", str(tmp_path / "X.npy")]) == 0
-    assert hyp2onnx.verify(model, out, X).ok
+    assert hyp2onnx.verify(model, out, held).ok
 
 
 @pytest.mark.parametrize("name", ["HyperbolicDaskXGBClassifier", "HyperbolicDaskLGBMRegressor"])
@@ -254,10 +271,11 @@ def test_skops_file_of_a_dask_model_converts(models, name, tmp_path, capsys):
     model, _, (_, X, _, _) = models(name)
     path = tmp_path / "model.skops"
     sio.dump(model, path)
-    np.save(tmp_path / "X.npy", X[:500])
+    held = _held(hyp2onnx.to_onnx(model), X)
+    np.save(tmp_path / "X.npy", held[:500])
     out = tmp_path / "model.onnx"
     assert main(["convert", str(path), "-o", str(out), "--check", str(tmp_path / "X.npy")]) == 0
-    assert hyp2onnx.verify(model, out, X).ok
+    assert hyp2onnx.verify(model, out, held).ok
     sio.dump({"model": model, "odd": fractions.Fraction(1, 3)}, tmp_path / "odd.skops")
     assert main(["convert", str(tmp_path / "odd.skops"), "-o", str(tmp_path / "odd.onnx")]) == 2
     assert "fractions.Fraction" in capsys.readouterr().err
@@ -284,7 +302,8 @@ def test_early_stopping_on_a_hyperbolic_eval_set(client):
     noise = np.random.default_rng(0).integers(0, 2, 1000)  # no signal: the eval loss soon rises
     model.fit(Xd, yd, eval_set=[(Xd[:1000], da.from_array(noise, chunks=1000))], verbose=False)
     assert model.estimator_.best_iteration < 39
-    assert hyp2onnx.verify(model, hyp2onnx.to_onnx(model), X).ok
+    graph = hyp2onnx.to_onnx(model)
+    assert hyp2onnx.verify(model, graph, _held(graph, X)).ok
 
 
 def test_bad_input_is_refused(client):
@@ -371,7 +390,7 @@ def test_predict_array_one_session_per_worker(graph, client):
     before = client.run(_scoring.sessions_created)
     out = hdask.predict(onnx_model, da.from_array(X, chunks=250))  # 12 partitions
     computed = dask.compute(out)[0]
-    want = run_onnx(onnx_model, X)
+    want = run_onnx(onnx_model, X, threads=ONE_THREAD)
     assert set(computed) == set(want)
     for name, value in want.items():
         assert isinstance(out[name], da.Array)
@@ -390,7 +409,7 @@ def test_predict_dataframe_appends_columns(graph, client):
     ddf = dd.from_pandas(frame, npartitions=4)
     points = [f"x{i}" for i in range(X.shape[1])]
     scored = hdask.predict(onnx_model, ddf, columns=points).compute()
-    want = run_onnx(onnx_model, X)
+    want = run_onnx(onnx_model, X, threads=ONE_THREAD)
     np.testing.assert_array_equal(scored["id"], frame["id"])
     for out, cols in spec.column_names().items():
         value = want[out].reshape(X.shape[0], -1)
@@ -538,7 +557,7 @@ def test_predict_gives_null_outputs_for_bad_rows_on_request(models, client):
     graph = hyp2onnx.to_onnx(model, dtype="float64")
     bad, rows = _bad_points(X)
     good = np.setdiff1d(np.arange(X.shape[0]), rows)
-    want = run_onnx(graph, X[good])
+    want = run_onnx(graph, X[good], threads=ONE_THREAD)
     out = dask.compute(
         hdask.predict(graph, da.from_array(bad, chunks=(CHUNKS, -1)), bad_rows="null")
     )[0]

@@ -145,10 +145,10 @@ def _check_dask(graph, client, table) -> None:
         assert set(_named_rows(str(caught.value))) <= set(bad)
     else:
         got = dask.compute(hdask.predict(graph, points))[0]
-        for name, value in run_onnx(graph, X).items():
+        for name, value in run_onnx(graph, X, threads=1).items():
             np.testing.assert_array_equal(got[name], value)
     got = dask.compute(hdask.predict(graph, points, bad_rows="null"))[0]
-    want = run_onnx(graph, X[good]) if good.size else None
+    want = run_onnx(graph, X[good], threads=1) if good.size else None
     for name, value in got.items():
         nulls = pd.isna(value).reshape(X.shape[0], -1)
         np.testing.assert_array_equal(np.flatnonzero(nulls.any(axis=1)), bad)
@@ -178,7 +178,7 @@ def _check_spark(graph, spark, table, nulls=()) -> None:
     scored = hspark_predict(graph, df, columns, bad_rows="null").toPandas().sort_values("id")
     np.testing.assert_array_equal(np.flatnonzero(scored["label"].isna().to_numpy()), bad)
     if good.size:
-        want = run_onnx(graph, X[good])
+        want = run_onnx(graph, X[good], threads=1)
         np.testing.assert_array_equal(
             scored["label"].to_numpy()[good].astype(np.int64), want["label"]
         )

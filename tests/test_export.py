@@ -90,10 +90,12 @@ def test_exact_parity_random_and_adversarial(name, geometry_name):
     X_far, _ = points(200, 3, geometry_name, curvature=-2.5, seed=4, max_radius=far)
     X_all = np.concatenate([X, X_adv, X_far])
     for dtype in ("float32", "float64"):
-        onx = to_onnx(model, dtype=dtype)
+        onx = to_onnx(model, dtype=dtype, encoding="exact")  # values bit for bit
         _assert_exact(model, onx, X_all)
         # verify runs the model on the data as held: the float32 graph's user holds float32.
         assert h.verify(model, onx, X_all.astype(dtype)).ok
+        # The default graph: the same labels, values within its recorded bound.
+        assert h.verify(model, to_onnx(model, dtype=dtype), X_all.astype(dtype)).ok
 
 
 @pytest.mark.parametrize("geometry_name", GEOMETRIES)
@@ -207,7 +209,8 @@ def test_export_is_deterministic_and_carries_metadata(tmp_path):
     meta = read_metadata(first)
     assert meta["input_geometry"] == "hyperboloid" and meta["curvature"] == -1.0
     assert meta["classes"] == ["leaf", "mid", "root"]
-    assert meta["backend"] == "sklearn" and meta["encoding"] == "exact"
+    assert meta["backend"] == "sklearn" and meta["encoding"] == "fast"  # the default
+    assert meta["value_bound"] >= 0.0 and meta["tie_margin"] >= 0.0
     assert meta["n_features_in"] == 3 and meta["n_trees"] == 3
     assert "hyperboloid" in meta["doc_string"]
     path = tmp_path / "m.onnx"
@@ -254,7 +257,8 @@ def test_the_tree_operator_runs_inside_the_row_blocks(regressor, short_path, mon
     model = cls(n_estimators=4, max_depth=4, random_state=0).fit(
         X, targets(k) if regressor else labels(k)
     )
-    onx = to_onnx(model)
+    # The exact graph keeps a score per tree; the fast one's operator adds the trees itself.
+    onx = to_onnx(model, encoding="exact")
     top = [n.op_type for n in onx.graph.node]
     inside = [n.op_type for n in all_nodes(onx.graph) if n.op_type.startswith("TreeEnsemble")]
     assert not any(op.startswith("TreeEnsemble") for op in top)
@@ -294,7 +298,7 @@ def test_bad_requests_raise_clear_errors():
     with pytest.raises(ValueError, match="dtype"):
         to_onnx(model, dtype="float16")
     with pytest.raises(ValueError, match="encoding"):
-        to_onnx(model, encoding="fast")
+        to_onnx(model, encoding="fastest")
     with pytest.raises(ValueError, match="contradicts"):
         to_onnx(model, input_geometry="klein")
     with pytest.raises(ValueError, match="shape"):
@@ -348,7 +352,7 @@ def test_forest_regressor_n_jobs_is_not_needed_for_exactness():
     forest = RandomForestRegressor(n_estimators=20, random_state=0, n_jobs=1).fit(k, targets(k))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        onx = to_onnx(forest, input_geometry="klein", dtype="float64")
+        onx = to_onnx(forest, input_geometry="klein", dtype="float64", encoding="exact")
     np.testing.assert_array_equal(run_onnx(onx, k)["variable"][:, 0], forest.predict(k))
 
 

@@ -72,11 +72,12 @@ def test_exact_parity(name, geometry_name):
     X_far, _ = points(100, 3, geometry_name, curvature=-1.7, seed=22, max_radius=far)
     X_all = np.concatenate([X, X_adv, X_far])
     for dtype in ("float32", "float64"):
-        onx = to_onnx(model, dtype=dtype)
+        onx = to_onnx(model, dtype=dtype, encoding="exact")
         _compare(model, onx, X_all, TOLERANCE[name.split("_")[0]])
-        assert h.verify(
-            model, onx, X_all.astype(dtype)
-        ).ok  # the float32 graph's user holds float32 (verify runs the model on the data as held)
+        # the float32 graph's user holds float32 (verify runs the model on the data as held)
+        assert h.verify(model, onx, X_all.astype(dtype)).ok
+        # The default graph: the same labels, values within its recorded bound.
+        assert h.verify(model, to_onnx(model, dtype=dtype), X_all.astype(dtype)).ok
 
 
 @pytest.mark.parametrize("timelike_dim", [2, -1])
@@ -87,7 +88,10 @@ def test_timelike_dim_and_curvature(name, timelike_dim):
     X_adv = geometry.from_klein(adversarial_klein(model, k), "hyperboloid", -0.3, timelike_dim)
     X_all = np.concatenate([X, X_adv])
     for dtype in ("float32", "float64"):
-        _compare(model, to_onnx(model, dtype=dtype), X_all, TOLERANCE[name.split("_")[0]])
+        onx = to_onnx(model, dtype=dtype, encoding="exact")
+        _compare(model, onx, X_all, TOLERANCE[name.split("_")[0]])
+        # The default graph: the same labels, values within its recorded bound.
+        assert h.verify(model, to_onnx(model, dtype=dtype), X_all.astype(dtype)).ok
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -283,7 +283,7 @@ def test_projection_is_bit_identical(geometry_name, curvature, timelike_dim, d, 
         fitted.fit(X_train, targets(k))
         probes = oracle.probe_rows(oracle.native(fitted), fitted.to_klein(X_train), DTYPES[dtype])
         X = geometry.from_klein(probes.k, geometry_name, curvature, timelike_dim).astype(dtype)
-        onx = to_onnx(fitted, dtype=dtype)
+        onx = to_onnx(fitted, dtype=dtype, encoding="exact")  # values bit for bit
         got = run_onnx(_klein_output(onx), X)
         k_graph = next(v for name, v in got.items() if name != "variable")
         used = fitted.to_ir().ensemble.used_features()
