@@ -17,6 +17,8 @@ _OWN = {
     "HyperbolicTreeModel": "_base",
     "HyperbolicEstimator": "_base",
     "HyperbolicIsolationForest": "_isolation",
+    "HyperbolicRotationForestClassifier": "_rotation",
+    "HyperbolicRotationForestRegressor": "_rotation",
 }
 
 __all__ = sorted(

@@ -33,6 +33,7 @@ from ..emit import ENCODINGS
 from ..emit import encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from ..emit.fast import Guarded, Refine
+from ..emit.frames import emit_frames, remap_frames
 from ..emit.isolation import emit_oblique_walk, walk_applies
 from ..emit.oblique import emit_normals, remap_projection
 from ..emit.outputs import emit_outputs
@@ -291,7 +292,10 @@ def compile_model(
             f"use encoding={' or '.join(map(repr, able))}."
         )
     oblique = described.ensemble.projection is not None
-    ensemble, used = (remap_projection if oblique else remap_features)(described.ensemble)
+    framed = described.ensemble.frames is not None  # rotation forests (emit/frames.py)
+    remap = remap_frames if framed else remap_projection if oblique else remap_features
+    ensemble, used = remap(described.ensemble)
+    oblique = oblique or framed  # both compute float64 features of the Klein coordinates
     # Oblique isolation forests: a level-by-level walk, standard operators only.
     walk = (
         described.metadata.get("task") == "anomaly" and not how.float32 and walk_applies(ensemble)
@@ -314,6 +318,8 @@ def compile_model(
     else:
         if ensemble.projection is not None:
             k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
+        elif ensemble.frames is not None:
+            k, k_dtype, ensemble = emit_frames(g, k, k_dtype, ensemble)
         scores = how.emit_function()(g, k, k_dtype, ensemble, **({"plan": plan} if plan else {}))
     out_dtype = "float32" if how.float32 else ensemble.sum_dtype
     extra_metadata: dict[str, str] = {}
@@ -387,7 +393,7 @@ def compat_routes_exactly(described: Model, dtype: str) -> bool:
     then the Klein coordinate). Oblique projections are float64 sums: never.
     """
     ensemble, space = described.ensemble, described.space
-    if ensemble.projection is not None:
+    if ensemble.projection is not None or ensemble.frames is not None:
         return False
     if ensemble.compare_dtype == "float32":
         return True
@@ -401,7 +407,7 @@ def compat_routes_exactly(described: Model, dtype: str) -> bool:
 def _warn_if_compat_misroutes(described: Model, dtype: str) -> None:
     if compat_routes_exactly(described, dtype):
         return
-    if described.ensemble.projection is not None:
+    if described.ensemble.projection is not None or described.ensemble.frames is not None:
         what = "compares each oblique split's float64 projection rounded to float32"
     else:
         what = (

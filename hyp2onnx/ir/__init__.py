@@ -21,6 +21,7 @@ import numpy as np
 
 from ..blocks import Block, n_features, n_input_columns
 from ..geometry import check_timelike_dim, curvature_radius, n_klein_features
+from .frames import Frames, frame_features
 from .projection import project
 from .trees import CategorySets, Op, TreeArrays, apply, as_compared
 
@@ -98,6 +99,9 @@ class Ensemble:
     projection: np.ndarray | None = None
     #: Set-membership splits (categorical codes) among the nodes; None: none.
     categories: CategorySets | None = None
+    #: Splits in other frames (rotation forests): node ``j`` then tests column
+    #: ``feature[j]`` of ``frame_features(k, frames)`` (see :mod:`hyp2onnx.ir.frames`).
+    frames: Frames | None = None
 
     def __post_init__(self) -> None:
         n = self.feature.shape[0]
@@ -114,6 +118,10 @@ class Ensemble:
         ):
             raise ValueError("Ensemble.projection must have shape (n_features, n_columns)")
         n_tested = self.n_features if self.projection is None else self.projection.shape[1]
+        if self.frames is not None:
+            if self.projection is not None or self.frames.n_klein_features != self.n_features:
+                raise ValueError("Ensemble.frames: no projection, and one row per Klein feature")
+            n_tested = self.frames.n_columns
         if np.any(self.feature[internal] >= n_tested):
             raise ValueError("a node tests a feature (or projection column) beyond the last one")
         if np.any(self.left[internal] < 0) or np.any(self.right[internal] < 0):
@@ -224,6 +232,8 @@ class Ensemble:
     def used_features(self) -> np.ndarray:
         """Sorted Klein feature indices that some split reads."""
         tested = np.unique(self.feature[self.feature >= 0])
+        if self.frames is not None:
+            return self.frames.select(tested).used_features()
         if self.projection is None:
             return tested
         return np.flatnonzero(np.any(self.projection[:, tested] != 0, axis=1))
@@ -253,6 +263,8 @@ def predict_scores(ensemble: Ensemble, Xk: np.ndarray) -> np.ndarray:
     """
     if ensemble.projection is not None:
         Xk = project(Xk, ensemble.projection)
+    if ensemble.frames is not None:
+        Xk = frame_features(Xk, ensemble.frames)
     X = as_compared(Xk, ensemble.compare_dtype)
     dt = np.dtype(ensemble.sum_dtype)
     total = np.zeros((X.shape[0], ensemble.n_outputs), dtype=dt)

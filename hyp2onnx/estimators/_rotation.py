@@ -1,0 +1,587 @@
+"""Hyperbolic rotation forests: every tree grown in its own frame, exported exactly.
+
+Hyperbolic embeddings have no privileged axes, yet an axis-parallel tree on
+Klein coordinates depends on them. A rotation forest (Rodriguez et al.,
+2006) grows each tree on its own rotation of the features; here each tree
+``t`` sees the data through an isometry of the hyperboloid
+
+    M_t = diag(1, R_t) B_t,
+
+``B_t`` a Lorentz boost taking a centre ``mu_t`` to the origin and ``R_t``
+an orthogonal map of the spatial coordinates there:
+
+``centre="class_subset"`` (default)
+    ``mu_t`` is the Lorentzian centroid ``m / sqrt(-<m, m>_L)`` of a random
+    subset of the rows: the rows of a random non-empty subset of the classes
+    (regressors: all rows), of which ``remove_proportion`` are left out at
+    random, as rotation forests draw the rows of their groups.
+    ``centre="origin"``: ``B_t = I``.
+``rotation="pca"`` (default)
+    A Haar-random rotation ``H_t``, then the principal axes of the log-map
+    vectors at the centre in random groups of ``group_size`` of its axes
+    (each group on its own class subset and row sample, as in the rotation
+    forest literature), each axis signed so that the third moment of its
+    projections is not negative. Block-diagonal orthonormal bases times
+    ``H_t``: ``R_t`` is orthogonal. With one group (``group_size >= d``)
+    ``H_t`` drops out and the frame is a function of the data: moving the
+    data by an isometry moves every frame with it.
+    ``"haar"``: ``R_t`` Haar-random; ``"identity"``: ``R_t = I``.
+
+In the frame, Klein coordinates are linear-fractional in the original ones
+(:mod:`hyp2onnx.ir.frames`), computed in one fixed order of float64
+operations. Each tree is a Fast-HyperDT tree on them: a scikit-learn
+decision tree fitted on the tree space of the frame coordinates (``ranks`` by
+default, :mod:`hyp2onnx.correction.tree_space`) with every threshold moved to
+the Einstein midpoint of its two nearest training frame coordinates, by the
+shared correction. A split ``k'_j <= t`` is a geodesic hyperplane of the
+original space.
+
+The trees are drawn as scikit-learn's ``RandomForestClassifier`` draws them
+(the same seeds, bootstrap rows and feature draws; the frames come from a
+separate stream), so ``centre="origin", rotation="identity",
+bootstrap=True, max_features="sqrt"`` reproduces
+``HyperbolicRandomForestClassifier`` with the same ``random_state``, its
+predictions bit for bit (near the origin, where no tree needs split indices).
+
+Exactness: the exported graph computes each frame coordinate some split
+reads with the same ``Mul``/``Add`` chain and ``Div`` (:mod:`hyp2onnx.emit.frames`)
+and compares it in float64 with a float64 threshold that routes every
+float64 value as the tree does (a float32 comparison ``float32(x) <= t`` is
+the float64 comparison ``x <= T`` for the largest ``T`` that rounds to at
+most ``t``, :func:`float32_cut`). Frames far from the data can make
+float32 input move points across splits: ``input_dtype_`` is "float64" when
+rounding the training points to float32 changes the leaf any of them reaches
+in any tree, and :func:`hyp2onnx.to_onnx` then warns on ``dtype="float32"``.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ..correction import TreeSpace, correct, from_rows
+from ..geometry import to_klein
+from ..ir import Ensemble, InputSpace, Model
+from ..ir.frames import Frames, frame_features
+from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, comparison_of, generate_init
+from ._isolation import lorentz_boost_to_origin
+from ._sklearn import SklearnBackend
+
+__all__ = [
+    "HyperbolicRotationForestClassifier",
+    "HyperbolicRotationForestRegressor",
+    "draw_frame",
+    "float32_cut",
+    "haar_rotation",
+    "lorentzian_centroid",
+]
+
+ROTATIONS = ("pca", "haar", "identity")
+CENTRES = ("class_subset", "origin")
+_MAX_INT = np.iinfo(np.int32).max
+#: Mixed into each tree's seed for the frame's own random stream.
+_FRAME_STREAM = 0x726F74
+
+
+def hyperboloid_of(k: np.ndarray) -> np.ndarray:
+    """Unit-hyperboloid rows ``(1, k) / sqrt(1 - |k|^2)`` of Klein rows ``k``."""
+    x0 = 1.0 / np.sqrt(np.maximum(1.0 - np.einsum("ij,ij->i", k, k), np.finfo(float).tiny))
+    return np.concatenate([x0[:, None], k * x0[:, None]], axis=1)
+
+
+def lorentzian_centroid(x: np.ndarray) -> np.ndarray:
+    """``m / sqrt(-<m, m>_L)`` for ``m`` the sum of the unit-hyperboloid rows ``x``."""
+    m = x.sum(axis=0)
+    return m / math.sqrt(max(m[0] * m[0] - float(m[1:] @ m[1:]), np.finfo(float).tiny))
+
+
+def haar_rotation(d: int, rng: np.random.Generator) -> np.ndarray:
+    """A Haar-random orthogonal ``d x d`` matrix (QR of a Gaussian, signs fixed)."""
+    q, r = np.linalg.qr(rng.standard_normal((d, d)))
+    return q * np.where(np.diag(r) < 0, -1.0, 1.0)
+
+
+def _log_at_origin(x: np.ndarray) -> np.ndarray:
+    """Log-map vectors at the origin of unit-hyperboloid rows ``x``."""
+    spatial = x[:, 1:]
+    norm = np.linalg.norm(spatial, axis=1, keepdims=True)
+    scale = np.arccosh(np.maximum(x[:, :1], 1.0))
+    return np.divide(spatial * scale, norm, out=np.zeros_like(spatial), where=norm > 0)
+
+
+def _sample(
+    rng: np.random.Generator, y: np.ndarray | None, rows: np.ndarray, remove: float
+) -> np.ndarray:
+    """Rows of a random non-empty class subset (all rows without classes), less ``remove``."""
+    if y is not None:
+        classes = np.unique(y[rows])
+        chosen = rng.choice(classes, size=int(rng.integers(1, classes.size + 1)), replace=False)
+        rows = rows[np.isin(y[rows], chosen)]
+    keep = max(1, int(round((1.0 - remove) * rows.size)))
+    return np.sort(rng.choice(rows, size=keep, replace=False))
+
+
+def _pca_axes(v: np.ndarray) -> np.ndarray:
+    """Columns: principal axes of the rows ``v``, by decreasing variance, third moment >= 0."""
+    centred = v - v.mean(axis=0)
+    _, vectors = np.linalg.eigh(centred.T @ centred)
+    vectors = vectors[:, ::-1]
+    skew = ((centred @ vectors) ** 3).sum(axis=0)
+    return vectors * np.where(skew < 0, -1.0, 1.0)
+
+
+def draw_frame(
+    k: np.ndarray,
+    y: np.ndarray | None,
+    rows: np.ndarray,
+    *,
+    centre: str,
+    rotation: str,
+    group_size: int,
+    remove_proportion: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """One tree's frame ``M = diag(1, R) B`` (``(d + 1) x (d + 1)``; module doc).
+
+    ``k`` are the Klein rows, ``y`` the encoded classes (None for
+    regression), ``rows`` the rows the frame may be drawn from.
+    """
+    d = k.shape[1]
+    B = np.eye(d + 1)
+    x = None
+    if centre == "class_subset":
+        x = hyperboloid_of(k)
+        B = lorentz_boost_to_origin(
+            lorentzian_centroid(x[_sample(rng, y, rows, remove_proportion)])
+        )
+    if rotation == "identity":
+        R = np.eye(d)
+    elif rotation == "haar":
+        R = haar_rotation(d, rng)
+    else:
+        H = haar_rotation(d, rng)
+        if x is None:
+            x = hyperboloid_of(k)
+        v = _log_at_origin(x @ B.T) @ H.T  # log-map vectors at the centre, in H's axes
+        order = rng.permutation(d)
+        axes = []
+        for start in range(0, d, group_size):
+            group = order[start : start + group_size]
+            picked = _sample(rng, y, rows, remove_proportion)
+            basis = _pca_axes(v[np.ix_(picked, group)])
+            for j in range(basis.shape[1]):
+                axis = np.zeros(d)
+                axis[group] = basis[:, j]
+                axes.append(axis @ H)
+        R = np.array(axes)
+    M = np.eye(d + 1)
+    M[1:, :] = R @ B[1:, :]
+    M[0, :] = B[0, :]
+    return M
+
+
+def float32_cut(threshold: np.ndarray) -> np.ndarray:
+    """The largest float64 ``T`` with ``float32(x) <= t`` iff ``x <= T``, for each ``t``.
+
+    ``f``, the largest float32 not above ``t``, and the next float32 ``g``:
+    a float64 ``x`` rounds (to nearest, ties to even) to at most ``f`` iff
+    ``x`` is below their midpoint, or on it when ``f`` is the even one. The
+    midpoint of two float32 numbers is exact in float64.
+    """
+    t = np.asarray(threshold, dtype=np.float64)
+    f = t.astype(np.float32)
+    f = np.where(f.astype(np.float64) > t, np.nextafter(f, np.float32(-np.inf)), f)
+    g = np.nextafter(f, np.float32(np.inf))
+    mid = (f.astype(np.float64) + g.astype(np.float64)) / 2.0
+    even = (f.view(np.uint32) & 1) == 0
+    return np.where(even, mid, np.nextafter(mid, -np.inf))
+
+
+#: The trees' own parameters (scikit-learn's names and defaults), after ``criterion``.
+_TREE_DEFAULTS: dict[str, Any] = {
+    "max_depth": None,
+    "min_samples_split": 2,
+    "min_samples_leaf": 1,
+    "min_weight_fraction_leaf": 0.0,
+    "max_features": None,
+    "max_leaf_nodes": None,
+    "min_impurity_decrease": 0.0,
+}
+_TREE_PARAMS = ("criterion", *_TREE_DEFAULTS)
+
+
+class _RotationForest(HyperbolicTreeModel):
+    """Shared fitting, prediction and export of the two rotation forests."""
+
+    _tree: ClassVar[Any]  #: the scikit-learn tree class (its _parameter_constraints are read)
+    _defaults: ClassVar[dict[str, Any]]
+    _parameter_constraints: ClassVar[dict] = {
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "group_size": [Interval(Integral, 1, None, closed="left")],
+        "remove_proportion": [Interval(Real, 0.0, 1.0, closed="left")],
+        "rotation": [StrOptions(set(ROTATIONS))],
+        "centre": [StrOptions(set(CENTRES))],
+        "bootstrap": ["boolean"],
+        "max_samples": [
+            None,
+            Interval(Integral, 1, None, closed="left"),
+            Interval(Real, 0.0, 1.0, closed="right"),
+        ],
+        "random_state": ["random_state"],
+        "n_jobs": [Integral, None],
+        **{
+            k: v
+            for k, v in HyperbolicTreeModel._parameter_constraints.items()
+            if k != "input_blocks"
+        },
+    }
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "_defaults" not in cls.__dict__:
+            return
+        cls._parameter_constraints = {
+            **{k: v for k, v in cls._tree._parameter_constraints.items() if k in _TREE_PARAMS},
+            **_RotationForest._parameter_constraints,
+            **(
+                {"class_weight": [dict, list, StrOptions({"balanced"}), None]}
+                if "class_weight" in cls._defaults
+                else {}
+            ),
+        }
+        own = {
+            "n_estimators": 100,
+            "group_size": 3,
+            "remove_proportion": 0.5,
+            "rotation": "pca",
+            "centre": "class_subset",
+            "criterion": cls._defaults["criterion"],
+            **_TREE_DEFAULTS,
+            "bootstrap": False,
+            "max_samples": None,
+            **{k: v for k, v in cls._defaults.items() if k != "criterion"},
+            "random_state": None,
+            "n_jobs": None,
+            **{k: v for k, v in GEOMETRY_DEFAULTS.items() if k != "input_blocks"},
+        }
+        generate_init(cls, (), own)
+
+    def _make_estimator(self, random_state: Any = None) -> Any:
+        return self._tree(
+            **{name: getattr(self, name) for name in _TREE_PARAMS}, random_state=random_state
+        )
+
+    # -- training ------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
+        """Grow every tree in its own frame on hyperbolic points ``X`` and correct it."""
+        if fit_params:
+            raise TypeError(
+                f"{type(self).__name__}.fit takes no fit parameters, got {sorted(fit_params)}."
+            )
+        from joblib import Parallel, delayed
+
+        self._validate_params()
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=False)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X)
+        k = self._features(X)
+        n, d = k.shape
+        classes = None
+        if is_classifier(self):
+            check_classification_targets(y)
+            self.classes_, y_fit = np.unique(y, return_inverse=True)
+            classes = y_fit
+            weight = sample_weight
+            if self.class_weight is not None:
+                expanded = compute_sample_weight(self.class_weight, y)
+                weight = expanded if weight is None else weight * expanded
+        else:
+            y_fit, weight = np.asarray(y, dtype=np.float64), sample_weight
+        if not self.bootstrap and self.max_samples is not None:
+            raise ValueError("max_samples needs bootstrap=True (as in scikit-learn's forests).")
+        n_draw = n
+        if self.bootstrap and self.max_samples is not None:
+            if isinstance(self.max_samples, Integral):
+                n_draw = int(self.max_samples)
+            else:
+                total = n if weight is None else float(weight.sum())
+                n_draw = max(int(self.max_samples * total), 1)
+        # The rows the tree spaces are fitted on: those of non-zero sample weight.
+        fitted_on = np.arange(n) if sample_weight is None else np.flatnonzero(sample_weight != 0)
+        if fitted_on.size == 0:
+            fitted_on = np.arange(n)
+        # One seed per tree, drawn as scikit-learn's forests draw them.
+        rng = check_random_state(self.random_state)
+        seeds = [int(rng.randint(_MAX_INT)) for _ in range(self.n_estimators)]
+
+        def one(seed: int) -> tuple:
+            if self.bootstrap:
+                r = np.random.RandomState(seed)
+                if weight is None:
+                    drawn = np.asarray(r.randint(0, n, n_draw))
+                else:
+                    drawn = np.asarray(r.choice(n, n_draw, replace=True, p=weight / np.sum(weight)))
+                tree_weight: np.ndarray | None = np.bincount(drawn.astype(np.int32), minlength=n)
+            else:
+                tree_weight = weight
+            rows = np.arange(n) if tree_weight is None else np.flatnonzero(tree_weight != 0)
+            M = draw_frame(
+                k,
+                classes,
+                rows,
+                centre=self.centre,
+                rotation=self.rotation,
+                group_size=int(self.group_size),
+                remove_proportion=float(self.remove_proportion),
+                rng=np.random.default_rng((seed, _FRAME_STREAM)),
+            )
+            return (
+                M,
+                *self._grow(
+                    frame_features(k, Frames.from_lorentz([M])),
+                    y_fit,
+                    tree_weight,
+                    rows,
+                    fitted_on,
+                    seed,
+                ),
+            )
+
+        grown = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(one)(s) for s in seeds)
+        self.frames_ = [g[0] for g in grown]
+        self.estimators_ = [g[1] for g in grown]
+        self.split_indices_ = [g[2] for g in grown]
+        self.corrections_ = [g[3] for g in grown]
+        self.n_outputs_ = 1
+        self.input_dtype_ = "float32" if self._float32_keeps(X, k) else "float64"
+        return self
+
+    def _grow(
+        self,
+        kf: np.ndarray,
+        y: np.ndarray,
+        tree_weight: np.ndarray | None,
+        rows: np.ndarray,
+        fitted_on: np.ndarray,
+        seed: int,
+    ) -> tuple[Any, Any, Any]:
+        """One Fast-HyperDT tree on the frame coordinates ``kf``: fit, then correct."""
+        backend = SklearnBackend()
+        space = TreeSpace.fit(kf[fitted_on], self.tree_space, backend.compare_dtype)
+        Xt = space.transform(kf)
+        tree = backend.fit(self._make_estimator(seed), Xt, y, tree_weight)
+        trees = backend.read_trees(tree)
+        comparison = comparison_of(backend)
+        neighbours = from_rows(
+            trees, backend.compared_values(tree, Xt), [rows], comparison, self.midpoint
+        )
+        done = correct(trees, space, neighbours, comparison, self.midpoint)
+        return backend.write_thresholds(tree, done.thresholds), done.split_index, done.report
+
+    def _float32_keeps(self, X: np.ndarray, k: np.ndarray) -> bool:
+        """Whether the training points rounded to float32 reach the same leaves in every tree."""
+        rounded = X.astype(np.float32).astype(np.float64)
+        if np.array_equal(rounded, X):
+            return True
+        k32 = to_klein(rounded, self.input_geometry, self.curvature, self.timelike_dim, check=False)
+        return all(
+            np.array_equal(
+                tree.apply(self._tree_features(k, t)), tree.apply(self._tree_features(k32, t))
+            )
+            for t, tree in enumerate(self.estimators_)
+        )
+
+    # -- prediction ----------------------------------------------------------
+
+    def frame_coordinates(self, X: Any, tree: int) -> np.ndarray:
+        """Klein coordinates of points ``X`` in the frame of tree ``tree`` (float64)."""
+        check_is_fitted(self)
+        return frame_features(
+            self._klein(X, reset=False), Frames.from_lorentz([self.frames_[tree]])
+        )
+
+    def _tree_features(self, k: np.ndarray, t: int) -> np.ndarray:
+        """What tree ``t`` reads for Klein rows ``k``: frame coordinates or split indices."""
+        kf = frame_features(k, Frames.from_lorentz([self.frames_[t]]))
+        index = self.split_indices_[t]
+        return kf if index is None else index.transform(kf)
+
+    def _mean(self, X: Any, method: str) -> np.ndarray:
+        """The trees' outputs added in tree order in float64, divided by their number."""
+        check_is_fitted(self)
+        k = self._klein(X, reset=False)
+        total: np.ndarray | None = None
+        for t, tree in enumerate(self.estimators_):
+            out = getattr(tree, method)(self._tree_features(k, t))
+            total = out.astype(np.float64) if total is None else total + out
+        assert total is not None  # a fitted forest has at least one tree
+        return total / len(self.estimators_)
+
+    def apply(self, X: Any) -> np.ndarray:
+        """``[n, n_estimators]``: the leaf each point reaches in each tree."""
+        check_is_fitted(self)
+        k = self._klein(X, reset=False)
+        return np.stack(
+            [tree.apply(self._tree_features(k, t)) for t, tree in enumerate(self.estimators_)],
+            axis=1,
+        )
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Impurity importances of the frame coordinates, ``[n_estimators, d]``, one row per tree.
+
+        A frame coordinate mixes every Klein feature, so no per-feature
+        importance of the original coordinates is claimed.
+        """
+        check_is_fitted(self)
+        return np.stack([tree.feature_importances_ for tree in self.estimators_])
+
+    # -- export --------------------------------------------------------------
+
+    def to_ir(self) -> Model:
+        """The forest as an :class:`~hyp2onnx.ir.Model`: float64 comparisons of frame coordinates."""
+        check_is_fitted(self)
+        d = self.frames_[0].shape[0] - 1
+        classifier = is_classifier(self)
+        arrays, values = [], []
+        for t, tree in enumerate(self.estimators_):
+            (a,) = SklearnBackend().read_trees(tree)
+            internal = a.feature >= 0
+            index = self.split_indices_[t]
+            if index is None:  # the tree compares float32(k') with float64 thresholds
+                threshold = float32_cut(a.threshold)
+            else:
+                threshold = index.klein_thresholds(a.feature, a.threshold)
+            arrays.append(
+                a._replace(
+                    feature=np.where(internal, a.feature + t * d, -1),
+                    threshold=np.where(internal, threshold, 0.0),
+                )
+            )
+            v = tree.tree_.value
+            leaf = v[:, 0, : len(self.classes_)] if classifier else v[:, :, 0]
+            values.append(np.where(internal[:, None], 0.0, leaf))
+        ensemble = Ensemble.from_trees(
+            arrays,
+            values,
+            op="<=",
+            compare_dtype="float64",
+            threshold_dtype="float64",
+            n_features=d,
+            aggregate="mean",
+            base_values=np.zeros(values[0].shape[1]),
+            post_transform="identity",
+            sum_dtype="float64",
+            classes=np.asarray(self.classes_) if classifier else None,
+            frames=Frames.from_lorentz(self.frames_),
+        )
+        space = InputSpace(
+            geometry=self.input_geometry,
+            curvature=float(self.curvature),
+            timelike_dim=int(self.timelike_dim),
+            n_input_features=int(self.n_features_in_),
+        )
+        return Model(
+            ensemble=ensemble,
+            space=space,
+            backend="sklearn-rotation",
+            estimator_class=type(self).__name__,
+            input_dtype="float64" if self.input_dtype_ == "float64" else "float32",
+        )
+
+
+_DOC = """{summary}
+
+    Each tree is a Fast-HyperDT tree (a scikit-learn decision tree, thresholds at
+    Einstein midpoints) grown on the Klein coordinates of the points seen in its
+    own frame ``M_t = diag(1, R_t) B_t``: a boost of a random centre to the origin
+    and an orthogonal map there (see :mod:`hyp2onnx.estimators._rotation` and
+    ``docs/rotation.md``). Its splits are geodesic hyperplanes in any direction.
+
+    Parameters
+    ----------
+    n_estimators : int, default=100
+        Number of trees.
+    group_size : int, default=3
+        ``rotation="pca"``: features per group of the principal-axis rotation.
+    remove_proportion : float in [0, 1), default=0.5
+        Share of the rows left out at random when a centre or a group's axes are
+        drawn (after the random class subset).
+    rotation : {{"pca", "haar", "identity"}}, default="pca"
+        The orthogonal part ``R_t``: principal axes of the log-map vectors at the
+        centre in groups (after a Haar rotation), a Haar-random rotation, or none.
+    centre : {{"class_subset", "origin"}}, default="class_subset"
+        The boosted centre: the Lorentzian centroid of a random class subset's rows
+        (regressors: of a random share of the rows), or the origin (no boost).
+    criterion, max_depth, min_samples_split, min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes, min_impurity_decrease
+        The trees' parameters, as for :class:`sklearn.tree.{tree}`.
+    bootstrap : bool, default=False
+        Grow each tree on a bootstrap sample (scikit-learn's forests' draws).
+    max_samples : int, float or None, default=None
+        Rows drawn per tree with ``bootstrap`` (scikit-learn's rule).{extra}
+    random_state : int, RandomState or None, default=None
+        Seeds the trees, the bootstrap draws and the frames.
+    n_jobs : int or None, default=None
+        Threads growing the trees (the trees do not depend on it).
+    input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space
+        As for :class:`HyperbolicDecisionTreeClassifier`.
+
+    Attributes
+    ----------
+    estimators_ : list of {tree}
+        The corrected trees; tree ``t`` reads the frame coordinates of ``frames_[t]``
+        (or their split indices, ``split_indices_[t]``, far from the origin).
+    frames_ : list of ndarray
+        Each tree's Lorentz matrix ``M_t``, ``(d + 1) x (d + 1)``.
+    input_dtype_ : str
+        "float32" if float32 input keeps every training point's leaves, else "float64".
+"""
+
+
+class HyperbolicRotationForestClassifier(ClassifierMixin, _RotationForest):
+    __doc__ = _DOC.format(
+        summary="Hyperbolic rotation forest classifier: each tree in its own hyperbolic frame.",
+        tree="DecisionTreeClassifier",
+        extra='\n    class_weight : dict, list, "balanced" or None, default=None\n'
+        "        Class weights multiplied into the sample weights (scikit-learn's rule).",
+    )
+    _tree = DecisionTreeClassifier
+    _defaults: ClassVar[dict[str, Any]] = {"criterion": "gini", "class_weight": None}
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Mean class probabilities of the trees, columns in ``classes_`` order."""
+        return self._mean(X, "predict_proba")
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of :meth:`predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The first class of highest mean probability for each point."""
+        return self.classes_.take(np.argmax(self.predict_proba(X), axis=1))
+
+
+class HyperbolicRotationForestRegressor(RegressorMixin, _RotationForest):
+    __doc__ = _DOC.format(
+        summary="Hyperbolic rotation forest regressor: each tree in its own hyperbolic frame.",
+        tree="DecisionTreeRegressor",
+        extra="",
+    )
+    _tree = DecisionTreeRegressor
+    _defaults: ClassVar[dict[str, Any]] = {"criterion": "squared_error"}
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Mean of the trees' predictions."""
+        return self._mean(X, "predict")

@@ -1,0 +1,103 @@
+"""Linear-fractional features: Klein coordinates of points seen in other frames.
+
+An isometry ``M`` of the hyperboloid (a Lorentz matrix with ``M^T J M = J``,
+``J = diag(-1, 1, ..., 1)``, ``M_00 >= 1``) moves the point ``x = x_0 (1, k)``
+to ``M x``, whose Klein coordinates are
+
+    k'_j = (M_j0 + sum_f M_jf k_f) / (M_00 + sum_f M_0f k_f),
+
+linear-fractional in the original Klein coordinates ``k``, with a positive
+denominator on the ball. A split ``k'_j <= t`` is therefore the flat set
+``sum_f (M_jf - t M_0f) k_f <= t M_00 - M_j0``: a geodesic hyperplane.
+
+:class:`Frames` holds such features, many frames at once: column ``c`` is
+``numerator[:, c] . (1, k)`` over ``denominator[:, frame[c]] . (1, k)``.
+Both dot products are added in one fixed order, the constant first and then
+``k_0``, ``k_1``, ...: :func:`frame_features` is
+:func:`~hyp2onnx.ir.projection.project` of ``(1, k)``, whose first product
+``1 * a`` is ``a`` exactly, and the ONNX emitter (:mod:`hyp2onnx.emit.frames`)
+repeats the same ``Mul``/``Add`` chain and the one ``Div``, so the graph's
+frame coordinates are the Python model's bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .projection import project
+
+__all__ = ["Frames", "frame_features"]
+
+
+@dataclass(frozen=True, eq=False)
+class Frames:
+    """Linear-fractional features of Klein coordinates (module doc).
+
+    ``numerator`` is ``[d + 1, m]`` (row 0 the constants, row ``1 + f`` the
+    weights of ``k_f``), ``denominator`` ``[d + 1, n_frames]`` and ``frame``
+    ``[m]``: the denominator column each feature is divided by.
+    """
+
+    numerator: np.ndarray
+    denominator: np.ndarray
+    frame: np.ndarray
+
+    def __post_init__(self) -> None:
+        rows = self.numerator.shape[0]
+        if self.numerator.ndim != 2 or self.denominator.ndim != 2:
+            raise ValueError("Frames: numerator and denominator must be 2-D")
+        if self.denominator.shape[0] != rows:
+            raise ValueError("Frames: numerator and denominator need the same rows (1 + d)")
+        if self.frame.shape != (self.numerator.shape[1],):
+            raise ValueError("Frames: frame must give one denominator per numerator column")
+        if self.frame.size and (
+            self.frame.min() < 0 or self.frame.max() >= self.denominator.shape[1]
+        ):
+            raise ValueError("Frames: a feature names a denominator that does not exist")
+
+    @classmethod
+    def from_lorentz(cls, matrices: list[np.ndarray]) -> Frames:
+        """The Klein coordinates of every frame ``M_t`` side by side (``d`` columns each)."""
+        numerators = [np.asarray(M, dtype=np.float64)[1:, :].T for M in matrices]
+        d = numerators[0].shape[1] if numerators else 0
+        return cls(
+            numerator=np.ascontiguousarray(np.concatenate(numerators, axis=1)),
+            denominator=np.ascontiguousarray(
+                np.stack([np.asarray(M, dtype=np.float64)[0, :] for M in matrices], axis=1)
+            ),
+            frame=np.repeat(np.arange(len(matrices), dtype=np.int64), d),
+        )
+
+    @property
+    def n_klein_features(self) -> int:
+        return int(self.numerator.shape[0] - 1)
+
+    @property
+    def n_columns(self) -> int:
+        return int(self.numerator.shape[1])
+
+    def select(self, columns: np.ndarray) -> Frames:
+        """The frames of ``columns`` only, denominators renumbered in order of first use."""
+        columns = np.asarray(columns, dtype=np.int64)
+        used, frame = np.unique(self.frame[columns], return_inverse=True)
+        return Frames(
+            np.ascontiguousarray(self.numerator[:, columns]),
+            np.ascontiguousarray(self.denominator[:, used]),
+            frame.astype(np.int64),
+        )
+
+    def used_features(self) -> np.ndarray:
+        """Klein features with a non-zero weight in some numerator or denominator."""
+        weights = np.concatenate([self.numerator[1:], self.denominator[1:]], axis=1)
+        return np.flatnonzero(np.any(weights != 0, axis=1))
+
+
+def frame_features(k: np.ndarray, frames: Frames) -> np.ndarray:
+    """``[n, m]`` frame coordinates of the Klein rows ``k`` (float64, fixed order; module doc)."""
+    k = np.asarray(k, dtype=np.float64)
+    extended = np.concatenate([np.ones((k.shape[0], 1)), k], axis=1)
+    numerator = project(extended, frames.numerator)
+    denominator = project(extended, frames.denominator)
+    return numerator / denominator[:, frames.frame]
