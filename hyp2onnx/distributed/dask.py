@@ -63,13 +63,13 @@ from ..correction import (
     summarise,
 )
 from ..correction.quantiles import SKETCH_SIZE, QuantileMap, QuantileSketch
-from ..correction.shared_rows import shared_rows
 from ..estimators._base import GEOMETRY_DEFAULTS, comparison_of, generate_init, write_back
 from ..estimators._interface import Backend
 from ..estimators._registry import backend_for
 from ..geometry import n_klein_features, to_klein
 from ..ir.trees import TreeArrays
 from . import _scoring
+from ._rows import training_rows
 
 __all__ = [
     "HyperbolicDaskLGBMClassifier",
@@ -243,24 +243,6 @@ def _call_block(
 ROWS_PER_SUMMARY = 1 << 22
 
 
-def _training_rows(
-    backend: Backend, fitted: Any, X: np.ndarray, y: np.ndarray, w: Any, compared: bool = True
-) -> np.ndarray:
-    """One partition's training rows, in the backend's comparison precision (``compared``)
-    or as they are (float64 Klein rows, for trees of Klein splits)."""
-    X, y = np.asarray(X), np.asarray(y)
-    if y.shape[0] != X.shape[0] or (w is not None and np.shape(w)[0] != X.shape[0]):
-        raise ValueError(
-            f"a partition of X has {X.shape[0]} rows but its partition of y (or sample_weight) "
-            "does not: give X, y and sample_weight the same partitions."
-        )
-    rows = shared_rows(backend.training_rows(fitted, y, None if w is None else np.asarray(w)))
-    if rows is None:  # boosters grow every tree on the same rows
-        raise ValueError("the trees of this booster were not grown on the same rows")
-    X = X if rows.size == X.shape[0] else X[rows]
-    return backend.compared_values(fitted, X) if compared else np.asarray(X, dtype=np.float64)
-
-
 @functools.cache
 def _glibc() -> Any:
     """The C library if it is glibc (it has ``mallopt`` and ``malloc_trim``), else None."""
@@ -315,7 +297,7 @@ def _group_summary(
     step: one task per group of partitions held by one worker)."""
     backend, fitted, trees, compared = shipped
     rows = [
-        _training_rows(backend, fitted, x, y, w, compared)
+        training_rows(backend, fitted, x, y, w, compared)
         for x, y, w in zip(xs, ys, ws, strict=True)
     ]
     with _reusing_freed_memory():
