@@ -48,6 +48,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..correction import SplitSummary, correct, from_summary, klein_space, summarise
+from ..errors import InvalidPointError
 from ..estimators._base import GEOMETRY_DEFAULTS, comparison_of, write_back
 from ..estimators._registry import backend_for
 from ..geometry import n_klein_features, to_klein
@@ -255,13 +256,9 @@ class _Projection:
                 k = to_klein(
                     X, m.input_geometry, m.curvature, m.timelike_dim, check=m.check_manifold
                 )
-            except Exception as exc:
-                from ..errors import InvalidPointError
-
-                if isinstance(exc, InvalidPointError):
-                    where = dict(partition=partition, first_in_partition=first)
-                    raise InvalidPointError(_scoring.locate(str(exc), **where)) from None
-                raise
+            except InvalidPointError as exc:  # named by partition and row within it
+                where = dict(partition=partition, first_in_partition=first)
+                raise InvalidPointError(_scoring.locate(str(exc), **where)) from None
             first += len(batch)
             out = {f"{_K}{i}": k[:, i] for i in range(k.shape[1])}
             y = batch[self.label].to_numpy()
