@@ -20,6 +20,22 @@ before it through /proc/self/clear_refs, read from VmHWM): of this process
 for the single-machine path (the rows it holds included), of each worker for
 the distributed one (its partitions included).
 
+Far points on Dask (tree space "quantiles"). The same mixture moved 10
+further from the origin along each point's ray (distances about 10 to 14):
+the quantile sketch of the N rows (:func:`hyp2onnx.dask.distributed_sketch`,
+merged on the workers), then the correction of an XGBoost booster trained
+on the buckets of 100k rows (the Klein trees of
+:meth:`hyp2onnx.correction.quantiles.QuantileMap.klein_trees`, searched on the
+float64 Klein rows), against the single-machine search of the same Klein
+trees on all N rows in this process. "bytes to the driver": the sketch and
+the summary.
+
+Spark correction. The summary of the first booster's splits on N rows held
+in a cached Spark DataFrame (``local[2]``, the estimator's projected columns,
+generated on the executors), as ``HyperbolicSparkXGBClassifier.fit`` runs it
+(:func:`hyp2onnx.spark.distributed_summary`: ``mapInPandas`` per partition,
+``treeReduce`` on the executors), against the single-machine correction.
+
 Scoring. The exported graph of a hyperbolic XGBoost classifier (100 trees,
 depth 6, 4 classes) scores N hyperboloid points: onnxruntime in this
 process (1 and 2 threads), :func:`hyp2onnx.dask.predict` on the 2-worker
@@ -165,6 +181,119 @@ def correction_rows(client, model, n: int, rounds: int, block: int) -> tuple[lis
             raise AssertionError(f"distributed thresholds differ from single-machine at n={n}")
     del Xk, local
     return [single, dist, nbytes, driver, cpu_single, cpu_dist], workers
+
+
+def far_klein(index: int, n: int) -> np.ndarray:
+    """Partition ``index`` of the far data set: the mixture's Klein points moved 10 further
+    from the origin along their rays (float64 Klein coordinates)."""
+    k = block_klein(index, n)
+    norm = np.linalg.norm(k, axis=1, keepdims=True)
+    r = np.arctanh(np.minimum(norm, 1 - 1e-16))
+    return np.tanh(r + 10.0) * (k / np.where(norm > 0, norm, 1.0))
+
+
+def far_rows(client, n: int, n_trees: int, rounds: int, block: int) -> list:
+    """Sketch + correction of the "quantiles" space on ``n`` far rows, vs one machine."""
+    import dask.array as da
+    import xgboost
+
+    from hyp2onnx.correction.quantiles import QuantileMap
+    from hyp2onnx.dask import distributed_sketch, distributed_summary
+
+    sizes = sizes_of(n, block)
+    Xk = distributed_array(client, sizes, far_klein, DIM)
+    y = client.persist(da.zeros(n, chunks=(tuple(sizes),)))
+    local = np.concatenate([far_klein(i, s) for i, s in enumerate(sizes)])
+    Xtrain = far_klein(10_000, 100_000)
+    _, ytrain = make_wrapped_normal_mixture(100_000, DIM, CLASSES, random_state=1000 + 10_000)
+    single, dist, nbytes = [], [], 0
+    for _ in range(rounds):
+        t = time.perf_counter()
+        sketch = distributed_sketch(client, Xk)
+        qmap = QuantileMap.of(sketch)
+        t_sketch = time.perf_counter() - t
+        fitted = xgboost.XGBClassifier(n_estimators=n_trees, max_depth=6, n_jobs=2)
+        fitted.fit(qmap.transform(Xtrain), ytrain)  # untimed: training
+        backend = backend_for(fitted)
+        trees = qmap.klein_trees(backend.read_trees(fitted), backend.op)
+        kwargs = dict(op=backend.op, threshold_dtype="float64", midpoint="einstein")
+        t = time.perf_counter()
+        want, _ = correct_trees(trees, local, [np.arange(n)] * len(trees), **kwargs)
+        single.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        summary = distributed_summary(client, backend, fitted, Xk, y, trees=trees)
+        got, _ = correct_from_summary(trees, summary, **kwargs)
+        dist.append(t_sketch + time.perf_counter() - t)
+        nbytes = sketch.nbytes + summary.nbytes
+        if not all(np.array_equal(a.view(np.int64), b.view(np.int64)) for a, b in zip(got, want)):
+            raise AssertionError(f"far distributed thresholds differ at n={n}")
+    del Xk, local
+    return [single, dist, nbytes, sketch.nbytes]
+
+
+def make_spark_klein(index: int, n: int):
+    """Partition ``index`` of the Spark data: the estimator's projected columns."""
+    import pandas as pd
+
+    from hyp2onnx.distributed import spark as hspark
+
+    k = block_klein(index, n)
+    frame = {f"{hspark._K}{i}": k[:, i] for i in range(DIM)}
+    frame[hspark._LABEL] = np.zeros(n)
+    return pd.DataFrame(frame)
+
+
+def spark_rows(spark, model, n: int, rounds: int, block: int) -> list:
+    """Single-machine vs Spark correction of ``model``'s booster on ``n`` rows."""
+    from pyspark.sql import types as T
+
+    from hyp2onnx.distributed import spark as hspark
+
+    backend = backend_for(model.estimator_)
+    fitted = model.estimator_
+    trees = backend.read_trees(fitted)
+    sizes = sizes_of(n, block)
+    fields = [T.StructField(f"{hspark._K}{i}", T.DoubleType()) for i in range(DIM)]
+    schema = T.StructType([*fields, T.StructField(hspark._LABEL, T.DoubleType())])
+
+    def generate(batches):
+        for batch in batches:
+            for index in batch["id"]:
+                yield make_spark_klein(int(index), sizes[int(index)])
+
+    seeds = spark.range(len(sizes)).repartition(len(sizes))
+    df = seeds.mapInPandas(generate, schema).cache()
+    df.count()
+    local = np.concatenate([block_klein(i, s) for i, s in enumerate(sizes)]).astype(np.float32)
+    rows = [np.arange(n)] * len(trees)
+    kwargs = dict(op=backend.op, threshold_dtype=backend.threshold_dtype, midpoint="einstein")
+    single, dist, nbytes = [], [], 0
+    for _ in range(rounds):
+        t = time.perf_counter()
+        want, _ = correct_trees(trees, local, rows, **kwargs)
+        single.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        summary = hspark.distributed_summary(df, backend, fitted, DIM, False)
+        got, _ = correct_from_summary(trees, summary, **kwargs)
+        dist.append(time.perf_counter() - t)
+        nbytes = summary.nbytes
+        if not all(np.array_equal(a.view(np.int64), b.view(np.int64)) for a, b in zip(got, want)):
+            raise AssertionError(f"Spark thresholds differ from single-machine at n={n}")
+    df.unpersist()
+    del local
+    return [single, dist, nbytes]
+
+
+def timing_row(n: int, single: list, dist: list, nbytes: int) -> tuple:
+    s, d = statistics.median(single), statistics.median(dist)
+    return (
+        f"{n:,}",
+        f"{s:.2f} ({min(single):.2f}–{max(single):.2f})",
+        f"{d:.2f} ({min(dist):.2f}–{max(dist):.2f})",
+        f"{d / s:.2f}x",
+        f"{nbytes:,}",
+        f"{os.getloadavg()[0]:.1f}",
+    )
 
 
 def scoring(client, spark, graph, n: int, rounds: int, block: int) -> tuple[dict, dict]:
@@ -313,9 +442,37 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             print(text_table(corr_headers, corr_rows[-1:]), flush=True)
+        far_headers = (
+            "rows",
+            "single machine, s",
+            "Dask (sketch + correction), s",
+            "Dask / single",
+            "bytes to the driver (sketch + summary)",
+            "load average",
+        )
+        far_table = []
+        for n in rows:
+            client.restart()
+            client.run(warm_up)
+            single, dist, nbytes, _ = far_rows(client, n, n_trees, rounds, block)
+            far_table.append(timing_row(n, single, dist, nbytes))
+            print(text_table(far_headers, far_table[-1:]), flush=True)
         client.restart()  # scoring's memory apart from the correction's
         rates, memory = scoring(client, spark, graph, score_rows, rounds, block)
+    spark_headers = (
+        "rows",
+        "single machine, s",
+        "Spark local[2], s",
+        "Spark / single",
+        "bytes to the driver",
+        "load average",
+    )
+    spark_table = []
     if spark is not None:
+        for n in rows:
+            single, dist, nbytes = spark_rows(spark, model, n, rounds, block)
+            spark_table.append(timing_row(n, single, dist, nbytes))
+            print(text_table(spark_headers, spark_table[-1:]), flush=True)
         spark.stop()
     base = rates["onnxruntime, this process, 1 thread"]
     score_headers = ("system", "rows/s", "vs 1-thread onnxruntime")
@@ -344,6 +501,21 @@ def main(argv: list[str] | None = None) -> int:
         "at the end of each row's runs.",
         "",
         md_table(corr_headers, corr_rows),
+        "",
+        'Far points on Dask (`tree_space="quantiles"`): the mixture moved 10 further '
+        "out (distances about 10 to 14); quantile sketch of the N rows merged on the "
+        "workers, then the correction of a booster trained on the buckets, searched on "
+        "float64 Klein rows; single machine: the same search on all N rows here. "
+        "Thresholds checked bit-identical.",
+        "",
+        md_table(far_headers, far_table),
+        "",
+        "Spark correction (`HyperbolicSparkXGBClassifier`'s map-reduce: `mapInPandas` per "
+        "partition, `treeReduce` on the executors) of the first booster, N rows cached in "
+        f"a `local[2]` DataFrame in partitions of {block:,}, vs single machine. Thresholds "
+        "checked bit-identical." + ("" if spark_table else " (Spark left out of this run.)"),
+        "",
+        md_table(spark_headers, spark_table) if spark_table else "",
         "",
         f"Scoring {score_rows:,} hyperboloid points with the exported graph of a hyperbolic "
         f"XGBoost classifier ({n_trees} trees, depth 6, {CLASSES} classes; float32 input). "

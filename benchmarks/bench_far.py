@@ -17,6 +17,12 @@ the paper's design), for rays at angle 0, 0.3 and pi/4 from the first axis
 * how far out each configuration is reliable: the largest r0 up to which
   every accuracy is at least 0.99.
 
+The Dask estimators (``hyp2onnx.dask``, XGBoost and LightGBM) run the
+same cells on a 2-worker LocalCluster (1 thread each, the rows in 3
+partitions), in tree spaces ``quantiles`` (their default: Klein coordinates
+within a distance of 5 of the origin, each feature's bucket among a merged
+quantile sketch of its values farther out) and ``klein``.
+
 Second table (input precision): a forest with the default tree space (ranks),
 trained on float64 points given in each input geometry, scores test points
 given as float64 or rounded to float32, and hyperboloid points whose x_0 is
@@ -24,7 +30,7 @@ recomputed from the float32 spacelike coordinates (what a projection using
 only spacelike coordinates, the leave-one-out form of docs/math.md,
 "Rapidity coordinates", would see).
 
-    python benchmarks/bench_far.py [--quick] [--radii 2 ... 16] [--jobs 2]
+    python benchmarks/bench_far.py [--quick] [--radii 2 ... 16] [--jobs 2] [--no-dask | --dask-only]
 """
 
 from __future__ import annotations
@@ -70,8 +76,20 @@ BACKENDS = {
     ),
 }
 SPACES = ("ranks", "rapidity", "klein")
+#: The Dask estimators (class name in hyp2onnx.dask) and their tree spaces.
+DASK_BACKENDS = {
+    "XGBoost on Dask": ("HyperbolicDaskXGBClassifier", {"n_jobs": 1}),
+    "LightGBM on Dask": ("HyperbolicDaskLGBMClassifier", {"verbose": -1}),
+}
+DASK_SPACES = ("quantiles", "klein")
 #: The default tree space of each backend.
-DEFAULT = {"scikit-learn forest": "ranks", "XGBoost": "ranks", "LightGBM": "ranks"}
+DEFAULT = {
+    "scikit-learn forest": "ranks",
+    "XGBoost": "ranks",
+    "LightGBM": "ranks",
+    "XGBoost on Dask": "quantiles",
+    "LightGBM on Dask": "quantiles",
+}
 GOAL = 0.99
 
 
@@ -129,6 +147,54 @@ def ray_cell(backend: str, space: str, dname: str, r0: float, n_train: int, n_te
     return float(np.mean(predicted == yt)), differences, probe.shape[0]
 
 
+def dask_ray_cell(client, backend: str, space: str, dname: str, r0: float, n_train, n_test):
+    """:func:`ray_cell` for a Dask estimator on ``client`` (the rows in 3 partitions)."""
+    import dask.array as da
+
+    import hyp2onnx.dask as hdask
+
+    name, extra = DASK_BACKENDS[backend]
+    u = directions()[dname]
+    X, y = make_geodesic_ray(n_train, r0, u, random_state=1)
+    Xt, yt = make_geodesic_ray(n_test, r0, u, random_state=2)
+    chunk = -(-n_train // 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = getattr(hdask, name)(
+            client=client, tree_space=space, n_estimators=20, max_depth=6, random_state=0, **extra
+        ).fit(da.from_array(X, chunks=(chunk, -1)), da.from_array(y, chunks=chunk))
+    predicted = model.predict(Xt)
+    rng = np.random.default_rng(3)
+    probe = np.concatenate([Xt, threshold_rows(model, model.to_klein(Xt), 100, rng)])
+    differences = int(np.sum(graph_labels(model, probe) != model.predict(probe)))
+    return float(np.mean(predicted == yt)), differences, probe.shape[0]
+
+
+def dask_cells(tasks: list[tuple]) -> dict:
+    """Every Dask cell, in this process, on one 2-worker LocalCluster."""
+    import logging
+
+    from distributed import Client, LocalCluster
+
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    results = {}
+    started = time.perf_counter()
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        for i, task in enumerate(tasks, start=1):
+            results[task] = dask_ray_cell(client, *task[1:])
+            if i % max(1, len(tasks) // 10) == 0 or i == len(tasks):
+                print(
+                    f"  {i}/{len(tasks)} Dask cells, {time.perf_counter() - started:.0f} s",
+                    flush=True,
+                )
+    return results
+
+
 def reliable_to(radii: list[float], accuracies: list[float]) -> str:
     best = None
     for r, a in zip(radii, accuracies):
@@ -168,6 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     add_output_args(parser)
     parser.add_argument("--radii", type=float, nargs="+", default=list(range(2, 17)))
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--no-dask", action="store_true", help="leave the Dask rows out")
+    which.add_argument(
+        "--dask-only", action="store_true", help="only the Dask rows (written to far_dask.md)"
+    )
     args = parser.parse_args(argv)
     n_train, n_test = 6000, 2000
     dirs = directions()
@@ -194,8 +265,21 @@ def main(argv: list[str] | None = None) -> int:
         for variant in vs
         for r0 in args.radii
     ]
+    if args.dask_only:
+        tasks = []
+    dask_tasks = (
+        []
+        if args.no_dask
+        else [
+            ("dask", backend, space, dname, r0, n_train, n_test)
+            for dname in dirs
+            for backend in DASK_BACKENDS
+            for space in DASK_SPACES
+            for r0 in args.radii
+        ]
+    )
     started = time.perf_counter()
-    results = {}
+    results = dask_cells(dask_tasks) if dask_tasks else {}
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         done = pool.map(run_task, tasks, chunksize=1)
         for i, (task, result) in enumerate(done, start=1):
@@ -207,24 +291,25 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
 
     sections, summary_rows = [], []
+    configurations = [] if args.dask_only else [("ray", b, s) for b in BACKENDS for s in SPACES]
+    if dask_tasks:
+        configurations += [("dask", b, s) for b in DASK_BACKENDS for s in DASK_SPACES]
     for dname in dirs:
         rows = []
-        for backend in BACKENDS:
-            for space in SPACES:
-                cells = [
-                    results[("ray", backend, space, dname, r0, n_train, n_test)]
-                    for r0 in args.radii
-                ]
-                accs = [c[0] for c in cells]
-                diffs, probes = sum(c[1] for c in cells), sum(c[2] for c in cells)
-                reach = reliable_to(args.radii, accs)
-                name = space + (" (default)" if DEFAULT[backend] == space else "")
-                rows.append(
-                    [backend, name]
-                    + [f"{a:.3f}" if a >= GOAL else f"**{a:.3f}**" for a in accs]
-                    + [reach, f"{diffs} / {probes}"]
-                )
-                summary_rows.append([dname, backend, name, reach, f"{min(accs):.3f}", diffs])
+        for kind, backend, space in configurations:
+            cells = [
+                results[(kind, backend, space, dname, r0, n_train, n_test)] for r0 in args.radii
+            ]
+            accs = [c[0] for c in cells]
+            diffs, probes = sum(c[1] for c in cells), sum(c[2] for c in cells)
+            reach = reliable_to(args.radii, accs)
+            name = space + (" (default)" if DEFAULT[backend] == space else "")
+            rows.append(
+                [backend, name]
+                + [f"{a:.3f}" if a >= GOAL else f"**{a:.3f}**" for a in accs]
+                + [reach, f"{diffs} / {probes}"]
+            )
+            summary_rows.append([dname, backend, name, reach, f"{min(accs):.3f}", diffs])
         headers = (
             ["backend", "tree space"]
             + [f"r0={r:g}" for r in args.radii]
@@ -235,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     precision_rows = []
-    for dname in precision_dirs:
+    for dname in [] if args.dask_only else precision_dirs:
         for geometry, vs in variants.items():
             for variant in vs:
                 accs = [
@@ -268,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
             "# Far from the origin: the ray test",
             __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0],
             f"Accuracy below {GOAL} in bold. {n_train} training and {n_test} test rows. "
-            f"{len(tasks)} cells in {elapsed:.0f} s with {args.jobs} workers. {environment()}",
+            f"{len(tasks) + len(dask_tasks)} cells in {elapsed:.0f} s with {args.jobs} workers "
+            f"(Dask cells: one 2-worker LocalCluster). {environment()}",
             "## Accuracy by backend and tree space (Python model; the graph's labels equal "
             "the Python model's wherever the last column says 0)",
             *sections,
@@ -278,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             md_table(precision_headers, precision_rows, "lll" + "r" * (len(precision_headers) - 3)),
         ]
     )
-    write(out / "far.md", text)
+    write(out / ("far_dask.md" if args.dask_only else "far.md"), text)
     return 0
 
 

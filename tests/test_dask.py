@@ -29,6 +29,7 @@ import dask.dataframe as dd
 import pandas as pd
 from _boosting_data import as_points, klein_with_ties, labels
 from distributed import Client, LocalCluster
+from test_far import DIRECTION_D8, klein, ray, session, threshold_rows
 
 import hyp2onnx
 import hyp2onnx.dask as hdask
@@ -155,6 +156,7 @@ def test_thresholds_bit_identical_to_the_single_machine_estimator(trained):
         )
     assert model.correction_ == want_report
     assert model.correction_.n_moved > 0
+    assert model.tree_space == "quantiles" and model.tree_space_ == "klein"  # near the origin
     assert model.split_index_ is None and want_index is None
     assert model.input_dtype_ == want_dtype
     got_report = recorded["result"][1]
@@ -309,13 +311,13 @@ def test_early_stopping_on_a_hyperbolic_eval_set(client):
 def test_bad_input_is_refused(client):
     k, X, y, _ = _data("binary")
     model = hdask.HyperbolicDaskLGBMClassifier(client=client, n_estimators=2, verbose=-1)
-    assert model.tree_space == "klein"  # the default here; ranks would gather every value
+    assert model.tree_space == "quantiles"  # the default here; ranks would gather every value
     with pytest.raises(ValueError, match="not input_blocks"):
         hdask.HyperbolicDaskXGBRegressor(client=client, input_blocks=[("klein", 3)]).fit(
             da.from_array(X, chunks=1000), da.from_array(k[:, 0], chunks=1000)
         )
     for space in ("ranks", "rapidity"):
-        with pytest.raises(ValueError, match="tree_space='klein' only.*single-machine"):
+        with pytest.raises(ValueError, match="'quantiles' \\(the default\\) or 'klein'"):
             hdask.HyperbolicDaskXGBRegressor(client=client, tree_space=space).fit(
                 da.from_array(X, chunks=1000), da.from_array(k[:, 0], chunks=1000)
             )
@@ -372,7 +374,7 @@ def test_import_is_lazy_and_a_missing_booster_names_its_extra():
         "",
         "MissingExtraError HyperbolicLGBMClassifier needs the lightgbm package, which is not "
         "installed: pip install 'hyp2onnx[lightgbm]'",
-        "klein",
+        "quantiles",
     ]
 
 
@@ -636,3 +638,137 @@ def test_a_training_past_fit_timeout_is_cancelled_with_a_clear_error(client):
     assert model.fit(Xd, yd).fit_timeout == 3600.0
     with pytest.raises(ValueError, match="fit_timeout"):
         hdask.HyperbolicDaskLGBMClassifier(client=client, fit_timeout=-1).fit(Xd, yd)
+
+
+# -- far from the origin: the "quantiles" tree space ---------------------------------------
+
+FAR_PARAMS = {
+    "XGB": dict(n_estimators=8, max_depth=6, random_state=0, n_jobs=1),
+    "LGBM": dict(n_estimators=8, max_depth=6, random_state=0, verbose=-1),
+}
+FAR_DIRECTIONS = {
+    "axis": np.array([1.0, 0.0]),
+    "angle0.3": np.array([np.cos(0.3), np.sin(0.3)]),
+    "d8": DIRECTION_D8,  # a random direction in d = 8
+}
+
+
+def _fit_far(name: str, X, y, client, chunks=700, **params):
+    """A Dask model fitted on ``X``, with the booster as trained and the bucket map."""
+    recorded = {}
+    correct = hdask._DaskModel._correct
+
+    def record(self, backend, fitted, Xt, y, sample_weight):
+        recorded.update(fitted=copy.deepcopy(fitted), qmap=self._fit_map)
+        return correct(self, backend, fitted, Xt, y, sample_weight)
+
+    hdask._DaskModel._correct = record
+    try:
+        kind = "XGB" if "XGB" in name else "LGBM"
+        model = getattr(hdask, name)(client=client, **{**FAR_PARAMS[kind], **params})
+        model.fit(da.from_array(X, chunks=(chunks, -1)), da.from_array(y, chunks=chunks))
+    finally:
+        hdask._DaskModel._correct = correct
+    return model, recorded
+
+
+def _leaves(native, X):
+    if hasattr(native, "get_booster"):
+        return native.apply(X)
+    return native.predict(X, pred_leaf=True)
+
+
+def _assert_training_rows_keep_their_leaves(model, recorded, X):
+    """Oracle: the booster as trained, reading its buckets, sends every training row to the
+    leaf the corrected model (Klein thresholds or split indices) sends it to."""
+    buckets = recorded["qmap"].transform(model.to_klein(X))
+    np.testing.assert_array_equal(
+        _leaves(model.estimator_, model._tree_input(X)), _leaves(recorded["fitted"], buckets)
+    )
+
+
+@pytest.mark.parametrize("direction", list(FAR_DIRECTIONS))
+@pytest.mark.parametrize("name", ["HyperbolicDaskXGBClassifier", "HyperbolicDaskLGBMClassifier"])
+def test_far_rays_on_the_cluster(client, name, direction):
+    """The ray test at r0 = 14 (distances 13.5 to 14.5): accuracy >= 0.99, and the exported
+    graph gives the model's label on every test point and on every threshold and one ulp
+    either side."""
+    X, y = ray(3000, 14.0, FAR_DIRECTIONS[direction], seed=1)
+    Xt, yt = ray(1000, 14.0, FAR_DIRECTIONS[direction], seed=2)
+    model, recorded = _fit_far(name, X, y, client)
+    assert model.tree_space_ == "quantiles" and model.input_dtype_ == "float64"
+    predicted = model.predict(Xt)
+    assert np.mean(predicted == yt) >= 0.99
+    probe = np.concatenate([Xt, threshold_rows(model, klein(Xt))])
+    labels = session(model).run(["label"], {"X": probe})[0]
+    np.testing.assert_array_equal(labels, model.predict(probe))
+    _assert_training_rows_keep_their_leaves(model, recorded, X)
+
+
+@pytest.mark.parametrize("name", ["HyperbolicDaskXGBRegressor", "HyperbolicDaskLGBMRegressor"])
+def test_far_regressors_on_the_cluster(client, name):
+    X, _ = ray(2000, 14.0, DIRECTION_D8, seed=5)
+    target = np.arccosh(X[:, 0])
+    model, recorded = _fit_far(name, X, target, client, learning_rate=0.5)
+    assert model.tree_space_ == "quantiles"
+    probe = np.concatenate([X[:300], threshold_rows(model, klein(X))])
+    values = session(model).run(["variable"], {"X": probe})[0].ravel()
+    np.testing.assert_allclose(values, model.predict(probe), rtol=1e-6, atol=1e-6)
+    assert np.mean(np.abs(model.predict(X) - target)) < 0.05
+    _assert_training_rows_keep_their_leaves(model, recorded, X)
+
+
+def test_far_buckets_merged_by_a_small_sketch_still_route_as_the_graph(client, monkeypatch):
+    """More distinct values than the sketch keeps (64 edges for 3000 rows): the map merges
+    values, the booster cannot split inside a bucket, and still every training row keeps
+    its leaf and the graph routes every row as the model."""
+    monkeypatch.setattr(hdask, "SKETCH_SIZE", 64)
+    X, y = ray(3000, 14.0, DIRECTION_D8, seed=1)
+    model, recorded = _fit_far("HyperbolicDaskXGBClassifier", X, y, client)
+    assert all(e.size <= 64 for e in recorded["qmap"].edges)
+    _assert_training_rows_keep_their_leaves(model, recorded, X)
+    probe = np.concatenate([X[:500], threshold_rows(model, klein(X))])
+    labels = session(model).run(["label"], {"X": probe})[0]
+    np.testing.assert_array_equal(labels, model.predict(probe))
+    assert np.mean(model.predict(X) == y) > 0.9  # 64 buckets still resolve the ray
+
+
+@pytest.mark.parametrize("name", ["HyperbolicDaskXGBClassifier", "HyperbolicDaskLGBMClassifier"])
+def test_near_the_origin_quantiles_is_the_klein_model(client, name, monkeypatch):
+    """Within a distance of 5 of the origin the default space fits Klein coordinates: the
+    booster sees exactly what "klein" gives it, and is corrected the same way (ray at
+    r0 = 4.4, up to 4.9). XGBoost's Dask training is deterministic: the models are equal
+    bit for bit (LightGBM's depends on which worker holds which partition)."""
+    X, y = ray(2000, 4.4, DIRECTION_D8, seed=3)
+    kind = "XGB" if "XGB" in name else "LGBM"
+    cls = getattr(hdask, name)
+    seen = []
+    train = cls._train
+
+    def record(native, client, Xk, *args):
+        seen.append(Xk.compute())
+        return train(native, client, Xk, *args)
+
+    monkeypatch.setattr(cls, "_train", staticmethod(record))
+    models = [
+        cls(client=client, tree_space=space, **FAR_PARAMS[kind]).fit(
+            da.from_array(X, chunks=(700, -1)), da.from_array(y, chunks=700)
+        )
+        for space in ("quantiles", "klein")
+    ]
+    assert [m.tree_space_ for m in models] == ["klein", "klein"]
+    np.testing.assert_array_equal(seen[0].view(np.int64), seen[1].view(np.int64))
+    np.testing.assert_array_equal(seen[0], klein(X))
+    if kind == "XGB":
+        backend = backend_for(models[0].estimator_)
+        got, want = (backend.read_trees(m.estimator_) for m in models)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a.threshold.view(np.int64), b.threshold.view(np.int64))
+        assert models[0].correction_ == models[1].correction_
+        np.testing.assert_array_equal(models[0].predict_proba(X), models[1].predict_proba(X))
+    # Just past the radius, the buckets.
+    Xf, yf = ray(500, 5.2, DIRECTION_D8, seed=3)
+    far = cls(client=client, **FAR_PARAMS[kind]).fit(
+        da.from_array(Xf, chunks=(250, -1)), da.from_array(yf, chunks=250)
+    )
+    assert far.tree_space_ == "quantiles"

@@ -155,3 +155,120 @@ def test_spark_gives_null_outputs_for_bad_rows_on_request(spark, task):
                 np.flatnonzero(scored[col].isna().to_numpy()), [5, 6, 7, 8]
             )
             np.testing.assert_array_equal(got[good].astype(value.dtype), value[:, i])
+
+
+# -- training on Spark ---------------------------------------------------------------------
+
+TRAIN = dict(n_estimators=5, max_depth=3, num_workers=1)
+
+
+def _training_data(task: str):
+    k = klein_with_ties(1500, 2, seed=12)
+    y = labels(k, task, seed=12)
+    if task == "multiclass":
+        y = np.array(["a", "b", "c"])[y]
+    w = np.where(np.random.default_rng(12).random(k.shape[0]) < 0.1, 0.0, 1.0)
+    return as_points(k, "hyperboloid"), y, w
+
+
+@pytest.fixture(scope="module")
+def spark_fits(spark):
+    """Each Spark model trained once, with the booster as trained and the summary."""
+    import copy
+
+    import pandas as pd
+    from pyspark.ml.feature import VectorAssembler
+
+    cache = {}
+
+    def get(task: str):
+        if task in cache:
+            return cache[task]
+        X, y, w = _training_data(task)
+        frame = pd.DataFrame(X, columns=["x0", "x1", "x2"]).assign(y=y, w=w, id=np.arange(len(y)))
+        df = spark.createDataFrame(frame).repartition(3)
+        recorded = {}
+        original = hspark.distributed_summary
+
+        def record(df, backend, fitted, width, weighted):
+            recorded.update(fitted=copy.deepcopy(fitted))
+            recorded["summary"] = original(df, backend, fitted, width, weighted)
+            return recorded["summary"]
+
+        hspark.distributed_summary = record
+        try:
+            if task == "multiclass":  # point columns
+                est = hspark.HyperbolicSparkXGBClassifier(
+                    featuresCol=["x0", "x1", "x2"], labelCol="y", weightCol="w", **TRAIN
+                )
+            else:  # a vector column, Spark ML's default name
+                df = VectorAssembler(inputCols=["x0", "x1", "x2"], outputCol="features").transform(
+                    df
+                )
+                est = hspark.HyperbolicSparkXGBRegressor(labelCol="y", weightCol="w", **TRAIN)
+            model = est.fit(df)
+        finally:
+            hspark.distributed_summary = original
+        cache[task] = model, recorded, (X, y, w), df
+        return cache[task]
+
+    return get
+
+
+@pytest.mark.parametrize("task", ["multiclass", "regression"])
+def test_spark_thresholds_bit_identical_to_the_single_machine_estimator(spark_fits, task):
+    """Oracle: the single-machine estimator (tree_space="klein") correcting the very booster
+    Spark trained, on all its rows in this process."""
+    from hyp2onnx.correction.tree_space import TreeSpace
+    from hyp2onnx.estimators import backend_for
+
+    model, recorded, (X, y, w), _ = spark_fits(task)
+    fitted = recorded["fitted"]
+    backend = backend_for(fitted)
+    if task == "multiclass":
+        single = hyp2onnx.HyperbolicXGBClassifier(tree_space="klein", n_estimators=5, max_depth=3)
+        y_train = np.unique(y, return_inverse=True)[1]
+        assert list(model.classes_) == ["a", "b", "c"]
+    else:
+        single = hyp2onnx.HyperbolicXGBRegressor(tree_space="klein", n_estimators=5, max_depth=3)
+        y_train = y
+    Xk = model.to_klein(X)
+    space = TreeSpace.fit(Xk[w != 0], "klein", backend.compare_dtype)
+    want_model, want_report, want_index, want_dtype = single._correct(
+        backend, fitted, space.transform(Xk), y_train, w, space
+    )
+    assert model.correction_ == want_report and want_report.n_moved > 0
+    assert model.split_index_ is None and want_index is None
+    assert model.input_dtype_ == want_dtype
+    for got, want in zip(
+        backend.read_trees(model.estimator_), backend.read_trees(want_model), strict=True
+    ):
+        np.testing.assert_array_equal(got.threshold.view(np.int64), want.threshold.view(np.int64))
+    # The driver received one summary: 4 float32 numbers per split.
+    n_splits = sum(int((t.feature >= 0).sum()) for t in backend.read_trees(fitted))
+    assert recorded["summary"].nbytes == model.summary_nbytes_ == 4 * 4 * n_splits
+
+
+@pytest.mark.parametrize("task", ["multiclass", "regression"])
+def test_spark_model_exports_pickles_converts_and_transforms(spark_fits, task, tmp_path):
+    import pickle
+
+    from hyp2onnx.cli import main
+
+    model, _, (X, _, _), df = spark_fits(task)
+    graph = hyp2onnx.to_onnx(model, dtype="float64")
+    assert hyp2onnx.verify(model, graph, X).ok
+    blob = pickle.dumps(model)  # no Spark session inside
+    assert b"SparkSession" not in blob and b"SparkContext" not in blob
+    loaded = pickle.loads(blob)
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    path = tmp_path / "model.pkl"
+    path.write_bytes(blob)
+    np.save(tmp_path / "X.npy", X[:300])
+    out = tmp_path / "model.onnx"
+    args = ["convert", str(path), "-o", str(out), "--dtype", "float64"]
+    assert main([*args, "--check", str(tmp_path / "X.npy")]) == 0
+    scored = model.transform(df).toPandas().sort_values("id")
+    np.testing.assert_array_equal(scored["prediction"].to_numpy(), model.predict(X))
+    if task == "multiclass":
+        np.testing.assert_array_equal(np.stack(scored["probability"]), model.predict_proba(X))

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import dataclasses
 import functools
 import importlib
 import operator
@@ -48,7 +49,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import is_classifier
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..correction import (
@@ -61,19 +62,21 @@ from ..correction import (
     klein_space,
     summarise,
 )
-from ..correction.shared_rows import shared_rows
+from ..correction.quantiles import SKETCH_SIZE, QuantileMap, QuantileSketch
 from ..estimators._base import GEOMETRY_DEFAULTS, comparison_of, generate_init, write_back
 from ..estimators._interface import Backend
 from ..estimators._registry import backend_for
 from ..geometry import n_klein_features, to_klein
 from ..ir.trees import TreeArrays
 from . import _scoring
+from ._rows import training_rows
 
 __all__ = [
     "HyperbolicDaskLGBMClassifier",
     "HyperbolicDaskLGBMRegressor",
     "HyperbolicDaskXGBClassifier",
     "HyperbolicDaskXGBRegressor",
+    "distributed_sketch",
     "distributed_summary",
     "predict",
 ]
@@ -213,6 +216,10 @@ def _klein_block(
         )
 
 
+def _buckets(block: np.ndarray, qmap: QuantileMap) -> np.ndarray:
+    return qmap.transform(block)
+
+
 def _framed(model: Any, block: np.ndarray) -> Any:
     """A partition as the model was fitted on it: a DataFrame if it had column names."""
     names = getattr(model, "feature_names_in_", None)
@@ -234,22 +241,6 @@ def _call_block(
 #: together up to this many rows (the search costs less per row on more rows;
 #: its working memory is about 200 bytes per row for 8 split features).
 ROWS_PER_SUMMARY = 1 << 22
-
-
-def _training_rows(
-    backend: Backend, fitted: Any, X: np.ndarray, y: np.ndarray, w: Any
-) -> np.ndarray:
-    """One partition's training rows, in the backend's comparison precision."""
-    X, y = np.asarray(X), np.asarray(y)
-    if y.shape[0] != X.shape[0] or (w is not None and np.shape(w)[0] != X.shape[0]):
-        raise ValueError(
-            f"a partition of X has {X.shape[0]} rows but its partition of y (or sample_weight) "
-            "does not: give X, y and sample_weight the same partitions."
-        )
-    rows = shared_rows(backend.training_rows(fitted, y, None if w is None else np.asarray(w)))
-    if rows is None:  # boosters grow every tree on the same rows
-        raise ValueError("the trees of this booster were not grown on the same rows")
-    return backend.compared_values(fitted, X if rows.size == X.shape[0] else X[rows])
 
 
 @functools.cache
@@ -300,12 +291,15 @@ def _reusing_freed_memory() -> Iterator[None]:
 
 
 def _group_summary(
-    shipped: tuple[Backend, Any, list[TreeArrays]], xs: list, ys: list, ws: list
+    shipped: tuple[Backend, Any, list[TreeArrays], bool], xs: list, ys: list, ws: list
 ) -> SplitSummary:
     """The split summary of some partitions' training rows, searched together (the map
     step: one task per group of partitions held by one worker)."""
-    backend, fitted, trees = shipped
-    rows = [_training_rows(backend, fitted, x, y, w) for x, y, w in zip(xs, ys, ws, strict=True)]
+    backend, fitted, trees, compared = shipped
+    rows = [
+        training_rows(backend, fitted, x, y, w, compared)
+        for x, y, w in zip(xs, ys, ws, strict=True)
+    ]
     with _reusing_freed_memory():
         return summarise(trees, np.concatenate(rows) if len(rows) > 1 else rows[0], backend.op)
 
@@ -334,6 +328,7 @@ def distributed_summary(
     sample_weight: Any = None,
     *,
     rows_per_summary: int = ROWS_PER_SUMMARY,
+    trees: list[TreeArrays] | None = None,
 ) -> SplitSummary:
     """The split summary of all training rows of ``fitted``: a map over the workers'
     partitions, a tree reduce.
@@ -345,6 +340,11 @@ def distributed_summary(
     holds, several together (up to ``rows_per_summary`` rows), and only
     summaries travel; the final one (:attr:`SplitSummary.nbytes`,
     independent of the rows) comes back to this process.
+
+    ``trees``: splits of the float64 values of ``Xk`` to summarise instead of
+    the booster's own (the Klein trees of the ``"quantiles"`` space, see
+    :meth:`hyp2onnx.correction.quantiles.QuantileMap.klein_trees`); the rows
+    are then compared in float64 and the summary is float64.
     """
     from distributed import futures_of, wait
 
@@ -363,8 +363,10 @@ def distributed_summary(
     by_worker: dict[str, list[int]] = {}
     for i, x in enumerate(xs):
         by_worker.setdefault(sorted(holder[x.key])[0], []).append(i)
-    trees = backend.read_trees(fitted)
-    shipped = client.scatter((type(backend)(), fitted, trees), broadcast=True, hash=False)
+    compared = trees is None
+    if trees is None:
+        trees = backend.read_trees(fitted)
+    shipped = client.scatter((type(backend)(), fitted, trees, compared), broadcast=True, hash=False)
     sizes = collections[0].chunks[0]
     if any(np.isnan(sizes)):  # e.g. from a DataFrame: count where the rows are
         sizes = client.gather(client.map(len, xs, pure=False))
@@ -391,6 +393,48 @@ def distributed_summary(
         ]
         parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
     return parts[0].result()
+
+
+def _sketch_block(x: np.ndarray, w: Any, size: int) -> QuantileSketch:
+    """The quantile sketch of one partition's rows of non-zero weight (the map step)."""
+    x = np.asarray(x, dtype=np.float64)
+    if w is not None:
+        x = x[np.asarray(w) != 0]
+    return QuantileSketch.of(x, size)
+
+
+def distributed_sketch(
+    client: Any, Xk: Any, sample_weight: Any = None, *, size: int | None = None
+) -> QuantileSketch:
+    """The quantile sketch of the rows of ``Xk`` (of non-zero weight): one task per
+    partition where it lies, a tree reduce on the workers; the driver receives one
+    sketch, at most ``size`` values and weights per feature whatever the rows
+    (default :data:`~hyp2onnx.correction.quantiles.SKETCH_SIZE`)."""
+    from distributed import futures_of
+
+    _dask()
+    size = SKETCH_SIZE if size is None else int(size)
+    collections = [Xk] if sample_weight is None else [Xk, sample_weight]
+    collections = client.persist(collections)
+    blocks = []
+    for collection in collections:
+        futures = {f.key: f for f in futures_of(collection)}
+        blocks.append([futures[d.key] for d in collection.to_delayed().ravel()])
+    ws = blocks[1] if sample_weight is not None else [None] * len(blocks[0])
+    parts = [
+        client.submit(_sketch_block, x, w, size, pure=False)
+        for x, w in zip(blocks[0], ws, strict=True)
+    ]
+    while len(parts) > 1:
+        pairs = [
+            client.submit(QuantileSketch.merge, a, b, pure=False)
+            for a, b in zip(parts[0::2], parts[1::2], strict=False)
+        ]
+        parts = pairs + ([parts[-1]] if len(parts) % 2 else [])
+    sketch = parts[0].result()
+    if sample_weight is not None and any(v.size == 0 for v in sketch.values):
+        return distributed_sketch(client, Xk, size=size)  # every weight zero: all rows
+    return sketch
 
 
 # -- training on the cluster: one function per library ------------------------------
@@ -444,23 +488,33 @@ _DASK_DOC = """
     Invalid points are refused before training, named by their global row
     numbers.
 
-    ``tree_space`` is ``"klein"`` (the default here, and the only value): the
-    booster is fitted on Klein coordinates. The single-machine default,
-    ``"ranks"``, needs every feature's distinct training values in one place,
-    traffic that grows with the rows. On Klein coordinates XGBoost stays
-    reliable to a distance of about 6 from the origin and LightGBM to about
-    15 (the ray test, benchmarks/bench_far.py); for points farther out,
-    train a single-machine estimator (``tree_space="ranks"``).
+    ``tree_space`` is ``"quantiles"`` (the default here) or ``"klein"``.
+    ``"quantiles"`` (:mod:`hyp2onnx.correction.quantiles`): when every
+    training point lies within a distance of 5 of the origin, the booster is
+    fitted on Klein coordinates, exactly as with ``"klein"``; farther out, on
+    each feature's bucket among at most 16,384 quantiles of its values (a
+    sketch merged across partitions: a bounded transfer to the driver
+    however many rows there are), and the thresholds are then placed in
+    float64 Klein space by the same distributed search, through split
+    indices where the booster's precision cannot separate them. On the ray
+    test both boosters stay reliable to a distance of at least 14.
+    ``"klein"``: always Klein coordinates (XGBoost reliable to a distance of
+    about 6, LightGBM to about 15). The single-machine ``"ranks"`` and
+    ``"rapidity"`` spaces are not available: they need every distinct
+    training value at the driver.
 """
 
-#: Why the Dask estimators train on Klein coordinates only.
-_KLEIN_ONLY = (
-    "{name} supports tree_space='klein' only, got {value!r}: the 'ranks' and 'rapidity' "
-    "spaces map each feature through all of its distinct training values, which would have "
-    "to be gathered from every partition (traffic growing with the rows). On Klein "
-    "coordinates XGBoost is reliable to a distance of about 6 from the origin and LightGBM "
-    "to about 15; for points farther out, fit a single-machine estimator (e.g. "
-    "hyp2onnx.HyperbolicXGBClassifier, tree_space='ranks') on data that fits one machine."
+#: Dask tree spaces: bounded traffic to the driver.
+DASK_TREE_SPACES = ("quantiles", "klein")
+
+#: Why the Dask estimators take neither "ranks" nor "rapidity".
+_NOT_ON_DASK = (
+    "{name} supports tree_space='quantiles' (the default) or 'klein', got {value!r}: the "
+    "'ranks' and 'rapidity' spaces map each feature through all of its distinct training "
+    "values, which would have to be gathered from every partition (traffic growing with the "
+    "rows). 'quantiles' keeps far points apart with a bounded sketch of the values; or fit a "
+    "single-machine estimator (e.g. hyp2onnx.HyperbolicXGBClassifier) on data that fits one "
+    "machine."
 )
 
 
@@ -478,7 +532,7 @@ class _DaskModel:
             (cls._native, *cls._signature_from),
             {
                 **GEOMETRY_DEFAULTS,
-                "tree_space": "klein",
+                "tree_space": "quantiles",
                 "override_subsample": True,
                 "client": None,
                 "fit_timeout": FIT_TIMEOUT,
@@ -488,6 +542,7 @@ class _DaskModel:
         cls._parameter_constraints = {
             **cls._parameter_constraints,
             "client": "no_validation",
+            "tree_space": [StrOptions({*DASK_TREE_SPACES, "ranks", "rapidity"})],
             "fit_timeout": [Interval(Real, 0, None, closed="neither"), None],
         }
         cls.__doc__ = (cls.__doc__ or "") + _DASK_DOC
@@ -553,8 +608,8 @@ class _DaskModel:
     def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
         """Fit on a dask collection of hyperbolic points ``X`` and correct every threshold."""
         self._validate_params()
-        if self.tree_space != "klein":
-            raise ValueError(_KLEIN_ONLY.format(name=type(self).__name__, value=self.tree_space))
+        if self.tree_space not in DASK_TREE_SPACES:
+            raise ValueError(_NOT_ON_DASK.format(name=type(self).__name__, value=self.tree_space))
         if self.input_blocks is not None:
             raise ValueError(
                 f"{type(self).__name__} takes one geometry (input_geometry, curvature, "
@@ -568,14 +623,26 @@ class _DaskModel:
         w = None if sample_weight is None else _as_column(sample_weight, rows, "sample_weight")
         estimator = self._make_estimator()
         backend = backend_for(estimator)
-        # The learner's input: Klein coordinates (LightGBM's zero band read as
-        # 0, as the single-machine "klein" space does), computed per partition.
-        to_tree = TreeSpace("klein", backend.compare_dtype, (), (), backend.zero_band).transform
-        Xt = self._klein(rows, reset=False).map_blocks(to_tree, dtype=np.float64)
+        # Klein coordinates (LightGBM's zero band read as 0, as the single-machine
+        # "klein" space does), computed per partition: what the correction searches.
+        as_klein = TreeSpace("klein", backend.compare_dtype, (), (), backend.zero_band).transform
+        Xt = self._klein(rows, reset=False).map_blocks(as_klein, dtype=np.float64)
         Xt, y, w = client.persist([Xt, y, w]) if w is not None else (*client.persist([Xt, y]), None)
         _raise_partition_errors(Xt)  # invalid points, named, before any training
         backend.check_fit(estimator, y, fit_params)
         backend.warn_subsampling(estimator, stacklevel=3)
+        # The learner's input: the Klein coordinates, or far out their quantile buckets.
+        qmap, to_tree, Xlearn = None, as_klein, Xt
+        if self.tree_space == "quantiles":
+            sketch = distributed_sketch(client, Xt, w)
+            if not sketch.near():
+                qmap = QuantileMap.of(sketch, backend.zero_band)
+                to_tree = qmap.transform
+                Xlearn = Xt.map_blocks(
+                    _buckets,
+                    _dask().delayed(qmap, pure=True),  # sent once, not per partition
+                    meta=np.empty((0, 0), dtype=np.float64),
+                )
         y_train = self._training_labels(y, client)
         self._check_workers(client, Xt, y_train)  # before the library opens its sockets
         fitted = _within(
@@ -585,20 +652,22 @@ class _DaskModel:
             self._train,
             estimator,
             client,
-            Xt,
+            Xlearn,
             y_train,
             w,
             self._fit_params(fit_params, _blockwise(to_tree)),
         )
         self._check_classes(fitted)  # first: says why the classes disagree
         backend.to_ensemble(fitted)  # refuse now what export would refuse
-        self._fit_client = client
+        self._fit_client, self._fit_map = client, qmap
         try:
             self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = self._correct(
                 backend, fitted, Xt, y_train, w
             )
         finally:
-            del self._fit_client
+            del self._fit_client, self._fit_map
+        #: The space the booster was fitted on: "klein", or "quantiles" (its buckets).
+        self.tree_space_ = "klein" if qmap is None else "quantiles"
         if self._is_classifier():
             self.classes_ = self._classes(fitted)
         self.n_outputs_ = 1 if y.ndim == 1 else int(y.shape[1])
@@ -630,11 +699,28 @@ class _DaskModel:
     def _correct(
         self, backend: Backend, fitted: Any, Xt: Any, y: Any, sample_weight: Any
     ) -> tuple[Any, CorrectionReport, SplitIndex | None, str]:
-        """The single-machine placement, fed by summaries of the partitions."""
+        """The single-machine placement, fed by summaries of the partitions.
+
+        Trained on quantile buckets: the booster's splits as float64 Klein splits
+        (:meth:`~hyp2onnx.correction.quantiles.QuantileMap.klein_trees`), searched
+        on the float64 Klein rows, placed in Klein space as ``"ranks"`` places them.
+        """
         trees = backend.read_trees(fitted)
-        summary = distributed_summary(self._fit_client, backend, fitted, Xt, y, sample_weight)
-        space = klein_space(trees, summary, Xt.shape[1], backend.compare_dtype, backend.zero_band)
+        qmap = getattr(self, "_fit_map", None)
         comparison = comparison_of(backend)
+        if qmap is None:
+            summary = distributed_summary(self._fit_client, backend, fitted, Xt, y, sample_weight)
+            space = klein_space(
+                trees, summary, Xt.shape[1], backend.compare_dtype, backend.zero_band
+            )
+        else:
+            trees = qmap.klein_trees(trees, backend.op)
+            summary = distributed_summary(
+                self._fit_client, backend, fitted, Xt, y, sample_weight, trees=trees
+            )
+            space = klein_space(trees, summary, Xt.shape[1], "float64", backend.zero_band)
+            # Not learner thresholds: n_moved counts thresholds off the arithmetic midpoint.
+            space = dataclasses.replace(space, space="quantiles")
         neighbours = from_summary(trees, summary, comparison, self._midpoint_rules())
         return write_back(
             backend, fitted, correct(trees, space, neighbours, comparison, self._midpoint_rules())

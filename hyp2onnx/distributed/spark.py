@@ -1,4 +1,35 @@
-"""Score a Spark DataFrame's points with an exported graph.
+"""Hyperbolic XGBoost trained on Spark, and exported graphs scored on Spark.
+
+Training. :class:`HyperbolicSparkXGBClassifier` and :class:`HyperbolicSparkXGBRegressor`
+follow Spark ML's conventions: ``fit(df)`` returns a fitted model
+(:class:`HyperbolicSparkXGBClassifierModel`, :class:`HyperbolicSparkXGBRegressorModel`),
+columns are named by ``featuresCol`` (a vector column, or a list of point
+columns), ``labelCol`` and ``weightCol``, and the model's ``transform(df)``
+appends ``predictionCol`` (and, for classifiers, ``probabilityCol``). ``fit``
+projects every partition to Klein coordinates where it lies (``mapInPandas``),
+trains with ``xgboost.spark.SparkXGBClassifier`` / ``SparkXGBRegressor`` on
+them, then corrects the thresholds as a map-reduce on the executors: each
+partition finds every split's largest value routed left and smallest routed
+right among its rows (:func:`hyp2onnx.correction.summarise`, the search the
+single-machine estimator runs), the summaries merge by element-wise max/min
+in a tree reduce on the executors (``RDD.treeReduce``), and the driver
+receives one, ``4 * splits`` numbers, however many rows there are. The
+single-machine placement then runs on it, so the thresholds are
+bit-identical to those of the single-machine estimator
+(``tree_space="klein"``) correcting the same booster on the same rows.
+
+The fitted model is a single-machine hyperbolic model (a subclass of
+:class:`hyp2onnx.HyperbolicXGBClassifier` / ``Regressor``) that holds the
+corrected booster and no Spark session: :func:`hyp2onnx.to_onnx`,
+:func:`hyp2onnx.verify`, pickling and ``hyp2onnx convert`` treat it like any
+other, and ``predict`` takes numpy points.
+
+The booster is fitted on Klein coordinates (the ``"klein"`` tree space):
+reliable on the ray test to a distance of about 6 from the origin. Far points
+train on Dask (``tree_space="quantiles"``) or on one machine. LightGBM on Spark
+needs SynapseML, a Scala package; it is not supported here.
+
+Scoring. Score a Spark DataFrame's points with an exported graph.
 
 Needs the ``spark`` extra: ``pip install 'hyp2onnx[spark]'`` (pyspark and
 pyarrow; Spark itself needs a Java runtime). :func:`predict` broadcasts the
@@ -10,13 +41,28 @@ task it runs (Spark reuses its Python workers by default).
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+import pickle
+from typing import Any, ClassVar
 
 import numpy as np
 
+from ..correction import SplitSummary, correct, from_summary, klein_space, summarise
+from ..errors import InvalidPointError
+from ..estimators._base import GEOMETRY_DEFAULTS, comparison_of, write_back
+from ..estimators._registry import backend_for
+from ..geometry import n_klein_features, to_klein
 from . import _scoring
+from ._rows import training_rows
 
-__all__ = ["predict"]
+__all__ = [
+    "HyperbolicSparkXGBClassifier",
+    "HyperbolicSparkXGBClassifierModel",
+    "HyperbolicSparkXGBRegressor",
+    "HyperbolicSparkXGBRegressorModel",
+    "distributed_summary",
+    "predict",
+]
 
 
 def _pyspark() -> Any:
@@ -144,3 +190,351 @@ def _as_column(values: np.ndarray, dtype: Any) -> Any:
 
         return pd.array(values, dtype="Int64")  # NaN becomes <NA>
     return np.asarray(values, dtype=dtype)
+
+
+# -- training ------------------------------------------------------------------------------
+
+#: Column names of the projected rows (Klein coordinates, label, weight).
+_K, _LABEL, _WEIGHT = "__hyp2onnx_k", "__hyp2onnx_label", "__hyp2onnx_weight"
+#: Parameters of the Spark estimators that are not XGBoost's.
+_SPARK_PARAMS = ("featuresCol", "labelCol", "weightCol", "predictionCol", "probabilityCol")
+#: xgboost.spark parameters that configure the Spark job, not the booster.
+_JOB_PARAMS = (
+    "num_workers",
+    "device",
+    "use_gpu",
+    "force_repartition",
+    "repartition_random_shuffle",
+)
+
+
+def _points(df: Any, features: Any) -> tuple[Any, list[str]]:
+    """``df`` with its point columns (numeric) and their names: the list ``features``, or the
+    entries of the vector (or array) column ``features``, spread into columns."""
+    sql = _pyspark()
+    types = sql.types
+    if isinstance(features, str):
+        field = df.schema[features].dataType
+        from pyspark.ml.functions import vector_to_array
+        from pyspark.ml.linalg import VectorUDT
+
+        column = sql.functions.col(features)
+        if isinstance(field, VectorUDT):
+            column = vector_to_array(column)
+        elif not isinstance(field, types.ArrayType):
+            raise TypeError(
+                f"featuresCol={features!r} must be a vector or array column (or give a list "
+                f"of point columns), got {field.simpleString()}."
+            )
+        width = len(df.select(column.alias("v")).first()["v"])
+        names = [f"__hyp2onnx_x{i}" for i in range(width)]
+        spread = [column.getItem(i).cast("double").alias(n) for i, n in enumerate(names)]
+        return df.select(*spread, *[c for c in df.columns if c != features]), names
+    names = list(features)
+    _check_numeric(df, names)
+    return df, names
+
+
+class _Projection:
+    """The ``mapInPandas`` step: Klein coordinates, encoded labels and weights of a partition."""
+
+    def __init__(self, model: Any, columns: list[str], label: str, weight: Any, labels: Any):
+        self.model, self.columns, self.label, self.weight = model, columns, label, weight
+        self.labels = labels
+
+    def __call__(self, batches: Any) -> Any:
+        import pandas as pd
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        first = 0
+        m = self.model
+        for batch in batches:
+            X = batch[self.columns].to_numpy(dtype=np.float64, na_value=np.nan)
+            try:
+                k = to_klein(
+                    X, m.input_geometry, m.curvature, m.timelike_dim, check=m.check_manifold
+                )
+            except InvalidPointError as exc:  # named by partition and row within it
+                where = dict(partition=partition, first_in_partition=first)
+                raise InvalidPointError(_scoring.locate(str(exc), **where)) from None
+            first += len(batch)
+            out = {f"{_K}{i}": k[:, i] for i in range(k.shape[1])}
+            y = batch[self.label].to_numpy()
+            if self.labels is not None:
+                index = np.minimum(np.searchsorted(self.labels, y), self.labels.size - 1)
+                if np.any(self.labels[index] != y):
+                    raise ValueError(f"labels {np.setdiff1d(y, self.labels)[:5]} are unknown")
+                y = index
+            out[_LABEL] = np.asarray(y, dtype=np.float64)
+            if self.weight is not None:
+                out[_WEIGHT] = batch[self.weight].to_numpy(dtype=np.float64)
+            yield pd.DataFrame(out)
+
+
+class _Summary:
+    """The ``mapInPandas`` map step of the correction: one partition's split summary."""
+
+    def __init__(self, shared: Any, width: int, weighted: bool):
+        self.shared, self.width, self.weighted = shared, width, weighted
+
+    def __call__(self, batches: Any) -> Any:
+        import pandas as pd
+
+        backend_type, fitted, trees = self.shared.value
+        backend = backend_type()
+        parts = list(batches)
+        frame = pd.concat(parts) if parts else pd.DataFrame()
+        columns = [f"{_K}{i}" for i in range(self.width)]
+        X = frame[columns].to_numpy(dtype=np.float64) if len(frame) else np.empty((0, self.width))
+        y = frame[_LABEL].to_numpy() if len(frame) else np.empty(0)
+        w = frame[_WEIGHT].to_numpy() if self.weighted and len(frame) else None
+        rows = training_rows(backend, fitted, X, y, w)
+        summary = summarise(trees, rows, backend.op)
+        yield pd.DataFrame({"summary": [pickle.dumps(summary)]})
+
+
+def distributed_summary(df: Any, backend: Any, fitted: Any, width: int, weighted: bool) -> Any:
+    """The split summary of the training rows of ``fitted`` held in ``df`` (projected rows:
+    Klein columns, label, weight): one summary per partition on the executors, merged
+    there by ``treeReduce``; the driver receives one :class:`SplitSummary`."""
+    sql = _pyspark()
+    context = df.sparkSession.sparkContext
+    shared = context.broadcast((type(backend), fitted, backend.read_trees(fitted)))
+    schema = sql.types.StructType([sql.types.StructField("summary", sql.types.BinaryType())])
+    try:
+        summaries = df.mapInPandas(_Summary(shared, width, weighted), schema).rdd
+        return summaries.map(lambda row: pickle.loads(row[0])).treeReduce(SplitSummary.merge)
+    finally:
+        shared.unpersist()
+
+
+class _SparkEstimator:
+    """A hyperbolic XGBoost estimator trained with ``xgboost.spark`` (Spark ML conventions)."""
+
+    _model_name: ClassVar[str]
+    _spark_class: ClassVar[str]
+    _classifier: ClassVar[bool]
+
+    def __init__(
+        self,
+        *,
+        featuresCol: Any = "features",
+        labelCol: str = "label",
+        weightCol: str | None = None,
+        predictionCol: str = "prediction",
+        probabilityCol: str = "probability",
+        input_geometry: str = GEOMETRY_DEFAULTS["input_geometry"],
+        curvature: float = GEOMETRY_DEFAULTS["curvature"],
+        timelike_dim: int = GEOMETRY_DEFAULTS["timelike_dim"],
+        midpoint: str = GEOMETRY_DEFAULTS["midpoint"],
+        check_manifold: bool = GEOMETRY_DEFAULTS["check_manifold"],
+        **xgb_params: Any,
+    ) -> None:
+        self.featuresCol, self.labelCol, self.weightCol = featuresCol, labelCol, weightCol
+        self.predictionCol, self.probabilityCol = predictionCol, probabilityCol
+        self.input_geometry, self.curvature, self.timelike_dim = (
+            input_geometry,
+            curvature,
+            timelike_dim,
+        )
+        self.midpoint, self.check_manifold = midpoint, check_manifold
+        self.xgb_params = dict(xgb_params)
+
+    def getParams(self) -> dict[str, Any]:
+        """Every parameter (Spark columns, geometry, XGBoost's) by name."""
+        names = (*_SPARK_PARAMS, "input_geometry", "curvature", "timelike_dim", "midpoint")
+        return {
+            **{n: getattr(self, n) for n in names},
+            "check_manifold": self.check_manifold,
+            **self.xgb_params,
+        }
+
+    def setParams(self, **params: Any) -> _SparkEstimator:
+        for name, value in params.items():
+            if hasattr(self, name) and name != "xgb_params":
+                setattr(self, name, value)
+            else:
+                self.xgb_params[name] = value
+        return self
+
+    def copy(self, extra: dict | None = None) -> _SparkEstimator:
+        return type(self)(**{**self.getParams(), **(extra or {})})
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.xgb_params.items())
+        return f"{type(self).__name__}(featuresCol={self.featuresCol!r}, {shown})"
+
+    def fit(self, df: Any) -> Any:
+        """Train on the Spark DataFrame ``df`` of hyperbolic points; the fitted model."""
+        import xgboost
+        from xgboost import spark as xspark
+
+        sql = _pyspark()
+        points, columns = _points(df, self.featuresCol)
+        n_features = len(columns)
+        local_class = xgboost.XGBClassifier if self._classifier else xgboost.XGBRegressor
+        known = set(local_class().get_params())
+        native = {k: v for k, v in self.xgb_params.items() if k in known}
+        model = (globals().get(self._model_name) or __getattr__(self._model_name))(
+            input_geometry=self.input_geometry,
+            curvature=self.curvature,
+            timelike_dim=self.timelike_dim,
+            midpoint=self.midpoint,
+            check_manifold=self.check_manifold,
+            tree_space="klein",
+            **native,
+        )
+        model._validate_params()
+        model.n_features_in_ = n_features
+        d = n_klein_features(n_features, self.input_geometry)
+        labels = None
+        if self._classifier:
+            found = points.select(self.labelCol).distinct().collect()
+            labels = np.unique(np.array([r[0] for r in found]))
+            from sklearn.utils.multiclass import check_classification_targets
+
+            check_classification_targets(labels)
+        fields = [sql.types.StructField(f"{_K}{i}", sql.types.DoubleType()) for i in range(d)]
+        fields.append(sql.types.StructField(_LABEL, sql.types.DoubleType()))
+        if self.weightCol is not None:
+            fields.append(sql.types.StructField(_WEIGHT, sql.types.DoubleType()))
+        project = _Projection(model, columns, self.labelCol, self.weightCol, labels)
+        klein = points.mapInPandas(project, sql.types.StructType(fields)).cache()
+        try:
+            spark_class = getattr(xspark, self._spark_class)
+            trainer = spark_class(
+                features_col=[f"{_K}{i}" for i in range(d)],
+                label_col=_LABEL,
+                **({} if self.weightCol is None else {"weight_col": _WEIGHT}),
+                **self.xgb_params,
+            )
+            trained = trainer.fit(klein)
+            fitted = local_class(**native)
+            fitted.load_model(bytearray(trained.get_booster().save_raw(raw_format="ubj")))
+            backend = backend_for(fitted)
+            backend.to_ensemble(fitted)  # refuse now what export would refuse
+            summary = distributed_summary(klein, backend, fitted, d, self.weightCol is not None)
+        finally:
+            klein.unpersist()
+        trees = backend.read_trees(fitted)
+        space = klein_space(trees, summary, d, backend.compare_dtype, backend.zero_band)
+        comparison = comparison_of(backend)
+        rules = model._midpoint_rules()
+        done = correct(
+            trees, space, from_summary(trees, summary, comparison, rules), comparison, rules
+        )
+        model.estimator_, model.correction_, model.split_index_, model.input_dtype_ = write_back(
+            backend, fitted, done
+        )
+        model.summary_nbytes_ = summary.nbytes
+        if self._classifier:
+            model._labels = labels
+            model.classes_ = labels
+        model.n_outputs_ = 1
+        for name in _SPARK_PARAMS:
+            setattr(model, name, getattr(self, name))
+        return model
+
+
+class _SparkModel:
+    """What the fitted Spark models add to their single-machine twins: ``transform(df)``."""
+
+    featuresCol: Any = "features"
+    predictionCol: str = "prediction"
+    probabilityCol: str = "probability"
+
+    def transform(self, df: Any) -> Any:
+        """``df`` with ``predictionCol`` (and ``probabilityCol``: an array of class
+        probabilities in ``classes_`` order) appended, by ``mapInPandas``."""
+        sql = _pyspark()
+        types = sql.types
+        points, columns = _points(df, self.featuresCol)
+        classifier = hasattr(self, "classes_")
+        if classifier:
+            kind = np.asarray(self.classes_).dtype
+            label_type = _spark_type(kind if kind.kind in "iO" else np.dtype(np.float64))
+            if kind.kind == "U":
+                label_type = types.StringType()
+        else:
+            label_type = types.DoubleType()
+        added = [types.StructField(self.predictionCol, label_type)]
+        if classifier:
+            added.append(
+                types.StructField(self.probabilityCol, types.ArrayType(types.DoubleType()))
+            )
+        keep = [f for f in points.schema.fields if not f.name.startswith("__hyp2onnx_x")]
+        schema = types.StructType([*keep, *added])
+        model, names = self, [f.name for f in keep]
+
+        def score(batches: Any) -> Any:
+            for batch in batches:
+                X = batch[columns].to_numpy(dtype=np.float64, na_value=np.nan)
+                out = batch[names].copy()
+                out[model.predictionCol] = model.predict(X)
+                if classifier:
+                    out[model.probabilityCol] = list(model.predict_proba(X))
+                yield out
+
+        return points.mapInPandas(score, schema)
+
+
+class _SparkXGBClassifier(_SparkEstimator):
+    _model_name = "HyperbolicSparkXGBClassifierModel"
+    _spark_class = "SparkXGBClassifier"
+    _classifier = True
+
+
+class _SparkXGBRegressor(_SparkEstimator):
+    _model_name = "HyperbolicSparkXGBRegressorModel"
+    _spark_class = "SparkXGBRegressor"
+    _classifier = False
+
+
+class HyperbolicSparkXGBClassifier(_SparkXGBClassifier):
+    """Hyperbolic XGBoost classifier trained on Spark (``xgboost.spark``); see
+    :mod:`hyp2onnx.spark`. ``fit(df)`` returns a :class:`HyperbolicSparkXGBClassifierModel`.
+
+    ``featuresCol``: a vector (or array) column of hyperbolic points, or a list of
+    point columns in order; ``labelCol``: labels (any values, strings too);
+    ``weightCol``: sample weights (optional). ``input_geometry``, ``curvature``,
+    ``timelike_dim``, ``midpoint``, ``check_manifold``: as for
+    :class:`hyp2onnx.HyperbolicXGBClassifier`. Every other keyword goes to
+    ``xgboost.spark.SparkXGBClassifier`` (``n_estimators``, ``max_depth``,
+    ``num_workers``, ...); the booster's own ones are kept on the fitted model.
+    """
+
+
+class HyperbolicSparkXGBRegressor(_SparkXGBRegressor):
+    """Hyperbolic XGBoost regressor trained on Spark (``xgboost.spark``); see
+    :mod:`hyp2onnx.spark` and :class:`HyperbolicSparkXGBClassifier` for the parameters.
+    ``fit(df)`` returns a :class:`HyperbolicSparkXGBRegressorModel`."""
+
+
+#: The fitted models: what they add, and the single-machine estimator they extend.
+_MODELS = {
+    "HyperbolicSparkXGBClassifierModel": (_SparkModel, "HyperbolicXGBClassifier"),
+    "HyperbolicSparkXGBRegressorModel": (_SparkModel, "HyperbolicXGBRegressor"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The fitted model classes, built on first use (they need xgboost, scoring does not)."""
+    if name not in _MODELS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    adds, single = _MODELS[name]
+    base = getattr(importlib.import_module("..estimators", __package__), single)
+    doc = (
+        f"A hyperbolic XGBoost model trained on Spark: a {single} (exports, verifies and "
+        "pickles like one, without any Spark session) with ``transform(df)`` for Spark "
+        "DataFrames."
+    )
+    cls = type(name, (adds, base), {"__doc__": doc, "__module__": __name__})
+    cls.__qualname__ = name
+    globals()[name] = cls  # built once; pickle finds it by name
+    return cls
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_MODELS])
