@@ -34,6 +34,7 @@ the ``"klein"`` space gives, bit for bit.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -162,7 +163,7 @@ class QuantileMap:
         """Float64 Klein thresholds ``c`` of learner splits ``b(k) op t``: ``b(k) op t`` iff
         ``k <= c`` for every float64 ``k`` (``c`` may be ``-inf`` or ``inf``)."""
         out = np.zeros(feature.shape[0])
-        side = "left" if op == "<" else "right"
+        side: Literal["left", "right"] = "left" if op == "<" else "right"
         for f in np.unique(feature[feature >= 0]):
             at = np.flatnonzero(feature == f)
             e = self.edges[f]
