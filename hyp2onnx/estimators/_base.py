@@ -337,16 +337,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
                 compare_dtype=index.compare_dtype,
                 threshold_dtype=index.compare_dtype,
             )
-        blocks = self._blocks()
-        if blocks is not None:
-            space = InputSpace("product", float("nan"), 0, int(self.n_features_in_), blocks)
-        else:
-            space = InputSpace(
-                geometry=self.input_geometry,
-                curvature=float(self.curvature),
-                timelike_dim=int(self.timelike_dim),
-                n_input_features=int(self.n_features_in_),
-            )
+        space = input_space(self, self._blocks())
         return Model(
             ensemble=ensemble,
             space=space,
@@ -354,6 +345,19 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
             estimator_class=type(self).__name__,
             input_dtype=getattr(self, "input_dtype_", None),
         )
+
+
+def input_space(estimator: Any, blocks: tuple | None = None) -> InputSpace:
+    """What a fitted estimator's input points are: its geometry parameters, or its blocks."""
+    n_input = int(estimator.n_features_in_)
+    if blocks is not None:
+        return InputSpace("product", float("nan"), 0, n_input, blocks)
+    return InputSpace(
+        geometry=estimator.input_geometry,
+        curvature=float(estimator.curvature),
+        timelike_dim=int(estimator.timelike_dim),
+        n_input_features=n_input,
+    )
 
 
 def comparison_of(backend: Backend) -> Comparison:

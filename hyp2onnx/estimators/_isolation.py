@@ -64,10 +64,10 @@ from sklearn.utils import Tags, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..ir import Ensemble, InputSpace, Model
+from ..ir import Ensemble, Model
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply, as_compared
-from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel
+from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, input_space
 
 __all__ = [
     "HyperbolicIsolationForest",
@@ -347,6 +347,18 @@ def _scores(total: np.ndarray, denominator: float) -> np.ndarray:
     return -scores
 
 
+#: The parameters passed on unchanged to scikit-learn's IsolationForest.
+_SKLEARN_PARAMS = (
+    "n_estimators",
+    "max_samples",
+    "contamination",
+    "max_features",
+    "bootstrap",
+    "random_state",
+    "n_jobs",
+)
+
+
 class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
     """Isolation forest on hyperbolic points, with scikit-learn's ``IsolationForest`` interface.
 
@@ -459,15 +471,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
     def _make_estimator(self) -> Any:
         from sklearn.ensemble import IsolationForest
 
-        return IsolationForest(
-            n_estimators=self.n_estimators,
-            max_samples=self.max_samples,
-            contamination=self.contamination,
-            max_features=self.max_features,
-            bootstrap=self.bootstrap,
-            random_state=self.random_state,
-            n_jobs=self.n_jobs,
-        )
+        return IsolationForest(**{name: getattr(self, name) for name in _SKLEARN_PARAMS})
 
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()
@@ -666,12 +670,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             sum_dtype="float64",
             projection=np.concatenate(normals, axis=1) if centred and offset else None,
         )
-        space = InputSpace(
-            geometry=self.input_geometry,  # type: ignore[arg-type]  # validated at fit
-            curvature=float(self.curvature),
-            timelike_dim=int(self.timelike_dim),
-            n_input_features=int(self.n_features_in_),
-        )
+        space = input_space(self)
         return Model(
             ensemble=ensemble,
             space=space,

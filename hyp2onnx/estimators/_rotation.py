@@ -71,9 +71,15 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ..correction import TreeSpace, correct, from_rows
 from ..geometry import to_klein
-from ..ir import Ensemble, InputSpace, Model
+from ..ir import Ensemble, Model
 from ..ir.frames import Frames, frame_features
-from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, comparison_of, generate_init
+from ._base import (
+    GEOMETRY_DEFAULTS,
+    HyperbolicTreeModel,
+    comparison_of,
+    generate_init,
+    input_space,
+)
 from ._isolation import lorentz_boost_to_origin
 from ._sklearn import SklearnBackend
 
@@ -486,12 +492,7 @@ class _RotationForest(HyperbolicTreeModel):
             classes=np.asarray(self.classes_) if classifier else None,
             frames=Frames.from_lorentz(self.frames_),
         )
-        space = InputSpace(
-            geometry=self.input_geometry,
-            curvature=float(self.curvature),
-            timelike_dim=int(self.timelike_dim),
-            n_input_features=int(self.n_features_in_),
-        )
+        space = input_space(self)
         return Model(
             ensemble=ensemble,
             space=space,
