@@ -20,6 +20,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..ir import Ensemble
+from ..ir.trees import TreeArrays
 from ._base import GEOMETRY_DEFAULTS, GEOMETRY_PARAMS_DOC, HyperbolicTreeModel, generate_init
 from ._interface import Array, Backend, Weights
 
@@ -36,6 +38,12 @@ class BoosterBackend(Backend):
 
     #: The library's name in messages.
     title: ClassVar[str]
+
+    def boosted(
+        self, trees: list[TreeArrays], values: list[Array], n_features: int, **facts: Any
+    ) -> Ensemble:
+        """The IR of a boosted model: every tree's value added, from ``base_values`` on."""
+        return self.ensemble(trees, values, n_features=n_features, aggregate="sum", **facts)
 
     def __init__(self) -> None:
         self._parsed: tuple[Any, Any] | None = None

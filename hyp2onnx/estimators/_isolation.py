@@ -67,7 +67,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..ir import Ensemble, Model
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply, as_compared
-from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, input_space
+from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, generate_init, input_space
 
 __all__ = [
     "HyperbolicIsolationForest",
@@ -437,37 +437,6 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         },
     }
 
-    def __init__(
-        self,
-        *,
-        n_estimators: int = 100,
-        max_samples: Any = "auto",
-        contamination: Any = "auto",
-        max_features: Any = 1.0,
-        bootstrap: bool = False,
-        random_state: Any = None,
-        n_jobs: int | None = None,
-        splits: str = "centred",
-        threshold_law: str = "klein",
-        input_geometry: str = GEOMETRY_DEFAULTS["input_geometry"],
-        curvature: float = GEOMETRY_DEFAULTS["curvature"],
-        timelike_dim: int = GEOMETRY_DEFAULTS["timelike_dim"],
-        check_manifold: bool = GEOMETRY_DEFAULTS["check_manifold"],
-    ) -> None:
-        self.n_estimators = n_estimators
-        self.max_samples = max_samples
-        self.contamination = contamination
-        self.max_features = max_features
-        self.bootstrap = bootstrap
-        self.random_state = random_state
-        self.n_jobs = n_jobs
-        self.splits = splits
-        self.threshold_law = threshold_law
-        self.input_geometry = input_geometry
-        self.curvature = curvature
-        self.timelike_dim = timelike_dim
-        self.check_manifold = check_manifold
-
     def _make_estimator(self) -> Any:
         from sklearn.ensemble import IsolationForest
 
@@ -684,3 +653,24 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             },
             input_dtype="float64",
         )
+
+
+# scikit-learn's IsolationForest parameters and their defaults, then ours, then the
+# geometry's; the generated __init__ stores each unchanged, as scikit-learn requires.
+generate_init(
+    HyperbolicIsolationForest,
+    (),
+    {
+        "n_estimators": 100,
+        "max_samples": "auto",
+        "contamination": "auto",
+        "max_features": 1.0,
+        "bootstrap": False,
+        "random_state": None,
+        "n_jobs": None,
+        "splits": "centred",
+        "threshold_law": "klein",
+        **{k: GEOMETRY_DEFAULTS[k] for k in ("input_geometry", "curvature", "timelike_dim")},
+        "check_manifold": GEOMETRY_DEFAULTS["check_manifold"],
+    },
+)

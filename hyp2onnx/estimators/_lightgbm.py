@@ -411,11 +411,10 @@ class LightGBMBackend(BoosterBackend):
             trees.append(arrays)
             targets.append(target)
             values.append(value)
-        return self.ensemble(
+        return self.boosted(
             trees,
             values,
-            n_features=model.n_features,
-            aggregate="sum",
+            model.n_features,
             base_values=np.zeros(n_outputs),
             post_transform=post,
             sum_dtype="float64",

@@ -434,11 +434,10 @@ class XGBoostBackend(BoosterBackend):
             value[:, target] = leaf_values
             trees.append(arrays)
             values.append(value)
-        return self.ensemble(
+        return self.boosted(
             trees,
             values,
-            n_features=model.n_features,
-            aggregate="sum",
+            model.n_features,
             base_values=np.where(folded, 0.0, base.astype(np.float64)),
             post_transform=post,
             sum_dtype="float32",
