@@ -72,7 +72,9 @@ class TreeSpace:
     values). Used during ``fit`` only; not kept in fitted models.
     """
 
-    space: Space
+    # Or "quantiles": hyp2onnx.dask places thresholds learnt on quantile buckets as
+    # Klein splits and marks the space so (the learner's thresholds are not Klein values).
+    space: Space | Literal["quantiles"]
     compare_dtype: str
     klein: tuple[np.ndarray, ...]
     image: tuple[np.ndarray, ...]

@@ -43,9 +43,9 @@ import importlib
 import operator
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from numbers import Real
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, cast
 
 import numpy as np
 from sklearn.base import is_classifier
@@ -54,6 +54,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..correction import (
     CorrectionReport,
+    Midpoint,
     SplitIndex,
     SplitSummary,
     TreeSpace,
@@ -64,6 +65,7 @@ from ..correction import (
 )
 from ..correction.quantiles import SKETCH_SIZE, QuantileMap, QuantileSketch
 from ..estimators._base import GEOMETRY_DEFAULTS, comparison_of, generate_init, write_back
+from ..estimators._booster import BoosterBackend
 from ..estimators._interface import Backend
 from ..estimators._registry import backend_for
 from ..geometry import n_klein_features, to_klein
@@ -518,10 +520,46 @@ _NOT_ON_DASK = (
 )
 
 
+class _Twin(Protocol):
+    """The single-machine estimator's methods that the Dask mixins extend.
+
+    The mixins are combined with a single-machine class at run time (module
+    ``__getattr__``), which comes after them in the MRO: their ``super()`` is that
+    class, which mypy cannot see from the mixins alone, hence ``cast(_Twin, super())``.
+    """
+
+    def __sklearn_clone__(self) -> Any: ...
+    def __getstate__(self) -> dict[str, Any]: ...
+    def _klein(self, X: Any, *, reset: bool) -> np.ndarray: ...
+    def predict(self, X: Any) -> np.ndarray: ...
+    def predict_proba(self, X: Any) -> np.ndarray: ...
+    def _eval_labels(self, y: Any) -> Any: ...
+
+
 class _DaskModel:
     """What the Dask estimators add to their single-machine twins."""
 
     _train: ClassVar[Any]
+    # What the single-machine twin (a BoostingModel after this mixin in the MRO) and
+    # the generated __init__ provide; annotations only, so that nothing here shadows
+    # their definitions.
+    _native_params: ClassVar[tuple[str, ...]]
+    _signature_from: ClassVar[tuple[type, ...]]
+    _parameter_constraints: ClassVar[dict]
+    input_geometry: str
+    curvature: float
+    timelike_dim: int
+    check_manifold: bool
+    tree_space: str
+    input_blocks: list | tuple | None
+    client: Any
+    fit_timeout: float | None
+    n_features_in_: int
+    _validate_params: Callable[[], None]
+    _make_estimator: Callable[[], Any]
+    _fit_params: Callable[[dict[str, Any], Callable[[np.ndarray], np.ndarray]], dict[str, Any]]
+    _classes: Callable[[Any], np.ndarray]
+    _midpoint_rules: Callable[[], Midpoint | np.ndarray]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -553,14 +591,14 @@ class _DaskModel:
         client = self.client
         self.client = None
         try:
-            new = super().__sklearn_clone__()
+            new = cast(_Twin, super()).__sklearn_clone__()
         finally:
             self.client = client
         new.client = client
         return new
 
     def __getstate__(self) -> dict[str, Any]:
-        state = dict(super().__getstate__())  # a copy: the client stays on this object
+        state = dict(cast(_Twin, super()).__getstate__())  # a copy: the client stays on this object
         state["client"] = None
         return state
 
@@ -574,7 +612,7 @@ class _DaskModel:
     def _klein(self, X: Any, *, reset: bool) -> Any:
         """Klein coordinates, computed per partition for dask input."""
         if not _is_dask(X):
-            return super()._klein(X, reset=reset)
+            return cast(_Twin, super())._klein(X, reset=reset)
         X = _as_rows(X)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(
@@ -622,7 +660,8 @@ class _DaskModel:
         y = _as_column(y, rows, "y", allow_2d=not self._is_classifier())
         w = None if sample_weight is None else _as_column(sample_weight, rows, "sample_weight")
         estimator = self._make_estimator()
-        backend = backend_for(estimator)
+        # The twins are XGBoost and LightGBM models: their backends are boosters.
+        backend = cast(BoosterBackend, backend_for(estimator))
         # Klein coordinates (LightGBM's zero band read as 0, as the single-machine
         # "klein" space does), computed per partition: what the correction searches.
         as_klein = TreeSpace("klein", backend.compare_dtype, (), (), backend.zero_band).transform
@@ -748,7 +787,7 @@ class _DaskModel:
     def predict(self, X: Any) -> Any:
         """Labels or values; a dask array (one task per partition) for dask input."""
         if not _is_dask(X):
-            return super().predict(X)
+            return cast(_Twin, super()).predict(X)
         check_is_fitted(self)
         if self._is_classifier():
             return self._map_rows(X, "predict", self.classes_.dtype, None)
@@ -760,7 +799,7 @@ class _DaskClassifier(_DaskModel):
     def predict_proba(self, X: Any) -> Any:
         """Class probabilities, columns in ``classes_`` order; a dask array for dask input."""
         if not _is_dask(X):
-            return super().predict_proba(X)
+            return cast(_Twin, super()).predict_proba(X)
         check_is_fitted(self)
         return self._map_rows(X, "predict_proba", np.float64, len(self.classes_))
 
@@ -776,7 +815,7 @@ class _DaskXGBClassifier(_DaskClassifier):
 
     def _eval_labels(self, y: Any) -> Any:
         if not _is_dask(y):
-            return super()._eval_labels(y)
+            return cast(_Twin, super())._eval_labels(y)
         if hasattr(y, "to_dask_array"):
             y = y.to_dask_array()
         return y.map_blocks(_encode, self._labels, dtype=np.int64)
@@ -878,7 +917,7 @@ def _within(timeout: float | None, client: Any, name: str, train: Any, *args: An
     if thread.is_alive():
         from distributed import Future
 
-        started = [Future(key, client) for key in set(client.futures) - before]
+        started: list[Future[Any]] = [Future(key, client) for key in set(client.futures) - before]
         client.cancel(started, force=True)
         thread.join(30)
         raise TimeoutError(
@@ -1027,7 +1066,7 @@ def predict(
             check,
             spec,
             bad_rows,
-            {"first_row": int(starts[i])} if known else {"partition": i},
+            {"first_row": int(starts[i])} if starts is not None else {"partition": i},
         )
         for i, block in enumerate(rows.to_delayed().ravel())
     ]

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import importlib
 import pickle
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -155,7 +156,10 @@ def predict(
     ]
     schema = sql.types.StructType([*df.schema.fields, *added])
     shared = df.sparkSession.sparkContext.broadcast(blob)
-    casts = {col: _column_dtype(dtypes[out]) for out, cols in names.items() for col in cols}
+    # A numpy dtype, or the name of pandas' nullable integer dtype ("Int64").
+    casts: dict[str, np.dtype | str] = {
+        col: _column_dtype(dtypes[out]) for out, cols in names.items() for col in cols
+    }
     if nullable:  # integer labels as pandas' nullable Int64: <NA> becomes an SQL null
         casts = {c: "Int64" if np.dtype(d).kind == "i" else d for c, d in casts.items()}
 
@@ -444,6 +448,12 @@ class _SparkModel:
     featuresCol: Any = "features"
     predictionCol: str = "prediction"
     probabilityCol: str = "probability"
+    # What the single-machine twin (after this mixin in the MRO) provides; annotations
+    # only, so that nothing here shadows its definitions (nor makes hasattr(self,
+    # "classes_") true for regressors).
+    classes_: np.ndarray
+    predict: Callable[[Any], np.ndarray]
+    predict_proba: Callable[[Any], np.ndarray]
 
     def transform(self, df: Any) -> Any:
         """``df`` with ``predictionCol`` (and ``probabilityCol``: an array of class
