@@ -444,13 +444,9 @@ def distributed_sketch(
 
 def _train_xgboost(native: Any, client: Any, Xk: Any, y: Any, w: Any, fit_params: dict) -> Any:
     """Fit ``native``'s parameters with ``xgboost.dask``; a local model with the booster."""
-    import xgboost
     from xgboost import dask as dxgb
 
-    dask_class = {
-        xgboost.XGBClassifier: dxgb.DaskXGBClassifier,
-        xgboost.XGBRegressor: dxgb.DaskXGBRegressor,
-    }[type(native)]
+    dask_class = getattr(dxgb, "Dask" + type(native).__name__)  # XGBClassifier -> DaskXGB...
     model = dask_class(**native.get_params())
     model.client = client
     model.fit(Xk, y, sample_weight=w, **fit_params)
@@ -463,10 +459,7 @@ def _train_lightgbm(native: Any, client: Any, Xk: Any, y: Any, w: Any, fit_param
     """Fit ``native``'s parameters with LightGBM's Dask estimator; its local model."""
     import lightgbm
 
-    dask_class = {
-        lightgbm.LGBMClassifier: lightgbm.DaskLGBMClassifier,
-        lightgbm.LGBMRegressor: lightgbm.DaskLGBMRegressor,
-    }[type(native)]
+    dask_class = getattr(lightgbm, "Dask" + type(native).__name__)  # LGBMClassifier -> DaskLGBM...
     model = dask_class(client=client, **native.get_params())
     model.fit(Xk, y, sample_weight=w, **fit_params)
     return model.to_local()
