@@ -392,3 +392,22 @@ def test_a_spherical_point_at_the_hemispheres_edge_gets_one_error_everywhere(tmp
         code, _, err = cli(*args)
         assert_usage_error(code, err, match=match)
         assert "x_0 <= 0" not in err
+
+
+def test_the_default_dtype_keeps_every_training_label_when_the_input_is_rounded() -> None:
+    # Klein values two float32 steps apart, labels flipping every two points: float32
+    # keeps each split's two nearest Klein values apart, but a float32 graph receives
+    # the hyperboloid coordinates rounded to float32, and their quotient moves by up to
+    # about a float32 step. The default must be the dtype whose graph answers as the model.
+    rng = np.random.default_rng(0)
+    step = np.spacing(np.float32(0.5))
+    k = 0.5 + step * np.arange(0, 400, 2.0) + step * rng.uniform(-0.2, 0.2, 200)
+    y = (np.arange(200) // 2) % 2
+    r = np.arctanh(k)
+    X = np.stack([np.cosh(r), np.sinh(r)], axis=1)
+    model = h.HyperbolicXGBClassifier(
+        tree_space="klein", n_estimators=20, max_depth=8, learning_rate=1.0
+    ).fit(X, y)
+    report = h.verify(model, h.to_onnx(model), X)
+    assert report.ok, report
+    assert model.input_dtype_ == "float64"

@@ -38,6 +38,7 @@ from ..correction import (
     correct,
     from_rows,
 )
+from ..errors import InvalidPointError
 from ..geometry import GEOMETRIES, to_klein
 from ..ir import InputSpace, Model
 from ._interface import Backend
@@ -224,7 +225,29 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         if is_classifier(self):
             self.classes_ = self._classes(fitted)
         self.n_outputs_ = 1 if np.ndim(y) == 1 else np.shape(y)[1]
+        if self.input_dtype_ == "float32" and not self._float32_keeps_outputs(X):
+            self.input_dtype_ = "float64"
         return self
+
+    def _float32_keeps_outputs(self, X: np.ndarray) -> bool:
+        """Whether the training points rounded to float32 get the model's own outputs.
+
+        A float32 graph receives exactly those rounded points and projects them
+        as Python does (``hyp2onnx.emit.projection``), so this runs the graph's
+        arithmetic on the training rows. The correction's check (float32 keeps
+        each split's two nearest Klein values apart) misses that rounding the
+        *input* moves a Klein value by up to about two float32 steps.
+        """
+        rounded = X.astype(np.float32).astype(np.float64)
+        moved = np.flatnonzero((rounded != X).any(axis=1))
+        if moved.size == 0:
+            return True
+        outputs = getattr(self.estimator_, "predict_proba", self.estimator_.predict)
+        try:
+            seen = outputs(self._tree_input(rounded[moved]))
+        except InvalidPointError:  # rounding put a point off the manifold: keep float64
+            return False
+        return bool(np.array_equal(seen, outputs(self._tree_input(X[moved]))))
 
     def _fit_params(
         self, fit_params: dict[str, Any], to_tree: Callable[[np.ndarray], np.ndarray]
