@@ -7,8 +7,9 @@ mixture, for each model:
 
 * the hyp2onnx estimator's ``predict_proba`` in Python (float64 hyperboloid
   input; scikit-learn with ``n_jobs=1``);
-* the exported graph (``hyp2onnx.to_onnx``) in onnxruntime, exact and compat
-  encodings, float32 hyperboloid input;
+* the exported graph (``hyp2onnx.to_onnx``) in onnxruntime: the default
+  (fast), exact and compat encodings, fed the float32 hyperboloid points in
+  the dtype each graph declares (widened exactly for a float64 graph);
 * skl2onnx's plain Euclidean graph of the same (corrected) trees, fed
   float32 Klein coordinates computed beforehand: the floor without the
   projection;
@@ -33,6 +34,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnx
 import skl2onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -100,6 +102,12 @@ def interleaved(
     }
 
 
+def _as_declared(onnx_model, x32: np.ndarray, x64: np.ndarray) -> np.ndarray:
+    """The float32 points as the graph's input type (float64 graphs: the same values, widened)."""
+    double = onnx_model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.DOUBLE
+    return x64 if double else x32
+
+
 def labels_of(onnx_model, x: np.ndarray) -> np.ndarray:
     return session(onnx_model).run(None, {"X": x})[0].ravel()
 
@@ -151,9 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         X32 = X[n_train:].astype(np.float32)
         X64 = X32.astype(np.float64)  # the same float32 points, for the Python model
         k32 = model.to_klein(X64).astype(np.float32)
-        graphs = {
-            "hyp2onnx exact": (h.to_onnx(model), X32),
-            "hyp2onnx compat": (h.to_onnx(model, encoding="compat"), X32),
+        default, exact = h.to_onnx(model), h.to_onnx(model, encoding="exact")
+        compat = h.to_onnx(model, encoding="compat")
+        graphs = {  # each graph gets the same points in the dtype it declares
+            "hyp2onnx default (fast)": (default, _as_declared(default, X32, X64)),
+            "hyp2onnx exact": (exact, _as_declared(exact, X32, X64)),
+            "hyp2onnx compat": (compat, _as_declared(compat, X32, X64)),
             "skl2onnx, Klein input": (
                 skl2onnx.to_onnx(klein_twin(model), k32[:1], options={"zipmap": False}),
                 k32,

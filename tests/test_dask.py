@@ -774,3 +774,19 @@ def test_near_the_origin_quantiles_is_the_klein_model(client, name, monkeypatch)
         da.from_array(Xf, chunks=(250, -1)), da.from_array(yf, chunks=250)
     )
     assert far.tree_space_ == "quantiles"
+
+
+def test_isolation_forest_graphs_score_on_dask(client):
+    # Labels, scores and path lengths of an isolation forest, partition by partition.
+    from hyp2onnx.verify import run_onnx
+
+    X = as_points(klein_with_ties(1500, 2, seed=5), "hyperboloid")
+    model = hyp2onnx.HyperbolicIsolationForest(n_estimators=20, random_state=0).fit(X)
+    graph = hyp2onnx.to_onnx(model)
+    out = hdask.predict(graph, da.from_array(X, chunks=(400, -1)))
+    got = {name: value.compute() for name, value in out.items()}
+    assert set(got) == {"label", "scores", "path_length"}
+    np.testing.assert_array_equal(got["label"].ravel(), model.predict(X))
+    want = run_onnx(graph, X, threads=1)
+    for name in ("scores", "path_length"):
+        np.testing.assert_array_equal(got[name], want[name])

@@ -51,8 +51,11 @@ def spark():
 
 def _model(task: str):
     k = klein_with_ties(2000, 2, seed=11)
-    y = labels(k, task, seed=11)
     X = as_points(k, "hyperboloid")
+    if task == "anomaly":  # isolation forests score like any other model
+        model = hyp2onnx.HyperbolicIsolationForest(n_estimators=20, random_state=0)
+        return hyp2onnx.to_onnx(model.fit(X)), X
+    y = labels(k, task, seed=11)
     if task == "multiclass":
         y = np.array(["a", "b", "c"])[y]
         model = hyp2onnx.HyperbolicXGBClassifier(n_estimators=5, max_depth=3)
@@ -61,7 +64,7 @@ def _model(task: str):
     return hyp2onnx.to_onnx(model.fit(X, y)), X
 
 
-@pytest.mark.parametrize("task", ["multiclass", "regression"])
+@pytest.mark.parametrize("task", ["multiclass", "regression", "anomaly"])
 def test_spark_scores_like_onnxruntime(spark, task):
     graph, X = _model(task)
     import pandas as pd
