@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
 import re
@@ -26,20 +27,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-PUBLIC_MODULES = (
-    "hyp2onnx",
-    "hyp2onnx.blocks",
-    "hyp2onnx.conventions",
-    "hyp2onnx.dask",
-    "hyp2onnx.datasets",
-    "hyp2onnx.edge",
-    "hyp2onnx.errors",
-    "hyp2onnx.export",
-    "hyp2onnx.geometry",
-    "hyp2onnx.hyperdt",
-    "hyp2onnx.spark",
-    "hyp2onnx.verify",
-)
+
+
+def _docs_extension():
+    """tools/griffe_lazy.py, the mkdocs extension: its list of public modules is the one
+    the API pages document, so the docstring check reads the same list."""
+    spec = importlib.util.spec_from_file_location("griffe_lazy", ROOT / "tools" / "griffe_lazy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_EXTENSION = _docs_extension()
+PUBLIC_MODULES = _EXTENSION.PUBLIC
 
 #: A fenced block with the line before it: (marker line or "", language, body).
 _FENCE = re.compile(
@@ -121,24 +121,12 @@ def test_markers_name_a_reason_and_precede_a_block():
         )
 
 
-def _public_names(module) -> list[str]:
-    if hasattr(module, "__all__"):
-        return list(module.__all__)
-    return [
-        name
-        for name, obj in vars(module).items()
-        if not name.startswith("_")
-        and (inspect.isclass(obj) or inspect.isfunction(obj))
-        and obj.__module__ == module.__name__
-    ]
-
-
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)
 def test_every_public_name_has_a_docstring(module_name):
     module = importlib.import_module(module_name)
     assert (module.__doc__ or "").strip(), f"{module_name} has no docstring"
     missing = []
-    for name in _public_names(module):
+    for name in _EXTENSION.public_names(module):
         obj = getattr(module, name)
         if (inspect.isclass(obj) or inspect.isfunction(obj)) and not (obj.__doc__ or "").strip():
             missing.append(name)
