@@ -209,7 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         f"Trained on {n_train:,} rows of wrapped-normal mixtures in d = {DIM}; timed on "
         f"{n_test:,} further rows. Tree: depth 8; forests: {n_trees} trees of depth 8. The Python "
         "estimator takes float64 hyperboloid points (scikit-learn, `n_jobs=1`); the hyp2onnx "
-        "graphs take float32 hyperboloid points; skl2onnx's plain graph of the same trees "
+        "graphs (the default fast encoding, exact, compat) take the float32 hyperboloid points "
+        "in the dtype each declares (widened exactly for float64 graphs); skl2onnx's plain "
+        "graph of the same trees "
         "takes float32 Klein coordinates computed beforehand (no projection). onnxruntime with "
         'one thread; medians of interleaved runs. "labels ≠ Python" counts test rows whose '
         "label differs from the Python model's on the same float32 points.",
