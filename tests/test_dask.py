@@ -28,7 +28,6 @@ import dask.array as da
 import dask.dataframe as dd
 import pandas as pd
 from _boosting_data import as_points, klein_with_ties, labels
-from distributed import Client, LocalCluster
 from test_far import DIRECTION_D8, klein, ray, session, threshold_rows
 
 import hyp2onnx
@@ -45,17 +44,6 @@ CHUNKS = (700, 300, 1200, 800)  # uneven partitions, 3000 rows
 #: graph adds the trees in the order onnxruntime's threads take them, so the oracle
 #: runs on one thread too: then every value must agree bit for bit, in any batch.
 ONE_THREAD = 1
-
-
-@pytest.fixture(scope="module")
-def client():
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as c,
-    ):
-        yield c
 
 
 def _data(task: str, seed: int = 3):

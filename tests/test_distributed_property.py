@@ -16,10 +16,7 @@ The overflow cases need the overflow-safe manifold check of
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import sys
 from fractions import Fraction
 
 import numpy as np
@@ -32,7 +29,6 @@ pytest.importorskip("distributed", reason="the 'dask' extra is not installed")
 import dask
 import dask.array as da
 import pandas as pd
-from distributed import Client, LocalCluster
 
 import hyp2onnx
 import hyp2onnx.dask as hdask
@@ -43,36 +39,6 @@ KINDS = ("nan", "inf", "-inf", "off", "sheet")
 SETTINGS = settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-
-
-@pytest.fixture(scope="module")
-def client():
-    with (
-        LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        Client(cluster) as c,
-    ):
-        yield c
-
-
-@pytest.fixture(scope="module")
-def spark():
-    pytest.importorskip("pyspark", reason="the 'spark' extra is not installed")
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark needs a Java runtime")
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("hyp2onnx-property")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
 
 
 def _hyperboloid(k: np.ndarray) -> np.ndarray:

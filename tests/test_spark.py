@@ -32,23 +32,6 @@ from hyp2onnx.distributed import _scoring
 from hyp2onnx.verify import run_onnx
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this interpreter
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("hyp2onnx-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
-
-
 def _model(task: str):
     k = klein_with_ties(2000, 2, seed=11)
     X = as_points(k, "hyperboloid")
