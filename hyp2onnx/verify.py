@@ -55,6 +55,9 @@ class VerifyReport:
     rtol: float = 0.0
     #: per numeric output, how many values differ by more than ``atol + rtol * |expected|``
     beyond_tolerance: dict[str, int] = field(default_factory=dict)
+    #: per numeric output whose absolute tolerance is not ``atol``, the one it got
+    #: (an isolation forest's ``scores``: ``atol`` + :data:`ANOMALY_SCORE_ATOL`)
+    output_atol: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -69,8 +72,9 @@ class VerifyReport:
         if self.label_mismatches is not None:
             agree = 1.0 - self.label_mismatches / self.rows if self.rows else 1.0
             parts.append(f"labels agree on {agree:.4%} ({self.label_mismatches} differ)")
-        tolerance = f"{self.atol:.3g}" + (f" + {self.rtol:.3g} x |value|" if self.rtol else "")
+        relative = f" + {self.rtol:.3g} x |value|" if self.rtol else ""
         for name, diff in self.max_abs_diff.items():
+            tolerance = f"{self.output_atol.get(name, self.atol):.3g}{relative}"
             parts.append(f"max |{name} difference| {diff:.3g} (tolerance {tolerance})")
             if self.beyond_tolerance.get(name):
                 parts.append(f"{self.beyond_tolerance[name]} {name} values beyond it")
@@ -284,6 +288,7 @@ def verify(
     row_error = np.zeros(X.shape[0])
     diffs: dict[str, float] = {}
     beyond: dict[str, int] = {}
+    own_atol: dict[str, float] = {}
     if "label" in want:
         differs = got["label"] != want["label"]
         label_mismatches = int(differs.sum())
@@ -295,6 +300,8 @@ def verify(
             diffs[name] = float(delta.max()) if delta.size else 0.0
             # The runtime's Pow may differ from numpy's 2 ** x in the last bits.
             slack = ANOMALY_SCORE_ATOL if name == "scores" and atol is None else 0.0
+            if slack:
+                own_atol[name] = tolerance + slack
             bound = tolerance + slack + relative * np.abs(expected)
             # ~(delta <= bound) also counts NaN outputs as beyond
             beyond[name] = int(np.count_nonzero(~(delta <= bound)))
@@ -310,4 +317,5 @@ def verify(
         worst_rows=worst,
         rtol=relative,
         beyond_tolerance=beyond,
+        output_atol=own_atol,
     )

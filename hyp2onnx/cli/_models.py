@@ -200,7 +200,7 @@ def trusted_types() -> list[str]:
 
     classes: list[type] = [
         CorrectionReport,
-        estimators.HyperbolicEstimator,
+        *estimators.own_types(),  # the base classes, isolation and rotation forests
         blocks.Hyperbolic,  # input_blocks
         blocks.Spherical,
         blocks.Euclidean,

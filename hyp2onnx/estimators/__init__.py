@@ -22,8 +22,25 @@ _OWN = {
 }
 
 __all__ = sorted(
-    ["BACKENDS", "backend_for", *_OWN, *(name for spec in BACKENDS for name in spec.estimators)]
+    [
+        "BACKENDS",
+        "backend_for",
+        "own_types",
+        *_OWN,
+        *(name for spec in BACKENDS for name in spec.estimators),
+    ]
 )
+
+
+def own_types() -> list[type]:
+    """The estimators that belong to no backend, and the classes their fitted state holds.
+
+    What a ``.skops`` file of one of them may contain beyond skops' default
+    types (the CLI's trusted list; the backends add their own).
+    """
+    from ._isolation import IsolationTree
+
+    return [__getattr__(name) for name in _OWN] + [IsolationTree]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,67 @@
+"""``.skops`` files of the estimators that belong to no backend load in the command line.
+
+Isolation and rotation forests hold hyp2onnx types of their own (the
+estimator, ``IsolationTree``), which the trusted list of
+:func:`hyp2onnx.cli._models.trusted_types` must name; before it did, their
+files were refused with a fix ("save only the fitted estimator") that the
+user had already followed.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _cli import assert_usage_error, cli
+
+import hyp2onnx as h
+from hyp2onnx.datasets import make_wrapped_normal_mixture
+from hyp2onnx.verify import ANOMALY_SCORE_ATOL
+
+sio = pytest.importorskip("skops.io")
+
+MODELS = {
+    "isolation": lambda: h.HyperbolicIsolationForest(n_estimators=5, random_state=0),
+    "rotation classifier": lambda: h.HyperbolicRotationForestClassifier(
+        n_estimators=4, max_depth=4, random_state=0
+    ),
+    "rotation regressor": lambda: h.HyperbolicRotationForestRegressor(
+        n_estimators=4, max_depth=4, random_state=0
+    ),
+}
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_skops_file_converts_checks_and_verifies(name: str, tmp_path: Path) -> None:
+    X, y = make_wrapped_normal_mixture(n_samples=300, n_features=3, n_classes=3, random_state=0)[:2]
+    model = MODELS[name]()
+    model.fit(X, y.astype(float) if "regressor" in name else y)
+    sio.dump(model, tmp_path / "model.skops")
+    np.save(tmp_path / "X.npy", X)
+
+    code, out, err = cli(
+        "convert",
+        tmp_path / "model.skops",
+        "-o",
+        tmp_path / "m.onnx",
+        "--check",
+        tmp_path / "X.npy",
+    )
+    assert code == 0, out + err
+    code, out, err = cli(
+        "verify", tmp_path / "model.skops", tmp_path / "m.onnx", "--data", tmp_path / "X.npy"
+    )
+    assert code == 0 and out.startswith("OK"), out + err
+    if name == "isolation":  # the scores' tolerance is their own bound, not atol's 0
+        assert f"(tolerance {ANOMALY_SCORE_ATOL:.3g})" in out.split("scores")[-1], out
+
+
+def test_other_types_in_the_file_are_still_refused(tmp_path: Path) -> None:
+    X = make_wrapped_normal_mixture(n_samples=100, n_features=2, n_classes=2, random_state=0)[0]
+    forest = h.HyperbolicIsolationForest(n_estimators=3, random_state=0).fit(X)
+    sio.dump({"model": forest, "when": datetime.date(2024, 1, 1)}, tmp_path / "odd.skops")
+    code, _, err = cli("convert", tmp_path / "odd.skops", "-o", tmp_path / "odd.onnx")
+    assert_usage_error(code, err, match="trusted list")
+    assert not (tmp_path / "odd.onnx").exists()
