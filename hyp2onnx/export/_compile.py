@@ -221,7 +221,7 @@ def to_onnx(
         warnings.warn(
             f"the {encoding} encoding compares in float32, which cannot separate some of this "
             "model's splits (points far from the origin): labels near them will differ from "
-            "the model's. Use encoding='exact' or 'standard'.",
+            "the model's. Use the default encoding ('fast'), or 'exact' or 'standard'.",
             stacklevel=2,
         )
     return compile_model(described, dtype=dtype, encoding=encoding, opset=opset, name=name)
@@ -417,7 +417,7 @@ def _warn_if_compat_misroutes(described: Model, dtype: str) -> None:
     warnings.warn(
         f"The compat encoding {what}: rows within a float32 step of a threshold may go the "
         "other way than in the Python model, changing labels and probabilities there. Use "
-        "encoding='exact' (or 'standard') for the model's own routing.",
+        "the default encoding ('fast'; or 'exact', 'standard') for the model's own routing.",
         CompatRoutingWarning,
         stacklevel=4,
     )
