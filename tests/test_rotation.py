@@ -232,6 +232,35 @@ def test_identity_frames_reproduce_the_hyperbolic_random_forest_bit_for_bit() ->
     assert np.array_equal(rotation.predict(Xte), forest.predict(Xte))
 
 
+def test_each_tree_is_what_the_public_fit_grows_on_its_frame() -> None:
+    """The fit's shortcuts (one pass for ranks, the trees' own _fit unchecked) change nothing.
+
+    Oracle: scikit-learn's public ``fit`` on the tree space of each tree's
+    frame coordinates, with the tree's seed; the correction moves thresholds
+    only, so every other array of the tree must be the same.
+    """
+    from sklearn.tree import DecisionTreeClassifier
+
+    from hyp2onnx.correction import TreeSpace
+
+    Xtr, _, ytr, _ = _mixture(400, 5, seed=2)
+    Xtr = np.concatenate([Xtr, Xtr[:40]])  # tied values: ranks shared by several rows
+    ytr = np.concatenate([ytr, ytr[:40]])
+    model = h.HyperbolicRotationForestClassifier(n_estimators=4, max_depth=5, random_state=1)
+    model.fit(Xtr, ytr)
+    for t, tree in enumerate(model.estimators_):
+        kf = model.frame_coordinates(Xtr, t)
+        space = TreeSpace.fit(kf, "ranks", "float32")
+        ranks = space.transform(kf)
+        fitted, at_once = TreeSpace.fit_transform(kf, "ranks", "float32")
+        assert np.array_equal(at_once, ranks)
+        assert all(np.array_equal(a, b) for a, b in zip(fitted.klein, space.klein, strict=True))
+        public = DecisionTreeClassifier(max_depth=5, random_state=tree.random_state)
+        public.fit(ranks, np.unique(ytr, return_inverse=True)[1])
+        for name in ("feature", "children_left", "children_right", "value", "n_node_samples"):
+            assert np.array_equal(getattr(tree.tree_, name), getattr(public.tree_, name)), name
+
+
 def test_pca_frames_follow_an_isometry_of_the_data() -> None:
     """One PCA group: the frames are functions of the data, so an isometric copy
     (boost of 3) gets the same frame coordinates and the same predictions."""
