@@ -125,16 +125,26 @@ def _log_at_origin(x: np.ndarray) -> np.ndarray:
     return np.divide(spatial * scale, norm, out=np.zeros_like(spatial), where=norm > 0)
 
 
-def _sample(
-    rng: np.random.Generator, y: np.ndarray | None, rows: np.ndarray, remove: float
-) -> np.ndarray:
-    """Rows of a random non-empty class subset (all rows without classes), less ``remove``."""
-    if y is not None:
-        classes = np.unique(y[rows])
-        chosen = rng.choice(classes, size=int(rng.integers(1, classes.size + 1)), replace=False)
-        rows = rows[np.isin(y[rows], chosen)]
-    keep = max(1, int(round((1.0 - remove) * rows.size)))
-    return np.sort(rng.choice(rows, size=keep, replace=False))
+class _Rows:
+    """The rows a frame may be drawn from, their classes looked up once per tree."""
+
+    def __init__(self, y: np.ndarray | None, rows: np.ndarray) -> None:
+        self.rows = rows
+        self.y = None if y is None else y[rows]
+        self.classes = None if self.y is None else np.unique(self.y)
+
+    def sample(self, rng: np.random.Generator, remove: float) -> np.ndarray:
+        """Rows of a random non-empty class subset (all rows without classes), less ``remove``."""
+        rows = self.rows
+        if self.y is not None:
+            assert self.classes is not None
+            classes = self.classes
+            chosen = rng.choice(classes, size=int(rng.integers(1, classes.size + 1)), replace=False)
+            wanted = np.zeros(int(classes[-1]) + 1, dtype=bool)  # encoded classes: 0 .. C - 1
+            wanted[chosen] = True
+            rows = rows[wanted[self.y]]
+        keep = max(1, int(round((1.0 - remove) * rows.size)))
+        return np.sort(rng.choice(rows, size=keep, replace=False))
 
 
 def _pca_axes(v: np.ndarray) -> np.ndarray:
@@ -168,12 +178,11 @@ def draw_frame(
     d = k.shape[1]
     B = np.eye(d + 1)
     x = hyperboloid
+    pool = _Rows(y, rows)
     if centre == "class_subset":
         if x is None:
             x = hyperboloid_of(k)
-        B = lorentz_boost_to_origin(
-            lorentzian_centroid(x[_sample(rng, y, rows, remove_proportion)])
-        )
+        B = lorentz_boost_to_origin(lorentzian_centroid(x[pool.sample(rng, remove_proportion)]))
     if rotation == "identity":
         R = np.eye(d)
     elif rotation == "haar":
@@ -187,7 +196,7 @@ def draw_frame(
         axes = []
         for start in range(0, d, group_size):
             group = order[start : start + group_size]
-            picked = _sample(rng, y, rows, remove_proportion)
+            picked = pool.sample(rng, remove_proportion)
             basis = _pca_axes(v[np.ix_(picked, group)])
             for j in range(basis.shape[1]):
                 axis = np.zeros(d)
