@@ -21,6 +21,13 @@ with the same tree parameters, and scoring throughput of the exported graph
 forest graph of the same trees reading Klein coordinates.
 
     python benchmarks/bench_rotation.py [--quick] [--seeds N] [--full-seeds N]
+        [--only fit,scoring]
+
+``--only`` reruns just the named sections (``fit``: fit time against
+Fast-HyperRF with the same trees; ``scoring``: throughput) and keeps the
+other sections' numbers from the results folder's ``rotation.json``; the
+page says which section was measured when. (The accuracy section needs aeon,
+whose numba refuses numpy 2.4: it ran in a side environment.)
 """
 
 from __future__ import annotations
@@ -202,18 +209,23 @@ def throughput(dims, setting: str, n_rows: int, repeats: int) -> list[dict]:
             ensemble=replace(e, frames=None, feature=np.where(e.feature >= 0, e.feature % d, -1)),
         )
         rows, _ = make_wrapped_normal_mixture(n_rows, d, 8, random_state=1)
+        sessions = {}
         for name, ir in {"ours (frames)": described, "plain forest": plain}.items():
             graph = compile_model(ir, dtype="float64", encoding="fast", opset=18)
             options = ort.SessionOptions()
             options.intra_op_num_threads = options.inter_op_num_threads = 1
-            session = ort.InferenceSession(graph.SerializeToString(), options)
-            session.run(None, {"X": rows})
-            best = math.inf
-            for _ in range(repeats):
+            sessions[name] = ort.InferenceSession(graph.SerializeToString(), options)
+            sessions[name].run(None, {"X": rows})
+        # The two graphs take turns, so that a change of the machine's load
+        # falls on both alike.
+        best = dict.fromkeys(sessions, math.inf)
+        for _ in range(repeats):
+            for name, session in sessions.items():
                 start = time.perf_counter()
                 session.run(None, {"X": rows})
-                best = min(best, time.perf_counter() - start)
-            out.append({"setting": setting, "d": d, "graph": name, "rows_per_s": n_rows / best})
+                best[name] = min(best[name], time.perf_counter() - start)
+        for name, seconds in best.items():
+            out.append({"setting": setting, "d": d, "graph": name, "rows_per_s": n_rows / seconds})
     return out
 
 
@@ -237,8 +249,10 @@ def _accuracy(runs, setting, d, model, data="original") -> np.ndarray:
     return np.array([r["accuracy"] for r in sorted(chosen, key=lambda r: r["seed"])])
 
 
-def report(runs, fits, speeds, dims, seeds: dict, quick: bool) -> str:
+def report(runs, fits, speeds, dims, seeds: dict, quick: bool, measured: dict) -> str:
+    """The results page; ``measured``: section ("accuracy", "fit", "scoring") -> where and when."""
     names = list(dict.fromkeys(r["model"] for r in runs))
+    rerun = {k: v for k, v in measured.items() if v != measured["accuracy"]}
     lines = [
         "# Hyperbolic rotation forests",
         "",
@@ -249,8 +263,13 @@ def report(runs, fits, speeds, dims, seeds: dict, quick: bool) -> str:
         + ", ".join(f"{n} seeds ({s})" for s, n in seeds.items())
         + "; the same split of each seed for every model (paired). "
         "`oblique` is one HHCART tree of the same depth. "
-        + ("" if AeonRotationForest else "aeon did not import: no aeon column. ")
-        + _report.environment(),
+        + ("" if "aeon RotF" in names else "aeon did not import: no aeon column. ")
+        + measured["accuracy"]
+        + (
+            " Rerun later with `--only " + ",".join(rerun) + "`, as each section says."
+            if rerun
+            else ""
+        ),
         "",
     ]
     for setting in seeds:
@@ -302,7 +321,8 @@ def report(runs, fits, speeds, dims, seeds: dict, quick: bool) -> str:
         "## Fit time against Fast-HyperRF with the same trees",
         "",
         "Fast-HyperRF with our trees' parameters (every feature at each node, no "
-        "bootstrap): mean seconds and the ratio.",
+        "bootstrap): mean seconds and the ratio."
+        + (f" {measured['fit']}" if "fit" in rerun else ""),
         "",
     ]
     rows = []
@@ -334,7 +354,8 @@ def report(runs, fits, speeds, dims, seeds: dict, quick: bool) -> str:
         "",
         "Rows per second of the exported graph (default encoding, float64 input, one "
         "onnxruntime thread, best of several runs) against the plain forest graph of the "
-        "same trees reading Klein coordinates.",
+        "same trees reading Klein coordinates (the two graphs take turns)."
+        + (f" {measured['scoring']}" if "scoring" in rerun else ""),
         "",
     ]
     rows = []
@@ -358,12 +379,24 @@ def report(runs, fits, speeds, dims, seeds: dict, quick: bool) -> str:
     return "\n".join(lines)
 
 
+SECTIONS = ("accuracy", "fit", "scoring")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     _report.add_output_args(parser)
     parser.add_argument("--seeds", type=int, default=30, help="seeds of the paper setup")
     parser.add_argument("--full-seeds", type=int, default=10, help="seeds of the full setup")
+    parser.add_argument(
+        "--only",
+        default=",".join(SECTIONS),
+        help="comma-separated sections to run (accuracy, fit, scoring); the others are "
+        "read from the results folder's rotation.json",
+    )
     args = parser.parse_args()
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    if not only or any(s not in SECTIONS for s in only):
+        parser.error(f"--only takes sections among {SECTIONS}, got {args.only!r}")
     if args.quick:
         dims, seeds, n_samples = (2, 4), {"paper": 2, "full": 2}, 200
         SETTINGS["full"] = (10, None)
@@ -371,19 +404,54 @@ def main() -> None:
     else:
         dims, seeds, n_samples = (2, 4, 8, 16), {"paper": args.seeds, "full": args.full_seeds}, 1000
         n_rows, repeats = 100_000, 5
-    runs, fits, speeds = [], [], []
-    for setting, n in seeds.items():
-        runs += accuracy_runs(dims, n, setting, n_samples)
-        fits += same_tree_fit_times(dims, min(n, 3), setting, n_samples)
-        speeds += throughput(dims, setting, n_rows, repeats)
     out = _report.output_dir(args)
-    text = report(runs, fits, speeds, dims, seeds, args.quick)
+    kept: dict = {"runs": [], "fit_same_trees": [], "throughput": [], "measured": {}}
+    if len(only) < len(SECTIONS):
+        kept = {**kept, **json.loads((out / "rotation.json").read_text(encoding="utf-8"))}
+        if "accuracy" not in only:  # the seeds the kept accuracy runs used
+            seeds = {s: len({r["seed"] for r in kept["runs"] if r["setting"] == s}) for s in seeds}
+            dims = tuple(sorted({r["d"] for r in kept["runs"]}))
+    now = _report.environment()
+    measured = {
+        s: now if s in only else kept["measured"].get(s, _old_environment(out)) for s in SECTIONS
+    }
+    runs, fits, speeds = kept["runs"], kept["fit_same_trees"], kept["throughput"]
+    if "accuracy" in only:
+        runs = [
+            r for setting, n in seeds.items() for r in accuracy_runs(dims, n, setting, n_samples)
+        ]
+    if "fit" in only:
+        fits = [
+            f
+            for setting, n in seeds.items()
+            for f in same_tree_fit_times(dims, min(n, 3), setting, n_samples)
+        ]
+    if "scoring" in only:
+        speeds = [x for setting in seeds for x in throughput(dims, setting, n_rows, repeats)]
+    text = report(runs, fits, speeds, dims, seeds, args.quick, measured)
     _report.write(out / "rotation.md", text)
     (out / "rotation.json").write_text(
-        json.dumps({"runs": runs, "fit_same_trees": fits, "throughput": speeds}, indent=1),
+        json.dumps(
+            {"runs": runs, "fit_same_trees": fits, "throughput": speeds, "measured": measured},
+            indent=1,
+        ),
         encoding="utf-8",
     )
     print(text)
+
+
+def _old_environment(out: Path) -> str:
+    """The "Measured ..." sentence of an earlier results page (its JSON predates ``measured``)."""
+    try:
+        text = (out / "rotation.md").read_text(encoding="utf-8")
+    except OSError:
+        return "Measured at an unrecorded date."
+    start = text.find("Measured ")
+    return (
+        text[start : text.index(".\n", start) + 1]
+        if start >= 0
+        else "Measured at an unrecorded date."
+    )
 
 
 if __name__ == "__main__":

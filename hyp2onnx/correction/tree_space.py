@@ -111,6 +111,31 @@ class TreeSpace:
             image = tuple(as_compared(np.arctanh(u), compare_dtype) for u in klein)
         return cls(space, compare_dtype, klein, image, zero_band)
 
+    @classmethod
+    def fit_transform(
+        cls, Xk: np.ndarray, space: Space, compare_dtype: str
+    ) -> tuple[TreeSpace, np.ndarray]:
+        """``fit(Xk, ...)`` and its ``transform(Xk)`` of the same rows, in one pass for ranks.
+
+        A training value's rank is its index among the distinct values plus
+        one: ``np.unique``'s inverse, where ``transform`` searches every value
+        again. Same numbers as the two calls (finite ``Xk``; otherwise the
+        two calls are made).
+        """
+        if space != "ranks" or not np.all(np.isfinite(Xk)):
+            fitted = cls.fit(Xk, space, compare_dtype)
+            return fitted, fitted.transform(Xk)
+        pairs = [np.unique(Xk[:, f], return_inverse=True) for f in range(Xk.shape[1])]
+        largest = max((u.size for u, _ in pairs), default=0)
+        if largest >= _EXACT_INTS[compare_dtype]:
+            return cls.fit(Xk, space, compare_dtype), Xk  # fit raises the ranks error
+        klein = tuple(u for u, _ in pairs)
+        image = tuple(np.arange(1.0, u.size + 1.0) for u in klein)
+        out = np.empty(Xk.shape, dtype=np.float64)
+        for f, (_, inverse) in enumerate(pairs):
+            out[:, f] = inverse + 1.0
+        return cls(space, compare_dtype, klein, image), out
+
     def transform(self, Xk: np.ndarray) -> np.ndarray:
         """The learner's input (float64) for Klein rows ``Xk``, training rows or not.
 

@@ -48,6 +48,7 @@ from ._graph import GraphBuilder, onnx_type
 from .trees import (
     ExactScorer,
     TreePlan,
+    by_row_blocks,
     cast_to,
     emit_exact,
     finish_scores,
@@ -140,15 +141,24 @@ def emit_fast(
     plan: TreePlan,
     *,
     guard: bool | None = None,
+    features: Callable[[GraphBuilder, str], str] | None = None,
 ) -> Guarded:
-    """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` summed in the runtime's order."""
+    """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` summed in the runtime's order.
+
+    ``features``: as for :func:`~hyp2onnx.emit.trees.emit_exact` (a map of
+    row blocks to the float64 columns the ensemble reads).
+    """
     guard = GUARD if guard is None else guard
     by_column = plan.carries == "values" and per_class_trees(ensemble) is not None
     bound = value_bound(ensemble)
     if bound == 0.0 or not (by_column or LEAF_ROWS_IN_ANY_ORDER):
         # Nothing is reordered, or (scikit-learn classifiers) the runtime's
         # ReduceSum was measured no faster than the ordered sums: the exact graph.
-        return Guarded(emit_exact(g, k, k_dtype, ensemble, plan), 0.0, 0.0, None)
+        exact_scores = emit_exact(g, k, k_dtype, ensemble, plan, features=features)
+        return Guarded(exact_scores, 0.0, 0.0, None)
+    if features is not None:  # the whole batch's columns, for the operator below
+        k = by_row_blocks(g, k, features, ensemble.n_features, "float64")
+        k_dtype = "float64"
     exact = ExactScorer.build(g, ensemble, plan)
     rows = exact.operator_input(g, k, k_dtype)
     if by_column:

@@ -13,11 +13,14 @@ and the tree stage routes every row as Python does.
 A ``MatMul`` would let the runtime choose the order of the sums: measured
 at d = 8 with a boost of 2, 1,138,187 of 1.6M frame coordinates differed
 from numpy's fixed-order sums. Only the columns some split reads are
-computed (:func:`remap_frames`), and only their frames' denominators.
+computed (:func:`remap_frames`), and only their frames' denominators. The
+exact and default encodings run the chain inside their own row blocks
+(:func:`frame_chain`), right before the tree operator reads its output.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -29,7 +32,7 @@ from .trees import by_row_blocks
 
 STAGE = "frames"
 
-__all__ = ["emit_frames", "remap_frames"]
+__all__ = ["emit_frames", "frame_chain", "remap_frames"]
 
 
 def remap_frames(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
@@ -61,22 +64,23 @@ def remap_frames(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
     return remapped, used.astype(np.int64)
 
 
-def emit_frames(
-    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble
-) -> tuple[str, str, Ensemble]:
-    """Frame coordinates ``[N, m]`` (float64) of Klein coordinates ``k``.
+def frame_chain(
+    g: GraphBuilder, k_dtype: str, ensemble: Ensemble
+) -> tuple[Callable[[GraphBuilder, str], str], Ensemble]:
+    """The chain as a map of row blocks, and the ensemble that reads its output.
 
-    ``k`` holds the Klein features :func:`remap_frames` returned, in order.
-    Returns the coordinates, their dtype and the ensemble that reads them as
-    plain features (``frames`` cleared), for the tree stage.
+    The map takes ``[b, u]`` Klein rows (the features :func:`remap_frames`
+    returned, in ``k_dtype``) to their ``[b, m]`` float64 frame coordinates;
+    the ensemble reads those as plain features (``frames`` cleared). The
+    exact encoding applies the map inside its own row blocks
+    (:func:`hyp2onnx.emit.trees.emit_exact`), so that the coordinates are
+    routed while they are in cache and never make a whole-batch tensor.
     """
     frames = ensemble.frames
     if frames is None:
-        raise ValueError("emit_frames takes an ensemble with frames")
+        raise ValueError("frame_chain takes an ensemble with frames")
     n_features = frames.n_klein_features
     m, n_frames = frames.n_columns, frames.denominator.shape[1]
-    if k_dtype != "float64":
-        k = g.cast(STAGE, k, np.float64)
     # Numerators and denominators in one chain: [m + n_frames] sums per row.
     weights = np.concatenate([frames.numerator, frames.denominator], axis=1)
     constant = g.const(STAGE, "constant", weights[0][:, None])
@@ -89,6 +93,8 @@ def emit_frames(
 
     def chain(b: GraphBuilder, rows: str) -> str:
         """[b, u] Klein rows -> [b, m] frame coordinates (computed transposed, [m, b])."""
+        if k_dtype != "float64":
+            rows = b.cast(STAGE, rows, np.float64)
         k_t = b.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [u, b]
         if n_features == 1:
             parts = [k_t]
@@ -103,6 +109,19 @@ def emit_frames(
         below = b.op(STAGE, "Gather", [denominator, frame], axis=0)  # [m, b]
         return b.op(STAGE, "Transpose", [b.op(STAGE, "Div", [numerator, below])], perm=[1, 0])
 
-    coordinates = by_row_blocks(g, k, chain, m, "float64")
-    planar = replace(ensemble, frames=None, n_features=m)
+    return chain, replace(ensemble, frames=None, n_features=m)
+
+
+def emit_frames(
+    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble
+) -> tuple[str, str, Ensemble]:
+    """Frame coordinates ``[N, m]`` (float64) of Klein coordinates ``k``, the whole batch.
+
+    ``k`` holds the Klein features :func:`remap_frames` returned, in order.
+    Returns the coordinates, their dtype and the ensemble that reads them as
+    plain features (``frames`` cleared), for the tree stage. (The exact
+    encoding takes :func:`frame_chain` instead, block by block.)
+    """
+    chain, planar = frame_chain(g, k_dtype, ensemble)
+    coordinates = by_row_blocks(g, k, chain, planar.n_features, "float64")
     return coordinates, "float64", planar

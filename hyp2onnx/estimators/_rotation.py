@@ -125,16 +125,26 @@ def _log_at_origin(x: np.ndarray) -> np.ndarray:
     return np.divide(spatial * scale, norm, out=np.zeros_like(spatial), where=norm > 0)
 
 
-def _sample(
-    rng: np.random.Generator, y: np.ndarray | None, rows: np.ndarray, remove: float
-) -> np.ndarray:
-    """Rows of a random non-empty class subset (all rows without classes), less ``remove``."""
-    if y is not None:
-        classes = np.unique(y[rows])
-        chosen = rng.choice(classes, size=int(rng.integers(1, classes.size + 1)), replace=False)
-        rows = rows[np.isin(y[rows], chosen)]
-    keep = max(1, int(round((1.0 - remove) * rows.size)))
-    return np.sort(rng.choice(rows, size=keep, replace=False))
+class _Rows:
+    """The rows a frame may be drawn from, their classes looked up once per tree."""
+
+    def __init__(self, y: np.ndarray | None, rows: np.ndarray) -> None:
+        self.rows = rows
+        self.y = None if y is None else y[rows]
+        self.classes = None if self.y is None else np.unique(self.y)
+
+    def sample(self, rng: np.random.Generator, remove: float) -> np.ndarray:
+        """Rows of a random non-empty class subset (all rows without classes), less ``remove``."""
+        rows = self.rows
+        if self.y is not None:
+            assert self.classes is not None
+            classes = self.classes
+            chosen = rng.choice(classes, size=int(rng.integers(1, classes.size + 1)), replace=False)
+            wanted = np.zeros(int(classes[-1]) + 1, dtype=bool)  # encoded classes: 0 .. C - 1
+            wanted[chosen] = True
+            rows = rows[wanted[self.y]]
+        keep = max(1, int(round((1.0 - remove) * rows.size)))
+        return np.sort(rng.choice(rows, size=keep, replace=False))
 
 
 def _pca_axes(v: np.ndarray) -> np.ndarray:
@@ -156,20 +166,23 @@ def draw_frame(
     group_size: int,
     remove_proportion: float,
     rng: np.random.Generator,
+    hyperboloid: np.ndarray | None = None,
 ) -> np.ndarray:
     """One tree's frame ``M = diag(1, R) B`` (``(d + 1) x (d + 1)``; module doc).
 
     ``k`` are the Klein rows, ``y`` the encoded classes (None for
-    regression), ``rows`` the rows the frame may be drawn from.
+    regression), ``rows`` the rows the frame may be drawn from;
+    ``hyperboloid``, if given, is ``hyperboloid_of(k)`` (computed once per
+    forest rather than once per tree).
     """
     d = k.shape[1]
     B = np.eye(d + 1)
-    x = None
+    x = hyperboloid
+    pool = _Rows(y, rows)
     if centre == "class_subset":
-        x = hyperboloid_of(k)
-        B = lorentz_boost_to_origin(
-            lorentzian_centroid(x[_sample(rng, y, rows, remove_proportion)])
-        )
+        if x is None:
+            x = hyperboloid_of(k)
+        B = lorentz_boost_to_origin(lorentzian_centroid(x[pool.sample(rng, remove_proportion)]))
     if rotation == "identity":
         R = np.eye(d)
     elif rotation == "haar":
@@ -183,7 +196,7 @@ def draw_frame(
         axes = []
         for start in range(0, d, group_size):
             group = order[start : start + group_size]
-            picked = _sample(rng, y, rows, remove_proportion)
+            picked = pool.sample(rng, remove_proportion)
             basis = _pca_axes(v[np.ix_(picked, group)])
             for j in range(basis.shape[1]):
                 axis = np.zeros(d)
@@ -330,6 +343,8 @@ class _RotationForest(HyperbolicTreeModel):
         # One seed per tree, drawn as scikit-learn's forests draw them.
         rng = check_random_state(self.random_state)
         seeds = [int(rng.randint(_MAX_INT)) for _ in range(self.n_estimators)]
+        needs_x = self.centre == "class_subset" or self.rotation == "pca"
+        x = hyperboloid_of(k) if needs_x else None
 
         def one(seed: int) -> tuple:
             if self.bootstrap:
@@ -351,6 +366,7 @@ class _RotationForest(HyperbolicTreeModel):
                 group_size=int(self.group_size),
                 remove_proportion=float(self.remove_proportion),
                 rng=np.random.default_rng((seed, _FRAME_STREAM)),
+                hyperboloid=x,
             )
             return (
                 M,
@@ -384,29 +400,50 @@ class _RotationForest(HyperbolicTreeModel):
     ) -> tuple[Any, Any, Any]:
         """One Fast-HyperDT tree on the frame coordinates ``kf``: fit, then correct."""
         backend = SklearnBackend()
-        space = TreeSpace.fit(kf[fitted_on], self.tree_space, backend.compare_dtype)
-        Xt = space.transform(kf)
-        tree = backend.fit(self._make_estimator(seed), Xt, y, tree_weight)
+        if fitted_on.size == kf.shape[0]:  # every row: fitted and transformed at once
+            space, Xt = TreeSpace.fit_transform(kf, self.tree_space, backend.compare_dtype)
+        else:
+            space = TreeSpace.fit(kf[fitted_on], self.tree_space, backend.compare_dtype)
+            Xt = space.transform(kf)
+        compared = np.ascontiguousarray(Xt, dtype=np.float32)  # what the tree trains on
+        tree = self._make_estimator(seed)
+        # As scikit-learn's forests grow their trees: the inputs are float32
+        # and one output already, so the tree skips validating them again
+        # (its missing-value mask still computed as its fit would).
+        tree._fit(
+            compared,
+            y,
+            sample_weight=tree_weight,
+            check_input=False,
+            missing_values_in_feature_mask=tree._compute_missing_values_in_feature_mask(compared),
+        )
         trees = backend.read_trees(tree)
         comparison = comparison_of(backend)
-        neighbours = from_rows(
-            trees, backend.compared_values(tree, Xt), [rows], comparison, self.midpoint
-        )
+        neighbours = from_rows(trees, compared, [rows], comparison, self.midpoint)
         done = correct(trees, space, neighbours, comparison, self.midpoint)
         return backend.write_thresholds(tree, done.thresholds), done.split_index, done.report
 
     def _float32_keeps(self, X: np.ndarray, k: np.ndarray) -> bool:
-        """Whether the training points rounded to float32 reach the same leaves in every tree."""
+        """Whether the training points rounded to float32 reach the same leaves in every tree.
+
+        A tree compares float32 values: a row whose float32 tree features are
+        unchanged by the rounding reaches the same leaf, so only the others
+        are routed.
+        """
         rounded = X.astype(np.float32).astype(np.float64)
         if np.array_equal(rounded, X):
             return True
         k32 = to_klein(rounded, self.input_geometry, self.curvature, self.timelike_dim, check=False)
-        return all(
-            np.array_equal(
-                tree.apply(self._tree_features(k, t)), tree.apply(self._tree_features(k32, t))
-            )
-            for t, tree in enumerate(self.estimators_)
-        )
+        here, there = self._frame_features(k), self._frame_features(k32)
+        for t, tree in enumerate(self.estimators_):
+            a, b = self._tree_features(k, t, here), self._tree_features(k32, t, there)
+            moved = np.flatnonzero(np.any(a.astype(np.float32) != b.astype(np.float32), axis=1))
+            if moved.size and not np.array_equal(
+                tree.tree_.apply(np.ascontiguousarray(a[moved], dtype=np.float32)),
+                tree.tree_.apply(np.ascontiguousarray(b[moved], dtype=np.float32)),
+            ):
+                return False
+        return True
 
     # -- prediction ----------------------------------------------------------
 
@@ -417,9 +454,23 @@ class _RotationForest(HyperbolicTreeModel):
             self._klein(X, reset=False), Frames.from_lorentz([self.frames_[tree]])
         )
 
-    def _tree_features(self, k: np.ndarray, t: int) -> np.ndarray:
-        """What tree ``t`` reads for Klein rows ``k``: frame coordinates or split indices."""
-        kf = frame_features(k, Frames.from_lorentz([self.frames_[t]]))
+    def _frame_features(self, k: np.ndarray) -> np.ndarray:
+        """``[n, T * d]``: every tree's frame coordinates of Klein rows ``k``, side by side.
+
+        Each column is its own fixed-order sum, so this is the frames one by one, at once.
+        """
+        return frame_features(k, Frames.from_lorentz(self.frames_))
+
+    def _tree_features(self, k: np.ndarray, t: int, every: np.ndarray | None = None) -> np.ndarray:
+        """What tree ``t`` reads for Klein rows ``k``: frame coordinates or split indices.
+
+        ``every``, if given, is :meth:`_frame_features` of ``k``.
+        """
+        if every is None:
+            kf = frame_features(k, Frames.from_lorentz([self.frames_[t]]))
+        else:
+            d = k.shape[1]
+            kf = every[:, t * d : (t + 1) * d]
         index = self.split_indices_[t]
         return kf if index is None else index.transform(kf)
 
@@ -427,9 +478,10 @@ class _RotationForest(HyperbolicTreeModel):
         """The trees' outputs added in tree order in float64, divided by their number."""
         check_is_fitted(self)
         k = self._klein(X, reset=False)
+        every = self._frame_features(k)
         total: np.ndarray | None = None
         for t, tree in enumerate(self.estimators_):
-            out = getattr(tree, method)(self._tree_features(k, t))
+            out = getattr(tree, method)(self._tree_features(k, t, every))
             total = out.astype(np.float64) if total is None else total + out
         assert total is not None  # a fitted forest has at least one tree
         return total / len(self.estimators_)
@@ -438,8 +490,12 @@ class _RotationForest(HyperbolicTreeModel):
         """``[n, n_estimators]``: the leaf each point reaches in each tree."""
         check_is_fitted(self)
         k = self._klein(X, reset=False)
+        every = self._frame_features(k)
         return np.stack(
-            [tree.apply(self._tree_features(k, t)) for t, tree in enumerate(self.estimators_)],
+            [
+                tree.apply(self._tree_features(k, t, every))
+                for t, tree in enumerate(self.estimators_)
+            ],
             axis=1,
         )
 

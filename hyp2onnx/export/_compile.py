@@ -33,7 +33,7 @@ from ..emit import ENCODINGS
 from ..emit import encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from ..emit.fast import Guarded, Refine
-from ..emit.frames import emit_frames, remap_frames
+from ..emit.frames import emit_frames, frame_chain, remap_frames
 from ..emit.isolation import emit_oblique_walk, walk_applies
 from ..emit.oblique import emit_normals, remap_projection
 from ..emit.outputs import emit_outputs
@@ -51,6 +51,9 @@ MIN_OPSET = 13
 _META_PREFIX = "hyp2onnx."
 #: Largest serialized protobuf message (2 GiB); larger graphs need external data.
 PROTOBUF_LIMIT = (1 << 31) - 1
+#: Encodings whose emitter takes a rotation forest's frame chain as a map of
+#: row blocks (``features=``) rather than the whole batch's frame coordinates.
+FUSED_FRAMES = ("fast", "exact")
 
 
 def check_opset(target_opset: Any) -> int:
@@ -316,11 +319,15 @@ def compile_model(
     if walk:
         scores = emit_oblique_walk(g, k, ensemble)
     else:
+        emit_kwargs: dict[str, Any] = {"plan": plan} if plan else {}
         if ensemble.projection is not None:
             k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
+        elif ensemble.frames is not None and how.name in FUSED_FRAMES:
+            # Frame coordinates computed, routed and summed block by block.
+            emit_kwargs["features"], ensemble = frame_chain(g, k_dtype, ensemble)
         elif ensemble.frames is not None:
             k, k_dtype, ensemble = emit_frames(g, k, k_dtype, ensemble)
-        scores = how.emit_function()(g, k, k_dtype, ensemble, **({"plan": plan} if plan else {}))
+        scores = how.emit_function()(g, k, k_dtype, ensemble, **emit_kwargs)
     out_dtype = "float32" if how.float32 else ensemble.sum_dtype
     extra_metadata: dict[str, str] = {}
     refine: Refine | None = None
