@@ -26,7 +26,7 @@ axis-parallel splits and the distance law, and with node-centred splits
 under both laws. (Axis-parallel with the Klein law *is* scikit-learn's on
 Klein coordinates: same draws, same scores; the parity is tested.) The
 default subsample of 256 rows holds about two rows per node of the
-hierarchies (121 nodes), which is what limits every forest there: the last
+hierarchies (120 nodes), which is what limits every forest there: the last
 two columns repeat scikit-learn's forest on Klein coordinates and the
 default design with ``max_samples=512``.
 
