@@ -24,13 +24,20 @@ Detectors: scikit-learn's ``IsolationForest`` on Klein, Poincare and
 log-map (at the origin) coordinates; ``HyperbolicIsolationForest`` with
 axis-parallel splits and the distance law, and with node-centred splits
 under both laws. (Axis-parallel with the Klein law *is* scikit-learn's on
-Klein coordinates: same draws, same scores; the parity is tested.)
+Klein coordinates: same draws, same scores; the parity is tested.) The
+default subsample of 256 rows holds about two rows per node of the
+hierarchies (120 nodes), which is what limits every forest there: the last
+two columns repeat scikit-learn's forest on Klein coordinates and the
+default design with ``max_samples=512``.
 
 Speed: scoring 10,000 Klein points with onnxruntime (one thread, median of
 repeated runs): skl2onnx's graph of ``IsolationForest`` (float32 input,
 the only one it takes) against hyp2onnx's exact graphs.
 
-    python benchmarks/bench_isolation.py [--quick] [--seeds 5]
+``--skip-speed`` measures detection only and keeps the speed section of
+the results file already there.
+
+    python benchmarks/bench_isolation.py [--quick] [--seeds 10] [--skip-speed]
 """
 
 from __future__ import annotations
@@ -226,12 +233,24 @@ def euclidean_eif(Z: np.ndarray, seed: int, n_trees: int = 100, psi: int = 256) 
 def detectors(seed: int) -> dict:
     from sklearn.ensemble import IsolationForest
 
-    def sk(coords):
-        return lambda X: IsolationForest(random_state=seed).fit(coords(X)).score_samples(coords(X))
+    def cap(max_samples, X):  # quick runs have fewer rows than 512
+        return max_samples if max_samples == "auto" else min(max_samples, len(X))
 
-    def ours(splits, law):
+    def sk(coords, max_samples="auto"):
         return lambda X: (
-            HyperbolicIsolationForest(splits=splits, threshold_law=law, random_state=seed)
+            IsolationForest(max_samples=cap(max_samples, X), random_state=seed)
+            .fit(coords(X))
+            .score_samples(coords(X))
+        )
+
+    def ours(splits, law, max_samples="auto"):
+        return lambda X: (
+            HyperbolicIsolationForest(
+                splits=splits,
+                threshold_law=law,
+                max_samples=cap(max_samples, X),
+                random_state=seed,
+            )
             .fit(X)
             .score_samples(X)
         )
@@ -243,6 +262,8 @@ def detectors(seed: int) -> dict:
         "ours: axis, distance law": ours("axis", "distance"),
         "ours: centred, distance law": ours("centred", "distance"),
         "ours: centred, Klein law": ours("centred", "klein"),
+        "scikit-learn, Klein, max_samples=512": sk(hyperboloid_to_klein, 512),
+        "ours: centred, Klein law, max_samples=512": ours("centred", "klein", 512),
     }
 
 
@@ -327,13 +348,41 @@ def speed(n_rows: int, repeats: int) -> list[list]:
     return rows
 
 
+SPEED_HEADING = "## Scoring speed (10,000 Klein points, onnxruntime, 1 thread)"
+SPEED_NOTE = "Speed kept from an earlier run (--skip-speed), which reads: "
+
+
+def kept_speed(out: Path) -> tuple[list, str] | None:
+    """The speed rows and table of the results already in ``out`` (None if there are none)."""
+    md, js = out / "isolation.md", out / "isolation.json"
+    if not (md.exists() and js.exists()):
+        print("--skip-speed: no earlier results to keep; measuring speed")
+        return None
+    text = md.read_text(encoding="utf-8")
+    if SPEED_HEADING not in text:
+        print("--skip-speed: no speed section in the earlier results; measuring speed")
+        return None
+    blocks = text.split(SPEED_HEADING, 1)[1].strip().split("\n\n")
+    table, rest = blocks[0], blocks[1:]
+    # Say when and where the kept timings were measured: the footer of the run
+    # that measured them, or the note an earlier --skip-speed run wrote.
+    when = rest[0] if rest and rest[0].startswith(SPEED_NOTE) else SPEED_NOTE + rest[-1]
+    rows = json.loads(js.read_text(encoding="utf-8"))["speed"]
+    return rows, f"{table}\n\n{when}"
+
+
 # -- main -----------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_output_args(parser)
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument(
+        "--skip-speed",
+        action="store_true",
+        help="measure detection only; keep the speed section of the results file already there",
+    )
     args = parser.parse_args(argv)
     out = output_dir(args)
     n_seeds = 2 if args.quick else args.seeds
@@ -362,8 +411,13 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     print(f"detection: {len(datasets)} data sets x {n_seeds} seeds")
     results = evaluate(datasets, seeds)
-    print("speed")
-    speed_rows = speed(2000 if args.quick else 10_000, 3 if args.quick else 15)
+    kept = kept_speed(out) if args.skip_speed else None
+    if kept is None:
+        print("speed")
+        speed_rows = speed(2000 if args.quick else 10_000, 3 if args.quick else 15)
+        speed_text = md_table(["graph", "ms", "speed vs skl2onnx"], speed_rows)
+    else:
+        speed_rows, speed_text = kept
 
     methods = list(next(iter(results.values())))
     rows_auc = [
@@ -393,8 +447,8 @@ def main(argv: list[str] | None = None) -> int:
             md_table(headers, rows_ap),
             "## Near the origin: the Euclidean extended isolation forest",
             md_table(["data", "Euclidean EIF, log-map (AUC)"], [[k, v] for k, v in eif.items()]),
-            "## Scoring speed (10,000 Klein points, onnxruntime, 1 thread)",
-            md_table(["graph", "ms", "speed vs skl2onnx"], speed_rows),
+            SPEED_HEADING,
+            speed_text,
             environment() + f" Run time {time.time() - started:.0f} s.",
         ]
     )
@@ -406,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         encoding="utf-8",
     )
     print(text_table(headers, rows_auc))
-    print(text_table(["graph", "ms", "speed vs skl2onnx"], speed_rows))
+    if kept is None:
+        print(text_table(["graph", "ms", "speed vs skl2onnx"], speed_rows))
     return 0
 
 
