@@ -185,3 +185,122 @@ def emit_oblique_walk(g: GraphBuilder, k: str, ensemble) -> str:
         return sum_in_order(b, values, axis=1, length=n_trees, keep_axis=True)
 
     return by_row_blocks(g, k, walk, 1, "float64")
+
+
+# -- the same walk on complete trees: children found by arithmetic -----------------------------
+
+#: Largest number of table entries (all levels, all trees, normals, thresholds and
+#: values) that :func:`emit_heap_walk` lays out; deeper forests take the node walk.
+HEAP_MAX_ENTRIES = 1 << 23
+
+
+def _heap_tables(ensemble) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
+    """Level tables of every tree laid out as a complete binary tree.
+
+    Node ``j`` of level ``L`` (``0 <= j < 2**L``) has its children at
+    ``2j`` and ``2j + 1`` of level ``L + 1``. Returns, for each level ``L``
+    above the deepest leaf, the normals ``[d, 2**L, T]`` and the thresholds
+    ``[2**L, T]``; and the values ``[2**D, T]`` at the bottom level ``D``.
+    A leaf above the bottom gives its value to every bottom slot below it,
+    so whichever way a row goes from there (the padded slots hold zero
+    normals and thresholds) it reads the leaf's value.
+    """
+    n = ensemble.n_nodes
+    internal = ensemble.feature >= 0
+    level = np.zeros(n, dtype=np.int64)
+    slot = np.zeros(n, dtype=np.int64)
+    tree = np.zeros(n, dtype=np.int64)
+    tree[ensemble.roots] = np.arange(ensemble.n_trees)
+    for j in range(n):  # children come after their parents
+        if internal[j]:
+            for child, side in ((ensemble.left[j], 0), (ensemble.right[j], 1)):
+                level[child] = level[j] + 1
+                slot[child] = 2 * slot[j] + side
+                tree[child] = tree[j]
+    bottom = int(level.max()) if n else 0
+    d, n_trees = ensemble.projection.shape[0], ensemble.n_trees
+    normals = [np.zeros((d, 1 << depth, n_trees)) for depth in range(bottom)]
+    thresholds = [np.zeros((1 << depth, n_trees)) for depth in range(bottom)]
+    for j in np.flatnonzero(internal):
+        normals[level[j]][:, slot[j], tree[j]] = ensemble.projection[:, ensemble.feature[j]]
+        thresholds[level[j]][slot[j], tree[j]] = ensemble.threshold[j]
+    values = np.zeros((1 << bottom, n_trees))
+    for j in np.flatnonzero(~internal):
+        span = 1 << (bottom - level[j])
+        values[slot[j] * span : (slot[j] + 1) * span, tree[j]] = ensemble.value[j, 0]
+    return normals, thresholds, values
+
+
+def heap_applies(ensemble) -> bool:
+    """Whether the complete-tree tables of ``ensemble`` stay within ``HEAP_MAX_ENTRIES``."""
+    bottom = _depth(ensemble)
+    d = ensemble.projection.shape[0]
+    return bottom < 40 and (2 << bottom) * ensemble.n_trees * (d + 1) <= HEAP_MAX_ENTRIES
+
+
+def emit_heap_walk(g: GraphBuilder, k: str, ensemble) -> str:
+    """Summed leaf values ``[N, 1]`` (float64), walking complete trees level by level.
+
+    Each (row, tree) pair holds its slot ``j`` in the current level. For
+    each Klein feature ``f`` a ``GatherElements`` reads the slot's normal
+    component from that level's ``[2**L, T]`` table, and the projection is
+    formed as :func:`hyp2onnx.ir.projection.project` forms it: ``k_0 w_0``,
+    then ``+ k_1 w_1``, ... (one correctly rounded ``Mul`` and ``Add`` each);
+    it is compared with the gathered threshold (``p <= t``: left), and the
+    next slot is ``2j`` plus one if the row went right. At the root level
+    every row reads the same ``[1, T]`` normals: no gather. At the bottom
+    the slot's value is gathered and the trees' values are added in tree
+    order (``CumSum``).
+
+    Where the node walk (:func:`emit_oblique_walk`) gathers a node's row of
+    ``d + 1`` numbers with ``Gather`` (a copy per index), transposes it and
+    looks the child up, ``GatherElements`` on per-tree columns reads one
+    number at a time several times faster in onnxruntime, and the children
+    need no table.
+    """
+    from .trees import by_row_blocks, sum_in_order
+
+    normals, thresholds, values = _heap_tables(ensemble)
+    bottom = len(thresholds)
+    d, n_trees = ensemble.projection.shape[0], ensemble.n_trees
+    w = [
+        [g.const(WALK, f"normal_{depth}_{f}", normals[depth][f]) for f in range(d)]
+        for depth in range(bottom)
+    ]
+    t = [g.const(WALK, f"threshold_{depth}", thresholds[depth]) for depth in range(bottom)]
+    value = g.const(WALK, "value", values)
+    width = g.const(WALK, "n_trees", [n_trees], np.int64) if bottom == 0 else ""
+
+    def walk(b: GraphBuilder, rows: str) -> str:
+        if d == 1:
+            columns = [rows]
+        else:
+            count = {"num_outputs": d} if b.opset >= 18 else {}
+            columns = b.op(WALK, "Split", [rows], n_outputs=d, axis=1, **count)  # d x [b, 1]
+        slot = None
+        for depth in range(bottom):
+            projection = None
+            for f in range(d):
+                weight = w[depth][f]
+                if slot is not None:
+                    weight = b.op(WALK, "GatherElements", [weight, slot], axis=0)  # [b, T]
+                term = b.op(WALK, "Mul", [columns[f], weight])
+                projection = term if projection is None else b.op(WALK, "Add", [projection, term])
+            threshold = t[depth]
+            if slot is not None:
+                threshold = b.op(WALK, "GatherElements", [threshold, slot], axis=0)
+            goes_left = b.op(WALK, "LessOrEqual", [projection, threshold])
+            right = b.op(WALK, "Cast", [b.op(WALK, "Not", [goes_left])], to=TensorProto.INT64)
+            slot = (
+                right
+                if slot is None
+                else b.op(WALK, "Add", [b.op(WALK, "Add", [slot, slot]), right])
+            )
+        if slot is None:  # every tree a single leaf: the [1, T] values for every row
+            shape = b.op(WALK, "Concat", [b.n_rows(WALK, rows), width], axis=0)
+            leaf_values = b.op(WALK, "Expand", [value, shape])
+        else:
+            leaf_values = b.op(WALK, "GatherElements", [value, slot], axis=0)  # [b, T]
+        return sum_in_order(b, leaf_values, axis=1, length=n_trees, keep_axis=True)
+
+    return by_row_blocks(g, k, walk, 1, "float64")
