@@ -290,6 +290,37 @@ def test_graph_routes_like_the_model_at_thresholds_and_one_ulp_either_side(
         assert any(tested)
 
 
+@pytest.mark.parametrize("walk", ["complete trees", "nodes"])
+@pytest.mark.parametrize(
+    ("d", "params"),
+    [(1, {}), (2, {}), (8, {}), (3, {"max_samples": 1}), (3, {"max_samples": 2})],
+)
+def test_both_walks_of_centred_trees_route_like_the_model(walk, d, params, monkeypatch) -> None:
+    """The complete-tree walk (the default) and the node walk it falls back to.
+
+    Leaves sit at many depths (a complete tree pads below them); d = 1 reads
+    one Klein column; one training row gives trees that are a single leaf.
+    """
+    from hyp2onnx._runtime import all_nodes
+    from hyp2onnx.emit import isolation as emit_isolation
+
+    if walk == "nodes":  # no forest fits: every one takes the node walk
+        monkeypatch.setattr(emit_isolation, "HEAP_MAX_ENTRIES", 0)
+    X = _points(1200, d, 11)
+    k = X[:, 1:] / X[:, :1]
+    model = h.HyperbolicIsolationForest(
+        n_estimators=12, contamination=0.1, input_geometry="klein", random_state=3, **params
+    ).fit(k)
+    graph = h.to_onnx(model)
+    ops = {node.op_type for node in all_nodes(graph.graph)}
+    deep = any(tree.n_node_samples.size > 1 for tree in model.trees_)
+    assert ("GatherElements" in ops) == (walk == "complete trees" and deep)
+    P = np.vstack([k, _probes(model, k)]) if deep else k
+    got = run_onnx(graph, P)
+    assert np.array_equal(got["path_length"], model.path_length(P))
+    assert np.array_equal(got["label"], model.predict(P))
+
+
 def test_labels_are_decided_on_summed_path_lengths() -> None:
     X = _points(600, 3, 4)
     model = h.HyperbolicIsolationForest(contamination=0.1, random_state=0).fit(X)
