@@ -290,22 +290,22 @@ def test_graph_routes_like_the_model_at_thresholds_and_one_ulp_either_side(
         assert any(tested)
 
 
-@pytest.mark.parametrize("walk", ["complete trees", "nodes"])
+@pytest.mark.parametrize("walk", ["perfect trees", "nodes"])
 @pytest.mark.parametrize(
     ("d", "params"),
     [(1, {}), (2, {}), (8, {}), (3, {"max_samples": 1}), (3, {"max_samples": 2})],
 )
 def test_both_walks_of_centred_trees_route_like_the_model(walk, d, params, monkeypatch) -> None:
-    """The complete-tree walk (the default) and the node walk it falls back to.
+    """The walk on perfect binary trees (the default) and the node walk it falls back to.
 
-    Leaves sit at many depths (a complete tree pads below them); d = 1 reads
+    Leaves sit at many depths (the perfect layout pads below them); d = 1 reads
     one Klein column; one training row gives trees that are a single leaf.
     """
     from hyp2onnx._runtime import all_nodes
     from hyp2onnx.emit import isolation as emit_isolation
 
     if walk == "nodes":  # no forest fits: every one takes the node walk
-        monkeypatch.setattr(emit_isolation, "HEAP_MAX_ENTRIES", 0)
+        monkeypatch.setattr(emit_isolation, "PERFECT_MAX_ENTRIES", 0)
     X = _points(1200, d, 11)
     k = X[:, 1:] / X[:, :1]
     model = h.HyperbolicIsolationForest(
@@ -314,7 +314,7 @@ def test_both_walks_of_centred_trees_route_like_the_model(walk, d, params, monke
     graph = h.to_onnx(model)
     ops = {node.op_type for node in all_nodes(graph.graph)}
     deep = any(tree.n_node_samples.size > 1 for tree in model.trees_)
-    assert ("GatherElements" in ops) == (walk == "complete trees" and deep)
+    assert ("GatherElements" in ops) == (walk == "perfect trees" and deep)
     P = np.vstack([k, _probes(model, k)]) if deep else k
     got = run_onnx(graph, P)
     assert np.array_equal(got["path_length"], model.path_length(P))

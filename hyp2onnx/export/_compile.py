@@ -34,7 +34,7 @@ from ..emit import encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from ..emit.fast import Guarded, Refine
 from ..emit.frames import emit_frames, remap_frames
-from ..emit.isolation import emit_heap_walk, emit_oblique_walk, heap_applies, walk_applies
+from ..emit.isolation import emit_oblique_walk, emit_perfect_walk, perfect_applies, walk_applies
 from ..emit.oblique import emit_normals, remap_projection
 from ..emit.outputs import emit_outputs
 from ..emit.projection import emit_projection, projection_dtype
@@ -314,7 +314,9 @@ def compile_model(
     k = emit_projection(g, "X", space, used, input_dtype=dtype, dtype=k_dtype)
     scores: str | Guarded
     if walk:
-        walker = emit_heap_walk if heap_applies(ensemble) else emit_oblique_walk
+        # Perfect binary tree tables where they stay small (the default forests),
+        # else the node walk: the same routing and sums, bit for bit.
+        walker = emit_perfect_walk if perfect_applies(ensemble) else emit_oblique_walk
         scores = walker(g, k, ensemble)
     else:
         if ensemble.projection is not None:
