@@ -345,6 +345,14 @@ def speed(n_rows: int, repeats: int, dims: tuple[int, ...] = SPEED_DIMS) -> list
     return rows
 
 
+TITLE = "# Isolation forests on hyperbolic data"
+
+
+def description() -> str:
+    """What the results file measures: this module's docstring, without its usage line."""
+    return (__doc__ or "").split("\n\n", 1)[1].split("    python")[0].strip()
+
+
 def speed_section(rows: list[list], n_rows: int) -> str:
     """The speed table under its heading, with the machine and load it was measured on."""
     return "\n\n".join(
@@ -352,7 +360,7 @@ def speed_section(rows: list[list], n_rows: int) -> str:
             f"## Scoring speed ({n_rows:,} Klein points of H^d, onnxruntime, 1 thread)",
             "Each ratio compares graphs timed in turn in the same run (load average: "
             "when the run ended). " + environment(),
-            md_table(SPEED_HEADERS, rows),
+            md_table(SPEED_HEADERS, rows, align="rlrr"),
         ]
     )
 
@@ -363,13 +371,16 @@ def speed_only(out: Path, quick: bool) -> int:
     rows = speed(n_rows, 3 if quick else 40)
     section = speed_section(rows, n_rows)
     md, js = out / "isolation.md", out / "isolation.json"
-    old = (
-        md.read_text(encoding="utf-8") if md.exists() else "# Isolation forests on hyperbolic data"
-    )
+    old = md.read_text(encoding="utf-8") if md.exists() else ""
     before, _, after = old.partition("## Scoring speed")
-    # The detection run's own environment line stays with the detection tables.
-    kept = [p for p in after.split("\n\n") if p.startswith("Measured") and "Run time" in p]
-    write(md, "\n\n".join([before.rstrip(), *kept, section]))
+    paragraphs = [p.strip() for p in before.split("\n\n") if p.strip()]
+    # This docstring's description replaces the one the detection run wrote
+    # (everything up to the paragraph giving the number of points)...
+    sizes = next((i for i, p in enumerate(paragraphs) if "points per data set" in p), None)
+    kept = paragraphs[sizes:] if sizes is not None else []
+    # ... and the detection run's own environment line stays with its tables.
+    kept += [p.strip() for p in after.split("\n\n") if p.startswith("Measured") and "Run time" in p]
+    write(md, "\n\n".join([TITLE, description(), *kept, section]))
     data = json.loads(js.read_text(encoding="utf-8")) if js.exists() else {}
     data["speed"] = rows
     js.write_text(json.dumps(data, indent=1), encoding="utf-8")
@@ -441,8 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     n_total = n_in + n_out
     text = "\n\n".join(
         [
-            "# Isolation forests on hyperbolic data",
-            (__doc__ or "").split("\n\n", 1)[1].split("    python")[0].strip(),
+            TITLE,
+            description(),
             f"{n_total} points per data set ({n_out} outliers), {n_seeds} seeds."
             + (" Quick mode: small sizes, a smoke test only." if args.quick else ""),
             "## ROC-AUC (mean ± standard error)",
