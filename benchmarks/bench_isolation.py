@@ -365,7 +365,7 @@ def speed_section(rows: list[list], n_rows: int, repeats: int) -> str:
             "Milliseconds of CPU time (the calling thread's, which runs the session), "
             f"fastest of {repeats} calls made in turn with the other graphs of the same d "
             "(load average: when the run ended). " + environment(),
-            md_table(SPEED_HEADERS, rows, align="rlrr"),
+            md_table(SPEED_HEADERS, rows),
         ]
     )
 
