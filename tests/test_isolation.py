@@ -290,6 +290,37 @@ def test_graph_routes_like_the_model_at_thresholds_and_one_ulp_either_side(
         assert any(tested)
 
 
+@pytest.mark.parametrize("walk", ["perfect trees", "nodes"])
+@pytest.mark.parametrize(
+    ("d", "params"),
+    [(1, {}), (2, {}), (8, {}), (3, {"max_samples": 1}), (3, {"max_samples": 2})],
+)
+def test_both_walks_of_centred_trees_route_like_the_model(walk, d, params, monkeypatch) -> None:
+    """The walk on perfect binary trees (the default) and the node walk it falls back to.
+
+    Leaves sit at many depths (the perfect layout pads below them); d = 1 reads
+    one Klein column; one training row gives trees that are a single leaf.
+    """
+    from hyp2onnx._runtime import all_nodes
+    from hyp2onnx.emit import isolation as emit_isolation
+
+    if walk == "nodes":  # no forest fits: every one takes the node walk
+        monkeypatch.setattr(emit_isolation, "PERFECT_MAX_ENTRIES", 0)
+    X = _points(1200, d, 11)
+    k = X[:, 1:] / X[:, :1]
+    model = h.HyperbolicIsolationForest(
+        n_estimators=12, contamination=0.1, input_geometry="klein", random_state=3, **params
+    ).fit(k)
+    graph = h.to_onnx(model)
+    ops = {node.op_type for node in all_nodes(graph.graph)}
+    deep = any(tree.n_node_samples.size > 1 for tree in model.trees_)
+    assert ("GatherElements" in ops) == (walk == "perfect trees" and deep)
+    P = np.vstack([k, _probes(model, k)]) if deep else k
+    got = run_onnx(graph, P)
+    assert np.array_equal(got["path_length"], model.path_length(P))
+    assert np.array_equal(got["label"], model.predict(P))
+
+
 def test_labels_are_decided_on_summed_path_lengths() -> None:
     X = _points(600, 3, 4)
     model = h.HyperbolicIsolationForest(contamination=0.1, random_state=0).fit(X)
@@ -379,19 +410,16 @@ def test_benchmark_skip_speed_keeps_the_speed_section_it_finds(tmp_path: Path, m
     fake = {"hierarchy H^2": {"m": {"auc": [0.9, 0.8], "ap": [0.5, 0.4]}}}
     monkeypatch.setattr(bench, "evaluate", lambda datasets, seeds: fake)
     monkeypatch.setattr(bench, "speed", no_speed)
-    table = "| graph | ms | speed vs skl2onnx |\n| :--- | ---: | ---: |\n| a | 1.0 | 1.00 |"
-    footer = "Measured on a planted machine. Run time 1 s."
-    (tmp_path / "isolation.md").write_text(
-        f"# old\n\n{bench.SPEED_HEADING}\n\n{table}\n\n{footer}\n", encoding="utf-8"
+    section = (
+        f"{bench.SPEED_HEADING} (planted)\n\nMilliseconds on a planted machine.\n\n"
+        "| graph | ms | speed vs skl2onnx |\n| :--- | ---: | ---: |\n| a | 1.0 | 1.00 |"
     )
+    (tmp_path / "isolation.md").write_text(f"# old\n\n{section}\n", encoding="utf-8")
     (tmp_path / "isolation.json").write_text('{"speed": [["a", "1.0", "1.00"]]}', encoding="utf-8")
     for _ in range(2):
         assert bench.main(["--skip-speed", "--out", str(tmp_path)]) == 0
         text = (tmp_path / "isolation.md").read_text(encoding="utf-8")
-        section = text.split(bench.SPEED_HEADING, 1)[1]
-        assert section.startswith(f"\n\n{table}\n\n{bench.SPEED_NOTE}{footer}\n\nMeasured "), (
-            section
-        )
+        assert text.rstrip("\n").endswith(f"Run time 0 s.\n\n{section}"), text
         assert "0.850 ± 0.050" in text  # the new detection table
         saved = (tmp_path / "isolation.json").read_text(encoding="utf-8")
         assert '"speed": [\n  [\n   "a"' in saved

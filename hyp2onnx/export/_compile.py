@@ -34,7 +34,7 @@ from ..emit import encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from ..emit.fast import Guarded, Refine
 from ..emit.frames import emit_frames, frame_chain, remap_frames
-from ..emit.isolation import emit_oblique_walk, walk_applies
+from ..emit.isolation import emit_oblique_walk, emit_perfect_walk, perfect_applies, walk_applies
 from ..emit.oblique import emit_normals, remap_projection
 from ..emit.outputs import emit_outputs
 from ..emit.projection import emit_projection, projection_dtype
@@ -317,7 +317,10 @@ def compile_model(
     k = emit_projection(g, "X", space, used, input_dtype=dtype, dtype=k_dtype)
     scores: str | Guarded
     if walk:
-        scores = emit_oblique_walk(g, k, ensemble)
+        # Perfect binary tree tables where they stay small (the default forests),
+        # else the node walk: the same routing and sums, bit for bit.
+        walker = emit_perfect_walk if perfect_applies(ensemble) else emit_oblique_walk
+        scores = walker(g, k, ensemble)
     else:
         emit_kwargs: dict[str, Any] = {"plan": plan} if plan else {}
         if ensemble.projection is not None:
