@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import helper
 
 from ..ir import Ensemble
 from ._graph import GraphBuilder, onnx_type
@@ -51,6 +51,7 @@ from .trees import (
     cast_to,
     emit_exact,
     finish_scores,
+    float32_boundaries,
     legacy_regressor,
     per_class_trees,
     tree_ensemble_v5,
@@ -101,6 +102,16 @@ def value_bound(ensemble: Ensemble) -> float:
     divisor = ensemble.n_trees if ensemble.aggregate == "mean" else 1
     scale = total / divisor + np.abs(ensemble.base_values.astype(np.float64))
     bound = (2.0 * _gamma(np.maximum(terms - 1, 0), u) + 8.0 * u) * scale
+    defect = complement_defect(ensemble)
+    if defect is not None:
+        # Class 0 as 1 - p1 (binary class fractions): its exact sum adds the p0
+        # fractions, equal to T - sum(p1) but for the defect D. Both sums'
+        # reorderings, D, and the roundings of the division, the Sub and the
+        # exact graph's division: within (2 γ(T-1) + 8u)(S0 + S1) / T + 2 D / T
+        # (S0 + S1 >= T - D, so this covers the 1 as well).
+        n = np.float64(max(int(terms.max()) - 1, 0))
+        both = (2.0 * n * u / (1.0 - n * u) + 8.0 * u) * total.sum() / divisor
+        bound = np.append(bound, both + 2.0 * defect / divisor)
     return float(bound.max())
 
 
@@ -132,6 +143,41 @@ class Guarded:
     refine: Refine | None  #: None: no labels depend on the order (or the guard is off)
 
 
+def complement_defect(ensemble: Ensemble) -> float | None:
+    """``Σ_t max |p0 + p1 - 1|`` over each tree's leaves, for binary leaves holding class
+    fractions; None where the fast graph cannot derive class 0 from class 1.
+
+    A binary scikit-learn classifier's leaf holds two fractions that add up to
+    1 but for their roundings. The fast graph adds the class-1 fractions
+    alone, with one target per leaf as the peer does, and gives class 0 as
+    ``1 - p1``; the defect, computed exactly here (``TwoSum``), enters the
+    value bound (:func:`value_bound`).
+    """
+    if (
+        ensemble.classes is None
+        or len(ensemble.classes) != 2
+        or ensemble.n_outputs != 2
+        or ensemble.post_transform != "identity"
+        or np.any(ensemble.base_values != 0)
+        or ensemble.sum_dtype != "float64"
+    ):
+        return None
+    leaf = ensemble.feature < 0
+    p0, p1 = (ensemble.value[leaf, c].astype(np.float64) for c in (0, 1))
+    total = p0 + p1
+    back = total - p0
+    rounding = (p0 - (total - back)) + (p1 - back)  # TwoSum: p0 + p1 = total + rounding
+    if np.any(total < 0.5) or np.any(total > 2.0):
+        return None  # not fractions; (total - 1) below is exact only in [0.5, 2]
+    defect = np.abs((total - 1.0) + rounding) * (1.0 + 4.0 * UNIT_ROUNDOFF["float64"])
+    per_tree = np.zeros(ensemble.n_trees)
+    np.maximum.at(per_tree, tree_of_node(ensemble)[leaf], defect)
+    largest = float(per_tree.sum())
+    if largest > 4.0 * ensemble.n_trees * UNIT_ROUNDOFF["float64"]:
+        return None
+    return largest
+
+
 def emit_fast(
     g: GraphBuilder,
     k: str,
@@ -144,35 +190,54 @@ def emit_fast(
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` summed in the runtime's order."""
     guard = GUARD if guard is None else guard
     by_column = plan.carries == "values" and per_class_trees(ensemble) is not None
+    complement = not by_column and complement_defect(ensemble) is not None
     bound = value_bound(ensemble)
-    if bound == 0.0 or not (by_column or LEAF_ROWS_IN_ANY_ORDER):
-        # Nothing is reordered, or (scikit-learn classifiers) the runtime's
-        # ReduceSum was measured no faster than the ordered sums: the exact graph.
+    if bound == 0.0 or not (by_column or complement or LEAF_ROWS_IN_ANY_ORDER):
+        # Nothing is reordered, or (scikit-learn classifiers of more than two classes)
+        # the runtime's ReduceSum was measured no faster than the ordered sums: the exact graph.
         return Guarded(emit_exact(g, k, k_dtype, ensemble, plan), 0.0, 0.0, None)
     exact = ExactScorer.build(g, ensemble, plan)
-    rows = exact.operator_input(g, k, k_dtype)
-    if by_column:
-        leaf_nodes = np.flatnonzero(ensemble.feature < 0)
+    # The operator divides by the tree count itself (its AVERAGE): one node less.
+    average = ensemble.aggregate == "mean" and ensemble.n_trees > 1
+    leaf_nodes = np.flatnonzero(ensemble.feature < 0)
+    if by_column or complement:
         tree = tree_of_node(ensemble)[leaf_nodes]
-        target = (
-            np.zeros(ensemble.n_trees, dtype=np.int64)
-            if ensemble.tree_target is None
-            else ensemble.tree_target
-        )
-        targets = {
-            "leaf_nodes": leaf_nodes,
-            "target_ids": np.asarray(target, dtype=np.int64)[tree],
-            "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
-            "n_targets": ensemble.n_outputs,
-        }
-        if plan.operator == "legacy":
-            raw = legacy_regressor(g, rows, ensemble, **targets)
+        if by_column:
+            target = (
+                np.zeros(ensemble.n_trees, dtype=np.int64)
+                if ensemble.tree_target is None
+                else ensemble.tree_target
+            )
+            targets = {
+                "leaf_nodes": leaf_nodes,
+                "target_ids": np.asarray(target, dtype=np.int64)[tree],
+                "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
+                "n_targets": ensemble.n_outputs,
+            }
+        else:  # class 1 only; class 0 is 1 - p1 (complement_defect)
+            targets = {
+                "leaf_nodes": leaf_nodes,
+                "target_ids": np.zeros(leaf_nodes.size, dtype=np.int64),
+                "weights": ensemble.value[leaf_nodes, 1],
+                "n_targets": 1,
+            }
+        if plan.operator == "legacy":  # only ever with by_column (plan_trees)
+            rows = exact.operator_input(g, k, k_dtype)
+            raw = legacy_regressor(g, rows, ensemble, average=average, **targets)
         else:
-            raw = tree_ensemble_v5(g, rows, ensemble, **targets)
+            rows, boundaries = _double_input(g, k, k_dtype, ensemble)
+            raw = tree_ensemble_v5(
+                g, rows, ensemble, average=average, boundaries=boundaries, **targets
+            )
         raw = cast_to(g, raw, exact.out_dtype, ensemble.sum_dtype)
+        scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype, averaged=average)
+        if complement:
+            one = g.const(STAGE, "one", np.ones((1, 1)), ensemble.sum_dtype)
+            scores = g.op(STAGE, "Concat", [g.op(STAGE, "Sub", [one, scores]), scores], axis=1)
     else:
+        rows = exact.operator_input(g, k, k_dtype)
         raw = replace(exact, ordered=False).any_batch(g, rows)
-    scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype)
+        scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype)
     margin = tie_margin(ensemble, bound)
     labelled = ensemble.classes is not None and len(ensemble.classes) > 1  # is_classifier
     if not (guard and labelled):
@@ -181,9 +246,29 @@ def emit_fast(
     def refine(
         b: GraphBuilder, scores: str, probabilities: str, link: Callable[[GraphBuilder, str], str]
     ) -> str:
-        return _guard(b, scores, probabilities, link, rows, exact, ensemble, margin)
+        return _guard(b, scores, probabilities, link, k, k_dtype, exact, ensemble, margin)
 
     return Guarded(scores, bound, margin, refine)
+
+
+def _double_input(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> tuple[str, bool]:
+    """The opset-5 operator's float64 input, and whether its thresholds are float32 boundaries.
+
+    A model comparing in float32 fed float64 Klein coordinates reads them as
+    they are, against :func:`~hyp2onnx.emit.trees.float32_boundaries` (no
+    ``Cast`` to float32 and back); otherwise as the exact encoding does.
+    """
+    if (
+        k_dtype == "float64"
+        and ensemble.compare_dtype == "float32"
+        and ensemble.categories is None
+        and np.all(
+            np.isfinite(float32_boundaries(ensemble.threshold[ensemble.feature >= 0], ensemble.op))
+        )
+    ):
+        return k, True
+    compare = ensemble.compare_dtype
+    return cast_to(g, cast_to(g, k, k_dtype, compare), compare, "float64"), False
 
 
 def _guard(
@@ -191,12 +276,19 @@ def _guard(
     scores: str,
     probabilities: str,
     link: Callable[[GraphBuilder, str], str],
-    rows: str,
+    k: str,
+    k_dtype: str,
     exact: ExactScorer,
     ensemble: Ensemble,
     margin: float,
 ) -> str:
-    """``probabilities`` with the rows near a tie recomputed from exact scores."""
+    """``probabilities`` with the rows near a tie recomputed from exact scores.
+
+    On every call: the top two probabilities of each row (``TopK``), their
+    difference (``MatMul``), its smallest value over the batch (``ReduceMin``,
+    +inf for an empty batch) against the margin, and an ``If``. Only the
+    branch taken when some row is near a tie finds those rows and rescores them.
+    """
     dtype = ensemble.sum_dtype
     two = g.const(GUARD_STAGE, "two", [2], np.int64)
     top, _ = g.op(GUARD_STAGE, "TopK", [probabilities, two], axis=1, n_outputs=2)
@@ -204,17 +296,18 @@ def _guard(
     gap = g.op(
         GUARD_STAGE, "MatMul", [top, g.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)]
     )
-    near = g.op(
-        GUARD_STAGE, "LessOrEqual", [gap, g.const(GUARD_STAGE, "tie_margin", margin, dtype)]
-    )
-    where = g.op(GUARD_STAGE, "NonZero", [near])  # [1, M]
-    any_near = g.op(GUARD_STAGE, "Cast", [g.op(GUARD_STAGE, "Size", [where])], to=TensorProto.BOOL)
+    tie_margin = g.const(GUARD_STAGE, "tie_margin", margin, dtype)
+    least = g.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
+    any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
 
     elem = onnx_type(dtype)
     out_info = helper.make_tensor_value_info
     redo = g.child()
+    near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
+    where = redo.op(GUARD_STAGE, "NonZero", [near])  # [1, M]
     index = redo.op(GUARD_STAGE, "Transpose", [where], perm=[1, 0])  # [M, 1]
-    near_rows = redo.op(GUARD_STAGE, "GatherND", [rows, index])  # [M, F]
+    near_k = redo.op(GUARD_STAGE, "GatherND", [k, index])  # [M, F]
+    near_rows = exact.operator_input(redo, near_k, k_dtype)
     exact_scores = finish_scores(redo, exact.blocks_of(redo, near_rows), ensemble, dtype)
     merged = redo.op(GUARD_STAGE, "ScatterND", [scores, index, exact_scores])
     redone = link(redo, merged)
