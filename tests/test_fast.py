@@ -23,6 +23,7 @@ from _boosting_data import klein_with_ties
 from _data import klein_points, labels
 
 import hyp2onnx as h
+from hyp2onnx._runtime import all_nodes
 from hyp2onnx.emit import fast, trees
 from hyp2onnx.emit.trees import tree_of_node
 from hyp2onnx.export import describe, read_metadata
@@ -192,6 +193,48 @@ def test_the_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     # the input above really needs it (if onnxruntime ever adds in tree order at
     # two threads, this stops showing it and must be rebuilt).
     assert np.all(labels_of(False, 2) == 1)
+
+
+def test_the_binary_forest_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Binary forests add the class-1 fractions alone and give class 0 as 1 - p1.
+
+    Every leaf of tree 0 holds (0, 1), of the last tree (1, 0), of the others
+    (1/2 - 2^-53, 1/2 + 2^-53). In tree order the class-1 fractions add up to
+    exactly 50 (each 2^-53 is lost against sums of 1 and more) and the class-0
+    ones to a little less: probability 0.5 against 0.49999999999999994, class 1.
+    The graph's ``1 - p1`` is 0.5 too, a tie, and ``ArgMax`` takes class 0, in
+    any order of the sum: only the guard gives these rows class 1.
+    """
+    k = klein_points(400, 3, seed=46)
+    model = h.HyperbolicRandomForestClassifier(
+        n_estimators=100, max_depth=2, random_state=0, **KLEIN
+    ).fit(k, labels(k, 2))
+    described = describe(model)
+    e = described.ensemble
+    p1 = np.full(e.n_trees, 0.5 + 2.0**-53)
+    p1[0], p1[-1] = 1.0, 0.0
+    leaf = e.feature < 0
+    value = np.zeros_like(e.value)
+    value[leaf, 1] = p1[tree_of_node(e)[leaf]]
+    value[leaf, 0] = 1.0 - value[leaf, 1]
+    described = replace(described, ensemble=replace(e, value=value))
+    # The model's own arithmetic: each class's fractions added in tree order.
+    sums = [np.float64(0.0), np.float64(0.0)]
+    for v in p1:
+        sums = [sums[0] + (1.0 - v), sums[1] + v]
+    assert sums[1] / e.n_trees > sums[0] / e.n_trees  # class 1
+
+    def run(guard: bool, threads: int) -> dict:
+        monkeypatch.setattr(fast, "GUARD", guard)
+        graph = compile_model(described, dtype="float64", encoding="fast", opset=18)
+        assert "Gemm" in [n.op_type for n in all_nodes(graph.graph)]  # 1 - p1
+        return run_onnx(graph, k[:200], threads=threads)
+
+    for threads in (1, 2):
+        got = run(True, threads)
+        assert np.all(got["label"] == 1)
+        assert np.all(got["probabilities"][:, 0] == sums[0] / e.n_trees)  # the exact values
+        assert np.all(run(False, threads)["label"] == 0)  # without the guard: the tie
 
 
 def test_values_stay_within_the_recorded_bound() -> None:

@@ -129,8 +129,10 @@ def tie_margin(ensemble: Ensemble, bound: float) -> float:
     return 2.0 * (bound + rounding)
 
 
-#: ``refine(g, scores, probabilities, link) -> probabilities``
-Refine = Callable[[GraphBuilder, str, str, Callable[[GraphBuilder, str], str]], str]
+#: ``link(g, scores) -> probabilities``
+Link = Callable[[GraphBuilder, str], str]
+#: ``refine(g, scores, link) -> probabilities``
+Refine = Callable[[GraphBuilder, str, Link], str]
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,8 @@ class Guarded:
     bound: float  #: :func:`value_bound`
     margin: float  #: :func:`tie_margin`
     refine: Refine | None  #: None: no labels depend on the order (or the guard is off)
+    #: replaces the link function (binary forests: ``scores`` is p1 alone)
+    to_probabilities: Link | None = None
 
 
 def complement_defect(ensemble: Ensemble) -> float | None:
@@ -231,24 +235,34 @@ def emit_fast(
             )
         raw = cast_to(g, raw, exact.out_dtype, ensemble.sum_dtype)
         scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype, averaged=average)
-        if complement:
-            one = g.const(STAGE, "one", np.ones((1, 1)), ensemble.sum_dtype)
-            scores = g.op(STAGE, "Concat", [g.op(STAGE, "Sub", [one, scores]), scores], axis=1)
     else:
         rows = exact.operator_input(g, k, k_dtype)
         raw = replace(exact, ordered=False).any_batch(g, rows)
         scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype)
     margin = tie_margin(ensemble, bound)
+    to_probabilities = _complement_link(ensemble.sum_dtype) if complement else None
     labelled = ensemble.classes is not None and len(ensemble.classes) > 1  # is_classifier
     if not (guard and labelled):
-        return Guarded(scores, bound, margin, None)
+        return Guarded(scores, bound, margin, None, to_probabilities)
 
-    def refine(
-        b: GraphBuilder, scores: str, probabilities: str, link: Callable[[GraphBuilder, str], str]
-    ) -> str:
-        return _guard(b, scores, probabilities, link, k, k_dtype, exact, ensemble, margin)
+    def refine(b: GraphBuilder, scores: str, link: Link) -> str:
+        if complement:
+            return _binary_guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
+        return _guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
 
-    return Guarded(scores, bound, margin, refine)
+    return Guarded(scores, bound, margin, refine, to_probabilities)
+
+
+def _complement_link(dtype: str) -> Link:
+    """``p1 [N, 1] -> [1 - p1, p1]`` in one ``Gemm`` (``p1 · [-1, 1] + [1, 0]``: the
+    products are exact, so each entry is rounded once, as ``1 - p1`` and ``p1``)."""
+
+    def to_probabilities(g: GraphBuilder, p1: str) -> str:
+        signs = g.const(STAGE, "minus_plus", np.array([[-1.0, 1.0]]), dtype)
+        offset = g.const(STAGE, "one_zero", np.array([1.0, 0.0]), dtype)
+        return g.op(STAGE, "Gemm", [p1, signs, offset])
+
+    return to_probabilities
 
 
 def _double_input(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> tuple[str, bool]:
@@ -274,8 +288,7 @@ def _double_input(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> 
 def _guard(
     g: GraphBuilder,
     scores: str,
-    probabilities: str,
-    link: Callable[[GraphBuilder, str], str],
+    link: Link,
     k: str,
     k_dtype: str,
     exact: ExactScorer,
@@ -290,30 +303,103 @@ def _guard(
     branch taken when some row is near a tie finds those rows and rescores them.
     """
     dtype = ensemble.sum_dtype
-    two = g.const(GUARD_STAGE, "two", [2], np.int64)
-    top, _ = g.op(GUARD_STAGE, "TopK", [probabilities, two], axis=1, n_outputs=2)
-    # first minus second, one rounding as a Sub would make ([N, 2] x [2] -> [N])
-    gap = g.op(
-        GUARD_STAGE, "MatMul", [top, g.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)]
-    )
+    probabilities = link(g, scores)
+    gap = _top_two_gap(g, probabilities, dtype)
     tie_margin = g.const(GUARD_STAGE, "tie_margin", margin, dtype)
     least = g.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
     any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
 
-    elem = onnx_type(dtype)
-    out_info = helper.make_tensor_value_info
     redo = g.child()
     near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
+    redone = link(redo, _rescore(redo, near, scores, k, k_dtype, exact, ensemble))
+    keep = g.child()
+    kept = keep.op(GUARD_STAGE, "Identity", [probabilities])
+    return _branch(g, any_near, redo, redone, keep, kept, dtype)
+
+
+def _binary_guard(
+    g: GraphBuilder,
+    p1: str,
+    link: Link,
+    k: str,
+    k_dtype: str,
+    exact: ExactScorer,
+    ensemble: Ensemble,
+    margin: float,
+) -> str:
+    """The guard of binary forests, whose scores are ``p1 [N, 1]`` and probabilities
+    ``[1 - p1, p1]``: the link runs inside the ``If``, where it is needed anyway.
+
+    On every call: ``|p1 - 1/2|`` (``Sub``, exact wherever it is below 1/4 by
+    Sterbenz's lemma, and ``Abs``), its smallest value, and the ``If``. A row
+    whose probabilities lie within ``margin`` has ``|1 - 2 p1| <= margin + u``
+    (``1 - p1`` rounds once), so ``|p1 - 1/2| <= margin / 2 + u``: the branch
+    that rescores is taken whenever a row needs it, and rescores exactly the
+    rows of the general guard (top two within ``margin``).
+    """
+    dtype = ensemble.sum_dtype
+    near_half = margin / 2.0 + UNIT_ROUNDOFF[dtype]
+    if near_half >= 0.25:  # not the case for any bound of this module; kept general
+        return _guard(g, p1, link, k, k_dtype, exact, ensemble, margin)
+    half = g.const(GUARD_STAGE, "half", 0.5, dtype)
+    distance = g.op(GUARD_STAGE, "Abs", [g.op(GUARD_STAGE, "Sub", [p1, half])])
+    least = g.op(GUARD_STAGE, "ReduceMin", [distance], keepdims=0)
+    limit = g.const(GUARD_STAGE, "near_half", near_half, dtype)
+    any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, limit])
+
+    redo = g.child()
+    probabilities = link(redo, p1)
+    gap = _top_two_gap(redo, probabilities, dtype)
+    near = redo.op(
+        GUARD_STAGE, "LessOrEqual", [gap, g.const(GUARD_STAGE, "tie_margin", margin, dtype)]
+    )
+    # identity link: the exact scores are the probabilities
+    redone = _rescore(redo, near, probabilities, k, k_dtype, exact, ensemble)
+    keep = g.child()
+    kept = link(keep, p1)
+    return _branch(g, any_near, redo, redone, keep, kept, dtype)
+
+
+def _top_two_gap(g: GraphBuilder, probabilities: str, dtype: str) -> str:
+    """``[N]``: each row's largest probability minus its second largest."""
+    two = g.const(GUARD_STAGE, "two", [2], np.int64)
+    top, _ = g.op(GUARD_STAGE, "TopK", [probabilities, two], axis=1, n_outputs=2)
+    # first minus second, one rounding as a Sub would make ([N, 2] x [2] -> [N])
+    first_minus_second = g.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)
+    return g.op(GUARD_STAGE, "MatMul", [top, first_minus_second])
+
+
+def _rescore(
+    redo: GraphBuilder,
+    near: str,
+    scores: str,
+    k: str,
+    k_dtype: str,
+    exact: ExactScorer,
+    ensemble: Ensemble,
+) -> str:
+    """``scores`` with the rows where ``near`` [N] holds replaced by the exact encoding's."""
     where = redo.op(GUARD_STAGE, "NonZero", [near])  # [1, M]
     index = redo.op(GUARD_STAGE, "Transpose", [where], perm=[1, 0])  # [M, 1]
     near_k = redo.op(GUARD_STAGE, "GatherND", [k, index])  # [M, F]
     near_rows = exact.operator_input(redo, near_k, k_dtype)
+    dtype = ensemble.sum_dtype
     exact_scores = finish_scores(redo, exact.blocks_of(redo, near_rows), ensemble, dtype)
-    merged = redo.op(GUARD_STAGE, "ScatterND", [scores, index, exact_scores])
-    redone = link(redo, merged)
-    redo_graph = helper.make_graph(redo.nodes, "near_ties", [], [out_info(redone, elem, None)])
+    return redo.op(GUARD_STAGE, "ScatterND", [scores, index, exact_scores])
 
-    keep = g.child()
-    kept = keep.op(GUARD_STAGE, "Identity", [probabilities])
+
+def _branch(
+    g: GraphBuilder,
+    near: str,
+    redo: GraphBuilder,
+    redone: str,
+    keep: GraphBuilder,
+    kept: str,
+    dtype: str,
+) -> str:
+    """``If(near)``: ``redo``'s ``redone``, else ``keep``'s ``kept``."""
+    out_info = helper.make_tensor_value_info
+    elem = onnx_type(dtype)
+    redo_graph = helper.make_graph(redo.nodes, "near_ties", [], [out_info(redone, elem, None)])
     keep_graph = helper.make_graph(keep.nodes, "no_near_ties", [], [out_info(kept, elem, None)])
-    return g.op(GUARD_STAGE, "If", [any_near], then_branch=redo_graph, else_branch=keep_graph)
+    return g.op(GUARD_STAGE, "If", [near], then_branch=redo_graph, else_branch=keep_graph)
