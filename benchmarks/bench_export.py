@@ -395,11 +395,12 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
     elapsed = time.perf_counter() - started
     if args.models and (out / "export.md").exists():
         merged = _merge_rows(out / "export.md", headers, rows, args.models)
-        merged.append(
+        merged += [
+            "",
             f"Rows of {', '.join(args.models)} re-measured with `--models`: "
             + environment()
-            + f" Those models: {elapsed / 60:.1f} min."
-        )
+            + f" Those models: {elapsed / 60:.1f} min.",
+        ]
         write(out / "export.md", "\n".join(merged))
         return
 

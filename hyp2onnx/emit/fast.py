@@ -10,10 +10,20 @@ trees itself, as the peer's graph does (skl2onnx, onnxmltools):
   CatBoost boosters): one operator with one target per output column, each
   leaf adding its value to its class; the operator adds the trees in the
   order its threads take them;
-* a leaf holds one value per class (scikit-learn classifiers; the opset-5
-  operator gives a leaf one target only): the exact graph, unchanged. (Its
-  leaf rows and value table added by ``ReduceSum`` in the runtime's order,
-  :data:`LEAF_ROWS_IN_ANY_ORDER`, were measured no faster.)
+* a leaf holds two class fractions (binary scikit-learn classifiers): one
+  target per leaf, the class-1 fraction, and class 0 as ``1 - p1`` (one
+  ``Gemm``), the fractions' rounding (:func:`complement_defect`) added to
+  the bound;
+* a leaf holds more values (scikit-learn classifiers of more classes; the
+  opset-5 operator gives a leaf one target only): the exact graph,
+  unchanged. (Its leaf rows and value table added by ``ReduceSum`` in the
+  runtime's order, :data:`LEAF_ROWS_IN_ANY_ORDER`, were measured no faster.)
+
+Forests divide by the tree count in the operator (its ``AVERAGE``). A model
+comparing in float32 fed float64 Klein coordinates reads them directly
+against float64 boundaries of its float32 thresholds
+(:func:`~hyp2onnx.emit.trees.float32_boundaries`), without the ``Cast`` to
+float32 and back.
 
 Routing is the exact encoding's (the same operator attributes and
 thresholds). A sum of ``n`` terms added in two orders differs by at most
@@ -25,14 +35,15 @@ follows.
 
 A label can depend on the order only where the top two probabilities lie
 within twice that bound (the link functions change distances by a factor of
-at most 1, plus a few roundings: :func:`tie_margin`). The graph finds those
-rows itself (``TopK`` of the probabilities, their gap against the margin),
-scores just them with the exact encoding's ordered per-tree sums (``NonZero``,
-``GatherND``, the exact operator in row blocks), writes their exact scores
-back with ``ScatterND`` and applies the link again: those rows get the exact
-graph's probabilities and label, exact ties included (a tie has gap 0, and
-``ArgMax`` then takes the first class as numpy does). All this sits behind an
-``If`` that is skipped when no row is near a tie.
+at most 1, plus a few roundings: :func:`tie_margin`). On every call the
+graph takes the smallest gap of the batch (``TopK``, ``MatMul``,
+``ReduceMin``; binary forests ``|p1 - 1/2|``) against the margin, and an
+``If`` that only when some row is near a tie finds those rows, scores them
+with the exact encoding's ordered per-tree sums (``NonZero``, ``GatherND``,
+the exact operator in row blocks), writes their exact scores back with
+``ScatterND`` and applies the link again: those rows get the exact graph's
+probabilities and label, exact ties included (a tie has gap 0, and
+``ArgMax`` then takes the first class as numpy does).
 """
 
 from __future__ import annotations
