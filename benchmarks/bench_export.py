@@ -28,7 +28,13 @@ in the same run. ``--large`` measures instead a forest whose graph exceeds
 against skl2onnx.
 
     python benchmarks/bench_export.py [--quick] [--threads 1,2,4,8,16]
-        [--encodings fast,exact] [--large [--large-trees N]]
+        [--encodings fast,exact] [--models "RF binary,RF regressor"]
+        [--large [--large-trees N]]
+
+``--models`` times only the models named (row labels, comma-separated) and
+replaces their rows in an existing results file, keeping the other rows and
+adding a line that says when and under what load the replaced rows were
+measured (the columns, thread counts and encodings must match).
 """
 
 from __future__ import annotations
@@ -335,8 +341,17 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
         headers += [f"rows/s, {tag}", "vs peer", f"1-row µs, {tag}", "vs peer"]
     rows: list[list[str]] = []
     started = time.perf_counter()
-    for label, fit in model_specs(n_trees, quick):
-        (model, kwargs, make_peer), t_fit = _timed(lambda: fit(k_train, X_train, rng))
+    specs = model_specs(n_trees, quick)
+    if args.models:
+        unknown = set(args.models) - {label for label, _ in specs}
+        if unknown:
+            sys.exit(f"unknown models {sorted(unknown)}; known: {[label for label, _ in specs]}")
+    for index, (label, fit) in enumerate(specs):
+        if args.models and label not in args.models:
+            continue
+        # each model's labels from its own generator: the same model whichever others run
+        labels_rng = np.random.default_rng([0, index])
+        (model, kwargs, make_peer), t_fit = _timed(lambda: fit(k_train, X_train, labels_rng))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # plain boosters: "exported with its own thresholds"
             graphs: dict[str, tuple[Any, np.ndarray]] = {}
@@ -378,6 +393,16 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
         del graphs, timing
         gc.collect()
     elapsed = time.perf_counter() - started
+    if args.models and (out / "export.md").exists():
+        merged = _merge_rows(out / "export.md", headers, rows, args.models)
+        merged += [
+            "",
+            f"Rows of {', '.join(args.models)} re-measured with `--models`: "
+            + environment()
+            + f" Those models: {elapsed / 60:.1f} min.",
+        ]
+        write(out / "export.md", "\n".join(merged))
+        return
 
     md = [
         "# Exported graphs against their peers",
@@ -398,6 +423,32 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
         environment() + f" Whole run: {elapsed / 60:.1f} min.",
     ]
     write(out / "export.md", "\n".join(md))
+
+
+def _merge_rows(
+    path: Path, headers: list[str], rows: list[list[str]], models: list[str]
+) -> list[str]:
+    """The lines of the results file ``path`` with the rows of ``models`` replaced by ``rows``.
+
+    Rows keep the file's order; the file's header must be ``headers``.
+    """
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header = "| " + " | ".join(headers) + " |"
+    if header not in lines:
+        sys.exit(f"{path}: its table has other columns; rerun every model instead of --models")
+    fresh: dict[str, list[str]] = {}
+    for row in rows:
+        fresh.setdefault(row[0], []).append("| " + " | ".join(row) + " |")
+    out: list[str] = []
+    for line in lines:
+        cells = line.split(" | ")
+        model = cells[0][2:] if line.startswith("| ") else None
+        if model in models:
+            if model in fresh:  # the model's new rows, once, where its old ones were
+                out.extend(fresh.pop(model))
+            continue
+        out.append(line)
+    return out
 
 
 def _address_limit() -> str:
@@ -566,6 +617,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--cut", action="store_true", help="also time the exact graph cut after its tree operator"
+    )
+    parser.add_argument(
+        "--models",
+        type=lambda v: v.split(","),
+        default=None,
+        help="only these models (row labels, comma-separated); their rows replace the "
+        "old ones in the results file",
     )
     args = parser.parse_args(argv)
     out = output_dir(args)

@@ -23,7 +23,8 @@ from _boosting_data import klein_with_ties
 from _data import klein_points, labels
 
 import hyp2onnx as h
-from hyp2onnx.emit import fast
+from hyp2onnx._runtime import all_nodes
+from hyp2onnx.emit import fast, trees
 from hyp2onnx.emit.trees import tree_of_node
 from hyp2onnx.export import describe, read_metadata
 from hyp2onnx.export._compile import compile_model
@@ -194,6 +195,48 @@ def test_the_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert np.all(labels_of(False, 2) == 1)
 
 
+def test_the_binary_forest_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Binary forests add the class-1 fractions alone and give class 0 as 1 - p1.
+
+    Every leaf of tree 0 holds (0, 1), of the last tree (1, 0), of the others
+    (1/2 - 2^-53, 1/2 + 2^-53). In tree order the class-1 fractions add up to
+    exactly 50 (each 2^-53 is lost against sums of 1 and more) and the class-0
+    ones to a little less: probability 0.5 against 0.49999999999999994, class 1.
+    The graph's ``1 - p1`` is 0.5 too, a tie, and ``ArgMax`` takes class 0, in
+    any order of the sum: only the guard gives these rows class 1.
+    """
+    k = klein_points(400, 3, seed=46)
+    model = h.HyperbolicRandomForestClassifier(
+        n_estimators=100, max_depth=2, random_state=0, **KLEIN
+    ).fit(k, labels(k, 2))
+    described = describe(model)
+    e = described.ensemble
+    p1 = np.full(e.n_trees, 0.5 + 2.0**-53)
+    p1[0], p1[-1] = 1.0, 0.0
+    leaf = e.feature < 0
+    value = np.zeros_like(e.value)
+    value[leaf, 1] = p1[tree_of_node(e)[leaf]]
+    value[leaf, 0] = 1.0 - value[leaf, 1]
+    described = replace(described, ensemble=replace(e, value=value))
+    # The model's own arithmetic: each class's fractions added in tree order.
+    sums = [np.float64(0.0), np.float64(0.0)]
+    for v in p1:
+        sums = [sums[0] + (1.0 - v), sums[1] + v]
+    assert sums[1] / e.n_trees > sums[0] / e.n_trees  # class 1
+
+    def run(guard: bool, threads: int) -> dict:
+        monkeypatch.setattr(fast, "GUARD", guard)
+        graph = compile_model(described, dtype="float64", encoding="fast", opset=18)
+        assert "Gemm" in [n.op_type for n in all_nodes(graph.graph)]  # 1 - p1
+        return run_onnx(graph, k[:200], threads=threads)
+
+    for threads in (1, 2):
+        got = run(True, threads)
+        assert np.all(got["label"] == 1)
+        assert np.all(got["probabilities"][:, 0] == sums[0] / e.n_trees)  # the exact values
+        assert np.all(run(False, threads)["label"] == 0)  # without the guard: the tie
+
+
 def test_values_stay_within_the_recorded_bound() -> None:
     k = klein_points(400, 3, seed=45)
     model = h.HyperbolicLGBMRegressor(
@@ -215,3 +258,73 @@ def test_values_stay_within_the_recorded_bound() -> None:
     differs = np.abs(got["variable"] - exact["variable"])
     assert differs.max() > 0  # the orders differ here ...
     assert np.all(differs <= bound)  # ... by no more than the bound
+
+
+def _float32_ties(X: np.ndarray) -> list[np.ndarray]:
+    """``X`` with every value moved to the midpoint between its float32 rounding and
+    the float32 above or below (where rounding to float32 ties), and one float64 step
+    either side of it."""
+    x32 = X.astype(np.float32)
+    out = []
+    for direction in (np.inf, -np.inf):
+        beside = np.nextafter(x32, np.float32(direction)).astype(np.float64)
+        mid = (x32.astype(np.float64) + beside) / 2
+        out += [mid, np.nextafter(mid, np.inf), np.nextafter(mid, -np.inf)]
+    return out
+
+
+@pytest.mark.parametrize("task", ["binary", "regressor"])
+def test_float64_input_is_routed_as_the_model_rounds_it(task: str) -> None:
+    """A model comparing in float32 fed float64 points: the fast graph's opset-5
+    operator reads them as they are, against float32 boundaries (no Cast to float32
+    and back). Rows at and next to every threshold and where rounding to float32
+    ties reach the model's leaves: the outputs agree within the bound (a misrouted
+    row is off by a leaf's value)."""
+    from types import SimpleNamespace
+
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
+
+    rows = training_rows()
+    if task == "binary":
+        model = RandomForestClassifier(n_estimators=10, max_depth=6, random_state=0)
+        model.fit(rows, labels(rows, 2))
+    else:
+        model = RandomForestRegressor(n_estimators=10, max_depth=6, random_state=0)
+        model.fit(rows, rows[:, 0] + np.sin(3 * rows[:, 1]))
+    probes = oracle.probe_rows(oracle.native(SimpleNamespace(estimator_=model)), rows).k
+    X = np.concatenate([rows, probes, *_float32_ties(probes)])
+    with pytest.warns(UserWarning, match="own .Euclidean. thresholds"):
+        graph = h.to_onnx(model, dtype="float64", **KLEIN)
+    assert describe(model, **KLEIN).ensemble.compare_dtype == "float32"
+    main = [n.op_type for n in graph.graph.node]
+    assert "Cast" not in main and "TreeEnsemble" in main
+    meta = read_metadata(graph)
+    got = run_onnx(graph, X, threads=2)
+    if task == "regressor":
+        want, got_values = model.predict(X).reshape(-1, 1), got["variable"]
+    else:
+        want, got_values = model.predict_proba(X), got["probabilities"]
+        assert np.array_equal(got["label"], model.predict(X))
+    tolerance = default_tolerance(meta) + default_rtol(meta) * np.abs(want)
+    assert np.all(np.abs(got_values - want) <= tolerance)
+
+
+def test_float32_boundaries_round_as_a_cast_does() -> None:
+    """x <= b iff float32(x) <= t (or < t), for x at, next to and between the
+    float32 neighbours of thresholds of every magnitude, subnormals and ties included."""
+    rng = np.random.default_rng(3)
+    t = rng.normal(size=300) * 10.0 ** rng.integers(-44, 38, size=300)
+    t = np.concatenate([t, [0.0, -0.0, 0.5, -1.0, 1.5, 2.0**-149, 3 * 2.0**-149, 2.0**-126]])
+    t32 = t.astype(np.float32).astype(np.float64)
+    up = np.nextafter(t.astype(np.float32), np.float32(np.inf)).astype(np.float64)
+    t = np.concatenate([t, t32, (t32 + up) / 2])  # float32 values and midpoints (ties)
+    for op in ("<=", "<"):
+        b = trees.float32_boundaries(t, op)
+        for step in range(-2, 3):
+            x = b.copy()
+            for _ in range(abs(step)):
+                x = np.nextafter(x, np.sign(step) * np.inf)
+            for probe in (x, np.nextafter(t, np.inf), np.nextafter(t, -np.inf), t):
+                x32 = probe.astype(np.float32).astype(np.float64)
+                want = x32 <= t if op == "<=" else x32 < t
+                assert np.array_equal(probe <= b, want), (op, step)

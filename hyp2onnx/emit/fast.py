@@ -10,10 +10,20 @@ trees itself, as the peer's graph does (skl2onnx, onnxmltools):
   CatBoost boosters): one operator with one target per output column, each
   leaf adding its value to its class; the operator adds the trees in the
   order its threads take them;
-* a leaf holds one value per class (scikit-learn classifiers; the opset-5
-  operator gives a leaf one target only): the exact graph, unchanged. (Its
-  leaf rows and value table added by ``ReduceSum`` in the runtime's order,
-  :data:`LEAF_ROWS_IN_ANY_ORDER`, were measured no faster.)
+* a leaf holds two class fractions (binary scikit-learn classifiers): one
+  target per leaf, the class-1 fraction, and class 0 as ``1 - p1`` (one
+  ``Gemm``), the fractions' rounding (:func:`complement_defect`) added to
+  the bound;
+* a leaf holds more values (scikit-learn classifiers of more classes; the
+  opset-5 operator gives a leaf one target only): the exact graph,
+  unchanged. (Its leaf rows and value table added by ``ReduceSum`` in the
+  runtime's order, :data:`LEAF_ROWS_IN_ANY_ORDER`, were measured no faster.)
+
+Forests divide by the tree count in the operator (its ``AVERAGE``). A model
+comparing in float32 fed float64 Klein coordinates reads them directly
+against float64 boundaries of its float32 thresholds
+(:func:`~hyp2onnx.emit.trees.float32_boundaries`), without the ``Cast`` to
+float32 and back.
 
 Routing is the exact encoding's (the same operator attributes and
 thresholds). A sum of ``n`` terms added in two orders differs by at most
@@ -25,14 +35,15 @@ follows.
 
 A label can depend on the order only where the top two probabilities lie
 within twice that bound (the link functions change distances by a factor of
-at most 1, plus a few roundings: :func:`tie_margin`). The graph finds those
-rows itself (``TopK`` of the probabilities, their gap against the margin),
-scores just them with the exact encoding's ordered per-tree sums (``NonZero``,
-``GatherND``, the exact operator in row blocks), writes their exact scores
-back with ``ScatterND`` and applies the link again: those rows get the exact
-graph's probabilities and label, exact ties included (a tie has gap 0, and
-``ArgMax`` then takes the first class as numpy does). All this sits behind an
-``If`` that is skipped when no row is near a tie.
+at most 1, plus a few roundings: :func:`tie_margin`). On every call the
+graph takes the smallest gap of the batch (``TopK``, ``MatMul``,
+``ReduceMin``; binary forests ``|p1 - 1/2|``) against the margin, and an
+``If`` that only when some row is near a tie finds those rows, scores them
+with the exact encoding's ordered per-tree sums (``NonZero``, ``GatherND``,
+the exact operator in row blocks), writes their exact scores back with
+``ScatterND`` and applies the link again: those rows get the exact graph's
+probabilities and label, exact ties included (a tie has gap 0, and
+``ArgMax`` then takes the first class as numpy does).
 """
 
 from __future__ import annotations
@@ -41,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import helper
 
 from ..ir import Ensemble
 from ._graph import GraphBuilder, onnx_type
@@ -52,6 +63,7 @@ from .trees import (
     cast_to,
     emit_exact,
     finish_scores,
+    float32_boundaries,
     legacy_regressor,
     per_class_trees,
     tree_ensemble_v5,
@@ -102,6 +114,16 @@ def value_bound(ensemble: Ensemble) -> float:
     divisor = ensemble.n_trees if ensemble.aggregate == "mean" else 1
     scale = total / divisor + np.abs(ensemble.base_values.astype(np.float64))
     bound = (2.0 * _gamma(np.maximum(terms - 1, 0), u) + 8.0 * u) * scale
+    defect = complement_defect(ensemble)
+    if defect is not None:
+        # Class 0 as 1 - p1 (binary class fractions): its exact sum adds the p0
+        # fractions, equal to T - sum(p1) but for the defect D. Both sums'
+        # reorderings, D, and the roundings of the division, the Sub and the
+        # exact graph's division: within (2 γ(T-1) + 8u)(S0 + S1) / T + 2 D / T
+        # (S0 + S1 >= T - D, so this covers the 1 as well).
+        n = np.float64(max(int(terms.max()) - 1, 0))
+        both = (2.0 * n * u / (1.0 - n * u) + 8.0 * u) * total.sum() / divisor
+        bound = np.append(bound, both + 2.0 * defect / divisor)
     return float(bound.max())
 
 
@@ -119,8 +141,10 @@ def tie_margin(ensemble: Ensemble, bound: float) -> float:
     return 2.0 * (bound + rounding)
 
 
-#: ``refine(g, scores, probabilities, link) -> probabilities``
-Refine = Callable[[GraphBuilder, str, str, Callable[[GraphBuilder, str], str]], str]
+#: ``link(g, scores) -> probabilities``
+Link = Callable[[GraphBuilder, str], str]
+#: ``refine(g, scores, link) -> probabilities``
+Refine = Callable[[GraphBuilder, str, Link], str]
 
 
 @dataclass(frozen=True)
@@ -131,6 +155,43 @@ class Guarded:
     bound: float  #: :func:`value_bound`
     margin: float  #: :func:`tie_margin`
     refine: Refine | None  #: None: no labels depend on the order (or the guard is off)
+    #: replaces the link function (binary forests: ``scores`` is p1 alone)
+    to_probabilities: Link | None = None
+
+
+def complement_defect(ensemble: Ensemble) -> float | None:
+    """``Σ_t max |p0 + p1 - 1|`` over each tree's leaves, for binary leaves holding class
+    fractions; None where the fast graph cannot derive class 0 from class 1.
+
+    A binary scikit-learn classifier's leaf holds two fractions that add up to
+    1 but for their roundings. The fast graph adds the class-1 fractions
+    alone, with one target per leaf as the peer does, and gives class 0 as
+    ``1 - p1``; the defect, computed exactly here (``TwoSum``), enters the
+    value bound (:func:`value_bound`).
+    """
+    if (
+        ensemble.classes is None
+        or len(ensemble.classes) != 2
+        or ensemble.n_outputs != 2
+        or ensemble.post_transform != "identity"
+        or np.any(ensemble.base_values != 0)
+        or ensemble.sum_dtype != "float64"
+    ):
+        return None
+    leaf = ensemble.feature < 0
+    p0, p1 = (ensemble.value[leaf, c].astype(np.float64) for c in (0, 1))
+    total = p0 + p1
+    back = total - p0
+    rounding = (p0 - (total - back)) + (p1 - back)  # TwoSum: p0 + p1 = total + rounding
+    if np.any(total < 0.5) or np.any(total > 2.0):
+        return None  # not fractions; (total - 1) below is exact only in [0.5, 2]
+    defect = np.abs((total - 1.0) + rounding) * (1.0 + 4.0 * UNIT_ROUNDOFF["float64"])
+    per_tree = np.zeros(ensemble.n_trees)
+    np.maximum.at(per_tree, tree_of_node(ensemble)[leaf], defect)
+    largest = float(per_tree.sum())
+    if largest > 4.0 * ensemble.n_trees * UNIT_ROUNDOFF["float64"]:
+        return None
+    return largest
 
 
 def emit_fast(
@@ -150,87 +211,216 @@ def emit_fast(
     """
     guard = GUARD if guard is None else guard
     by_column = plan.carries == "values" and per_class_trees(ensemble) is not None
+    complement = not by_column and complement_defect(ensemble) is not None
     bound = value_bound(ensemble)
-    if bound == 0.0 or not (by_column or LEAF_ROWS_IN_ANY_ORDER):
-        # Nothing is reordered, or (scikit-learn classifiers) the runtime's
-        # ReduceSum was measured no faster than the ordered sums: the exact graph.
+    if bound == 0.0 or not (by_column or complement or LEAF_ROWS_IN_ANY_ORDER):
+        # Nothing is reordered, or (scikit-learn classifiers of more than two classes)
+        # the runtime's ReduceSum was measured no faster than the ordered sums: the exact graph.
         exact_scores = emit_exact(g, k, k_dtype, ensemble, plan, features=features)
         return Guarded(exact_scores, 0.0, 0.0, None)
     if features is not None:  # the whole batch's columns, for the operator below
         k = by_row_blocks(g, k, features, ensemble.n_features, "float64")
         k_dtype = "float64"
     exact = ExactScorer.build(g, ensemble, plan)
-    rows = exact.operator_input(g, k, k_dtype)
-    if by_column:
-        leaf_nodes = np.flatnonzero(ensemble.feature < 0)
+    # The operator divides by the tree count itself (its AVERAGE): one node less.
+    average = ensemble.aggregate == "mean" and ensemble.n_trees > 1
+    leaf_nodes = np.flatnonzero(ensemble.feature < 0)
+    if by_column or complement:
         tree = tree_of_node(ensemble)[leaf_nodes]
-        target = (
-            np.zeros(ensemble.n_trees, dtype=np.int64)
-            if ensemble.tree_target is None
-            else ensemble.tree_target
-        )
-        targets = {
-            "leaf_nodes": leaf_nodes,
-            "target_ids": np.asarray(target, dtype=np.int64)[tree],
-            "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
-            "n_targets": ensemble.n_outputs,
-        }
-        if plan.operator == "legacy":
-            raw = legacy_regressor(g, rows, ensemble, **targets)
+        if by_column:
+            target = (
+                np.zeros(ensemble.n_trees, dtype=np.int64)
+                if ensemble.tree_target is None
+                else ensemble.tree_target
+            )
+            targets = {
+                "leaf_nodes": leaf_nodes,
+                "target_ids": np.asarray(target, dtype=np.int64)[tree],
+                "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
+                "n_targets": ensemble.n_outputs,
+            }
+        else:  # class 1 only; class 0 is 1 - p1 (complement_defect)
+            targets = {
+                "leaf_nodes": leaf_nodes,
+                "target_ids": np.zeros(leaf_nodes.size, dtype=np.int64),
+                "weights": ensemble.value[leaf_nodes, 1],
+                "n_targets": 1,
+            }
+        if plan.operator == "legacy":  # only ever with by_column (plan_trees)
+            rows = exact.operator_input(g, k, k_dtype)
+            raw = legacy_regressor(g, rows, ensemble, average=average, **targets)
         else:
-            raw = tree_ensemble_v5(g, rows, ensemble, **targets)
+            rows, boundaries = _double_input(g, k, k_dtype, ensemble)
+            raw = tree_ensemble_v5(
+                g, rows, ensemble, average=average, boundaries=boundaries, **targets
+            )
         raw = cast_to(g, raw, exact.out_dtype, ensemble.sum_dtype)
+        scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype, averaged=average)
     else:
+        rows = exact.operator_input(g, k, k_dtype)
         raw = replace(exact, ordered=False).any_batch(g, rows)
-    scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype)
+        scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype)
     margin = tie_margin(ensemble, bound)
+    to_probabilities = _complement_link(ensemble.sum_dtype) if complement else None
     labelled = ensemble.classes is not None and len(ensemble.classes) > 1  # is_classifier
     if not (guard and labelled):
-        return Guarded(scores, bound, margin, None)
+        return Guarded(scores, bound, margin, None, to_probabilities)
 
-    def refine(
-        b: GraphBuilder, scores: str, probabilities: str, link: Callable[[GraphBuilder, str], str]
-    ) -> str:
-        return _guard(b, scores, probabilities, link, rows, exact, ensemble, margin)
+    def refine(b: GraphBuilder, scores: str, link: Link) -> str:
+        if complement:
+            return _binary_guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
+        return _guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
 
-    return Guarded(scores, bound, margin, refine)
+    return Guarded(scores, bound, margin, refine, to_probabilities)
+
+
+def _complement_link(dtype: str) -> Link:
+    """``p1 [N, 1] -> [1 - p1, p1]`` in one ``Gemm`` (``p1 · [-1, 1] + [1, 0]``: the
+    products are exact, so each entry is rounded once, as ``1 - p1`` and ``p1``)."""
+
+    def to_probabilities(g: GraphBuilder, p1: str) -> str:
+        signs = g.const(STAGE, "minus_plus", np.array([[-1.0, 1.0]]), dtype)
+        offset = g.const(STAGE, "one_zero", np.array([1.0, 0.0]), dtype)
+        return g.op(STAGE, "Gemm", [p1, signs, offset])
+
+    return to_probabilities
+
+
+def _double_input(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> tuple[str, bool]:
+    """The opset-5 operator's float64 input, and whether its thresholds are float32 boundaries.
+
+    A model comparing in float32 fed float64 Klein coordinates reads them as
+    they are, against :func:`~hyp2onnx.emit.trees.float32_boundaries` (no
+    ``Cast`` to float32 and back); otherwise as the exact encoding does.
+    """
+    if (
+        k_dtype == "float64"
+        and ensemble.compare_dtype == "float32"
+        and ensemble.categories is None
+        and np.all(
+            np.isfinite(float32_boundaries(ensemble.threshold[ensemble.feature >= 0], ensemble.op))
+        )
+    ):
+        return k, True
+    compare = ensemble.compare_dtype
+    return cast_to(g, cast_to(g, k, k_dtype, compare), compare, "float64"), False
 
 
 def _guard(
     g: GraphBuilder,
     scores: str,
-    probabilities: str,
-    link: Callable[[GraphBuilder, str], str],
-    rows: str,
+    link: Link,
+    k: str,
+    k_dtype: str,
     exact: ExactScorer,
     ensemble: Ensemble,
     margin: float,
 ) -> str:
-    """``probabilities`` with the rows near a tie recomputed from exact scores."""
+    """``probabilities`` with the rows near a tie recomputed from exact scores.
+
+    On every call: the top two probabilities of each row (``TopK``), their
+    difference (``MatMul``), its smallest value over the batch (``ReduceMin``,
+    +inf for an empty batch) against the margin, and an ``If``. Only the
+    branch taken when some row is near a tie finds those rows and rescores them.
+    """
     dtype = ensemble.sum_dtype
+    probabilities = link(g, scores)
+    gap = _top_two_gap(g, probabilities, dtype)
+    tie_margin = g.const(GUARD_STAGE, "tie_margin", margin, dtype)
+    least = g.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
+    any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
+
+    redo = g.child()
+    near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
+    redone = link(redo, _rescore(redo, near, scores, k, k_dtype, exact, ensemble))
+    keep = g.child()
+    kept = keep.op(GUARD_STAGE, "Identity", [probabilities])
+    return _branch(g, any_near, redo, redone, keep, kept, dtype)
+
+
+def _binary_guard(
+    g: GraphBuilder,
+    p1: str,
+    link: Link,
+    k: str,
+    k_dtype: str,
+    exact: ExactScorer,
+    ensemble: Ensemble,
+    margin: float,
+) -> str:
+    """The guard of binary forests, whose scores are ``p1 [N, 1]`` and probabilities
+    ``[1 - p1, p1]``: the link runs inside the ``If``, where it is needed anyway.
+
+    On every call: ``|p1 - 1/2|`` (``Sub``, exact wherever it is below 1/4 by
+    Sterbenz's lemma, and ``Abs``), its smallest value, and the ``If``. A row
+    whose probabilities lie within ``margin`` has ``|1 - 2 p1| <= margin + u``
+    (``1 - p1`` rounds once), so ``|p1 - 1/2| <= margin / 2 + u``: the branch
+    that rescores is taken whenever a row needs it, and rescores exactly the
+    rows of the general guard (top two within ``margin``).
+    """
+    dtype = ensemble.sum_dtype
+    near_half = margin / 2.0 + UNIT_ROUNDOFF[dtype]
+    if near_half >= 0.25:  # not the case for any bound of this module; kept general
+        return _guard(g, p1, link, k, k_dtype, exact, ensemble, margin)
+    half = g.const(GUARD_STAGE, "half", 0.5, dtype)
+    distance = g.op(GUARD_STAGE, "Abs", [g.op(GUARD_STAGE, "Sub", [p1, half])])
+    least = g.op(GUARD_STAGE, "ReduceMin", [distance], keepdims=0)
+    limit = g.const(GUARD_STAGE, "near_half", near_half, dtype)
+    any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, limit])
+
+    redo = g.child()
+    probabilities = link(redo, p1)
+    gap = _top_two_gap(redo, probabilities, dtype)
+    near = redo.op(
+        GUARD_STAGE, "LessOrEqual", [gap, g.const(GUARD_STAGE, "tie_margin", margin, dtype)]
+    )
+    # identity link: the exact scores are the probabilities
+    redone = _rescore(redo, near, probabilities, k, k_dtype, exact, ensemble)
+    keep = g.child()
+    kept = link(keep, p1)
+    return _branch(g, any_near, redo, redone, keep, kept, dtype)
+
+
+def _top_two_gap(g: GraphBuilder, probabilities: str, dtype: str) -> str:
+    """``[N]``: each row's largest probability minus its second largest."""
     two = g.const(GUARD_STAGE, "two", [2], np.int64)
     top, _ = g.op(GUARD_STAGE, "TopK", [probabilities, two], axis=1, n_outputs=2)
     # first minus second, one rounding as a Sub would make ([N, 2] x [2] -> [N])
-    gap = g.op(
-        GUARD_STAGE, "MatMul", [top, g.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)]
-    )
-    near = g.op(
-        GUARD_STAGE, "LessOrEqual", [gap, g.const(GUARD_STAGE, "tie_margin", margin, dtype)]
-    )
-    where = g.op(GUARD_STAGE, "NonZero", [near])  # [1, M]
-    any_near = g.op(GUARD_STAGE, "Cast", [g.op(GUARD_STAGE, "Size", [where])], to=TensorProto.BOOL)
+    first_minus_second = g.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)
+    return g.op(GUARD_STAGE, "MatMul", [top, first_minus_second])
 
-    elem = onnx_type(dtype)
-    out_info = helper.make_tensor_value_info
-    redo = g.child()
+
+def _rescore(
+    redo: GraphBuilder,
+    near: str,
+    scores: str,
+    k: str,
+    k_dtype: str,
+    exact: ExactScorer,
+    ensemble: Ensemble,
+) -> str:
+    """``scores`` with the rows where ``near`` [N] holds replaced by the exact encoding's."""
+    where = redo.op(GUARD_STAGE, "NonZero", [near])  # [1, M]
     index = redo.op(GUARD_STAGE, "Transpose", [where], perm=[1, 0])  # [M, 1]
-    near_rows = redo.op(GUARD_STAGE, "GatherND", [rows, index])  # [M, F]
+    near_k = redo.op(GUARD_STAGE, "GatherND", [k, index])  # [M, F]
+    near_rows = exact.operator_input(redo, near_k, k_dtype)
+    dtype = ensemble.sum_dtype
     exact_scores = finish_scores(redo, exact.blocks_of(redo, near_rows), ensemble, dtype)
-    merged = redo.op(GUARD_STAGE, "ScatterND", [scores, index, exact_scores])
-    redone = link(redo, merged)
-    redo_graph = helper.make_graph(redo.nodes, "near_ties", [], [out_info(redone, elem, None)])
+    return redo.op(GUARD_STAGE, "ScatterND", [scores, index, exact_scores])
 
-    keep = g.child()
-    kept = keep.op(GUARD_STAGE, "Identity", [probabilities])
+
+def _branch(
+    g: GraphBuilder,
+    near: str,
+    redo: GraphBuilder,
+    redone: str,
+    keep: GraphBuilder,
+    kept: str,
+    dtype: str,
+) -> str:
+    """``If(near)``: ``redo``'s ``redone``, else ``keep``'s ``kept``."""
+    out_info = helper.make_tensor_value_info
+    elem = onnx_type(dtype)
+    redo_graph = helper.make_graph(redo.nodes, "near_ties", [], [out_info(redone, elem, None)])
     keep_graph = helper.make_graph(keep.nodes, "no_near_ties", [], [out_info(kept, elem, None)])
-    return g.op(GUARD_STAGE, "If", [any_near], then_branch=redo_graph, else_branch=keep_graph)
+    return g.op(GUARD_STAGE, "If", [near], then_branch=redo_graph, else_branch=keep_graph)

@@ -52,12 +52,15 @@ def emit_outputs(
     dtype: str,
     *,
     refine: Callable[..., str] | None = None,
+    to_probabilities: Callable[[GraphBuilder, str], str] | None = None,
 ) -> list[helper.ValueInfoProto]:
     """Wire the named graph outputs; returns their value infos.
 
-    ``refine(g, scores, probabilities, link)``, if given, returns the
-    probabilities the labels are taken from (the fast encoding's near-tie
-    guard, :mod:`hyp2onnx.emit.fast`).
+    ``to_probabilities(g, scores)``, if given, replaces the link function
+    (the fast graph of binary forests: class 0 as 1 - p1).
+    ``refine(g, scores, to_probabilities)``, if given, returns the
+    probabilities the labels are taken from, applying the link itself where
+    it chooses (the fast encoding's near-tie guard, :mod:`hyp2onnx.emit.fast`).
     """
     elem = onnx_type(dtype)
     classes = ensemble.classes
@@ -68,9 +71,12 @@ def emit_outputs(
         return [helper.make_tensor_value_info("variable", elem, ["N", ensemble.n_outputs])]
 
     n_classes = len(classes)
-    probabilities = link(g, scores, ensemble, dtype)
+    if to_probabilities is None:
+        to_probabilities = lambda b, s: link(b, s, ensemble, dtype)
     if refine is not None:
-        probabilities = refine(g, scores, probabilities, lambda b, s: link(b, s, ensemble, dtype))
+        probabilities = refine(g, scores, to_probabilities)
+    else:
+        probabilities = to_probabilities(g, scores)
     g.rename(probabilities, "probabilities")
     labels, label_type = label_tensor(classes)
     if label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(n_classes)):

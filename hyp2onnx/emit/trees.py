@@ -30,7 +30,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from ..ir import Ensemble
-from ..ir.trees import threshold_in
+from ..ir.trees import Op, threshold_in
 from ._graph import ML_DOMAIN, GraphBuilder, onnx_type
 
 STAGE = "trees"
@@ -78,6 +78,31 @@ def tree_of_node(ensemble: Ensemble) -> np.ndarray:
 
 def _thresholds(ensemble: Ensemble, dtype: str) -> np.ndarray:
     return threshold_in(ensemble.threshold, dtype, ensemble.op)
+
+
+def float32_boundaries(threshold: np.ndarray, op: Op) -> np.ndarray:
+    """Float64 thresholds ``b`` with ``x <= b`` iff the model's float32 comparison
+    of ``float32(x)`` holds, for every float64 ``x``.
+
+    With them a float64 Klein coordinate goes to the tree operator as it is,
+    without the two ``Cast`` nodes (to float32 and back) that round it first.
+    For a float32 threshold ``t`` (``<`` becomes ``<=`` the float32 below),
+    ``float32(x) <= t`` iff ``x`` lies below the midpoint ``h`` of ``t`` and
+    the next float32, or equals ``h`` and rounds to ``t`` (ties to even):
+    ``b`` is ``h`` or the float64 just below it.
+
+    The result is NaN where ``t`` or the float32 above it is infinite (no
+    Klein threshold is): callers keep the rounding ``Cast`` nodes then.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        t32 = threshold_in(threshold, "float32", op)
+        if op == "<":  # float32(x) < t  iff  float32(x) <= the float32 below t
+            t32 = np.nextafter(t32, np.float32(-np.inf))
+        t = t32.astype(np.float64)
+        up = np.nextafter(t32, np.float32(np.inf)).astype(np.float64)
+        h = np.where(np.isinf(up), np.nan, t + (up - t) / 2)  # exact: 25 significant bits
+        rounds_to_t = h.astype(np.float32) == t32
+    return np.where(rounds_to_t, h, np.nextafter(h, -np.inf))
 
 
 def cast_to(g: GraphBuilder, k: str, k_dtype: str, dtype: str) -> str:
@@ -142,6 +167,13 @@ def plan_trees(ensemble: Ensemble, encoding: str, *, legacy_only: bool = False) 
             "values" if per_class_trees(ensemble) is not None else "leaf_rows"
         )
         return TreePlan("v5", carries)
+    if encoding == "fast" and not legacy_only:
+        from .fast import complement_defect, value_bound  # fast imports this module
+
+        if complement_defect(ensemble) is not None and value_bound(ensemble) > 0:
+            # Binary class fractions: the fast graph's one-target operator in double,
+            # and its guard's exact rescoring in the same opset.
+            return TreePlan("v5", "leaf_rows")
     leaves = int(np.sum(ensemble.feature < 0))
     float32_routing = ensemble.compare_dtype == "float32"
     small = legacy_only or ensemble.n_nodes <= LEGACY_MAX_NODES
@@ -355,9 +387,17 @@ def tree_ensemble_v5(
     target_ids: np.ndarray,
     weights: np.ndarray,
     n_targets: int | None = None,
+    average: bool = False,
+    boundaries: bool = False,
 ) -> str:
     """Opset-5 TreeEnsemble in double: leaf ``leaf_nodes[i]`` puts ``weights[i]``
-    in column ``target_ids[i]``; returns [N, n_targets] (default: one column per tree)."""
+    in column ``target_ids[i]``; returns [N, n_targets] (default: one column per tree).
+
+    ``average`` divides the sums by the tree count (the operator's AVERAGE:
+    the sum, then one division, as a ``Div`` after it would make).
+    ``boundaries``: the input is float64 that a model comparing in float32
+    would round first; the thresholds are :func:`float32_boundaries`.
+    """
     leaf = ensemble.feature < 0
     internal = ~leaf
     split_rank = np.cumsum(internal) - 1
@@ -372,8 +412,14 @@ def tree_ensemble_v5(
     true_ids, true_leafs = child(ensemble.left[internal])
     false_ids, false_leafs = child(ensemble.right[internal])
     features = ensemble.feature[internal]
-    splits = _thresholds(ensemble, ensemble.compare_dtype).astype(np.float64)[internal]
-    modes: np.ndarray = np.full(features.shape, _MODES[ensemble.op], dtype=np.uint8)
+    if boundaries:
+        if ensemble.compare_dtype != "float32" or ensemble.categories is not None:
+            raise ValueError("float32 boundaries are for float32 comparisons without categories")
+        splits = float32_boundaries(ensemble.threshold, ensemble.op)[internal]
+        modes: np.ndarray = np.full(features.shape, _MODES["<="], dtype=np.uint8)
+    else:
+        splits = _thresholds(ensemble, ensemble.compare_dtype).astype(np.float64)[internal]
+        modes = np.full(features.shape, _MODES[ensemble.op], dtype=np.uint8)
     members: dict[str, Any] = {}
     if ensemble.categories is not None:
         member_nodes = np.flatnonzero(ensemble.categories.member)  # all internal, in node order
@@ -405,7 +451,8 @@ def tree_ensemble_v5(
         "TreeEnsemble",
         [k],
         domain=ML_DOMAIN,
-        aggregate_function=1,  # SUM: each target receives exactly one leaf
+        # SUM (1): with a target per tree, each target receives exactly one leaf
+        aggregate_function=0 if average else 1,
         post_transform=0,
         n_targets=ensemble.n_trees if n_targets is None else n_targets,
         tree_roots=tree_roots.astype(np.int64).tolist(),
@@ -431,9 +478,11 @@ def legacy_regressor(
     target_ids: np.ndarray,
     weights: np.ndarray,
     n_targets: int,
+    average: bool = False,
 ) -> str:
     """Legacy float32 TreeEnsembleRegressor: leaf ``leaf_nodes[i]`` adds ``weights[i]``
-    to column ``target_ids[i]``; returns [N, n_targets] float32."""
+    to column ``target_ids[i]``; returns [N, n_targets] float32 (divided by the
+    tree count where ``average``)."""
     leaf = ensemble.feature < 0
     tree = tree_of_node(ensemble)
     local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
@@ -443,7 +492,7 @@ def legacy_regressor(
         "TreeEnsembleRegressor",
         [k],
         domain=ML_DOMAIN,
-        aggregate_function="SUM",
+        aggregate_function="AVERAGE" if average else "SUM",
         post_transform="NONE",
         n_targets=n_targets,
         nodes_treeids=tree.tolist(),
@@ -647,9 +696,14 @@ def emit_compat(
     return finish_scores(g, scores, ensemble, "float32")
 
 
-def finish_scores(g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) -> str:
-    """Divide by the tree count ("mean") and add base values, in the IR's order."""
-    if ensemble.aggregate == "mean" and ensemble.n_trees > 1:
+def finish_scores(
+    g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str, *, averaged: bool = False
+) -> str:
+    """Divide by the tree count ("mean") and add base values, in the IR's order.
+
+    ``averaged``: the tree operator has divided already (its AVERAGE).
+    """
+    if ensemble.aggregate == "mean" and ensemble.n_trees > 1 and not averaged:
         scores = g.op(STAGE, "Div", [scores, g.const(STAGE, "n_trees", ensemble.n_trees, dtype)])
     if np.any(ensemble.base_values != 0):
         scores = g.op(

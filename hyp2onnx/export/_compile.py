@@ -32,7 +32,7 @@ from ..blocks import blocks_from_json, blocks_to_json, describe_blocks
 from ..emit import ENCODINGS
 from ..emit import encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
-from ..emit.fast import Guarded, Refine
+from ..emit.fast import Guarded, Link, Refine
 from ..emit.frames import emit_frames, frame_chain, remap_frames
 from ..emit.isolation import emit_oblique_walk, emit_perfect_walk, perfect_applies, walk_applies
 from ..emit.oblique import emit_normals, remap_projection
@@ -334,6 +334,7 @@ def compile_model(
     out_dtype = "float32" if how.float32 else ensemble.sum_dtype
     extra_metadata: dict[str, str] = {}
     refine: Refine | None = None
+    to_probabilities: Link | None = None
     if described.metadata.get("task") == "anomaly":  # isolation forests
         from ..emit.isolation import emit_anomaly_outputs
 
@@ -344,9 +345,11 @@ def compile_model(
         # emitter returns them as Guarded; the other emitters return the name.
         if isinstance(scores, Guarded):
             extra_metadata = {"value_bound": repr(scores.bound), "tie_margin": repr(scores.margin)}
-            refine = scores.refine
+            refine, to_probabilities = scores.refine, scores.to_probabilities
             scores = scores.scores
-        outputs = emit_outputs(g, scores, ensemble, out_dtype, refine=refine)
+        outputs = emit_outputs(
+            g, scores, ensemble, out_dtype, refine=refine, to_probabilities=to_probabilities
+        )
 
     graph = helper.make_graph(
         g.nodes,
