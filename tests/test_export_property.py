@@ -1,4 +1,4 @@
-"""Property test: random data, depths, curvatures and geometries, exact parity.
+"""Property test: random data, depths, curvatures and geometries; exact and default graphs.
 
 Test rows include every split's probe rows (``_oracle.probe_rows``): the
 tested value on the threshold and its float32/float64 neighbours, in Klein
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.export import to_onnx
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verify import run_onnx, verify
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -72,7 +72,10 @@ def test_exact_graph_matches_model(
         ]
     )
     Xt = X_test.astype(dtype)
-    got = run_onnx(to_onnx(model, dtype=dtype), Xt)
+    # The exact encoding: values bit for bit. The default graph: labels identical,
+    # values within the bound it records (verify's default tolerance).
+    assert verify(model, to_onnx(model, dtype=dtype), Xt).ok
+    got = run_onnx(to_onnx(model, dtype=dtype, encoding="exact"), Xt)
     if classify:
         np.testing.assert_array_equal(got["label"], model.predict(Xt))
         np.testing.assert_array_equal(got["probabilities"], model.predict_proba(Xt))
