@@ -778,3 +778,22 @@ def test_isolation_forest_graphs_score_on_dask(client):
     want = run_onnx(graph, X, threads=1)
     for name in ("scores", "path_length"):
         np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_rotation_forest_graphs_score_on_dask(client):
+    # Each tree reads its own frame coordinates; partitions score as one batch does.
+    from hyp2onnx.verify import run_onnx
+
+    k = klein_with_ties(1500, 2, seed=6)
+    X = as_points(k, "hyperboloid")
+    y = (k[:, 0] > 0).astype(np.int64) + (k[:, 1] > 0.1)
+    model = hyp2onnx.HyperbolicRotationForestClassifier(
+        n_estimators=8, max_depth=6, random_state=0
+    ).fit(X, y)
+    graph = hyp2onnx.to_onnx(model)
+    out = hdask.predict(graph, da.from_array(X, chunks=(400, -1)))
+    got = {name: value.compute() for name, value in out.items()}
+    np.testing.assert_array_equal(got["label"].ravel(), model.predict(X))
+    np.testing.assert_array_equal(
+        got["probabilities"], run_onnx(graph, X, threads=1)["probabilities"]
+    )

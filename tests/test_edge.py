@@ -278,3 +278,23 @@ def test_cli_convert_ort(models, rows, tmp_path, capsys):
     assert not edge.has_row_blocks(flat)
     assert (tmp_path / "forest.ort").read_bytes() != b"keep"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("kind", ["rotation", "isolation"])
+def test_ort_file_of_the_paper_future_work_models(kind, tmp_path):
+    """Rotation forests (frame chain) and isolation forests (tree walks) package for the edge:
+    the .ort file is the .onnx graph bit for bit, and its labels are the Python model's."""
+    X, k = points(700, 3, seed=44)
+    if kind == "rotation":
+        model = h.HyperbolicRotationForestClassifier(n_estimators=6, max_depth=6, random_state=0)
+        model.fit(X, labels(k, 3))
+    else:
+        model = h.HyperbolicIsolationForest(n_estimators=10, random_state=0).fit(X)
+    rows = np.concatenate([X, points(500, 3, seed=45, max_radius=12.0)[0]])  # > 1024 rows
+    onx = to_onnx(model)
+    ort_path, _ = edge.to_ort(onx, tmp_path / "m.ort")
+    got = _run(_session(str(ort_path)), rows)
+    for output, value in run_onnx(onx, rows, threads=1).items():
+        np.testing.assert_array_equal(got[output], value)
+    dtype = np.float64 if onx.graph.input[0].type.tensor_type.elem_type == 11 else np.float32
+    np.testing.assert_array_equal(got["label"], model.predict(rows.astype(dtype)))

@@ -38,6 +38,12 @@ def _model(task: str):
     if task == "anomaly":  # isolation forests score like any other model
         model = hyp2onnx.HyperbolicIsolationForest(n_estimators=20, random_state=0)
         return hyp2onnx.to_onnx(model.fit(X)), X
+    if task == "rotation":  # every tree in its own frame: the graph's frame chain per partition
+        y = labels(k, "multiclass", seed=11)
+        model = hyp2onnx.HyperbolicRotationForestClassifier(
+            n_estimators=8, max_depth=6, random_state=0
+        )
+        return hyp2onnx.to_onnx(model.fit(X, y)), X
     y = labels(k, task, seed=11)
     if task == "multiclass":
         y = np.array(["a", "b", "c"])[y]
@@ -47,7 +53,7 @@ def _model(task: str):
     return hyp2onnx.to_onnx(model.fit(X, y)), X
 
 
-@pytest.mark.parametrize("task", ["multiclass", "regression", "anomaly"])
+@pytest.mark.parametrize("task", ["multiclass", "regression", "anomaly", "rotation"])
 def test_spark_scores_like_onnxruntime(spark, task):
     graph, X = _model(task)
     import pandas as pd
