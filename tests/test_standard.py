@@ -35,7 +35,7 @@ def _models():
 
 @pytest.fixture(params=["perfect", "pointer"])
 def strategy(request, monkeypatch):
-    monkeypatch.setattr(standard, "choose_strategy", lambda ensemble: request.param)
+    monkeypatch.setattr(standard, "choose_strategy", lambda depth: request.param)
     return request.param
 
 
@@ -80,8 +80,8 @@ def test_deep_trees_choose_pointer_walk():
     deep = h.HyperbolicDecisionTreeRegressor(random_state=0).fit(X, targets(k))  # fully grown
     shallow = h.HyperbolicDecisionTreeRegressor(max_depth=6).fit(X, targets(k))
     assert deep.estimator_.get_depth() > standard.PERFECT_MAX_DEPTH
-    assert standard.choose_strategy(deep.to_ir().ensemble) == "pointer"
-    assert standard.choose_strategy(shallow.to_ir().ensemble) == "perfect"
+    assert [g.strategy for g in standard.plan_groups(deep.to_ir().ensemble)] == ["pointer"]
+    assert [g.strategy for g in standard.plan_groups(shallow.to_ir().ensemble)] == ["perfect"]
     onx = to_onnx(deep, encoding="standard")
     np.testing.assert_array_equal(
         run_onnx(onx, X)["variable"][:, 0], deep.predict(X.astype(np.float32))
