@@ -52,7 +52,13 @@ Also measured and not used: more than four groups (LightGBM 5 to 8% faster,
 single-row calls 1.5x slower); groups cut further into blocks of at most 25
 trees (1.4x faster for 3,000-row batches of the unlimited-depth forest, no
 faster for 50,000 rows, single-row calls 2x slower); one ``GatherElements``
-of a ``[slots, T, C]`` leaf table instead of one per class (9% slower).
+of a ``[slots, T, C]`` leaf table instead of one per class (9% slower);
+each distinct (feature, threshold) test made once per row before the walks
+(boosters' splits repeat histogram bins: LightGBM's 24,000 splits are 4,017
+tests), the walks reading a slot's result with two ``GatherElements`` a
+level instead of three and a comparison: single-row calls 1.8x faster, but
+batches 1.4x slower (``GatherElements`` across the ``[N, 4,018]`` results
+is slow; 1.5x slower with them as booleans).
 Dense matrix products (hummingbird's GEMM strategy: a one-hot MatMul picks
 the features, one more MatMul with the path matrix finds the leaf) were
 slower than the perfect walk at every depth from 1 to 4 (e.g. 146k vs 227k
