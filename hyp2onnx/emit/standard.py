@@ -84,7 +84,7 @@ from .trees import (
     cast_to,
     finish_scores,
     per_class_trees,
-    sum_looked_up,
+    sum_in_order,
     sum_tree_columns,
     tree_columns,
     tree_of_node,
@@ -273,7 +273,17 @@ def emit_standard(
         if classes is not None:
             looked_up = b.op(STAGE, "GatherElements", [tables[0], where], axis=0)
             return sum_tree_columns(b, looked_up, classes)
-        return sum_looked_up(b, tables, where, T)
+        # Per-class [b, T] values stacked as [C, b, T] (whole blocks: a Concat
+        # along a new last axis cost 6.6 ns an element) and transposed to
+        # [b, T, C], where CumSum adds each class's trees in order.
+        axis = b.const(STAGE, "class_axis", [0], np.int64)
+        looked_up = [
+            b.op(STAGE, "Unsqueeze", [b.op(STAGE, "GatherElements", [t, where], axis=0), axis])
+            for t in tables
+        ]
+        stacked = b.op(STAGE, "Concat", looked_up, axis=0)
+        per_tree = b.op(STAGE, "Transpose", [stacked], perm=[1, 2, 0])
+        return sum_in_order(b, per_tree, axis=1, length=T)
 
     # All rows at once: the exact encoding's row blocks need Loop and sequence
     # operators, which runtimes without the tree operators (OpenVINO, tract)
