@@ -50,7 +50,7 @@ and tree, and its trees need 9,295 levels a row together (9,948 in the
 groups), where the peer's operator stops each tree at the row's leaf.
 A row reaches a tree's leaf after 3.9 levels on average (3,086 a row, on
 5,000 of the benchmark's rows), so walking each row only to its leaf would
-save at most two thirds of the levels; it would need the unfinished (row,
+save at most 70% of the levels; it would need the unfinished (row,
 tree) pairs compacted (``NonZero``/``Compress``), which this encoding's
 runtimes were not checked with.
 
