@@ -2,7 +2,12 @@
 
 Both tree walks (perfect layout and child pointers) are checked against the
 exact encoding bit for bit, for every backend, on random, threshold-adjacent
-and far rows, in onnxruntime and in the reference evaluator.
+and far rows, in onnxruntime and in the reference evaluator; and so are
+ensembles whose trees are walked in several depth groups and put back in
+tree order for the sum (LightGBM with 31 leaves, unlimited-depth forests).
+Planted bugs each of these tests caught: the groups' columns left in group
+order; the deepest group walked one step short; the perfect walk one level
+short.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ def _models():
 
 @pytest.fixture(params=["perfect", "pointer"])
 def strategy(request, monkeypatch):
-    monkeypatch.setattr(standard, "choose_strategy", lambda ensemble: request.param)
+    monkeypatch.setattr(standard, "choose_strategy", lambda depth: request.param)
     return request.param
 
 
@@ -80,8 +85,8 @@ def test_deep_trees_choose_pointer_walk():
     deep = h.HyperbolicDecisionTreeRegressor(random_state=0).fit(X, targets(k))  # fully grown
     shallow = h.HyperbolicDecisionTreeRegressor(max_depth=6).fit(X, targets(k))
     assert deep.estimator_.get_depth() > standard.PERFECT_MAX_DEPTH
-    assert standard.choose_strategy(deep.to_ir().ensemble) == "pointer"
-    assert standard.choose_strategy(shallow.to_ir().ensemble) == "perfect"
+    assert [g.strategy for g in standard.plan_groups(deep.to_ir().ensemble)] == ["pointer"]
+    assert [g.strategy for g in standard.plan_groups(shallow.to_ir().ensemble)] == ["perfect"]
     onx = to_onnx(deep, encoding="standard")
     np.testing.assert_array_equal(
         run_onnx(onx, X)["variable"][:, 0], deep.predict(X.astype(np.float32))
@@ -94,3 +99,84 @@ def test_single_leaf_trees():
     model.fit(X, np.full(50, 2.5))  # constant target: every tree is one leaf
     got = run_onnx(to_onnx(model, encoding="standard"), X)["variable"][:, 0]
     np.testing.assert_array_equal(got, model.predict(X.astype(np.float32)))
+
+
+def _mixed_depth_models():
+    """Ensembles whose trees differ in depth, so that the walk is split into groups."""
+    return {
+        # 31 leaves: most trees end by depth 10, a few go past the perfect-layout limit
+        "lgbm_8_classes": lambda: h.HyperbolicLGBMClassifier(
+            n_estimators=8, num_leaves=31, min_child_samples=5, verbose=-1, n_jobs=1
+        ),
+        "forest_unlimited": lambda: h.HyperbolicRandomForestClassifier(
+            n_estimators=8, max_features=0.5, random_state=0
+        ),
+        "forest_regressor_unlimited": lambda: h.HyperbolicRandomForestRegressor(
+            n_estimators=6, max_features=0.5, random_state=0
+        ),
+    }
+
+
+def _tree_depths(ensemble):
+    layout = standard._layout(ensemble)
+    return layout.tree_depth
+
+
+@pytest.mark.parametrize("plan", ["planned", "finest"])
+@pytest.mark.parametrize("name", list(_mixed_depth_models()))
+def test_depth_groups_equal_exact(name, plan, monkeypatch):
+    """Trees walked in depth groups, then put back in tree order: the exact encoding's
+    outputs bit for bit on rows at every threshold and its neighbours, at 1 and 2 threads.
+
+    ``finest``: as many groups as allowed, the perfect layout up to the median depth
+    and pointers below it, so that both walks and the reordering are exercised.
+    """
+    X, k = points(3000 if name == "lgbm_8_classes" else 1500, 4, seed=35)
+    model = _mixed_depth_models()[name]()
+    model.fit(X, targets(k) if "regressor" in name else labels(k, 8))
+    ensemble = model.to_ir().ensemble
+    depths = _tree_depths(ensemble)
+    if plan == "finest":
+        monkeypatch.setattr(standard, "GROUP_STEP_COST", 0.0)
+        monkeypatch.setattr(standard, "PERFECT_MAX_DEPTH", int(np.median(depths)))
+    groups = standard.plan_groups(ensemble)
+    if plan == "finest":
+        assert len(groups) == min(standard.MAX_GROUPS, np.unique(depths).size) >= 3
+        assert {g.strategy for g in groups} == {"perfect", "pointer"}
+    elif name == "lgbm_8_classes":  # a few deep trees are walked apart from the others
+        assert [g.strategy for g in groups] == ["perfect", "pointer"]
+    X_all = np.concatenate(
+        [
+            X,
+            geometry.from_klein(adversarial_klein(model, k, steps=1), "hyperboloid"),
+            points(100, 4, seed=36, max_radius=12.0)[0],
+        ]
+    )
+    for dtype in ("float32", "float64"):
+        onx = to_onnx(model, encoding="standard", dtype=dtype)
+        exact = to_onnx(model, encoding="exact", dtype=dtype)
+        want = run_onnx(exact, X_all, threads=1)
+        for threads in (1, 2):
+            got = run_onnx(onx, X_all, threads=threads)
+            for output in want:
+                np.testing.assert_array_equal(got[output], want[output])
+
+
+def test_plan_groups_cover_every_tree_in_order():
+    """Each tree in exactly one group, in output-column order within it; each group
+    walks exactly as deep as its deepest tree, and cheaper than one group."""
+    X, k = points(3000, 4, seed=35)
+    model = _mixed_depth_models()["lgbm_8_classes"]().fit(X, labels(k, 8))
+    ensemble = model.to_ir().ensemble
+    depths = _tree_depths(ensemble)
+    column = standard.tree_columns(standard.per_class_trees(ensemble))
+    groups = standard.plan_groups(ensemble, column)
+    trees = np.concatenate([g.trees for g in groups])
+    np.testing.assert_array_equal(np.sort(trees), np.arange(ensemble.n_trees))
+    for g in groups:
+        assert np.all(np.diff(column[g.trees]) > 0)
+        assert g.depth == depths[g.trees].max()
+        assert g.strategy == standard.choose_strategy(g.depth)
+    assert max(g.depth for g in groups[:-1]) < groups[-1].depth == depths.max()
+    single = standard._group_cost(ensemble.n_trees, int(depths.max()))
+    assert sum(standard._group_cost(g.trees.size, g.depth) for g in groups) < single

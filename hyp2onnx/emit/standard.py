@@ -8,23 +8,70 @@ exact encoding's, bit for bit. No Loop or sequence operator is used (those
 runtimes lack them too), so a call holds ``N * T * C`` numbers at once:
 score very large batches in pieces.
 
-A tree's leaves are found by one of two strategies, chosen by depth
-(:func:`choose_strategy`):
+Trees are walked level by level, in groups by depth (:func:`plan_groups`):
+each group takes only as many steps as its deepest tree, so that a few deep
+trees no longer make every tree take their number of steps. The trees,
+sorted by depth, are cut into at most :data:`MAX_GROUPS` groups that
+minimise a cost model (trees x steps, :data:`STEP_COST` per walk, plus
+:data:`GROUP_STEP_COST` per step of each group); the groups' leaf slots
+are joined and put back in output-column order with one ``GatherElements``
+before the ordered sum. Each group is walked by one of two strategies,
+chosen by its depth (:func:`choose_strategy`):
 
-* ``"perfect"`` (depth <= 12): every tree is laid out as a perfect binary
-  tree and walked level by level, ``pos = 2 pos + right``; each level reads
-  the split's feature and threshold with ``GatherElements`` from
-  ``[2^level, T]`` tables (in onnxruntime ``GatherElements`` costs about
-  1 ns an element, ``Gather`` about 12). Empty slots test +inf and go left.
-* ``"pointer"`` (deeper trees, whose perfect layout would be too large):
-  level by level along child pointers in ``[max nodes, T]`` tables; leaves
-  point to themselves.
+* ``"perfect"`` (depth <= 12): the group's trees laid out as perfect binary
+  trees, ``pos = pos + pos + right`` (an int32 ``Mul`` by 2 cost about 10
+  ns an element on a single tree's ``[N, 1]``); each level reads the
+  split's feature and threshold with ``GatherElements`` from ``[2^level,
+  trees]`` tables (in onnxruntime ``GatherElements`` costs about 1 ns an
+  element, ``Gather`` along the last axis about 8 to 11).
+* ``"pointer"`` (deeper groups, whose perfect layout would be too large):
+  child pointers in ``[max nodes, trees]`` tables with siblings side by
+  side, so that a step is ``node = left[node] + right`` (a ``Where``
+  between the two children cost 7.7 ns an element, ``Cast`` and ``Add``
+  together 0.7); leaves point to themselves.
 
+In both, the roots are tested without a table (every row starts there),
+leaves and empty slots test NaN, which no comparison passes (they go left,
+under ``GreaterOrEqual`` too), and slots and feature indices are int32
+(``GatherElements`` reads int32 indices in about 1.3 ns an element, int64
+in 1.8).
+
+Measured against the peer (the plain ai.onnx.ml graph fed Klein
+coordinates), old and new graphs timed in turn in one run on 2 cores
+(20,000 rows, one thread): LightGBM 8 classes (800 trees of 31 leaves,
+depths 7 to 19) 0.10x before, 0.33x now; LightGBM regressor 0.16x, now
+0.49x; XGBoost 8 classes (all at depth 6: one group) 0.78x, now 1.22x; 100
+unlimited-depth trees (depths 31 to 49) 0.53x, now 1.62x; 100 depth-8
+trees, 8 classes, 0.68x, now 1.03x (the per-class values are stacked as
+``[C, N, T]`` and transposed for the sum: a ``Concat`` along a new last
+axis cost 6.6 ns an element). docs/export.md has every model.
+LightGBM stays far from the peer because a level costs about 5 ns per row
+and tree, and its trees need 9,295 levels a row together (9,948 in the
+groups), where the peer's operator stops each tree at the row's leaf.
+A row reaches a tree's leaf after 3.9 levels on average (3,086 a row, on
+5,000 of the benchmark's rows), so walking each row only to its leaf would
+save at most 70% of the levels; it would need the unfinished (row,
+tree) pairs compacted (``NonZero``/``Compress``), which this encoding's
+runtimes were not checked with.
+
+Also measured and not used: more than four groups (LightGBM 5 to 8% faster,
+single-row calls 1.5x slower); groups cut further into blocks of at most 25
+trees (1.4x faster for 3,000-row batches of the unlimited-depth forest, no
+faster for 50,000 rows, single-row calls 2x slower); one ``GatherElements``
+of a ``[slots, T, C]`` leaf table instead of one per class (9% slower);
+each distinct (feature, threshold) test made once per row before the walks
+(boosters' splits repeat histogram bins: LightGBM's 24,000 splits are 4,017
+tests), the walks reading a slot's result with two ``GatherElements`` a
+level instead of three and a comparison: single-row calls 1.8x faster, but
+batches 1.4x slower (``GatherElements`` across the ``[N, 4,018]`` results
+is slow; 1.5x slower with them as booleans).
 Dense matrix products (hummingbird's GEMM strategy: a one-hot MatMul picks
 the features, one more MatMul with the path matrix finds the leaf) were
-measured too and were slower than the perfect walk at every depth from 1 to
-4 in onnxruntime (e.g. 146k vs 227k rows/s at depth 4, 100 trees), so they
-are not used.
+slower than the perfect walk at every depth from 1 to 4 (e.g. 146k vs 227k
+rows/s at depth 4, 100 trees); for 31-leaf trees they would test all 30
+splits of every tree (24,000 comparisons a row for 800 trees, and a
+``[30, 31]`` path product per tree): by the costs per element above, not
+measured, about twice the walk's time.
 
 Comparisons are made in the backend's precision with thresholds rounded as
 for the tree operators, so routing is exact for float32 and float64 values.
@@ -43,7 +90,7 @@ from .trees import (
     cast_to,
     finish_scores,
     per_class_trees,
-    sum_looked_up,
+    sum_in_order,
     sum_tree_columns,
     tree_columns,
     tree_of_node,
@@ -51,72 +98,153 @@ from .trees import (
 
 STAGE = "trees"
 PERFECT_MAX_DEPTH = 12
+#: Relative cost of one walk step per (row, tree), measured in onnxruntime
+#: (int32 indices, 10k rows x 800 trees, one thread): perfect 4.4 ns, pointer 5.3 ns.
+STEP_COST = {"perfect": 1.0, "pointer": 1.2}
+#: Fixed cost of one more group per step of its walk, in (row, tree) steps: its own
+#: seven kernels per level, plus the reordering; keeps tiny groups from being split off.
+GROUP_STEP_COST = 8.0
+MAX_GROUPS = 4
+INDEX = np.int32  # leaf slots and features: int32 GatherElements indices are faster than int64
 
 
 @dataclass(frozen=True)
 class _Layout:
-    """Where each node of each tree sits: depth, position in its level, local index."""
+    """Where each node of each tree sits: depth, position in its level, pointer slot."""
 
     depth: np.ndarray  # per node
     position: np.ndarray  # per node, 0 .. 2^depth - 1
-    local: np.ndarray  # per node, index within its tree
+    local: np.ndarray  # per node, slot in its tree's pointer table (siblings adjacent)
     tree: np.ndarray  # per node
-    max_depth: int
-    max_nodes: int
+    tree_depth: np.ndarray  # per tree: its deepest leaf
+
+
+@dataclass(frozen=True)
+class Group:
+    """Trees walked together: ``trees`` in output-column order, ``depth`` steps."""
+
+    strategy: str
+    trees: np.ndarray
+    depth: int
 
 
 def _layout(ensemble: Ensemble) -> _Layout:
     n = ensemble.n_nodes
     depth = np.zeros(n, dtype=np.int64)
     position = np.zeros(n, dtype=np.int64)
+    local = np.zeros(n, dtype=np.int64)
+    tree = tree_of_node(ensemble)
+    used = np.ones(ensemble.n_trees, dtype=np.int64)  # pointer slots taken per tree (root: 0)
     frontier = ensemble.roots
     while frontier.size:
         parents = frontier[ensemble.feature[frontier] >= 0]
+        # level by level, siblings side by side: right child = left child + 1
+        parents = parents[np.lexsort((local[parents], tree[parents]))]
         left, right = ensemble.left[parents], ensemble.right[parents]
         depth[left] = depth[right] = depth[parents] + 1
         position[left] = 2 * position[parents]
         position[right] = 2 * position[parents] + 1
+        owner = tree[parents]
+        first = np.searchsorted(owner, owner)  # index of the tree's first parent this level
+        local[left] = used[owner] + 2 * (np.arange(parents.size) - first)
+        local[right] = local[left] + 1
+        np.add.at(used, owner, 2)
         frontier = np.concatenate([left, right])
-    tree = tree_of_node(ensemble)
-    local = np.arange(n) - ensemble.roots[tree]
-    sizes = np.diff(np.append(ensemble.roots, n))
-    return _Layout(depth, position, local, tree, int(depth.max()), int(sizes.max()))
+    tree_depth = np.zeros(ensemble.n_trees, dtype=np.int64)
+    np.maximum.at(tree_depth, tree, depth)
+    return _Layout(depth, position, local, tree, tree_depth)
 
 
-def choose_strategy(ensemble: Ensemble) -> str:
-    """``"perfect"`` or ``"pointer"`` by the deepest leaf (see module doc)."""
-    return "perfect" if _layout(ensemble).max_depth <= PERFECT_MAX_DEPTH else "pointer"
+def choose_strategy(depth: int) -> str:
+    """``"perfect"`` or ``"pointer"`` for a group whose deepest leaf is at ``depth``."""
+    return "perfect" if depth <= PERFECT_MAX_DEPTH else "pointer"
+
+
+def _group_cost(n_trees: int, depth: int) -> float:
+    return (n_trees * STEP_COST[choose_strategy(depth)] + GROUP_STEP_COST) * depth
+
+
+def plan_groups(ensemble: Ensemble, column: np.ndarray | None = None) -> list[Group]:
+    """Trees grouped by depth, each group walked only as deep as its deepest tree.
+
+    Trees sorted by depth are cut into at most :data:`MAX_GROUPS` runs that
+    minimise the modelled walk cost (:data:`STEP_COST`, :data:`GROUP_STEP_COST`),
+    by dynamic programming over the distinct depths.
+    """
+    tree_depth = _layout(ensemble).tree_depth
+    if column is None:
+        column = np.arange(ensemble.n_trees)
+    depths = np.unique(tree_depth)
+    counts = np.array([np.count_nonzero(tree_depth <= d) for d in depths])
+    m = depths.size
+    # best[g][i]: cheapest cost of the trees of depth <= depths[i] in g + 1 groups
+    best = np.full((MAX_GROUPS, m), np.inf)
+    cut = np.zeros((MAX_GROUPS, m), dtype=np.int64)
+    for i in range(m):
+        best[0, i] = _group_cost(int(counts[i]), int(depths[i]))
+    for g in range(1, MAX_GROUPS):
+        for i in range(m):
+            for j in range(i):  # the last group holds depths[j + 1 .. i]
+                cost = best[g - 1, j] + _group_cost(int(counts[i] - counts[j]), int(depths[i]))
+                if cost < best[g, i]:
+                    best[g, i], cut[g, i] = cost, j
+    g = int(np.argmin(best[:, m - 1]))
+    bounds, i = [], m - 1
+    while True:
+        bounds.append(i)
+        if g == 0:
+            break
+        i, g = int(cut[g, i]), g - 1
+    groups, low = [], -1
+    order = np.argsort(column)  # trees in output-column order
+    for i in reversed(bounds):
+        d = int(depths[i])
+        members = order[(tree_depth[order] > low) & (tree_depth[order] <= d)]
+        groups.append(Group(choose_strategy(d), members, d))
+        low = d
+    return groups
 
 
 def emit_standard(
     g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, *, strategy: str | None = None
 ) -> str:
-    """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` from standard operators."""
-    strategy = strategy or choose_strategy(ensemble)
-    if strategy not in ("perfect", "pointer"):
+    """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` from standard operators.
+
+    ``strategy`` (``"perfect"`` or ``"pointer"``) walks every tree in one
+    group that way instead of the groups of :func:`plan_groups`.
+    """
+    if strategy not in (None, "perfect", "pointer"):
         raise ValueError(f"unknown strategy {strategy!r}")
     layout = _layout(ensemble)
-    groups = per_class_trees(ensemble)
+    classes = per_class_trees(ensemble)
     # Where each tree's values go: tree order, or by class when each feeds one class.
-    column = tree_columns(groups) if groups is not None else np.arange(ensemble.n_trees)
+    T = ensemble.n_trees
+    column = tree_columns(classes) if classes is not None else np.arange(T)
+    if strategy is None:
+        groups = plan_groups(ensemble, column)
+    else:
+        groups = [Group(strategy, np.argsort(column), int(layout.tree_depth.max()))]
     compare = ensemble.compare_dtype
     k = cast_to(g, k, k_dtype, compare)
     thresholds = threshold_in(ensemble.threshold, compare, ensemble.op)
     greater = "Greater" if ensemble.op == "<=" else "GreaterOrEqual"  # true: go right
-    internal = ensemble.feature >= 0
-    leaf = ~internal
-    T = ensemble.n_trees
+    leaf = ensemble.feature < 0
+    members = _Membership.build(g, ensemble)
 
-    if strategy == "pointer":
-        slot = layout.local
-        n_slots = layout.max_nodes
-    else:
-        slot = layout.position << (layout.max_depth - layout.depth)  # leftmost leaf slot
-        n_slots = 1 << layout.max_depth
+    # Each node's slot in its group's walk: the leftmost leaf slot below it
+    # (perfect layout) or its pointer slot.
+    slot = np.zeros(ensemble.n_nodes, dtype=np.int64)
+    for group in groups:
+        nodes = np.isin(layout.tree, group.trees)
+        if group.strategy == "perfect":
+            slot[nodes] = layout.position[nodes] << (group.depth - layout.depth[nodes])
+        else:
+            slot[nodes] = layout.local[nodes]
+    n_slots = int(slot.max()) + 1
 
     # Leaf value tables [n_slots, T] (one per output column, or one per
     # class group), in the backend's summation precision.
-    if groups is not None:
+    if classes is not None:
         value_tables = [np.zeros((n_slots, T), dtype=ensemble.sum_dtype)]
         value_tables[0][slot[leaf], column[layout.tree[leaf]]] = ensemble.value[leaf].sum(axis=1)
     else:
@@ -127,18 +255,41 @@ def emit_standard(
             value_tables.append(table)
     tables = [g.const(STAGE, f"leaf_values_{i}", t) for i, t in enumerate(value_tables)]
 
-    members = _Membership.build(g, ensemble)
-    if strategy == "perfect":
-        find_leaves = _perfect(g, ensemble, layout, column, thresholds, greater, members)
-    else:
-        find_leaves = _pointer(g, ensemble, layout, column, thresholds, greater, members)
+    walk = {"perfect": _perfect, "pointer": _pointer}
+    walks = [
+        walk[group.strategy](g, ensemble, layout, group, thresholds, greater, members)
+        for group in groups
+    ]
+    # The groups' columns, one after the other, back in output-column order.
+    reorder = None
+    if len(groups) > 1:
+        joined = column[np.concatenate([group.trees for group in groups])]
+        reorder = g.const(STAGE, "tree_order", np.argsort(joined)[None, :], INDEX)
+
+    def find_leaves(b: GraphBuilder, x: str) -> str:
+        parts = [w(b, x) for w in walks]  # [b, trees of the group] leaf slots
+        if reorder is None:
+            return parts[0]
+        joined = b.op(STAGE, "Concat", parts, axis=1)
+        index = b.op(STAGE, "Expand", [reorder, b.op(STAGE, "Shape", [joined])])
+        return b.op(STAGE, "GatherElements", [joined, index], axis=1)
 
     def tree_sums(b: GraphBuilder, x: str) -> str:
         where = find_leaves(b, x)  # [b, T] leaf slots
-        if groups is not None:
+        if classes is not None:
             looked_up = b.op(STAGE, "GatherElements", [tables[0], where], axis=0)
-            return sum_tree_columns(b, looked_up, groups)
-        return sum_looked_up(b, tables, where, T)
+            return sum_tree_columns(b, looked_up, classes)
+        # Per-class [b, T] values stacked as [C, b, T] (whole blocks: a Concat
+        # along a new last axis cost 6.6 ns an element) and transposed to
+        # [b, T, C], where CumSum adds each class's trees in order.
+        axis = b.const(STAGE, "class_axis", [0], np.int64)
+        looked_up = [
+            b.op(STAGE, "Unsqueeze", [b.op(STAGE, "GatherElements", [t, where], axis=0), axis])
+            for t in tables
+        ]
+        stacked = b.op(STAGE, "Concat", looked_up, axis=0)
+        per_tree = b.op(STAGE, "Transpose", [stacked], perm=[1, 2, 0])
+        return sum_in_order(b, per_tree, axis=1, length=T)
 
     # All rows at once: the exact encoding's row blocks need Loop and sequence
     # operators, which runtimes without the tree operators (OpenVINO, tract)
@@ -225,121 +376,145 @@ class _Membership:
         return b.op(STAGE, "Or", [outside, threshold_split])
 
 
-def _level_tables(ensemble, layout, column, thresholds, n_slots, slot, nodes, dtype):
-    """Feature and threshold tables [n_slots, T] for ``nodes``; empty slots always go left."""
-    T = ensemble.n_trees
-    features = np.zeros((n_slots, T), dtype=np.int64)
-    limits = np.full((n_slots, T), np.inf, dtype=dtype)
+def _group_columns(ensemble: Ensemble, group: Group) -> np.ndarray:
+    """Each tree's column in the group's tables, -1 outside the group."""
+    where = np.full(ensemble.n_trees, -1, dtype=np.int64)
+    where[group.trees] = np.arange(group.trees.size)
+    return where
+
+
+def _tables(ensemble, layout, column, thresholds, n_slots, slot, nodes, dtype):
+    """Feature and threshold tables [n_slots, trees] for ``nodes``.
+
+    Leaves and empty slots test NaN, which no comparison passes: they go left.
+    """
+    T = int(column.max()) + 1
+    features = np.zeros((n_slots, T), dtype=INDEX)
+    limits = np.full((n_slots, T), np.nan, dtype=dtype)
     features[slot[nodes], column[layout.tree[nodes]]] = ensemble.feature[nodes]
     limits[slot[nodes], column[layout.tree[nodes]]] = thresholds[nodes]
     return features, limits
 
 
-def _zeros_per_tree(b: GraphBuilder, x: str, n_trees: int) -> str:
-    """An int64 [rows of x, n_trees] tensor of zeros."""
-    rows = b.n_rows(STAGE, x)
-    size = b.op(STAGE, "Concat", [rows, b.const(STAGE, "n_trees", [n_trees], np.int64)], axis=0)
-    return b.op(STAGE, "Expand", [b.const(STAGE, "zero", np.zeros((1, 1), np.int64)), size])
+class _Walk:
+    """The steps both layouts share: the roots, then one comparison per level."""
 
-
-def _perfect(g, ensemble, layout, column, thresholds, greater, members=None):
-    compare = ensemble.compare_dtype
-    internal = ensemble.feature >= 0
-    levels = []
-    for level in range(layout.max_depth):
-        nodes = np.flatnonzero(internal & (layout.depth == level))
-        features, limits = _level_tables(
-            ensemble, layout, column, thresholds, 1 << level, layout.position, nodes, compare
-        )
-        ids = None
+    def __init__(self, g, ensemble, layout, group, thresholds, greater, members):
+        self.g, self.ensemble, self.layout, self.group = g, ensemble, layout, group
+        self.thresholds, self.greater, self.members = thresholds, greater, members
+        self.column = _group_columns(ensemble, group)
+        self.internal = (ensemble.feature >= 0) & (self.column[layout.tree] >= 0)
+        roots = ensemble.roots[group.trees]
+        split = ensemble.feature[roots] >= 0
+        # The roots' tests need no table: every row starts there.
+        features = np.where(split, ensemble.feature[roots], 0).astype(INDEX)
+        limits = np.where(split, thresholds[roots], np.nan).astype(ensemble.compare_dtype)
+        self.root_features = g.const(STAGE, "root_features", features[None, :])
+        self.root_limits = g.const(STAGE, "root_thresholds", limits)
+        self.root_sets = None
         if members is not None:
-            ids = g.const(
-                STAGE,
-                f"sets_{level}",
-                members.level_table(
-                    layout, column, 1 << level, layout.position, nodes, ensemble.n_trees
-                ),
-            )
-        levels.append(
-            (
-                g.const(STAGE, f"features_{level}", features),
-                g.const(STAGE, f"thresholds_{level}", limits),
-                ids,
-            )
+            self.root_sets = g.const(STAGE, "root_sets", members.set_id[roots])
+
+    def const_tables(self, label, n_slots, slot, nodes):
+        features, limits = _tables(
+            self.ensemble,
+            self.layout,
+            self.column,
+            self.thresholds,
+            n_slots,
+            slot,
+            nodes,
+            self.ensemble.compare_dtype,
         )
-    two = g.const(STAGE, "two", 2, np.int64)
+        g = self.g
+        sets = None
+        if self.members is not None:
+            table = self.members.level_table(
+                self.layout, self.column, n_slots, slot, nodes, self.group.trees.size
+            )
+            sets = g.const(STAGE, f"sets_{label}", table)
+        return (
+            g.const(STAGE, f"features_{label}", features),
+            g.const(STAGE, f"thresholds_{label}", limits),
+            sets,
+        )
+
+    def shape(self, b: GraphBuilder, x: str) -> str:
+        """``[rows of x, trees of the group]`` as a 1-D int64 tensor."""
+        trees = b.const(STAGE, "n_trees", [self.group.trees.size], np.int64)
+        return b.op(STAGE, "Concat", [b.n_rows(STAGE, x), trees], axis=0)
+
+    def at_roots(self, b: GraphBuilder, x: str) -> str:
+        """Int32 ``[b, trees]``: 1 where the row leaves the root to the right."""
+        feature = b.op(STAGE, "Expand", [self.root_features, self.shape(b, x)])
+        value = b.op(STAGE, "GatherElements", [x, feature], axis=1)
+        right = b.op(STAGE, self.greater, [value, self.root_limits])
+        if self.root_sets is not None:
+            right = self.members.goes_right(b, value, self.root_sets, right)
+        return b.cast(STAGE, right, INDEX)
+
+    def goes_right(self, b: GraphBuilder, x: str, tables, where: str) -> str:
+        """Int32 ``[b, trees]``: 1 where the row goes right at slot ``where``."""
+        features, limits, sets = tables
+        feature = b.op(STAGE, "GatherElements", [features, where], axis=0)
+        value = b.op(STAGE, "GatherElements", [x, feature], axis=1)
+        limit = b.op(STAGE, "GatherElements", [limits, where], axis=0)
+        right = b.op(STAGE, self.greater, [value, limit])
+        if sets is not None:
+            set_ids = b.op(STAGE, "GatherElements", [sets, where], axis=0)
+            right = self.members.goes_right(b, value, set_ids, right)
+        return b.cast(STAGE, right, INDEX)
+
+    def nowhere(self, b: GraphBuilder, x: str) -> str:
+        """Int32 zeros ``[b, trees]``: every tree of the group is one leaf."""
+        zero = b.const(STAGE, "zero", np.zeros((1, 1), INDEX))
+        return b.op(STAGE, "Expand", [zero, self.shape(b, x)])
+
+
+def _perfect(g, ensemble, layout, group, thresholds, greater, members=None):
+    walk = _Walk(g, ensemble, layout, group, thresholds, greater, members)
+    levels = [
+        walk.const_tables(
+            str(level),
+            1 << level,
+            layout.position,
+            np.flatnonzero(walk.internal & (layout.depth == level)),
+        )
+        for level in range(1, group.depth)
+    ]
 
     def find_leaves(b: GraphBuilder, x: str) -> str:
-        position = _zeros_per_tree(b, x, ensemble.n_trees)  # every row at every root
-        for features, limits, ids in levels:
-            feature = b.op(STAGE, "GatherElements", [features, position], axis=0)
-            value = b.op(STAGE, "GatherElements", [x, feature], axis=1)
-            limit = b.op(STAGE, "GatherElements", [limits, position], axis=0)
-            right = b.op(STAGE, greater, [value, limit])
-            if ids is not None:
-                set_ids = b.op(STAGE, "GatherElements", [ids, position], axis=0)
-                right = members.goes_right(b, value, set_ids, right)
-            right = b.cast(STAGE, right, np.int64)
-            position = b.op(STAGE, "Add", [b.op(STAGE, "Mul", [position, two]), right])
+        if group.depth == 0:
+            return walk.nowhere(b, x)
+        position = walk.at_roots(b, x)  # pos = 2 * 0 + right
+        for tables in levels:
+            right = walk.goes_right(b, x, tables, position)
+            position = b.op(STAGE, "Add", [b.op(STAGE, "Add", [position, position]), right])
         return position
 
     return find_leaves
 
 
-def _pointer(g, ensemble, layout, column, thresholds, greater, members=None):
-    compare = ensemble.compare_dtype
-    internal = ensemble.feature >= 0
-    T, n_slots = ensemble.n_trees, layout.max_nodes
-    features, limits = _level_tables(
-        ensemble,
-        layout,
-        column,
-        thresholds,
-        n_slots,
-        layout.local,
-        np.flatnonzero(internal),
-        compare,
-    )
-    lefts = np.tile(np.arange(n_slots)[:, None], (1, T))  # leaves and padding: stay put
-    rights = lefts.copy()
-    nodes = np.flatnonzero(internal)
-    cols = column[layout.tree[nodes]]
-    lefts[layout.local[nodes], cols] = layout.local[ensemble.left[nodes]]
-    rights[layout.local[nodes], cols] = layout.local[ensemble.right[nodes]]
-    names = [
-        g.const(STAGE, label, table)
-        for label, table in (
-            ("features", features),
-            ("thresholds", limits),
-            ("lefts", lefts),
-            ("rights", rights),
-        )
-    ]
-    set_t = None
-    if members is not None:
-        set_t = g.const(
-            STAGE, "sets", members.level_table(layout, column, n_slots, layout.local, nodes, T)
-        )
+def _pointer(g, ensemble, layout, group, thresholds, greater, members=None):
+    walk = _Walk(g, ensemble, layout, group, thresholds, greater, members)
+    nodes = np.flatnonzero(walk.internal)
+    in_group = walk.column[layout.tree] >= 0
+    n_slots = int(layout.local[in_group].max()) + 1
+    tables = walk.const_tables("pointer", n_slots, layout.local, nodes)
+    # Left children (the right child is the next slot); leaves and padding stay put.
+    lefts = np.tile(np.arange(n_slots, dtype=INDEX)[:, None], (1, group.trees.size))
+    lefts[layout.local[nodes], walk.column[layout.tree[nodes]]] = layout.local[ensemble.left[nodes]]
+    left_t = g.const(STAGE, "lefts", lefts)
+    root_lefts = g.const(STAGE, "root_lefts", lefts[0])
 
     def find_leaves(b: GraphBuilder, x: str) -> str:
-        feat_t, limit_t, left_t, right_t = names
-        node = _zeros_per_tree(b, x, T)  # every row at every root (local node 0)
-        for _ in range(layout.max_depth):
-            feature = b.op(STAGE, "GatherElements", [feat_t, node], axis=0)
-            value = b.op(STAGE, "GatherElements", [x, feature], axis=1)
-            limit = b.op(STAGE, "GatherElements", [limit_t, node], axis=0)
-            right = b.op(STAGE, greater, [value, limit])
-            if set_t is not None:
-                set_ids = b.op(STAGE, "GatherElements", [set_t, node], axis=0)
-                right = members.goes_right(b, value, set_ids, right)
+        if group.depth == 0:
+            return walk.nowhere(b, x)
+        node = b.op(STAGE, "Add", [walk.at_roots(b, x), root_lefts])
+        for _ in range(group.depth - 1):
+            right = walk.goes_right(b, x, tables, node)
             node = b.op(
-                STAGE,
-                "Where",
-                [
-                    right,
-                    b.op(STAGE, "GatherElements", [right_t, node], axis=0),
-                    b.op(STAGE, "GatherElements", [left_t, node], axis=0),
-                ],
+                STAGE, "Add", [b.op(STAGE, "GatherElements", [left_t, node], axis=0), right]
             )
         return node
 
