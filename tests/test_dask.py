@@ -797,3 +797,31 @@ def test_rotation_forest_graphs_score_on_dask(client):
     np.testing.assert_array_equal(
         got["probabilities"], run_onnx(graph, X, threads=1)["probabilities"]
     )
+
+
+@pytest.mark.parametrize("kind", ["rotation", "isolation"])
+def test_rotation_and_isolation_forests_grow_on_the_cluster(client, kind):
+    """Their trees are independent: joblib's Dask backend grows them on the workers
+    (the task stream shows it), and the fitted forest is the one ``n_jobs=1`` fits."""
+    import joblib
+    from dask.distributed import get_task_stream
+
+    k = klein_with_ties(1200, 2, seed=7)
+    X = as_points(k, "hyperboloid")
+    y = (k[:, 0] > 0).astype(np.int64) + (k[:, 1] > 0.1)
+
+    def make(n_jobs):
+        if kind == "rotation":
+            return hyp2onnx.HyperbolicRotationForestClassifier(
+                n_estimators=6, max_depth=5, random_state=0, n_jobs=n_jobs
+            )
+        return hyp2onnx.HyperbolicIsolationForest(n_estimators=6, random_state=0, n_jobs=n_jobs)
+
+    with get_task_stream(client) as tasks, joblib.parallel_backend("dask"):
+        grown = make(2).fit(X, y)
+    assert len(tasks.data) >= 2  # the trees went to the workers
+    local = make(1).fit(X, y)
+    if kind == "rotation":
+        np.testing.assert_array_equal(grown.predict_proba(X), local.predict_proba(X))
+    else:
+        np.testing.assert_array_equal(grown.path_length(X), local.path_length(X))
