@@ -72,3 +72,25 @@ def targets(k: np.ndarray, *, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed + 2)
     rapidity = np.arctanh(np.clip(k, -0.999, 0.999)).sum(axis=1)
     return np.sin(3 * k[:, 0]) + rapidity + 0.1 * rng.normal(size=k.shape[0])
+
+
+def random_isometry(d: int, rapidity: float, rng: np.random.Generator) -> np.ndarray:
+    """A Haar rotation, then a boost of ``rapidity`` along a random direction: a Lorentz
+    matrix of H^d built here from its definition, independently of hyp2onnx's own."""
+    q, r = np.linalg.qr(rng.standard_normal((d, d)))
+    rotation = np.eye(d + 1)
+    rotation[1:, 1:] = q * np.sign(np.diag(r))
+    n = rng.standard_normal(d)
+    n /= np.linalg.norm(n)
+    boost = np.eye(d + 1)
+    boost[0, 0] = np.cosh(rapidity)
+    boost[0, 1:] = boost[1:, 0] = np.sinh(rapidity) * n
+    boost[1:, 1:] += (np.cosh(rapidity) - 1.0) * np.outer(n, n)
+    return boost @ rotation
+
+
+def isometric_copy(X: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """Hyperboloid rows ``X`` moved by ``G``, ``x_0`` recomputed (rounding drift)."""
+    Y = X @ G.T
+    Y[:, 0] = np.sqrt(1.0 + np.einsum("ij,ij->i", Y[:, 1:], Y[:, 1:]))
+    return Y

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _cli import cli
+from _data import isometric_copy, random_isometry
 from scipy.stats import spearmanr
 
 import hyp2onnx as h
@@ -41,25 +42,6 @@ def _points(n: int, d: int, seed: int, spread: float = 1.5) -> np.ndarray:
     v = centres[rng.integers(0, 4, n)] + 0.3 * rng.standard_normal((n, d))
     v[: n // 20] = rng.standard_normal((n // 20, d)) * spread
     return _exp_origin(v)
-
-
-def _isometry(d: int, rng: np.random.Generator, rapidity: float = 3.0) -> np.ndarray:
-    """Rotation, boost of ``rapidity`` along the first axis, rotation (built here, not by hyp2onnx)."""
-
-    def rotation() -> np.ndarray:
-        q, r = np.linalg.qr(rng.standard_normal((d, d)))
-        R = np.eye(d + 1)
-        R[1:, 1:] = q * np.sign(np.diag(r))
-        return R
-
-    B = np.eye(d + 1)
-    B[0, 0] = B[1, 1] = np.cosh(rapidity)
-    B[0, 1] = B[1, 0] = np.sinh(rapidity)
-    return rotation() @ B @ rotation()
-
-
-def _on_manifold(x: np.ndarray) -> np.ndarray:
-    return np.concatenate([np.sqrt(1 + (x[:, 1:] ** 2).sum(1, keepdims=True)), x[:, 1:]], axis=1)
 
 
 # -- scikit-learn parity ----------------------------------------------------------------------
@@ -121,7 +103,7 @@ def test_three_collinear_points_in_h1_follow_the_distance_law(splits: str) -> No
 def test_centred_ranking_is_invariant_under_random_isometries() -> None:
     rng = np.random.default_rng(3)
     X = _points(400, 3, 2)
-    moved = _on_manifold(X @ _isometry(3, rng).T)
+    moved = isometric_copy(X, random_isometry(3, 3.0, rng))
     kw = {"n_estimators": 2000, "max_samples": 64}
     before = h.HyperbolicIsolationForest(splits="centred", random_state=0, **kw).fit(X)
     after = h.HyperbolicIsolationForest(splits="centred", random_state=1, **kw).fit(moved)
@@ -133,7 +115,7 @@ def test_axis_ranking_is_not_invariant() -> None:
     """The contrast that shows the invariance test has power: Klein axes see the boost."""
     rng = np.random.default_rng(3)
     X = _points(400, 3, 2)
-    moved = _on_manifold(X @ _isometry(3, rng).T)
+    moved = isometric_copy(X, random_isometry(3, 3.0, rng))
     kw = {"n_estimators": 500, "max_samples": 64, "splits": "axis"}
     before = h.HyperbolicIsolationForest(random_state=0, **kw).fit(X)
     after = h.HyperbolicIsolationForest(random_state=1, **kw).fit(moved)

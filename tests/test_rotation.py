@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _cli import cli
+from _data import isometric_copy, random_isometry
 from sklearn.base import clone
 from sklearn.model_selection import train_test_split
 
@@ -35,32 +36,13 @@ def _mixture(n: int, d: int, *, seed: int = 0, geometry: str = "hyperboloid"):
     return train_test_split(X, y, test_size=0.25, random_state=seed, stratify=y)
 
 
-def _isometry(d: int, rapidity: float, seed: int) -> np.ndarray:
-    """A random rotation followed by a boost of ``rapidity`` along a random direction."""
-    rng = np.random.default_rng(seed)
-    q, r = np.linalg.qr(rng.standard_normal((d, d)))
-    rotation = np.eye(d + 1)
-    rotation[1:, 1:] = q * np.sign(np.diag(r))
-    n = rng.standard_normal(d)
-    n /= np.linalg.norm(n)
-    boost = np.eye(d + 1)
-    boost[0, 0] = np.cosh(rapidity)
-    boost[0, 1:] = boost[1:, 0] = np.sinh(rapidity) * n
-    boost[1:, 1:] += (np.cosh(rapidity) - 1.0) * np.outer(n, n)
-    return boost @ rotation
-
-
-def _moved(X: np.ndarray, G: np.ndarray) -> np.ndarray:
-    Y = X @ G.T
-    Y[:, 0] = np.sqrt(1.0 + np.einsum("ij,ij->i", Y[:, 1:], Y[:, 1:]))
-    return Y
-
-
 @pytest.mark.parametrize("rotation", ["pca", "haar", "identity"])
 @pytest.mark.parametrize("d", [2, 5])
 def test_every_frame_is_a_lorentz_isometry(rotation: str, d: int) -> None:
     Xtr, _, ytr, _ = _mixture(300, d)
-    Xtr = _moved(Xtr, _isometry(d, 2.0, 1))  # data away from the origin: real boosts
+    Xtr = isometric_copy(
+        Xtr, random_isometry(d, 2.0, np.random.default_rng(1))
+    )  # data away from the origin: real boosts
     model = h.HyperbolicRotationForestClassifier(
         n_estimators=8, max_depth=2, rotation=rotation, group_size=2, random_state=0
     ).fit(Xtr, ytr)
@@ -124,7 +106,7 @@ def test_each_split_is_one_flat_hyperplane_in_klein_coordinates(rotation: str) -
 @pytest.mark.parametrize("tree_space", ["ranks", "klein"])
 def test_thresholds_sit_at_the_einstein_midpoint_in_frame_coordinates(tree_space: str) -> None:
     Xtr, _, ytr, _ = _mixture(400, 4)
-    Xtr = _moved(Xtr, _isometry(4, 1.5, 2))
+    Xtr = isometric_copy(Xtr, random_isometry(4, 1.5, np.random.default_rng(2)))
     model = h.HyperbolicRotationForestClassifier(
         n_estimators=4, max_depth=4, tree_space=tree_space, random_state=0
     ).fit(Xtr, ytr)
@@ -279,17 +261,19 @@ def test_pca_frames_follow_an_isometry_of_the_data() -> None:
     (boost of 3) gets the same frame coordinates and the same predictions."""
     d = 4
     Xtr, Xte, ytr, yte = _mixture(600, d, seed=4)
-    G = _isometry(d, 3.0, 5)
+    G = random_isometry(d, 3.0, np.random.default_rng(5))
     params = dict(n_estimators=10, max_depth=5, rotation="pca", group_size=d, random_state=0)
     model = h.HyperbolicRotationForestClassifier(**params).fit(Xtr, ytr)
-    moved = h.HyperbolicRotationForestClassifier(**params).fit(_moved(Xtr, G), ytr)
+    moved = h.HyperbolicRotationForestClassifier(**params).fit(isometric_copy(Xtr, G), ytr)
     for t in range(3):
         assert np.allclose(
-            model.frame_coordinates(Xte, t), moved.frame_coordinates(_moved(Xte, G), t), atol=1e-7
+            model.frame_coordinates(Xte, t),
+            moved.frame_coordinates(isometric_copy(Xte, G), t),
+            atol=1e-7,
         )
-    agree = np.mean(model.predict(Xte) == moved.predict(_moved(Xte, G)))
+    agree = np.mean(model.predict(Xte) == moved.predict(isometric_copy(Xte, G)))
     assert agree >= 0.98
-    assert abs(model.score(Xte, yte) - moved.score(_moved(Xte, G), yte)) <= 0.02
+    assert abs(model.score(Xte, yte) - moved.score(isometric_copy(Xte, G), yte)) <= 0.02
 
 
 def test_haar_accuracy_holds_on_isometric_copies() -> None:
@@ -299,19 +283,21 @@ def test_haar_accuracy_holds_on_isometric_copies() -> None:
     ours, copy = [], []
     for seed in range(4):
         Xtr, Xte, ytr, yte = _mixture(400, d, seed=seed)
-        G = _isometry(d, 3.0, 10 + seed)
+        G = random_isometry(d, 3.0, np.random.default_rng(10 + seed))
         make = lambda: h.HyperbolicRotationForestClassifier(
             n_estimators=20, max_depth=3, rotation="haar", random_state=seed
         )
         ours.append(make().fit(Xtr, ytr).score(Xte, yte))
-        copy.append(make().fit(_moved(Xtr, G), ytr).score(_moved(Xte, G), yte))
+        copy.append(make().fit(isometric_copy(Xtr, G), ytr).score(isometric_copy(Xte, G), yte))
     assert abs(np.mean(ours) - np.mean(copy)) <= 0.04, (ours, copy)
 
 
 def test_far_frames_ask_for_float64_input() -> None:
     d = 2
     Xtr, _, ytr, _ = _mixture(400, d, seed=1)
-    far = _moved(Xtr, _isometry(d, 9.0, 3))  # about 9 from the origin: float32 loses splits
+    far = isometric_copy(
+        Xtr, random_isometry(d, 9.0, np.random.default_rng(3))
+    )  # about 9 from the origin: float32 loses splits
     model = h.HyperbolicRotationForestClassifier(n_estimators=5, random_state=0).fit(far, ytr)
     assert model.input_dtype_ == "float64"
     with pytest.warns(UserWarning, match="float32 cannot separate"):
