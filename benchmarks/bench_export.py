@@ -29,6 +29,7 @@ against skl2onnx.
 
     python benchmarks/bench_export.py [--quick] [--threads 1,2,4,8,16]
         [--encodings fast,exact] [--models "RF binary,RF regressor"]
+        [--test-rows N] [--repeats N] [--single-calls N]
         [--large [--large-trees N]]
 
 ``--models`` times only the models named (row labels, comma-separated) and
@@ -340,6 +341,9 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
     n_train, n_test, n_trees, repeats, calls = (
         (2_000, 2_000, 10, 2, 50) if quick else (20_000, 50_000, 100, 5, 500)
     )
+    n_test = args.test_rows or n_test
+    repeats = args.repeats or repeats
+    calls = args.single_calls or calls
     all_cores = os.cpu_count() or 1
     thread_counts = sorted(set(args.threads)) if args.threads else sorted({1, all_cores})
     encodings = [e for e in ENCODINGS if e in args.encodings]
@@ -629,6 +633,13 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda v: v.split(","),
         default=list(ENCODINGS),
         help=f"hyp2onnx encodings to time (default: {','.join(ENCODINGS)})",
+    )
+    parser.add_argument(
+        "--test-rows", type=int, default=None, help="rows of the timed batch (default 50,000)"
+    )
+    parser.add_argument("--repeats", type=int, default=None, help="timing rounds (default 5)")
+    parser.add_argument(
+        "--single-calls", type=int, default=None, help="single-row calls a round (default 500)"
     )
     parser.add_argument(
         "--cut", action="store_true", help="also time the exact graph cut after its tree operator"
