@@ -205,7 +205,7 @@ MODELS: dict[str, Callable[[], Any]] = {
 
 #: Module constants a case sets for its export (the If / Loop and operator choices by model size).
 LOOP_ONLY = {"hyp2onnx.emit.trees.SHORT_PATH_MAX_NODES": 0}
-V5_ONLY = {"hyp2onnx.emit.trees.LEGACY_MAX_NODES": 0}
+V5_ONLY = {"hyp2onnx.emit.strategy.LEGACY_MAX_NODES": 0}
 NODE_WALK = {"hyp2onnx.emit.isolation.PERFECT_MAX_ENTRIES": 0}
 
 
