@@ -145,3 +145,11 @@ def test_cli_names_the_extra_for_a_native_model_file(tmp_path: Path) -> None:
     assert "reading .cbm files needs the catboost package" in out.stderr
     assert "pip install 'hyp2onnx[catboost]'" in out.stderr
     assert not (tmp_path / "model.onnx").exists()
+
+
+def test_every_encoding_has_its_tree_emitter() -> None:
+    """The registry (names, help) and the emitters (functions) list the same encodings."""
+    from hyp2onnx.emit.strategy import TREE_EMITTERS
+
+    assert list(TREE_EMITTERS) == list(ENCODINGS)
+    assert all(callable(emit) for emit in TREE_EMITTERS.values())

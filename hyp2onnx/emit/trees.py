@@ -46,11 +46,6 @@ CHUNK_ROWS = 1024
 #: Rows per call of the exact encoding's tree operator in a large batch;
 #: the sums inside each such block go CHUNK_ROWS rows at a time.
 OPERATOR_BLOCK_ROWS = 16384
-#: Up to this many nodes (a few MB of trees) the exact encoding also gives
-#: batches of at most ``CHUNK_ROWS`` rows a path without the Loop, through an
-#: ``If`` whose two branches each hold the tree operator; larger models keep
-#: one copy and always go through the Loop.
-SHORT_PATH_MAX_NODES = 200_000
 
 
 def remap_features(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
@@ -119,9 +114,16 @@ def per_class_trees(ensemble: Ensemble) -> np.ndarray | None:
     return order.reshape(ensemble.n_outputs, -1)
 
 
-@dataclass(frozen=True)
+#: How the exact encoding's sums meet a batch: ``"whole"`` all rows at once (a
+#: single tree); ``"short_or_blocks"`` an ``If`` that sends batches of up to
+#: ``CHUNK_ROWS`` rows past the row-block ``Loop`` (both branches hold the tree
+#: operator); ``"blocks"`` always the ``Loop`` (one copy of the operator).
+Batching = Literal["whole", "short_or_blocks", "blocks"]
+
+
+@dataclass(frozen=True, kw_only=True)
 class TreePlan:
-    """How the ensemble operator is used.
+    """How the ensemble operator is used (chosen by :mod:`hyp2onnx.emit.strategy`).
 
     ``operator``: ``"legacy"`` is ai.onnx.ml opset-1 ``TreeEnsembleRegressor``
     (float32 thresholds and outputs; exact routing for values compared in
@@ -131,10 +133,12 @@ class TreePlan:
     ``"leaf_rows"`` when it hands over where its leaf's values are: the
     leaf's index among its tree's leaves (up to ``ELEMENTWISE_MAX_CLASSES``
     classes, read by GatherElements) or its row in one table (Gather).
+    ``batching``: see :data:`Batching`.
     """
 
     operator: Literal["legacy", "v5"]
     carries: Literal["values", "leaf_rows"]
+    batching: Batching
 
     @property
     def ml_opset(self) -> int:
@@ -177,11 +181,7 @@ def emit_exact(
 
 @dataclass(frozen=True)
 class ExactScorer:
-    """The exact encoding's per-tree operator and sums, for any rows of Klein coordinates.
-
-    ``ordered`` False replaces the ordered ``CumSum`` by ``ReduceSum`` (the
-    runtime's own order: see :mod:`hyp2onnx.emit.fast`).
-    """
+    """The exact encoding's per-tree operator and sums, for any rows of Klein coordinates."""
 
     ensemble: Ensemble
     plan: TreePlan
@@ -189,12 +189,9 @@ class ExactScorer:
     targets: dict
     tables: list | None
     table: str | None
-    ordered: bool = True
 
     @staticmethod
-    def build(
-        g: GraphBuilder, ensemble: Ensemble, plan: TreePlan, *, ordered: bool = True
-    ) -> ExactScorer:
+    def build(g: GraphBuilder, ensemble: Ensemble, plan: TreePlan) -> ExactScorer:
         leaf = ensemble.feature < 0
         leaf_nodes = np.flatnonzero(leaf)
         tree = tree_of_node(ensemble)
@@ -229,7 +226,9 @@ class ExactScorer:
                 "target_ids": tree[leaf_nodes],
                 "weights": np.arange(leaf_nodes.size),
             }
-        return ExactScorer(ensemble, plan, groups, targets, tables, table, ordered)
+        return ExactScorer(
+            ensemble=ensemble, plan=plan, groups=groups, targets=targets, tables=tables, table=table
+        )
 
     @property
     def out_dtype(self) -> str:
@@ -256,14 +255,14 @@ class ExactScorer:
         return b.cast(STAGE, per_tree, np.int64)
 
     def sums_of(self, b: GraphBuilder, per_tree: str) -> str:
-        """[b, T] -> [b, C]: the sums in tree order (``ordered``) or the runtime's."""
+        """[b, T] -> [b, C]: the sums in tree order."""
         n_trees = self.ensemble.n_trees
         if self.groups is not None:
             return sum_tree_columns(b, per_tree, self.groups)
         if self.tables is not None:
-            return sum_looked_up(b, self.tables, per_tree, n_trees, ordered=self.ordered)
+            return sum_looked_up(b, self.tables, per_tree, n_trees)
         assert self.table is not None  # build() sets it when neither groups nor tables are
-        return _sum_trees(b, self.table, per_tree, n_trees, ordered=self.ordered)
+        return _sum_trees(b, self.table, per_tree, n_trees)
 
     def scores_of(self, b: GraphBuilder, rows: str) -> str:
         """All ``rows`` at once (a short batch, or any batch of a single tree): operator, sums."""
@@ -287,14 +286,11 @@ class ExactScorer:
         Each block of ``CHUNK_ROWS`` rows is mapped, routed and summed in
         one Loop body: the wide float64 features (a rotation forest reads
         hundreds of frame columns) are routed while in cache, where a
-        whole-batch tensor of them cost a ``ConcatFromSequence`` and a second
-        split into blocks (rotation forests, 12 trees of depth 3, d = 4, 8,
-        16: 0.52, 0.38, 0.25x of the plain forest graph before, 0.69, 0.49,
-        0.31x after; 100 full-depth trees: within noise; docs/rotation.md).
-        The operator then runs on blocks of ``CHUNK_ROWS`` rows rather than
-        ``OPERATOR_BLOCK_ROWS``. Batches of up to
-        ``CHUNK_ROWS`` rows skip the Loop through an ``If`` for models of up
-        to ``SHORT_PATH_MAX_NODES`` nodes, as in :meth:`any_batch`.
+        whole-batch tensor of them would cost a ``ConcatFromSequence`` and a
+        second split into blocks (docs/rotation.md measures it). The operator
+        then runs on blocks of ``CHUNK_ROWS`` rows rather than
+        ``OPERATOR_BLOCK_ROWS``. ``plan.batching`` is ``"short_or_blocks"``
+        or ``"blocks"`` here: the features are always made by blocks.
         """
         ensemble = self.ensemble
 
@@ -302,26 +298,23 @@ class ExactScorer:
             return self.scores_of(b, self.operator_input(b, features(b, rows), "float64"))
 
         width, dtype = ensemble.n_outputs, ensemble.sum_dtype
-        if ensemble.n_nodes <= SHORT_PATH_MAX_NODES:
-            return by_row_blocks(g, k, scores, width, dtype)
-        return _row_block_loop(g, k, scores, width, dtype)
+        if self.plan.batching == "blocks":
+            return _row_block_loop(g, k, scores, width, dtype)
+        return by_row_blocks(g, k, scores, width, dtype)
 
     def any_batch(self, g: GraphBuilder, k: str) -> str:
-        """Unfinished scores (no mean, no base values) of any batch, by size and model size."""
-        ensemble = self.ensemble
-        # The operator runs on blocks of rows: its per-tree outputs and
-        # onnxruntime's per-thread score vectors (threads x rows x trees) then
-        # stay the size of a block; over a whole batch they grew with it (2.0 GB
-        # more for 500k rows at 2 threads, docs/export.md). Its blocks are larger
-        # than the sums' so that the trees and the leaf tables stay in cache
-        # while each works (RF 8 classes: 0.88x of the peer against 0.80x with
-        # both in 1024-row blocks).
-        if ensemble.n_trees == 1:
+        """Unfinished scores (no mean, no base values) of any batch, as ``plan.batching`` says.
+
+        The operator runs on blocks of rows, so that its per-tree outputs and
+        onnxruntime's per-thread score vectors (threads x rows x trees) stay
+        the size of a block rather than growing with the batch; its blocks
+        are larger than the sums' so that the trees and the leaf tables stay
+        in cache while each works.
+        """
+        if self.plan.batching == "whole":
             return self.scores_of(g, k)
-        if ensemble.n_nodes <= SHORT_PATH_MAX_NODES:
-            # Batches of up to CHUNK_ROWS rows skip the Loops through an If
-            # (about 4 µs less per single-row call), at the cost of the operator
-            # twice in the file: only for models small enough not to mind.
+        if self.plan.batching == "short_or_blocks":
+            ensemble = self.ensemble
             return by_row_blocks(
                 g, k, self.scores_of, ensemble.n_outputs, ensemble.sum_dtype, long=self.blocks_of
             )
@@ -462,26 +455,18 @@ def legacy_regressor(
     )
 
 
-def _sum_trees(
-    g: GraphBuilder, table: str, index: str, n_trees: int, *, ordered: bool = True
-) -> str:
+def _sum_trees(g: GraphBuilder, table: str, index: str, n_trees: int) -> str:
     """``table[index]`` added over trees in tree order: [b, T] leaf rows -> [b, C]."""
     per_tree = g.op(STAGE, "Gather", [table, index], axis=0)  # [b, T, C]
-    if not ordered:
-        return _sum_any_order(g, per_tree, axis=1, length=n_trees)
     return sum_in_order(g, per_tree, axis=1, length=n_trees)
 
 
-def sum_looked_up(
-    g: GraphBuilder, tables: list[str], index: str, n_trees: int, *, ordered: bool = True
-) -> str:
+def sum_looked_up(g: GraphBuilder, tables: list[str], index: str, n_trees: int) -> str:
     """Per-class ``[slots, T]`` tables read at ``index`` [b, T], summed over trees -> [b, C]."""
     looked_up = [g.op(STAGE, "GatherElements", [t, index], axis=0) for t in tables]
     axis = g.const(STAGE, "class_axis", [2], np.int64)
     stacked = [g.op(STAGE, "Unsqueeze", [v, axis]) for v in looked_up]
     per_tree = stacked[0] if len(stacked) == 1 else g.op(STAGE, "Concat", stacked, axis=2)
-    if not ordered:
-        return _sum_any_order(g, per_tree, axis=1, length=n_trees)
     return sum_in_order(g, per_tree, axis=1, length=n_trees)  # [b, T, C] -> [b, C]
 
 
@@ -525,15 +510,6 @@ def sum_in_order(
     x = g.op(STAGE, "CumSum", [x, g.const(STAGE, f"axis{axis}", axis, np.int64)])
     last = g.const(STAGE, "last", [-1] if keep_axis else -1, np.int64)
     return g.op(STAGE, "Gather", [x, last], axis=axis)
-
-
-def _sum_any_order(g: GraphBuilder, x: str, *, axis: int, length: int) -> str:
-    """Sum ``x`` over ``axis`` in whatever order the runtime's ``ReduceSum`` takes."""
-    if length == 1:
-        return g.op(STAGE, "Squeeze", [x, g.const(STAGE, f"axis{axis}", [axis], np.int64)])
-    return g.op(
-        STAGE, "ReduceSum", [x, g.const(STAGE, f"axis{axis}", [axis], np.int64)], keepdims=0
-    )
 
 
 def by_row_blocks(

@@ -64,7 +64,7 @@ from sklearn.utils import Tags, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..ir import Ensemble, Model
+from ..ir import Ensemble, Model, Task
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply, as_compared
 from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, generate_init, input_space
@@ -649,7 +649,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             backend="sklearn-iforest" if self._uses_sklearn else f"isolation-{self.splits}",
             estimator_class=type(self).__name__,
             metadata={
-                "task": "anomaly",
+                "task": Task.ANOMALY.value,
                 "denominator": repr(self._denominator),
                 "offset": repr(float(self.offset_)),
                 "path_threshold": repr(float(self.path_threshold_)),

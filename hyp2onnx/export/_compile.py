@@ -3,8 +3,8 @@
 The graph takes raw points ``X`` [N, D] in the model's input geometry,
 projects the columns the trees read to Klein coordinates, evaluates the
 ensemble and returns ``label`` + ``probabilities`` (classifiers) or
-``variable`` (regressors). See :mod:`hyp2onnx.emit.trees` for the two
-encodings.
+``variable`` (regressors). Which graph a model gets is decided in
+:func:`hyp2onnx.emit.strategy.choose_graph`.
 """
 
 from __future__ import annotations
@@ -19,27 +19,17 @@ import onnx
 from onnx import helper
 
 from .._atomic import atomic_write
-from ..emit import ENCODINGS
 from ..emit import encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
-from ..emit.fast import Guarded, Link, Refine
-from ..emit.frames import emit_frames, frame_chain, remap_frames
-from ..emit.isolation import (
-    emit_anomaly_outputs,
-    emit_oblique_walk,
-    emit_perfect_walk,
-    perfect_applies,
-    walk_applies,
-)
-from ..emit.oblique import emit_normals, remap_projection
+from ..emit.fast import Guarded
+from ..emit.isolation import emit_anomaly_outputs
 from ..emit.outputs import emit_outputs
 from ..emit.projection import emit_projection, projection_dtype
-from ..emit.strategy import plan_trees
-from ..emit.trees import remap_features
+from ..emit.strategy import GraphStrategy, choose_graph, emit_trees
 from ..errors import CompatRoutingWarning, UnsupportedModelError
 from ..estimators import backend_for
 from ..geometry import GEOMETRIES, check_timelike_dim, curvature_radius
-from ..ir import InputSpace, Model
+from ..ir import Ensemble, InputSpace, Model, Task
 from . import hyperdt
 from ._kinds import kind_of
 from ._model_file import (
@@ -52,9 +42,6 @@ from ._model_file import (
 DEFAULT_OPSET = 18
 #: The oldest ai.onnx opset hyp2onnx emits (the newest is :func:`max_opset`).
 MIN_OPSET = 13
-#: Encodings whose emitter takes a rotation forest's frame chain as a map of
-#: row blocks (``features=``) rather than the whole batch's frame coordinates.
-FUSED_FRAMES = ("fast", "exact")
 
 
 def check_opset(target_opset: Any) -> int:
@@ -273,96 +260,77 @@ def compile_model(
     opset: int,
     name: str | None = None,
     legacy_only: bool = False,
+    strategy: GraphStrategy | None = None,
 ) -> onnx.ModelProto:
     """Emit, check and return the ONNX model for an IR model.
 
-    ``legacy_only`` restricts the tree operator to ai.onnx.ml opset 1 (for
-    hosts that cannot import opset 5) and raises ValueError if it cannot.
+    The graph is the one :func:`hyp2onnx.emit.strategy.choose_graph` chooses
+    for ``encoding`` (``strategy``, if given, is used as it is: tests and
+    benchmarks build variants with it). ``legacy_only`` restricts the tree
+    operator to ai.onnx.ml opset 1 (for hosts that cannot import opset 5)
+    and raises ValueError if it cannot.
     """
-    space = described.space
-    how = _encoding(encoding)
-    if how.value_bound and described.metadata.get("task") == "anomaly":
-        # Labels of isolation forests compare the summed path lengths with a
-        # threshold, so the sums keep the exact encoding's order (bound 0).
-        encoding, how = "exact", _encoding("exact")
-    if described.ensemble.categories is not None and not how.categories:
-        able = [e.name for e in ENCODINGS.values() if e.categories]
-        raise UnsupportedModelError(
-            f"the {encoding} encoding has no set-membership node for categorical splits; "
-            f"use encoding={' or '.join(map(repr, able))}."
-        )
-    oblique = described.ensemble.projection is not None
-    framed = described.ensemble.frames is not None  # rotation forests (emit/frames.py)
-    remap = remap_frames if framed else remap_projection if oblique else remap_features
-    ensemble, used = remap(described.ensemble)
-    oblique = oblique or framed  # both compute float64 features of the Klein coordinates
-    # Oblique isolation forests: a level-by-level walk, standard operators only.
-    walk = (
-        described.metadata.get("task") == "anomaly" and not how.float32 and walk_applies(ensemble)
-    )
-    plan = None
-    if how.tree_operator and not walk:
-        plan = plan_trees(ensemble, encoding, legacy_only=legacy_only)
-    # Oblique splits project float64 Klein coordinates, whatever the encoding.
-    compare = "float32" if how.float32 and not oblique else ensemble.compare_dtype
-    if how.float32:
+    if strategy is None:
+        strategy = choose_graph(described, encoding_name=encoding, legacy_only=legacy_only)
+    if strategy.encoding.float32:
         _warn_if_compat_misroutes(described, dtype)
-    k_dtype = projection_dtype(space, dtype, compare)
-
-    g = GraphBuilder(opset)
-    g.reserve("X", "label", "probabilities", "variable", "scores", "path_length")
-    k = emit_projection(g, "X", space, used, input_dtype=dtype, dtype=k_dtype)
-    scores: str | Guarded
-    if walk:
-        # Perfect binary tree tables where they stay small (the default forests),
-        # else the node walk: the same routing and sums, bit for bit.
-        walker = emit_perfect_walk if perfect_applies(ensemble) else emit_oblique_walk
-        scores = walker(g, k, ensemble)
+    space = described.space
+    builder = GraphBuilder(opset)
+    builder.reserve("X", *GRAPH_OUTPUTS)
+    k_dtype = projection_dtype(space, dtype, strategy.compare_dtype)
+    k = emit_projection(builder, "X", space, strategy.used, input_dtype=dtype, dtype=k_dtype)
+    scores, ensemble = emit_trees(builder, k, k_dtype, strategy)
+    out_dtype = "float32" if strategy.encoding.float32 else ensemble.sum_dtype
+    if strategy.task == Task.ANOMALY:
+        assert isinstance(scores, str)  # choose_graph gives isolation forests exact sums
+        outputs = emit_anomaly_outputs(builder, scores, described.metadata, out_dtype)
+        bounds: dict[str, str] = {}
     else:
-        emit_kwargs: dict[str, Any] = {"plan": plan} if plan else {}
-        if ensemble.projection is not None:
-            k, k_dtype, ensemble = emit_normals(g, k, k_dtype, ensemble)
-        elif ensemble.frames is not None and how.name in FUSED_FRAMES:
-            # Frame coordinates computed, routed and summed block by block.
-            emit_kwargs["features"], ensemble = frame_chain(g, k_dtype, ensemble)
-        elif ensemble.frames is not None:
-            k, k_dtype, ensemble = emit_frames(g, k, k_dtype, ensemble)
-        scores = how.emit_function()(g, k, k_dtype, ensemble, **emit_kwargs)
-    out_dtype = "float32" if how.float32 else ensemble.sum_dtype
-    extra_metadata: dict[str, str] = {}
-    refine: Refine | None = None
-    to_probabilities: Link | None = None
-    if described.metadata.get("task") == "anomaly":  # isolation forests
-        assert isinstance(scores, str)  # value-bound encodings were replaced by exact above
-        outputs = emit_anomaly_outputs(g, scores, described.metadata, out_dtype)
-    else:
-        # how.value_bound: sums in the runtime's order (hyp2onnx.emit.fast), whose
-        # emitter returns them as Guarded; the other emitters return the name.
-        if isinstance(scores, Guarded):
-            extra_metadata = {"value_bound": repr(scores.bound), "tie_margin": repr(scores.margin)}
-            refine, to_probabilities = scores.refine, scores.to_probabilities
-            scores = scores.scores
-        outputs = emit_outputs(
-            g, scores, ensemble, out_dtype, refine=refine, to_probabilities=to_probabilities
-        )
-
+        outputs, bounds = _model_outputs(builder, scores, ensemble, out_dtype)
     graph = helper.make_graph(
-        g.nodes,
+        builder.nodes,
         name or f"hyp2onnx_{described.estimator_class}",
         [helper.make_tensor_value_info("X", onnx_type(dtype), ["N", space.n_input_features])],
         outputs,
-        g.initializers,
+        builder.initializers,
     )
-    extra = [] if plan is None else [helper.make_opsetid(ML_DOMAIN, plan.ml_opset)]
+    plan = strategy.operator
     return finish_model(
         graph,
         described,
         opset=opset,
-        extra_opsets=extra,
-        encoding=encoding,
+        extra_opsets=[] if plan is None else [helper.make_opsetid(ML_DOMAIN, plan.ml_opset)],
+        encoding=strategy.encoding.name,
         dtype=dtype,
-        extra_metadata=extra_metadata,
+        extra_metadata=bounds,
     )
+
+
+#: Every name a graph may output (reserved, so that no node takes one).
+GRAPH_OUTPUTS = ("label", "probabilities", "variable", "scores", "path_length")
+
+
+def _model_outputs(
+    builder: GraphBuilder, scores: str | Guarded, ensemble: Ensemble, dtype: str
+) -> tuple[list[onnx.ValueInfoProto], dict[str, str]]:
+    """Labels and probabilities, or values, and the fast encoding's bound and margin.
+
+    The fast encoding's emitter returns its scores as
+    :class:`~hyp2onnx.emit.fast.Guarded` (sums in the runtime's order, their
+    bound and the label guard); the others return the scores' name.
+    """
+    if not isinstance(scores, Guarded):
+        return emit_outputs(builder, scores, ensemble, dtype), {}
+    bounds = {"value_bound": repr(scores.bound), "tie_margin": repr(scores.margin)}
+    outputs = emit_outputs(
+        builder,
+        scores.scores,
+        ensemble,
+        dtype,
+        refine=scores.refine,
+        to_probabilities=scores.to_probabilities,
+    )
+    return outputs, bounds
 
 
 def compat_routes_exactly(described: Model, dtype: str) -> bool:

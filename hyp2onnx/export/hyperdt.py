@@ -45,14 +45,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import onnx
 from onnx import helper
 
-from ..emit import ENCODINGS
+from ..emit import ENCODINGS, Encoding
 from ..emit import encoding as registered
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from ..emit.outputs import label_tensor
-from ..emit.strategy import plan_trees
-from ..emit.trees import by_row_blocks
+from ..emit.strategy import TREE_EMITTERS, plan_trees
+from ..emit.trees import TreePlan, by_row_blocks
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble, InputSpace, Model, predict_output, predict_scores
 from ._model_file import finish_model
@@ -312,118 +313,158 @@ def compile_hyperdt(
     model: Any, *, dtype: str, encoding: str, opset: int, name: str | None = None
 ) -> Any:
     """The ONNX model of a HyperDT estimator, in an encoding that compares in float64."""
-    how = registered(encoding)
-    if how.value_bound:
-        # HyperDT's graph takes labels from votes and modes, not from summed
-        # scores; it keeps the exact encoding's ordered sums.
-        encoding, how = "exact", registered("exact")
-    if how.float32:
-        usable = ", ".join(repr(e.name) for e in ENCODINGS.values() if not e.float32)
-        raise ValueError(
-            f"HyperDT models export with encoding {usable}, not {encoding!r}: their splits "
-            f"compare float64 products, which the float32 {encoding!r} encoding cannot."
-        )
-    described = read_hyperdt(model)
-    g = GraphBuilder(opset)
-    g.reserve("X", "label", "probabilities", "variable")
-    x = "X" if dtype == "float64" else g.cast(STAGE, "X", np.float64)
-    xd = g.op(STAGE, "Gather", [x, g.const(STAGE, "features", described.columns_feature)], axis=1)
-    xt = g.op(
-        STAGE, "Gather", [x, g.const(STAGE, "timelike", [described.timelike], np.int64)], axis=1
-    )
-    a = g.op(STAGE, "Mul", [xd, g.const(STAGE, "sin", described.columns_sin)])
-    b = g.op(STAGE, "Mul", [xt, g.const(STAGE, "cos", described.columns_cos)])
-    S = g.op(STAGE, "Sub", [a, b])
-
-    plans = []
-
-    def trees(ensemble: Ensemble) -> str:
-        if not how.tree_operator:
-            raw = how.emit_function()(g, S, "float64", ensemble)
-        else:
-            plan = plan_trees(ensemble, encoding)
-            plans.append(plan)
-            raw = how.emit_function()(g, S, "float64", ensemble, plan=plan)
-        assert isinstance(raw, str)  # value-bound (Guarded) encodings were replaced above
-        return raw
-
-    values = described.values
-    scores = trees(values)
-    if values.classes is not None:  # values.is_classifier
-        g.rename(scores, "probabilities")
-        labels, label_type = label_tensor(values.classes)
-        if described.votes is None:
-            winner = g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
-        else:
-            winner = g.cast(STAGE, _emit_mode(g, trees(described.votes), encoding), np.int64)
-        g.op(
-            STAGE, "Gather", [g.const(STAGE, "classes", labels), winner], axis=0, outputs=["label"]
-        )
-        outputs = [
-            helper.make_tensor_value_info("label", label_type, ["N"]),
-            helper.make_tensor_value_info(
-                "probabilities", onnx_type("float64"), ["N", values.n_outputs]
-            ),
-        ]
+    how = _encoding_for(encoding)
+    hyperdt_model = read_hyperdt(model)
+    builder = GraphBuilder(opset)
+    builder.reserve("X", "label", "probabilities", "variable")
+    trees = _TreeStage(builder, _emit_split_columns(builder, hyperdt_model, dtype), how)
+    if hyperdt_model.values.classes is not None:  # values.is_classifier
+        outputs = _classifier_outputs(builder, hyperdt_model, trees)
     else:
-        if described.votes is not None:
-            mode = _emit_mode(g, trees(described.votes), encoding)
-            scores = g.op(STAGE, "Unsqueeze", [mode, g.const(STAGE, "axis1", [1], np.int64)])
-        g.rename(scores, "variable")
-        outputs = [helper.make_tensor_value_info("variable", onnx_type("float64"), ["N", 1])]
-
-    ml_opset = max((p.ml_opset for p in plans), default=None)
+        outputs = _regressor_outputs(builder, hyperdt_model, trees)
     graph = helper.make_graph(
-        g.nodes,
-        name or f"hyp2onnx_hyperdt_{described.model.estimator_class}",
+        builder.nodes,
+        name or f"hyp2onnx_hyperdt_{hyperdt_model.model.estimator_class}",
         [
             helper.make_tensor_value_info(
-                "X", onnx_type(dtype), ["N", described.model.space.n_input_features]
+                "X", onnx_type(dtype), ["N", hyperdt_model.model.space.n_input_features]
             )
         ],
         outputs,
-        g.initializers,
+        builder.initializers,
     )
-    extra = [helper.make_opsetid(ML_DOMAIN, ml_opset)] if ml_opset else []
+    ml_opset = max((p.ml_opset for p in trees.plans), default=None)
     return finish_model(
-        graph, described.model, opset=opset, extra_opsets=extra, encoding=encoding, dtype=dtype
+        graph,
+        hyperdt_model.model,
+        opset=opset,
+        extra_opsets=[helper.make_opsetid(ML_DOMAIN, ml_opset)] if ml_opset else [],
+        encoding=how.name,
+        dtype=dtype,
     )
 
 
-def _emit_mode(g: Any, per_tree: str, encoding: str) -> str:
+def _encoding_for(name: str) -> Encoding:
+    """The encoding HyperDT's graph uses when ``name`` is asked for."""
+    how = registered(name)
+    if how.value_bound:
+        # HyperDT's graph takes labels from votes and modes, not from summed
+        # scores; it keeps the exact encoding's ordered sums.
+        how = registered("exact")
+    if how.float32:
+        usable = ", ".join(repr(e.name) for e in ENCODINGS.values() if not e.float32)
+        raise ValueError(
+            f"HyperDT models export with encoding {usable}, not {name!r}: their splits "
+            f"compare float64 products, which the float32 {name!r} encoding cannot."
+        )
+    return how
+
+
+def _emit_split_columns(builder: GraphBuilder, hyperdt_model: HyperDTModel, dtype: str) -> str:
+    """HyperDT's split columns ``sin * x[d] - cos * x[t]`` in float64 (``Mul``, ``Mul``, ``Sub``)."""
+    x = "X" if dtype == "float64" else builder.cast(STAGE, "X", np.float64)
+    features = builder.const(STAGE, "features", hyperdt_model.columns_feature)
+    xd = builder.op(STAGE, "Gather", [x, features], axis=1)
+    timelike = builder.const(STAGE, "timelike", [hyperdt_model.timelike], np.int64)
+    xt = builder.op(STAGE, "Gather", [x, timelike], axis=1)
+    products = builder.op(
+        STAGE, "Mul", [xd, builder.const(STAGE, "sin", hyperdt_model.columns_sin)]
+    )
+    subtracted = builder.op(
+        STAGE, "Mul", [xt, builder.const(STAGE, "cos", hyperdt_model.columns_cos)]
+    )
+    return builder.op(STAGE, "Sub", [products, subtracted])
+
+
+class _TreeStage:
+    """The encoding's tree emitter over the split columns; remembers the operators it used."""
+
+    def __init__(self, builder: GraphBuilder, columns: str, how: Encoding) -> None:
+        self.builder, self.columns, self.how = builder, columns, how
+        self.plans: list[TreePlan] = []
+
+    def __call__(self, ensemble: Ensemble) -> str:
+        emit = TREE_EMITTERS[self.how.name]
+        if not self.how.tree_operator:
+            raw = emit(self.builder, self.columns, "float64", ensemble)
+        else:
+            plan = plan_trees(ensemble, self.how.name)
+            self.plans.append(plan)
+            raw = emit(self.builder, self.columns, "float64", ensemble, plan=plan)
+        assert isinstance(raw, str)  # value-bound (Guarded) encodings were replaced above
+        return raw
+
+
+def _classifier_outputs(
+    builder: GraphBuilder, hyperdt_model: HyperDTModel, trees: _TreeStage
+) -> list[onnx.ValueInfoProto]:
+    """``probabilities`` (the mean of the leaf fractions) and ``label`` (their first
+    largest for a tree, the mode of the trees' labels for a forest)."""
+    values = hyperdt_model.values
+    assert values.classes is not None
+    builder.rename(trees(values), "probabilities")
+    labels, label_type = label_tensor(values.classes)
+    if hyperdt_model.votes is None:
+        winner = builder.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
+    else:
+        mode = _emit_mode(builder, trees(hyperdt_model.votes), trees.how)
+        winner = builder.cast(STAGE, mode, np.int64)
+    classes = builder.const(STAGE, "classes", labels)
+    builder.op(STAGE, "Gather", [classes, winner], axis=0, outputs=["label"])
+    return [
+        helper.make_tensor_value_info("label", label_type, ["N"]),
+        helper.make_tensor_value_info(
+            "probabilities", onnx_type("float64"), ["N", values.n_outputs]
+        ),
+    ]
+
+
+def _regressor_outputs(
+    builder: GraphBuilder, hyperdt_model: HyperDTModel, trees: _TreeStage
+) -> list[onnx.ValueInfoProto]:
+    """``variable``: the leaf value, or for a forest the mode of the trees' values."""
+    scores = trees(hyperdt_model.values)
+    if hyperdt_model.votes is not None:
+        mode = _emit_mode(builder, trees(hyperdt_model.votes), trees.how)
+        axis = builder.const(STAGE, "axis1", [1], np.int64)
+        scores = builder.op(STAGE, "Unsqueeze", [mode, axis])
+    builder.rename(scores, "variable")
+    return [helper.make_tensor_value_info("variable", onnx_type("float64"), ["N", 1])]
+
+
+def _emit_mode(builder: GraphBuilder, per_tree: str, how: Encoding) -> str:
     """[N] mode of the [N, T] per-tree values (smallest on a tie), as :func:`_mode`.
 
     Counts pairwise equalities ([rows, T, T]); the exact encoding does this
     in blocks of rows (a Loop), the standard one for all rows at once.
     """
 
-    def mode(b: Any, v: str) -> str:
-        rows = b.op(STAGE, "Unsqueeze", [v, b.const(STAGE, "axis2", [2], np.int64)])
-        cols = b.op(STAGE, "Unsqueeze", [v, b.const(STAGE, "axis1", [1], np.int64)])
-        same = b.cast(STAGE, b.op(STAGE, "Equal", [rows, cols]), np.int32)
-        counts = b.op(
-            STAGE, "ReduceSum", [same, b.const(STAGE, "axis2b", [2], np.int64)], keepdims=0
+    def mode(block: GraphBuilder, v: str) -> str:
+        rows = block.op(STAGE, "Unsqueeze", [v, block.const(STAGE, "axis2", [2], np.int64)])
+        cols = block.op(STAGE, "Unsqueeze", [v, block.const(STAGE, "axis1", [1], np.int64)])
+        same = block.cast(STAGE, block.op(STAGE, "Equal", [rows, cols]), np.int32)
+        counts = block.op(
+            STAGE, "ReduceSum", [same, block.const(STAGE, "axis2b", [2], np.int64)], keepdims=0
         )
-        most = (
-            b.op(STAGE, "ReduceMax", [counts], axes=[1], keepdims=1)
-            if b.opset < 18
-            else b.op(
-                STAGE, "ReduceMax", [counts, b.const(STAGE, "axis1b", [1], np.int64)], keepdims=1
-            )
-        )
-        best = b.op(STAGE, "Equal", [counts, most])
-        inf = b.const(STAGE, "inf", np.inf, np.float64)
-        candidates = b.op(STAGE, "Where", [best, v, inf])
-        if b.opset < 18:
-            return b.op(STAGE, "ReduceMin", [candidates], axes=[1], keepdims=1)
-        return b.op(
-            STAGE, "ReduceMin", [candidates, b.const(STAGE, "axis1c", [1], np.int64)], keepdims=1
-        )
+        most = _reduce(block, "ReduceMax", counts, "axis1b")
+        best = block.op(STAGE, "Equal", [counts, most])
+        inf = block.const(STAGE, "inf", np.inf, np.float64)
+        candidates = block.op(STAGE, "Where", [best, v, inf])
+        return _reduce(block, "ReduceMin", candidates, "axis1c")
 
     # An encoding without tree operators targets runtimes without sequence operators too.
-    blocks = registered(encoding).tree_operator
-    winner = by_row_blocks(g, per_tree, mode, 1, "float64") if blocks else mode(g, per_tree)
-    return g.op(STAGE, "Squeeze", [winner, g.const(STAGE, "axis1d", [1], np.int64)])
+    if how.tree_operator:
+        winner = by_row_blocks(builder, per_tree, mode, 1, "float64")
+    else:
+        winner = mode(builder, per_tree)
+    return builder.op(STAGE, "Squeeze", [winner, builder.const(STAGE, "axis1d", [1], np.int64)])
+
+
+def _reduce(builder: GraphBuilder, op: str, x: str, axis_name: str) -> str:
+    """``op`` over axis 1, keeping it: the axes an attribute before opset 18, an input from it."""
+    if builder.opset < 18:
+        return builder.op(STAGE, op, [x], axes=[1], keepdims=1)
+    return builder.op(STAGE, op, [x, builder.const(STAGE, axis_name, [1], np.int64)], keepdims=1)
 
 
 def boundary_rows(
