@@ -30,6 +30,7 @@ from .fast import FastLayout, Guarded, complement_defect, emit_fast, fast_layout
 from .frames import emit_frames, frame_chain, remap_frames
 from .isolation import emit_oblique_walk, emit_perfect_walk, perfect_applies, walk_applies
 from .oblique import emit_normals, remap_projection
+from .projection import projection_dtype
 from .standard import emit_standard
 from .trees import Batching, TreePlan, emit_compat, emit_exact, per_class_trees, remap_features
 
@@ -88,8 +89,8 @@ class GraphStrategy:
     layout: FastLayout | None
     #: the fast encoding's near-tie guard (only tests build graphs without it)
     guard: bool = True
-    #: what the projection's comparisons need: Klein coordinates in this precision
-    compare_dtype: str
+    #: the precision the projection computes the Klein coordinates in
+    klein_dtype: str
     #: the model's task: isolation forests output labels, scores and path lengths
     task: Task
 
@@ -100,8 +101,11 @@ class GraphStrategy:
         return {} if self.operator is None else {"plan": self.operator}
 
 
-def choose_graph(model: Model, *, encoding_name: str, legacy_only: bool = False) -> GraphStrategy:
-    """Which graph ``to_onnx`` builds for ``model``: each choice, in this order.
+def choose_graph(
+    model: Model, *, encoding_name: str, input_dtype: str, legacy_only: bool = False
+) -> GraphStrategy:
+    """Which graph ``to_onnx`` builds for ``model`` fed ``input_dtype`` points: each
+    choice, in this order.
 
     1. The **encoding** (``encoding_name``; ``to_onnx``'s default is
        ``"fast"``; the registry is ``hyp2onnx.emit.ENCODINGS``). Isolation
@@ -110,7 +114,10 @@ def choose_graph(model: Model, *, encoding_name: str, legacy_only: bool = False)
        (HyperDT models, exported by ``hyp2onnx.export.hyperdt``, do the same:
        their labels are votes). Categorical splits need an encoding with set
        membership.
-    2. The **features** the trees read (:data:`Features`): oblique trees
+    2. The **features** the trees read (:data:`Features`), from Klein
+       coordinates computed in the precision the trees compare (the compat
+       encoding's float32; float64 for the standard encoding, whose runtimes
+       divide float32 inexactly: :func:`_klein_dtype`): oblique trees
        project onto their normals (``emit_normals``), rotation forests map to
        their frames (``emit_frames``; for fast and exact ``frame_chain``,
        block by block); isolation forests' walks project by themselves.
@@ -161,7 +168,7 @@ def choose_graph(model: Model, *, encoding_name: str, legacy_only: bool = False)
         trees=trees,
         operator=operator,
         layout=fast_layout(ensemble, operator) if trees is emit_fast and operator else None,
-        compare_dtype=_compare_dtype(model.ensemble, ensemble, how),
+        klein_dtype=_klein_dtype(model, ensemble, how, input_dtype),
         task=model.task,
     )
 
@@ -199,15 +206,23 @@ def _features(ensemble: Ensemble, how: Encoding) -> Features:
     return "klein"
 
 
-def _compare_dtype(fitted: Ensemble, remapped: Ensemble, how: Encoding) -> str:
-    """The precision of the Klein coordinates the graph compares (or projects).
+def _klein_dtype(model: Model, remapped: Ensemble, how: Encoding, input_dtype: str) -> str:
+    """The precision the projection computes the Klein coordinates in.
 
-    The compat encoding compares in float32; oblique splits and frames (of
-    the fitted ensemble, even where every split of an oblique tree reads a
-    single feature) project float64 Klein coordinates, whatever the encoding.
+    What the trees compare: float32 for the compat encoding, except that
+    oblique splits and frames (of the fitted ensemble, even where every split
+    of an oblique tree reads a single feature) project float64 Klein
+    coordinates, whatever the encoding. The standard encoding always divides
+    in float64: its runtimes (tract, OpenVINO) divide float32 by a
+    reciprocal, one unit in the last place off at times; a float64 quotient
+    rounded to float32 is the correctly rounded float32 quotient, as Python
+    compares it.
     """
-    oblique = fitted.projection is not None or fitted.frames is not None
-    return "float32" if how.float32 and not oblique else remapped.compare_dtype
+    if how.name == "standard":
+        return "float64"
+    oblique = model.ensemble.projection is not None or model.ensemble.frames is not None
+    compare = "float32" if how.float32 and not oblique else remapped.compare_dtype
+    return projection_dtype(model.space, input_dtype, compare)
 
 
 def emit_features(

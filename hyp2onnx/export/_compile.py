@@ -24,7 +24,7 @@ from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from ..emit.fast import Guarded
 from ..emit.isolation import emit_anomaly_outputs
 from ..emit.outputs import emit_outputs
-from ..emit.projection import emit_projection, projection_dtype
+from ..emit.projection import emit_projection
 from ..emit.strategy import GraphStrategy, choose_graph, emit_trees
 from ..errors import CompatRoutingWarning, UnsupportedModelError
 from ..estimators import backend_for
@@ -271,13 +271,15 @@ def compile_model(
     and raises ValueError if it cannot.
     """
     if strategy is None:
-        strategy = choose_graph(described, encoding_name=encoding, legacy_only=legacy_only)
+        strategy = choose_graph(
+            described, encoding_name=encoding, input_dtype=dtype, legacy_only=legacy_only
+        )
     if strategy.encoding.float32:
         _warn_if_compat_misroutes(described, dtype)
     space = described.space
     builder = GraphBuilder(opset)
     builder.reserve("X", *GRAPH_OUTPUTS)
-    k_dtype = projection_dtype(space, dtype, strategy.compare_dtype)
+    k_dtype = strategy.klein_dtype
     k = emit_projection(builder, "X", space, strategy.used, input_dtype=dtype, dtype=k_dtype)
     scores, ensemble = emit_trees(builder, k, k_dtype, strategy)
     out_dtype = "float32" if strategy.encoding.float32 else ensemble.sum_dtype
