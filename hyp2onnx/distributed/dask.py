@@ -662,7 +662,7 @@ class _DaskModel:
         Xt, y, w = client.persist([Xt, y, w]) if w is not None else (*client.persist([Xt, y]), None)
         _raise_partition_errors(Xt)  # invalid points, named, before any training
         backend.check_fit(estimator, y, fit_params)
-        backend.warn_subsampling(estimator, stacklevel=3)
+        backend.warn_subsampling(estimator)
         # The learner's input: the Klein coordinates, or far out their quantile buckets.
         qmap, to_tree, Xlearn = None, as_klein, Xt
         if self.tree_space == "quantiles":

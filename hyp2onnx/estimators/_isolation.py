@@ -56,7 +56,6 @@ import numbers
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, ClassVar
-from warnings import warn
 
 import numpy as np
 from sklearn.base import OutlierMixin
@@ -64,6 +63,7 @@ from sklearn.utils import Tags, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ..errors import warn_user
 from ..ir import Ensemble, Model, Task
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply, as_compared
@@ -513,10 +513,9 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             return min(256, n)
         if isinstance(self.max_samples, numbers.Integral):
             if int(self.max_samples) > n:
-                warn(
+                warn_user(
                     f"max_samples ({self.max_samples}) is greater than the total number of "
-                    f"samples ({n}). max_samples will be set to n_samples for estimation.",
-                    stacklevel=3,
+                    f"samples ({n}). max_samples will be set to n_samples for estimation."
                 )
                 return n
             return int(self.max_samples)

@@ -10,7 +10,6 @@ ensemble and returns ``label`` + ``probabilities`` (classifiers) or
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +25,7 @@ from ..emit.isolation import emit_anomaly_outputs
 from ..emit.outputs import emit_outputs
 from ..emit.projection import emit_projection
 from ..emit.strategy import GraphStrategy, choose_graph, emit_trees
-from ..errors import CompatRoutingWarning, UnsupportedModelError
+from ..errors import CompatRoutingWarning, UnsupportedModelError, warn_user
 from ..estimators import backend_for
 from ..geometry import GEOMETRIES, check_timelike_dim, curvature_radius
 from ..ir import Ensemble, InputSpace, Model, Task
@@ -119,10 +118,9 @@ def describe(
             "Klein coordinates. Train a hyp2onnx estimator with input_blocks=[..., "
             "Categorical(n)] to export categorical columns."
         )
-    warnings.warn(
+    warn_user(
         f"{type(model).__name__} is exported with its own (Euclidean) thresholds; train a "
-        "hyp2onnx estimator to get Einstein-midpoint thresholds.",
-        stacklevel=3,
+        "hyp2onnx estimator to get Einstein-midpoint thresholds."
     )
     n_input = ensemble.n_features + (1 if input_geometry == "hyperboloid" else 0)
     space = InputSpace(
@@ -180,12 +178,11 @@ def to_onnx(
         # float32 input routes them alike (far points a few 1e-7 apart in angle
         # do not), so float64.
         if dtype == "float32":
-            warnings.warn(
+            warn_user(
                 "HyperDT compares its splits in float64: float32 input moves points near "
                 "a split's plane (far points close in angle) to its other side, and labels "
                 "there will differ from HyperDT's on float64 input. Use dtype='float64' "
-                "(the default here).",
-                stacklevel=2,
+                "(the default here)."
             )
         return hyperdt.compile_hyperdt(
             model, dtype=dtype or "float64", encoding=encoding, opset=opset, name=name
@@ -197,19 +194,17 @@ def to_onnx(
     if dtype is None:
         dtype = needed
     elif dtype == "float32" and needed == "float64":
-        warnings.warn(
+        warn_user(
             "float32 cannot separate some of this model's splits (points far from the "
             "origin, or categorical codes from 2**24 on): float32 input loses them, and "
             "labels near those splits will differ "
-            "from the model's on float64 input. Use dtype='float64' (the default here).",
-            stacklevel=2,
+            "from the model's on float64 input. Use dtype='float64' (the default here)."
         )
     if entry.float32 and needed == "float64":
-        warnings.warn(
+        warn_user(
             f"the {encoding} encoding compares in float32, which cannot separate some of this "
             "model's splits (points far from the origin): labels near them will differ from "
-            "the model's. Use the default encoding ('fast'), or 'exact' or 'standard'.",
-            stacklevel=2,
+            "the model's. Use the default encoding ('fast'), or 'exact' or 'standard'."
         )
     return compile_model(described, dtype=dtype, encoding=encoding, opset=opset, name=name)
 
@@ -367,12 +362,11 @@ def _warn_if_compat_misroutes(described: Model, dtype: str) -> None:
             f"rounds the Klein coordinates that {described.backend} compares in float64 to "
             "float32 (exact only for float32 input in the Klein ball at curvature -1)"
         )
-    warnings.warn(
+    warn_user(
         f"The compat encoding {what}: rows within a float32 step of a threshold may go the "
         "other way than in the Python model, changing labels and probabilities there. Use "
         "the default encoding ('fast'; or 'exact', 'standard') for the model's own routing.",
         CompatRoutingWarning,
-        stacklevel=4,
     )
 
 
