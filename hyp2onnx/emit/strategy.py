@@ -146,45 +146,45 @@ def choose_graph(
     ``legacy_only`` (hosts such as skl2onnx that cap ai.onnx.ml below opset
     5) keeps to the legacy operator and raises ValueError where it cannot.
     """
-    how = _encoding_for(model, encoding_name)
+    spec = _encoding_for(model, encoding_name)
     ensemble, used = _remap(model.ensemble)
-    features = _features(ensemble, how)
-    trees: TreeEmitter = TREE_EMITTERS[how.name]
-    if model.task == Task.ANOMALY and not how.float32 and walk_applies(ensemble):
+    features = _features(ensemble, spec)
+    trees: TreeEmitter = TREE_EMITTERS[spec.name]
+    if model.task == Task.ANOMALY and not spec.float32 and walk_applies(ensemble):
         # Perfect binary tree tables where they stay small (the default forests),
         # else the node walk: the same routing and sums, bit for bit.
         trees = emit_perfect_walk if perfect_applies(ensemble) else emit_oblique_walk
         features = "klein"
     operator = None
-    if how.tree_operator and trees in TREE_EMITTERS.values():
+    if spec.tree_operator and trees in TREE_EMITTERS.values():
         operator = plan_trees(
-            ensemble, how.name, legacy_only=legacy_only, by_block=features == "frames_by_block"
+            ensemble, spec.name, legacy_only=legacy_only, by_block=features == "frames_by_block"
         )
     return GraphStrategy(
-        encoding=how,
+        encoding=spec,
         ensemble=ensemble,
         used=used,
         features=features,
         trees=trees,
         operator=operator,
         layout=fast_layout(ensemble, operator) if trees is emit_fast and operator else None,
-        klein_dtype=_klein_dtype(model, ensemble, how, input_dtype),
+        klein_dtype=_klein_dtype(model, ensemble, spec, input_dtype),
         task=model.task,
     )
 
 
 def _encoding_for(model: Model, encoding_name: str) -> Encoding:
     """The encoding used for ``model`` when ``encoding_name`` is asked for (step 1)."""
-    how = encoding(encoding_name)
-    if how.value_bound and model.task == Task.ANOMALY:
-        how = encoding("exact")
-    if model.ensemble.categories is not None and not how.categories:
+    spec = encoding(encoding_name)
+    if spec.value_bound and model.task == Task.ANOMALY:
+        spec = encoding("exact")
+    if model.ensemble.categories is not None and not spec.categories:
         able = [e.name for e in ENCODINGS.values() if e.categories]
         raise UnsupportedModelError(
-            f"the {how.name} encoding has no set-membership node for categorical splits; "
+            f"the {spec.name} encoding has no set-membership node for categorical splits; "
             f"use encoding={' or '.join(map(repr, able))}."
         )
-    return how
+    return spec
 
 
 def _remap(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
@@ -196,17 +196,17 @@ def _remap(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
     return remap_features(ensemble)
 
 
-def _features(ensemble: Ensemble, how: Encoding) -> Features:
+def _features(ensemble: Ensemble, spec: Encoding) -> Features:
     """What the trees of the remapped ``ensemble`` read (step 2)."""
     if ensemble.projection is not None:
         return "oblique"
     if ensemble.frames is not None:
-        by_block = TREE_EMITTERS[how.name] in (emit_fast, emit_exact)
+        by_block = TREE_EMITTERS[spec.name] in (emit_fast, emit_exact)
         return "frames_by_block" if by_block else "frames"
     return "klein"
 
 
-def _klein_dtype(model: Model, remapped: Ensemble, how: Encoding, input_dtype: str) -> str:
+def _klein_dtype(model: Model, remapped: Ensemble, spec: Encoding, input_dtype: str) -> str:
     """The precision the projection computes the Klein coordinates in.
 
     What the trees compare: float32 for the compat encoding, except that
@@ -218,10 +218,10 @@ def _klein_dtype(model: Model, remapped: Ensemble, how: Encoding, input_dtype: s
     rounded to float32 is the correctly rounded float32 quotient, as Python
     compares it.
     """
-    if how.name == "standard":
+    if spec.name == "standard":
         return "float64"
     oblique = model.ensemble.projection is not None or model.ensemble.frames is not None
-    compare = "float32" if how.float32 and not oblique else remapped.compare_dtype
+    compare = "float32" if spec.float32 and not oblique else remapped.compare_dtype
     return projection_dtype(model.space, input_dtype, compare)
 
 

@@ -18,6 +18,7 @@ import onnx
 from onnx import helper
 
 from .._atomic import atomic_write
+from ..emit import Encoding
 from ..emit import encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from ..emit.fast import Guarded
@@ -84,12 +85,12 @@ def describe(
     ``timelike_dim`` if not the defaults); its thresholds are used as they
     are, not corrected.
     """
-    stated = {
-        "input_geometry": input_geometry,
-        "curvature": curvature,
-        "timelike_dim": timelike_dim,
-    }
     if kind_of(model) == "hyperbolic":
+        stated = {
+            "input_geometry": input_geometry,
+            "curvature": curvature,
+            "timelike_dim": timelike_dim,
+        }
         for key, value in stated.items():
             if value is not None and value != getattr(model, key):
                 raise ValueError(
@@ -97,6 +98,15 @@ def describe(
                     "leave it out for hyperbolic estimators."
                 )
         return model.to_ir()
+    return _plain_model(
+        model, input_geometry=input_geometry, curvature=curvature, timelike_dim=timelike_dim
+    )
+
+
+def _plain_model(
+    model: Any, *, input_geometry: str | None, curvature: float | None, timelike_dim: int | None
+) -> Model:
+    """The IR model of a plain tree model trained on unit-ball Klein coordinates."""
     backend = backend_for(model)
     if input_geometry is None:
         raise ValueError(
@@ -169,28 +179,41 @@ def to_onnx(
     """
     if dtype not in (None, "float32", "float64"):
         raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}.")
-    entry = _encoding(encoding)
+    spec = _encoding(encoding)
     opset = check_opset(target_opset)
     if kind_of(model) == "hyperdt":
         _no_stated_geometry(model, input_geometry, curvature, timelike_dim)
-        # The dtype rule of plain models: the precision they compare in. HyperDT
-        # compares float64 products and keeps no training rows to show that
-        # float32 input routes them alike (far points a few 1e-7 apart in angle
-        # do not), so float64.
-        if dtype == "float32":
-            warn_user(
-                "HyperDT compares its splits in float64: float32 input moves points near "
-                "a split's plane (far points close in angle) to its other side, and labels "
-                "there will differ from HyperDT's on float64 input. Use dtype='float64' "
-                "(the default here)."
-            )
-        return hyperdt.compile_hyperdt(
-            model, dtype=dtype or "float64", encoding=encoding, opset=opset, name=name
-        )
-    described = describe(
+        return _hyperdt_to_onnx(model, dtype=dtype, encoding=encoding, opset=opset, name=name)
+    ir_model = describe(
         model, input_geometry=input_geometry, curvature=curvature, timelike_dim=timelike_dim
     )
-    needed = input_dtype(described)
+    graph_dtype = _checked_input_dtype(ir_model, dtype, spec)
+    return compile_model(ir_model, dtype=graph_dtype, encoding=encoding, opset=opset, name=name)
+
+
+def _hyperdt_to_onnx(
+    model: Any, *, dtype: str | None, encoding: str, opset: int, name: str | None
+) -> onnx.ModelProto:
+    """A HyperDT model's graph, its input float64 unless asked otherwise (with a warning)."""
+    # The dtype rule of plain models: the precision they compare in. HyperDT
+    # compares float64 products and keeps no training rows to show that
+    # float32 input routes them alike (far points a few 1e-7 apart in angle
+    # do not), so float64.
+    if dtype == "float32":
+        warn_user(
+            "HyperDT compares its splits in float64: float32 input moves points near "
+            "a split's plane (far points close in angle) to its other side, and labels "
+            "there will differ from HyperDT's on float64 input. Use dtype='float64' "
+            "(the default here)."
+        )
+    return hyperdt.compile_hyperdt(
+        model, dtype=dtype or "float64", encoding=encoding, opset=opset, name=name
+    )
+
+
+def _checked_input_dtype(ir_model: Model, dtype: str | None, spec: Encoding) -> str:
+    """``dtype``, or the one the model needs (None); warns where float32 loses splits."""
+    needed = input_dtype(ir_model)
     if dtype is None:
         dtype = needed
     elif dtype == "float32" and needed == "float64":
@@ -200,13 +223,13 @@ def to_onnx(
             "labels near those splits will differ "
             "from the model's on float64 input. Use dtype='float64' (the default here)."
         )
-    if entry.float32 and needed == "float64":
+    if spec.float32 and needed == "float64":
         warn_user(
-            f"the {encoding} encoding compares in float32, which cannot separate some of this "
+            f"the {spec.name} encoding compares in float32, which cannot separate some of this "
             "model's splits (points far from the origin): labels near them will differ from "
             "the model's. Use the default encoding ('fast'), or 'exact' or 'standard'."
         )
-    return compile_model(described, dtype=dtype, encoding=encoding, opset=opset, name=name)
+    return dtype
 
 
 def _no_stated_geometry(model: Any, *stated: Any) -> None:
@@ -217,7 +240,7 @@ def _no_stated_geometry(model: Any, *stated: Any) -> None:
         )
 
 
-def input_dtype(described: Model) -> Literal["float32", "float64"]:
+def input_dtype(ir_model: Model) -> Literal["float32", "float64"]:
     """The graph input dtype that keeps what the model separates.
 
     float64 if float32 cannot separate some split's two nearest training
@@ -231,13 +254,11 @@ def input_dtype(described: Model) -> Literal["float32", "float64"]:
     points) needs float64 too: in Python the projection of the user's float64
     points is rounded to the model's precision after it, not before.
     """
-    needed = described.input_dtype or described.ensemble.compare_dtype
-    space = described.space
-    if described.input_dtype is None and not (
-        space.geometry == "klein" and space.curvature == -1.0
-    ):
+    needed = ir_model.input_dtype or ir_model.ensemble.compare_dtype
+    space = ir_model.space
+    if ir_model.input_dtype is None and not (space.geometry == "klein" and space.curvature == -1.0):
         return "float64"
-    categories = described.ensemble.categories
+    categories = ir_model.ensemble.categories
     if categories is not None and categories.largest_code() >= FLOAT32_EXACT_CODES:
         return "float64"
     return needed
@@ -248,7 +269,7 @@ FLOAT32_EXACT_CODES = 1 << 24
 
 
 def compile_model(
-    described: Model,
+    ir_model: Model,
     *,
     dtype: str,
     encoding: str,
@@ -267,11 +288,11 @@ def compile_model(
     """
     if strategy is None:
         strategy = choose_graph(
-            described, encoding_name=encoding, input_dtype=dtype, legacy_only=legacy_only
+            ir_model, encoding_name=encoding, input_dtype=dtype, legacy_only=legacy_only
         )
     if strategy.encoding.float32:
-        _warn_if_compat_misroutes(described, dtype)
-    space = described.space
+        _warn_if_compat_misroutes(ir_model, dtype)
+    space = ir_model.space
     builder = GraphBuilder(opset)
     builder.reserve("X", *GRAPH_OUTPUTS)
     k_dtype = strategy.klein_dtype
@@ -280,13 +301,13 @@ def compile_model(
     out_dtype = "float32" if strategy.encoding.float32 else ensemble.sum_dtype
     if strategy.task == Task.ANOMALY:
         assert isinstance(scores, str)  # choose_graph gives isolation forests exact sums
-        outputs = emit_anomaly_outputs(builder, scores, described.metadata, out_dtype)
+        outputs = emit_anomaly_outputs(builder, scores, ir_model.metadata, out_dtype)
         bounds: dict[str, str] = {}
     else:
         outputs, bounds = _model_outputs(builder, scores, ensemble, out_dtype)
     graph = helper.make_graph(
         builder.nodes,
-        name or f"hyp2onnx_{described.estimator_class}",
+        name or f"hyp2onnx_{ir_model.estimator_class}",
         [helper.make_tensor_value_info("X", onnx_type(dtype), ["N", space.n_input_features])],
         outputs,
         builder.initializers,
@@ -294,7 +315,7 @@ def compile_model(
     plan = strategy.operator
     return finish_model(
         graph,
-        described,
+        ir_model,
         opset=opset,
         extra_opsets=[] if plan is None else [helper.make_opsetid(ML_DOMAIN, plan.ml_opset)],
         encoding=strategy.encoding.name,
@@ -330,7 +351,7 @@ def _model_outputs(
     return outputs, bounds
 
 
-def compat_routes_exactly(described: Model, dtype: str) -> bool:
+def compat_routes_exactly(ir_model: Model, dtype: str) -> bool:
     """Whether the compat graph routes every input exactly as the model does.
 
     The legacy operator compares float32 values with float32 thresholds
@@ -340,7 +361,7 @@ def compat_routes_exactly(described: Model, dtype: str) -> bool:
     already: float32 input in the Klein ball at curvature -1 (the input is
     then the Klein coordinate). Oblique projections are float64 sums: never.
     """
-    ensemble, space = described.ensemble, described.space
+    ensemble, space = ir_model.ensemble, ir_model.space
     if ensemble.projection is not None or ensemble.frames is not None:
         return False
     if ensemble.compare_dtype == "float32":
@@ -352,14 +373,14 @@ def compat_routes_exactly(described: Model, dtype: str) -> bool:
     )
 
 
-def _warn_if_compat_misroutes(described: Model, dtype: str) -> None:
-    if compat_routes_exactly(described, dtype):
+def _warn_if_compat_misroutes(ir_model: Model, dtype: str) -> None:
+    if compat_routes_exactly(ir_model, dtype):
         return
-    if described.ensemble.projection is not None or described.ensemble.frames is not None:
+    if ir_model.ensemble.projection is not None or ir_model.ensemble.frames is not None:
         what = "compares each oblique split's float64 projection rounded to float32"
     else:
         what = (
-            f"rounds the Klein coordinates that {described.backend} compares in float64 to "
+            f"rounds the Klein coordinates that {ir_model.backend} compares in float64 to "
             "float32 (exact only for float32 input in the Klein ball at curvature -1)"
         )
     warn_user(
