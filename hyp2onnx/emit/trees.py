@@ -342,11 +342,41 @@ def tree_ensemble_v5(
     would round first; the thresholds are :func:`float32_boundaries`.
     """
     leaf = ensemble.feature < 0
+    if not np.array_equal(leaf_nodes, np.flatnonzero(leaf)):
+        raise ValueError("TreeEnsemble (opset 5) takes exactly one target per leaf")
+    nodes = _v5_nodes(ensemble, boundaries=boundaries)
+    members = _v5_membership(ensemble, nodes)
+    tree_roots = _v5_roots(ensemble, nodes)
+    return g.op(
+        STAGE,
+        "TreeEnsemble",
+        [k],
+        domain=ML_DOMAIN,
+        # SUM (1): with a target per tree, each target receives exactly one leaf
+        aggregate_function=0 if average else 1,
+        post_transform=0,
+        n_targets=ensemble.n_trees if n_targets is None else n_targets,
+        tree_roots=tree_roots.astype(np.int64).tolist(),
+        nodes_featureids=nodes["features"].astype(np.int64).tolist(),
+        nodes_splits=nodes["splits"],
+        nodes_modes=nodes["modes"],
+        nodes_truenodeids=nodes["true_ids"].astype(np.int64).tolist(),
+        nodes_trueleafs=nodes["true_leafs"].tolist(),
+        nodes_falsenodeids=nodes["false_ids"].astype(np.int64).tolist(),
+        nodes_falseleafs=nodes["false_leafs"].tolist(),
+        leaf_targetids=np.asarray(target_ids, dtype=np.int64).tolist(),
+        leaf_weights=np.asarray(weights, dtype=np.float64),
+        **members,
+    )
+
+
+def _v5_nodes(ensemble: Ensemble, *, boundaries: bool) -> dict[str, np.ndarray]:
+    """The split nodes as opset-5 ``TreeEnsemble`` numbers them (split ranks, leaf ranks):
+    features, thresholds, modes and children."""
+    leaf = ensemble.feature < 0
     internal = ~leaf
     split_rank = np.cumsum(internal) - 1
     leaf_rank = np.cumsum(leaf) - 1
-    if not np.array_equal(leaf_nodes, np.flatnonzero(leaf)):
-        raise ValueError("TreeEnsemble (opset 5) takes exactly one target per leaf")
 
     def child(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         is_leaf = leaf[c]
@@ -363,53 +393,56 @@ def tree_ensemble_v5(
     else:
         splits = _thresholds(ensemble, ensemble.compare_dtype).astype(np.float64)[internal]
         modes = np.full(features.shape, _MODES[ensemble.op], dtype=np.uint8)
-    members: dict[str, Any] = {}
-    if ensemble.categories is not None:
-        member_nodes = np.flatnonzero(ensemble.categories.member)  # all internal, in node order
-        modes[split_rank[member_nodes]] = _MEMBER_MODE
-        splits[split_rank[member_nodes]] = 0.0
-        # Each node's codes in node order, each set closed by NaN (onnxruntime and
-        # onnx's reference both count one NaN per membership node).
-        sets = [np.append(ensemble.categories.codes(int(j)), np.nan) for j in member_nodes]
-        members["membership_values"] = np.concatenate(sets).astype(np.float64)
+    return {
+        "split_rank": split_rank,
+        "leaf_rank": leaf_rank,
+        "features": features,
+        "splits": splits,
+        "modes": modes,
+        "true_ids": true_ids,
+        "true_leafs": true_leafs,
+        "false_ids": false_ids,
+        "false_leafs": false_leafs,
+    }
 
-    # A tree that is a single leaf still needs a split node to start from.
+
+def _v5_membership(ensemble: Ensemble, nodes: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Set-membership splits: their mode (in ``nodes``, changed in place) and codes."""
+    if ensemble.categories is None:
+        return {}
+    split_rank = nodes["split_rank"]
+    member_nodes = np.flatnonzero(ensemble.categories.member)  # all internal, in node order
+    nodes["modes"][split_rank[member_nodes]] = _MEMBER_MODE
+    nodes["splits"][split_rank[member_nodes]] = 0.0
+    # Each node's codes in node order, each set closed by NaN (onnxruntime and
+    # onnx's reference both count one NaN per membership node).
+    sets = [np.append(ensemble.categories.codes(int(j)), np.nan) for j in member_nodes]
+    return {"membership_values": np.concatenate(sets).astype(np.float64)}
+
+
+def _v5_roots(ensemble: Ensemble, nodes: dict[str, np.ndarray]) -> np.ndarray:
+    """Each tree's root split; a tree that is a single leaf gets a split node to start
+    from (appended to ``nodes``), both of whose children are that leaf."""
+    leaf = ensemble.feature < 0
     roots = ensemble.roots
     lone = leaf[roots]
-    tree_roots = np.where(lone, 0, split_rank[roots])
+    tree_roots = np.where(lone, 0, nodes["split_rank"][roots])
     if lone.any():
         n_lone = int(lone.sum())
-        lone_leaves = leaf_rank[roots[lone]]
-        tree_roots[lone] = features.shape[0] + np.arange(n_lone)
-        features = np.append(features, np.zeros(n_lone, dtype=np.int64))
-        splits = np.append(splits, np.zeros(n_lone))
-        modes = np.append(modes, np.zeros(n_lone, dtype=np.uint8))
-        true_ids = np.append(true_ids, lone_leaves)
-        false_ids = np.append(false_ids, lone_leaves)
-        true_leafs = np.append(true_leafs, np.ones(n_lone, dtype=np.int64))
-        false_leafs = np.append(false_leafs, np.ones(n_lone, dtype=np.int64))
-
-    return g.op(
-        STAGE,
-        "TreeEnsemble",
-        [k],
-        domain=ML_DOMAIN,
-        # SUM (1): with a target per tree, each target receives exactly one leaf
-        aggregate_function=0 if average else 1,
-        post_transform=0,
-        n_targets=ensemble.n_trees if n_targets is None else n_targets,
-        tree_roots=tree_roots.astype(np.int64).tolist(),
-        nodes_featureids=features.astype(np.int64).tolist(),
-        nodes_splits=splits,
-        nodes_modes=modes,
-        nodes_truenodeids=true_ids.astype(np.int64).tolist(),
-        nodes_trueleafs=true_leafs.tolist(),
-        nodes_falsenodeids=false_ids.astype(np.int64).tolist(),
-        nodes_falseleafs=false_leafs.tolist(),
-        leaf_targetids=np.asarray(target_ids, dtype=np.int64).tolist(),
-        leaf_weights=np.asarray(weights, dtype=np.float64),
-        **members,
-    )
+        lone_leaves = nodes["leaf_rank"][roots[lone]]
+        tree_roots[lone] = nodes["features"].shape[0] + np.arange(n_lone)
+        appended = {
+            "features": np.zeros(n_lone, dtype=np.int64),
+            "splits": np.zeros(n_lone),
+            "modes": np.zeros(n_lone, dtype=np.uint8),
+            "true_ids": lone_leaves,
+            "false_ids": lone_leaves,
+            "true_leafs": np.ones(n_lone, dtype=np.int64),
+            "false_leafs": np.ones(n_lone, dtype=np.int64),
+        }
+        for key, more in appended.items():
+            nodes[key] = np.append(nodes[key], more)
+    return tree_roots
 
 
 def legacy_regressor(
