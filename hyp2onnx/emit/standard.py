@@ -219,8 +219,7 @@ def emit_standard(
     layout = _layout(ensemble)
     classes = per_class_trees(ensemble)
     # Where each tree's values go: tree order, or by class when each feeds one class.
-    T = ensemble.n_trees
-    column = tree_columns(classes) if classes is not None else np.arange(T)
+    column = tree_columns(classes) if classes is not None else np.arange(ensemble.n_trees)
     if strategy is None:
         groups = plan_groups(ensemble, column)
     else:
@@ -229,33 +228,10 @@ def emit_standard(
     k = cast_to(g, k, k_dtype, compare)
     thresholds = threshold_in(ensemble.threshold, compare, ensemble.op)
     greater = "Greater" if ensemble.op == "<=" else "GreaterOrEqual"  # true: go right
-    leaf = ensemble.feature < 0
     members = _Membership.build(g, ensemble)
-
-    # Each node's slot in its group's walk: the leftmost leaf slot below it
-    # (perfect layout) or its pointer slot.
-    slot = np.zeros(ensemble.n_nodes, dtype=np.int64)
-    for group in groups:
-        nodes = np.isin(layout.tree, group.trees)
-        if group.strategy == "perfect":
-            slot[nodes] = layout.position[nodes] << (group.depth - layout.depth[nodes])
-        else:
-            slot[nodes] = layout.local[nodes]
-    n_slots = int(slot.max()) + 1
-
-    # Leaf value tables [n_slots, T] (one per output column, or one per
-    # class group), in the backend's summation precision.
-    if classes is not None:
-        value_tables = [np.zeros((n_slots, T), dtype=ensemble.sum_dtype)]
-        value_tables[0][slot[leaf], column[layout.tree[leaf]]] = ensemble.value[leaf].sum(axis=1)
-    else:
-        value_tables = []
-        for c in range(ensemble.n_outputs):
-            table = np.zeros((n_slots, T), dtype=ensemble.sum_dtype)
-            table[slot[leaf], column[layout.tree[leaf]]] = ensemble.value[leaf, c]
-            value_tables.append(table)
+    slot = _slots(ensemble, layout, groups)
+    value_tables = _value_tables(ensemble, layout, slot, column, by_class=classes is not None)
     tables = [g.const(STAGE, f"leaf_values_{i}", t) for i, t in enumerate(value_tables)]
-
     walk = {"perfect": _perfect, "pointer": _pointer}
     walks = [
         walk[group.strategy](g, ensemble, layout, group, thresholds, greater, members)
@@ -267,35 +243,72 @@ def emit_standard(
         joined = column[np.concatenate([group.trees for group in groups])]
         reorder = g.const(STAGE, "tree_order", np.argsort(joined)[None, :], INDEX)
 
-    def find_leaves(b: GraphBuilder, x: str) -> str:
-        parts = [w(b, x) for w in walks]  # [b, trees of the group] leaf slots
+    def find_leaves(block: GraphBuilder, x: str) -> str:
+        parts = [w(block, x) for w in walks]  # [b, trees of the group] leaf slots
         if reorder is None:
             return parts[0]
-        joined = b.op(STAGE, "Concat", parts, axis=1)
-        index = b.op(STAGE, "Expand", [reorder, b.op(STAGE, "Shape", [joined])])
-        return b.op(STAGE, "GatherElements", [joined, index], axis=1)
-
-    def tree_sums(b: GraphBuilder, x: str) -> str:
-        where = find_leaves(b, x)  # [b, T] leaf slots
-        if classes is not None:
-            looked_up = b.op(STAGE, "GatherElements", [tables[0], where], axis=0)
-            return sum_tree_columns(b, looked_up, classes)
-        # Per-class [b, T] values stacked as [C, b, T] (whole blocks: a Concat
-        # along a new last axis cost 6.6 ns an element) and transposed to
-        # [b, T, C], where CumSum adds each class's trees in order.
-        axis = b.const(STAGE, "class_axis", [0], np.int64)
-        looked_up = [
-            b.op(STAGE, "Unsqueeze", [b.op(STAGE, "GatherElements", [t, where], axis=0), axis])
-            for t in tables
-        ]
-        stacked = b.op(STAGE, "Concat", looked_up, axis=0)
-        per_tree = b.op(STAGE, "Transpose", [stacked], perm=[1, 2, 0])
-        return sum_in_order(b, per_tree, axis=1, length=T)
+        joined = block.op(STAGE, "Concat", parts, axis=1)
+        index = block.op(STAGE, "Expand", [reorder, block.op(STAGE, "Shape", [joined])])
+        return block.op(STAGE, "GatherElements", [joined, index], axis=1)
 
     # All rows at once: the exact encoding's row blocks need Loop and sequence
     # operators, which runtimes without the tree operators (OpenVINO, tract)
     # lack as well.
-    return finish_scores(g, tree_sums(g, k), ensemble, ensemble.sum_dtype)
+    sums = _tree_sums(g, find_leaves(g, k), tables, classes, ensemble.n_trees)
+    return finish_scores(g, sums, ensemble, ensemble.sum_dtype)
+
+
+def _slots(ensemble: Ensemble, layout: _Layout, groups: list[Group]) -> np.ndarray:
+    """Each node's slot in its group's walk: the leftmost leaf slot below it
+    (perfect layout) or its pointer slot."""
+    slot = np.zeros(ensemble.n_nodes, dtype=np.int64)
+    for group in groups:
+        nodes = np.isin(layout.tree, group.trees)
+        if group.strategy == "perfect":
+            slot[nodes] = layout.position[nodes] << (group.depth - layout.depth[nodes])
+        else:
+            slot[nodes] = layout.local[nodes]
+    return slot
+
+
+def _value_tables(
+    ensemble: Ensemble, layout: _Layout, slot: np.ndarray, column: np.ndarray, *, by_class: bool
+) -> list[np.ndarray]:
+    """Leaf value tables ``[n_slots, T]`` (one per output column, or one for trees that
+    feed one class each), in the backend's summation precision."""
+    leaf = ensemble.feature < 0
+    shape = (int(slot.max()) + 1, ensemble.n_trees)
+    where = slot[leaf], column[layout.tree[leaf]]
+    if by_class:
+        table = np.zeros(shape, dtype=ensemble.sum_dtype)
+        table[where] = ensemble.value[leaf].sum(axis=1)
+        return [table]
+    tables = []
+    for c in range(ensemble.n_outputs):
+        table = np.zeros(shape, dtype=ensemble.sum_dtype)
+        table[where] = ensemble.value[leaf, c]
+        tables.append(table)
+    return tables
+
+
+def _tree_sums(
+    block: GraphBuilder, where: str, tables: list[str], classes: np.ndarray | None, n_trees: int
+) -> str:
+    """``[b, T]`` leaf slots -> ``[b, C]`` sums of the looked-up values, in tree order."""
+    if classes is not None:
+        looked_up = block.op(STAGE, "GatherElements", [tables[0], where], axis=0)
+        return sum_tree_columns(block, looked_up, classes)
+    # Per-class [b, T] values stacked as [C, b, T] (whole blocks, cheaper than a
+    # Concat along a new last axis) and transposed to [b, T, C], where CumSum
+    # adds each class's trees in order.
+    axis = block.const(STAGE, "class_axis", [0], np.int64)
+    stacked = [
+        block.op(STAGE, "Unsqueeze", [block.op(STAGE, "GatherElements", [t, where], axis=0), axis])
+        for t in tables
+    ]
+    per_class = block.op(STAGE, "Concat", stacked, axis=0)
+    per_tree = block.op(STAGE, "Transpose", [per_class], perm=[1, 2, 0])
+    return sum_in_order(block, per_tree, axis=1, length=n_trees)
 
 
 #: Largest code table (entries) the standard encoding builds for categorical splits.
