@@ -104,55 +104,45 @@ class GraphStrategy:
 def choose_graph(
     model: Model, *, encoding_name: str, input_dtype: str, legacy_only: bool = False
 ) -> GraphStrategy:
-    """Which graph ``to_onnx`` builds for ``model`` fed ``input_dtype`` points: each
-    choice, in this order.
+    """Which graph ``to_onnx`` builds for ``model`` fed ``input_dtype`` points, in order:
 
-    1. The **encoding** (``encoding_name``; ``to_onnx``'s default is
-       ``"fast"``; the registry is ``hyp2onnx.emit.ENCODINGS``). Isolation
-       forests asked for ``fast`` get ``exact``: their labels compare the
-       summed path lengths with a threshold, so the sums keep tree order
-       (HyperDT models, exported by ``hyp2onnx.export.hyperdt``, do the same:
-       their labels are votes). Categorical splits need an encoding with set
-       membership.
-    2. The **features** the trees read (:data:`Features`), from Klein
-       coordinates computed in the precision the trees compare (the compat
-       encoding's float32; float64 for the standard encoding, whose runtimes
-       divide float32 inexactly: :func:`_klein_dtype`): oblique trees
-       project onto their normals (``emit_normals``), rotation forests map to
-       their frames (``emit_frames``; for fast and exact ``frame_chain``,
-       block by block); isolation forests' walks project by themselves.
-    3. The **tree emitter**, a function: :data:`TREE_EMITTERS` by encoding
-       (``emit_fast``, ``emit_exact``, ``emit_compat``, ``emit_standard``);
-       oblique isolation forests, in any encoding but compat, walk their
-       trees level by level with standard operators (``emit_perfect_walk``
-       while its tables stay within ``PERFECT_MAX_ENTRIES``, else
-       ``emit_oblique_walk``).
-    4. The **tree operator** (:func:`plan_trees`): the legacy opset-1
+    1. **Encoding** (``encoding_name``, registry ``hyp2onnx.emit.ENCODINGS``).
+       Isolation forests asked for ``fast`` get ``exact`` (their labels compare
+       summed path lengths with a threshold: the sums keep tree order; HyperDT
+       models, ``hyp2onnx.export.hyperdt``, do the same). Categorical splits
+       need an encoding with set membership.
+    2. **Features** the trees read (:data:`Features`), from Klein coordinates
+       in the precision the trees compare (:func:`_klein_dtype`): oblique
+       trees project onto their normals, rotation forests map to their frames
+       (for fast and exact block by block); isolation forests' walks project
+       by themselves.
+    3. **Tree emitter**, a function: :data:`TREE_EMITTERS` by encoding, or for
+       oblique isolation forests (not compat) a level-by-level walk,
+       ``emit_perfect_walk`` while its tables stay within
+       ``PERFECT_MAX_ENTRIES``, else ``emit_oblique_walk``.
+    4. **Tree operator** (:func:`plan_trees`): legacy opset-1
        ``TreeEnsembleRegressor`` (compat; float32 comparisons) or opset-5
        ``TreeEnsemble`` in double (float64 comparisons, categorical splits,
-       the fast graph of binary forests, models past
-       :data:`LEGACY_MAX_NODES` nodes), carrying each tree's leaf value or
-       its leaf's row in a value table.
-    5. The fast encoding's **leaf layout** (``fast_layout``): one target per
-       output column, the class-1 fractions of binary forests with class 0
-       as ``1 - p1``, or else the exact graph, recording a bound of 0.
-    6. The **row batching** of the exact sums (:func:`row_batching`): all
-       rows at once for a single tree; an ``If`` that sends short batches
-       past the row-block ``Loop`` up to :data:`SHORT_PATH_MAX_NODES` nodes;
-       the ``Loop`` alone beyond.
-    7. The **outputs**, from the model's task: label and probabilities,
-       values, or an isolation forest's label, scores and path lengths.
+       fast binary forests, past :data:`LEGACY_MAX_NODES` nodes), carrying
+       each tree's leaf value or its leaf's row in a value table.
+    5. **Leaf layout** of the fast encoding (``fast_layout``): a target per
+       output column, binary forests' class-1 fractions with class 0 as
+       ``1 - p1``, or else the exact graph (bound 0).
+    6. **Row batching** of the exact sums (:func:`row_batching`): the whole
+       batch for one tree; an ``If`` sending short batches past the row-block
+       ``Loop`` up to :data:`SHORT_PATH_MAX_NODES` nodes; the ``Loop`` beyond.
+    7. **Outputs**, by the model's task: label and probabilities, values, or
+       an isolation forest's label, scores and path lengths.
 
-    ``legacy_only`` (hosts such as skl2onnx that cap ai.onnx.ml below opset
-    5) keeps to the legacy operator and raises ValueError where it cannot.
+    ``legacy_only`` (skl2onnx hosts: ai.onnx.ml below opset 5) keeps to the
+    legacy operator, raising ValueError where it cannot.
     """
     spec = _encoding_for(model, encoding_name)
     ensemble, used = _remap(model.ensemble)
     features = _features(ensemble, spec)
     trees: TreeEmitter = TREE_EMITTERS[spec.name]
     if model.task == Task.ANOMALY and not spec.float32 and walk_applies(ensemble):
-        # Perfect binary tree tables where they stay small (the default forests),
-        # else the node walk: the same routing and sums, bit for bit.
+        # Perfect tables where they stay small, else the node walk: the same sums, bit for bit.
         trees = emit_perfect_walk if perfect_applies(ensemble) else emit_oblique_walk
         features = "klein"
     operator = None
