@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -185,6 +185,45 @@ class IsolationTree:
         return apply(self.arrays(), values, "<=")
 
 
+@dataclass
+class _Nodes:
+    """An isolation tree's node arrays while it grows (a new node is a leaf)."""
+
+    feature: list[int] = field(default_factory=list)
+    threshold: list[float] = field(default_factory=list)
+    left: list[int] = field(default_factory=list)
+    right: list[int] = field(default_factory=list)
+    count: list[int] = field(default_factory=list)
+    depth: list[int] = field(default_factory=list)
+    normals: list[np.ndarray | None] = field(default_factory=list)
+
+    def new(self, n: int, level: int) -> int:
+        """A new leaf holding ``n`` rows at depth ``level``; its index."""
+        self.feature.append(-1)
+        self.threshold.append(0.0)
+        self.left.append(-1)
+        self.right.append(-1)
+        self.count.append(n)
+        self.depth.append(level)
+        self.normals.append(None)
+        return len(self.feature) - 1
+
+    def tree(self, *, centred: bool, d: int) -> IsolationTree:
+        normal = None
+        if centred:
+            rows = [np.zeros(d) if w is None else w for w in self.normals]
+            normal = np.array(rows).reshape(len(self.normals), d)
+        return IsolationTree(
+            feature=np.array(self.feature, dtype=np.int64),
+            threshold=np.array(self.threshold, dtype=np.float64),
+            left=np.array(self.left, dtype=np.int64),
+            right=np.array(self.right, dtype=np.int64),
+            n_node_samples=np.array(self.count, dtype=np.int64),
+            depth=np.array(self.depth, dtype=np.int64),
+            normal=normal,
+        )
+
+
 def _grow(
     k: np.ndarray,
     lorentz: np.ndarray | None,
@@ -197,70 +236,52 @@ def _grow(
     rng: np.random.RandomState,
 ) -> IsolationTree:
     """Grow one isolation tree on the Klein rows ``k`` (a subsample, repeats allowed)."""
-    d = k.shape[1]
-    feature: list[int] = []
-    threshold: list[float] = []
-    left: list[int] = []
-    right: list[int] = []
-    count: list[int] = []
-    depth: list[int] = []
-    normals: list[np.ndarray | None] = []
-
-    def new_node(n: int, level: int) -> int:
-        feature.append(-1)
-        threshold.append(0.0)
-        left.append(-1)
-        right.append(-1)
-        count.append(n)
-        depth.append(level)
-        normals.append(None)
-        return len(feature) - 1
-
-    stack = [(new_node(k.shape[0], 0), np.arange(k.shape[0]))]
+    nodes = _Nodes()
+    stack = [(nodes.new(k.shape[0], 0), np.arange(k.shape[0]))]
     while stack:
         node, rows = stack.pop()
-        level = depth[node]
+        level = nodes.depth[node]
         if level >= max_depth or rows.size <= 1:
             continue
-        goes_left = None
         if splits == "axis":
-            sub = k[rows][:, features]
-            lo, hi = sub.min(axis=0), sub.max(axis=0)
-            varying = np.flatnonzero(lo < hi)
-            if varying.size == 0:
-                continue
-            j = varying[rng.randint(varying.size)]
-            t = _draw(float(lo[j]), float(hi[j]), law, rng)
-            feature[node], threshold[node] = int(features[j]), t
-            goes_left = k[rows, features[j]] <= t
+            goes_left = _axis_split(k, rows, features, node, law, rng, nodes)
         else:
             assert lorentz is not None  # centred trees get the hyperboloid rows
             goes_left = _centred_split(
-                k[rows], lorentz[rows], node, law, n_directions, rng, threshold, normals
+                k[rows], lorentz[rows], node, law, n_directions, rng, nodes.threshold, nodes.normals
             )
-            if goes_left is None:
-                continue
-            feature[node] = 0
-        lc = new_node(int(goes_left.sum()), level + 1)
-        rc = new_node(int(rows.size - goes_left.sum()), level + 1)
-        left[node], right[node] = lc, rc
+            if goes_left is not None:
+                nodes.feature[node] = 0
+        if goes_left is None:
+            continue
+        lc = nodes.new(int(goes_left.sum()), level + 1)
+        rc = nodes.new(int(rows.size - goes_left.sum()), level + 1)
+        nodes.left[node], nodes.right[node] = lc, rc
         stack.append((rc, rows[~goes_left]))
         stack.append((lc, rows[goes_left]))
+    return nodes.tree(centred=splits == "centred", d=k.shape[1])
 
-    normal = None
-    if splits == "centred":
-        normal = np.array([np.zeros(d) if w is None else w for w in normals]).reshape(
-            len(normals), d
-        )
-    return IsolationTree(
-        feature=np.array(feature, dtype=np.int64),
-        threshold=np.array(threshold, dtype=np.float64),
-        left=np.array(left, dtype=np.int64),
-        right=np.array(right, dtype=np.int64),
-        n_node_samples=np.array(count, dtype=np.int64),
-        depth=np.array(depth, dtype=np.int64),
-        normal=normal,
-    )
+
+def _axis_split(
+    k: np.ndarray,
+    rows: np.ndarray,
+    features: np.ndarray,
+    node: int,
+    law: str,
+    rng: np.random.RandomState,
+    nodes: _Nodes,
+) -> np.ndarray | None:
+    """Split ``node`` on a random varying feature (recorded in ``nodes``); which of its
+    ``rows`` go left, or None if no feature varies there."""
+    sub = k[rows][:, features]
+    lo, hi = sub.min(axis=0), sub.max(axis=0)
+    varying = np.flatnonzero(lo < hi)
+    if varying.size == 0:
+        return None
+    j = varying[rng.randint(varying.size)]
+    t = _draw(float(lo[j]), float(hi[j]), law, rng)
+    nodes.feature[node], nodes.threshold[node] = int(features[j]), t
+    return k[rows, features[j]] <= t
 
 
 def _centred_split(
