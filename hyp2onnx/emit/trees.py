@@ -38,8 +38,8 @@ _MODES = {"<=": 0, "<": 1}  # TreeEnsemble (opset 5) BRANCH_LEQ, BRANCH_LT
 _MEMBER_MODE = 6  # TreeEnsemble (opset 5) BRANCH_MEMBER: true iff the value equals a member
 _LEGACY_MODES = {"<=": "BRANCH_LEQ", "<": "BRANCH_LT"}
 #: Up to this many classes, leaf values are read with one GatherElements per
-#: class (about 0.4-0.8 ms per 1024 rows x 100 trees each in onnxruntime);
-#: beyond, one Gather of [leaves, C] rows (about 2 ms whatever C) is cheaper.
+#: class, each cheap; beyond, one Gather of [leaves, C] rows, whose cost hardly
+#: depends on C, is cheaper.
 ELEMENTWISE_MAX_CLASSES = 3
 #: Rows per block of the exact encoding's Loop (see _row_block_loop).
 CHUNK_ROWS = 1024
@@ -508,8 +508,8 @@ def tree_columns(groups: np.ndarray) -> np.ndarray:
 
     ``groups[c, j]`` is the ``j``-th tree of class ``c``; it goes to column
     ``j * C + c`` so that a reshape to ``[N, T / C, C]`` lines each class's
-    trees up in order along axis 1, where CumSum is fastest (measured: three
-    times faster than along the last axis).
+    trees up in order along axis 1, where onnxruntime's CumSum is much faster
+    than along the last axis.
     """
     n_classes, per_class = groups.shape
     column = np.empty(groups.size, dtype=np.int64)
@@ -556,9 +556,8 @@ def by_row_blocks(
 ) -> str:
     """``emit(x)``, computed block by block of ``CHUNK_ROWS`` rows when ``x`` is taller.
 
-    ``emit`` expands each row to T * C numbers; for a 100k-row batch of a
-    100-tree forest, doing that in one piece (80 million numbers) ran five
-    times slower than blocks that stay in cache. Batches of up to
+    ``emit`` expands each row to T * C numbers; for a large batch, doing that
+    in one piece runs far slower than blocks that stay in cache. Batches of up to
     ``CHUNK_ROWS`` rows (single-row calls) skip the Loop through an ``If``,
     so ``emit``'s nodes appear twice in the file. ``long``, if given, builds
     the other branch instead of a Loop of ``emit`` over ``CHUNK_ROWS`` rows.
@@ -581,7 +580,7 @@ def by_row_blocks(
     blocks_graph = helper.make_graph(blocks.nodes, "row_blocks", [], [out_info(joined, elem, None)])
 
     # If takes any one-element tensor as its condition: no Squeeze (one node
-    # less on the single-row path, about 0.4 µs in onnxruntime).
+    # less on the single-row path).
     return g.op(STAGE, "If", [short], then_branch=whole_graph, else_branch=blocks_graph)
 
 

@@ -390,9 +390,9 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
     max_samples : "auto", int or float, default="auto"
         Rows drawn to grow each tree: ``min(256, n_samples)`` ("auto"), a count, or a
         fraction of the rows (scikit-learn's rule). On data with many small clusters
-        (embedded hierarchies) give several rows per cluster: on the benchmark's
-        hierarchies (120 nodes) 512 rows raised the default design's ROC-AUC from
-        0.905 to 0.949 (H^2) and from 0.960 to 0.984 (H^8), 10 seeds.
+        (embedded hierarchies) give several rows per cluster: each tree then
+        sees every cluster's density, not only which clusters it drew
+        (``docs/isolation.md`` measures it).
     contamination : "auto" or float in (0, 0.5], default="auto"
         Expected share of outliers; sets ``offset_`` (``-0.5`` for "auto", else
         that percentile of the training scores).
@@ -411,15 +411,15 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         Threads growing the trees (the trees do not depend on it).
     splits : {"centred", "axis"}, default="centred"
         The split design (module doc). "centred" is the default, by measurement
-        (``benchmarks/bench_isolation.py``, ``docs/isolation.md``): on embedded
-        hierarchies its ROC-AUC moved by at most 0.008 under a boost of 3, where
-        scikit-learn's on Klein coordinates lost 0.09 to 0.26.
+        (``benchmarks/bench_isolation.py``, ``docs/isolation.md``): its scores
+        hardly move under isometries, where scikit-learn's on Klein
+        coordinates degrade far from the origin.
     threshold_law : {"klein", "distance"}, default="klein"
         Uniform in the Klein coordinate along the split's normal (in the node's
         centred frame for "centred"), or uniform in hyperbolic distance along
         the split's geodesic. "klein" is the default by measurement: with
-        centred splits it scored higher on the hierarchies (AUC 0.905 against
-        0.731 on H^2, 10 seeds).
+        centred splits it ranks outliers of embedded hierarchies better
+        (``docs/isolation.md``).
     input_geometry, curvature, timelike_dim, check_manifold
         As for :class:`HyperbolicDecisionTreeClassifier`.
 
