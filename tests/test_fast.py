@@ -172,9 +172,7 @@ def _with_leaf_values(described, per_tree: np.ndarray):
 
 def _compile_fast(described, *, guard: bool):
     """The fast graph, with or without its near-tie guard (the export always keeps it)."""
-    strategy = replace(
-        choose_graph(described, encoding_name="fast", input_dtype="float64"), guard=guard
-    )
+    strategy = replace(choose_graph(described, encoding="fast", input_dtype="float64"), guard=guard)
     return compile_model(described, dtype="float64", encoding="fast", opset=18, strategy=strategy)
 
 

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble, Model, Task
-from . import ENCODINGS, Encoding, encoding
+from . import ENCODINGS, Encoding
+from . import encoding as registered
 from ._graph import GraphBuilder
 from .fast import FastLayout, Guarded, complement_defect, emit_fast, fast_layout, value_bound
 from .frames import emit_frames, frame_chain, remap_frames
@@ -102,11 +103,11 @@ class GraphStrategy:
 
 
 def choose_graph(
-    model: Model, *, encoding_name: str, input_dtype: str, legacy_only: bool = False
+    model: Model, *, encoding: str, input_dtype: str, legacy_only: bool = False
 ) -> GraphStrategy:
     """Which graph ``to_onnx`` builds for ``model`` fed ``input_dtype`` points, in order:
 
-    1. **Encoding** (``encoding_name``, registry ``hyp2onnx.emit.ENCODINGS``).
+    1. **Encoding** (``encoding``, registry ``hyp2onnx.emit.ENCODINGS``).
        Isolation forests asked for ``fast`` get ``exact`` (their labels compare
        summed path lengths with a threshold: the sums keep tree order; HyperDT
        models, ``hyp2onnx.export.hyperdt``, do the same). Categorical splits
@@ -137,7 +138,7 @@ def choose_graph(
     ``legacy_only`` (skl2onnx hosts: ai.onnx.ml below opset 5) keeps to the
     legacy operator, raising ValueError where it cannot.
     """
-    spec = _encoding_for(model, encoding_name)
+    spec = _encoding_for(model, encoding)
     ensemble, used = _remap(model.ensemble)
     features = _features(ensemble, spec)
     trees: TreeEmitter = TREE_EMITTERS[spec.name]
@@ -163,11 +164,11 @@ def choose_graph(
     )
 
 
-def _encoding_for(model: Model, encoding_name: str) -> Encoding:
-    """The encoding used for ``model`` when ``encoding_name`` is asked for (step 1)."""
-    spec = encoding(encoding_name)
+def _encoding_for(model: Model, encoding: str) -> Encoding:
+    """The encoding used for ``model`` when ``encoding`` is asked for (step 1)."""
+    spec = registered(encoding)
     if spec.value_bound and model.task == Task.ANOMALY:
-        spec = encoding("exact")
+        spec = registered("exact")
     if model.ensemble.categories is not None and not spec.categories:
         able = [e.name for e in ENCODINGS.values() if e.categories]
         raise UnsupportedModelError(

@@ -288,7 +288,7 @@ def compile_model(
     """
     if strategy is None:
         strategy = choose_graph(
-            ir_model, encoding_name=encoding, input_dtype=dtype, legacy_only=legacy_only
+            ir_model, encoding=encoding, input_dtype=dtype, legacy_only=legacy_only
         )
     if strategy.encoding.float32:
         _warn_if_compat_misroutes(ir_model, dtype)
