@@ -39,11 +39,23 @@ def _block_spaces(space: InputSpace) -> list[tuple[InputSpace, int, int]]:
     pieces = []
     for block, column, feature in spans(space.blocks):
         if isinstance(block, Hyperbolic):
-            sub = InputSpace(block.model, block.curvature, block.timelike_dim, block.n_columns)
+            sub = InputSpace(
+                geometry=block.model,
+                curvature=block.curvature,
+                timelike_dim=block.timelike_dim,
+                n_input_features=block.n_columns,
+            )
         elif isinstance(block, Spherical):
-            sub = InputSpace("hyperboloid", -1.0, block.base_dim, block.n_columns)
+            sub = InputSpace(
+                geometry="hyperboloid",
+                curvature=-1.0,
+                timelike_dim=block.base_dim,
+                n_input_features=block.n_columns,
+            )
         else:
-            sub = InputSpace("klein", -1.0, 0, block.n_columns)
+            sub = InputSpace(
+                geometry="klein", curvature=-1.0, timelike_dim=0, n_input_features=block.n_columns
+            )
         pieces.append((sub, column, feature))
     return pieces
 

@@ -179,7 +179,7 @@ def plan_groups(ensemble: Ensemble, column: np.ndarray | None = None) -> list[Gr
     for i in reversed(bounds):
         d = int(depths[i])
         members = order[(tree_depth[order] > low) & (tree_depth[order] <= d)]
-        groups.append(Group(choose_strategy(d), members, d))
+        groups.append(Group(strategy=choose_strategy(d), trees=members, depth=d))
         low = d
     return groups
 
@@ -201,7 +201,9 @@ def emit_standard(
     if strategy is None:
         groups = plan_groups(ensemble, column)
     else:
-        groups = [Group(strategy, np.argsort(column), int(layout.tree_depth.max()))]
+        groups = [
+            Group(strategy=strategy, trees=np.argsort(column), depth=int(layout.tree_depth.max()))
+        ]
     compare = ensemble.compare_dtype
     k = cast_to(builder, k, k_dtype, compare)
     thresholds = threshold_in(ensemble.threshold, compare, ensemble.op)
