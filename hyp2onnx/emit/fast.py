@@ -19,7 +19,7 @@ trees itself, as the peer's graph does (skl2onnx, onnxmltools):
   unchanged (their leaf rows added by ``ReduceSum`` in the runtime's order
   were no faster than the ordered sums: benchmarks/results/export.md).
 
-:func:`fast_layout` names these three cases; :func:`hyp2onnx.emit.strategy.choose_graph`
+`fast_layout` names these three cases; `hyp2onnx.emit.strategy.choose_graph`
 picks one for each model.
 
 Forests divide by the tree count in the operator (its ``AVERAGE``). A model
@@ -195,7 +195,7 @@ def complement_defect(ensemble: Ensemble) -> float | None:
 
 
 def fast_layout(ensemble: Ensemble, plan: TreePlan) -> FastLayout:
-    """How the fast graph adds the trees of ``ensemble`` (see :data:`FastLayout`)."""
+    """How the fast graph adds the trees of ``ensemble`` (see `FastLayout`)."""
     if plan.carries == "values" and per_class_trees(ensemble) is not None:
         layout: FastLayout = "by_column"
     elif complement_defect(ensemble) is not None:
@@ -218,10 +218,10 @@ def emit_fast(
 ) -> Guarded:
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` summed in the runtime's order.
 
-    ``layout`` is :func:`fast_layout`'s. ``guard`` False leaves out the
+    ``layout`` is `fast_layout`'s. ``guard`` False leaves out the
     near-tie guard, whose labels may then differ from the model's (tests
     show such an input); the export always keeps it. ``features``: as for
-    :func:`~hyp2onnx.emit.trees.emit_exact` (a map of row blocks to the
+    `emit_exact` (a map of row blocks to the
     float64 columns the ensemble reads).
     """
     if layout == "exact":

@@ -285,7 +285,7 @@ def emit_perfect_walk(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ens
     ``d + 1`` numbers with ``Gather``, transposes it and gathers the child;
     in onnxruntime a ``Gather`` of an index costs several times a
     ``GatherElements`` of an element (as for the standard encoding's perfect
-    walk, :mod:`hyp2onnx.emit.standard`), so reading the ``d + 1`` numbers
+    walk, `hyp2onnx.emit.standard`), so reading the ``d + 1`` numbers
     one table at a time and finding the child by arithmetic is faster.
     """
     k = cast_to(builder, k, k_dtype, "float64")

@@ -123,7 +123,7 @@ Batching = Literal["whole", "short_or_blocks", "blocks"]
 
 @dataclass(frozen=True, kw_only=True)
 class TreePlan:
-    """How the ensemble operator is used (chosen by :mod:`hyp2onnx.emit.strategy`).
+    """How the ensemble operator is used (chosen by `hyp2onnx.emit.strategy`).
 
     ``operator``: ``"legacy"`` is ai.onnx.ml opset-1 ``TreeEnsembleRegressor``
     (float32 thresholds and outputs; exact routing for values compared in
@@ -133,7 +133,7 @@ class TreePlan:
     ``"leaf_rows"`` when it hands over where its leaf's values are: the
     leaf's index among its tree's leaves (up to ``ELEMENTWISE_MAX_CLASSES``
     classes, read by GatherElements) or its row in one table (Gather).
-    ``batching``: see :data:`Batching`.
+    ``batching``: see `Batching`.
     """
 
     operator: Literal["legacy", "v5"]

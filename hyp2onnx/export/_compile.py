@@ -4,7 +4,7 @@ The graph takes raw points ``X`` [N, D] in the model's input geometry,
 projects the columns the trees read to Klein coordinates, evaluates the
 ensemble and returns ``label`` + ``probabilities`` (classifiers) or
 ``variable`` (regressors). Which graph a model gets is decided in
-:func:`hyp2onnx.emit.strategy.choose_graph`.
+`hyp2onnx.emit.strategy.choose_graph`.
 """
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ def compile_model(
 ) -> onnx.ModelProto:
     """Emit, check and return the ONNX model for an IR model.
 
-    The graph is the one :func:`hyp2onnx.emit.strategy.choose_graph` chooses
+    The graph is the one `hyp2onnx.emit.strategy.choose_graph` chooses
     for ``encoding`` (``strategy``, if given, is used as it is: tests and
     benchmarks build variants with it). ``legacy_only`` restricts the tree
     operator to ai.onnx.ml opset 1 (for hosts that cannot import opset 5)
@@ -339,7 +339,7 @@ def _model_outputs(
     """Labels and probabilities, or values, and the fast encoding's bound and margin.
 
     The fast encoding's emitter returns its scores as
-    :class:`~hyp2onnx.emit.fast.Guarded` (sums in the runtime's order, their
+    `Guarded` (sums in the runtime's order, their
     bound and the label guard); the others return the scores' name.
     """
     if not isinstance(scores, Guarded):

@@ -33,7 +33,7 @@ class Task(StrEnum):
     """What a model's graph outputs; written to its metadata as ``hyp2onnx.task``.
 
     Classifiers and regressors follow from their ensemble; a model of another
-    task records it in :attr:`Model.metadata` (``"task"``), as isolation
+    task records it in `Model.metadata` (``"task"``), as isolation
     forests do.
     """
 
