@@ -1,12 +1,12 @@
 """ONNX emitters, and the registry of encodings. Add an encoding here, nowhere else.
 
 An encoding is one emitter function, ``emit(g, k, k_dtype, ensemble)`` (plus
-``plan=`` a :class:`~hyp2onnx.emit.trees.TreePlan` when it uses the
+``plan=`` a `TreePlan` when it uses the
 ai.onnx.ml tree operator), that turns the Klein coordinates ``k`` into the
-raw scores ``[N, n_outputs]``; :func:`hyp2onnx.export.compile_model` adds the
+raw scores ``[N, n_outputs]``; `hyp2onnx.export.compile_model` adds the
 projection before it and the outputs after it. Every list of encodings (the
 export's check, the command line's choices and help, the skl2onnx
-options, the verification tolerance) is read from :data:`ENCODINGS`. This
+options, the verification tolerance) is read from `ENCODINGS`. This
 module imports no ONNX code, so the command line can list encodings cheaply.
 """
 
@@ -28,18 +28,18 @@ class Encoding:
     """One way of writing the trees as ONNX nodes."""
 
     name: str
-    emitter: str  #: "module:function" under :mod:`hyp2onnx.emit`
+    emitter: str  #: "module:function" under `hyp2onnx.emit`
     summary: str  #: one line for help texts
     tree_operator: bool  #: uses the ai.onnx.ml tree operator (the emitter takes ``plan=``)
     float32: bool  #: compares and adds in float32 whatever the model does (legacy operator)
     #: has set-membership nodes (categorical splits of input blocks)
     categories: bool = True
     #: adds the trees in the runtime's order: values within a bound the emitter
-    #: returns with the scores (:class:`hyp2onnx.emit.fast.Guarded`), labels guarded
+    #: returns with the scores (`hyp2onnx.emit.fast.Guarded`), labels guarded
     value_bound: bool = False
 
     def emit_function(self) -> Callable[..., str | Guarded]:
-        """The emitter: the raw scores' name, or a :class:`~hyp2onnx.emit.fast.Guarded`
+        """The emitter: the raw scores' name, or a `Guarded`
         holding it (``value_bound`` encodings)."""
         module, function = self.emitter.split(":")
         return getattr(importlib.import_module(f"{__name__}.{module}"), function)

@@ -19,7 +19,7 @@ Kind = Literal["hyperbolic", "plain", "hyperdt"]
 
 
 def kind_of(model: Any) -> Kind:
-    """The kind of ``model``; :class:`~hyp2onnx.errors.UnsupportedModelError` if none.
+    """The kind of ``model``; [`UnsupportedModelError`][hyp2onnx.errors.UnsupportedModelError] if none.
 
     The error lists the supported model classes.
     """
