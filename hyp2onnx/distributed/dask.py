@@ -5,7 +5,11 @@ Needs the ``dask`` extra, and the ``xgboost`` or ``lightgbm`` one for the estima
 
 Training. `HyperbolicDaskXGBClassifier`, `HyperbolicDaskXGBRegressor`,
 `HyperbolicDaskLGBMClassifier` and `HyperbolicDaskLGBMRegressor`
-take the same parameters as their single-machine twins plus ``client``
+take the same parameters as their single-machine twins
+([`HyperbolicXGBClassifier`][hyp2onnx.HyperbolicXGBClassifier],
+[`HyperbolicXGBRegressor`][hyp2onnx.HyperbolicXGBRegressor],
+[`HyperbolicLGBMClassifier`][hyp2onnx.HyperbolicLGBMClassifier],
+[`HyperbolicLGBMRegressor`][hyp2onnx.HyperbolicLGBMRegressor]) plus ``client``
 (as ``xgboost.dask`` and ``lightgbm``'s Dask estimators do: None means
 the default client), and dask arrays or dataframes of hyperbolic points.
 ``fit`` projects every partition to Klein coordinates where it lies, trains
