@@ -12,7 +12,7 @@ trees itself, as the peer's graph does (skl2onnx, onnxmltools):
   order its threads take them;
 * a leaf holds two class fractions (binary scikit-learn classifiers): one
   target per leaf, the class-1 fraction, and class 0 as ``1 - p1`` (one
-  ``Gemm``), the fractions' rounding (:func:`complement_defect`) added to
+  ``Gemm``), the fractions' rounding (`complement_defect`) added to
   the bound;
 * a leaf holds more values (scikit-learn classifiers of more classes; the
   opset-5 operator gives a leaf one target only): the exact graph,
@@ -25,20 +25,20 @@ picks one for each model.
 Forests divide by the tree count in the operator (its ``AVERAGE``). A model
 comparing in float32 fed float64 Klein coordinates reads them directly
 against float64 boundaries of its float32 thresholds
-(:func:`~hyp2onnx.emit.trees.float32_boundaries`), without the ``Cast`` to
+(`float32_boundaries`), without the ``Cast`` to
 float32 and back.
 
 Routing is the exact encoding's (the same operator attributes and
 thresholds). A sum of ``n`` terms added in two orders differs by at most
 ``2 γ(n-1) Σ|v|``, ``γ(k) = k u / (1 - k u)``, ``u`` the unit roundoff of the
-summation type (docs/math.md, "The summation contract"); :func:`value_bound`
+summation type (docs/math.md, "The summation contract"); `value_bound`
 turns that into one bound on every raw score, written into the graph's
-metadata (``hyp2onnx.value_bound``), from which :func:`hyp2onnx.verify.default_tolerance`
+metadata (``hyp2onnx.value_bound``), from which `hyp2onnx.verify.default_tolerance`
 follows.
 
 A label can depend on the order only where the top two probabilities lie
 within twice that bound (the link functions change distances by a factor of
-at most 1, plus a few roundings: :func:`tie_margin`). On every call the
+at most 1, plus a few roundings: `tie_margin`). On every call the
 graph takes the smallest gap of the batch (``TopK``, ``MatMul``,
 ``ReduceMin``; binary forests ``|p1 - 1/2|``) against the margin, and an
 ``If`` that only when some row is near a tie finds those rows, scores them
@@ -149,11 +149,11 @@ Refine = Callable[[GraphBuilder, str, Link], str]
 
 @dataclass(frozen=True, kw_only=True)
 class Guarded:
-    """What :func:`emit_fast` returns: raw scores, their bound, and the label guard."""
+    """What `emit_fast` returns: raw scores, their bound, and the label guard."""
 
     scores: str
-    bound: float  #: :func:`value_bound`
-    margin: float  #: :func:`tie_margin`
+    bound: float  #: `value_bound`
+    margin: float  #: `tie_margin`
     refine: Refine | None  #: None: no labels depend on the order (or the guard is off)
     #: replaces the link function (binary forests: ``scores`` is p1 alone)
     to_probabilities: Link | None = None
@@ -167,7 +167,7 @@ def complement_defect(ensemble: Ensemble) -> float | None:
     1 but for their roundings. The fast graph adds the class-1 fractions
     alone, with one target per leaf as the peer does, and gives class 0 as
     ``1 - p1``; the defect, computed exactly here (``TwoSum``), enters the
-    value bound (:func:`value_bound`).
+    value bound (`value_bound`).
     """
     if (
         ensemble.classes is None
@@ -319,7 +319,7 @@ def _double_input(
     """The opset-5 operator's float64 input, and whether its thresholds are float32 boundaries.
 
     A model comparing in float32 fed float64 Klein coordinates reads them as
-    they are, against :func:`~hyp2onnx.emit.trees.float32_boundaries` (no
+    they are, against `float32_boundaries` (no
     ``Cast`` to float32 and back); otherwise as the exact encoding does.
     """
     if (

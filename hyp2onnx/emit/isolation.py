@@ -73,7 +73,7 @@ WALK = "walk"
 
 
 def walk_applies(ensemble) -> bool:
-    """Whether :func:`emit_oblique_walk` can take ``ensemble``: oblique, one output, float64."""
+    """Whether `emit_oblique_walk` can take ``ensemble``: oblique, one output, float64."""
     return (
         ensemble.projection is not None
         and ensemble.n_outputs == 1
@@ -120,7 +120,7 @@ def emit_oblique_walk(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ens
     ``Mul`` forms ``(k_0 w_0, ..., k_{d-1} w_{d-1}, -t)`` (the row's Klein
     coordinates extended by -1) and ``CumSum`` adds them in index order: its
     second-to-last entry is the projection exactly as
-    :func:`hyp2onnx.ir.projection.project` forms it (``k_0 w_0``, then
+    `hyp2onnx.ir.projection.project` forms it (``k_0 w_0``, then
     ``+ k_1 w_1``, ...; correctly rounded float64 operations), its last the
     correctly rounded ``p - t``, which is ``<= 0`` iff ``p <= t`` (IEEE
     subtraction is zero only for equal operands and never changes sign). So
@@ -213,7 +213,7 @@ def _node_step(
 # -- the same walk on perfect binary trees: children found by arithmetic ----------------------
 
 #: Most table entries (normals, thresholds and values, every level of every tree)
-#: that :func:`emit_perfect_walk` lays out (8 Mi float64, 64 MiB); forests whose
+#: that `emit_perfect_walk` lays out (8 Mi float64, 64 MiB); forests whose
 #: perfect layout would be larger (deep trees: large ``max_samples``) take the node
 #: walk. 100 trees of 256 rows (depth 8) at d = 8 hold 0.5 Mi.
 PERFECT_MAX_ENTRIES = 1 << 23
@@ -270,10 +270,10 @@ def emit_perfect_walk(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ens
     """Summed leaf values ``[N, 1]`` (float64), walking perfect trees level by level.
 
     Each (row, tree) pair holds its slot ``j`` in the current level
-    (:func:`_perfect_tables`). For each Klein feature ``f`` a
+    (`_perfect_tables`). For each Klein feature ``f`` a
     ``GatherElements`` reads the slot's weight from that level's
     ``[2**L, T]`` table, and the projection is formed as
-    :func:`hyp2onnx.ir.projection.project` forms it: ``k_0 w_0``, then
+    `hyp2onnx.ir.projection.project` forms it: ``k_0 w_0``, then
     ``+ k_1 w_1``, ... (a correctly rounded ``Mul`` and ``Add`` each, in
     feature order); ``p <= t`` with the gathered threshold sends the row
     left, and the next slot is ``2j``, plus one if it went right. The root
@@ -281,7 +281,7 @@ def emit_perfect_walk(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ens
     slot's value is gathered and the trees' values are added in tree order
     (``CumSum``), as everywhere.
 
-    The node walk (:func:`emit_oblique_walk`) gathers a node's row of
+    The node walk (`emit_oblique_walk`) gathers a node's row of
     ``d + 1`` numbers with ``Gather``, transposes it and gathers the child;
     in onnxruntime a ``Gather`` of an index costs several times a
     ``GatherElements`` of an element (as for the standard encoding's perfect

@@ -8,15 +8,15 @@ exact encoding's, bit for bit. No Loop or sequence operator is used (those
 runtimes lack them too), so a call holds ``N * T * C`` numbers at once:
 score very large batches in pieces.
 
-Trees are walked level by level, in groups by depth (:func:`plan_groups`):
+Trees are walked level by level, in groups by depth (`plan_groups`):
 each group takes only as many steps as its deepest tree, so that a few deep
 trees no longer make every tree take their number of steps. The trees,
-sorted by depth, are cut into at most :data:`MAX_GROUPS` groups that
-minimise a cost model (trees x steps, :data:`STEP_COST` per walk, plus
-:data:`GROUP_STEP_COST` per step of each group); the groups' leaf slots
+sorted by depth, are cut into at most `MAX_GROUPS` groups that
+minimise a cost model (trees x steps, `STEP_COST` per walk, plus
+`GROUP_STEP_COST` per step of each group); the groups' leaf slots
 are joined and put back in output-column order with one ``GatherElements``
 before the ordered sum. Each group is walked by one of two strategies,
-chosen by its depth (:func:`choose_strategy`):
+chosen by its depth (`choose_strategy`):
 
 * ``"perfect"`` (depth <= 12): the group's trees laid out as perfect binary
   trees, ``pos = pos + pos + right`` (an ``Add``: an int32 ``Mul`` by 2 is
@@ -146,8 +146,8 @@ def _group_cost(n_trees: int, depth: int) -> float:
 def plan_groups(ensemble: Ensemble, column: np.ndarray | None = None) -> list[Group]:
     """Trees grouped by depth, each group walked only as deep as its deepest tree.
 
-    Trees sorted by depth are cut into at most :data:`MAX_GROUPS` runs that
-    minimise the modelled walk cost (:data:`STEP_COST`, :data:`GROUP_STEP_COST`),
+    Trees sorted by depth are cut into at most `MAX_GROUPS` runs that
+    minimise the modelled walk cost (`STEP_COST`, `GROUP_STEP_COST`),
     by dynamic programming over the distinct depths.
     """
     tree_depth = _layout(ensemble).tree_depth
@@ -190,7 +190,7 @@ def emit_standard(
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` from standard operators.
 
     ``strategy`` (``"perfect"`` or ``"pointer"``) walks every tree in one
-    group that way instead of the groups of :func:`plan_groups`.
+    group that way instead of the groups of `plan_groups`.
     """
     if strategy not in (None, "perfect", "pointer"):
         raise ValueError(f"unknown strategy {strategy!r}")

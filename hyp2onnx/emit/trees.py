@@ -11,7 +11,7 @@ classes in the operator itself would repeat every tree once per class. The
 operator is the legacy float32 one when values are compared in float32
 (exact routing with thresholds rounded as below; leaf rows are integers
 below 2**24, exact in float32) and opset-5 ``TreeEnsemble`` in double when
-they are compared in float64 (see :func:`plan_trees`).
+they are compared in float64 (see `plan_trees`).
 
 ``compat`` (legacy ai.onnx.ml opset 1 ``TreeEnsembleRegressor``): float32
 thresholds and leaf sums, for older and smaller runtimes. Thresholds are
@@ -162,14 +162,14 @@ def emit_exact(
     (scikit-learn classifiers: a leaf holds a value per class) it returns
     the row of each tree's leaf in a value table, which ``Gather`` reads.
     The operator runs on blocks of ``OPERATOR_BLOCK_ROWS`` rows and the sums
-    on blocks of ``CHUNK_ROWS`` rows inside each (:func:`_row_block_loop`);
+    on blocks of ``CHUNK_ROWS`` rows inside each (`_row_block_loop`);
     small models also send batches of up to ``CHUNK_ROWS`` rows past the
-    Loops (:func:`by_row_blocks`).
+    Loops (`by_row_blocks`).
 
     ``features``, if given, maps a block of rows of ``k`` to the float64
     columns the ensemble reads (rotation forests' frame coordinates,
-    :func:`hyp2onnx.emit.frames.frame_chain`): see
-    :meth:`ExactScorer.fused_batch`.
+    `hyp2onnx.emit.frames.frame_chain`): see
+    `ExactScorer.fused_batch`.
     """
     scorer = ExactScorer.build(builder, ensemble, plan)
     if features is not None:
@@ -350,7 +350,7 @@ def tree_ensemble_v5(
     ``average`` divides the sums by the tree count (the operator's AVERAGE:
     the sum, then one division, as a ``Div`` after it would make).
     ``boundaries``: the input is float64 that a model comparing in float32
-    would round first; the thresholds are :func:`float32_boundaries`.
+    would round first; the thresholds are `float32_boundaries`.
     """
     leaf = ensemble.feature < 0
     if not np.array_equal(leaf_nodes, np.flatnonzero(leaf)):
@@ -529,7 +529,7 @@ def tree_columns(groups: np.ndarray) -> np.ndarray:
 
 
 def sum_tree_columns(builder: GraphBuilder, values: str, groups: np.ndarray) -> str:
-    """``[b, T]`` per-tree values in :func:`tree_columns` order -> ``[b, C]`` class sums."""
+    """``[b, T]`` per-tree values in `tree_columns` order -> ``[b, C]`` class sums."""
     n_classes, per_class = groups.shape
     if n_classes == 1:  # [b, T] is already tree-major: no Reshape, and the sum keeps its axis
         return sum_in_order(builder, values, axis=1, length=per_class, keep_axis=True)
@@ -651,7 +651,7 @@ def emit_compat(
 ) -> str:
     """Raw scores ``[N, n_outputs]`` in float32 from the legacy TreeEnsembleRegressor.
 
-    ``plan`` is always the legacy operator carrying values (:func:`plan_trees`).
+    ``plan`` is always the legacy operator carrying values (`plan_trees`).
     """
     leaf = ensemble.feature < 0
     leaf_nodes, columns = np.nonzero(ensemble.value * leaf[:, None])
