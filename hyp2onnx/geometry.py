@@ -388,8 +388,10 @@ def gnomonic_midpoint(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _norms(v: np.ndarray) -> np.ndarray:
     """Row-wise Euclidean norms that neither overflow nor underflow (rows scaled by their largest)."""
     scale = np.abs(v).max(axis=1, initial=0.0)
-    safe = np.where(scale > 0, scale, 1.0)
-    return scale * np.sqrt(np.einsum("ij,ij->i", v / safe[:, None], v / safe[:, None]))
+    safe = np.where((scale > 0) & np.isfinite(scale), scale, 1.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        norms = scale * np.sqrt(np.einsum("ij,ij->i", v / safe[:, None], v / safe[:, None]))
+    return np.where(np.isinf(scale), np.inf, norms)
 
 
 def unit_hyperboloid(
