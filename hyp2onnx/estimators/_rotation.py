@@ -486,16 +486,25 @@ class _RotationForest(HyperbolicTreeModel):
     def frame_coordinates(self, X: Any, tree: int) -> np.ndarray:
         """Klein coordinates of points ``X`` in the frame of tree ``tree`` (float64)."""
         check_is_fitted(self)
-        return frame_features(
-            self._klein(X, reset=False), Frames.from_lorentz([self.frames_[tree]])
-        )
+        return frame_features(self._klein(X, reset=False), self._frames([self.frames_[tree]]))
+
+    @staticmethod
+    def _frames(matrices: list[np.ndarray]) -> Frames:
+        """``matrices`` as frame features, if finite: a forest fitted before ``fit`` refused
+        non-finite frames (or edited since) is refused rather than asked for answers."""
+        if not all(np.isfinite(M).all() for M in matrices):
+            raise FarPointError(
+                "This rotation forest holds a frame that is not finite (it was fitted on points "
+                "float64 could not hold, by a version that did not refuse them); fit it again."
+            )
+        return Frames.from_lorentz(matrices)
 
     def _frame_features(self, k: np.ndarray) -> np.ndarray:
         """``[n, T * d]``: every tree's frame coordinates of Klein rows ``k``, side by side.
 
         Each column is its own fixed-order sum, so this is the frames one by one, at once.
         """
-        return frame_features(k, Frames.from_lorentz(self.frames_))
+        return frame_features(k, self._frames(self.frames_))
 
     def _tree_features(self, k: np.ndarray, t: int, every: np.ndarray | None = None) -> np.ndarray:
         """What tree ``t`` reads for Klein rows ``k``: frame coordinates or split indices.
@@ -503,7 +512,7 @@ class _RotationForest(HyperbolicTreeModel):
         ``every``, if given, is `_frame_features` of ``k``.
         """
         if every is None:
-            kf = frame_features(k, Frames.from_lorentz([self.frames_[t]]))
+            kf = frame_features(k, self._frames([self.frames_[t]]))
         else:
             d = k.shape[1]
             kf = every[:, t * d : (t + 1) * d]
@@ -582,7 +591,7 @@ class _RotationForest(HyperbolicTreeModel):
             post_transform="identity",
             sum_dtype="float64",
             classes=np.asarray(self.classes_) if classifier else None,
-            frames=Frames.from_lorentz(self.frames_),
+            frames=self._frames(self.frames_),
         )
         space = input_space(self)
         return Model(
