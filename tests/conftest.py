@@ -1,11 +1,12 @@
 """Fixtures the Dask and Spark test modules share: a real cluster and a real session.
 
-Each pytest worker builds at most one of each, on first use, and every module
-it runs shares them (the suite runs a module on one worker, ``--dist
-loadfile``); both import their engine only when a test asks for them. A docs
-page that stops its own Spark session stops this one too (``getOrCreate``
-hands it the live one), so each module asks for the live session again and
-gets a new one if it was stopped.
+The Dask cluster is module-scoped (a module runs on one worker, ``--dist
+loadfile``): one left running beside a docs page's own LocalCluster made the
+page's XGBoost training hang. The Spark session is built once per pytest
+worker and shared by every module it runs; a docs page that stops its own
+session stops this one too (``getOrCreate`` hands it the live one), so each
+module asks for the live session again and gets a new one if it was
+stopped. Both import their engine only when a test asks for them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def client():
     """A 2-process Dask LocalCluster (1 thread each) and its client."""
     pytest.importorskip("distributed", reason="the 'dask' extra is not installed")
