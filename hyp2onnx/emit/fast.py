@@ -143,8 +143,8 @@ def tie_margin(ensemble: Ensemble, bound: float) -> float:
 
 #: ``link(g, scores) -> probabilities``
 Link = Callable[[GraphBuilder, str], str]
-#: ``refine(g, scores, link) -> probabilities``
-Refine = Callable[[GraphBuilder, str, Link], str]
+#: ``refine(g, scores, link) -> (probabilities, the tensor the label is decided on)``
+Refine = Callable[[GraphBuilder, str, Link], tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -266,10 +266,14 @@ def emit_fast(
     if not (guard and labelled):
         return Guarded(scores, bound, margin, None, to_probabilities)
 
-    def refine(b: GraphBuilder, scores: str, link: Link) -> str:
+    def refine(b: GraphBuilder, scores: str, link: Link) -> tuple[str, str]:
+        if ensemble.label_rule != "probabilities":  # the label is decided on the scores
+            return _score_guard(b, scores, link, k, k_dtype, exact, ensemble, bound)
         if complement:
-            return _binary_guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
-        return _guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
+            probabilities = _binary_guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
+        else:
+            probabilities = _guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
+        return probabilities, probabilities
 
     return Guarded(scores, bound, margin, refine, to_probabilities)
 
@@ -336,6 +340,60 @@ def _guard(
     keep = g.child()
     kept = keep.op(GUARD_STAGE, "Identity", [probabilities])
     return _branch(g, any_near, redo, redone, keep, kept, dtype)
+
+
+def _rounded_up(value: float, dtype: str) -> np.ndarray:
+    """``value`` in ``dtype``, rounded toward +inf (a limit no smaller than ``value``)."""
+    held = np.asarray(value, dtype=dtype)
+    if float(held) < value:
+        held = np.nextafter(held, np.asarray(np.inf, dtype=dtype))
+    return held
+
+
+def _score_guard(
+    g: GraphBuilder,
+    scores: str,
+    link: Link,
+    k: str,
+    k_dtype: str,
+    exact: ExactScorer,
+    ensemble: Ensemble,
+    bound: float,
+) -> tuple[str, str]:
+    """Scores with the rows whose label may depend on the order recomputed exactly,
+    for labels decided on the raw scores (``label_rule`` ``"above"`` or ``"scores"``).
+
+    Each score lies within ``bound`` of the exact one. ``"above"``: the label can
+    differ only where ``|s - threshold| <= bound``; ``"scores"``: only where the
+    top two scores lie within ``2 bound`` (a larger gap keeps the same strict
+    order). Both distances are one rounding of the exact one, and rounding is
+    monotone, so comparing them with the limit rounded up misses no row. On
+    every call: the distances, their smallest value (``ReduceMin``) and an
+    ``If`` that rescores the near rows only when there are some; then the link,
+    once, on the scores the label is decided on.
+    """
+    dtype = ensemble.sum_dtype
+    if ensemble.label_rule == "above":
+        threshold = g.const(GUARD_STAGE, "label_threshold", ensemble.label_threshold, dtype)
+        offset = g.op(GUARD_STAGE, "Abs", [g.op(GUARD_STAGE, "Sub", [scores, threshold])])
+        distance = g.op(
+            GUARD_STAGE, "Reshape", [offset, g.const(GUARD_STAGE, "flat", [-1], np.int64)]
+        )
+        limit = _rounded_up(bound, dtype)
+    else:
+        distance = _top_two_gap(g, scores, dtype)
+        limit = _rounded_up(2.0 * bound, dtype)
+    near_limit = g.const(GUARD_STAGE, "score_margin", limit, dtype)
+    least = g.op(GUARD_STAGE, "ReduceMin", [distance], keepdims=0)
+    any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, near_limit])
+
+    redo = g.child()
+    near = redo.op(GUARD_STAGE, "LessOrEqual", [distance, near_limit])
+    redone = _rescore(redo, near, scores, k, k_dtype, exact, ensemble)
+    keep = g.child()
+    kept = keep.op(GUARD_STAGE, "Identity", [scores])
+    decided = _branch(g, any_near, redo, redone, keep, kept, dtype)
+    return link(g, decided), decided
 
 
 def _binary_guard(

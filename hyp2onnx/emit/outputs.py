@@ -1,8 +1,13 @@
 """ONNX nodes from raw scores to the model's outputs.
 
 Classifiers: ``probabilities`` [N, n_classes] in ``classes_`` order (no
-ZipMap) and ``label`` [N], the first class of highest probability (numpy's
-``argmax`` rule, which every backend's ``predict`` uses). Regressors:
+ZipMap) and ``label`` [N], decided as the library's own ``predict`` decides
+(the ensemble's ``label_rule``, docs/math.md "How each backend turns scores
+into labels"): the first class of highest probability (scikit-learn), the
+first class of highest raw score (CatBoost), or, for binary boosters, the
+second class iff the raw score exceeds the library's threshold. A label is
+never read from probabilities that the library does not decide on: two raw
+scores one ulp apart may round to one probability. Regressors:
 ``variable`` [N, n_targets].
 """
 
@@ -45,13 +50,31 @@ def link(g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) -> str:
     return scores
 
 
+def class_index(
+    g: GraphBuilder, decided: str, ensemble: Ensemble, dtype: str, *, output: str | None = None
+) -> str:
+    """``[N]`` int64 class indices from the tensor the library decides on.
+
+    ``label_rule`` ``"above"``: 1 iff the one score column exceeds
+    ``label_threshold`` (held in ``dtype``, as the scores are); otherwise the
+    first column of the largest value (``ArgMax``, numpy's rule on ties).
+    """
+    outputs = None if output is None else [output]
+    if ensemble.label_rule == "above":
+        threshold = g.const(STAGE, "label_threshold", ensemble.label_threshold, dtype)
+        above = g.op(STAGE, "Greater", [decided, threshold])  # [N, 1]
+        flat = g.op(STAGE, "Reshape", [above, g.const(STAGE, "flat", [-1], np.int64)])
+        return g.op(STAGE, "Cast", [flat], to=TensorProto.INT64, outputs=outputs)
+    return g.op(STAGE, "ArgMax", [decided], axis=1, keepdims=0, outputs=outputs)
+
+
 def emit_outputs(
     g: GraphBuilder,
     scores: str,
     ensemble: Ensemble,
     dtype: str,
     *,
-    refine: Callable[..., str] | None = None,
+    refine: Callable[..., tuple[str, str]] | None = None,
     to_probabilities: Callable[[GraphBuilder, str], str] | None = None,
 ) -> list[helper.ValueInfoProto]:
     """Wire the named graph outputs; returns their value infos.
@@ -59,7 +82,8 @@ def emit_outputs(
     ``to_probabilities(g, scores)``, if given, replaces the link function
     (the fast graph of binary forests: class 0 as 1 - p1).
     ``refine(g, scores, to_probabilities)``, if given, returns the
-    probabilities the labels are taken from, applying the link itself where
+    probabilities and the tensor the label is decided on (the probabilities,
+    or the raw scores, as ``label_rule`` says), applying the link itself where
     it chooses (the fast encoding's near-tie guard, :mod:`hyp2onnx.emit.fast`).
     """
     elem = onnx_type(dtype)
@@ -74,16 +98,18 @@ def emit_outputs(
     if to_probabilities is None:
         to_probabilities = lambda b, s: link(b, s, ensemble, dtype)
     if refine is not None:
-        probabilities = refine(g, scores, to_probabilities)
+        probabilities, decided = refine(g, scores, to_probabilities)
     else:
         probabilities = to_probabilities(g, scores)
+        decided = probabilities if ensemble.label_rule == "probabilities" else scores
+    if decided == probabilities:
+        decided = "probabilities"
     g.rename(probabilities, "probabilities")
     labels, label_type = label_tensor(classes)
-    if label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(n_classes)):
-        # Labels 0 .. C-1 are ArgMax's own output: no Gather (a node less per call).
-        g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0, outputs=["label"])
-    else:
-        best = g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
+    # Labels 0 .. C-1 are the class index itself: no Gather (a node less per call).
+    direct = label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(n_classes))
+    best = class_index(g, decided, ensemble, dtype, output="label" if direct else None)
+    if not direct:
         g.op(STAGE, "Gather", [g.const(STAGE, "classes", labels), best], axis=0, outputs=["label"])
     return [
         helper.make_tensor_value_info("label", label_type, ["N"]),

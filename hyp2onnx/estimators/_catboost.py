@@ -69,6 +69,18 @@ def _loss(model: Any) -> str:
     return str(model.get_all_params()["loss_function"]).split(":")[0]
 
 
+def _check_probability_threshold(fitted: Any) -> None:
+    """Refuse a binary model whose labels use another probability threshold than 1/2."""
+    threshold = fitted.get_probability_threshold()
+    if threshold != 0.5:
+        raise UnsupportedModelError(
+            f"the CatBoost model labels rows with probability threshold {threshold}; the "
+            "graph's labels follow the default 0.5 (raw score above 0). Call "
+            "set_probability_threshold(0.5) before exporting, and compare the graph's "
+            "probabilities with your threshold instead."
+        )
+
+
 class _Model:
     """A CatBoost model as its JSON export states it, with exact leaf values."""
 
@@ -288,6 +300,12 @@ class CatBoostBackend(Backend):
             value[n_internal:] = leaf_values.reshape(n_leaves, n_outputs)
             values.append(value)
         classifier = isinstance(fitted, catboost.CatBoostClassifier)
+        # CatBoost's predict decides on the raw scores (its PrepareEval): the first
+        # class of highest score, or, for one score, class 1 iff it exceeds the
+        # logit of the model's probability threshold (0 for the default 1/2).
+        rule = "scores" if n_outputs > 1 else "above"
+        if classifier and n_outputs == 1:
+            _check_probability_threshold(fitted)
         return self.ensemble(
             trees,
             values,
@@ -297,6 +315,7 @@ class CatBoostBackend(Backend):
             post_transform=post,
             sum_dtype="float64",
             classes=np.asarray(fitted.classes_) if classifier else None,
+            label_rule=rule if classifier else "probabilities",
         )
 
 
