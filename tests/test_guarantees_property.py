@@ -16,6 +16,7 @@ minute.
 
 from __future__ import annotations
 
+import copy
 import csv
 import pickle
 import subprocess
@@ -537,3 +538,130 @@ def test_far_points_verify_with_the_default_dtype(far_model, rows, jitter):
     for model, graph in models:
         assert h.read_metadata(graph)["input_dtype"] == "float64", type(model)
         assert verify(model, graph, Q).ok
+
+
+# -- margins swept around each backend's decision point ---------------------------------------
+#
+# Each library's predict decides on its own quantity (docs/math.md, "How each backend turns
+# scores into labels"): XGBoost's binary label is p > 0.5 of its float32 sigmoid, LightGBM's
+# the argmax of [1 - p, p] of its float64 sigmoid, CatBoost's the sign of the raw score or its
+# first largest raw score, scikit-learn's the first largest probability. Leaf values set
+# through each library's own model (tests/_margins.py) put every row's score at, and one ulp
+# around, that decision point; the graph's labels must be the library's, in every encoding
+# that promises exact labels. Trees 0 and 1 add A and -A before the swept leaves of the last
+# tree, so the library's ordered sum is the swept value exactly while the fast encoding's own
+# order of sums may round it elsewhere: its guard must rescore those rows.
+
+#: Decision points of the binary rules: the margins above which the label is 1.
+XGB_THRESHOLD = 1.5 * 2.0**-24
+LGBM_THRESHOLD = 1.5 * 2.0**-53
+LABEL_ENCODINGS = ("fast", "exact", "standard")
+
+
+def _ulps(center: float, offsets: np.ndarray, dtype: str) -> np.ndarray:
+    """``center`` moved by each of ``offsets`` ulps of ``dtype`` (through zero too)."""
+    one = np.dtype(dtype).type
+    out = []
+    for k in offsets.tolist():
+        x = one(center)
+        for _ in range(abs(k)):
+            x = np.nextafter(x, one(np.inf if k > 0 else -np.inf))
+        out.append(x)
+    return np.array(out, dtype=np.float64)
+
+
+@pytest.fixture(scope="module")
+def margin_models() -> dict:
+    from _margins import set_leaves  # noqa: F401  (imported here: fails early if missing)
+
+    X, k = points(400, 2, seed=31)
+    y2, y3 = labels(k, 2, seed=31), labels(k, 3, seed=31)
+    boosters = {
+        "xgboost": lambda: h.HyperbolicXGBClassifier(n_estimators=3, max_depth=4, n_jobs=1),
+        "lightgbm": lambda: h.HyperbolicLGBMClassifier(
+            n_estimators=3, num_leaves=16, min_child_samples=2, verbose=-1, n_jobs=1
+        ),
+        "catboost": lambda: h.HyperbolicCatBoostClassifier(
+            iterations=3, depth=4, verbose=0, thread_count=1
+        ),
+        "forest": lambda: h.HyperbolicRandomForestClassifier(
+            n_estimators=3, max_depth=4, random_state=0
+        ),
+    }
+    models = {}
+    for name, make in boosters.items():
+        models[name, 2] = make().fit(X, y2)
+        models[name, 3] = make().fit(X, y3)
+    return models, X
+
+
+def _labels_agree(model, X: np.ndarray) -> None:
+    want = np.asarray(model.predict(X))
+    for encoding in LABEL_ENCODINGS:
+        got = run_onnx(h.to_onnx(model, encoding=encoding), X)["label"]
+        differ = np.flatnonzero(got != want)
+        assert differ.size == 0, (encoding, differ.size, differ[:5])
+
+
+@pytest.mark.parametrize("center", ["threshold", "-threshold", 0.0, 1e-6, -1e-6])
+@pytest.mark.parametrize("backend", ["xgboost", "lightgbm", "catboost"])
+@settings(max_examples=3, **SETTINGS)
+@given(shift=st.integers(-8, 8), big=st.sampled_from([1.0, 0.0, 0.75, 3.0, 2.0**-20]))
+def test_binary_labels_follow_the_library_around_its_threshold(
+    margin_models, backend, center, shift, big
+):
+    """The last tree's leaves run through ``center`` in one-ulp steps (the leaf count, 8 to
+    16, either side of it, moved by ``shift``): the library's threshold, zero, and +-1e-6."""
+    from _margins import set_leaves
+
+    models, X = margin_models
+    model = copy.deepcopy(models[backend, 2])
+    threshold = {"xgboost": XGB_THRESHOLD, "lightgbm": LGBM_THRESHOLD}.get(backend, 0.0)
+    if isinstance(center, str):
+        center = -threshold if center.startswith("-") else threshold
+    dtype = "float32" if backend == "xgboost" else "float64"
+
+    def values(tree: int, column: int, n: int) -> np.ndarray:
+        if tree < 2:
+            return np.full(n, big if tree == 0 else -big)
+        return _ulps(center, np.arange(n) - n // 2 + shift, dtype)
+
+    set_leaves(model, values)
+    _labels_agree(model, X)
+
+
+@pytest.mark.parametrize("backend", ["xgboost", "lightgbm", "catboost", "forest"])
+@settings(max_examples=6, **SETTINGS)
+@given(
+    base=st.sampled_from([0.0, 0.3, -2.5, 1e-6, 7.0, 0.5]),
+    swept=st.integers(0, 2),
+    other=st.integers(-1, 1),
+    shift=st.integers(-8, 8),
+    big=st.sampled_from([1.0, 0.0, 0.75, 3.0]),
+)
+def test_multiclass_labels_follow_the_library_at_near_ties(
+    margin_models, backend, base, swept, other, shift, big
+):
+    """Class ``swept``'s score runs through ``base`` in one-ulp steps; the other two classes
+    score ``base``, one of them ``other`` ulps off: exact ties, and ties one ulp apart."""
+    from _margins import set_leaves
+
+    models, X = margin_models
+    model = copy.deepcopy(models[backend, 3])
+    forest = backend == "forest"
+    dtype = "float32" if backend == "xgboost" else "float64"
+    rounds = 3  # trees per class (a forest's trees each hold every class)
+    last = (lambda tree: tree == rounds - 1) if forest else (lambda tree: tree // 3 == rounds - 1)
+
+    def values(tree: int, column: int, n: int) -> np.ndarray:
+        if not last(tree):
+            first = (tree == 0) if forest else (tree // 3 == 0)
+            return np.full(n, big if first else -big)
+        if column == swept:
+            return _ulps(base, np.arange(n) - n // 2 + shift, dtype)
+        return np.full(
+            n, _ulps(base, np.array([other if column == (swept + 1) % 3 else 0]), dtype)[0]
+        )
+
+    set_leaves(model, values)
+    _labels_agree(model, X)

@@ -46,8 +46,75 @@ def link(g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) -> str:
         q = g.op(STAGE, "Sub", [g.const(STAGE, "one", np.ones((1, 1)), dtype), p])
         return g.op(STAGE, "Concat", [q, p], axis=1)
     if ensemble.post_transform == "softmax":
+        if ensemble.label_rule == "probabilities":  # the label is read from these
+            return library_softmax(g, scores, dtype)
         return g.op(STAGE, "Softmax", [scores], axis=1)
     return scores
+
+
+#: Below this shift the softmax's ``exp`` is its series (see :func:`library_softmax`):
+#: the terms left out add less than ``2**-84``, far below the last bit of ``1 + x``.
+NEAR_ZERO = 2.0**-20
+
+
+def _exp_near_zero(g: GraphBuilder, x: str) -> str:
+    """``exp(x)`` for float64 ``|x| < NEAR_ZERO``: ``s + (err + x**2 (1/2 + x/6))`` where
+    ``s + err = 1 + x`` exactly (``Fast2Sum``: ``|x| < 1``)."""
+    one = g.const(STAGE, "exp_one", 1.0, "float64")
+    s = g.op(STAGE, "Add", [one, x])
+    err = g.op(STAGE, "Sub", [x, g.op(STAGE, "Sub", [s, one])])
+    cubic = g.op(
+        STAGE,
+        "Add",
+        [
+            g.const(STAGE, "exp_half", 0.5, "float64"),
+            g.op(STAGE, "Mul", [x, g.const(STAGE, "exp_sixth", 1.0 / 6.0, "float64")]),
+        ],
+    )
+    tail = g.op(STAGE, "Mul", [g.op(STAGE, "Mul", [x, x]), cubic])
+    return g.op(STAGE, "Add", [s, g.op(STAGE, "Add", [err, tail])])
+
+
+def library_softmax(g: GraphBuilder, scores: str, dtype: str) -> str:
+    """The softmax of XGBoost's and LightGBM's ``predict``, operation for operation.
+
+    Both shift a row by its largest score, take ``exp``, add the exponentials
+    class by class into a float64 sum (XGBoost's are float32, and it rounds
+    the sum to float32) and divide each by the sum. Their labels are the first
+    class of highest probability, and two close scores may round to one
+    probability: ``Softmax`` (which may order or round its sums otherwise)
+    would break those ties differently. ``exp`` is taken in float64 (rounded
+    to float32 for float32 scores), nearer the C library's ``expf`` than a
+    float32 ``Exp``; for shifts below ``NEAR_ZERO``, where classes within a
+    few ulps of the largest score put ``1 + x`` on a rounding midpoint,
+    ``exp(x)`` is ``1 + x`` with its exact rounding error (``Fast2Sum``) plus
+    ``x**2 / 2 + x**3 / 6``, rounded once, as a correctly rounded ``exp`` is.
+    """
+    two = "float64"
+    top, _ = g.op(
+        STAGE, "TopK", [scores, g.const(STAGE, "one", [1], np.int64)], axis=1, n_outputs=2
+    )
+    shifted = g.op(STAGE, "Sub", [scores, top])
+    wide = shifted if dtype == two else g.cast(STAGE, shifted, two)
+    e_wide = g.op(
+        STAGE,
+        "Where",
+        [
+            g.op(
+                STAGE,
+                "Less",
+                [g.op(STAGE, "Abs", [wide]), g.const(STAGE, "near_zero", NEAR_ZERO, two)],
+            ),
+            _exp_near_zero(g, wide),
+            g.op(STAGE, "Exp", [wide]),
+        ],
+    )
+    e = e_wide if dtype == two else g.cast(STAGE, e_wide, dtype)
+    e_sum = e if dtype == two else g.cast(STAGE, e, two)  # each float32 exp, widened exactly
+    running = g.op(STAGE, "CumSum", [e_sum, g.const(STAGE, "class_axis", 1, np.int64)])
+    total = g.op(STAGE, "Gather", [running, g.const(STAGE, "last_class", [-1], np.int64)], axis=1)
+    total = total if dtype == two else g.cast(STAGE, total, dtype)
+    return g.op(STAGE, "Div", [e, total])
 
 
 def class_index(
