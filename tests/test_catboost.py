@@ -295,3 +295,24 @@ def expected_failed_checks(estimator: Any) -> dict[str, str]:
 @parametrize_with_checks(CHECKED, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator: Any, check: Any) -> None:
     check(estimator)
+
+
+def test_multiclass_labels_follow_catboosts_raw_scores() -> None:
+    """CatBoost labels a row by its first largest raw score; two scores one ulp apart
+    round to one softmax probability, where an ArgMax of probabilities takes the first
+    class. The rows of two classes repeated under each other's label make such rows."""
+    from hyp2onnx.datasets import make_wrapped_normal_mixture
+
+    X, y = make_wrapped_normal_mixture(3000, 3, 4, random_state=0)
+    a, b = X[y == 0], X[y == 1]
+    X = np.concatenate([X, a, b])
+    y = np.concatenate([y, np.ones(len(a), int), np.zeros(len(b), int)])
+    model = h.HyperbolicCatBoostClassifier(iterations=50, depth=4, verbose=0, thread_count=1)
+    model.fit(X, y)
+    want = model.predict(X)
+    raw = model.estimator_.predict(model._tree_input(X), prediction_type="RawFormulaVal")
+    top = np.sort(raw, axis=1)
+    assert np.any((top[:, -1] > top[:, -2]) & (top[:, -1] - top[:, -2] < 1e-15))  # near ties
+    for encoding in ("fast", "exact", "standard"):
+        got = run_onnx(h.to_onnx(model, encoding=encoding), X)["label"]
+        assert np.array_equal(got, want), (encoding, np.flatnonzero(got != want)[:5])
