@@ -631,6 +631,26 @@ def test_binary_labels_follow_the_library_around_its_threshold(
     _labels_agree(model, X)
 
 
+@settings(max_examples=4, **SETTINGS)
+@example(shift=0, spread=1)
+@given(shift=st.integers(-8, 8), spread=st.integers(0, 3))
+def test_binary_forest_labels_follow_scikit_learn_at_one_half(margin_models, shift, spread):
+    """scikit-learn's label is the first class of highest averaged fraction: class-1
+    fractions ``p`` one ulp at a time through 1/2 (class 0 holds ``1 - p``, exact there),
+    each tree shifted by ``spread`` ulps from the one before."""
+    from _margins import set_leaves
+
+    models, X = margin_models
+    model = copy.deepcopy(models["forest", 2])
+
+    def values(tree: int, column: int, n: int) -> np.ndarray:
+        p1 = _ulps(0.5, np.arange(n) - n // 2 + shift + spread * (tree - 1), "float64")
+        return p1 if column == 1 else 1.0 - p1
+
+    set_leaves(model, values)
+    _labels_agree(model, X)
+
+
 @pytest.mark.parametrize("swept", [1, 2])
 @pytest.mark.parametrize("backend", ["xgboost", "lightgbm", "catboost", "forest"])
 @settings(max_examples=3, **SETTINGS)

@@ -44,6 +44,13 @@ the exact operator in row blocks), writes their exact scores back with
 ``ScatterND`` and applies the link again: those rows get the exact graph's
 probabilities and label, exact ties included (a tie has gap 0, and
 ``ArgMax`` then takes the first class as numpy does).
+
+Where the library decides its label on the raw scores (the ensemble's
+``label_rule``: binary boosters against a threshold, CatBoost's largest
+score), the guard looks at those instead (:func:`_score_guard`): the
+margin's distance to the threshold against the bound, or the top two
+scores' gap against twice the bound; the near rows' scores are rescored and
+the link applied once, after the ``If``.
 """
 
 from __future__ import annotations
