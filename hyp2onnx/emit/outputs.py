@@ -52,7 +52,7 @@ def link(g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) -> str:
     return scores
 
 
-#: Below this shift the softmax's ``exp`` is its series (see :func:`library_softmax`):
+#: Below this shift the softmax's ``exp`` is its series (see `library_softmax`):
 #: the terms left out add less than ``2**-84``, far below the last bit of ``1 + x``.
 NEAR_ZERO = 2.0**-20
 
@@ -151,7 +151,7 @@ def emit_outputs(
     ``refine(g, scores, to_probabilities)``, if given, returns the
     probabilities and the tensor the label is decided on (the probabilities,
     or the raw scores, as ``label_rule`` says), applying the link itself where
-    it chooses (the fast encoding's near-tie guard, :mod:`hyp2onnx.emit.fast`).
+    it chooses (the fast encoding's near-tie guard, `hyp2onnx.emit.fast`).
     """
     elem = onnx_type(dtype)
     classes = ensemble.classes
