@@ -13,7 +13,11 @@ scores one ulp apart may round to one probability. Regressors:
 
 from __future__ import annotations
 
+import decimal
+import functools
+import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from onnx import TensorProto, helper
@@ -52,27 +56,119 @@ def link(g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) -> str:
     return scores
 
 
-#: Below this shift the softmax's ``exp`` is its series (see `library_softmax`):
-#: the terms left out add less than ``2**-84``, far below the last bit of ``1 + x``.
-NEAR_ZERO = 2.0**-20
+#: Rows whose two largest scores lie closer than this (float64 scores; float32 ones
+#: use ``NEAR_TIE["float32"]``) get their softmax again with correctly rounded
+#: exponentials (`library_softmax`). Farther apart, the largest score's class has
+#: the strictly largest probability whatever the last bits of the ``exp``: another
+#: class's exponential is then below ``1 - 2**-41`` (float32: ``1 - 2**-13``),
+#: far more than the few ulps by which a division could merge it with the first.
+NEAR_TIE = {"float64": 2.0**-40, "float32": 2.0**-12}
+#: Table size of `exp_correctly_rounded`: ``exp(x) = 2**(k/N) exp(r)``, ``|r| <= ln 2 / 2N``.
+_EXP_TABLE = 256
 
 
-def _exp_near_zero(g: GraphBuilder, x: str) -> str:
-    """``exp(x)`` for float64 ``|x| < NEAR_ZERO``: ``s + (err + x**2 (1/2 + x/6))`` where
-    ``s + err = 1 + x`` exactly (``Fast2Sum``: ``|x| < 1``)."""
-    one = g.const(STAGE, "exp_one", 1.0, "float64")
-    s = g.op(STAGE, "Add", [one, x])
-    err = g.op(STAGE, "Sub", [x, g.op(STAGE, "Sub", [s, one])])
-    cubic = g.op(
+@functools.cache
+def _exp_constants() -> dict[str, Any]:
+    """``ln 2 / N`` in three parts (the first two of 32 bits, so that ``k`` times them is
+    exact for ``|k| < 2**20``) and ``2**(j/N)`` as float64 pairs ``hi + lo``, from 60-digit
+    decimal arithmetic."""
+    context = decimal.Context(prec=60)
+    ln2 = context.ln(decimal.Decimal(2))
+    step = context.divide(ln2, _EXP_TABLE)
+
+    def leading(value: decimal.Decimal, n_bits: int) -> float:
+        mantissa, exponent = math.frexp(float(value))
+        return math.ldexp(round(mantissa * 2**n_bits), exponent - n_bits)
+
+    c1 = leading(step, 32)
+    c2 = leading(step - decimal.Decimal(c1), 32)
+    c3 = float(step - decimal.Decimal(c1) - decimal.Decimal(c2))
+    powers = [
+        context.power(decimal.Decimal(2), context.divide(j, _EXP_TABLE)) for j in range(_EXP_TABLE)
+    ]
+    hi = np.array([float(t) for t in powers])
+    lo = np.array([float(t - decimal.Decimal(float(t))) for t in powers])
+    return {"inv": float(context.divide(_EXP_TABLE, ln2)), "c": (c1, c2, c3), "hi": hi, "lo": lo}
+
+
+def _two_sum(g: GraphBuilder, a: str, b: str) -> tuple[str, str]:
+    """``s + e = a + b`` exactly, ``s`` the rounded sum (Knuth's TwoSum)."""
+    s = g.op(STAGE, "Add", [a, b])
+    b_virtual = g.op(STAGE, "Sub", [s, a])
+    a_virtual = g.op(STAGE, "Sub", [s, b_virtual])
+    e = g.op(
         STAGE,
         "Add",
+        [g.op(STAGE, "Sub", [a, a_virtual]), g.op(STAGE, "Sub", [b, b_virtual])],
+    )
+    return s, e
+
+
+def exp_correctly_rounded(g: GraphBuilder, x: str) -> str:
+    """``exp(x)`` in float64, correctly rounded but where it lies within about
+    ``2**-70`` of a rounding midpoint (``x`` in ``[-745, 0]``).
+
+    ``x = k ln2/N + r`` (``k`` rounded to nearest; ``r = r_hi + r_lo`` exact to
+    ``2**-100``, the product ``k`` times the first two parts of ``ln2/N`` exact),
+    ``exp(x) = 2**(k // N) T_j (1 + q)`` with ``T_j = 2**(j/N)``, ``j = k mod N``,
+    from a table of float64 pairs, and ``q = exp(r) - 1`` to degree 6 in ``r``
+    (``|r| <= ln 2 / 2N``); ``T_j (1 + q)`` is summed in double-double (Dekker's
+    product, TwoSum) and rounded once; the power of two is exact. onnxruntime's
+    ``Exp`` is not correctly rounded on some shifts, the C library's is but for
+    few; a label that rides on the last bit of a sum of exponentials needs this.
+    """
+    k_ = _exp_constants()
+    c1, c2, c3 = k_["c"]
+    f = "float64"
+    const = lambda name, value: g.const(STAGE, name, value, f)
+    op = lambda kind, inputs: g.op(STAGE, kind, inputs)
+    kd = op("Round", [op("Mul", [x, const("exp_inv_step", k_["inv"])])])
+    r1 = op("Sub", [x, op("Mul", [kd, const("exp_c1", c1)])])  # exact (Sterbenz)
+    r_hi, r_lo = _two_sum(g, r1, op("Neg", [op("Mul", [kd, const("exp_c2", c2)])]))
+    r_lo = op("Sub", [r_lo, op("Mul", [kd, const("exp_c3", c3)])])
+    k = g.op(STAGE, "Cast", [kd], to=TensorProto.INT64)
+    n = g.const(STAGE, "exp_table_size", _EXP_TABLE, np.int64)
+    j = g.op(STAGE, "Mod", [k, n])  # in [0, N): the divisor's sign
+    power = g.op(STAGE, "Cast", [op("Div", [op("Sub", [k, j]), n])], to=TensorProto.DOUBLE)
+    t_hi = g.op(STAGE, "Gather", [const("exp_table_hi", k_["hi"]), j], axis=0)
+    t_lo = g.op(STAGE, "Gather", [const("exp_table_lo", k_["lo"]), j], axis=0)
+    poly = const("exp_p6", 1.0 / 720.0)
+    for i, coefficient in enumerate((1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5)):
+        poly = op("Add", [const(f"exp_p{5 - i}", coefficient), op("Mul", [r_hi, poly])])
+    q_lo = op(
+        "Add",
         [
-            g.const(STAGE, "exp_half", 0.5, "float64"),
-            g.op(STAGE, "Mul", [x, g.const(STAGE, "exp_sixth", 1.0 / 6.0, "float64")]),
+            op("Add", [r_lo, op("Mul", [r_lo, r_hi])]),
+            op("Mul", [op("Mul", [r_hi, r_hi]), poly]),
+        ],
+    )  # exp(r) - 1 = r_hi + q_lo
+
+    def split(a: str) -> tuple[str, str]:  # Veltkamp: a = hi + lo, 26 bits each
+        c = op("Mul", [a, const("exp_split", 134217729.0)])
+        hi = op("Sub", [c, op("Sub", [c, a])])
+        return hi, op("Sub", [a, hi])
+
+    a_hi, a_lo = split(t_hi)
+    b_hi, b_lo = split(r_hi)
+    product = op("Mul", [t_hi, r_hi])
+    high_parts = op("Sub", [op("Mul", [a_hi, b_hi]), product])
+    product_err = op(
+        "Add",
+        [
+            op("Add", [op("Add", [high_parts, op("Mul", [a_hi, b_lo])]), op("Mul", [a_lo, b_hi])]),
+            op("Mul", [a_lo, b_lo]),
+        ],
+    )  # t_hi r_hi = product + product_err exactly (Dekker)
+    s, e = _two_sum(g, t_hi, product)
+    small = op(
+        "Add",
+        [
+            op("Add", [op("Add", [e, product_err]), op("Add", [t_lo, op("Mul", [t_lo, r_hi])])]),
+            op("Mul", [t_hi, q_lo]),
         ],
     )
-    tail = g.op(STAGE, "Mul", [g.op(STAGE, "Mul", [x, x]), cubic])
-    return g.op(STAGE, "Add", [s, g.op(STAGE, "Add", [err, tail])])
+    rounded = op("Add", [s, small])
+    return op("Mul", [rounded, op("Pow", [const("exp_two", 2.0), power])])
 
 
 def library_softmax(g: GraphBuilder, scores: str, dtype: str) -> str:
@@ -83,38 +179,52 @@ def library_softmax(g: GraphBuilder, scores: str, dtype: str) -> str:
     the sum to float32) and divide each by the sum. Their labels are the first
     class of highest probability, and two close scores may round to one
     probability: ``Softmax`` (which may order or round its sums otherwise)
-    would break those ties differently. ``exp`` is taken in float64 (rounded
-    to float32 for float32 scores), nearer the C library's ``expf`` than a
-    float32 ``Exp``; for shifts below ``NEAR_ZERO``, where classes within a
-    few ulps of the largest score put ``1 + x`` on a rounding midpoint,
-    ``exp(x)`` is ``1 + x`` with its exact rounding error (``Fast2Sum``) plus
-    ``x**2 / 2 + x**3 / 6``, rounded once, as a correctly rounded ``exp`` is.
+    would break those ties differently. ``exp`` is onnxruntime's, in float64
+    (rounded to float32 for float32 scores); rows whose two largest scores lie
+    within ``NEAR_TIE`` (where a tie between probabilities can ride on the
+    last bit of an exponential or of their sum) are done again inside an
+    ``If``, taken only when there are such rows, with `exp_correctly_rounded`,
+    as the C library's ``exp`` rounds but for a few shifts.
     """
     two = "float64"
-    top, _ = g.op(
-        STAGE, "TopK", [scores, g.const(STAGE, "one", [1], np.int64)], axis=1, n_outputs=2
+    top_two, _ = g.op(
+        STAGE, "TopK", [scores, g.const(STAGE, "two", [2], np.int64)], axis=1, n_outputs=2
     )
+    top = g.op(STAGE, "Gather", [top_two, g.const(STAGE, "first", [0], np.int64)], axis=1)
     shifted = g.op(STAGE, "Sub", [scores, top])
     wide = shifted if dtype == two else g.cast(STAGE, shifted, two)
-    e_wide = g.op(
+
+    def softmax_of(b: GraphBuilder, shifts: str, exp: Callable[[GraphBuilder, str], str]) -> str:
+        e_wide = exp(b, shifts)
+        e = e_wide if dtype == two else b.cast(STAGE, e_wide, dtype)
+        e_sum = e if dtype == two else b.cast(STAGE, e, two)  # each float32 exp, widened exactly
+        running = b.op(STAGE, "CumSum", [e_sum, g.const(STAGE, "class_axis", 1, np.int64)])
+        last = g.const(STAGE, "last_class", [-1], np.int64)
+        total = b.op(STAGE, "Gather", [running, last], axis=1)
+        total = total if dtype == two else b.cast(STAGE, total, dtype)
+        return b.op(STAGE, "Div", [e, total])
+
+    probabilities = softmax_of(g, wide, lambda b, x: b.op(STAGE, "Exp", [x]))
+    gap = g.op(STAGE, "MatMul", [top_two, g.const(STAGE, "first_minus_second", [1, -1], dtype)])
+    limit = g.const(STAGE, "near_tie", NEAR_TIE[dtype], dtype)
+    any_near = g.op(STAGE, "LessOrEqual", [g.op(STAGE, "ReduceMin", [gap], keepdims=0), limit])
+    redo = g.child()
+    near = redo.op(STAGE, "LessOrEqual", [gap, limit])
+    index = redo.op(STAGE, "Transpose", [redo.op(STAGE, "NonZero", [near])], perm=[1, 0])
+    rows = redo.op(STAGE, "GatherND", [wide, index])
+    again = softmax_of(redo, rows, exp_correctly_rounded)
+    redone = redo.op(STAGE, "ScatterND", [probabilities, index, again])
+    keep = g.child()
+    kept = keep.op(STAGE, "Identity", [probabilities])
+    out = helper.make_tensor_value_info
+    elem = onnx_type(dtype)
+    return g.op(
         STAGE,
-        "Where",
-        [
-            g.op(
-                STAGE,
-                "Less",
-                [g.op(STAGE, "Abs", [wide]), g.const(STAGE, "near_zero", NEAR_ZERO, two)],
-            ),
-            _exp_near_zero(g, wide),
-            g.op(STAGE, "Exp", [wide]),
-        ],
+        "If",
+        [any_near],
+        then_branch=helper.make_graph(redo.nodes, "near_ties", [], [out(redone, elem, None)]),
+        else_branch=helper.make_graph(keep.nodes, "no_near_ties", [], [out(kept, elem, None)]),
     )
-    e = e_wide if dtype == two else g.cast(STAGE, e_wide, dtype)
-    e_sum = e if dtype == two else g.cast(STAGE, e, two)  # each float32 exp, widened exactly
-    running = g.op(STAGE, "CumSum", [e_sum, g.const(STAGE, "class_axis", 1, np.int64)])
-    total = g.op(STAGE, "Gather", [running, g.const(STAGE, "last_class", [-1], np.int64)], axis=1)
-    total = total if dtype == two else g.cast(STAGE, total, dtype)
-    return g.op(STAGE, "Div", [e, total])
 
 
 def class_index(
