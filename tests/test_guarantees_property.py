@@ -690,3 +690,37 @@ def test_multiclass_labels_follow_the_library_at_near_ties(
 
     set_leaves(model, values)
     _labels_agree(model, X)
+
+
+@pytest.fixture(scope="module")
+def graph_exp():
+    """onnxruntime running the graph's `exp_correctly_rounded` on a float64 vector."""
+    from onnx import TensorProto, helper
+
+    from hyp2onnx._runtime import session
+    from hyp2onnx.emit._graph import GraphBuilder
+    from hyp2onnx.emit.outputs import exp_correctly_rounded
+
+    g = GraphBuilder(17)
+    g.rename(exp_correctly_rounded(g, "x"), "y")
+    vector = lambda name: helper.make_tensor_value_info(name, TensorProto.DOUBLE, [None])
+    graph = helper.make_graph(g.nodes, "exp", [vector("x")], [vector("y")], g.initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return lambda x: session(model, threads=1).run(None, {"x": x})[0]
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(
+    x=hnp.arrays(np.float64, 64, elements=st.floats(-745.0, 0.0)),
+    k=st.integers(1, 199),
+    n=st.integers(18, 61),
+)
+def test_the_graphs_exp_is_correctly_rounded(graph_exp, x, k, n):
+    """Shifts anywhere in [-745, 0] and those near ties make (``-k 2**-n``): the graph's
+    exponentials for rows near a tie equal the correctly rounded ones (60-digit decimal)."""
+    import decimal
+
+    x = np.append(x, [-k * 2.0**-n, -(k + 0.5) * 2.0**-n])
+    with decimal.localcontext(decimal.Context(prec=60)):
+        want = np.array([float(decimal.Decimal(float(v)).exp()) for v in x])
+    np.testing.assert_array_equal(graph_exp(x), want)
