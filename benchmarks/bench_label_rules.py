@@ -157,12 +157,12 @@ def exp_rounding(n: int) -> list[list]:
     return rows
 
 
-def timing(repeats: int) -> list[list]:
+def timing(repeats: int, rounds: int) -> list[list]:
     X, y = make_wrapped_normal_mixture(2000, 4, 8, random_state=0)
     models = {
-        "XGBoost": h.HyperbolicXGBClassifier(n_estimators=20, max_depth=4, n_jobs=1),
+        "XGBoost": h.HyperbolicXGBClassifier(n_estimators=rounds, max_depth=4, n_jobs=1),
         "LightGBM": h.HyperbolicLGBMClassifier(
-            n_estimators=20, num_leaves=15, verbose=-1, n_jobs=1
+            n_estimators=rounds, num_leaves=15, verbose=-1, n_jobs=1
         ),
     }
     library = outputs.library_softmax
@@ -206,12 +206,14 @@ def main(argv: list[str] | None = None) -> None:
     add_output_args(parser)
     parser.add_argument("--trials", type=int, default=600, help="models per backend (table 1)")
     args = parser.parse_args(argv)
-    trials, draws, repeats = (2, 500, 5) if args.quick else (args.trials, 50_000, 201)
+    trials, draws, repeats, rounds = (
+        (1, 200, 3, 2) if args.quick else (args.trials, 50_000, 201, 20)
+    )
     warnings.filterwarnings("ignore")
     load = os.getloadavg()
     ties = near_ties(trials)
     rounding = exp_rounding(draws)
-    times = timing(repeats)
+    times = timing(repeats, rounds)
     load_after = os.getloadavg()
     heads = (
         ["model", "near-tie rows", "labels differing"],

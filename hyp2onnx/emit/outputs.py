@@ -3,8 +3,10 @@
 Classifiers: ``probabilities`` [N, n_classes] in ``classes_`` order (no
 ZipMap) and ``label`` [N], decided as the library's own ``predict`` decides
 (the ensemble's ``label_rule``, docs/math.md "How each backend turns scores
-into labels"): the first class of highest probability (scikit-learn), the
-first class of highest raw score (CatBoost), or, for binary boosters, the
+into labels"): the first class of highest probability (scikit-learn, and
+XGBoost's and LightGBM's multi-class models with their softmax computed as
+they compute it: `library_softmax`), the first class of highest raw score
+(CatBoost), or, for binary boosters, the
 second class iff the raw score exceeds the library's threshold. A label is
 never read from probabilities that the library does not decide on: two raw
 scores one ulp apart may round to one probability. Regressors:
