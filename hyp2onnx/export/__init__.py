@@ -3,6 +3,7 @@
 - :func:`to_onnx` / :func:`save_onnx`: one ONNX graph that takes the raw
   hyperbolic points, its metadata (:func:`read_metadata`), and external data
   for graphs past protobuf's 2 GiB (``_compile``).
+- :func:`compose`: an ONNX encoder in front of a model's graph (:mod:`.compose`).
 - :mod:`.skl2onnx`: converters that teach ``skl2onnx.to_onnx`` our estimators.
 
 The graph takes raw points ``X`` [N, D] in the model's input geometry,
@@ -33,12 +34,14 @@ from ._compile import (
     to_onnx,
 )
 from ._kinds import Kind, kind_of
+from .compose import ON_MANIFOLD, compose, encoder_of, encoder_sha256, is_composed
 
 __all__ = [
     "DEFAULT_OPSET",
     "ENCODINGS",
     "MIN_OPSET",
     "check_opset",
+    "compose",
     "describe",
     "external_data_path",
     "Kind",

@@ -1,0 +1,650 @@
+"""Put an ONNX encoder in front of a hyp2onnx graph: one graph from raw inputs to labels.
+
+Users' hyperbolic points usually come from a neural encoder (a graph network,
+Poincare embeddings, a geoopt model), and in deployment a new entity goes
+through the encoder first. :func:`compose` joins the encoder's graph and the
+model's graph into one:
+
+- the encoder's inputs are the composed graph's inputs, the model's outputs
+  its outputs (plus ``on_manifold``, see below);
+- every other name of the encoder (nodes, initializers, value infos, the
+  names inside ``If``/``Loop`` bodies) gets a prefix, and any name left in
+  common with the model's graph is an error, never a silent rename;
+- opset imports are merged domain by domain, ``ai.onnx.ml`` included
+  (``onnx.compose.merge_models`` drops it when one side holds a tree
+  operator, onnx#4474, so this merge is written here);
+- a float32 encoder in front of a float64 model gets a ``Cast`` (exact: the
+  precision was lost where the encoder computed in float32), a float64
+  encoder in front of a float32 model a rounding ``Cast``; either is said in
+  a warning and in the metadata (``encoder_precision``);
+- the metadata keeps the model's and adds the encoder's sha256, the name of
+  the output that holds the points and their geometry.
+
+A plain hyp2onnx graph cannot refuse a point off the manifold: its callers
+check the points before they run it. Inside a composed graph nobody sees the
+encoder's points, so the graph checks them itself (the test of
+:func:`hyp2onnx.geometry.check_points`) and returns the boolean
+``on_manifold`` [N]; rows where it is false get NaN probabilities and
+values, and hyp2onnx's own runners (``verify``, ``run_onnx``, ``hyp2onnx
+predict``) refuse them with the rows named.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from ..geometry import DEFAULT_RTOL, curvature_radius
+from ._compile import (
+    _META_PREFIX,
+    MIN_OPSET,
+    check_model,
+    max_opset,
+    read_metadata,
+    to_onnx,
+)
+
+__all__ = [
+    "DEFAULT_PREFIX",
+    "ON_MANIFOLD",
+    "compose",
+    "encoder_of",
+    "encoder_sha256",
+    "is_composed",
+]
+
+#: Prefix of the encoder's names inside a composed graph.
+DEFAULT_PREFIX = "encoder/"
+#: The composed graph's extra output: whether each row's encoder point is on the manifold.
+ON_MANIFOLD = "on_manifold"
+_STAGE = "compose/"
+_FLOATS: dict[int, str] = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64"}
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def encoder_sha256(encoder: onnx.ModelProto | str | os.PathLike[str]) -> str:
+    """sha256 of an encoder: of its file's bytes for a path, else of its serialization.
+
+    For a path this is what ``sha256sum`` prints for the file (external data
+    files are not included); a loaded model is hashed as protobuf's
+    deterministic serialization.
+    """
+    if isinstance(encoder, onnx.ModelProto):
+        return hashlib.sha256(encoder.SerializeToString(deterministic=True)).hexdigest()
+    with open(os.fspath(encoder), "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def is_composed(metadata: dict[str, Any]) -> bool:
+    """Whether a graph's hyp2onnx metadata (:func:`read_metadata`) is a composed graph's."""
+    return "encoder_sha256" in metadata
+
+
+@dataclass(frozen=True)
+class _Encoder:
+    model: onnx.ModelProto
+    sha256: str
+    output: str
+    dtype: str  #: the output's element type, float32 or float64
+    width: int | None  #: the output's number of columns, None where the graph leaves it open
+
+
+def _load_encoder(
+    encoder: onnx.ModelProto | str | os.PathLike[str], output: str | None
+) -> _Encoder:
+    if isinstance(encoder, onnx.ModelProto):
+        model = encoder
+    elif isinstance(encoder, (str, os.PathLike)):
+        try:
+            model = onnx.load(os.fspath(encoder))
+        except OSError:
+            raise
+        except Exception as exc:  # protobuf's DecodeError and the like
+            raise ValueError(f"{os.fspath(encoder)} is not a readable ONNX model: {exc}") from exc
+    else:
+        raise TypeError(
+            f"encoder must be an onnx.ModelProto or the path of an .onnx file, got "
+            f"{type(encoder).__name__}."
+        )
+    names = [o.name for o in model.graph.output]
+    if output is None:
+        if len(names) != 1:
+            raise ValueError(
+                f"the encoder has {len(names)} outputs ({', '.join(names) or 'none'}): name the "
+                "one that holds the hyperbolic points with output= (--encoder-output)."
+            )
+        output = names[0]
+    if output not in names:
+        raise ValueError(
+            f"the encoder has no output {output!r}; its outputs are: {', '.join(names)}."
+        )
+    value = next(o for o in model.graph.output if o.name == output)
+    elem, dims = _type_of(value)
+    if elem is None or dims is None or elem not in _FLOATS:
+        inferred = _inferred_output(model, output)
+        if inferred is not None:
+            elem, dims = _type_of(inferred)
+    if elem not in _FLOATS:
+        found = TensorProto.DataType.Name(elem) if elem else "an unknown type"
+        raise ValueError(
+            f"the encoder's output {output!r} holds {found}; hyperbolic points must be float32 "
+            "or float64."
+        )
+    if dims is not None and len(dims) != 2:
+        raise ValueError(
+            f"the encoder's output {output!r} has rank {len(dims)}; the points must be a 2-D "
+            "tensor (rows, coordinates)."
+        )
+    width = dims[1] if dims is not None and dims[1] > 0 else None
+    digest = encoder_sha256(encoder if isinstance(encoder, (str, os.PathLike)) else model)
+    return _Encoder(model, digest, output, _FLOATS[elem], width)
+
+
+def _type_of(value: onnx.ValueInfoProto) -> tuple[int | None, list[int] | None]:
+    """Element type and dims (0 where unknown) of a tensor value info; None where absent."""
+    tensor = value.type.tensor_type
+    elem = tensor.elem_type or None
+    if not tensor.HasField("shape"):
+        return elem, None
+    return elem, [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
+
+
+def _inferred_output(model: onnx.ModelProto, output: str) -> onnx.ValueInfoProto | None:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # inference is a help here, not a requirement
+        return None
+    for value in [*inferred.graph.output, *inferred.graph.value_info]:
+        if value.name == output and value.type.tensor_type.elem_type:
+            return value
+    return None
+
+
+def _opsets(model: onnx.ModelProto) -> dict[str, int]:
+    return {
+        ("" if o.domain in _DEFAULT_DOMAINS else o.domain): o.version for o in model.opset_import
+    }
+
+
+def _model_graph(
+    model_or_graph: Any,
+    encoder: _Encoder,
+    *,
+    dtype: str | None,
+    encoding: str,
+    target_opset: int | None,
+    name: str | None,
+    stated: dict[str, Any],
+) -> onnx.ModelProto:
+    """The hyp2onnx graph to put behind the encoder: given, or exported here."""
+    graph: onnx.ModelProto | None = None
+    if isinstance(model_or_graph, onnx.ModelProto):
+        graph = model_or_graph
+    elif isinstance(model_or_graph, (str, os.PathLike)):
+        graph = onnx.load(os.fspath(model_or_graph))
+    if graph is not None:
+        metadata = read_metadata(graph)  # ValueError if not hyp2onnx's
+        if is_composed(metadata):
+            raise ValueError("this graph has an encoder already; compose the plain model graph.")
+        given = {"dtype": dtype, "target_opset": target_opset, "name": name}
+        given["encoding"] = None if encoding == "fast" else encoding
+        extra = [k for k, v in given.items() if v is not None]
+        if extra:
+            raise ValueError(
+                f"{', '.join(extra)} apply to exporting a fitted model; this graph is exported "
+                "already (export it again with them, or pass the fitted model)."
+            )
+        for key, value in stated.items():
+            if value is not None and value != metadata[key]:
+                raise ValueError(
+                    f"{key}={value!r} contradicts the graph's {key}={metadata[key]!r}: the "
+                    "encoder's points must be in the convention the model was exported for."
+                )
+        return graph
+    if dtype is None and encoder.dtype == "float64":
+        dtype = "float64"  # no rounding at the junction; float32 stays the model's choice
+    if target_opset is None:
+        own = _opsets(encoder.model).get("", 0)
+        target_opset = own if MIN_OPSET <= own <= max_opset() else None
+    return to_onnx(
+        model_or_graph,
+        dtype=dtype,  # type: ignore[arg-type]
+        encoding=encoding,
+        target_opset=target_opset,
+        name=name,
+        **stated,
+    )
+
+
+def _same_opsets(
+    enc: onnx.ModelProto, graph: onnx.ModelProto
+) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """Both models at one ai.onnx opset (the newer), other domains checked for agreement."""
+    a, b = _opsets(enc), _opsets(graph)
+    for domain in sorted(set(a) & set(b) - {""}):
+        if a[domain] != b[domain]:
+            raise ValueError(
+                f"the encoder imports {domain} opset {a[domain]} and the model graph opset "
+                f"{b[domain]}: one graph can import only one version of a domain."
+            )
+    va, vb = a.get("", 0), b.get("", 0)
+    if va == vb or not (va and vb):
+        return enc, graph
+    from onnx import version_converter
+
+    older, newer = ("encoder", vb) if va < vb else ("model graph", va)
+    try:
+        if va < vb:
+            enc = version_converter.convert_version(enc, vb)
+        else:
+            graph = version_converter.convert_version(graph, va)
+    except Exception as exc:
+        raise ValueError(
+            f"the encoder uses ai.onnx opset {va} and the model graph opset {vb}, and the "
+            f"{older} could not be converted to opset {newer} ({str(exc).splitlines()[0]}). "
+            f"Export the model with target_opset={va}."
+        ) from exc
+    return enc, graph
+
+
+# --- renaming -----------------------------------------------------------------------------
+
+
+def _rename_graph(graph: onnx.GraphProto, rename: Callable[[str], str]) -> None:
+    """Apply ``rename`` to every tensor and node name of ``graph`` and its subgraphs, in place."""
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        value.name = rename(value.name)
+    for tensor in graph.initializer:
+        tensor.name = rename(tensor.name)
+    for sparse in graph.sparse_initializer:
+        sparse.values.name = rename(sparse.values.name)
+        sparse.indices.name = rename(sparse.indices.name)
+    for node in graph.node:
+        if node.name:
+            node.name = rename(node.name)
+        for field in (node.input, node.output):
+            for i, tensor_name in enumerate(field):
+                field[i] = rename(tensor_name)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                attr.g.name = rename(attr.g.name)
+                _rename_graph(attr.g, rename)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    sub.name = rename(sub.name)
+                    _rename_graph(sub, rename)
+
+
+def _names(graph: onnx.GraphProto) -> set[str]:
+    """Every tensor name defined or used in ``graph`` and its subgraphs ("" excluded)."""
+    out: set[str] = set()
+    out.update(v.name for v in [*graph.input, *graph.output, *graph.value_info])
+    out.update(t.name for t in graph.initializer)
+    for node in graph.node:
+        out.update(node.input)
+        out.update(node.output)
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                out |= _names(sub)
+    out.discard("")
+    return out
+
+
+def _used(node: onnx.NodeProto) -> set[str]:
+    """Names a node reads, its subgraphs' outer-scope reads included."""
+    used = set(node.input)
+    for attr in node.attribute:
+        for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            inner = {v.name for v in sub.input} | {t.name for t in sub.initializer}
+            for child in sub.node:
+                inner.update(child.output)
+            used |= {n for child in sub.node for n in _used(child)} - inner
+    return used
+
+
+def _prune(graph: onnx.GraphProto, keep: str) -> list[onnx.NodeProto]:
+    """The nodes of ``graph`` that ``keep`` depends on, in their order."""
+    needed = {keep}
+    kept = []
+    for node in reversed(graph.node):
+        if needed & set(node.output):
+            kept.append(node)
+            needed |= _used(node)
+    return kept[::-1]
+
+
+def _replace_input(graph: onnx.GraphProto, old: str, new: str) -> None:
+    """Call ``old`` ``new`` everywhere in ``graph`` (subgraphs included)."""
+
+    def rename(name: str) -> str:
+        return new if name == old else name
+
+    _rename_graph(graph, rename)
+
+
+# --- the check and the junction -----------------------------------------------------------
+
+
+class _Nodes:
+    """Nodes, initializers and names added between the encoder and the model."""
+
+    def __init__(self, opset: int) -> None:
+        self.opset = opset
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._count = 0
+
+    def name(self, label: str) -> str:
+        self._count += 1
+        return f"{_STAGE}{label}_{self._count}"
+
+    def const(self, label: str, value: Any, dtype: Any) -> str:
+        name = self.name(label)
+        self.initializers.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], *, out: str | None = None, **attrs: Any) -> str:
+        out = out or self.name(op_type)
+        self.nodes.append(
+            helper.make_node(op_type, inputs, [out], name=self.name(f"{op_type}_node"), **attrs)
+        )
+        return out
+
+    def columns(self, x: str, columns: list[int], label: str) -> str:
+        return self.op("Gather", [x, self.const(label, columns, np.int64)], axis=1)
+
+    def row_sum(self, x: str) -> str:
+        return self.op("ReduceSum", [x, self.const("axis", [1], np.int64)], keepdims=1)
+
+    def at_most(self, a: str, b: str) -> str:
+        """``a <= b``, false where either is NaN."""
+        if self.opset >= 16:
+            return self.op("LessOrEqual", [a, b])
+        return self.op("Or", [self.op("Less", [a, b]), self.op("Equal", [a, b])])
+
+
+def _emit_check(n: _Nodes, points: str, metadata: dict[str, Any], width: int, rtol: float) -> str:
+    """``on_manifold`` [N] (bool) of float64 ``points``: the test of ``check_points``.
+
+    Hyperboloid: ``x_0 > 0`` and ``|1 - |k|^2 - (R/x_0)^2| <= rtol (1 + |k|^2)``
+    with ``k = x_s / x_0``, which is ``check_points``' test of the row scaled
+    by ``x_0`` rather than by its largest magnitude (the same inequality, both
+    sides divided by ``x_0^2``), plus ``|k|^2 < 2``, which refuses infinite
+    coordinates (on the manifold ``|k|^2 < 1``). Ball models: ``|p / R|^2 < 1``.
+    NaN fails every comparison, so NaN rows are off the manifold.
+    """
+    R = curvature_radius(metadata["curvature"])
+    f64 = np.float64
+    if metadata["input_geometry"] == "hyperboloid":
+        t = metadata["timelike_dim"] % width
+        x0 = n.columns(points, [t], "timelike_column")
+        xs = n.columns(points, [c for c in range(width) if c != t], "spacelike_columns")
+        k = n.op("Div", [xs, x0])
+        s = n.row_sum(n.op("Mul", [k, k]))
+        r = n.op("Div", [n.const("R", R, f64), x0])
+        one = n.const("one", 1.0, f64)
+        deviation = n.op("Abs", [n.op("Sub", [n.op("Sub", [one, s]), n.op("Mul", [r, r])])])
+        tolerance = n.op("Mul", [n.const("rtol", rtol, f64), n.op("Add", [one, s])])
+        ok = n.op(
+            "And",
+            [
+                n.op(
+                    "And",
+                    [n.at_most(deviation, tolerance), n.op("Less", [s, n.const("two", 2.0, f64)])],
+                ),
+                n.op("Greater", [x0, n.const("zero", 0.0, f64)]),
+            ],
+        )
+    else:
+        q = points if R == 1.0 else n.op("Div", [points, n.const("R", R, f64)])
+        s = n.row_sum(n.op("Mul", [q, q]))
+        ok = n.op("Less", [s, n.const("one", 1.0, f64)])
+    return n.op("Squeeze", [ok, n.const("squeeze_axis", [1], np.int64)], out=ON_MANIFOLD)
+
+
+def _precision_note(encoder_dtype: str, model_dtype: str, output: str) -> str:
+    if encoder_dtype == model_dtype:
+        return f"none: the encoder's output {output!r} and the model's input are both {model_dtype}"
+    if encoder_dtype == "float32":
+        return (
+            f"the encoder computes its output {output!r} in float32 (about 7 significant "
+            "digits; Klein coordinates of points past a hyperbolic radius of about 8.3 R "
+            "collapse onto one float32 value); the Cast to the model's float64 input is exact, "
+            "so the model routes exactly the points the encoder gives, at float32's resolution"
+        )
+    return (
+        f"the encoder's float64 output {output!r} is rounded to float32 at the junction "
+        "(a Cast in front of the model's float32 input): points within a float32 step of a "
+        "split may take its other side; export the model with dtype='float64' to keep them"
+    )
+
+
+def compose(
+    encoder: onnx.ModelProto | str | os.PathLike[str],
+    model_or_graph: Any,
+    *,
+    output: str | None = None,
+    prefix: str = DEFAULT_PREFIX,
+    input_geometry: str | None = None,
+    curvature: float | None = None,
+    timelike_dim: int | None = None,
+    dtype: Literal["float32", "float64"] | None = None,
+    encoding: str = "fast",
+    target_opset: int | None = None,
+    name: str | None = None,
+    check_manifold: bool = True,
+) -> onnx.ModelProto:
+    """One ONNX graph: ``encoder`` (raw inputs -> hyperbolic points) then the model.
+
+    ``encoder`` is an ONNX model (or its path) whose output ``output``
+    (needed when it has several) holds points ``[N, D]`` in the model's
+    input convention: ``input_geometry``, ``curvature`` and
+    ``timelike_dim`` as for :func:`hyp2onnx.to_onnx` (a hyperbolic
+    estimator knows its own; a plain Klein model needs them; for
+    ``hyp2onnx.conventions`` objects pass ``**convention.kwargs()``).
+    ``model_or_graph`` is a fitted model, exported here with ``dtype``
+    (default: float64 behind a float64 encoder, else the model's own),
+    ``encoding`` and ``target_opset`` (default: the encoder's opset), or a
+    hyp2onnx graph (loaded, or a path), used as exported.
+
+    The encoder's names get ``prefix``; a clash with a name of the model's
+    graph raises ValueError. A dtype difference between the encoder's output
+    and the model's input inserts a ``Cast`` and warns what precision is
+    lost and where (also in the metadata, ``encoder_precision``). With
+    ``check_manifold`` (default) the graph also returns ``on_manifold``
+    [N] and NaN values on rows whose encoder point is off the manifold
+    (module docstring). Returns the checked model; write it with
+    :func:`hyp2onnx.save_onnx`, which uses external data past 2 GiB.
+    """
+    if not isinstance(prefix, str) or not prefix:
+        raise ValueError(f"prefix must be a non-empty string, got {prefix!r}.")
+    enc = _load_encoder(encoder, output)
+    stated = {
+        "input_geometry": input_geometry,
+        "curvature": curvature,
+        "timelike_dim": timelike_dim,
+    }
+    graph_model = _model_graph(
+        model_or_graph,
+        enc,
+        dtype=dtype,
+        encoding=encoding,
+        target_opset=target_opset,
+        name=name,
+        stated=stated,
+    )
+    metadata = read_metadata(graph_model)
+    model_input = graph_model.graph.input[0]
+    model_elem, _ = _type_of(model_input)
+    model_dtype = _FLOATS[model_elem] if model_elem in _FLOATS else "float64"
+    want = int(metadata["n_features_in"])
+    if enc.width is not None and enc.width != want:
+        geometry = metadata["input_geometry"]
+        what = (
+            f"hyperboloid points of {want} columns (d + 1, timelike column "
+            f"{metadata['timelike_dim']})"
+            if geometry == "hyperboloid"
+            else f"{geometry} points of {want} columns"
+        )
+        raise ValueError(
+            f"the encoder's output {enc.output!r} has {enc.width} columns; the model takes "
+            f"{what}. Pass the output that holds the points, or a model fitted on them."
+        )
+    enc_model, graph_model = _same_opsets(enc.model, graph_model)
+
+    # The encoder: its own inputs stay; everything else is prefixed.
+    enc_graph = onnx.GraphProto()
+    enc_graph.CopyFrom(enc_model.graph)
+    initialized = {t.name for t in enc_graph.initializer}
+    inputs = [v for v in enc_graph.input if v.name not in initialized]
+    interface = {v.name for v in inputs}
+    rename = lambda n: n if n in interface or n == "" else prefix + n
+    _rename_graph(enc_graph, rename)
+    junction = prefix + enc.output
+    enc_nodes = _prune(enc_graph, junction)
+
+    model_graph = onnx.GraphProto()
+    model_graph.CopyFrom(graph_model.graph)
+    outputs = [o.name for o in model_graph.output]
+    clash_with_outputs = interface & (set(outputs) | {ON_MANIFOLD})
+    if clash_with_outputs:
+        raise ValueError(
+            f"the encoder's input(s) {', '.join(sorted(clash_with_outputs))} have the name of a "
+            "model output: rename them in the encoder."
+        )
+    x_name = model_input.name
+    model_names = _names(model_graph) - {x_name}
+    enc_names = _names(enc_graph)
+    ours = {ON_MANIFOLD} | {n for n in enc_names | model_names if n.startswith(_STAGE)}
+    clash = sorted((enc_names & model_names) | (ours & (enc_names | model_names)))
+    if clash:
+        raise ValueError(
+            f"names in both the encoder (after the prefix {prefix!r}) and the model graph: "
+            f"{', '.join(clash[:5])}{', ...' if len(clash) > 5 else ''}; pass another prefix=."
+        )
+
+    opset = _opsets(graph_model).get("", 0) or _opsets(enc_model).get("", 0)
+    n = _Nodes(opset)
+    points = junction
+    note = _precision_note(enc.dtype, model_dtype, enc.output)
+    if enc.dtype != model_dtype:
+        warnings.warn(f"compose: precision lost: {note}.", stacklevel=2)
+        points = n.op(
+            "Cast", [junction], to=onnx.helper.np_dtype_to_tensor_dtype(np.dtype(model_dtype))
+        )
+    if enc.width is None:
+        # The graph cannot tell the width before it runs: a Gather of the model's
+        # columns from a wider output would read the wrong ones. Adding a [1, D] zero
+        # row makes any other width a runtime error instead.
+        zeros = n.const("width_guard", np.zeros((1, want)), model_dtype)
+        points = n.op("Add", [points, zeros])
+    _replace_input(model_graph, x_name, points)
+
+    ok = None
+    if check_manifold:
+        check_in = (
+            points if model_dtype == "float64" else n.op("Cast", [points], to=TensorProto.DOUBLE)
+        )
+        ok = _emit_check(n, check_in, metadata, want, DEFAULT_RTOL)
+        wide = n.op("Unsqueeze", [ok, n.const("unsqueeze_axis", [1], np.int64)])
+        first_after = len(n.nodes)  # the Where nodes below read the model's outputs
+        for out in model_graph.output:
+            elem, dims = _type_of(out)
+            if elem not in _FLOATS:
+                continue
+            final, raw = out.name, f"{_STAGE}{out.name}_unchecked"
+            _replace_input(model_graph, final, raw)  # its producer now writes ``raw``
+            out.name = final  # the graph output keeps its name; Where writes it
+            nan = n.const("nan", np.nan, _FLOATS[elem])
+            mask = ok if dims is not None and len(dims) == 1 else wide
+            n.op("Where", [mask, raw, nan], out=final)
+    final_outputs = list(model_graph.output)
+    if ok is not None:
+        final_outputs.append(helper.make_tensor_value_info(ON_MANIFOLD, TensorProto.BOOL, ["N"]))
+
+    before = n.nodes[:first_after] if ok is not None else n.nodes
+    after = n.nodes[first_after:] if ok is not None else []
+    nodes = [*enc_nodes, *before, *model_graph.node, *after]
+    graph = helper.make_graph(
+        nodes,
+        name or model_graph.name,
+        inputs,
+        final_outputs,
+        [*enc_graph.initializer, *n.initializers, *model_graph.initializer],
+        value_info=[*enc_graph.value_info, *model_graph.value_info],
+        sparse_initializer=[*enc_graph.sparse_initializer, *model_graph.sparse_initializer],
+    )
+    opsets = {**_opsets(enc_model), **_opsets(graph_model)}
+    composed = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(opsets.items())],
+        producer_name=graph_model.producer_name,
+        producer_version=graph_model.producer_version,
+        ir_version=max(enc_model.ir_version, graph_model.ir_version),
+        doc_string=(
+            f"{graph_model.doc_string} Composed with an encoder (sha256 {enc.sha256}) whose "
+            f"output {enc.output!r} gives the model's points; inputs: "
+            f"{', '.join(v.name for v in inputs)}."
+        ),
+    )
+    composed.functions.extend(enc_model.functions)
+    composed.metadata_props.extend(graph_model.metadata_props)
+    extra = {
+        "encoder_sha256": enc.sha256,
+        "encoder_output": enc.output,
+        "encoder_output_dtype": enc.dtype,
+        "encoder_points": json.dumps(
+            {
+                k: metadata[k]
+                for k in ("input_geometry", "curvature", "timelike_dim", "n_features_in")
+            }
+        ),
+        "encoder_inputs": json.dumps([v.name for v in inputs]),
+        "encoder_prefix": prefix,
+        "encoder_precision": note,
+        "manifold_check": repr(DEFAULT_RTOL) if check_manifold else "none",
+    }
+    for key, value in extra.items():
+        prop = composed.metadata_props.add()
+        prop.key, prop.value = _META_PREFIX + key, value
+    check_model(composed)
+    return composed
+
+
+def encoder_of(composed: onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
+    """The encoder part of a composed graph, as its own model, and its output's name there.
+
+    What ``verify`` runs when it is not given the encoder file: the nodes
+    of the composed graph that the encoder's output depends on, with the
+    initializers they read (names prefixed as in the composed graph).
+    """
+    metadata = read_metadata(composed)
+    if not is_composed(metadata):
+        raise ValueError("this graph has no encoder (it was not made by hyp2onnx.compose).")
+    junction = metadata["encoder_prefix"] + metadata["encoder_output"]
+    graph = composed.graph
+    nodes = _prune(graph, junction)
+    read = {name for node in nodes for name in _used(node)}
+    elem = {v: k for k, v in _FLOATS.items()}[metadata["encoder_output_dtype"]]
+    part = helper.make_graph(
+        nodes,
+        "encoder",
+        list(graph.input),
+        [helper.make_tensor_value_info(junction, elem, None)],
+        [t for t in graph.initializer if t.name in read],
+        sparse_initializer=[s for s in graph.sparse_initializer if s.values.name in read],
+    )
+    model = helper.make_model(
+        part, opset_imports=list(composed.opset_import), ir_version=composed.ir_version
+    )
+    model.functions.extend(composed.functions)
+    return model, junction
