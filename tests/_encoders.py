@@ -124,10 +124,23 @@ class Encoder:
                     helper.make_node("Mul", [nm("f"), nm("v")], [nm("points")]),
                 ]
             else:
+                if dt is np.float32:
+                    nodes += [
+                        helper.make_node("Cosh", [nm("a")], [nm("c")]),
+                        helper.make_node("Sinh", [nm("a")], [nm("s")]),
+                    ]
+                else:  # onnxruntime has no float64 Cosh/Sinh: (e^a +- e^-a) / 2
+                    nodes += [
+                        helper.make_node("Exp", [nm("a")], [nm("ea")]),
+                        helper.make_node("Neg", [nm("a")], [nm("na")]),
+                        helper.make_node("Exp", [nm("na")], [nm("ena")]),
+                        helper.make_node("Add", [nm("ea"), nm("ena")], [nm("c2")]),
+                        helper.make_node("Sub", [nm("ea"), nm("ena")], [nm("s2")]),
+                        helper.make_node("Mul", [nm("c2"), const("half", 0.5)], [nm("c")]),
+                        helper.make_node("Mul", [nm("s2"), const("half2", 0.5)], [nm("s")]),
+                    ]
                 nodes += [
-                    helper.make_node("Cosh", [nm("a")], [nm("c")]),
                     helper.make_node("Mul", [const("Rc", self.R), nm("c")], [nm("x0")]),
-                    helper.make_node("Sinh", [nm("a")], [nm("s")]),
                     helper.make_node("Mul", [const("Rs", self.R), nm("s")], [nm("Rs_s")]),
                     helper.make_node("Div", [nm("Rs_s"), nm("n")], [nm("f")]),
                     helper.make_node("Mul", [nm("f"), nm("v")], [nm("xs")]),
@@ -142,7 +155,9 @@ class Encoder:
         outputs = [helper.make_tensor_value_info(nm("points"), elem, ["N", width])]
         if extra_outputs and self.target != "scaled":
             outputs.append(helper.make_tensor_value_info(nm("v"), elem, ["N", self.d]))
-        n_in = self.d if self.target == "scaled" else self.n_in
+        n_in: int | str = self.d if self.target == "scaled" else self.n_in
+        if self.target == "scaled" and not width_known:
+            n_in = "W"
         graph = helper.make_graph(
             nodes,
             "encoder",

@@ -129,7 +129,7 @@ def _load_encoder(
         )
     value = next(o for o in model.graph.output if o.name == output)
     elem, dims = _type_of(value)
-    if elem is None or dims is None or elem not in _FLOATS:
+    if elem not in _FLOATS or dims is None or len(dims) != 2 or dims[1] <= 0:
         inferred = _inferred_output(model, output)
         if inferred is not None:
             elem, dims = _type_of(inferred)
