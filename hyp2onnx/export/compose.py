@@ -44,14 +44,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ..geometry import DEFAULT_RTOL, curvature_radius
-from ._compile import (
-    _META_PREFIX,
-    MIN_OPSET,
-    check_model,
-    max_opset,
-    read_metadata,
-    to_onnx,
-)
+from ._compile import MIN_OPSET, max_opset, to_onnx
+from ._model_file import _META_PREFIX, check_model, read_metadata
 
 __all__ = [
     "DEFAULT_PREFIX",
