@@ -350,3 +350,57 @@ def test_verify_refuses_another_encoder(hyperboloid):
         verify(forest, composed, X_RAW[:10, :4])
     with pytest.raises(ValueError, match="encoder= is for composed graphs"):
         verify(forest, to_onnx(forest), X_RAW[:10], encoder=enc_model)
+
+
+# -- the command line -------------------------------------------------------------------
+
+
+def test_convert_with_an_encoder_then_predict(hyperboloid, tmp_path):
+    import pickle
+
+    from _cli import assert_usage_error, cli
+
+    enc, enc_model, forest = hyperboloid
+    (tmp_path / "forest.pkl").write_bytes(pickle.dumps(forest))
+    onnx.save(enc_model, tmp_path / "encoder.onnx")
+    np.save(tmp_path / "raw.npy", X_RAW[:300])
+    out = tmp_path / "composed.onnx"
+    code, stdout, err = cli(
+        "convert", tmp_path / "forest.pkl", "--encoder", tmp_path / "encoder.onnx",
+        "--check", tmp_path / "raw.npy", "-o", out,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "check on" in stdout and "OK" in stdout and "encoder in front" in stdout
+    assert read_metadata(out)["encoder_sha256"] == encoder_sha256(tmp_path / "encoder.onnx")
+    code, _, err = cli("predict", out, tmp_path / "raw.npy", "-o", tmp_path / "p.csv")
+    assert code == 0, err
+    labels = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1)[:, 0]
+    want = forest.predict(run(enc_model, X_RAW[:300])["points"].astype(np.float64))
+    np.testing.assert_array_equal(labels, want)
+
+    two = tmp_path / "two.onnx"
+    onnx.save(enc.onnx(extra_outputs=True), two)
+    code, _, err = cli(
+        "convert", tmp_path / "forest.pkl", "--encoder", two, "-o", tmp_path / "t.onnx"
+    )
+    assert_usage_error(code, err, match="has 2 outputs")
+    assert not (tmp_path / "t.onnx").exists()
+    code, _, err = cli(
+        "convert", tmp_path / "forest.pkl", "--encoder", two, "--encoder-output", "points",
+        "-o", tmp_path / "t.onnx",
+    )  # fmt: skip
+    assert code == 0, err
+    np.save(tmp_path / "narrow.npy", X_RAW[:10, :4])
+    code, _, err = cli(
+        "convert", tmp_path / "forest.pkl", "--encoder", tmp_path / "encoder.onnx",
+        "--check", tmp_path / "narrow.npy", "-o", tmp_path / "n.onnx",
+    )  # fmt: skip
+    assert_usage_error(code, err, match="the graph's encoder takes 5")
+
+    wrong = tmp_path / "wrong.onnx"  # hyperboloid points of radius 2 for a K = -1 model
+    onnx.save(Encoder(5, 16, 3, seed=1, scale=2.0, curvature=-0.25).onnx(), wrong)
+    bad = tmp_path / "bad.onnx"
+    save_onnx(compose(wrong, forest), bad)
+    code, _, err = cli("predict", bad, tmp_path / "raw.npy", "-o", tmp_path / "q.csv")
+    assert_usage_error(code, err, match="300 row(s) give encoder outputs off the model's manifold")
+    assert not (tmp_path / "q.csv").exists()

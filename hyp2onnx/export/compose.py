@@ -152,6 +152,11 @@ def _type_of(value: onnx.ValueInfoProto) -> tuple[int | None, list[int] | None]:
     return elem, [d.dim_value if d.HasField("dim_value") else 0 for d in tensor.shape.dim]
 
 
+def _width_of(value: onnx.ValueInfoProto) -> str:
+    _, dims = _type_of(value)
+    return str(dims[1]) if dims is not None and len(dims) == 2 and dims[1] > 0 else ""
+
+
 def _inferred_output(model: onnx.ModelProto, output: str) -> onnx.ValueInfoProto | None:
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
@@ -603,6 +608,8 @@ def compose(
             }
         ),
         "encoder_inputs": json.dumps([v.name for v in inputs]),
+        # columns of the (first) input, "" where the encoder leaves them open
+        "encoder_n_features_in": _width_of(inputs[0]) if inputs else "",
         "encoder_prefix": prefix,
         "encoder_precision": note,
         "manifold_check": repr(DEFAULT_RTOL) if check_manifold else "none",
