@@ -291,19 +291,20 @@ def test_points_off_the_manifold_are_flagged_and_refused(hyperboloid):
         k, (k[:, 0] > 0).astype(int)
     )
     composed = compose(scaled.onnx(), model)  # R = 0.5 Klein points given to a unit-ball model
-    rows = np.array([[0.5, 0.5], [1.5, 0.0], [2.5, 0.0], [3e38, 0.0], [1.99, 0.0]])
+    rows = np.array([[0.5, 0.5], [1.5, 0.0], [2.2, 0.0], [3e38, 0.0], [1.99, 0.0], [2.0, 0.0]])
     ok = run(composed, rows)["on_manifold"]  # the encoder's outputs are the rows halved
-    np.testing.assert_array_equal(ok, [True, True, False, False, True])
+    np.testing.assert_array_equal(ok, [True, True, False, False, True, False])
     hyper = compose(Encoder(5, 16, 3, dtype=np.float32, seed=1, scale=40.0).onnx(), forest)
     flags = run(hyper, X_RAW[:200] * 30)["on_manifold"]  # cosh overflows float32: inf
     assert not flags.all()
     with pytest.raises(InvalidPointError):
         run_onnx(hyper, X_RAW[:200] * 30)
-    # A finite time coordinate beside an infinite space coordinate (float32 overflow
-    # in the encoder): |k|^2 and its tolerance are both infinite there.
+    # A finite time coordinate beside an infinite space coordinate (float32 overflow in
+    # the encoder), a point of radius 2, and the lower sheet's (-1, 0, 0, 0).
     doubling = Encoder(4, 1, 4, target="scaled", curvature=-0.25, dtype=np.float32).onnx()
-    flags = run(compose(doubling, forest), np.array([[1.0, 3e38, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]))
-    np.testing.assert_array_equal(flags["on_manifold"], [False, False])
+    rows = np.array([[1.0, 3e38, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0], [-0.5, 0.0, 0.0, 0.0]])
+    flags = run(compose(doubling, forest), rows)
+    np.testing.assert_array_equal(flags["on_manifold"], [False, False, False])
     flags = run(compose(doubling, forest), np.array([[0.5, 0.0, 0.0, 0.0]]))
     assert flags["on_manifold"].all()  # (1, 0, 0, 0): the origin
 

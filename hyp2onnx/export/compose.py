@@ -358,12 +358,6 @@ class _Nodes:
         )
         return out
 
-    def columns(self, x: str, columns: list[int], label: str) -> str:
-        return self.op("Gather", [x, self.const(label, columns, np.int64)], axis=1)
-
-    def row_sum(self, x: str) -> str:
-        return self.op("ReduceSum", [x, self.const("axis", [1], np.int64)], keepdims=1)
-
     def at_most(self, a: str, b: str) -> str:
         """``a <= b``, false where either is NaN."""
         if self.opset >= 16:
@@ -371,42 +365,49 @@ class _Nodes:
         return self.op("Or", [self.op("Less", [a, b]), self.op("Equal", [a, b])])
 
 
-def _emit_check(n: _Nodes, points: str, metadata: dict[str, Any], width: int, rtol: float) -> str:
-    """``on_manifold`` [N] (bool) of float64 ``points``: the test of ``check_points``.
+def _emit_check(
+    n: _Nodes, points: str, metadata: dict[str, Any], width: int, dtype: str, rtol: float
+) -> str:
+    """``on_manifold`` [N] (bool) of ``points`` (in ``dtype``): the test of ``check_points``.
 
-    Hyperboloid: ``x_0 > 0`` and ``|1 - |k|^2 - (R/x_0)^2| <= rtol (1 + |k|^2)``
-    with ``k = x_s / x_0``, which is ``check_points``' test of the row scaled
-    by ``x_0`` rather than by its largest magnitude (the same inequality, both
-    sides divided by ``x_0^2``), plus ``|k|^2 < 2``, which refuses infinite
-    coordinates (on the manifold ``|k|^2 < 1``). Ball models: ``|p / R|^2 < 1``.
-    NaN fails every comparison, so NaN rows are off the manifold.
+    Hyperboloid: ``x_0 > 0`` and ``|x_0^2 - |x_s|^2 - R^2| <= rtol (x_0^2 + |x_s|^2)``,
+    written as its two one-sided halves, each a linear function of the
+    squared coordinates (one ``MatMul`` against a ``[D, 1]`` column):
+    ``(1 - rtol) x_0^2 - (1 + rtol) |x_s|^2 <= R^2`` and
+    ``(1 + rtol) x_0^2 - (1 - rtol) |x_s|^2 >= R^2``. Ball models:
+    ``|p|^2 / R^2 < 1``. An infinite coordinate makes one half infinite on
+    its wrong side (or NaN), and NaN fails every comparison, so rows holding
+    either are off the manifold; so are rows whose squares overflow ``dtype``
+    (float32: coordinates past about 1.8e19, a radius of about 44 R).
+    Reduction order does not matter here: the tolerance is far above the
+    rounding of either precision.
     """
     R = curvature_radius(metadata["curvature"])
-    f64 = np.float64
+    squares = n.op("Mul", [points, points])
     if metadata["input_geometry"] == "hyperboloid":
         t = metadata["timelike_dim"] % width
-        x0 = n.columns(points, [t], "timelike_column")
-        xs = n.columns(points, [c for c in range(width) if c != t], "spacelike_columns")
-        k = n.op("Div", [xs, x0])
-        s = n.row_sum(n.op("Mul", [k, k]))
-        r = n.op("Div", [n.const("R", R, f64), x0])
-        one = n.const("one", 1.0, f64)
-        deviation = n.op("Abs", [n.op("Sub", [n.op("Sub", [one, s]), n.op("Mul", [r, r])])])
-        tolerance = n.op("Mul", [n.const("rtol", rtol, f64), n.op("Add", [one, s])])
+        timelike = np.arange(width) == t
+        below = np.where(timelike, 1.0 - rtol, -(1.0 + rtol))[:, None]
+        above = np.where(timelike, 1.0 + rtol, -(1.0 - rtol))[:, None]
+        r2 = n.const("R2", R * R, dtype)
+        low = n.op("MatMul", [squares, n.const("below", below, dtype)])
+        high = n.op("MatMul", [squares, n.const("above", above, dtype)])
+        x0 = n.op(
+            "Slice",
+            [points, *(n.const(k, [v], np.int64) for k, v in (("t", t), ("t1", t + 1), ("ax", 1)))],
+        )
         ok = n.op(
             "And",
             [
-                n.op(
-                    "And",
-                    [n.at_most(deviation, tolerance), n.op("Less", [s, n.const("two", 2.0, f64)])],
-                ),
-                n.op("Greater", [x0, n.const("zero", 0.0, f64)]),
+                n.op("And", [n.at_most(low, r2), n.at_most(r2, high)]),
+                n.op("Greater", [x0, n.const("zero", 0.0, dtype)]),
             ],
         )
     else:
-        q = points if R == 1.0 else n.op("Div", [points, n.const("R", R, f64)])
-        s = n.row_sum(n.op("Mul", [q, q]))
-        ok = n.op("Less", [s, n.const("one", 1.0, f64)])
+        norm = n.op(
+            "MatMul", [squares, n.const("inverse_R2", np.full((width, 1), 1 / R**2), dtype)]
+        )
+        ok = n.op("Less", [norm, n.const("one", 1.0, dtype)])
     return n.op("Squeeze", [ok, n.const("squeeze_axis", [1], np.int64)], out=ON_MANIFOLD)
 
 
@@ -550,10 +551,7 @@ def compose(
 
     ok = None
     if check_manifold:
-        check_in = (
-            points if model_dtype == "float64" else n.op("Cast", [points], to=TensorProto.DOUBLE)
-        )
-        ok = _emit_check(n, check_in, metadata, want, DEFAULT_RTOL)
+        ok = _emit_check(n, points, metadata, want, model_dtype, DEFAULT_RTOL)
         wide = n.op("Unsqueeze", [ok, n.const("unsqueeze_axis", [1], np.int64)])
         first_after = len(n.nodes)  # the Where nodes below read the model's outputs
         for out in model_graph.output:
