@@ -405,3 +405,14 @@ def test_convert_with_an_encoder_then_predict(hyperboloid, tmp_path):
     code, _, err = cli("predict", bad, tmp_path / "raw.npy", "-o", tmp_path / "q.csv")
     assert_usage_error(code, err, match="300 row(s) give encoder outputs off the model's manifold")
     assert not (tmp_path / "q.csv").exists()
+
+
+def test_distributed_scorers_refuse_composed_graphs(hyperboloid):
+    """Dask and Spark check rows as points: a composed graph's raw inputs are not."""
+    from hyp2onnx.distributed._scoring import OutputSpec, RowCheck
+
+    _, enc_model, forest = hyperboloid
+    blob = compose(enc_model, forest).SerializeToString()
+    for spec in (RowCheck, OutputSpec):
+        with pytest.raises(ValueError, match="encoder in front"):
+            spec.of(blob)
