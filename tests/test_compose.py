@@ -416,3 +416,18 @@ def test_distributed_scorers_refuse_composed_graphs(hyperboloid):
     for spec in (RowCheck, OutputSpec):
         with pytest.raises(ValueError, match="encoder in front"):
             spec.of(blob)
+
+
+def test_an_encoder_whose_output_is_its_input(hyperboloid):
+    """A graph passing its input through (output named as the input) composes and verifies."""
+    _, enc_model, forest = hyperboloid
+    value = helper.make_tensor_value_info("p", TensorProto.FLOAT, ["N", 4])
+    passing = helper.make_model(
+        helper.make_graph([], "pass", [value], [value]), opset_imports=[helper.make_opsetid("", 18)]
+    )
+    composed = compose(passing, forest)
+    points = run(enc_model, X_RAW[:300])["points"]
+    np.testing.assert_array_equal(
+        run(composed, points)["label"], forest.predict(points.astype(np.float64))
+    )
+    assert verify(forest, composed, points).ok

@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper, version_converter
 
 from ..geometry import DEFAULT_RTOL, curvature_radius
 from ._compile import MIN_OPSET, max_opset, to_onnx
@@ -238,8 +238,6 @@ def _same_opsets(
     va, vb = a.get("", 0), b.get("", 0)
     if va == vb or not (va and vb):
         return enc, graph
-    from onnx import version_converter
-
     older, newer = ("encoder", vb) if va < vb else ("model graph", va)
     try:
         if va < vb:
@@ -509,7 +507,7 @@ def compose(
     interface = {v.name for v in inputs}
     rename = lambda n: n if n in interface or n == "" else prefix + n
     _rename_graph(enc_graph, rename)
-    junction = prefix + enc.output
+    junction = rename(enc.output)  # the encoder's input itself, for a pass-through
     enc_nodes = _prune(enc_graph, junction)
 
     model_graph = onnx.GraphProto()
@@ -629,7 +627,9 @@ def encoder_of(composed: onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
     metadata = read_metadata(composed)
     if not is_composed(metadata):
         raise ValueError("this graph has no encoder (it was not made by hyp2onnx.compose).")
-    junction = metadata["encoder_prefix"] + metadata["encoder_output"]
+    output = metadata["encoder_output"]
+    passed_through = output in json.loads(metadata["encoder_inputs"])
+    junction = output if passed_through else metadata["encoder_prefix"] + output
     graph = composed.graph
     nodes = _prune(graph, junction)
     read = {name for node in nodes for name in _used(node)}
