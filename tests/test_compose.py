@@ -373,6 +373,8 @@ def test_convert_with_an_encoder_then_predict(hyperboloid, tmp_path):
     assert code == 0, err
     assert "check on" in stdout and "OK" in stdout and "encoder in front" in stdout
     assert read_metadata(out)["encoder_sha256"] == encoder_sha256(tmp_path / "encoder.onnx")
+    code, shown, err = cli("inspect", out)
+    assert code == 0 and "output 'points' (float32) gives the points" in shown, err
     code, _, err = cli("predict", out, tmp_path / "raw.npy", "-o", tmp_path / "p.csv")
     assert code == 0, err
     labels = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1)[:, 0]
