@@ -12,11 +12,13 @@ the default (fast) encoding. For each model and thread count:
   in-graph manifold check (the default) and without it
   (``check_manifold=False``).
 
-Throughput is rows per second on a 100,000-row batch, latency the time of
+Throughput is rows per second on a 50,000-row batch, latency the time of
 a single-row call. Each round times every system once (batch, then
-single-row calls), interleaved; the table gives medians over the rounds.
-"labels ≠" counts rows whose composed label differs from the sequential
-one's.
+single-row calls) in an order rotated from round to round; the ratios are
+medians of the rounds' own ratios (paired, so that the load of a shared
+machine drifting between rounds cancels), with their quartiles.
+"outputs ≠" counts rows whose composed label (or value) differs from the
+sequential one's.
 
     python benchmarks/bench_compose.py [--quick]
 """
@@ -24,7 +26,6 @@ one's.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -92,14 +93,20 @@ def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
     )
 
 
+def spread(ratios: np.ndarray) -> str:
+    """Median of per-round ratios, with their quartiles: ``1.02 (0.97–1.08)``."""
+    q1, med, q3 = np.percentile(ratios, [25, 50, 75])
+    return f"{med:.2f} ({q1:.2f}–{q3:.2f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_output_args(parser)
     args = parser.parse_args()
     quick = args.quick
-    n_train, n_test = (2_000, 2_000) if quick else (20_000, 100_000)
+    n_train, n_test = (2_000, 2_000) if quick else (20_000, 50_000)
     n_trees, depth = (10, 4) if quick else (100, 8)
-    repeats, single_calls = (2, 20) if quick else (7, 300)
+    repeats, single_calls = (2, 20) if quick else (21, 200)
     threads_list = (1,) if quick else (1, 2)
 
     enc = encoder()
@@ -149,29 +156,32 @@ def main() -> None:
             batch = {s: [] for s in systems}
             single = {s: [] for s in systems}
             one = X_test[:1]
-            for _ in range(repeats):
-                for s, run in systems.items():
+            order = list(systems)
+            for r in range(repeats):
+                # rotate the order each round: no system always runs first (or last)
+                turn = order[r % len(order) :] + order[: r % len(order)]
+                for s in turn:
                     t = time.perf_counter()
-                    run(X_test)
-                    batch[s].append(n_test / (time.perf_counter() - t))
-                for s, run in systems.items():
+                    systems[s](X_test)
+                    batch[s].append(time.perf_counter() - t)
+                for s in turn:
                     t = time.perf_counter()
                     for _ in range(single_calls):
-                        run(one)
+                        systems[s](one)
                     single[s].append((time.perf_counter() - t) / single_calls * 1e6)
-            b = {s: statistics.median(v) for s, v in batch.items()}
-            lat = {s: statistics.median(v) for s, v in single.items()}
+            seq_t = np.array(batch["sequential"])
+            seq_l = np.array(single["sequential"])
             rows.append(
                 [
                     name,
                     threads,
-                    f"{b['sequential']:,.0f}",
-                    f"{b['composed']:,.0f}",
-                    f"{b['composed'] / b['sequential']:.2f}",
-                    f"{b['composed, no check'] / b['sequential']:.2f}",
-                    f"{lat['sequential']:.0f}",
-                    f"{lat['composed']:.0f}",
-                    f"{lat['composed'] / lat['sequential']:.2f}",
+                    f"{n_test / np.median(seq_t):,.0f}",
+                    f"{n_test / np.median(batch['composed']):,.0f}",
+                    spread(seq_t / np.array(batch["composed"])),
+                    spread(seq_t / np.array(batch["composed, no check"])),
+                    f"{np.median(seq_l):.0f}",
+                    f"{np.median(single['composed']):.0f}",
+                    spread(np.array(single["composed"]) / seq_l),
                     differ,
                 ]
             )
@@ -180,11 +190,11 @@ def main() -> None:
         "threads",
         "sequential rows/s",
         "composed rows/s",
-        "composed / sequential",
+        "throughput composed / sequential",
         "no check / sequential",
         "sequential µs/row call",
         "composed µs/row call",
-        "latency ratio",
+        "latency composed / sequential",
         "outputs ≠",
     ]
     print(text_table(headers, rows))
@@ -195,10 +205,13 @@ def main() -> None:
         + f". {environment()}\n\n"
         + f"Encoder: MLP {N_IN} → {HIDDEN} (ReLU) → {DIM}, exponential map onto H^{DIM}, "
         + f"float32. Models: {n_trees} trees of depth {depth}, fast encoding; batch of "
-        + f"{n_test:,} rows, median of {repeats} interleaved rounds; latency: mean of "
-        + f"{single_calls} single-row calls per round. Ratios above 1 mean the composed "
-        + 'graph is faster; "≠" counts rows whose first output (label, or value) '
-        + "differs between the composed graph and the two graphs in turn.\n\n"
+        + f"{n_test:,} rows; latency: mean of {single_calls} single-row calls. Each of "
+        + f"{repeats} rounds times every system once, in an order rotated from round to "
+        + "round; rows/s and µs are medians over the rounds, ratios the median of the "
+        + "rounds' own ratios with their quartiles in brackets. A throughput ratio above 1 "
+        + "means the composed graph is faster, a latency ratio below 1 likewise. "
+        + '"outputs ≠" counts rows whose first output (label, or value) differs between '
+        + "the composed graph and the two graphs in turn.\n\n"
         + md_table(headers, rows, "lrrrrrrrrr")
         + "\n"
     )
