@@ -308,6 +308,11 @@ def compile_model(
     if how.float32:
         _warn_if_compat_misroutes(described, dtype)
     k_dtype = projection_dtype(space, dtype, compare)
+    if encoding == "standard":
+        # Its runtimes (tract, OpenVINO) divide float32 by a reciprocal, one unit in the last
+        # place off a quarter of the time; a float64 quotient rounded to float32 is the
+        # correctly rounded float32 quotient, as Python compares it.
+        k_dtype = "float64"
 
     g = GraphBuilder(opset)
     g.reserve("X", "label", "probabilities", "variable", "scores", "path_length")
