@@ -176,9 +176,9 @@ def run_onnx(
 
 
 def refuse_off_manifold(outputs: dict[str, np.ndarray]) -> None:
-    """Raise :class:`~hyp2onnx.errors.InvalidPointError` for rows a composed graph flags.
+    """Raise `InvalidPointError` for rows a composed graph flags.
 
-    A graph with an encoder in front (:func:`hyp2onnx.compose`) returns
+    A graph with an encoder in front (`hyp2onnx.compose`) returns
     ``on_manifold`` [N]: false where the encoder's point is off the model's
     manifold, whose outputs are then not answers.
     """
@@ -325,13 +325,13 @@ def verify(
     ``atol`` alone: that absolute tolerance (``rtol`` 0); ``rtol`` alone:
     the default ``atol``. Label differences are counted exactly.
 
-    A composed graph (:func:`hyp2onnx.compose`) takes the encoder's raw
+    A composed graph (`hyp2onnx.compose`) takes the encoder's raw
     inputs ``X``: the model then answers on the encoder's outputs, run in
     onnxruntime from ``encoder`` (the encoder file or model, which must be
     the one composed: its sha256 is checked) or, without it, from the
     encoder part cut out of the graph. Routing and labels are thus checked
     exactly given the encoder's outputs; rows whose encoder point is off the
-    manifold are refused (:func:`refuse_off_manifold`).
+    manifold are refused (`refuse_off_manifold`).
     """
     from .export import read_metadata
     from .export.compose import is_composed

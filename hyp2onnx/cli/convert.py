@@ -56,7 +56,7 @@ class ConvertOptions:
     external_data: bool | None = None
     atol: float | None = None  #: ``--check``'s tolerances (:func:`hyp2onnx.verify.verify`)
     rtol: float | None = None
-    #: ``--encoder``: an ONNX encoder put in front of the graph (:func:`hyp2onnx.compose`)
+    #: ``--encoder``: an ONNX encoder put in front of the graph (`hyp2onnx.compose`)
     encoder: Path | None = None
     encoder_output: str | None = None  #: ``--encoder-output``: its output holding the points
 
@@ -222,7 +222,7 @@ def convert_file(
 
 
 def _with_encoder(model: Any, options: ConvertOptions, export_kwargs: dict[str, Any]) -> Any:
-    """``--encoder``: the model exported behind the encoder (:func:`hyp2onnx.compose`)."""
+    """``--encoder``: the model exported behind the encoder (`hyp2onnx.compose`)."""
     from ..export import compose
 
     assert options.encoder is not None

@@ -3,7 +3,7 @@
 - :func:`to_onnx` / :func:`save_onnx`: one ONNX graph that takes the raw
   hyperbolic points, its metadata (:func:`read_metadata`), and external data
   for graphs past protobuf's 2 GiB (``_model_file``).
-- :func:`compose`: an ONNX encoder in front of a model's graph (:mod:`.compose`).
+- `compose`: an ONNX encoder in front of a model's graph (`hyp2onnx.export.compose`).
 - :mod:`.skl2onnx`: converters that teach ``skl2onnx.to_onnx`` our estimators.
 
 The graph takes raw points ``X`` [N, D] in the model's input geometry,

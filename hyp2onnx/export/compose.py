@@ -2,7 +2,7 @@
 
 Users' hyperbolic points usually come from a neural encoder (a graph network,
 Poincare embeddings, a geoopt model), and in deployment a new entity goes
-through the encoder first. :func:`compose` joins the encoder's graph and the
+through the encoder first. `compose` joins the encoder's graph and the
 model's graph into one:
 
 - the encoder's inputs are the composed graph's inputs, the model's outputs
@@ -23,7 +23,7 @@ model's graph into one:
 A plain hyp2onnx graph cannot refuse a point off the manifold: its callers
 check the points before they run it. Inside a composed graph nobody sees the
 encoder's points, so the graph checks them itself (the test of
-:func:`hyp2onnx.geometry.check_points`) and returns the boolean
+[check_points][hyp2onnx.geometry.check_points]) and returns the boolean
 ``on_manifold`` [N]; rows where it is false get NaN probabilities and
 values, and hyp2onnx's own runners (``verify``, ``run_onnx``, ``hyp2onnx
 predict``) refuse them with the rows named.
@@ -79,7 +79,7 @@ def encoder_sha256(encoder: onnx.ModelProto | str | os.PathLike[str]) -> str:
 
 
 def is_composed(metadata: dict[str, Any]) -> bool:
-    """Whether a graph's hyp2onnx metadata (:func:`read_metadata`) is a composed graph's."""
+    """Whether a graph's hyp2onnx metadata (`read_metadata`) is a composed graph's."""
     return "encoder_sha256" in metadata
 
 
@@ -446,7 +446,7 @@ def compose(
     ``encoder`` is an ONNX model (or its path) whose output ``output``
     (needed when it has several) holds points ``[N, D]`` in the model's
     input convention: ``input_geometry``, ``curvature`` and
-    ``timelike_dim`` as for :func:`hyp2onnx.to_onnx` (a hyperbolic
+    ``timelike_dim`` as for `hyp2onnx.to_onnx` (a hyperbolic
     estimator knows its own; a plain Klein model needs them; for
     ``hyp2onnx.conventions`` objects pass ``**convention.kwargs()``).
     ``model_or_graph`` is a fitted model, exported here with ``dtype``
@@ -461,7 +461,7 @@ def compose(
     ``check_manifold`` (default) the graph also returns ``on_manifold``
     [N] and NaN values on rows whose encoder point is off the manifold
     (module docstring). Returns the checked model; write it with
-    :func:`hyp2onnx.save_onnx`, which uses external data past 2 GiB.
+    `hyp2onnx.save_onnx`, which uses external data past 2 GiB.
     """
     if not isinstance(prefix, str) or not prefix:
         raise ValueError(f"prefix must be a non-empty string, got {prefix!r}.")
