@@ -466,12 +466,8 @@ def compose(
     if not isinstance(prefix, str) or not prefix:
         raise ValueError(f"prefix must be a non-empty string, got {prefix!r}.")
     enc = _load_encoder(encoder, output)
-    stated = {
-        "input_geometry": input_geometry,
-        "curvature": curvature,
-        "timelike_dim": timelike_dim,
-    }
-    graph_model = _model_graph(
+    stated = dict(input_geometry=input_geometry, curvature=curvature, timelike_dim=timelike_dim)
+    exported = _model_graph(
         model_or_graph,
         enc,
         dtype=dtype,
@@ -480,48 +476,136 @@ def compose(
         name=name,
         stated=stated,
     )
-    metadata = read_metadata(graph_model)
-    model_input = graph_model.graph.input[0]
-    model_elem, _ = _type_of(model_input)
-    model_dtype = _FLOATS[model_elem] if model_elem in _FLOATS else "float64"
-    want = int(metadata["n_features_in"])
-    if enc.width is not None and enc.width != want:
-        geometry = metadata["input_geometry"]
-        what = (
-            f"hyperboloid points of {want} columns (d + 1, timelike column "
-            f"{metadata['timelike_dim']})"
-            if geometry == "hyperboloid"
-            else f"{geometry} points of {want} columns"
-        )
-        raise ValueError(
-            f"the encoder's output {enc.output!r} has {enc.width} columns; the model takes "
-            f"{what}. Pass the output that holds the points, or a model fitted on them."
-        )
-    enc_model, graph_model = _same_opsets(enc.model, graph_model)
+    composed = _join(enc, exported, prefix=prefix, name=name, check_manifold=check_manifold)
+    check_model(composed)
+    return composed
 
-    # The encoder: its own inputs stay; everything else is prefixed.
-    enc_graph = onnx.GraphProto()
-    enc_graph.CopyFrom(enc_model.graph)
-    initialized = {t.name for t in enc_graph.initializer}
-    inputs = [v for v in enc_graph.input if v.name not in initialized]
-    interface = {v.name for v in inputs}
-    rename = lambda n: n if n in interface or n == "" else prefix + n
-    _rename_graph(enc_graph, rename)
-    junction = rename(enc.output)  # the encoder's input itself, for a pass-through
-    enc_nodes = _prune(enc_graph, junction)
 
+def _join(
+    enc: _Encoder, exported: onnx.ModelProto, *, prefix: str, name: str | None, check_manifold: bool
+) -> onnx.ModelProto:
+    """The two graphs as one model (`compose` after its arguments are read)."""
+    metadata = read_metadata(exported)
+    _check_width(enc, metadata)
+    enc_model, exported = _same_opsets(enc.model, exported)
+    part = _encoder_part(enc_model, enc.output, prefix)
     model_graph = onnx.GraphProto()
-    model_graph.CopyFrom(graph_model.graph)
-    outputs = [o.name for o in model_graph.output]
-    clash_with_outputs = interface & (set(outputs) | {ON_MANIFOLD})
-    if clash_with_outputs:
+    model_graph.CopyFrom(exported.graph)
+    _check_clashes(part, model_graph, prefix)
+    model_elem, _ = _type_of(exported.graph.input[0])
+    model_dtype = _FLOATS.get(model_elem or 0, "float64")
+    n = _Nodes(_opsets(exported).get("", 0) or _opsets(enc_model).get("", 0))
+    note = _precision_note(enc.dtype, model_dtype, enc.output)
+    points = _junction(n, enc, part.junction, model_dtype, int(metadata["n_features_in"]), note)
+    _replace_input(model_graph, exported.graph.input[0].name, points)
+    before, after = n.nodes, []
+    if check_manifold:
+        ok = _emit_check(
+            n, points, metadata, int(metadata["n_features_in"]), model_dtype, DEFAULT_RTOL
+        )
+        before, after = list(n.nodes), _guard_outputs(n, model_graph, ok)
+    outputs = list(model_graph.output)
+    if check_manifold:
+        outputs.append(helper.make_tensor_value_info(ON_MANIFOLD, TensorProto.BOOL, ["N"]))
+    graph = helper.make_graph(
+        [*part.nodes, *before, *model_graph.node, *after],
+        name or model_graph.name,
+        part.inputs,
+        outputs,
+        [*part.graph.initializer, *n.initializers, *model_graph.initializer],
+        value_info=[*part.graph.value_info, *model_graph.value_info],
+        sparse_initializer=[*part.graph.sparse_initializer, *model_graph.sparse_initializer],
+    )
+    composed = _as_model(graph, enc_model, exported, enc, part)
+    _record(composed, enc, part, metadata, prefix=prefix, note=note, checked=check_manifold)
+    return composed
+
+
+def _record(
+    composed: onnx.ModelProto,
+    enc: _Encoder,
+    part: _Part,
+    metadata: dict[str, Any],
+    *,
+    prefix: str,
+    note: str,
+    checked: bool,
+) -> None:
+    """Add the encoder's metadata to the model graph's, which ``composed`` carries."""
+    extra = {
+        "encoder_sha256": enc.sha256,
+        "encoder_output": enc.output,
+        "encoder_output_dtype": enc.dtype,
+        "encoder_points": json.dumps(
+            {k: metadata[k] for k in ("input_geometry", "curvature", "timelike_dim")}
+            | {"n_features_in": metadata["n_features_in"]}
+        ),
+        "encoder_inputs": json.dumps([v.name for v in part.inputs]),
+        # columns of the (first) input, "" where the encoder leaves them open
+        "encoder_n_features_in": _width_of(part.inputs[0]) if part.inputs else "",
+        "encoder_prefix": prefix,
+        "encoder_precision": note,
+        "manifold_check": repr(DEFAULT_RTOL) if checked else "none",
+    }
+    for key, value in extra.items():
+        prop = composed.metadata_props.add()
+        prop.key, prop.value = _META_PREFIX + key, value
+
+
+@dataclass(frozen=True)
+class _Part:
+    """The encoder's graph, renamed, and what the composed graph takes from it."""
+
+    graph: onnx.GraphProto  #: every name but the inputs' prefixed
+    inputs: list[onnx.ValueInfoProto]  #: the composed graph's inputs
+    junction: str  #: the (renamed) output that holds the points
+    nodes: list[onnx.NodeProto]  #: the nodes that output needs
+
+
+def _encoder_part(enc_model: onnx.ModelProto, output: str, prefix: str) -> _Part:
+    """The encoder's inputs keep their names; every other name gets ``prefix``."""
+    graph = onnx.GraphProto()
+    graph.CopyFrom(enc_model.graph)
+    initialized = {t.name for t in graph.initializer}
+    inputs = [v for v in graph.input if v.name not in initialized]
+    interface = {v.name for v in inputs}
+
+    def rename(name: str) -> str:
+        return name if name in interface or name == "" else prefix + name
+
+    _rename_graph(graph, rename)
+    junction = rename(output)  # the encoder's input itself, for a pass-through
+    return _Part(graph, inputs, junction, _prune(graph, junction))
+
+
+def _check_width(enc: _Encoder, metadata: dict[str, Any]) -> None:
+    want = int(metadata["n_features_in"])
+    if enc.width is None or enc.width == want:
+        return
+    geometry = metadata["input_geometry"]
+    what = (
+        f"hyperboloid points of {want} columns (d + 1, timelike column {metadata['timelike_dim']})"
+        if geometry == "hyperboloid"
+        else f"{geometry} points of {want} columns"
+    )
+    raise ValueError(
+        f"the encoder's output {enc.output!r} has {enc.width} columns; the model takes "
+        f"{what}. Pass the output that holds the points, or a model fitted on them."
+    )
+
+
+def _check_clashes(part: _Part, model_graph: onnx.GraphProto, prefix: str) -> None:
+    """ValueError for a name in both graphs, or one the junction's nodes would take."""
+    interface = {v.name for v in part.inputs}
+    outputs = {o.name for o in model_graph.output}
+    named_as_outputs = interface & (outputs | {ON_MANIFOLD})
+    if named_as_outputs:
         raise ValueError(
-            f"the encoder's input(s) {', '.join(sorted(clash_with_outputs))} have the name of a "
+            f"the encoder's input(s) {', '.join(sorted(named_as_outputs))} have the name of a "
             "model output: rename them in the encoder."
         )
-    x_name = model_input.name
-    model_names = _names(model_graph) - {x_name}
-    enc_names = _names(enc_graph)
+    model_names = _names(model_graph) - {model_graph.input[0].name}
+    enc_names = _names(part.graph)
     ours = {ON_MANIFOLD} | {n for n in enc_names | model_names if n.startswith(_STAGE)}
     clash = sorted((enc_names & model_names) | (ours & (enc_names | model_names)))
     if clash:
@@ -530,90 +614,67 @@ def compose(
             f"{', '.join(clash[:5])}{', ...' if len(clash) > 5 else ''}; pass another prefix=."
         )
 
-    opset = _opsets(graph_model).get("", 0) or _opsets(enc_model).get("", 0)
-    n = _Nodes(opset)
+
+def _junction(
+    n: _Nodes, enc: _Encoder, junction: str, model_dtype: str, width: int, note: str
+) -> str:
+    """The name the model reads the points from: a Cast where the dtypes differ (with a
+    warning), a width guard where the encoder leaves the width open."""
     points = junction
-    note = _precision_note(enc.dtype, model_dtype, enc.output)
     if enc.dtype != model_dtype:
-        warnings.warn(f"compose: precision lost: {note}.", stacklevel=2)
-        points = n.op(
-            "Cast", [junction], to=onnx.helper.np_dtype_to_tensor_dtype(np.dtype(model_dtype))
-        )
+        warnings.warn(f"compose: precision lost: {note}.", stacklevel=4)  # compose's caller
+        to = helper.np_dtype_to_tensor_dtype(np.dtype(model_dtype))
+        points = n.op("Cast", [junction], to=to)
     if enc.width is None:
         # The graph cannot tell the width before it runs: a Gather of the model's
         # columns from a wider output would read the wrong ones. Adding a [1, D] zero
         # row makes any other width a runtime error instead.
-        zeros = n.const("width_guard", np.zeros((1, want)), model_dtype)
+        zeros = n.const("width_guard", np.zeros((1, width)), model_dtype)
         points = n.op("Add", [points, zeros])
-    _replace_input(model_graph, x_name, points)
+    return points
 
-    ok = None
-    if check_manifold:
-        ok = _emit_check(n, points, metadata, want, model_dtype, DEFAULT_RTOL)
-        wide = n.op("Unsqueeze", [ok, n.const("unsqueeze_axis", [1], np.int64)])
-        first_after = len(n.nodes)  # the Where nodes below read the model's outputs
-        for out in model_graph.output:
-            elem, dims = _type_of(out)
-            if elem not in _FLOATS:
-                continue
-            final, raw = out.name, f"{_STAGE}{out.name}_unchecked"
-            _replace_input(model_graph, final, raw)  # its producer now writes ``raw``
-            out.name = final  # the graph output keeps its name; Where writes it
-            nan = n.const("nan", np.nan, _FLOATS[elem])
-            mask = ok if dims is not None and len(dims) == 1 else wide
-            n.op("Where", [mask, raw, nan], out=final)
-    final_outputs = list(model_graph.output)
-    if ok is not None:
-        final_outputs.append(helper.make_tensor_value_info(ON_MANIFOLD, TensorProto.BOOL, ["N"]))
 
-    before = n.nodes[:first_after] if ok is not None else n.nodes
-    after = n.nodes[first_after:] if ok is not None else []
-    nodes = [*enc_nodes, *before, *model_graph.node, *after]
-    graph = helper.make_graph(
-        nodes,
-        name or model_graph.name,
-        inputs,
-        final_outputs,
-        [*enc_graph.initializer, *n.initializers, *model_graph.initializer],
-        value_info=[*enc_graph.value_info, *model_graph.value_info],
-        sparse_initializer=[*enc_graph.sparse_initializer, *model_graph.sparse_initializer],
-    )
-    opsets = {**_opsets(enc_model), **_opsets(graph_model)}
+def _guard_outputs(n: _Nodes, model_graph: onnx.GraphProto, ok: str) -> list[onnx.NodeProto]:
+    """NaN for the float outputs of rows off the manifold; the nodes that write them."""
+    first = len(n.nodes)
+    wide = n.op("Unsqueeze", [ok, n.const("unsqueeze_axis", [1], np.int64)])
+    for out in model_graph.output:
+        elem, dims = _type_of(out)
+        if elem not in _FLOATS:
+            continue
+        final, raw = out.name, f"{_STAGE}{out.name}_unchecked"
+        _replace_input(model_graph, final, raw)  # its producer now writes ``raw``
+        out.name = final  # the graph output keeps its name; Where writes it
+        nan = n.const("nan", np.nan, _FLOATS[elem])
+        mask = ok if dims is not None and len(dims) == 1 else wide
+        n.op("Where", [mask, raw, nan], out=final)
+    return n.nodes[first:]
+
+
+def _as_model(
+    graph: onnx.GraphProto,
+    enc_model: onnx.ModelProto,
+    exported: onnx.ModelProto,
+    enc: _Encoder,
+    part: _Part,
+) -> onnx.ModelProto:
+    """The composed graph as a model: both sides' opsets, the newer IR version, the
+    encoder's functions and the model graph's metadata."""
+    opsets = {**_opsets(enc_model), **_opsets(exported)}
     composed = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid(d, v) for d, v in sorted(opsets.items())],
-        producer_name=graph_model.producer_name,
-        producer_version=graph_model.producer_version,
-        ir_version=max(enc_model.ir_version, graph_model.ir_version),
+        producer_name=exported.producer_name,
+        producer_version=exported.producer_version,
+        ir_version=max(enc_model.ir_version, exported.ir_version),
         doc_string=(
-            f"{graph_model.doc_string} Composed with an encoder (sha256 {enc.sha256}) whose "
+            f"{exported.doc_string} Composed with an encoder (sha256 {enc.sha256}) whose "
             f"output {enc.output!r} gives the model's points; inputs: "
-            f"{', '.join(v.name for v in inputs)}."
+            f"{', '.join(v.name for v in part.inputs)}."
         ),
     )
     composed.functions.extend(enc_model.functions)
-    composed.metadata_props.extend(graph_model.metadata_props)
-    extra = {
-        "encoder_sha256": enc.sha256,
-        "encoder_output": enc.output,
-        "encoder_output_dtype": enc.dtype,
-        "encoder_points": json.dumps(
-            {
-                k: metadata[k]
-                for k in ("input_geometry", "curvature", "timelike_dim", "n_features_in")
-            }
-        ),
-        "encoder_inputs": json.dumps([v.name for v in inputs]),
-        # columns of the (first) input, "" where the encoder leaves them open
-        "encoder_n_features_in": _width_of(inputs[0]) if inputs else "",
-        "encoder_prefix": prefix,
-        "encoder_precision": note,
-        "manifold_check": repr(DEFAULT_RTOL) if check_manifold else "none",
-    }
-    for key, value in extra.items():
-        prop = composed.metadata_props.add()
-        prop.key, prop.value = _META_PREFIX + key, value
-    check_model(composed)
+    composed.metadata_props.extend(exported.metadata_props)
     return composed
 
 
