@@ -61,6 +61,8 @@ from .trees import (
     TreePlan,
     by_row_blocks,
     cast_to,
+    class_weight_classifier,
+    class_weight_regressor,
     emit_exact,
     finish_scores,
     float32_boundaries,
@@ -78,12 +80,21 @@ UNIT_ROUNDOFF = {"float32": 2.0**-24, "float64": 2.0**-53}
 #: labels may then differ from the model's (tests/test_fast.py shows one such
 #: input). Never False outside tests.
 GUARD = True
-#: Leaves holding a value per class (scikit-learn classifiers): add their
-#: looked-up values with ReduceSum in the runtime's order (True), or keep the
-#: exact graph (False, the default: on 2 cores the ReduceSum graph was 0.71x /
-#: 0.87x of the peer against the exact graph's 0.79x / 0.95x, RF binary / 8
-#: classes, one thread, benchmarks/bench_export.py).
-LEAF_ROWS_IN_ANY_ORDER = False
+#: Leaves holding a value per class (scikit-learn classifiers of more than two
+#: classes, plans with ``class_weights``), how the fast graph adds them:
+#: ``"average"`` (the default) one opset-3 regressor, every leaf adding its C values
+#: and the operator dividing (:func:`~hyp2onnx.emit.trees.class_weight_regressor`);
+#: ``"classifier"`` the opset-3 classifier, then a division; ``"per_class"`` C
+#: one-target regressors; ``"reduce_sum"`` the exact graph's leaf rows and value
+#: table added by ``ReduceSum`` in the runtime's order; ``"exact"`` the exact
+#: graph. The others are kept to be measured side by side
+#: (benchmarks/bench_multiclass.py, results in benchmarks/results/multiclass.md).
+CLASS_VALUES = "average"
+CLASS_VALUE_CHOICES = ("average", "classifier", "per_class", "reduce_sum", "exact")
+#: Unit roundoff of float32, to which the opset-3 operator rounds its double sums.
+FLOAT32_ROUNDOFF = 2.0**-24
+#: Half the smallest float32 subnormal spacing: the rounding error below float32's normal range.
+FLOAT32_SUBNORMAL_HALF_STEP = 2.0**-150
 
 
 def _gamma(k: np.ndarray, u: float) -> np.ndarray:
@@ -127,6 +138,26 @@ def value_bound(ensemble: Ensemble) -> float:
     return float(bound.max())
 
 
+def float32_rounding(ensemble: Ensemble, bound: float) -> float:
+    """Largest change the opset-3 operator's final rounding to float32 makes to a score.
+
+    Its double result lies within ``bound`` of the exact score, whose size is at
+    most ``Σ_t max |leaf value| / T`` per column (forests; plus the base value):
+    rounding to nearest float32 moves it by at most ``2^-24`` of its size, or by
+    half a subnormal step below float32's normal range.
+    """
+    largest = np.zeros((ensemble.n_trees, ensemble.n_outputs))
+    leaf = ensemble.feature < 0
+    np.maximum.at(
+        largest, tree_of_node(ensemble)[leaf], np.abs(ensemble.value[leaf].astype(np.float64))
+    )
+    divisor = ensemble.n_trees if ensemble.aggregate == "mean" else 1
+    scale = largest.sum(axis=0) / divisor + np.abs(ensemble.base_values.astype(np.float64))
+    size = float(scale.max(initial=0.0)) + bound
+    # (1 + 2^-40): the products above are rounded up by far less than that
+    return (FLOAT32_ROUNDOFF * size + FLOAT32_SUBNORMAL_HALF_STEP) * (1.0 + 2.0**-40)
+
+
 def tie_margin(ensemble: Ensemble, bound: float) -> float:
     """Rows whose top two probabilities differ by at most this are scored exactly.
 
@@ -157,6 +188,8 @@ class Guarded:
     refine: Refine | None  #: None: no labels depend on the order (or the guard is off)
     #: replaces the link function (binary forests: ``scores`` is p1 alone)
     to_probabilities: Link | None = None
+    #: the scores are double sums rounded once to this type (within ``bound``), or None
+    rounded_to: str | None = None
 
 
 def complement_defect(ensemble: Ensemble) -> float | None:
@@ -212,12 +245,13 @@ def emit_fast(
     guard = GUARD if guard is None else guard
     by_column = plan.carries == "values" and per_class_trees(ensemble) is not None
     complement = not by_column and complement_defect(ensemble) is not None
+    class_values = plan.class_weights and features is None and CLASS_VALUES != "exact"
     bound = value_bound(ensemble)
-    if bound == 0.0 or not (by_column or complement or LEAF_ROWS_IN_ANY_ORDER):
-        # Nothing is reordered, or (scikit-learn classifiers of more than two classes)
-        # the runtime's ReduceSum was measured no faster than the ordered sums: the exact graph.
+    if bound == 0.0 or not (by_column or complement or class_values):
+        # Nothing is reordered: the exact graph.
         exact_scores = emit_exact(g, k, k_dtype, ensemble, plan, features=features)
         return Guarded(exact_scores, 0.0, 0.0, None)
+    rounded_to = None
     if features is not None:  # the whole batch's columns, for the operator below
         k = by_row_blocks(g, k, features, ensemble.n_features, "float64")
         k_dtype = "float64"
@@ -256,22 +290,50 @@ def emit_fast(
             )
         raw = cast_to(g, raw, exact.out_dtype, ensemble.sum_dtype)
         scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype, averaged=average)
-    else:
+    elif CLASS_VALUES == "reduce_sum":
         rows = exact.operator_input(g, k, k_dtype)
         raw = replace(exact, ordered=False).any_batch(g, rows)
         scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype)
+    else:  # plan.class_weights: the opset-3 operator's double sums, rounded to float32
+        scores = _class_value_scores(g, k, k_dtype, ensemble)
+        bound += float32_rounding(ensemble, bound)
+        rounded_to = "float32"
     margin = tie_margin(ensemble, bound)
     to_probabilities = _complement_link(ensemble.sum_dtype) if complement else None
     labelled = ensemble.classes is not None and len(ensemble.classes) > 1  # is_classifier
     if not (guard and labelled):
-        return Guarded(scores, bound, margin, None, to_probabilities)
+        return Guarded(scores, bound, margin, None, to_probabilities, rounded_to)
 
     def refine(b: GraphBuilder, scores: str, link: Link) -> str:
         if complement:
             return _binary_guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
         return _guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
 
-    return Guarded(scores, bound, margin, refine, to_probabilities)
+    return Guarded(scores, bound, margin, refine, to_probabilities, rounded_to)
+
+
+def _class_value_scores(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
+    """Scores ``[N, C]`` (float64 holding float32 values) of leaves holding a value per
+    class, by :data:`CLASS_VALUES` (all but ``"reduce_sum"`` and ``"exact"``)."""
+    rows, boundaries = _double_input(g, k, k_dtype, ensemble)
+    classes = np.arange(ensemble.n_outputs)
+    if CLASS_VALUES == "average":
+        raw = class_weight_regressor(g, rows, ensemble, boundaries=boundaries, classes=classes)
+        return g.cast(STAGE, raw, ensemble.sum_dtype)
+    if CLASS_VALUES == "per_class":
+        columns = [
+            class_weight_regressor(
+                g, rows, ensemble, boundaries=boundaries, classes=classes[c : c + 1]
+            )
+            for c in classes
+        ]
+        return g.cast(STAGE, g.op(STAGE, "Concat", columns, axis=1), ensemble.sum_dtype)
+    if CLASS_VALUES == "classifier":
+        raw = class_weight_classifier(g, rows, ensemble, boundaries=boundaries)
+        return finish_scores(
+            g, g.cast(STAGE, raw, ensemble.sum_dtype), ensemble, ensemble.sum_dtype
+        )
+    raise ValueError(f"CLASS_VALUES must be one of {CLASS_VALUE_CHOICES}, got {CLASS_VALUES!r}")
 
 
 def _complement_link(dtype: str) -> Link:

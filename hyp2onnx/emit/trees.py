@@ -143,10 +143,15 @@ class TreePlan:
 
     operator: Literal["legacy", "v5"]
     carries: Literal["values", "leaf_rows"]
+    #: the fast encoding adds each leaf's class values with the ai.onnx.ml
+    #: opset-3 operator (double thresholds and weights, :func:`class_weight_regressor`)
+    class_weights: bool = False
 
     @property
     def ml_opset(self) -> int:
-        return 1 if self.operator == "legacy" else 5
+        if self.operator == "v5":
+            return 5
+        return 3 if self.class_weights else 1
 
 
 def plan_trees(ensemble: Ensemble, encoding: str, *, legacy_only: bool = False) -> TreePlan:
@@ -174,6 +179,18 @@ def plan_trees(ensemble: Ensemble, encoding: str, *, legacy_only: bool = False) 
             # Binary class fractions: the fast graph's one-target operator in double,
             # and its guard's exact rescoring in the same opset.
             return TreePlan("v5", "leaf_rows")
+        plan = plan_trees(ensemble, "exact")
+        if (
+            plan.operator == "legacy"
+            and plan.carries == "leaf_rows"
+            and ensemble.n_outputs > 2
+            and value_bound(ensemble) > 0
+        ):
+            # A leaf holds a value per class (scikit-learn classifiers of more than two
+            # classes): the opset-3 operator takes them all; the guard's exact rescoring
+            # uses the legacy operator, which opset 3 still has.
+            return replace(plan, class_weights=True)
+        return plan
     leaves = int(np.sum(ensemble.feature < 0))
     float32_routing = ensemble.compare_dtype == "float32"
     small = legacy_only or ensemble.n_nodes <= LEGACY_MAX_NODES
@@ -469,6 +486,22 @@ def tree_ensemble_v5(
     )
 
 
+def _legacy_nodes(ensemble: Ensemble) -> dict[str, Any]:
+    """The node attributes shared by the legacy (opset 1 to 3) tree operators, but thresholds."""
+    leaf = ensemble.feature < 0
+    tree = tree_of_node(ensemble)
+    local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
+    to_local = lambda c: np.where(leaf, 0, c - ensemble.roots[tree])
+    return {
+        "nodes_treeids": tree.tolist(),
+        "nodes_nodeids": local.tolist(),
+        "nodes_featureids": np.where(leaf, 0, ensemble.feature).tolist(),
+        "nodes_truenodeids": to_local(ensemble.left).tolist(),
+        "nodes_falsenodeids": to_local(ensemble.right).tolist(),
+        "nodes_missing_value_tracks_true": [0] * ensemble.n_nodes,
+    }
+
+
 def legacy_regressor(
     g: GraphBuilder,
     k: str,
@@ -486,7 +519,6 @@ def legacy_regressor(
     leaf = ensemble.feature < 0
     tree = tree_of_node(ensemble)
     local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
-    to_local = lambda c: np.where(leaf, 0, c - ensemble.roots[tree])
     return g.op(
         STAGE,
         "TreeEnsembleRegressor",
@@ -495,21 +527,99 @@ def legacy_regressor(
         aggregate_function="AVERAGE" if average else "SUM",
         post_transform="NONE",
         n_targets=n_targets,
-        nodes_treeids=tree.tolist(),
-        nodes_nodeids=local.tolist(),
-        nodes_featureids=np.where(leaf, 0, ensemble.feature).tolist(),
         nodes_modes=[b"LEAF" if x else _LEGACY_MODES[ensemble.op].encode() for x in leaf],
         nodes_values=np.where(leaf, 0.0, _thresholds(ensemble, "float32"))
         .astype(np.float32)
         .tolist(),
-        nodes_truenodeids=to_local(ensemble.left).tolist(),
-        nodes_falsenodeids=to_local(ensemble.right).tolist(),
-        nodes_missing_value_tracks_true=[0] * ensemble.n_nodes,
         target_treeids=tree[leaf_nodes].tolist(),
         target_nodeids=local[leaf_nodes].tolist(),
         target_ids=np.asarray(target_ids).tolist(),
         target_weights=np.asarray(weights, dtype=np.float32).tolist(),
+        **_legacy_nodes(ensemble),
     )
+
+
+def class_weight_regressor(
+    g: GraphBuilder, k: str, ensemble: Ensemble, *, boundaries: bool, classes: np.ndarray
+) -> str:
+    """The ai.onnx.ml opset-3 TreeEnsembleRegressor with double thresholds and leaf
+    weights (``*_as_tensor``) reading float64 ``k``: every leaf adds its value of each
+    class in ``classes`` to that class's column, and the operator divides by the tree
+    count (``AVERAGE``). Returns ``[N, len(classes)]`` float32.
+
+    onnxruntime keeps the sums in the thresholds' type (double) in whatever order its
+    threads take the trees, divides in double and rounds once to float32 when it
+    writes the output. Routing: the float32 thresholds held in double compare a
+    float32 value widened to double as float32 compares it; ``boundaries``: ``k`` is
+    float64 that the model would round to float32 first, and the thresholds are
+    :func:`float32_boundaries`. Exact zeros are left out (adding them changes nothing).
+    """
+    leaf = ensemble.feature < 0
+    tree = tree_of_node(ensemble)
+    local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
+    if boundaries:
+        splits = float32_boundaries(ensemble.threshold, ensemble.op)
+        modes = [b"LEAF" if x else b"BRANCH_LEQ" for x in leaf]
+    else:
+        splits = _thresholds(ensemble, "float32").astype(np.float64)
+        modes = [b"LEAF" if x else _LEGACY_MODES[ensemble.op].encode() for x in leaf]
+    leaf_nodes = np.flatnonzero(leaf)
+    values = ensemble.value[leaf_nodes][:, classes].astype(np.float64)
+    nodes, column = np.nonzero(values)
+    nodes_of = leaf_nodes[nodes]
+    return g.op(
+        STAGE,
+        "TreeEnsembleRegressor",
+        [k],
+        domain=ML_DOMAIN,
+        aggregate_function="AVERAGE" if ensemble.aggregate == "mean" else "SUM",
+        post_transform="NONE",
+        n_targets=len(classes),
+        nodes_modes=modes,
+        nodes_values_as_tensor=np.where(leaf, 0.0, splits).astype(np.float64),
+        target_treeids=tree[nodes_of].tolist(),
+        target_nodeids=local[nodes_of].tolist(),
+        target_ids=column.tolist(),
+        target_weights_as_tensor=values[nodes, column],
+        **_legacy_nodes(ensemble),
+    )
+
+
+def class_weight_classifier(
+    g: GraphBuilder, k: str, ensemble: Ensemble, *, boundaries: bool
+) -> str:
+    """As :func:`class_weight_regressor` with the opset-3 TreeEnsembleClassifier
+    (``class_weights_as_tensor``), which only adds: ``[N, C]`` float32 sums, not divided."""
+    leaf = ensemble.feature < 0
+    tree = tree_of_node(ensemble)
+    local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
+    if boundaries:
+        splits = float32_boundaries(ensemble.threshold, ensemble.op)
+        modes = [b"LEAF" if x else b"BRANCH_LEQ" for x in leaf]
+    else:
+        splits = _thresholds(ensemble, "float32").astype(np.float64)
+        modes = [b"LEAF" if x else _LEGACY_MODES[ensemble.op].encode() for x in leaf]
+    leaf_nodes = np.flatnonzero(leaf)
+    values = ensemble.value[leaf_nodes].astype(np.float64)
+    nodes, column = np.nonzero(values)
+    nodes_of = leaf_nodes[nodes]
+    _, sums = g.op(
+        STAGE,
+        "TreeEnsembleClassifier",
+        [k],
+        domain=ML_DOMAIN,
+        n_outputs=2,
+        post_transform="NONE",
+        classlabels_int64s=list(range(ensemble.n_outputs)),
+        nodes_modes=modes,
+        nodes_values_as_tensor=np.where(leaf, 0.0, splits).astype(np.float64),
+        class_treeids=tree[nodes_of].tolist(),
+        class_nodeids=local[nodes_of].tolist(),
+        class_ids=column.tolist(),
+        class_weights_as_tensor=values[nodes, column],
+        **_legacy_nodes(ensemble),
+    )
+    return sums
 
 
 def _sum_trees(

@@ -345,6 +345,9 @@ def compile_model(
         # emitter returns them as Guarded; the other emitters return the name.
         if isinstance(scores, Guarded):
             extra_metadata = {"value_bound": repr(scores.bound), "tie_margin": repr(scores.margin)}
+            if scores.rounded_to is not None:
+                # double sums rounded once to this type; value_bound covers the rounding
+                extra_metadata["values_rounded_to"] = scores.rounded_to
             refine, to_probabilities = scores.refine, scores.to_probabilities
             scores = scores.scores
         outputs = emit_outputs(
