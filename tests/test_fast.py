@@ -455,3 +455,15 @@ def test_multiclass_probabilities_are_double_sums_rounded_once(threads: int) -> 
         if prop.key.endswith("value_bound"):
             prop.value = repr(float(differs.max()) / 2)
     assert not verify(model, low, X).ok
+
+
+def test_the_reference_evaluator_runs_the_multiclass_graph() -> None:
+    """onnx's reference evaluator reads only the float attributes of the opset-3
+    operator; hyp2onnx's (``verify.reference_evaluator``) also reads the double ones."""
+    from hyp2onnx.verify import reference_evaluator
+
+    model, k = _multiclass_forest()
+    graph = h.to_onnx(model, dtype="float64")
+    label, p = reference_evaluator(graph).run(None, {"X": k})
+    assert np.array_equal(label, model.predict(k))
+    assert np.abs(p - model.predict_proba(k)).max() <= read_metadata(graph)["value_bound"]
