@@ -197,7 +197,7 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
     class TreeEnsembleRegressor(Regressor):
         op_domain = "ai.onnx.ml"
 
-        def _run(self, X, **attributes):
+        def _run(self, X, **attributes):  # type: ignore[override]
             # onnx 1.23 reads only nodes_values and target_weights, never their
             # double *_as_tensor forms (the fast graph of multi-class forests)
             for name in ("nodes_values", "target_weights"):
