@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from ..estimators import backend_for
+from ..estimators._base import HyperbolicTreeModel
+from . import hyperdt
+
 __all__ = ["Kind", "kind_of"]
 
 Kind = Literal["hyperbolic", "plain", "hyperdt"]
@@ -23,10 +27,6 @@ def kind_of(model: Any) -> Kind:
 
     The error lists the supported model classes.
     """
-    from ..estimators import backend_for
-    from ..estimators._base import HyperbolicTreeModel
-    from . import hyperdt
-
     if hyperdt.handles(model):
         return "hyperdt"
     if isinstance(model, HyperbolicTreeModel):
