@@ -317,9 +317,11 @@ def _class_value_scores(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensembl
     class, by :data:`CLASS_VALUES` (all but ``"reduce_sum"`` and ``"exact"``)."""
     rows, boundaries = _double_input(g, k, k_dtype, ensemble)
     classes = np.arange(ensemble.n_outputs)
+    dtype = ensemble.sum_dtype
+    averaged = ensemble.aggregate == "mean"  # the operator's AVERAGE divided
     if CLASS_VALUES == "average":
         raw = class_weight_regressor(g, rows, ensemble, boundaries=boundaries, classes=classes)
-        return g.cast(STAGE, raw, ensemble.sum_dtype)
+        return finish_scores(g, g.cast(STAGE, raw, dtype), ensemble, dtype, averaged=averaged)
     if CLASS_VALUES == "per_class":
         columns = [
             class_weight_regressor(
@@ -327,12 +329,11 @@ def _class_value_scores(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensembl
             )
             for c in classes
         ]
-        return g.cast(STAGE, g.op(STAGE, "Concat", columns, axis=1), ensemble.sum_dtype)
+        raw = g.op(STAGE, "Concat", columns, axis=1)
+        return finish_scores(g, g.cast(STAGE, raw, dtype), ensemble, dtype, averaged=averaged)
     if CLASS_VALUES == "classifier":
         raw = class_weight_classifier(g, rows, ensemble, boundaries=boundaries)
-        return finish_scores(
-            g, g.cast(STAGE, raw, ensemble.sum_dtype), ensemble, ensemble.sum_dtype
-        )
+        return finish_scores(g, g.cast(STAGE, raw, dtype), ensemble, dtype)
     raise ValueError(f"CLASS_VALUES must be one of {CLASS_VALUE_CHOICES}, got {CLASS_VALUES!r}")
 
 

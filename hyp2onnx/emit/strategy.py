@@ -54,11 +54,12 @@ def plan_trees(ensemble: Ensemble, encoding: str, *, legacy_only: bool = False) 
             plan.operator == "legacy"
             and plan.carries == "leaf_rows"
             and ensemble.n_outputs > 2
+            and ensemble.aggregate == "mean"
             and value_bound(ensemble) > 0
         ):
-            # A leaf holds a value per class (scikit-learn classifiers of more than two
-            # classes): the opset-3 operator takes them all; the guard's exact rescoring
-            # uses the legacy operator, which opset 3 still has.
+            # A leaf holds a class fraction per class (scikit-learn forests of more than
+            # two classes): the opset-3 operator takes them all; the guard's exact
+            # rescoring uses the legacy operator, which opset 3 still has.
             return replace(plan, class_weights=True)
         return plan
     leaves = int(np.sum(ensemble.feature < 0))
