@@ -204,7 +204,9 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
                 tensor = attributes.get(f"{name}_as_tensor")
                 if attributes.get(name) is None and tensor is not None:
                     attributes[name] = np.asarray(tensor, dtype=np.float64)
-            return super()._run(X, **attributes)
+            # and returns the input's type where the operator's output is float32
+            (y,) = super()._run(X, **attributes)
+            return (y.astype(np.float32),)
 
     return ReferenceEvaluator(onnx_model, new_ops=[GatherElements, TreeEnsembleRegressor])
 

@@ -52,7 +52,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
-from onnx import helper
+from onnx import TensorProto, helper
 
 from ..ir import Ensemble
 from ._graph import GraphBuilder, onnx_type
@@ -174,8 +174,9 @@ def tie_margin(ensemble: Ensemble, bound: float) -> float:
 
 #: ``link(g, scores) -> probabilities``
 Link = Callable[[GraphBuilder, str], str]
-#: ``refine(g, scores, link) -> probabilities``
-Refine = Callable[[GraphBuilder, str, Link], str]
+#: ``refine(g, scores, link) -> probabilities``, or ``(probabilities, best)`` where the
+#: guard also gives each row's best class index (int64 [N], numpy's argmax rule)
+Refine = Callable[[GraphBuilder, str, Link], str | tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -300,28 +301,35 @@ def emit_fast(
         rounded_to = "float32"
     margin = tie_margin(ensemble, bound)
     to_probabilities = _complement_link(ensemble.sum_dtype) if complement else None
+    # "average": the operator's float32 output is the scores; widened in the link
+    # (inside the guard's branches, where the labels are taken too)
+    widened = rounded_to is not None and CLASS_VALUES == "average"
+    if widened:
+        to_probabilities = _widening_link(ensemble.sum_dtype)
     labelled = ensemble.classes is not None and len(ensemble.classes) > 1  # is_classifier
     if not (guard and labelled):
         return Guarded(scores, bound, margin, None, to_probabilities, rounded_to)
 
-    def refine(b: GraphBuilder, scores: str, link: Link) -> str:
+    def refine(b: GraphBuilder, scores: str, link: Link) -> str | tuple[str, str]:
         if complement:
             return _binary_guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
+        if widened:
+            return _rounded_guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
         return _guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
 
     return Guarded(scores, bound, margin, refine, to_probabilities, rounded_to)
 
 
 def _class_value_scores(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
-    """Scores ``[N, C]`` (float64 holding float32 values) of leaves holding a value per
-    class, by :data:`CLASS_VALUES` (all but ``"reduce_sum"`` and ``"exact"``)."""
+    """Scores ``[N, C]`` of leaves holding a value per class, by :data:`CLASS_VALUES`
+    (all but ``"reduce_sum"`` and ``"exact"``): float32 for ``"average"``, else float64
+    holding float32 values."""
     rows, boundaries = _double_input(g, k, k_dtype, ensemble)
     classes = np.arange(ensemble.n_outputs)
     dtype = ensemble.sum_dtype
     averaged = ensemble.aggregate == "mean"  # the operator's AVERAGE divided
-    if CLASS_VALUES == "average":
-        raw = class_weight_regressor(g, rows, ensemble, boundaries=boundaries, classes=classes)
-        return finish_scores(g, g.cast(STAGE, raw, dtype), ensemble, dtype, averaged=averaged)
+    if CLASS_VALUES == "average":  # float32: widened by _widening_link (no base values)
+        return class_weight_regressor(g, rows, ensemble, boundaries=boundaries, classes=classes)
     if CLASS_VALUES == "per_class":
         columns = [
             class_weight_regressor(
@@ -345,6 +353,16 @@ def _complement_link(dtype: str) -> Link:
         signs = g.const(STAGE, "minus_plus", np.array([[-1.0, 1.0]]), dtype)
         offset = g.const(STAGE, "one_zero", np.array([1.0, 0.0]), dtype)
         return g.op(STAGE, "Gemm", [p1, signs, offset])
+
+    return to_probabilities
+
+
+def _widening_link(dtype: str) -> Link:
+    """The float32 scores of the opset-3 operator as ``dtype`` probabilities (identity
+    link, no base values: scikit-learn forests)."""
+
+    def to_probabilities(g: GraphBuilder, scores: str) -> str:
+        return g.cast(STAGE, scores, dtype)
 
     return to_probabilities
 
@@ -442,6 +460,67 @@ def _binary_guard(
     keep = g.child()
     kept = link(keep, p1)
     return _branch(g, any_near, redo, redone, keep, kept, dtype)
+
+
+def _rounded_guard(
+    g: GraphBuilder,
+    raw: str,
+    link: Link,
+    k: str,
+    k_dtype: str,
+    exact: ExactScorer,
+    ensemble: Ensemble,
+    margin: float,
+) -> tuple[str, str]:
+    """The guard of the opset-3 operator's float32 scores ``raw``: ``(probabilities,
+    best class)``, both from inside the ``If``, so that a call without near-ties runs
+    only the widening ``Cast`` and ``ArgMax`` there (the general guard's ``Identity``
+    and the ``Cast`` and ``ArgMax`` after it are not needed).
+
+    The gap is taken in float32 (``TopK``, ``MatMul``: the difference of two float32
+    values rounded once) against the margin rounded up to float32: a gap above that is
+    above the margin, and rounding is monotone, so every row within the margin is
+    rescored. ``ArgMax`` of the float32 scores is that of their exact widening.
+    """
+    dtype = ensemble.sum_dtype
+    gap = _top_two_gap(g, raw, "float32")
+    limit = np.float32(margin)
+    if float(limit) < margin:
+        limit = np.nextafter(limit, np.float32(np.inf))
+    tie_margin = g.const(GUARD_STAGE, "tie_margin", limit, np.float32)
+    least = g.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
+    any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
+
+    redo = g.child()
+    near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
+    redone = _rescore(redo, near, link(redo, raw), k, k_dtype, exact, ensemble)
+    redone_best = redo.op(GUARD_STAGE, "ArgMax", [redone], axis=1, keepdims=0)
+    keep = g.child()
+    kept = link(keep, raw)
+    kept_best = keep.op(GUARD_STAGE, "ArgMax", [raw], axis=1, keepdims=0)
+    out_info = helper.make_tensor_value_info
+    elem = onnx_type(dtype)
+    branches = {
+        name: helper.make_graph(
+            b.nodes,
+            name,
+            [],
+            [out_info(p, elem, None), out_info(best, TensorProto.INT64, None)],
+        )
+        for name, b, p, best in (
+            ("near_ties", redo, redone, redone_best),
+            ("no_near_ties", keep, kept, kept_best),
+        )
+    }
+    probabilities, best = g.op(
+        GUARD_STAGE,
+        "If",
+        [any_near],
+        n_outputs=2,
+        then_branch=branches["near_ties"],
+        else_branch=branches["no_near_ties"],
+    )
+    return probabilities, best
 
 
 def _top_two_gap(g: GraphBuilder, probabilities: str, dtype: str) -> str:

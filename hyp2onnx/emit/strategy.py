@@ -55,6 +55,8 @@ def plan_trees(ensemble: Ensemble, encoding: str, *, legacy_only: bool = False) 
             and plan.carries == "leaf_rows"
             and ensemble.n_outputs > 2
             and ensemble.aggregate == "mean"
+            and ensemble.post_transform == "identity"
+            and not np.any(ensemble.base_values != 0)
             and value_bound(ensemble) > 0
         ):
             # A leaf holds a class fraction per class (scikit-learn forests of more than
