@@ -14,10 +14,14 @@ trees itself, as the peer's graph does (skl2onnx, onnxmltools):
   target per leaf, the class-1 fraction, and class 0 as ``1 - p1`` (one
   ``Gemm``), the fractions' rounding (:func:`complement_defect`) added to
   the bound;
-* a leaf holds more values (scikit-learn classifiers of more classes; the
-  opset-5 operator gives a leaf one target only): the exact graph,
-  unchanged. (Its leaf rows and value table added by ``ReduceSum`` in the
-  runtime's order, :data:`LEAF_ROWS_IN_ANY_ORDER`, were measured no faster.)
+* a leaf holds a fraction per class (scikit-learn forests of more classes;
+  the opset-5 operator gives a leaf one target only): the ai.onnx.ml
+  opset-3 regressor with double thresholds and weights, every leaf adding
+  its C fractions (:func:`~hyp2onnx.emit.trees.class_weight_regressor`).
+  onnxruntime keeps its sums in double and rounds the averages once to
+  float32, which the bound adds (:func:`float32_rounding`) and the metadata
+  states (``values_rounded_to``); the alternatives measured against it stay
+  selectable (:data:`CLASS_VALUES`).
 
 Forests divide by the tree count in the operator (its ``AVERAGE``). A model
 comparing in float32 fed float64 Klein coordinates reads them directly

@@ -129,7 +129,7 @@ class TreePlan:
     opset-5 ``TreeEnsemble`` in double. ``carries``: ``"values"`` when each
     tree feeds one output column and hands over its own leaf value,
     ``"leaf_rows"`` when it hands over where its leaf's values are: the
-    leaf's index among its tree's leaves (up to ``ELEMENTWISE_MAX_CLASSES``
+    leaf's index among its tree's leaves (forests of up to ``ELEMENTWISE_MAX_CLASSES``
     classes, read by GatherElements) or its row in one table (Gather).
     """
 
@@ -212,7 +212,7 @@ class ExactScorer:
                 "target_ids": column[tree[leaf_nodes]],
                 "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
             }
-        elif ensemble.n_outputs <= ELEMENTWISE_MAX_CLASSES:
+        elif ensemble.n_outputs <= ELEMENTWISE_MAX_CLASSES and ensemble.n_trees > 1:
             # Each tree hands over its leaf's index among its own leaves; one
             # GatherElements per class reads [leaves, T] tables.
             local = (
@@ -564,6 +564,8 @@ def _sum_trees(
     g: GraphBuilder, table: str, index: str, n_trees: int, *, ordered: bool = True
 ) -> str:
     """``table[index]`` added over trees in tree order: [b, T] leaf rows -> [b, C]."""
+    if n_trees == 1:  # a single tree: its rows, one kernel (no Squeeze of a tree axis)
+        return g.op(STAGE, "GatherND", [table, index])
     per_tree = g.op(STAGE, "Gather", [table, index], axis=0)  # [b, T, C]
     if not ordered:
         return _sum_any_order(g, per_tree, axis=1, length=n_trees)
