@@ -106,7 +106,7 @@ def main() -> None:
     X32 = geometry.from_klein(k_test, "hyperboloid").astype(np.float32)
     k32 = (X32[:, 1:].astype(np.float64) / X32[:, :1]).astype(np.float32)
     specs = [("RF 8 classes", {"max_depth": 8}), ("RF 8 classes, unlimited depth", {})]
-    headers = ["model", "graph", "max |p - model|", "= float32(p)"]
+    headers = ["model", "graph", "largest p difference", "= float32(p)"]
     for t in threads:
         tag = f"{t} thread" + ("s" if t > 1 else "")
         headers += [f"rows/s, {tag}", "vs peer", f"1-row µs, {tag}", "vs peer"]
@@ -153,7 +153,7 @@ def main() -> None:
         f"fed float32 Klein coordinates. Throughput on one batch of {n_test:,} rows and the "
         f"time of a single-row call at {', '.join(map(str, threads))} onnxruntime threads on "
         f"{cpu_model()} ({os.cpu_count()} cores); medians of {repeats} rounds in which every "
-        "graph runs in turn. `max |p - model|`: the largest difference from the Python "
+        "graph runs in turn. `largest p difference`: the largest difference from the Python "
         "model's probabilities over the batch (every variant's labels are the model's); "
         "the default `average` graph's bound is `2^-24` of the largest class "
         "probability plus the reordering bound.",
