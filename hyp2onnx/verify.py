@@ -22,6 +22,7 @@ import numpy as np
 from . import _runtime
 from .errors import VerificationError
 from .geometry import check_representable, to_klein
+from .ir import Task
 
 if TYPE_CHECKING:
     import onnx
@@ -245,13 +246,13 @@ def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict
             X, metadata["input_geometry"], metadata["curvature"], metadata["timelike_dim"]
         )
     with _trees_in_order(model):
-        if metadata["task"] == "anomaly":  # isolation forests
+        if metadata["task"] == Task.ANOMALY:  # isolation forests
             return {
                 "label": np.asarray(model.predict(points)),
                 "scores": np.asarray(model.score_samples(points)),
                 "path_length": np.asarray(model.path_length(points)),
             }
-        if metadata["task"] == "classification":
+        if metadata["task"] == Task.CLASSIFICATION:
             label = np.asarray(model.predict(points))
             if label.ndim == 2 and label.shape[1] == 1:  # CatBoost's multiclass predict: (n, 1)
                 label = label[:, 0]

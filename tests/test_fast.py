@@ -25,6 +25,7 @@ from _data import klein_points, labels
 import hyp2onnx as h
 from hyp2onnx._runtime import all_nodes
 from hyp2onnx.emit import fast, trees
+from hyp2onnx.emit.strategy import choose_graph
 from hyp2onnx.emit.trees import tree_of_node
 from hyp2onnx.export import describe, read_metadata
 from hyp2onnx.export._compile import compile_model
@@ -169,7 +170,13 @@ def _with_leaf_values(described, per_tree: np.ndarray):
     )
 
 
-def test_the_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+def _compile_fast(described, *, guard: bool):
+    """The fast graph, with or without its near-tie guard (the export always keeps it)."""
+    strategy = replace(choose_graph(described, encoding="fast", input_dtype="float64"), guard=guard)
+    return compile_model(described, dtype="float64", encoding="fast", opset=18, strategy=strategy)
+
+
+def test_the_guard_cannot_be_removed() -> None:
     model, k = _near_tie_model()
     T = describe(model).ensemble.n_trees
     per_tree = np.full(T, 2.0**-53)
@@ -183,8 +190,7 @@ def test_the_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     want = np.zeros(200, dtype=np.int64)  # p = 0.5 = 1 - p: numpy's argmax takes class 0
 
     def labels_of(guard: bool, threads: int) -> np.ndarray:
-        monkeypatch.setattr(fast, "GUARD", guard)
-        graph = compile_model(described, dtype="float64", encoding="fast", opset=18)
+        graph = _compile_fast(described, guard=guard)
         return run_onnx(graph, k[:200], threads=threads)["label"]
 
     for threads in (1, 2):
@@ -195,7 +201,7 @@ def test_the_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert np.all(labels_of(False, 2) == 1)
 
 
-def test_the_binary_forest_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_binary_forest_guard_cannot_be_removed() -> None:
     """Binary forests add the class-1 fractions alone and give class 0 as 1 - p1.
 
     Every leaf of tree 0 holds (0, 1), of the last tree (1, 0), of the others
@@ -225,8 +231,7 @@ def test_the_binary_forest_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPat
     assert sums[1] / e.n_trees > sums[0] / e.n_trees  # class 1
 
     def run(guard: bool, threads: int) -> dict:
-        monkeypatch.setattr(fast, "GUARD", guard)
-        graph = compile_model(described, dtype="float64", encoding="fast", opset=18)
+        graph = _compile_fast(described, guard=guard)
         assert "Gemm" in [n.op_type for n in all_nodes(graph.graph)]  # 1 - p1
         return run_onnx(graph, k[:200], threads=threads)
 
@@ -339,7 +344,7 @@ def _multiclass_forest(n_trees: int = 20):
     return model, k
 
 
-def test_the_multiclass_forest_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_multiclass_forest_guard_cannot_be_removed() -> None:
     """Forests of more than two classes: the opset-3 operator adds every leaf's class
     values in double, in its threads' order, and rounds once to float32.
 
@@ -360,8 +365,8 @@ def test_the_multiclass_forest_guard_cannot_be_removed(monkeypatch: pytest.Monke
     p0, p1 = exact[0] / e.n_trees, exact[1] / e.n_trees
     assert p1 > p0 and np.float32(p1) == np.float32(p0)
 
-    def run(threads: int) -> dict:
-        graph = compile_model(described, dtype="float64", encoding="fast", opset=18)
+    def run(threads: int, guard: bool = True) -> dict:
+        graph = _compile_fast(described, guard=guard)
         assert read_metadata(graph)["values_rounded_to"] == "float32"
         assert "TreeEnsembleRegressor" in [n.op_type for n in graph.graph.node]
         return run_onnx(graph, k[:200], threads=threads)
@@ -370,9 +375,7 @@ def test_the_multiclass_forest_guard_cannot_be_removed(monkeypatch: pytest.Monke
         got = run(threads)
         assert np.all(got["label"] == 1)
         assert np.all(got["probabilities"][:, :2] == [p0, p1])  # the exact graph's values
-        monkeypatch.setattr(fast, "GUARD", False)
-        assert np.all(run(threads)["label"] == 0)  # without the guard: the float32 tie
-        monkeypatch.undo()
+        assert np.all(run(threads, guard=False)["label"] == 0)  # no guard: the float32 tie
 
 
 def test_the_multiclass_margin_covers_the_float32_rounding(

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedModelError
+from ..errors import UnsupportedModelError, warn_user
 from ..ir.trees import Op, TreeArrays, as_compared
 from .midpoints import Array, CorrectionReport, Midpoint, thresholds_from_neighbours
 from .shared_rows import correct_trees
@@ -143,10 +142,9 @@ def correct(
 def _warn_unreached(report: CorrectionReport, what_happens: str) -> None:
     """Warn (at the caller of ``fit``) about splits no training row reached on one side."""
     if report.n_unreached:
-        warnings.warn(
+        warn_user(
             f"{report.n_unreached} of {report.n_splits} splits had no training row on one "
-            f"side; each {what_happens}.",
-            stacklevel=5,
+            f"side; each {what_happens}."
         )
 
 

@@ -662,7 +662,7 @@ class _DaskModel:
         Xt, y, w = client.persist([Xt, y, w]) if w is not None else (*client.persist([Xt, y]), None)
         _raise_partition_errors(Xt)  # invalid points, named, before any training
         backend.check_fit(estimator, y, fit_params)
-        backend.warn_subsampling(estimator, stacklevel=3)
+        backend.warn_subsampling(estimator)
         # The learner's input: the Klein coordinates, or far out their quantile buckets.
         qmap, to_tree, Xlearn = None, as_klein, Xt
         if self.tree_space == "quantiles":
@@ -691,13 +691,11 @@ class _DaskModel:
         )
         self._check_classes(fitted)  # first: says why the classes disagree
         backend.to_ensemble(fitted)  # refuse now what export would refuse
-        self._fit_client, self._fit_map = client, qmap
-        try:
-            self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = self._correct(
-                backend, fitted, Xt, y_train, w
+        self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = (
+            self._correct_distributed(
+                backend, fitted, Xt, y_train, w, client=client, quantile_map=qmap
             )
-        finally:
-            del self._fit_client, self._fit_map
+        )
         #: The space the booster was fitted on: "klein", or "quantiles" (its buckets).
         self.tree_space_ = "klein" if qmap is None else "quantiles"
         if self._is_classifier():
@@ -728,27 +726,36 @@ class _DaskModel:
     def _check_workers(self, client: Any, Xt: Any, y: Any) -> None:
         """Hook: refuse, before training, data the library cannot train on as it lies."""
 
-    def _correct(
-        self, backend: Backend, fitted: Any, Xt: Any, y: Any, sample_weight: Any
+    def _correct_distributed(
+        self,
+        backend: Backend,
+        fitted: Any,
+        Xt: Any,
+        y: Any,
+        sample_weight: Any,
+        *,
+        client: Any,
+        quantile_map: QuantileMap | None,
     ) -> tuple[Any, CorrectionReport, SplitIndex | None, str]:
-        """The single-machine placement, fed by summaries of the partitions.
+        """The single-machine placement (the base's ``_correct``), fed by summaries of
+        the partitions that ``client`` computes.
 
-        Trained on quantile buckets: the booster's splits as float64 Klein splits
+        Trained on quantile buckets (``quantile_map``): the booster's splits as
+        float64 Klein splits
         (:meth:`~hyp2onnx.correction.quantiles.QuantileMap.klein_trees`), searched
         on the float64 Klein rows, placed in Klein space as ``"ranks"`` places them.
         """
         trees = backend.read_trees(fitted)
-        qmap = getattr(self, "_fit_map", None)
         comparison = comparison_of(backend)
-        if qmap is None:
-            summary = distributed_summary(self._fit_client, backend, fitted, Xt, y, sample_weight)
+        if quantile_map is None:
+            summary = distributed_summary(client, backend, fitted, Xt, y, sample_weight)
             space = klein_space(
                 trees, summary, Xt.shape[1], backend.compare_dtype, backend.zero_band
             )
         else:
-            trees = qmap.klein_trees(trees, backend.op)
+            trees = quantile_map.klein_trees(trees, backend.op)
             summary = distributed_summary(
-                self._fit_client, backend, fitted, Xt, y, sample_weight, trees=trees
+                client, backend, fitted, Xt, y, sample_weight, trees=trees
             )
             space = klein_space(trees, summary, Xt.shape[1], "float64", backend.zero_band)
             # Not learner thresholds: n_moved counts thresholds off the arithmetic midpoint.

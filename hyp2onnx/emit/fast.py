@@ -21,7 +21,11 @@ trees itself, as the peer's graph does (skl2onnx, onnxmltools):
   onnxruntime keeps its sums in double and rounds the averages once to
   float32, which the bound adds (:func:`float32_rounding`) and the metadata
   states (``values_rounded_to``); the alternatives measured against it stay
-  selectable (:data:`CLASS_VALUES`).
+  selectable (:data:`CLASS_VALUES`);
+* nothing to reorder: the exact graph.
+
+:func:`fast_layout` names these cases; :func:`hyp2onnx.emit.strategy.choose_graph`
+picks one for each model.
 
 Forests divide by the tree count in the operator (its ``AVERAGE``). A model
 comparing in float32 fed float64 Klein coordinates reads them directly
@@ -53,7 +57,9 @@ probabilities and label, exact ties included (a tie has gap 0, and
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
+from typing import Literal
 
 import numpy as np
 from onnx import TensorProto, helper
@@ -80,21 +86,21 @@ STAGE = "trees"
 GUARD_STAGE = "guard"
 #: Unit roundoff of each summation type.
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "float64": 2.0**-53}
-#: Internal switch: False builds the graph without its near-tie guard, whose
-#: labels may then differ from the model's (tests/test_fast.py shows one such
-#: input). Never False outside tests.
-GUARD = True
-#: Leaves holding a value per class (scikit-learn classifiers of more than two
-#: classes, plans with ``class_weights``), how the fast graph adds them:
-#: ``"average"`` (the default) one opset-3 regressor, every leaf adding its C values
-#: and the operator dividing (:func:`~hyp2onnx.emit.trees.class_weight_regressor`);
-#: ``"classifier"`` the opset-3 classifier, then a division; ``"per_class"`` C
-#: one-target regressors; ``"reduce_sum"`` the exact graph's leaf rows and value
-#: table added by ``ReduceSum`` in the runtime's order; ``"exact"`` the exact
-#: graph. The others are kept to be measured side by side
+#: How the fast graph adds the trees: ``"by_column"`` one operator target per
+#: output column (every tree feeds one column); ``"complement"`` the class-1
+#: fractions of binary leaves, class 0 as ``1 - p1``; ``"class_values"`` every
+#: leaf's class fractions (forests of more classes, plans with ``class_weights``,
+#: as :data:`CLASS_VALUES` says); ``"exact"`` the exact graph (nothing to reorder).
+FastLayout = Literal["by_column", "complement", "class_values", "exact"]
+#: Leaves holding a fraction per class (scikit-learn forests of more than two
+#: classes), how the fast graph adds them: ``"average"`` (the default) one opset-3
+#: regressor, every leaf adding its C fractions and the operator dividing
+#: (:func:`~hyp2onnx.emit.trees.class_weight_regressor`); ``"classifier"`` the
+#: opset-3 classifier, then a division; ``"per_class"`` C one-target regressors;
+#: ``"exact"`` the exact graph. The others are kept to be measured side by side
 #: (benchmarks/bench_multiclass.py, results in benchmarks/results/multiclass.md).
 CLASS_VALUES = "average"
-CLASS_VALUE_CHOICES = ("average", "classifier", "per_class", "reduce_sum", "exact")
+CLASS_VALUE_CHOICES = ("average", "classifier", "per_class", "exact")
 #: Unit roundoff of float32, to which the opset-3 operator rounds its double sums.
 FLOAT32_ROUNDOFF = 2.0**-24
 #: Half the smallest float32 subnormal spacing: the rounding error below float32's normal range.
@@ -183,7 +189,7 @@ Link = Callable[[GraphBuilder, str], str]
 Refine = Callable[[GraphBuilder, str, Link], str | tuple[str, str]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Guarded:
     """What :func:`emit_fast` returns: raw scores, their bound, and the label guard."""
 
@@ -232,6 +238,19 @@ def complement_defect(ensemble: Ensemble) -> float | None:
     return largest
 
 
+def fast_layout(ensemble: Ensemble, plan: TreePlan) -> FastLayout:
+    """How the fast graph adds the trees of ``ensemble`` (see :data:`FastLayout`)."""
+    if plan.carries == "values" and per_class_trees(ensemble) is not None:
+        layout: FastLayout = "by_column"
+    elif complement_defect(ensemble) is not None:
+        layout = "complement"
+    elif plan.class_weights and CLASS_VALUES != "exact":
+        layout = "class_values"
+    else:
+        return "exact"
+    return layout if value_bound(ensemble) > 0.0 else "exact"
+
+
 def emit_fast(
     g: GraphBuilder,
     k: str,
@@ -239,95 +258,62 @@ def emit_fast(
     ensemble: Ensemble,
     plan: TreePlan,
     *,
-    guard: bool | None = None,
+    layout: FastLayout,
+    guard: bool = True,
     features: Callable[[GraphBuilder, str], str] | None = None,
 ) -> Guarded:
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` summed in the runtime's order.
 
-    ``features``: as for :func:`~hyp2onnx.emit.trees.emit_exact` (a map of
-    row blocks to the float64 columns the ensemble reads).
+    ``layout`` is :func:`fast_layout`'s. ``guard`` False leaves out the
+    near-tie guard, whose labels may then differ from the model's (tests
+    show such an input); the export always keeps it. ``features``: as for
+    :func:`~hyp2onnx.emit.trees.emit_exact` (a map of row blocks to the
+    float64 columns the ensemble reads).
     """
-    guard = GUARD if guard is None else guard
-    by_column = plan.carries == "values" and per_class_trees(ensemble) is not None
-    complement = not by_column and complement_defect(ensemble) is not None
-    class_values = plan.class_weights and features is None and CLASS_VALUES != "exact"
-    bound = value_bound(ensemble)
-    if bound == 0.0 or not (by_column or complement or class_values):
-        # Nothing is reordered: the exact graph.
+    if layout == "exact":
         exact_scores = emit_exact(g, k, k_dtype, ensemble, plan, features=features)
-        return Guarded(exact_scores, 0.0, 0.0, None)
-    rounded_to = None
+        return Guarded(scores=exact_scores, bound=0.0, margin=0.0, refine=None)
     if features is not None:  # the whole batch's columns, for the operator below
         k = by_row_blocks(g, k, features, ensemble.n_features, "float64")
         k_dtype = "float64"
     exact = ExactScorer.build(g, ensemble, plan)
-    # The operator divides by the tree count itself (its AVERAGE): one node less.
-    average = ensemble.aggregate == "mean" and ensemble.n_trees > 1
-    leaf_nodes = np.flatnonzero(ensemble.feature < 0)
-    if by_column or complement:
-        tree = tree_of_node(ensemble)[leaf_nodes]
-        if by_column:
-            target = (
-                np.zeros(ensemble.n_trees, dtype=np.int64)
-                if ensemble.tree_target is None
-                else ensemble.tree_target
-            )
-            targets = {
-                "leaf_nodes": leaf_nodes,
-                "target_ids": np.asarray(target, dtype=np.int64)[tree],
-                "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
-                "n_targets": ensemble.n_outputs,
-            }
-        else:  # class 1 only; class 0 is 1 - p1 (complement_defect)
-            targets = {
-                "leaf_nodes": leaf_nodes,
-                "target_ids": np.zeros(leaf_nodes.size, dtype=np.int64),
-                "weights": ensemble.value[leaf_nodes, 1],
-                "n_targets": 1,
-            }
-        if plan.operator == "legacy":  # only ever with by_column (plan_trees)
-            rows = exact.operator_input(g, k, k_dtype)
-            raw = legacy_regressor(g, rows, ensemble, average=average, **targets)
-        else:
-            rows, boundaries = _double_input(g, k, k_dtype, ensemble)
-            raw = tree_ensemble_v5(
-                g, rows, ensemble, average=average, boundaries=boundaries, **targets
-            )
-        raw = cast_to(g, raw, exact.out_dtype, ensemble.sum_dtype)
-        scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype, averaged=average)
-    elif CLASS_VALUES == "reduce_sum":
-        rows = exact.operator_input(g, k, k_dtype)
-        raw = replace(exact, ordered=False).any_batch(g, rows)
-        scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype)
-    else:  # plan.class_weights: the opset-3 operator's double sums, rounded to float32
+    bound = value_bound(ensemble)
+    rounded_to = None
+    if layout == "class_values":  # the opset-3 operator's double sums, rounded to float32
         scores = _class_value_scores(g, k, k_dtype, ensemble)
         bound += float32_rounding(ensemble, bound)
         rounded_to = "float32"
+    else:
+        scores = _reordered_sums(g, k, k_dtype, exact, layout=layout)
     margin = tie_margin(ensemble, bound)
-    to_probabilities = _complement_link(ensemble.sum_dtype) if complement else None
-    # "average": the operator's float32 output is the scores; widened in the link
+    complement = layout == "complement"
+    # "average": the operator's float32 output is the scores, widened in the link
     # (inside the guard's branches, where the labels are taken too)
     widened = rounded_to is not None and CLASS_VALUES == "average"
-    if widened:
+    to_probabilities = None
+    if complement:
+        to_probabilities = _complement_link(ensemble.sum_dtype)
+    elif widened:
         to_probabilities = _widening_link(ensemble.sum_dtype)
-    labelled = ensemble.classes is not None and len(ensemble.classes) > 1  # is_classifier
-    if not (guard and labelled):
-        return Guarded(scores, bound, margin, None, to_probabilities, rounded_to)
-
-    def refine(b: GraphBuilder, scores: str, link: Link) -> str | tuple[str, str]:
-        if complement:
-            return _binary_guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
-        if widened:
-            return _rounded_guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
-        return _guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
-
-    return Guarded(scores, bound, margin, refine, to_probabilities, rounded_to)
+    refine: Refine | None = None
+    if guard and ensemble.classes is not None and len(ensemble.classes) > 1:
+        inputs = _GuardInputs(k=k, k_dtype=k_dtype, exact=exact, margin=margin)
+        chosen = _binary_guard if complement else _rounded_guard if widened else _guard
+        refine = partial(chosen, inputs=inputs)
+    return Guarded(
+        scores=scores,
+        bound=bound,
+        margin=margin,
+        refine=refine,
+        to_probabilities=to_probabilities,
+        rounded_to=rounded_to,
+    )
 
 
 def _class_value_scores(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
     """Scores ``[N, C]`` of leaves holding a value per class, by :data:`CLASS_VALUES`
-    (all but ``"reduce_sum"`` and ``"exact"``): float32 for ``"average"``, else float64
-    holding float32 values."""
+    (all but ``"exact"``): float32 for ``"average"``, else float64 holding float32
+    values."""
     rows, boundaries = _double_input(g, k, k_dtype, ensemble)
     classes = np.arange(ensemble.n_outputs)
     dtype = ensemble.sum_dtype
@@ -347,6 +333,60 @@ def _class_value_scores(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensembl
         raw = class_weight_classifier(g, rows, ensemble, boundaries=boundaries)
         return finish_scores(g, g.cast(STAGE, raw, dtype), ensemble, dtype)
     raise ValueError(f"CLASS_VALUES must be one of {CLASS_VALUE_CHOICES}, got {CLASS_VALUES!r}")
+
+
+def _reordered_sums(
+    g: GraphBuilder, k: str, k_dtype: str, exact: ExactScorer, *, layout: FastLayout
+) -> str:
+    """The tree operator adding the trees itself: one target per output column
+    (``"by_column"``) or the class-1 fractions alone (``"complement"``)."""
+    ensemble, plan = exact.ensemble, exact.plan
+    # The operator divides by the tree count itself (its AVERAGE): one node less.
+    average = ensemble.aggregate == "mean" and ensemble.n_trees > 1
+    leaf_nodes = np.flatnonzero(ensemble.feature < 0)
+    tree = tree_of_node(ensemble)[leaf_nodes]
+    if layout == "by_column":
+        target = (
+            np.zeros(ensemble.n_trees, dtype=np.int64)
+            if ensemble.tree_target is None
+            else ensemble.tree_target
+        )
+        targets = {
+            "leaf_nodes": leaf_nodes,
+            "target_ids": np.asarray(target, dtype=np.int64)[tree],
+            "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
+            "n_targets": ensemble.n_outputs,
+        }
+    else:  # class 1 only; class 0 is 1 - p1 (complement_defect)
+        targets = {
+            "leaf_nodes": leaf_nodes,
+            "target_ids": np.zeros(leaf_nodes.size, dtype=np.int64),
+            "weights": ensemble.value[leaf_nodes, 1],
+            "n_targets": 1,
+        }
+    if plan.operator == "legacy":  # only ever with by_column (plan_trees)
+        rows = exact.operator_input(g, k, k_dtype)
+        raw = legacy_regressor(g, rows, ensemble, average=average, **targets)
+    else:
+        rows, boundaries = _double_input(g, k, k_dtype, ensemble)
+        raw = tree_ensemble_v5(g, rows, ensemble, average=average, boundaries=boundaries, **targets)
+    raw = cast_to(g, raw, exact.out_dtype, ensemble.sum_dtype)
+    return finish_scores(g, raw, ensemble, ensemble.sum_dtype, averaged=average)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _GuardInputs:
+    """What the guard needs to rescore rows exactly: the Klein coordinates the
+    operator reads, the exact encoding's scorer, and the tie margin."""
+
+    k: str
+    k_dtype: str
+    exact: ExactScorer
+    margin: float
+
+    @property
+    def ensemble(self) -> Ensemble:
+        return self.exact.ensemble
 
 
 def _complement_link(dtype: str) -> Link:
@@ -391,16 +431,7 @@ def _double_input(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> 
     return cast_to(g, cast_to(g, k, k_dtype, compare), compare, "float64"), False
 
 
-def _guard(
-    g: GraphBuilder,
-    scores: str,
-    link: Link,
-    k: str,
-    k_dtype: str,
-    exact: ExactScorer,
-    ensemble: Ensemble,
-    margin: float,
-) -> str:
+def _guard(g: GraphBuilder, scores: str, link: Link, *, inputs: _GuardInputs) -> str:
     """``probabilities`` with the rows near a tie recomputed from exact scores.
 
     On every call: the top two probabilities of each row (``TopK``), their
@@ -408,31 +439,22 @@ def _guard(
     +inf for an empty batch) against the margin, and an ``If``. Only the
     branch taken when some row is near a tie finds those rows and rescores them.
     """
-    dtype = ensemble.sum_dtype
+    dtype = inputs.ensemble.sum_dtype
     probabilities = link(g, scores)
     gap = _top_two_gap(g, probabilities, dtype)
-    tie_margin = g.const(GUARD_STAGE, "tie_margin", margin, dtype)
+    tie_margin = g.const(GUARD_STAGE, "tie_margin", inputs.margin, dtype)
     least = g.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
     any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
 
     redo = g.child()
     near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
-    redone = link(redo, _rescore(redo, near, scores, k, k_dtype, exact, ensemble))
+    redone = link(redo, _rescore(redo, near, scores, inputs))
     keep = g.child()
     kept = keep.op(GUARD_STAGE, "Identity", [probabilities])
-    return _branch(g, any_near, redo, redone, keep, kept, dtype)
+    return _branch(g, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype)
 
 
-def _binary_guard(
-    g: GraphBuilder,
-    p1: str,
-    link: Link,
-    k: str,
-    k_dtype: str,
-    exact: ExactScorer,
-    ensemble: Ensemble,
-    margin: float,
-) -> str:
+def _binary_guard(g: GraphBuilder, p1: str, link: Link, *, inputs: _GuardInputs) -> str:
     """The guard of binary forests, whose scores are ``p1 [N, 1]`` and probabilities
     ``[1 - p1, p1]``: the link runs inside the ``If``, where it is needed anyway.
 
@@ -443,10 +465,10 @@ def _binary_guard(
     that rescores is taken whenever a row needs it, and rescores exactly the
     rows of the general guard (top two within ``margin``).
     """
-    dtype = ensemble.sum_dtype
+    dtype, margin = inputs.ensemble.sum_dtype, inputs.margin
     near_half = margin / 2.0 + UNIT_ROUNDOFF[dtype]
     if near_half >= 0.25:  # not the case for any bound of this module; kept general
-        return _guard(g, p1, link, k, k_dtype, exact, ensemble, margin)
+        return _guard(g, p1, link, inputs=inputs)
     half = g.const(GUARD_STAGE, "half", 0.5, dtype)
     distance = g.op(GUARD_STAGE, "Abs", [g.op(GUARD_STAGE, "Sub", [p1, half])])
     least = g.op(GUARD_STAGE, "ReduceMin", [distance], keepdims=0)
@@ -460,21 +482,14 @@ def _binary_guard(
         GUARD_STAGE, "LessOrEqual", [gap, g.const(GUARD_STAGE, "tie_margin", margin, dtype)]
     )
     # identity link: the exact scores are the probabilities
-    redone = _rescore(redo, near, probabilities, k, k_dtype, exact, ensemble)
+    redone = _rescore(redo, near, probabilities, inputs)
     keep = g.child()
     kept = link(keep, p1)
-    return _branch(g, any_near, redo, redone, keep, kept, dtype)
+    return _branch(g, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype)
 
 
 def _rounded_guard(
-    g: GraphBuilder,
-    raw: str,
-    link: Link,
-    k: str,
-    k_dtype: str,
-    exact: ExactScorer,
-    ensemble: Ensemble,
-    margin: float,
+    g: GraphBuilder, raw: str, link: Link, *, inputs: _GuardInputs
 ) -> tuple[str, str]:
     """The guard of the opset-3 operator's float32 scores ``raw``: ``(probabilities,
     best class)``, both from inside the ``If``, so that a call without near-ties runs
@@ -486,7 +501,7 @@ def _rounded_guard(
     above the margin, and rounding is monotone, so every row within the margin is
     rescored. ``ArgMax`` of the float32 scores is that of their exact widening.
     """
-    dtype = ensemble.sum_dtype
+    dtype, margin = inputs.ensemble.sum_dtype, inputs.margin
     gap = _top_two_gap(g, raw, "float32")
     limit = np.float32(margin)
     if float(limit) < margin:
@@ -497,7 +512,7 @@ def _rounded_guard(
 
     redo = g.child()
     near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
-    redone = _rescore(redo, near, link(redo, raw), k, k_dtype, exact, ensemble)
+    redone = _rescore(redo, near, link(redo, raw), inputs)
     redone_best = redo.op(GUARD_STAGE, "ArgMax", [redone], axis=1, keepdims=0)
     keep = g.child()
     kept = link(keep, raw)
@@ -536,20 +551,13 @@ def _top_two_gap(g: GraphBuilder, probabilities: str, dtype: str) -> str:
     return g.op(GUARD_STAGE, "MatMul", [top, first_minus_second])
 
 
-def _rescore(
-    redo: GraphBuilder,
-    near: str,
-    scores: str,
-    k: str,
-    k_dtype: str,
-    exact: ExactScorer,
-    ensemble: Ensemble,
-) -> str:
+def _rescore(redo: GraphBuilder, near: str, scores: str, inputs: _GuardInputs) -> str:
     """``scores`` with the rows where ``near`` [N] holds replaced by the exact encoding's."""
+    exact, ensemble = inputs.exact, inputs.ensemble
     where = redo.op(GUARD_STAGE, "NonZero", [near])  # [1, M]
     index = redo.op(GUARD_STAGE, "Transpose", [where], perm=[1, 0])  # [M, 1]
-    near_k = redo.op(GUARD_STAGE, "GatherND", [k, index])  # [M, F]
-    near_rows = exact.operator_input(redo, near_k, k_dtype)
+    near_k = redo.op(GUARD_STAGE, "GatherND", [inputs.k, index])  # [M, F]
+    near_rows = exact.operator_input(redo, near_k, inputs.k_dtype)
     dtype = ensemble.sum_dtype
     exact_scores = finish_scores(redo, exact.blocks_of(redo, near_rows), ensemble, dtype)
     return redo.op(GUARD_STAGE, "ScatterND", [scores, index, exact_scores])
@@ -558,13 +566,13 @@ def _rescore(
 def _branch(
     g: GraphBuilder,
     near: str,
-    redo: GraphBuilder,
-    redone: str,
-    keep: GraphBuilder,
-    kept: str,
+    *,
+    near_ties: tuple[GraphBuilder, str],
+    no_near_ties: tuple[GraphBuilder, str],
     dtype: str,
 ) -> str:
-    """``If(near)``: ``redo``'s ``redone``, else ``keep``'s ``kept``."""
+    """``If(near)``: the first branch's builder and output, else the second's."""
+    (redo, redone), (keep, kept) = near_ties, no_near_ties
     out_info = helper.make_tensor_value_info
     elem = onnx_type(dtype)
     redo_graph = helper.make_graph(redo.nodes, "near_ties", [], [out_info(redone, elem, None)])

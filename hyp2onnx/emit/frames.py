@@ -10,9 +10,9 @@ of each numerator by its frame's denominator. Each is a correctly rounded
 IEEE operation in every runtime, so ``F`` is the Python model's bit for bit
 and the tree stage routes every row as Python does.
 
-A ``MatMul`` would let the runtime choose the order of the sums: measured
-at d = 8 with a boost of 2, 1,138,187 of 1.6M frame coordinates differed
-from numpy's fixed-order sums. Only the columns some split reads are
+A ``MatMul`` would let the runtime choose the order of the sums, and most
+frame coordinates would then differ from numpy's fixed-order sums in their
+last bits (docs/rotation.md). Only the columns some split reads are
 computed (:func:`remap_frames`), and only their frames' denominators. The
 exact and default encodings run the chain inside their own row blocks
 (:func:`frame_chain`), right before the tree operator reads its output.

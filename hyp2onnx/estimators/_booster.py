@@ -14,12 +14,12 @@ so the thresholds of all trees are corrected in one pass
 
 from __future__ import annotations
 
-import warnings
 from abc import abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
 
+from ..errors import warn_user
 from ..ir import Ensemble
 from ..ir.trees import TreeArrays
 from ._base import GEOMETRY_DEFAULTS, GEOMETRY_PARAMS_DOC, HyperbolicTreeModel, generate_init
@@ -77,22 +77,21 @@ class BoosterBackend(Backend):
     ) -> Any:
         self.check_fit(estimator, y, fit_params)
         fit_params = self.categorical_fit(estimator, Xk, fit_params)
-        self.warn_subsampling(estimator, stacklevel=5)
+        self.warn_subsampling(estimator)
         # The library casts to its own precision, exactly as it does when predicting.
         estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
         self.outputs(estimator, self._model(estimator))  # refuse now what export would refuse
         return estimator
 
-    def warn_subsampling(self, estimator: Any, stacklevel: int) -> None:
+    def warn_subsampling(self, estimator: Any) -> None:
         """Warn that the correction is approximate if ``estimator`` subsamples rows
         (also called by trainers that fit the booster elsewhere: :mod:`hyp2onnx.dask`)."""
         subsampling = self.row_subsampling(estimator)
         if subsampling:
-            warnings.warn(
+            warn_user(
                 f"{self.title} trains each tree on a subset of rows ({subsampling}), but the "
                 "threshold correction uses all training rows, so it is approximate: training "
-                "predictions may change. Use override_subsample=True for an exact correction.",
-                stacklevel=stacklevel,
+                "predictions may change. Use override_subsample=True for an exact correction."
             )
 
     @staticmethod

@@ -13,9 +13,9 @@ ensemble and returns ``label`` + ``probabilities`` (classifiers) or
 
 from __future__ import annotations
 
+from ..emit import ENCODINGS
 from ._compile import (
     DEFAULT_OPSET,
-    ENCODINGS,
     MIN_OPSET,
     check_opset,
     compat_routes_exactly,

@@ -86,23 +86,21 @@ def _compile(
     if elem not in (TensorProto.FLOAT, TensorProto.DOUBLE):
         raise RuntimeError("hyp2onnx estimators take float or double input tensors")
     dtype = "float64" if elem == TensorProto.DOUBLE else "float32"
-    described = describe(model)
-    if options.get("nocl") and described.ensemble.classes is not None:
-        n_classes = len(described.ensemble.classes)
-        described = replace(
-            described, ensemble=replace(described.ensemble, classes=np.arange(n_classes))
+    ir_model = describe(model)
+    if options.get("nocl") and ir_model.ensemble.classes is not None:
+        n_classes = len(ir_model.ensemble.classes)
+        ir_model = replace(
+            ir_model, ensemble=replace(ir_model.ensemble, classes=np.arange(n_classes))
         )
     try:
-        onx = compile_model(
-            described, dtype=dtype, encoding=encoding, opset=opset, legacy_only=True
-        )
+        onx = compile_model(ir_model, dtype=dtype, encoding=encoding, opset=opset, legacy_only=True)
     except ValueError as exc:
         # Advise only encodings that convert this model under skl2onnx (the
         # compat encoding, for one, has no node for categorical splits).
         usable = [
             name
             for name in ENCODINGS
-            if name != encoding and _converts(described, dtype, name, opset)
+            if name != encoding and _converts(ir_model, dtype, name, opset)
         ]
         advice = (
             " or pass "
@@ -120,14 +118,14 @@ def _compile(
     return onx
 
 
-def _converts(described: Any, dtype: str, encoding: str, opset: int) -> bool:
-    """Whether ``encoding`` compiles ``described`` with the operators skl2onnx accepts."""
+def _converts(ir_model: Any, dtype: str, encoding: str, opset: int) -> bool:
+    """Whether ``encoding`` compiles ``ir_model`` with the operators skl2onnx accepts."""
     import warnings
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compile_model(described, dtype=dtype, encoding=encoding, opset=opset, legacy_only=True)
+            compile_model(ir_model, dtype=dtype, encoding=encoding, opset=opset, legacy_only=True)
     except (ValueError, TypeError):
         return False
     return True

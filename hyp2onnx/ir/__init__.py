@@ -15,6 +15,7 @@ are routed and compared; :mod:`.projection` the oblique splits' projections.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Literal
 
 import numpy as np
@@ -25,7 +26,20 @@ from .frames import Frames, frame_features
 from .projection import project
 from .trees import CategorySets, Op, TreeArrays, apply, as_compared
 
-__all__ = ["Ensemble", "InputSpace", "Model", "predict_output", "predict_scores"]
+__all__ = ["Ensemble", "InputSpace", "Model", "Task", "predict_output", "predict_scores"]
+
+
+class Task(StrEnum):
+    """What a model's graph outputs; written to its metadata as ``hyp2onnx.task``.
+
+    Classifiers and regressors follow from their ensemble; a model of another
+    task records it in :attr:`Model.metadata` (``"task"``), as isolation
+    forests do.
+    """
+
+    CLASSIFICATION = "classification"  #: ``label`` and ``probabilities``
+    REGRESSION = "regression"  #: ``variable``
+    ANOMALY = "anomaly"  #: isolation forests: ``label`` (+1 / -1), ``scores``, ``path_length``
 
 
 @dataclass(frozen=True)
@@ -251,6 +265,14 @@ class Model:
     #: Input precision that keeps every split the model makes (None: unknown;
     #: then its comparison precision).
     input_dtype: Literal["float32", "float64"] | None = None
+
+    @property
+    def task(self) -> Task:
+        """The task recorded in ``metadata``, else classification or regression."""
+        recorded = self.metadata.get("task")
+        if recorded is not None:
+            return Task(recorded)
+        return Task.CLASSIFICATION if self.ensemble.is_classifier else Task.REGRESSION
 
 
 def predict_scores(ensemble: Ensemble, Xk: np.ndarray) -> np.ndarray:
