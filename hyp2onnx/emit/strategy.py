@@ -127,10 +127,8 @@ def choose_graph(
        fast binary forests, past :data:`LEGACY_MAX_NODES` nodes), carrying
        each tree's leaf value or its leaf's row in a value table.
     5. **Leaf layout** of the fast encoding (``fast_layout``): a target per
-       output column, binary forests' class-1 fractions with class 0 as
-       ``1 - p1``, every leaf's class fractions in the opset-3 operator
-       (forests of more classes, ``TreePlan.class_weights``: double sums
-       rounded once to float32), or else the exact graph (bound 0).
+       output column, class 1 alone with class 0 as ``1 - p1``, C fractions a
+       leaf (``TreePlan.class_weights``), or else the exact graph (bound 0).
     6. **Row batching** of the exact sums (:func:`row_batching`): the whole
        batch for one tree; an ``If`` sending short batches past the row-block
        ``Loop`` up to :data:`SHORT_PATH_MAX_NODES` nodes; the ``Loop`` beyond.
