@@ -262,20 +262,35 @@ def plan_trees(
     ``legacy_only`` (for hosts such as skl2onnx that cap ai.onnx.ml below
     opset 5) raises :class:`ValueError` when the exact encoding needs v5.
     """
+    operator: Literal["legacy", "v3", "v5"]
     operator, carries = _operator(ensemble, encoding, legacy_only=legacy_only)
     class_weights = (
         encoding == "fast"
         and not legacy_only
         and not by_block
-        and operator == "legacy"
         and carries == "leaf_rows"
+        and (operator == "legacy" or _leaf_rows_fit_v3(ensemble))
         and _class_fractions(ensemble)
     )
+    if class_weights and operator == "v5":
+        # float64 comparisons: the guard's exact rescoring uses the opset-3 operator
+        # with double thresholds too (opset 5 no longer has it)
+        operator = "v3"
     return TreePlan(
         operator=operator,
         carries=carries,
         batching=row_batching(ensemble, by_block=by_block),
         class_weights=class_weights,
+    )
+
+
+def _leaf_rows_fit_v3(ensemble: Ensemble) -> bool:
+    """Whether the opset-3 operator with double thresholds can hand over leaf rows
+    (float32 outputs: exact below 2**24) and hold the nodes in its attribute lists."""
+    return (
+        ensemble.categories is None
+        and int(np.sum(ensemble.feature < 0)) < _FLOAT32_EXACT_INTS
+        and ensemble.n_nodes <= LEGACY_MAX_NODES
     )
 
 

@@ -128,7 +128,10 @@ class TreePlan:
     ``operator``: ``"legacy"`` is ai.onnx.ml opset-1 ``TreeEnsembleRegressor``
     (float32 thresholds and outputs; exact routing for values compared in
     float32, and every runtime with ML operators has it); ``"v5"`` is
-    opset-5 ``TreeEnsemble`` in double. ``carries``: ``"values"`` when each
+    opset-5 ``TreeEnsemble`` in double; ``"v3"`` the opset-3
+    ``TreeEnsembleRegressor`` with double thresholds and float32 outputs
+    (leaf rows, exact below 2**24), for graphs that also hold the fast
+    encoding's opset-3 operator (:func:`double_regressor`). ``carries``: ``"values"`` when each
     tree feeds one output column and hands over its own leaf value,
     ``"leaf_rows"`` when it hands over where its leaf's values are: the
     leaf's index among its tree's leaves (forests of up to
@@ -137,7 +140,7 @@ class TreePlan:
     ``batching``: see :data:`Batching`.
     """
 
-    operator: Literal["legacy", "v5"]
+    operator: Literal["legacy", "v3", "v5"]
     carries: Literal["values", "leaf_rows"]
     batching: Batching
     #: the fast encoding adds each leaf's class values with the ai.onnx.ml
@@ -148,7 +151,7 @@ class TreePlan:
     def ml_opset(self) -> int:
         if self.operator == "v5":
             return 5
-        return 3 if self.class_weights else 1
+        return 3 if self.class_weights or self.operator == "v3" else 1
 
 
 def emit_exact(
@@ -238,7 +241,7 @@ class ExactScorer:
 
     @property
     def out_dtype(self) -> str:
-        return "float32" if self.plan.operator == "legacy" else "float64"
+        return "float64" if self.plan.operator == "v5" else "float32"
 
     def operator_input(self, g: GraphBuilder, k: str, k_dtype: str) -> str:
         """``k`` in the type the operator reads (float32 for legacy; float64 holding compare_dtype values)."""
@@ -252,6 +255,10 @@ class ExactScorer:
         ensemble = self.ensemble
         if self.plan.operator == "legacy":
             per_tree = legacy_regressor(
+                b, rows, ensemble, n_targets=ensemble.n_trees, **self.targets
+            )
+        elif self.plan.operator == "v3":
+            per_tree = double_regressor(
                 b, rows, ensemble, n_targets=ensemble.n_trees, **self.targets
             )
         else:
@@ -505,55 +512,86 @@ def legacy_regressor(
 
 
 def _double_splits(ensemble: Ensemble, boundaries: bool) -> tuple[np.ndarray, list[bytes]]:
-    """Double thresholds of a float32-comparing ensemble and their modes, every node
-    (leaves 0): the float32 thresholds, or :func:`float32_boundaries` with ``<=``."""
+    """Double thresholds and modes, every node (leaves 0): the thresholds in the
+    comparison's precision, or :func:`float32_boundaries` with ``<=``."""
     leaf = ensemble.feature < 0
     if boundaries:
         splits = float32_boundaries(ensemble.threshold, ensemble.op)
         modes = [b"LEAF" if x else b"BRANCH_LEQ" for x in leaf]
     else:
-        splits = _thresholds(ensemble, "float32").astype(np.float64)
+        splits = _thresholds(ensemble, ensemble.compare_dtype).astype(np.float64)
         modes = [b"LEAF" if x else _LEGACY_MODES[ensemble.op].encode() for x in leaf]
     return np.where(leaf, 0.0, splits).astype(np.float64), modes
 
 
-def class_weight_regressor(
-    g: GraphBuilder, k: str, ensemble: Ensemble, *, boundaries: bool, classes: np.ndarray
+def double_regressor(
+    g: GraphBuilder,
+    k: str,
+    ensemble: Ensemble,
+    *,
+    leaf_nodes: np.ndarray,
+    target_ids: np.ndarray,
+    weights: np.ndarray,
+    n_targets: int,
+    average: bool = False,
+    boundaries: bool = False,
 ) -> str:
-    """The ai.onnx.ml opset-3 TreeEnsembleRegressor with double thresholds and leaf
-    weights (``*_as_tensor``) reading float64 ``k``: every leaf adds its value of each
-    class in ``classes`` to that class's column, and the operator divides by the tree
-    count (``AVERAGE``, forests). Returns ``[N, len(classes)]`` float32.
+    """The ai.onnx.ml opset-3 TreeEnsembleRegressor with double thresholds and
+    weights (``*_as_tensor``) reading float64 ``k``: leaf ``leaf_nodes[i]`` adds
+    ``weights[i]`` to column ``target_ids[i]`` (a leaf may appear several times);
+    returns ``[N, n_targets]`` float32, the double sums (divided by the tree count
+    where ``average``) rounded once.
 
-    onnxruntime keeps the sums in the thresholds' type (double) in whatever order its
-    threads take the trees, divides in double and rounds once to float32 when it
-    writes the output. Routing: the float32 thresholds held in double compare a
-    float32 value widened to double as float32 compares it; ``boundaries``: ``k`` is
-    float64 that the model would round to float32 first, and the thresholds are
-    :func:`float32_boundaries`. Exact zeros are left out (adding them changes nothing).
+    Routing: the thresholds in the comparison's precision, held in double, compare
+    a value of that precision widened to double as the model compares it;
+    ``boundaries``: ``k`` is float64 that the model would round to float32 first,
+    and the thresholds are :func:`float32_boundaries`.
     """
     tree = tree_of_node(ensemble)
     local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
     splits, modes = _double_splits(ensemble, boundaries)
-    leaf_nodes = np.flatnonzero(ensemble.feature < 0)
-    values = ensemble.value[leaf_nodes][:, classes].astype(np.float64)
-    nodes, column = np.nonzero(values)
-    nodes_of = leaf_nodes[nodes]
     return g.op(
         STAGE,
         "TreeEnsembleRegressor",
         [k],
         domain=ML_DOMAIN,
-        aggregate_function="AVERAGE" if ensemble.aggregate == "mean" else "SUM",
+        aggregate_function="AVERAGE" if average else "SUM",
         post_transform="NONE",
-        n_targets=len(classes),
+        n_targets=n_targets,
         nodes_modes=modes,
         nodes_values_as_tensor=splits,
-        target_treeids=tree[nodes_of].tolist(),
-        target_nodeids=local[nodes_of].tolist(),
-        target_ids=column.tolist(),
-        target_weights_as_tensor=values[nodes, column],
+        target_treeids=tree[leaf_nodes].tolist(),
+        target_nodeids=local[leaf_nodes].tolist(),
+        target_ids=np.asarray(target_ids, dtype=np.int64).tolist(),
+        target_weights_as_tensor=np.asarray(weights, dtype=np.float64),
         **_legacy_nodes(ensemble),
+    )
+
+
+def class_weight_regressor(
+    g: GraphBuilder, k: str, ensemble: Ensemble, *, boundaries: bool, classes: np.ndarray
+) -> str:
+    """:func:`double_regressor` with every leaf adding its value of each class in
+    ``classes`` to that class's column, divided by the tree count (forests):
+    ``[N, len(classes)]`` float32.
+
+    onnxruntime keeps the sums in the thresholds' type (double) in whatever order its
+    threads take the trees, divides in double and rounds once to float32 when it
+    writes the output. Exact zeros are left out (adding them changes nothing).
+    """
+    leaf_nodes = np.flatnonzero(ensemble.feature < 0)
+    values = ensemble.value[leaf_nodes][:, classes].astype(np.float64)
+    nodes, column = np.nonzero(values)
+    return double_regressor(
+        g,
+        k,
+        ensemble,
+        leaf_nodes=leaf_nodes[nodes],
+        target_ids=column,
+        weights=values[nodes, column],
+        n_targets=len(classes),
+        average=ensemble.aggregate == "mean",
+        boundaries=boundaries,
     )
 
 
