@@ -1,7 +1,7 @@
 """Exceptions raised by hyp2onnx.
 
-Every error a user can cause subclasses :class:`Hyp2OnnxError`; those that
-describe bad input values also subclass :class:`ValueError`, so code written
+Every error a user can cause subclasses [`Hyp2OnnxError`][hyp2onnx.errors.Hyp2OnnxError]; those that
+describe bad input values also subclass `ValueError`, so code written
 against scikit-learn's conventions keeps working.
 """
 

@@ -41,7 +41,7 @@ GEOMETRY_CHOICES = GEOMETRIES
 
 @dataclass(frozen=True)
 class ConvertOptions:
-    """How to export: :func:`hyp2onnx.to_onnx`'s keywords as the command line gives them."""
+    """How to export: [`hyp2onnx.to_onnx`][hyp2onnx.to_onnx]'s keywords as the command line gives them."""
 
     dtype: Literal["float32", "float64"] | None = None  #: None: the model's comparison precision
     encoding: str = "fast"
@@ -49,11 +49,13 @@ class ConvertOptions:
     curvature: float | None = None
     timelike_dim: int | None = None
     opset: int | None = None
-    row_blocks: bool = True  #: False: :func:`hyp2onnx.edge.without_row_blocks`
+    #: False: [`hyp2onnx.edge.without_row_blocks`][hyp2onnx.export.edge.without_row_blocks]
+    row_blocks: bool = True
     #: True: tensors in ``OUT.data`` beside ``OUT`` (onnx's external data);
     #: None: only when the graph is over 2 GiB, which one file cannot hold.
     external_data: bool | None = None
-    atol: float | None = None  #: ``--check``'s tolerances (:func:`hyp2onnx.verify.verify`)
+    #: ``--check``'s tolerances ([`hyp2onnx.verify.verify`][hyp2onnx.verify.verify])
+    atol: float | None = None
     rtol: float | None = None
 
 
@@ -102,7 +104,7 @@ def convert_file(
     """Export the model in ``model_path`` to ``output``, checked on ``check_data`` if given.
 
     With ``ort`` the graph is also written in onnxruntime's ``.ort`` format
-    with its ``required_operators.config`` (:func:`hyp2onnx.edge.to_ort`),
+    with its ``required_operators.config`` ([`hyp2onnx.edge.to_ort`][hyp2onnx.export.edge.to_ort]),
     beside ``output``. Nothing is written unless every step succeeds and
     the check (if any) finds no disagreement.
     """

@@ -60,7 +60,7 @@ def chunk_rows_for(onnx_model: Any, metadata: dict[str, Any], requested: int) ->
     width (measured by ``benchmarks/bench_predict_memory.py``: about 35
     bytes per tree and output column and row for standard, 6 for exact, plus
     about 1 KB per row of CSV text). The chunk is sized so that this stays
-    under :data:`SCORING_BUDGET`.
+    under `SCORING_BUDGET`.
     """
     width = int(metadata["n_trees"]) * max(_n_output_columns(onnx_model, metadata), 1)
     per_tree_output = 48 if metadata["encoding"] == "standard" else 8

@@ -1,8 +1,8 @@
-"""The one entry point of threshold correction: :func:`correct`.
+"""The one entry point of threshold correction: `correct`.
 
 Both ways of training call it: the estimators (every training row in this
-process, :func:`from_rows`) and Dask (per-partition summaries merged at the
-driver, :func:`from_summary`). Given where each split's two nearest
+process, `from_rows`) and Dask (per-partition summaries merged at the
+driver, `from_summary`). Given where each split's two nearest
 training values lie, it places Klein thresholds in the learner's own
 comparison when that comparison separates them, else in float64 through
 split indices, and says which input dtype keeps every split.
@@ -52,7 +52,7 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Correction:
-    """What :func:`correct` decided: the thresholds to write back into the learner."""
+    """What `correct` decided: the thresholds to write back into the learner."""
 
     thresholds: list[np.ndarray]  #: one array per tree, in the learner's own space
     report: CorrectionReport
@@ -92,7 +92,7 @@ def correct(
 
     First in the learner's own comparison; if that cannot separate some
     split's two nearest training values (points far from the origin), in
-    float64 through a :class:`SplitIndex`, which categorical splits cannot
+    float64 through a `SplitIndex`, which categorical splits cannot
     use. Warns about splits with no training row on one side.
     """
     if not comparison.feature_splits:

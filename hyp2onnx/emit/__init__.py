@@ -1,13 +1,13 @@
 """ONNX emitters, and the registry of encodings.
 
-An encoding is one entry of :data:`ENCODINGS` (its name, help text and
-properties) and one tree emitter, ``emit(g, k, k_dtype, ensemble,
+An encoding is one entry of `ENCODINGS` (its name, help text and
+properties) and one tree emitter, ``emit(builder, k, k_dtype, ensemble,
 **options)``, that turns the Klein coordinates ``k`` into the raw scores
 ``[N, n_outputs]``; ``hyp2onnx.emit.strategy.TREE_EMITTERS`` maps each name
 to its emitter, and ``hyp2onnx.emit.strategy.choose_graph`` decides which
 graph a model gets. Every list of encodings (the export's check, the command
 line's choices and help, the skl2onnx options, the verification tolerance)
-is read from :data:`ENCODINGS`. This module imports no ONNX code, so the
+is read from `ENCODINGS`. This module imports no ONNX code, so the
 command line can list encodings cheaply.
 """
 

@@ -12,38 +12,37 @@ trees itself, as the peer's graph does (skl2onnx, onnxmltools):
   order its threads take them;
 * a leaf holds two class fractions (binary scikit-learn classifiers): one
   target per leaf, the class-1 fraction, and class 0 as ``1 - p1`` (one
-  ``Gemm``), the fractions' rounding (:func:`complement_defect`) added to
+  ``Gemm``), the fractions' rounding (`complement_defect`) added to
   the bound;
 * a leaf holds a fraction per class (scikit-learn forests of more classes;
   the opset-5 operator gives a leaf one target only): the ai.onnx.ml
   opset-3 regressor with double thresholds and weights, every leaf adding
-  its C fractions (:func:`~hyp2onnx.emit.trees.class_weight_regressor`).
-  onnxruntime keeps its sums in double and rounds the averages once to
-  float32, which the bound adds (:func:`float32_rounding`) and the metadata
-  states (``values_rounded_to``); the alternatives measured against it stay
-  selectable (:data:`CLASS_VALUES`);
+  its C fractions (`class_weight_regressor`). onnxruntime keeps its sums in
+  double and rounds the averages once to float32, which the bound adds
+  (`float32_rounding`) and the metadata states (``values_rounded_to``); the
+  alternatives measured against it stay selectable (`CLASS_VALUES`);
 * nothing to reorder: the exact graph.
 
-:func:`fast_layout` names these cases; :func:`hyp2onnx.emit.strategy.choose_graph`
+`fast_layout` names these cases; `hyp2onnx.emit.strategy.choose_graph`
 picks one for each model.
 
 Forests divide by the tree count in the operator (its ``AVERAGE``). A model
 comparing in float32 fed float64 Klein coordinates reads them directly
 against float64 boundaries of its float32 thresholds
-(:func:`~hyp2onnx.emit.trees.float32_boundaries`), without the ``Cast`` to
+(`float32_boundaries`), without the ``Cast`` to
 float32 and back.
 
 Routing is the exact encoding's (the same operator attributes and
 thresholds). A sum of ``n`` terms added in two orders differs by at most
 ``2 γ(n-1) Σ|v|``, ``γ(k) = k u / (1 - k u)``, ``u`` the unit roundoff of the
-summation type (docs/math.md, "The summation contract"); :func:`value_bound`
+summation type (docs/math.md, "The summation contract"); `value_bound`
 turns that into one bound on every raw score, written into the graph's
-metadata (``hyp2onnx.value_bound``), from which :func:`hyp2onnx.verify.default_tolerance`
+metadata (``hyp2onnx.value_bound``), from which `hyp2onnx.verify.default_tolerance`
 follows.
 
 A label can depend on the order only where the top two probabilities lie
 within twice that bound (the link functions change distances by a factor of
-at most 1, plus a few roundings: :func:`tie_margin`). On every call the
+at most 1, plus a few roundings: `tie_margin`). On every call the
 graph takes the smallest gap of the batch (``TopK``, ``MatMul``,
 ``ReduceMin``; binary forests ``|p1 - 1/2|``) against the margin, and an
 ``If`` that only when some row is near a tie finds those rows, scores them
@@ -90,15 +89,15 @@ UNIT_ROUNDOFF = {"float32": 2.0**-24, "float64": 2.0**-53}
 #: output column (every tree feeds one column); ``"complement"`` the class-1
 #: fractions of binary leaves, class 0 as ``1 - p1``; ``"class_values"`` every
 #: leaf's class fractions (forests of more classes, plans with ``class_weights``,
-#: as :data:`CLASS_VALUES` says); ``"exact"`` the exact graph (nothing to reorder).
+#: as `CLASS_VALUES` says); ``"exact"`` the exact graph (nothing to reorder).
 FastLayout = Literal["by_column", "complement", "class_values", "exact"]
 #: Leaves holding a fraction per class (scikit-learn forests of more than two
 #: classes), how the fast graph adds them: ``"average"`` (the default) one opset-3
 #: regressor, every leaf adding its C fractions and the operator dividing
-#: (:func:`~hyp2onnx.emit.trees.class_weight_regressor`); ``"classifier"`` the
-#: opset-3 classifier, then a division; ``"per_class"`` C one-target regressors;
-#: ``"exact"`` the exact graph. The others are kept to be measured side by side
-#: (benchmarks/bench_multiclass.py, results in benchmarks/results/multiclass.md).
+#: (`class_weight_regressor`); ``"classifier"`` the opset-3 classifier, then a
+#: division; ``"per_class"`` C one-target regressors; ``"exact"`` the exact graph.
+#: The others are kept to be measured side by side (benchmarks/bench_multiclass.py,
+#: results in benchmarks/results/multiclass.md).
 CLASS_VALUES = "average"
 CLASS_VALUE_CHOICES = ("average", "classifier", "per_class", "exact")
 #: Unit roundoff of float32, to which the opset-3 operator rounds its double sums.
@@ -182,20 +181,20 @@ def tie_margin(ensemble: Ensemble, bound: float) -> float:
     return 2.0 * (bound + rounding)
 
 
-#: ``link(g, scores) -> probabilities``
+#: ``link(builder, scores) -> probabilities``
 Link = Callable[[GraphBuilder, str], str]
-#: ``refine(g, scores, link) -> probabilities``, or ``(probabilities, best)`` where the
-#: guard also gives each row's best class index (int64 [N], numpy's argmax rule)
+#: ``refine(builder, scores, link) -> probabilities``, or ``(probabilities, best)``
+#: where the guard also gives each row's best class index (int64 [N], numpy's argmax rule)
 Refine = Callable[[GraphBuilder, str, Link], str | tuple[str, str]]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Guarded:
-    """What :func:`emit_fast` returns: raw scores, their bound, and the label guard."""
+    """What `emit_fast` returns: raw scores, their bound, and the label guard."""
 
     scores: str
-    bound: float  #: :func:`value_bound`
-    margin: float  #: :func:`tie_margin`
+    bound: float  #: `value_bound`
+    margin: float  #: `tie_margin`
     refine: Refine | None  #: None: no labels depend on the order (or the guard is off)
     #: replaces the link function (binary forests: ``scores`` is p1 alone)
     to_probabilities: Link | None = None
@@ -211,7 +210,7 @@ def complement_defect(ensemble: Ensemble) -> float | None:
     1 but for their roundings. The fast graph adds the class-1 fractions
     alone, with one target per leaf as the peer does, and gives class 0 as
     ``1 - p1``; the defect, computed exactly here (``TwoSum``), enters the
-    value bound (:func:`value_bound`).
+    value bound (`value_bound`).
     """
     if (
         ensemble.classes is None
@@ -239,7 +238,7 @@ def complement_defect(ensemble: Ensemble) -> float | None:
 
 
 def fast_layout(ensemble: Ensemble, plan: TreePlan) -> FastLayout:
-    """How the fast graph adds the trees of ``ensemble`` (see :data:`FastLayout`)."""
+    """How the fast graph adds the trees of ``ensemble`` (see `FastLayout`)."""
     if plan.carries == "values" and per_class_trees(ensemble) is not None:
         layout: FastLayout = "by_column"
     elif complement_defect(ensemble) is not None:
@@ -252,7 +251,7 @@ def fast_layout(ensemble: Ensemble, plan: TreePlan) -> FastLayout:
 
 
 def emit_fast(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     k: str,
     k_dtype: str,
     ensemble: Ensemble,
@@ -264,27 +263,27 @@ def emit_fast(
 ) -> Guarded:
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` summed in the runtime's order.
 
-    ``layout`` is :func:`fast_layout`'s. ``guard`` False leaves out the
+    ``layout`` is `fast_layout`'s. ``guard`` False leaves out the
     near-tie guard, whose labels may then differ from the model's (tests
     show such an input); the export always keeps it. ``features``: as for
-    :func:`~hyp2onnx.emit.trees.emit_exact` (a map of row blocks to the
+    `emit_exact` (a map of row blocks to the
     float64 columns the ensemble reads).
     """
     if layout == "exact":
-        exact_scores = emit_exact(g, k, k_dtype, ensemble, plan, features=features)
+        exact_scores = emit_exact(builder, k, k_dtype, ensemble, plan, features=features)
         return Guarded(scores=exact_scores, bound=0.0, margin=0.0, refine=None)
     if features is not None:  # the whole batch's columns, for the operator below
-        k = by_row_blocks(g, k, features, ensemble.n_features, "float64")
+        k = by_row_blocks(builder, k, features, ensemble.n_features, "float64")
         k_dtype = "float64"
-    exact = ExactScorer.build(g, ensemble, plan)
+    exact = ExactScorer.build(builder, ensemble, plan)
     bound = value_bound(ensemble)
     rounded_to = None
     if layout == "class_values":  # the opset-3 operator's double sums, rounded to float32
-        scores = _class_value_scores(g, k, k_dtype, ensemble)
+        scores = _class_value_scores(builder, k, k_dtype, ensemble)
         bound += float32_rounding(ensemble, bound)
         rounded_to = "float32"
     else:
-        scores = _reordered_sums(g, k, k_dtype, exact, layout=layout)
+        scores = _reordered_sums(builder, k, k_dtype, exact, layout=layout)
     margin = tie_margin(ensemble, bound)
     complement = layout == "complement"
     # "average": the operator's float32 output is the scores, widened in the link
@@ -310,33 +309,36 @@ def emit_fast(
     )
 
 
-def _class_value_scores(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
-    """Scores ``[N, C]`` of leaves holding a value per class, by :data:`CLASS_VALUES`
+def _class_value_scores(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
+    """Scores ``[N, C]`` of leaves holding a value per class, by `CLASS_VALUES`
     (all but ``"exact"``): float32 for ``"average"``, else float64 holding float32
     values."""
-    rows, boundaries = _double_input(g, k, k_dtype, ensemble)
+    rows, boundaries = _double_input(builder, k, k_dtype, ensemble)
     classes = np.arange(ensemble.n_outputs)
     dtype = ensemble.sum_dtype
     averaged = ensemble.aggregate == "mean"  # the operator's AVERAGE divided
     if CLASS_VALUES == "average":  # float32: widened by _widening_link (no base values)
-        return class_weight_regressor(g, rows, ensemble, boundaries=boundaries, classes=classes)
+        return class_weight_regressor(
+            builder, rows, ensemble, boundaries=boundaries, classes=classes
+        )
     if CLASS_VALUES == "per_class":
         columns = [
             class_weight_regressor(
-                g, rows, ensemble, boundaries=boundaries, classes=classes[c : c + 1]
+                builder, rows, ensemble, boundaries=boundaries, classes=classes[c : c + 1]
             )
             for c in classes
         ]
-        raw = g.op(STAGE, "Concat", columns, axis=1)
-        return finish_scores(g, g.cast(STAGE, raw, dtype), ensemble, dtype, averaged=averaged)
+        raw = builder.op(STAGE, "Concat", columns, axis=1)
+        widened = builder.cast(STAGE, raw, dtype)
+        return finish_scores(builder, widened, ensemble, dtype, averaged=averaged)
     if CLASS_VALUES == "classifier":
-        raw = class_weight_classifier(g, rows, ensemble, boundaries=boundaries)
-        return finish_scores(g, g.cast(STAGE, raw, dtype), ensemble, dtype)
+        raw = class_weight_classifier(builder, rows, ensemble, boundaries=boundaries)
+        return finish_scores(builder, builder.cast(STAGE, raw, dtype), ensemble, dtype)
     raise ValueError(f"CLASS_VALUES must be one of {CLASS_VALUE_CHOICES}, got {CLASS_VALUES!r}")
 
 
 def _reordered_sums(
-    g: GraphBuilder, k: str, k_dtype: str, exact: ExactScorer, *, layout: FastLayout
+    builder: GraphBuilder, k: str, k_dtype: str, exact: ExactScorer, *, layout: FastLayout
 ) -> str:
     """The tree operator adding the trees itself: one target per output column
     (``"by_column"``) or the class-1 fractions alone (``"complement"``)."""
@@ -365,13 +367,15 @@ def _reordered_sums(
             "n_targets": 1,
         }
     if plan.operator == "legacy":  # only ever with by_column (plan_trees)
-        rows = exact.operator_input(g, k, k_dtype)
-        raw = legacy_regressor(g, rows, ensemble, average=average, **targets)
+        rows = exact.operator_input(builder, k, k_dtype)
+        raw = legacy_regressor(builder, rows, ensemble, average=average, **targets)
     else:
-        rows, boundaries = _double_input(g, k, k_dtype, ensemble)
-        raw = tree_ensemble_v5(g, rows, ensemble, average=average, boundaries=boundaries, **targets)
-    raw = cast_to(g, raw, exact.out_dtype, ensemble.sum_dtype)
-    return finish_scores(g, raw, ensemble, ensemble.sum_dtype, averaged=average)
+        rows, boundaries = _double_input(builder, k, k_dtype, ensemble)
+        raw = tree_ensemble_v5(
+            builder, rows, ensemble, average=average, boundaries=boundaries, **targets
+        )
+    raw = cast_to(builder, raw, exact.out_dtype, ensemble.sum_dtype)
+    return finish_scores(builder, raw, ensemble, ensemble.sum_dtype, averaged=average)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -393,10 +397,10 @@ def _complement_link(dtype: str) -> Link:
     """``p1 [N, 1] -> [1 - p1, p1]`` in one ``Gemm`` (``p1 · [-1, 1] + [1, 0]``: the
     products are exact, so each entry is rounded once, as ``1 - p1`` and ``p1``)."""
 
-    def to_probabilities(g: GraphBuilder, p1: str) -> str:
-        signs = g.const(STAGE, "minus_plus", np.array([[-1.0, 1.0]]), dtype)
-        offset = g.const(STAGE, "one_zero", np.array([1.0, 0.0]), dtype)
-        return g.op(STAGE, "Gemm", [p1, signs, offset])
+    def to_probabilities(builder: GraphBuilder, p1: str) -> str:
+        signs = builder.const(STAGE, "minus_plus", np.array([[-1.0, 1.0]]), dtype)
+        offset = builder.const(STAGE, "one_zero", np.array([1.0, 0.0]), dtype)
+        return builder.op(STAGE, "Gemm", [p1, signs, offset])
 
     return to_probabilities
 
@@ -405,17 +409,19 @@ def _widening_link(dtype: str) -> Link:
     """The float32 scores of the opset-3 operator as ``dtype`` probabilities (identity
     link, no base values: scikit-learn forests)."""
 
-    def to_probabilities(g: GraphBuilder, scores: str) -> str:
-        return g.cast(STAGE, scores, dtype)
+    def to_probabilities(builder: GraphBuilder, scores: str) -> str:
+        return builder.cast(STAGE, scores, dtype)
 
     return to_probabilities
 
 
-def _double_input(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> tuple[str, bool]:
+def _double_input(
+    builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble
+) -> tuple[str, bool]:
     """The opset-5 operator's float64 input, and whether its thresholds are float32 boundaries.
 
     A model comparing in float32 fed float64 Klein coordinates reads them as
-    they are, against :func:`~hyp2onnx.emit.trees.float32_boundaries` (no
+    they are, against `float32_boundaries` (no
     ``Cast`` to float32 and back); otherwise as the exact encoding does.
     """
     if (
@@ -428,10 +434,10 @@ def _double_input(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> 
     ):
         return k, True
     compare = ensemble.compare_dtype
-    return cast_to(g, cast_to(g, k, k_dtype, compare), compare, "float64"), False
+    return cast_to(builder, cast_to(builder, k, k_dtype, compare), compare, "float64"), False
 
 
-def _guard(g: GraphBuilder, scores: str, link: Link, *, inputs: _GuardInputs) -> str:
+def _guard(builder: GraphBuilder, scores: str, link: Link, *, inputs: _GuardInputs) -> str:
     """``probabilities`` with the rows near a tie recomputed from exact scores.
 
     On every call: the top two probabilities of each row (``TopK``), their
@@ -440,21 +446,23 @@ def _guard(g: GraphBuilder, scores: str, link: Link, *, inputs: _GuardInputs) ->
     branch taken when some row is near a tie finds those rows and rescores them.
     """
     dtype = inputs.ensemble.sum_dtype
-    probabilities = link(g, scores)
-    gap = _top_two_gap(g, probabilities, dtype)
-    tie_margin = g.const(GUARD_STAGE, "tie_margin", inputs.margin, dtype)
-    least = g.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
-    any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
+    probabilities = link(builder, scores)
+    gap = _top_two_gap(builder, probabilities, dtype)
+    tie_margin = builder.const(GUARD_STAGE, "tie_margin", inputs.margin, dtype)
+    least = builder.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
+    any_near = builder.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
 
-    redo = g.child()
+    redo = builder.child()
     near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
     redone = link(redo, _rescore(redo, near, scores, inputs))
-    keep = g.child()
+    keep = builder.child()
     kept = keep.op(GUARD_STAGE, "Identity", [probabilities])
-    return _branch(g, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype)
+    return _branch(
+        builder, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype
+    )
 
 
-def _binary_guard(g: GraphBuilder, p1: str, link: Link, *, inputs: _GuardInputs) -> str:
+def _binary_guard(builder: GraphBuilder, p1: str, link: Link, *, inputs: _GuardInputs) -> str:
     """The guard of binary forests, whose scores are ``p1 [N, 1]`` and probabilities
     ``[1 - p1, p1]``: the link runs inside the ``If``, where it is needed anyway.
 
@@ -468,28 +476,30 @@ def _binary_guard(g: GraphBuilder, p1: str, link: Link, *, inputs: _GuardInputs)
     dtype, margin = inputs.ensemble.sum_dtype, inputs.margin
     near_half = margin / 2.0 + UNIT_ROUNDOFF[dtype]
     if near_half >= 0.25:  # not the case for any bound of this module; kept general
-        return _guard(g, p1, link, inputs=inputs)
-    half = g.const(GUARD_STAGE, "half", 0.5, dtype)
-    distance = g.op(GUARD_STAGE, "Abs", [g.op(GUARD_STAGE, "Sub", [p1, half])])
-    least = g.op(GUARD_STAGE, "ReduceMin", [distance], keepdims=0)
-    limit = g.const(GUARD_STAGE, "near_half", near_half, dtype)
-    any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, limit])
+        return _guard(builder, p1, link, inputs=inputs)
+    half = builder.const(GUARD_STAGE, "half", 0.5, dtype)
+    distance = builder.op(GUARD_STAGE, "Abs", [builder.op(GUARD_STAGE, "Sub", [p1, half])])
+    least = builder.op(GUARD_STAGE, "ReduceMin", [distance], keepdims=0)
+    limit = builder.const(GUARD_STAGE, "near_half", near_half, dtype)
+    any_near = builder.op(GUARD_STAGE, "LessOrEqual", [least, limit])
 
-    redo = g.child()
+    redo = builder.child()
     probabilities = link(redo, p1)
     gap = _top_two_gap(redo, probabilities, dtype)
     near = redo.op(
-        GUARD_STAGE, "LessOrEqual", [gap, g.const(GUARD_STAGE, "tie_margin", margin, dtype)]
+        GUARD_STAGE, "LessOrEqual", [gap, builder.const(GUARD_STAGE, "tie_margin", margin, dtype)]
     )
     # identity link: the exact scores are the probabilities
     redone = _rescore(redo, near, probabilities, inputs)
-    keep = g.child()
+    keep = builder.child()
     kept = link(keep, p1)
-    return _branch(g, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype)
+    return _branch(
+        builder, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype
+    )
 
 
 def _rounded_guard(
-    g: GraphBuilder, raw: str, link: Link, *, inputs: _GuardInputs
+    builder: GraphBuilder, raw: str, link: Link, *, inputs: _GuardInputs
 ) -> tuple[str, str]:
     """The guard of the opset-3 operator's float32 scores ``raw``: ``(probabilities,
     best class)``, both from inside the ``If``, so that a call without near-ties runs
@@ -502,36 +512,36 @@ def _rounded_guard(
     rescored. ``ArgMax`` of the float32 scores is that of their exact widening.
     """
     dtype, margin = inputs.ensemble.sum_dtype, inputs.margin
-    gap = _top_two_gap(g, raw, "float32")
+    gap = _top_two_gap(builder, raw, "float32")
     limit = np.float32(margin)
     if float(limit) < margin:
         limit = np.nextafter(limit, np.float32(np.inf))
-    tie_margin = g.const(GUARD_STAGE, "tie_margin", limit, np.float32)
-    least = g.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
-    any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
+    tie_margin = builder.const(GUARD_STAGE, "tie_margin", limit, np.float32)
+    least = builder.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
+    any_near = builder.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
 
-    redo = g.child()
+    redo = builder.child()
     near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
     redone = _rescore(redo, near, link(redo, raw), inputs)
     redone_best = redo.op(GUARD_STAGE, "ArgMax", [redone], axis=1, keepdims=0)
-    keep = g.child()
+    keep = builder.child()
     kept = link(keep, raw)
     kept_best = keep.op(GUARD_STAGE, "ArgMax", [raw], axis=1, keepdims=0)
     out_info = helper.make_tensor_value_info
     elem = onnx_type(dtype)
     branches = {
         name: helper.make_graph(
-            b.nodes,
+            branch.nodes,
             name,
             [],
             [out_info(p, elem, None), out_info(best, TensorProto.INT64, None)],
         )
-        for name, b, p, best in (
+        for name, branch, p, best in (
             ("near_ties", redo, redone, redone_best),
             ("no_near_ties", keep, kept, kept_best),
         )
     }
-    probabilities, best = g.op(
+    probabilities, best = builder.op(
         GUARD_STAGE,
         "If",
         [any_near],
@@ -542,13 +552,13 @@ def _rounded_guard(
     return probabilities, best
 
 
-def _top_two_gap(g: GraphBuilder, probabilities: str, dtype: str) -> str:
+def _top_two_gap(builder: GraphBuilder, probabilities: str, dtype: str) -> str:
     """``[N]``: each row's largest probability minus its second largest."""
-    two = g.const(GUARD_STAGE, "two", [2], np.int64)
-    top, _ = g.op(GUARD_STAGE, "TopK", [probabilities, two], axis=1, n_outputs=2)
+    two = builder.const(GUARD_STAGE, "two", [2], np.int64)
+    top, _ = builder.op(GUARD_STAGE, "TopK", [probabilities, two], axis=1, n_outputs=2)
     # first minus second, one rounding as a Sub would make ([N, 2] x [2] -> [N])
-    first_minus_second = g.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)
-    return g.op(GUARD_STAGE, "MatMul", [top, first_minus_second])
+    first_minus_second = builder.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)
+    return builder.op(GUARD_STAGE, "MatMul", [top, first_minus_second])
 
 
 def _rescore(redo: GraphBuilder, near: str, scores: str, inputs: _GuardInputs) -> str:
@@ -564,7 +574,7 @@ def _rescore(redo: GraphBuilder, near: str, scores: str, inputs: _GuardInputs) -
 
 
 def _branch(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     near: str,
     *,
     near_ties: tuple[GraphBuilder, str],
@@ -577,4 +587,4 @@ def _branch(
     elem = onnx_type(dtype)
     redo_graph = helper.make_graph(redo.nodes, "near_ties", [], [out_info(redone, elem, None)])
     keep_graph = helper.make_graph(keep.nodes, "no_near_ties", [], [out_info(kept, elem, None)])
-    return g.op(GUARD_STAGE, "If", [near], then_branch=redo_graph, else_branch=keep_graph)
+    return builder.op(GUARD_STAGE, "If", [near], then_branch=redo_graph, else_branch=keep_graph)

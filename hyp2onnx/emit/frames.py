@@ -1,7 +1,7 @@
 """ONNX nodes for frame coordinates: the linear-fractional features of rotation forests.
 
 An ensemble with ``Ensemble.frames`` set tests column ``j`` of
-``F = frame_features(k, frames)`` (:mod:`hyp2onnx.ir.frames`). The graph
+``F = frame_features(k, frames)`` (`hyp2onnx.ir.frames`). The graph
 computes ``F`` as the Python model does, operation for operation: every
 numerator and every denominator is ``a``, then ``+ k_0 w_0``, ``+ k_1 w_1``,
 ... (one ``Mul`` and one ``Add`` per Klein feature, float64, on the
@@ -13,9 +13,9 @@ and the tree stage routes every row as Python does.
 A ``MatMul`` would let the runtime choose the order of the sums, and most
 frame coordinates would then differ from numpy's fixed-order sums in their
 last bits (docs/rotation.md). Only the columns some split reads are
-computed (:func:`remap_frames`), and only their frames' denominators. The
+computed (`remap_frames`), and only their frames' denominators. The
 exact and default encodings run the chain inside their own row blocks
-(:func:`frame_chain`), right before the tree operator reads its output.
+(`frame_chain`), right before the tree operator reads its output.
 """
 
 from __future__ import annotations
@@ -65,15 +65,15 @@ def remap_frames(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
 
 
 def frame_chain(
-    g: GraphBuilder, k_dtype: str, ensemble: Ensemble
+    builder: GraphBuilder, k_dtype: str, ensemble: Ensemble
 ) -> tuple[Callable[[GraphBuilder, str], str], Ensemble]:
     """The chain as a map of row blocks, and the ensemble that reads its output.
 
-    The map takes ``[b, u]`` Klein rows (the features :func:`remap_frames`
+    The map takes ``[b, u]`` Klein rows (the features `remap_frames`
     returned, in ``k_dtype``) to their ``[b, m]`` float64 frame coordinates;
     the ensemble reads those as plain features (``frames`` cleared). The
     exact encoding applies the map inside its own row blocks
-    (:func:`hyp2onnx.emit.trees.emit_exact`), so that the coordinates are
+    (`hyp2onnx.emit.trees.emit_exact`), so that the coordinates are
     routed while they are in cache and never make a whole-batch tensor.
     """
     frames = ensemble.frames
@@ -83,45 +83,49 @@ def frame_chain(
     m, n_frames = frames.n_columns, frames.denominator.shape[1]
     # Numerators and denominators in one chain: [m + n_frames] sums per row.
     weights = np.concatenate([frames.numerator, frames.denominator], axis=1)
-    constant = g.const(STAGE, "constant", weights[0][:, None])
-    terms = [g.const(STAGE, f"weights_{f}", weights[1 + f][:, None]) for f in range(n_features)]
+    constant = builder.const(STAGE, "constant", weights[0][:, None])
+    terms = [
+        builder.const(STAGE, f"weights_{f}", weights[1 + f][:, None]) for f in range(n_features)
+    ]
     starts = {
-        name: g.const(STAGE, name, [value], np.int64)
+        name: builder.const(STAGE, name, [value], np.int64)
         for name, value in (("zero", 0), ("m", m), ("end", m + n_frames))
     }
-    frame = g.const(STAGE, "frame", frames.frame.astype(np.int64))
+    frame = builder.const(STAGE, "frame", frames.frame.astype(np.int64))
 
-    def chain(b: GraphBuilder, rows: str) -> str:
+    def chain(block: GraphBuilder, rows: str) -> str:
         """[b, u] Klein rows -> [b, m] frame coordinates (computed transposed, [m, b])."""
         if k_dtype != "float64":
-            rows = b.cast(STAGE, rows, np.float64)
-        k_t = b.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [u, b]
+            rows = block.cast(STAGE, rows, np.float64)
+        k_t = block.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [u, b]
         if n_features == 1:
             parts = [k_t]
         else:
-            count: dict[str, Any] = {"num_outputs": n_features} if b.opset >= 18 else {}
-            parts = b.op(STAGE, "Split", [k_t], n_outputs=n_features, axis=0, **count)
+            count: dict[str, Any] = {"num_outputs": n_features} if block.opset >= 18 else {}
+            parts = block.op(STAGE, "Split", [k_t], n_outputs=n_features, axis=0, **count)
         total = constant  # [m + F, 1]: Python's first product, 1 * a, is a exactly
         for part, weight in zip(parts, terms, strict=True):
-            total = b.op(STAGE, "Add", [total, b.op(STAGE, "Mul", [part, weight])])
-        numerator = b.op(STAGE, "Slice", [total, starts["zero"], starts["m"]])
-        denominator = b.op(STAGE, "Slice", [total, starts["m"], starts["end"]])
-        below = b.op(STAGE, "Gather", [denominator, frame], axis=0)  # [m, b]
-        return b.op(STAGE, "Transpose", [b.op(STAGE, "Div", [numerator, below])], perm=[1, 0])
+            total = block.op(STAGE, "Add", [total, block.op(STAGE, "Mul", [part, weight])])
+        numerator = block.op(STAGE, "Slice", [total, starts["zero"], starts["m"]])
+        denominator = block.op(STAGE, "Slice", [total, starts["m"], starts["end"]])
+        below = block.op(STAGE, "Gather", [denominator, frame], axis=0)  # [m, b]
+        return block.op(
+            STAGE, "Transpose", [block.op(STAGE, "Div", [numerator, below])], perm=[1, 0]
+        )
 
     return chain, replace(ensemble, frames=None, n_features=m)
 
 
 def emit_frames(
-    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble
+    builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble
 ) -> tuple[str, str, Ensemble]:
     """Frame coordinates ``[N, m]`` (float64) of Klein coordinates ``k``, the whole batch.
 
-    ``k`` holds the Klein features :func:`remap_frames` returned, in order.
+    ``k`` holds the Klein features `remap_frames` returned, in order.
     Returns the coordinates, their dtype and the ensemble that reads them as
     plain features (``frames`` cleared), for the tree stage. (The exact
-    encoding takes :func:`frame_chain` instead, block by block.)
+    encoding takes `frame_chain` instead, block by block.)
     """
-    chain, planar = frame_chain(g, k_dtype, ensemble)
-    coordinates = by_row_blocks(g, k, chain, planar.n_features, "float64")
+    chain, planar = frame_chain(builder, k_dtype, ensemble)
+    coordinates = by_row_blocks(builder, k, chain, planar.n_features, "float64")
     return coordinates, "float64", planar

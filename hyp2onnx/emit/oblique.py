@@ -2,7 +2,7 @@
 
 An oblique ensemble (``Ensemble.projection`` set) tests column ``j`` of
 ``P = project(k, normals)``. The graph computes ``P`` as
-:func:`hyp2onnx.ir.projection.project` does, operation for operation: ``Split``
+`hyp2onnx.ir.projection.project` does, operation for operation: ``Split``
 the Klein columns, then ``P = k_0 * w_0``, ``P = P + k_1 * w_1``, ... in
 float64, one ``Mul`` and one ``Add`` per Klein feature (on the transposed
 ``[m, N]`` layout, which onnxruntime broadcasts fastest, and in blocks of
@@ -38,7 +38,7 @@ def remap_projection(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
     whose every weight is zero adds only ``+-0`` to a finite sum, which
     changes no projection's value. A tree of leaves only gets the plain
     (axis-parallel) form with one Klein column, as
-    :func:`hyp2onnx.emit.trees.remap_features` gives it.
+    `hyp2onnx.emit.trees.remap_features` gives it.
     """
     if ensemble.projection is None:
         raise ValueError("remap_projection takes an oblique ensemble (projection set)")
@@ -61,12 +61,12 @@ def remap_projection(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
 
 
 def emit_normals(
-    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble
+    builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble
 ) -> tuple[str, str, Ensemble]:
     """Projections ``[N, n_columns]`` (float64) of Klein coordinates ``k``.
 
     ``k`` holds the Klein features of ``ensemble.projection``'s rows, in
-    order (what :func:`remap_projection` returns as used). Returns the
+    order (what `remap_projection` returns as used). Returns the
     projections, their dtype and the ensemble that reads them as plain
     features (``projection`` cleared), for the tree stage.
     """
@@ -75,34 +75,34 @@ def emit_normals(
         raise ValueError("emit_normals takes an oblique ensemble (projection set)")
     n_features = normals.shape[0]
     if k_dtype != "float64":
-        k = g.cast(STAGE, k, np.float64)
+        k = builder.cast(STAGE, k, np.float64)
     weights = [
-        g.const(STAGE, f"normals_{f}", normals[f].astype(np.float64)[:, None])
+        builder.const(STAGE, f"normals_{f}", normals[f].astype(np.float64)[:, None])
         for f in range(n_features)
     ]
 
-    def chain(b: GraphBuilder, rows: str) -> str:
+    def chain(block: GraphBuilder, rows: str) -> str:
         """[b, u] Klein rows -> [b, m] projections.
 
         Computed transposed, [m, b]: each Mul broadcasts one weight over a
         whole row of values, where [b, 1] * [m] would loop over b short
         rows (several times slower in onnxruntime). Same operations, same order.
         """
-        k_t = b.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [u, b]
+        k_t = block.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [u, b]
         if n_features == 1:
             parts = [k_t]
         else:
-            count = {"num_outputs": n_features} if b.opset >= 18 else {}
-            parts = b.op(STAGE, "Split", [k_t], n_outputs=n_features, axis=0, **count)
+            count = {"num_outputs": n_features} if block.opset >= 18 else {}
+            parts = block.op(STAGE, "Split", [k_t], n_outputs=n_features, axis=0, **count)
         total = None
         for part, weight in zip(parts, weights, strict=True):
-            term = b.op(STAGE, "Mul", [part, weight])  # [1, b] * [m, 1] -> [m, b]
-            total = term if total is None else b.op(STAGE, "Add", [total, term])
+            term = block.op(STAGE, "Mul", [part, weight])  # [1, b] * [m, 1] -> [m, b]
+            total = term if total is None else block.op(STAGE, "Add", [total, term])
         assert total is not None  # an oblique ensemble has at least one projection
-        return b.op(STAGE, "Transpose", [total], perm=[1, 0])
+        return block.op(STAGE, "Transpose", [total], perm=[1, 0])
 
     # In blocks of rows, so that the [m, b] intermediates stay in cache
     # (several times faster on large batches than one pass over the batch).
-    projections = by_row_blocks(g, k, chain, int(normals.shape[1]), "float64")
+    projections = by_row_blocks(builder, k, chain, int(normals.shape[1]), "float64")
     planar = replace(ensemble, projection=None, n_features=int(normals.shape[1]))
     return projections, "float64", planar

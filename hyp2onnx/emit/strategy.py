@@ -1,16 +1,16 @@
 """Which graph ``to_onnx`` builds for a model: every choice, made in one place.
 
-[choose_graph][hyp2onnx.emit.strategy.choose_graph] takes the IR model and
+`choose_graph` takes the IR model and
 the encoding asked for, and returns a
-[GraphStrategy][hyp2onnx.emit.strategy.GraphStrategy] naming each choice:
+`GraphStrategy` naming each choice:
 the encoding used, how the trees' features are made, the tree emitter (a
-function, from [TREE_EMITTERS][hyp2onnx.emit.strategy.TREE_EMITTERS]), the
+function, from `TREE_EMITTERS`), the
 tree operator and what it carries, the fast encoding's leaf layout, how the
 exact sums meet a batch, and the outputs. ``hyp2onnx.export.compile_model``
 builds what the strategy says, and nothing else chooses.
 
-The choices need the fast encoding's bound (:mod:`hyp2onnx.emit.fast`) as
-well as the tree operators (:mod:`hyp2onnx.emit.trees`), so they live above
+The choices need the fast encoding's bound (`hyp2onnx.emit.fast`) as
+well as the tree operators (`hyp2onnx.emit.trees`), so they live above
 both: no emitter imports this module.
 """
 
@@ -49,8 +49,8 @@ LEGACY_MAX_NODES = 30_000_000
 #: one copy and always go through the Loop.
 SHORT_PATH_MAX_NODES = 200_000
 
-#: ``emit(g, k, k_dtype, ensemble, **options) -> raw scores`` (a name, or
-#: :class:`~hyp2onnx.emit.fast.Guarded` for the fast encoding).
+#: ``emit(builder, k, k_dtype, ensemble, **options) -> raw scores`` (a name, or
+#: `Guarded` for the fast encoding).
 TreeEmitter = Callable[..., "str | Guarded"]
 
 #: The tree emitter of each encoding. The registry ``hyp2onnx.emit.ENCODINGS``
@@ -73,7 +73,7 @@ Features = Literal["klein", "oblique", "frames", "frames_by_block"]
 
 @dataclass(frozen=True, kw_only=True)
 class GraphStrategy:
-    """The graph ``compile_model`` builds for one model (see :func:`choose_graph`)."""
+    """The graph ``compile_model`` builds for one model (see `choose_graph`)."""
 
     #: the encoding used, as the graph's metadata records it
     encoding: Encoding
@@ -96,7 +96,7 @@ class GraphStrategy:
     task: Task
 
     def emitter_options(self) -> dict[str, Any]:
-        """The keywords ``trees`` takes besides ``(g, k, k_dtype, ensemble)``."""
+        """The keywords ``trees`` takes besides ``(builder, k, k_dtype, ensemble)``."""
         if self.trees is emit_fast:
             return {"plan": self.operator, "layout": self.layout, "guard": self.guard}
         return {} if self.operator is None else {"plan": self.operator}
@@ -112,26 +112,26 @@ def choose_graph(
        summed path lengths with a threshold: the sums keep tree order; HyperDT
        models, ``hyp2onnx.export.hyperdt``, do the same). Categorical splits
        need an encoding with set membership.
-    2. **Features** the trees read (:data:`Features`), from Klein coordinates
-       in the precision the trees compare (:func:`_klein_dtype`): oblique
+    2. **Features** the trees read (`Features`), from Klein coordinates
+       in the precision the trees compare (`_klein_dtype`): oblique
        trees project onto their normals, rotation forests map to their frames
        (for fast and exact block by block); isolation forests' walks project
        by themselves.
-    3. **Tree emitter**, a function: :data:`TREE_EMITTERS` by encoding, or for
+    3. **Tree emitter**, a function: `TREE_EMITTERS` by encoding, or for
        oblique isolation forests (not compat) a level-by-level walk,
        ``emit_perfect_walk`` while its tables stay within
        ``PERFECT_MAX_ENTRIES``, else ``emit_oblique_walk``.
-    4. **Tree operator** (:func:`plan_trees`): legacy opset-1
+    4. **Tree operator** (`plan_trees`): legacy opset-1
        ``TreeEnsembleRegressor`` (compat; float32 comparisons) or opset-5
        ``TreeEnsemble`` in double (float64 comparisons, categorical splits,
-       fast binary forests, past :data:`LEGACY_MAX_NODES` nodes), carrying
+       fast binary forests, past `LEGACY_MAX_NODES` nodes), carrying
        each tree's leaf value or its leaf's row in a value table.
     5. **Leaf layout** of the fast encoding (``fast_layout``): a target per
        output column, class 1 alone with class 0 as ``1 - p1``, C fractions a
        leaf (``TreePlan.class_weights``), or else the exact graph (bound 0).
-    6. **Row batching** of the exact sums (:func:`row_batching`): the whole
+    6. **Row batching** of the exact sums (`row_batching`): the whole
        batch for one tree; an ``If`` sending short batches past the row-block
-       ``Loop`` up to :data:`SHORT_PATH_MAX_NODES` nodes; the ``Loop`` beyond.
+       ``Loop`` up to `SHORT_PATH_MAX_NODES` nodes; the ``Loop`` beyond.
     7. **Outputs**, by the model's task: label and probabilities, values, or
        an isolation forest's label, scores and path lengths.
 
@@ -217,34 +217,34 @@ def _klein_dtype(model: Model, remapped: Ensemble, spec: Encoding, input_dtype: 
 
 
 def emit_features(
-    g: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
+    builder: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
 ) -> tuple[str, str, Ensemble, dict[str, Any]]:
     """The columns the trees read, from Klein coordinates ``k``, as ``strategy.features``
     says: their name, dtype, the ensemble that reads them, and the emitter's
     ``features=`` keyword for frames made block by block."""
     ensemble = strategy.ensemble
     if strategy.features == "oblique":
-        return (*emit_normals(g, k, k_dtype, ensemble), {})
+        return (*emit_normals(builder, k, k_dtype, ensemble), {})
     if strategy.features == "frames":
-        return (*emit_frames(g, k, k_dtype, ensemble), {})
+        return (*emit_frames(builder, k, k_dtype, ensemble), {})
     if strategy.features == "frames_by_block":
-        by_block, planar = frame_chain(g, k_dtype, ensemble)
+        by_block, planar = frame_chain(builder, k_dtype, ensemble)
         return k, k_dtype, planar, {"features": by_block}
     return k, k_dtype, ensemble, {}
 
 
 def emit_trees(
-    g: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
+    builder: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
 ) -> tuple[str | Guarded, Ensemble]:
     """The raw scores of Klein coordinates ``k``, built as ``strategy`` says, and the
     ensemble they come from (for the outputs)."""
-    columns, columns_dtype, ensemble, by_block = emit_features(g, k, k_dtype, strategy)
+    columns, columns_dtype, ensemble, by_block = emit_features(builder, k, k_dtype, strategy)
     options = strategy.emitter_options() | by_block
-    return strategy.trees(g, columns, columns_dtype, ensemble, **options), ensemble
+    return strategy.trees(builder, columns, columns_dtype, ensemble, **options), ensemble
 
 
 def row_batching(ensemble: Ensemble, *, by_block: bool = False) -> Batching:
-    """How the exact sums meet a batch (step 6): see :data:`~hyp2onnx.emit.trees.Batching`.
+    """How the exact sums meet a batch (step 6): see `Batching`.
 
     ``by_block``: the features are made block by block, so rows always go
     in blocks (never the whole batch at once).
@@ -257,10 +257,10 @@ def row_batching(ensemble: Ensemble, *, by_block: bool = False) -> Batching:
 def plan_trees(
     ensemble: Ensemble, encoding: str, *, legacy_only: bool = False, by_block: bool = False
 ) -> TreePlan:
-    """Choose the operator, what it carries and the batching (see :class:`TreePlan`).
+    """Choose the operator, what it carries and the batching (see `TreePlan`).
 
     ``legacy_only`` (for hosts such as skl2onnx that cap ai.onnx.ml below
-    opset 5) raises :class:`ValueError` when the exact encoding needs v5.
+    opset 5) raises `ValueError` when the exact encoding needs v5.
     """
     operator: Literal["legacy", "v3", "v5"]
     operator, carries = _operator(ensemble, encoding, legacy_only=legacy_only)
@@ -298,7 +298,7 @@ def _class_fractions(ensemble: Ensemble) -> bool:
     """Whether leaves hold a fraction per class of more than two classes, averaged over
     the trees with no link or base values (scikit-learn forests), with something to
     reorder: the fast graph then adds them all with the opset-3 operator, and the
-    guard's exact rescoring uses the legacy operator, which opset 3 still has."""
+    guard's exact rescoring uses an operator opset 3 still has."""
     return bool(
         ensemble.n_outputs > 2
         and ensemble.aggregate == "mean"

@@ -37,11 +37,11 @@ With ``splits="axis", threshold_law="klein"`` the forest *is* scikit-learn's
 ``IsolationForest`` fitted on the Klein coordinates (``estimator_``): same
 random draws, same trees, same scores bit for bit. The other designs grow
 their trees here, comparing float64 Klein coordinates (or float64 oblique
-projections, :func:`hyp2onnx.ir.projection.project`) with float64 thresholds.
+projections, `hyp2onnx.ir.projection.project`) with float64 thresholds.
 
 Exactness: each leaf's path length ``(depth + 1 + c(n)) - 1`` is stored in
 the leaf (scikit-learn's own expression and order), the forest adds them
-tree by tree in float64 (:func:`hyp2onnx.ir.predict_scores`), and the graph
+tree by tree in float64 (`hyp2onnx.ir.predict_scores`), and the graph
 repeats those additions, so the summed path lengths are bit-identical.
 ``predict`` is decided in path-length space: a point is an outlier iff its
 summed path length is below ``path_threshold_``, the smallest float64 sum
@@ -421,7 +421,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         centred splits it ranks outliers of embedded hierarchies better
         (``docs/isolation.md``).
     input_geometry, curvature, timelike_dim, check_manifold
-        As for :class:`HyperbolicDecisionTreeClassifier`.
+        As for [`HyperbolicDecisionTreeClassifier`][hyp2onnx.HyperbolicDecisionTreeClassifier].
 
     Attributes
     ----------

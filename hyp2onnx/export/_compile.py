@@ -4,7 +4,7 @@ The graph takes raw points ``X`` [N, D] in the model's input geometry,
 projects the columns the trees read to Klein coordinates, evaluates the
 ensemble and returns ``label`` + ``probabilities`` (classifiers) or
 ``variable`` (regressors). Which graph a model gets is decided in
-:func:`hyp2onnx.emit.strategy.choose_graph`.
+`hyp2onnx.emit.strategy.choose_graph`.
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ from ._model_file import (
 
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
-#: The oldest ai.onnx opset hyp2onnx emits (the newest is :func:`max_opset`).
+#: The oldest ai.onnx opset hyp2onnx emits (the newest is `max_opset`).
 MIN_OPSET = 13
 
 
 def check_opset(target_opset: Any) -> int:
-    """``target_opset`` (None: :data:`DEFAULT_OPSET`) if hyp2onnx can emit it, else ValueError.
+    """``target_opset`` (None: `DEFAULT_OPSET`) if hyp2onnx can emit it, else ValueError.
 
-    Every opset from :data:`MIN_OPSET` to the newest the installed onnx
+    Every opset from `MIN_OPSET` to the newest the installed onnx
     knows is emitted with the operators that opset has (``tests`` export
     and run each one).
     """
@@ -78,7 +78,7 @@ def describe(
     curvature: float | None = None,
     timelike_dim: int | None = None,
 ) -> Model:
-    """The :class:`~hyp2onnx.ir.Model` of a hyperbolic estimator or a plain Klein model.
+    """The `Model` of a hyperbolic estimator or a plain Klein model.
 
     A plain fitted scikit-learn / XGBoost / LightGBM tree model trained on
     unit-ball Klein coordinates needs ``input_geometry`` (and ``curvature``,
@@ -141,7 +141,12 @@ def _plain_model(
         ),
         n_input_features=n_input,
     )
-    return Model(ensemble, space, backend.name, type(model).__name__)
+    return Model(
+        ensemble=ensemble,
+        space=space,
+        backend=backend.name,
+        estimator_class=type(model).__name__,
+    )
 
 
 def to_onnx(
@@ -158,24 +163,24 @@ def to_onnx(
     """Export ``model`` to an ONNX model taking raw hyperbolic points.
 
     ``dtype`` is the input tensor type; by default (None) the precision the
-    model needs (:func:`input_dtype`): float64 for a model whose splits
+    model needs (`input_dtype`): float64 for a model whose splits
     float32 cannot resolve (points far from the origin), float32 otherwise.
-    ``encoding`` is one of :data:`hyp2onnx.emit.ENCODINGS`: ``"fast"``
+    ``encoding`` is one of `hyp2onnx.emit.ENCODINGS`: ``"fast"``
     (default) routes every row as the Python model does and gives its labels
     exactly, exact ties included, with values within a stated bound (the
     runtime adds the trees in its own order; the bound is in the graph's
-    metadata, see :mod:`hyp2onnx.emit.fast`); ``"exact"`` also reproduces
+    metadata, see `hyp2onnx.emit.fast`); ``"exact"`` also reproduces
     its values bit for bit (probabilities: bit for bit for float64 sums
     without a link function, within 1e-15 with a logistic or softmax, 1e-6
     for XGBoost), slower on many cores; ``"compat"``
     uses the legacy opset-1 operator with float32 thresholds and sums for
-    older runtimes (a :class:`~hyp2onnx.errors.CompatRoutingWarning` says
+    older runtimes (a `CompatRoutingWarning` says
     when it cannot route exactly); ``"standard"`` gives the exact outputs
     without any ai.onnx.ml operator (see ``docs/export.md``). ``target_opset``
-    is the ai.onnx opset (:func:`check_opset`: 13 to the newest the installed
-    onnx knows). The other keywords are for plain Klein models (:func:`describe`).
+    is the ai.onnx opset (`check_opset`: 13 to the newest the installed
+    onnx knows). The other keywords are for plain Klein models (`describe`).
     Models of the original HyperDT (``hyperdt`` 0.0.3) are accepted too and
-    reproduced as HyperDT computes them (:mod:`hyp2onnx.hyperdt`).
+    reproduced as HyperDT computes them (`hyp2onnx.hyperdt`).
     """
     if dtype not in (None, "float32", "float64"):
         raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}.")
@@ -245,7 +250,7 @@ def input_dtype(ir_model: Model) -> Literal["float32", "float64"]:
 
     float64 if float32 cannot separate some split's two nearest training
     rows (hyperbolic estimators record this when fitted, see
-    :mod:`hyp2onnx.correction.tree_space`), else float32; for models that do not
+    `hyp2onnx.correction.tree_space`), else float32; for models that do not
     record it (plain tree models, HyperDT's), the precision they compare in.
     Categorical codes count too: float32 holds every integer up to 2**24
     only, so a membership split with a code from 2**24 on would see a
@@ -280,7 +285,7 @@ def compile_model(
 ) -> onnx.ModelProto:
     """Emit, check and return the ONNX model for an IR model.
 
-    The graph is the one :func:`hyp2onnx.emit.strategy.choose_graph` chooses
+    The graph is the one `hyp2onnx.emit.strategy.choose_graph` chooses
     for ``encoding`` (``strategy``, if given, is used as it is: tests and
     benchmarks build variants with it). ``legacy_only`` restricts the tree
     operator to ai.onnx.ml opset 1 (for hosts that cannot import opset 5)
@@ -334,7 +339,7 @@ def _model_outputs(
     """Labels and probabilities, or values, and the fast encoding's bound and margin.
 
     The fast encoding's emitter returns its scores as
-    :class:`~hyp2onnx.emit.fast.Guarded` (sums in the runtime's order, their
+    `Guarded` (sums in the runtime's order, their
     bound and the label guard); the others return the scores' name.
     """
     if not isinstance(scores, Guarded):
@@ -402,11 +407,11 @@ def save_onnx(
     external_data: bool | None = None,
     **to_onnx_kwargs: Any,
 ) -> onnx.ModelProto:
-    """Export with :func:`to_onnx` and write ``path`` atomically.
+    """Export with `to_onnx` and write ``path`` atomically.
 
     The file appears complete or not at all: it is written to a temporary
     file in the same folder and renamed. With ``overwrite=False`` an
-    existing ``path`` raises :class:`FileExistsError`.
+    existing ``path`` raises `FileExistsError`.
 
     A graph over 2 GiB cannot be one protobuf: it is written as ``path``
     plus ``PATH.data`` holding its tensors, initializers and tensor

@@ -1,7 +1,7 @@
 """An emitted graph made a checked ONNX model with hyp2onnx's metadata, read back and written.
 
-Every exporter ends here (:func:`finish_model`): the estimators' graphs
-(:mod:`._compile`) and HyperDT's (:mod:`.hyperdt`). A graph past protobuf's
+Every exporter ends here (`finish_model`): the estimators' graphs
+(`_compile`) and HyperDT's (`hyperdt`). A graph past protobuf's
 2 GiB is checked and written with external data.
 """
 
@@ -127,7 +127,7 @@ def _write_metadata(
 def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[str, Any]:
     """The hyp2onnx metadata of an exported model, with values parsed.
 
-    Raises :class:`ValueError` if the model carries no hyp2onnx metadata.
+    Raises `ValueError` if the model carries no hyp2onnx metadata.
     """
     onnx_model = (
         model_or_path

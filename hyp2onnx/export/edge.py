@@ -1,11 +1,11 @@
 """Deploy exported graphs beyond onnxruntime's Python package.
 
-* :func:`to_ort` converts a graph to onnxruntime's ``.ort`` format (what
+* [`to_ort`][hyp2onnx.export.edge.to_ort] converts a graph to onnxruntime's ``.ort`` format (what
   onnxruntime's mobile and minimal builds load) with onnxruntime's own tool,
   ``onnxruntime.tools.convert_onnx_models_to_ort``, and writes beside it the
   ``required_operators.config`` that a minimal build's
   ``--include_ops_by_config`` takes.
-* :func:`without_row_blocks` removes the exact encoding's row-block
+* [`without_row_blocks`][hyp2onnx.export.edge.without_row_blocks] removes the exact encoding's row-block
   ``Loop`` (and its sequence operators) from a graph, for a runtime with the
   tree operators but without sequence operators. (The standard encoding,
   for runtimes such as OpenVINO and tract, has no row blocks.)
@@ -140,7 +140,7 @@ def ort_package(
 def write_all(contents: Mapping[Path, bytes], *, overwrite: bool) -> None:
     """Write several files, each atomically; on any failure remove those written here.
 
-    With ``overwrite=False`` an existing file raises :class:`FileExistsError`
+    With ``overwrite=False`` an existing file raises `FileExistsError`
     before anything is written.
     """
     if not overwrite:
@@ -205,7 +205,7 @@ def _row_block_loops(
 ) -> list[tuple[onnx.NodeProto, onnx.NodeProto, str]]:
     """Each top-level row-block ``Loop``, its ``ConcatFromSequence`` and the rows it splits.
 
-    The pattern :func:`hyp2onnx.emit.trees._row_block_loop` writes:
+    The pattern `hyp2onnx.emit.trees._row_block_loop` writes:
     ``SplitToSequence(x)`` -> ``Loop`` whose body reads a block with
     ``SequenceAt`` and appends its result with ``SequenceInsert`` ->
     ``ConcatFromSequence``.

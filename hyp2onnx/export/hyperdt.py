@@ -25,7 +25,7 @@ What each class predicts, reproduced as HyperDT computes it:
 * ``HyperbolicRandomForestClassifier``: ``probabilities`` are the mean of
   the trees' leaf fractions (tree order, then divided; a tree whose
   bootstrap sample missed a class gives it 0, where HyperDT's own
-  ``predict_proba`` fails: see :func:`hyperdt_outputs`); ``label`` is the
+  ``predict_proba`` fails: see `hyperdt_outputs`); ``label`` is the
   *mode* of the trees' labels, the smallest label on a tie
   (``scipy.stats.mode``), which may differ from the most probable class.
 * ``HyperbolicRandomForestRegressor``: HyperDT 0.0.3 inherits the
@@ -150,7 +150,12 @@ def read_hyperdt(model: Any) -> HyperDTModel:
     )
     votes = _votes(nodes, codes, len(trees)) if "Forest" in name else None
     columns = np.array(list(keys), dtype=np.float64).reshape(-1, 3)
-    space = InputSpace("hyperboloid", -abs(float(model.curvature)), timelike, n_input)
+    space = InputSpace(
+        geometry="hyperboloid",
+        curvature=-abs(float(model.curvature)),
+        timelike_dim=timelike,
+        n_input_features=n_input,
+    )
     return HyperDTModel(
         columns_feature=columns[:, 0].astype(np.int64),
         columns_sin=columns[:, 1],
@@ -158,7 +163,7 @@ def read_hyperdt(model: Any) -> HyperDTModel:
         timelike=timelike,
         values=values,
         votes=votes,
-        model=Model(values, space, "hyperdt", name),
+        model=Model(ensemble=values, space=space, backend="hyperdt", estimator_class=name),
     )
 
 
@@ -453,7 +458,7 @@ def _regressor_outputs(
 
 
 def _emit_mode(builder: GraphBuilder, per_tree: str, spec: Encoding) -> str:
-    """[N] mode of the [N, T] per-tree values (smallest on a tie), as :func:`_mode`.
+    """[N] mode of the [N, T] per-tree values (smallest on a tie), as `_mode`.
 
     Counts pairwise equalities ([rows, T, T]); the exact encoding does this
     in blocks of rows (a Loop), the standard one for all rows at once.
@@ -497,7 +502,7 @@ def boundary_rows(
     coordinates (``k_d = cot(theta)``, the other coordinates random) are
     lifted to the hyperboloid and then moved by up to ``ulps_feature`` ulps
     in ``x_d`` and ``ulps_time`` ulps in ``x_t``: the rows a different
-    arithmetic would send the other way. Use them with :func:`hyp2onnx.verify`.
+    arithmetic would send the other way. Use them with `hyp2onnx.verify`.
     """
     hyperdt_model = read_hyperdt(model)
     rng = np.random.default_rng(seed)

@@ -1,11 +1,11 @@
 """skl2onnx converters for hyp2onnx estimators.
 
-After :func:`register_skl2onnx_converters` (``hyp2onnx.register_skl2onnx_converters()``),
+After [`register_skl2onnx_converters`][hyp2onnx.register_skl2onnx_converters] (``hyp2onnx.register_skl2onnx_converters()``),
 ``skl2onnx.to_onnx`` converts a hyperbolic estimator, alone or as a step of
 a scikit-learn ``Pipeline`` (after preprocessing steps skl2onnx converts,
 such as a ``FunctionTransformer`` or a scaler). skl2onnx is an optional
 extra (``pip install 'hyp2onnx[skl2onnx]'``). The converter compiles the
-estimator with :func:`hyp2onnx.export.compile_model` and grafts that graph
+estimator with `hyp2onnx.export.compile_model` and grafts that graph
 into skl2onnx's, renaming every tensor into skl2onnx's scope.
 
 Options (``options={id(model): {...}}`` or ``{type(model): {...}}``):
@@ -13,7 +13,7 @@ Options (``options={id(model): {...}}`` or ``{type(model): {...}}``):
 * ``encoding``: ``"exact"`` (default), ``"compat"`` or ``"standard"``.
   skl2onnx (1.20) accepts ai.onnx.ml opsets up to 3, so the exact encoding
   fits only models that compare in float32 (scikit-learn, XGBoost); export
-  exact LightGBM graphs with :func:`hyp2onnx.to_onnx` or pick another
+  exact LightGBM graphs with [`hyp2onnx.to_onnx`][hyp2onnx.to_onnx] or pick another
   encoding.
 * classifiers take skl2onnx's usual ``zipmap`` (default ``True``: a
   ``ZipMap`` of class to probability, as for scikit-learn's own
