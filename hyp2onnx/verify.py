@@ -206,7 +206,8 @@ def _input_type(onnx_model: onnx.ModelProto) -> Any:
 
 
 def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
-    """``onnx.reference.ReferenceEvaluator`` for ``onnx_model``, with GatherElements fixed.
+    """``onnx.reference.ReferenceEvaluator`` for ``onnx_model``, with GatherElements and
+    the opset-3 TreeEnsembleRegressor's double attributes fixed.
 
     onnx's reference GatherElements (1.23) is built on ``np.choose``, which
     takes at most 64 choices, and its fallback reads the wrong elements for
@@ -215,6 +216,9 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
     """
     from onnx.reference import ReferenceEvaluator
     from onnx.reference.op_run import OpRun
+    from onnx.reference.ops.aionnxml.op_tree_ensemble_regressor import (
+        TreeEnsembleRegressor as Regressor,
+    )
 
     class GatherElements(OpRun):
         def _run(self, data, indices, axis=None):
@@ -222,7 +226,21 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
             indices = np.where(indices < 0, indices + data.shape[axis], indices)
             return (np.take_along_axis(data, indices.astype(np.int64), axis=axis),)
 
-    return ReferenceEvaluator(onnx_model, new_ops=[GatherElements])
+    class TreeEnsembleRegressor(Regressor):
+        op_domain = "ai.onnx.ml"
+
+        def _run(self, X, **attributes):  # type: ignore[override]
+            # onnx 1.23 reads only nodes_values and target_weights, never their
+            # double *_as_tensor forms (the fast graph of multi-class forests)
+            for name in ("nodes_values", "target_weights"):
+                tensor = attributes.get(f"{name}_as_tensor")
+                if attributes.get(name) is None and tensor is not None:
+                    attributes[name] = np.asarray(tensor, dtype=np.float64)
+            # and returns the input's type where the operator's output is float32
+            (y,) = super()._run(X, **attributes)
+            return (y.astype(np.float32),)
+
+    return ReferenceEvaluator(onnx_model, new_ops=[GatherElements, TreeEnsembleRegressor])
 
 
 def _graph_width(onnx_model: onnx.ModelProto) -> int | None:

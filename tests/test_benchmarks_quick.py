@@ -23,6 +23,7 @@ CASES = [
     pytest.param("bench_inference.py", "inference.md", None),
     pytest.param("bench_product.py", "product.md", None),
     pytest.param("bench_compose.py", "compose.md", None),
+    pytest.param("bench_multiclass.py", "multiclass.md", None),
     pytest.param("bench_standard_compaction.py", "standard_compaction.md", None),
 ]
 
