@@ -19,6 +19,8 @@ from typing import Any
 from ._version import __version__
 from .errors import (
     CompatRoutingWarning,
+    FarPointError,
+    FarPointWarning,
     Hyp2OnnxError,
     InvalidPointError,
     MissingExtraError,
@@ -36,6 +38,7 @@ _LAZY = {
         if n.startswith("Hyperbolic") and n != "HyperbolicTreeModel"
     },
     "to_onnx": "export",
+    "compose": "export",
     "save_onnx": "export",
     "read_metadata": "export",
     "register_skl2onnx_converters": "export.skl2onnx",
@@ -45,6 +48,8 @@ _SUBMODULES = ("conventions", "datasets", "geometry")
 __all__ = sorted(
     [
         "CompatRoutingWarning",
+        "FarPointError",
+        "FarPointWarning",
         "Hyp2OnnxError",
         "InvalidPointError",
         "MissingExtraError",

@@ -45,16 +45,16 @@ def label_tensor(classes: np.ndarray) -> tuple[np.ndarray, int]:
     )
 
 
-def link(g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) -> str:
+def link(builder: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) -> str:
     """A classifier's probabilities from its raw scores (the link function)."""
     if ensemble.post_transform == "logistic":
-        p = g.op(STAGE, "Sigmoid", [scores])
-        q = g.op(STAGE, "Sub", [g.const(STAGE, "one", np.ones((1, 1)), dtype), p])
-        return g.op(STAGE, "Concat", [q, p], axis=1)
+        p = builder.op(STAGE, "Sigmoid", [scores])
+        q = builder.op(STAGE, "Sub", [builder.const(STAGE, "one", np.ones((1, 1)), dtype), p])
+        return builder.op(STAGE, "Concat", [q, p], axis=1)
     if ensemble.post_transform == "softmax":
         if ensemble.label_rule == "probabilities":  # the label is read from these
-            return library_softmax(g, scores, dtype)
-        return g.op(STAGE, "Softmax", [scores], axis=1)
+            return library_softmax(builder, scores, dtype)
+        return builder.op(STAGE, "Softmax", [scores], axis=1)
     return scores
 
 
@@ -93,20 +93,20 @@ def _exp_constants() -> dict[str, Any]:
     return {"inv": float(context.divide(_EXP_TABLE, ln2)), "c": (c1, c2, c3), "hi": hi, "lo": lo}
 
 
-def _two_sum(g: GraphBuilder, a: str, b: str) -> tuple[str, str]:
+def _two_sum(builder: GraphBuilder, a: str, b: str) -> tuple[str, str]:
     """``s + e = a + b`` exactly, ``s`` the rounded sum (Knuth's TwoSum)."""
-    s = g.op(STAGE, "Add", [a, b])
-    b_virtual = g.op(STAGE, "Sub", [s, a])
-    a_virtual = g.op(STAGE, "Sub", [s, b_virtual])
-    e = g.op(
+    s = builder.op(STAGE, "Add", [a, b])
+    b_virtual = builder.op(STAGE, "Sub", [s, a])
+    a_virtual = builder.op(STAGE, "Sub", [s, b_virtual])
+    e = builder.op(
         STAGE,
         "Add",
-        [g.op(STAGE, "Sub", [a, a_virtual]), g.op(STAGE, "Sub", [b, b_virtual])],
+        [builder.op(STAGE, "Sub", [a, a_virtual]), builder.op(STAGE, "Sub", [b, b_virtual])],
     )
     return s, e
 
 
-def exp_correctly_rounded(g: GraphBuilder, x: str) -> str:
+def exp_correctly_rounded(builder: GraphBuilder, x: str) -> str:
     """``exp(x)`` in float64, correctly rounded but where it lies within about
     ``2**-70`` of a rounding midpoint (``x`` in ``[-745, 0]``).
 
@@ -122,18 +122,18 @@ def exp_correctly_rounded(g: GraphBuilder, x: str) -> str:
     k_ = _exp_constants()
     c1, c2, c3 = k_["c"]
     f = "float64"
-    const = lambda name, value: g.const(STAGE, name, value, f)
-    op = lambda kind, inputs: g.op(STAGE, kind, inputs)
+    const = lambda name, value: builder.const(STAGE, name, value, f)
+    op = lambda kind, inputs: builder.op(STAGE, kind, inputs)
     kd = op("Round", [op("Mul", [x, const("exp_inv_step", k_["inv"])])])
     r1 = op("Sub", [x, op("Mul", [kd, const("exp_c1", c1)])])  # exact (Sterbenz)
-    r_hi, r_lo = _two_sum(g, r1, op("Neg", [op("Mul", [kd, const("exp_c2", c2)])]))
+    r_hi, r_lo = _two_sum(builder, r1, op("Neg", [op("Mul", [kd, const("exp_c2", c2)])]))
     r_lo = op("Sub", [r_lo, op("Mul", [kd, const("exp_c3", c3)])])
-    k = g.op(STAGE, "Cast", [kd], to=TensorProto.INT64)
-    n = g.const(STAGE, "exp_table_size", _EXP_TABLE, np.int64)
-    j = g.op(STAGE, "Mod", [k, n])  # in [0, N): the divisor's sign
-    power = g.op(STAGE, "Cast", [op("Div", [op("Sub", [k, j]), n])], to=TensorProto.DOUBLE)
-    t_hi = g.op(STAGE, "Gather", [const("exp_table_hi", k_["hi"]), j], axis=0)
-    t_lo = g.op(STAGE, "Gather", [const("exp_table_lo", k_["lo"]), j], axis=0)
+    k = builder.op(STAGE, "Cast", [kd], to=TensorProto.INT64)
+    n = builder.const(STAGE, "exp_table_size", _EXP_TABLE, np.int64)
+    j = builder.op(STAGE, "Mod", [k, n])  # in [0, N): the divisor's sign
+    power = builder.op(STAGE, "Cast", [op("Div", [op("Sub", [k, j]), n])], to=TensorProto.DOUBLE)
+    t_hi = builder.op(STAGE, "Gather", [const("exp_table_hi", k_["hi"]), j], axis=0)
+    t_lo = builder.op(STAGE, "Gather", [const("exp_table_lo", k_["lo"]), j], axis=0)
     poly = const("exp_p6", 1.0 / 720.0)
     for i, coefficient in enumerate((1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5)):
         poly = op("Add", [const(f"exp_p{5 - i}", coefficient), op("Mul", [r_hi, poly])])
@@ -161,7 +161,7 @@ def exp_correctly_rounded(g: GraphBuilder, x: str) -> str:
             op("Mul", [a_lo, b_lo]),
         ],
     )  # t_hi r_hi = product + product_err exactly (Dekker)
-    s, e = _two_sum(g, t_hi, product)
+    s, e = _two_sum(builder, t_hi, product)
     small = op(
         "Add",
         [
@@ -173,7 +173,7 @@ def exp_correctly_rounded(g: GraphBuilder, x: str) -> str:
     return op("Mul", [rounded, op("Pow", [const("exp_two", 2.0), power])])
 
 
-def library_softmax(g: GraphBuilder, scores: str, dtype: str) -> str:
+def library_softmax(builder: GraphBuilder, scores: str, dtype: str) -> str:
     """The softmax of XGBoost's and LightGBM's ``predict``, operation for operation.
 
     Both shift a row by its largest score, take ``exp``, add the exponentials
@@ -189,38 +189,50 @@ def library_softmax(g: GraphBuilder, scores: str, dtype: str) -> str:
     as the C library's ``exp`` rounds but for a few shifts.
     """
     two = "float64"
-    top_two, _ = g.op(
-        STAGE, "TopK", [scores, g.const(STAGE, "two", [2], np.int64)], axis=1, n_outputs=2
+    top_two, _ = builder.op(
+        STAGE, "TopK", [scores, builder.const(STAGE, "two", [2], np.int64)], axis=1, n_outputs=2
     )
-    top = g.op(STAGE, "Gather", [top_two, g.const(STAGE, "first", [0], np.int64)], axis=1)
-    shifted = g.op(STAGE, "Sub", [scores, top])
-    wide = shifted if dtype == two else g.cast(STAGE, shifted, two)
+    top = builder.op(
+        STAGE, "Gather", [top_two, builder.const(STAGE, "first", [0], np.int64)], axis=1
+    )
+    shifted = builder.op(STAGE, "Sub", [scores, top])
+    wide = shifted if dtype == two else builder.cast(STAGE, shifted, two)
 
-    def softmax_of(b: GraphBuilder, shifts: str, exp: Callable[[GraphBuilder, str], str]) -> str:
-        e_wide = exp(b, shifts)
-        e = e_wide if dtype == two else b.cast(STAGE, e_wide, dtype)
-        e_sum = e if dtype == two else b.cast(STAGE, e, two)  # each float32 exp, widened exactly
-        running = b.op(STAGE, "CumSum", [e_sum, g.const(STAGE, "class_axis", 1, np.int64)])
-        last = g.const(STAGE, "last_class", [-1], np.int64)
-        total = b.op(STAGE, "Gather", [running, last], axis=1)
-        total = total if dtype == two else b.cast(STAGE, total, dtype)
-        return b.op(STAGE, "Div", [e, total])
+    def softmax_of(
+        block: GraphBuilder, shifts: str, exp: Callable[[GraphBuilder, str], str]
+    ) -> str:
+        e_wide = exp(block, shifts)
+        e = e_wide if dtype == two else block.cast(STAGE, e_wide, dtype)
+        e_sum = (
+            e if dtype == two else block.cast(STAGE, e, two)
+        )  # each float32 exp, widened exactly
+        running = block.op(
+            STAGE, "CumSum", [e_sum, builder.const(STAGE, "class_axis", 1, np.int64)]
+        )
+        last = builder.const(STAGE, "last_class", [-1], np.int64)
+        total = block.op(STAGE, "Gather", [running, last], axis=1)
+        total = total if dtype == two else block.cast(STAGE, total, dtype)
+        return block.op(STAGE, "Div", [e, total])
 
-    probabilities = softmax_of(g, wide, lambda b, x: b.op(STAGE, "Exp", [x]))
-    gap = g.op(STAGE, "MatMul", [top_two, g.const(STAGE, "first_minus_second", [1, -1], dtype)])
-    limit = g.const(STAGE, "near_tie", NEAR_TIE[dtype], dtype)
-    any_near = g.op(STAGE, "LessOrEqual", [g.op(STAGE, "ReduceMin", [gap], keepdims=0), limit])
-    redo = g.child()
+    probabilities = softmax_of(builder, wide, lambda block, x: block.op(STAGE, "Exp", [x]))
+    gap = builder.op(
+        STAGE, "MatMul", [top_two, builder.const(STAGE, "first_minus_second", [1, -1], dtype)]
+    )
+    limit = builder.const(STAGE, "near_tie", NEAR_TIE[dtype], dtype)
+    any_near = builder.op(
+        STAGE, "LessOrEqual", [builder.op(STAGE, "ReduceMin", [gap], keepdims=0), limit]
+    )
+    redo = builder.child()
     near = redo.op(STAGE, "LessOrEqual", [gap, limit])
     index = redo.op(STAGE, "Transpose", [redo.op(STAGE, "NonZero", [near])], perm=[1, 0])
     rows = redo.op(STAGE, "GatherND", [wide, index])
     again = softmax_of(redo, rows, exp_correctly_rounded)
     redone = redo.op(STAGE, "ScatterND", [probabilities, index, again])
-    keep = g.child()
+    keep = builder.child()
     kept = keep.op(STAGE, "Identity", [probabilities])
     out = helper.make_tensor_value_info
     elem = onnx_type(dtype)
-    return g.op(
+    return builder.op(
         STAGE,
         "If",
         [any_near],
@@ -230,7 +242,12 @@ def library_softmax(g: GraphBuilder, scores: str, dtype: str) -> str:
 
 
 def class_index(
-    g: GraphBuilder, decided: str, ensemble: Ensemble, dtype: str, *, output: str | None = None
+    builder: GraphBuilder,
+    decided: str,
+    ensemble: Ensemble,
+    dtype: str,
+    *,
+    output: str | None = None,
 ) -> str:
     """``[N]`` int64 class indices from the tensor the library decides on.
 
@@ -240,56 +257,70 @@ def class_index(
     """
     outputs = None if output is None else [output]
     if ensemble.label_rule == "above":
-        threshold = g.const(STAGE, "label_threshold", ensemble.label_threshold, dtype)
-        above = g.op(STAGE, "Greater", [decided, threshold])  # [N, 1]
-        flat = g.op(STAGE, "Reshape", [above, g.const(STAGE, "flat", [-1], np.int64)])
-        return g.op(STAGE, "Cast", [flat], to=TensorProto.INT64, outputs=outputs)
-    return g.op(STAGE, "ArgMax", [decided], axis=1, keepdims=0, outputs=outputs)
+        threshold = builder.const(STAGE, "label_threshold", ensemble.label_threshold, dtype)
+        above = builder.op(STAGE, "Greater", [decided, threshold])  # [N, 1]
+        flat = builder.op(STAGE, "Reshape", [above, builder.const(STAGE, "flat", [-1], np.int64)])
+        return builder.op(STAGE, "Cast", [flat], to=TensorProto.INT64, outputs=outputs)
+    return builder.op(STAGE, "ArgMax", [decided], axis=1, keepdims=0, outputs=outputs)
 
 
 def emit_outputs(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     scores: str,
     ensemble: Ensemble,
     dtype: str,
     *,
-    refine: Callable[..., tuple[str, str]] | None = None,
+    refine: Callable[..., str | tuple[str, str]] | None = None,
     to_probabilities: Callable[[GraphBuilder, str], str] | None = None,
 ) -> list[helper.ValueInfoProto]:
     """Wire the named graph outputs; returns their value infos.
 
-    ``to_probabilities(g, scores)``, if given, replaces the link function
+    ``to_probabilities(builder, scores)``, if given, replaces the link function
     (the fast graph of binary forests: class 0 as 1 - p1).
-    ``refine(g, scores, to_probabilities)``, if given, returns the
-    probabilities and the tensor the label is decided on (the probabilities,
-    or the raw scores, as ``label_rule`` says), applying the link itself where
-    it chooses (the fast encoding's near-tie guard, `hyp2onnx.emit.fast`).
+    ``refine(builder, scores, to_probabilities)``, if given, returns the
+    probabilities the labels are taken from, applying the link itself where
+    it chooses (the fast encoding's near-tie guard, `hyp2onnx.emit.fast`),
+    or those and each row's class index, which the labels then read (guards
+    of labels decided on the raw scores give it, by `class_index`). Without
+    a guard the label is decided as the ensemble's ``label_rule`` says.
     """
     elem = onnx_type(dtype)
     classes = ensemble.classes
     if classes is None:  # a regressor (ensemble.is_classifier is False)
         if ensemble.post_transform == "logistic":
-            scores = g.op(STAGE, "Sigmoid", [scores])
-        g.rename(scores, "variable")
+            scores = builder.op(STAGE, "Sigmoid", [scores])
+        builder.rename(scores, "variable")
         return [helper.make_tensor_value_info("variable", elem, ["N", ensemble.n_outputs])]
 
     n_classes = len(classes)
     if to_probabilities is None:
-        to_probabilities = lambda b, s: link(b, s, ensemble, dtype)
+        to_probabilities = lambda block, s: link(block, s, ensemble, dtype)
+    best = None  # the guard's own class index, where it gives one
     if refine is not None:
-        probabilities, decided = refine(g, scores, to_probabilities)
+        refined = refine(builder, scores, to_probabilities)
+        probabilities, best = refined if isinstance(refined, tuple) else (refined, None)
+        decided = probabilities  # a guard returning probabilities alone: the label's rule is theirs
     else:
-        probabilities = to_probabilities(g, scores)
+        probabilities = to_probabilities(builder, scores)
         decided = probabilities if ensemble.label_rule == "probabilities" else scores
     if decided == probabilities:
         decided = "probabilities"
-    g.rename(probabilities, "probabilities")
+    builder.rename(probabilities, "probabilities")
     labels, label_type = label_tensor(classes)
     # Labels 0 .. C-1 are the class index itself: no Gather (a node less per call).
     direct = label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(n_classes))
-    best = class_index(g, decided, ensemble, dtype, output="label" if direct else None)
+    if best is None:
+        best = class_index(builder, decided, ensemble, dtype, output="label" if direct else None)
+    elif direct:
+        builder.rename(best, "label")
     if not direct:
-        g.op(STAGE, "Gather", [g.const(STAGE, "classes", labels), best], axis=0, outputs=["label"])
+        builder.op(
+            STAGE,
+            "Gather",
+            [builder.const(STAGE, "classes", labels), best],
+            axis=0,
+            outputs=["label"],
+        )
     return [
         helper.make_tensor_value_info("label", label_type, ["N"]),
         helper.make_tensor_value_info("probabilities", elem, ["N", n_classes]),

@@ -1,8 +1,8 @@
 """Which graph ``to_onnx`` builds for a model: every choice, made in one place.
 
-[choose_graph][hyp2onnx.emit.strategy.choose_graph] takes the IR model and
+`choose_graph` takes the IR model and
 the encoding asked for, and returns a
-[GraphStrategy][hyp2onnx.emit.strategy.GraphStrategy] naming each choice:
+`GraphStrategy` naming each choice:
 the encoding used, how the trees' features are made, the tree emitter (a
 function, from `TREE_EMITTERS`), the
 tree operator and what it carries, the fast encoding's leaf layout, how the
@@ -49,7 +49,7 @@ LEGACY_MAX_NODES = 30_000_000
 #: one copy and always go through the Loop.
 SHORT_PATH_MAX_NODES = 200_000
 
-#: ``emit(g, k, k_dtype, ensemble, **options) -> raw scores`` (a name, or
+#: ``emit(builder, k, k_dtype, ensemble, **options) -> raw scores`` (a name, or
 #: `Guarded` for the fast encoding).
 TreeEmitter = Callable[..., "str | Guarded"]
 
@@ -96,7 +96,7 @@ class GraphStrategy:
     task: Task
 
     def emitter_options(self) -> dict[str, Any]:
-        """The keywords ``trees`` takes besides ``(g, k, k_dtype, ensemble)``."""
+        """The keywords ``trees`` takes besides ``(builder, k, k_dtype, ensemble)``."""
         if self.trees is emit_fast:
             return {"plan": self.operator, "layout": self.layout, "guard": self.guard}
         return {} if self.operator is None else {"plan": self.operator}
@@ -127,8 +127,8 @@ def choose_graph(
        fast binary forests, past `LEGACY_MAX_NODES` nodes), carrying
        each tree's leaf value or its leaf's row in a value table.
     5. **Leaf layout** of the fast encoding (``fast_layout``): a target per
-       output column, binary forests' class-1 fractions with class 0 as
-       ``1 - p1``, or else the exact graph (bound 0).
+       output column, class 1 alone with class 0 as ``1 - p1``, C fractions a
+       leaf (``TreePlan.class_weights``), or else the exact graph (bound 0).
     6. **Row batching** of the exact sums (`row_batching`): the whole
        batch for one tree; an ``If`` sending short batches past the row-block
        ``Loop`` up to `SHORT_PATH_MAX_NODES` nodes; the ``Loop`` beyond.
@@ -217,30 +217,30 @@ def _klein_dtype(model: Model, remapped: Ensemble, spec: Encoding, input_dtype: 
 
 
 def emit_features(
-    g: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
+    builder: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
 ) -> tuple[str, str, Ensemble, dict[str, Any]]:
     """The columns the trees read, from Klein coordinates ``k``, as ``strategy.features``
     says: their name, dtype, the ensemble that reads them, and the emitter's
     ``features=`` keyword for frames made block by block."""
     ensemble = strategy.ensemble
     if strategy.features == "oblique":
-        return (*emit_normals(g, k, k_dtype, ensemble), {})
+        return (*emit_normals(builder, k, k_dtype, ensemble), {})
     if strategy.features == "frames":
-        return (*emit_frames(g, k, k_dtype, ensemble), {})
+        return (*emit_frames(builder, k, k_dtype, ensemble), {})
     if strategy.features == "frames_by_block":
-        by_block, planar = frame_chain(g, k_dtype, ensemble)
+        by_block, planar = frame_chain(builder, k_dtype, ensemble)
         return k, k_dtype, planar, {"features": by_block}
     return k, k_dtype, ensemble, {}
 
 
 def emit_trees(
-    g: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
+    builder: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
 ) -> tuple[str | Guarded, Ensemble]:
     """The raw scores of Klein coordinates ``k``, built as ``strategy`` says, and the
     ensemble they come from (for the outputs)."""
-    columns, columns_dtype, ensemble, by_block = emit_features(g, k, k_dtype, strategy)
+    columns, columns_dtype, ensemble, by_block = emit_features(builder, k, k_dtype, strategy)
     options = strategy.emitter_options() | by_block
-    return strategy.trees(g, columns, columns_dtype, ensemble, **options), ensemble
+    return strategy.trees(builder, columns, columns_dtype, ensemble, **options), ensemble
 
 
 def row_batching(ensemble: Ensemble, *, by_block: bool = False) -> Batching:
@@ -262,11 +262,49 @@ def plan_trees(
     ``legacy_only`` (for hosts such as skl2onnx that cap ai.onnx.ml below
     opset 5) raises `ValueError` when the exact encoding needs v5.
     """
+    operator: Literal["legacy", "v3", "v5"]
     operator, carries = _operator(ensemble, encoding, legacy_only=legacy_only)
+    class_weights = (
+        encoding == "fast"
+        and not legacy_only
+        and not by_block
+        and carries == "leaf_rows"
+        and (operator == "legacy" or _leaf_rows_fit_v3(ensemble))
+        and _class_fractions(ensemble)
+    )
+    if class_weights and operator == "v5":
+        # float64 comparisons: the guard's exact rescoring uses the opset-3 operator
+        # with double thresholds too (opset 5 no longer has it)
+        operator = "v3"
     return TreePlan(
         operator=operator,
         carries=carries,
         batching=row_batching(ensemble, by_block=by_block),
+        class_weights=class_weights,
+    )
+
+
+def _leaf_rows_fit_v3(ensemble: Ensemble) -> bool:
+    """Whether the opset-3 operator with double thresholds can hand over leaf rows
+    (float32 outputs: exact below 2**24) and hold the nodes in its attribute lists."""
+    return (
+        ensemble.categories is None
+        and int(np.sum(ensemble.feature < 0)) < _FLOAT32_EXACT_INTS
+        and ensemble.n_nodes <= LEGACY_MAX_NODES
+    )
+
+
+def _class_fractions(ensemble: Ensemble) -> bool:
+    """Whether leaves hold a fraction per class of more than two classes, averaged over
+    the trees with no link or base values (scikit-learn forests), with something to
+    reorder: the fast graph then adds them all with the opset-3 operator, and the
+    guard's exact rescoring uses an operator opset 3 still has."""
+    return bool(
+        ensemble.n_outputs > 2
+        and ensemble.aggregate == "mean"
+        and ensemble.post_transform == "identity"
+        and not np.any(ensemble.base_values != 0)
+        and value_bound(ensemble) > 0
     )
 
 

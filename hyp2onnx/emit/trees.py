@@ -92,9 +92,9 @@ def float32_boundaries(threshold: np.ndarray, op: Op) -> np.ndarray:
     return np.where(rounds_to_t, h, np.nextafter(h, -np.inf))
 
 
-def cast_to(g: GraphBuilder, k: str, k_dtype: str, dtype: str) -> str:
+def cast_to(builder: GraphBuilder, k: str, k_dtype: str, dtype: str) -> str:
     """``k`` (held in ``k_dtype``) as ``dtype``: a Cast node only where they differ."""
-    return k if k_dtype == dtype else g.cast(STAGE, k, dtype)
+    return k if k_dtype == dtype else builder.cast(STAGE, k, dtype)
 
 
 def per_class_trees(ensemble: Ensemble) -> np.ndarray | None:
@@ -128,25 +128,34 @@ class TreePlan:
     ``operator``: ``"legacy"`` is ai.onnx.ml opset-1 ``TreeEnsembleRegressor``
     (float32 thresholds and outputs; exact routing for values compared in
     float32, and every runtime with ML operators has it); ``"v5"`` is
-    opset-5 ``TreeEnsemble`` in double. ``carries``: ``"values"`` when each
-    tree feeds one output column and hands over its own leaf value,
-    ``"leaf_rows"`` when it hands over where its leaf's values are: the
-    leaf's index among its tree's leaves (up to ``ELEMENTWISE_MAX_CLASSES``
-    classes, read by GatherElements) or its row in one table (Gather).
+    opset-5 ``TreeEnsemble`` in double; ``"v3"`` the opset-3
+    ``TreeEnsembleRegressor`` with double thresholds and float32 outputs
+    (leaf rows, exact below 2**24), for graphs that also hold the fast
+    encoding's opset-3 operator (`double_regressor`). ``carries``:
+    ``"values"`` when each tree feeds one output column and hands over its
+    own leaf value, ``"leaf_rows"`` when it hands over where its leaf's
+    values are: the leaf's index among its tree's leaves (forests of up to
+    ``ELEMENTWISE_MAX_CLASSES`` classes, read by GatherElements) or its row
+    in one table (Gather; a single tree's by GatherND).
     ``batching``: see `Batching`.
     """
 
-    operator: Literal["legacy", "v5"]
+    operator: Literal["legacy", "v3", "v5"]
     carries: Literal["values", "leaf_rows"]
     batching: Batching
+    #: the fast encoding adds each leaf's class values with the ai.onnx.ml
+    #: opset-3 operator (double thresholds and weights, `class_weight_regressor`)
+    class_weights: bool = False
 
     @property
     def ml_opset(self) -> int:
-        return 1 if self.operator == "legacy" else 5
+        if self.operator == "v5":
+            return 5
+        return 3 if self.class_weights or self.operator == "v3" else 1
 
 
 def emit_exact(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     k: str,
     k_dtype: str,
     ensemble: Ensemble,
@@ -171,12 +180,12 @@ def emit_exact(
     `hyp2onnx.emit.frames.frame_chain`): see
     `ExactScorer.fused_batch`.
     """
-    scorer = ExactScorer.build(g, ensemble, plan)
+    scorer = ExactScorer.build(builder, ensemble, plan)
     if features is not None:
-        raw = scorer.fused_batch(g, k, features)
+        raw = scorer.fused_batch(builder, k, features)
     else:
-        raw = scorer.any_batch(g, scorer.operator_input(g, k, k_dtype))
-    return finish_scores(g, raw, ensemble, ensemble.sum_dtype)
+        raw = scorer.any_batch(builder, scorer.operator_input(builder, k, k_dtype))
+    return finish_scores(builder, raw, ensemble, ensemble.sum_dtype)
 
 
 @dataclass(frozen=True)
@@ -191,7 +200,7 @@ class ExactScorer:
     table: str | None
 
     @staticmethod
-    def build(g: GraphBuilder, ensemble: Ensemble, plan: TreePlan) -> ExactScorer:
+    def build(builder: GraphBuilder, ensemble: Ensemble, plan: TreePlan) -> ExactScorer:
         leaf = ensemble.feature < 0
         leaf_nodes = np.flatnonzero(leaf)
         tree = tree_of_node(ensemble)
@@ -204,7 +213,7 @@ class ExactScorer:
                 "target_ids": column[tree[leaf_nodes]],
                 "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
             }
-        elif ensemble.n_outputs <= ELEMENTWISE_MAX_CLASSES:
+        elif ensemble.n_outputs <= ELEMENTWISE_MAX_CLASSES and ensemble.n_trees > 1:
             # Each tree hands over its leaf's index among its own leaves; one
             # GatherElements per class reads [leaves, T] tables.
             local = (
@@ -217,10 +226,12 @@ class ExactScorer:
                     (int(local.max()) + 1, ensemble.n_trees), dtype=ensemble.sum_dtype
                 )
                 values[local, tree[leaf_nodes]] = ensemble.value[leaf_nodes, c]
-                tables.append(g.const(STAGE, f"leaf_values_{c}", values))
+                tables.append(builder.const(STAGE, f"leaf_values_{c}", values))
             targets = {"leaf_nodes": leaf_nodes, "target_ids": tree[leaf_nodes], "weights": local}
         else:
-            table = g.const(STAGE, "leaf_values", ensemble.value[leaf].astype(ensemble.sum_dtype))
+            table = builder.const(
+                STAGE, "leaf_values", ensemble.value[leaf].astype(ensemble.sum_dtype)
+            )
             targets = {
                 "leaf_nodes": leaf_nodes,
                 "target_ids": tree[leaf_nodes],
@@ -232,54 +243,60 @@ class ExactScorer:
 
     @property
     def out_dtype(self) -> str:
-        return "float32" if self.plan.operator == "legacy" else "float64"
+        return "float64" if self.plan.operator == "v5" else "float32"
 
-    def operator_input(self, g: GraphBuilder, k: str, k_dtype: str) -> str:
+    def operator_input(self, builder: GraphBuilder, k: str, k_dtype: str) -> str:
         """``k`` in the type the operator reads (float32 for legacy; float64 holding compare_dtype values)."""
         if self.plan.operator == "legacy":
-            return cast_to(g, k, k_dtype, "float32")
+            return cast_to(builder, k, k_dtype, "float32")
         compare = self.ensemble.compare_dtype
-        return cast_to(g, cast_to(g, k, k_dtype, compare), compare, "float64")
+        return cast_to(builder, cast_to(builder, k, k_dtype, compare), compare, "float64")
 
-    def per_tree_of(self, b: GraphBuilder, rows: str) -> str:
+    def per_tree_of(self, block: GraphBuilder, rows: str) -> str:
         """[b, F] Klein rows -> [b, T]: each tree's leaf value, or where its leaf's values are."""
         ensemble = self.ensemble
         if self.plan.operator == "legacy":
             per_tree = legacy_regressor(
-                b, rows, ensemble, n_targets=ensemble.n_trees, **self.targets
+                block, rows, ensemble, n_targets=ensemble.n_trees, **self.targets
+            )
+        elif self.plan.operator == "v3":
+            per_tree = double_regressor(
+                block, rows, ensemble, n_targets=ensemble.n_trees, **self.targets
             )
         else:
-            per_tree = tree_ensemble_v5(b, rows, ensemble, **self.targets)
+            per_tree = tree_ensemble_v5(block, rows, ensemble, **self.targets)
         if self.groups is not None:
-            return cast_to(b, per_tree, self.out_dtype, ensemble.sum_dtype)
-        return b.cast(STAGE, per_tree, np.int64)
+            return cast_to(block, per_tree, self.out_dtype, ensemble.sum_dtype)
+        return block.cast(STAGE, per_tree, np.int64)
 
-    def sums_of(self, b: GraphBuilder, per_tree: str) -> str:
+    def sums_of(self, block: GraphBuilder, per_tree: str) -> str:
         """[b, T] -> [b, C]: the sums in tree order."""
         n_trees = self.ensemble.n_trees
         if self.groups is not None:
-            return sum_tree_columns(b, per_tree, self.groups)
+            return sum_tree_columns(block, per_tree, self.groups)
         if self.tables is not None:
-            return sum_looked_up(b, self.tables, per_tree, n_trees)
+            return sum_looked_up(block, self.tables, per_tree, n_trees)
         assert self.table is not None  # build() sets it when neither groups nor tables are
-        return _sum_trees(b, self.table, per_tree, n_trees)
+        return _sum_trees(block, self.table, per_tree, n_trees)
 
-    def scores_of(self, b: GraphBuilder, rows: str) -> str:
+    def scores_of(self, block: GraphBuilder, rows: str) -> str:
         """All ``rows`` at once (a short batch, or any batch of a single tree): operator, sums."""
-        return self.sums_of(b, self.per_tree_of(b, rows))
+        return self.sums_of(block, self.per_tree_of(block, rows))
 
-    def blocks_of(self, b: GraphBuilder, rows: str) -> str:
+    def blocks_of(self, block: GraphBuilder, rows: str) -> str:
         """Any batch: the operator on OPERATOR_BLOCK_ROWS rows at a time, the
         sums on CHUNK_ROWS rows at a time inside each (nested Loops)."""
         width, dtype = self.ensemble.n_outputs, self.ensemble.sum_dtype
 
-        def one_block(bb: GraphBuilder, block: str) -> str:
-            return _row_block_loop(bb, self.per_tree_of(bb, block), self.sums_of, width, dtype)
+        def one_block(inner: GraphBuilder, block: str) -> str:
+            return _row_block_loop(
+                inner, self.per_tree_of(inner, block), self.sums_of, width, dtype
+            )
 
-        return _row_block_loop(b, rows, one_block, width, dtype, rows=OPERATOR_BLOCK_ROWS)
+        return _row_block_loop(block, rows, one_block, width, dtype, rows=OPERATOR_BLOCK_ROWS)
 
     def fused_batch(
-        self, g: GraphBuilder, k: str, features: Callable[[GraphBuilder, str], str]
+        self, builder: GraphBuilder, k: str, features: Callable[[GraphBuilder, str], str]
     ) -> str:
         """Unfinished scores of any batch whose operator input is ``features`` of its rows.
 
@@ -294,15 +311,17 @@ class ExactScorer:
         """
         ensemble = self.ensemble
 
-        def scores(b: GraphBuilder, rows: str) -> str:
-            return self.scores_of(b, self.operator_input(b, features(b, rows), "float64"))
+        def scores(block: GraphBuilder, rows: str) -> str:
+            return self.scores_of(
+                block, self.operator_input(block, features(block, rows), "float64")
+            )
 
         width, dtype = ensemble.n_outputs, ensemble.sum_dtype
         if self.plan.batching == "blocks":
-            return _row_block_loop(g, k, scores, width, dtype)
-        return by_row_blocks(g, k, scores, width, dtype)
+            return _row_block_loop(builder, k, scores, width, dtype)
+        return by_row_blocks(builder, k, scores, width, dtype)
 
-    def any_batch(self, g: GraphBuilder, k: str) -> str:
+    def any_batch(self, builder: GraphBuilder, k: str) -> str:
         """Unfinished scores (no mean, no base values) of any batch, as ``plan.batching`` says.
 
         The operator runs on blocks of rows, so that its per-tree outputs and
@@ -312,17 +331,22 @@ class ExactScorer:
         in cache while each works.
         """
         if self.plan.batching == "whole":
-            return self.scores_of(g, k)
+            return self.scores_of(builder, k)
         if self.plan.batching == "short_or_blocks":
             ensemble = self.ensemble
             return by_row_blocks(
-                g, k, self.scores_of, ensemble.n_outputs, ensemble.sum_dtype, long=self.blocks_of
+                builder,
+                k,
+                self.scores_of,
+                ensemble.n_outputs,
+                ensemble.sum_dtype,
+                long=self.blocks_of,
             )
-        return self.blocks_of(g, k)
+        return self.blocks_of(builder, k)
 
 
 def tree_ensemble_v5(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     k: str,
     ensemble: Ensemble,
     *,
@@ -347,7 +371,7 @@ def tree_ensemble_v5(
     nodes = _v5_nodes(ensemble, boundaries=boundaries)
     members = _v5_membership(ensemble, nodes)
     tree_roots = _v5_roots(ensemble, nodes)
-    return g.op(
+    return builder.op(
         STAGE,
         "TreeEnsemble",
         [k],
@@ -445,8 +469,24 @@ def _v5_roots(ensemble: Ensemble, nodes: dict[str, np.ndarray]) -> np.ndarray:
     return tree_roots
 
 
+def _legacy_nodes(ensemble: Ensemble) -> dict[str, Any]:
+    """The node attributes shared by the legacy (opset 1 to 3) tree operators, but thresholds."""
+    leaf = ensemble.feature < 0
+    tree = tree_of_node(ensemble)
+    local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
+    to_local = lambda c: np.where(leaf, 0, c - ensemble.roots[tree])
+    return {
+        "nodes_treeids": tree.tolist(),
+        "nodes_nodeids": local.tolist(),
+        "nodes_featureids": np.where(leaf, 0, ensemble.feature).tolist(),
+        "nodes_truenodeids": to_local(ensemble.left).tolist(),
+        "nodes_falsenodeids": to_local(ensemble.right).tolist(),
+        "nodes_missing_value_tracks_true": [0] * ensemble.n_nodes,
+    }
+
+
 def legacy_regressor(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     k: str,
     ensemble: Ensemble,
     *,
@@ -462,8 +502,7 @@ def legacy_regressor(
     leaf = ensemble.feature < 0
     tree = tree_of_node(ensemble)
     local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
-    to_local = lambda c: np.where(leaf, 0, c - ensemble.roots[tree])
-    return g.op(
+    return builder.op(
         STAGE,
         "TreeEnsembleRegressor",
         [k],
@@ -471,36 +510,148 @@ def legacy_regressor(
         aggregate_function="AVERAGE" if average else "SUM",
         post_transform="NONE",
         n_targets=n_targets,
-        nodes_treeids=tree.tolist(),
-        nodes_nodeids=local.tolist(),
-        nodes_featureids=np.where(leaf, 0, ensemble.feature).tolist(),
         nodes_modes=[b"LEAF" if x else _LEGACY_MODES[ensemble.op].encode() for x in leaf],
         nodes_values=np.where(leaf, 0.0, _thresholds(ensemble, "float32"))
         .astype(np.float32)
         .tolist(),
-        nodes_truenodeids=to_local(ensemble.left).tolist(),
-        nodes_falsenodeids=to_local(ensemble.right).tolist(),
-        nodes_missing_value_tracks_true=[0] * ensemble.n_nodes,
         target_treeids=tree[leaf_nodes].tolist(),
         target_nodeids=local[leaf_nodes].tolist(),
         target_ids=np.asarray(target_ids).tolist(),
         target_weights=np.asarray(weights, dtype=np.float32).tolist(),
+        **_legacy_nodes(ensemble),
     )
 
 
-def _sum_trees(g: GraphBuilder, table: str, index: str, n_trees: int) -> str:
+def _double_splits(ensemble: Ensemble, boundaries: bool) -> tuple[np.ndarray, list[bytes]]:
+    """Double thresholds and modes, every node (leaves 0): the thresholds in the
+    comparison's precision, or `float32_boundaries` with ``<=``."""
+    leaf = ensemble.feature < 0
+    if boundaries:
+        splits = float32_boundaries(ensemble.threshold, ensemble.op)
+        modes = [b"LEAF" if x else b"BRANCH_LEQ" for x in leaf]
+    else:
+        splits = _thresholds(ensemble, ensemble.compare_dtype).astype(np.float64)
+        modes = [b"LEAF" if x else _LEGACY_MODES[ensemble.op].encode() for x in leaf]
+    return np.where(leaf, 0.0, splits).astype(np.float64), modes
+
+
+def double_regressor(
+    builder: GraphBuilder,
+    k: str,
+    ensemble: Ensemble,
+    *,
+    leaf_nodes: np.ndarray,
+    target_ids: np.ndarray,
+    weights: np.ndarray,
+    n_targets: int,
+    average: bool = False,
+    boundaries: bool = False,
+) -> str:
+    """The ai.onnx.ml opset-3 TreeEnsembleRegressor with double thresholds and
+    weights (``*_as_tensor``) reading float64 ``k``: leaf ``leaf_nodes[i]`` adds
+    ``weights[i]`` to column ``target_ids[i]`` (a leaf may appear several times);
+    returns ``[N, n_targets]`` float32, the double sums (divided by the tree count
+    where ``average``) rounded once.
+
+    Routing: the thresholds in the comparison's precision, held in double, compare
+    a value of that precision widened to double as the model compares it;
+    ``boundaries``: ``k`` is float64 that the model would round to float32 first,
+    and the thresholds are `float32_boundaries`.
+    """
+    tree = tree_of_node(ensemble)
+    local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
+    splits, modes = _double_splits(ensemble, boundaries)
+    return builder.op(
+        STAGE,
+        "TreeEnsembleRegressor",
+        [k],
+        domain=ML_DOMAIN,
+        aggregate_function="AVERAGE" if average else "SUM",
+        post_transform="NONE",
+        n_targets=n_targets,
+        nodes_modes=modes,
+        nodes_values_as_tensor=splits,
+        target_treeids=tree[leaf_nodes].tolist(),
+        target_nodeids=local[leaf_nodes].tolist(),
+        target_ids=np.asarray(target_ids, dtype=np.int64).tolist(),
+        target_weights_as_tensor=np.asarray(weights, dtype=np.float64),
+        **_legacy_nodes(ensemble),
+    )
+
+
+def class_weight_regressor(
+    builder: GraphBuilder, k: str, ensemble: Ensemble, *, boundaries: bool, classes: np.ndarray
+) -> str:
+    """`double_regressor` with every leaf adding its value of each class in
+    ``classes`` to that class's column, divided by the tree count (forests):
+    ``[N, len(classes)]`` float32.
+
+    onnxruntime keeps the sums in the thresholds' type (double) in whatever order its
+    threads take the trees, divides in double and rounds once to float32 when it
+    writes the output. Exact zeros are left out (adding them changes nothing).
+    """
+    leaf_nodes = np.flatnonzero(ensemble.feature < 0)
+    values = ensemble.value[leaf_nodes][:, classes].astype(np.float64)
+    nodes, column = np.nonzero(values)
+    return double_regressor(
+        builder,
+        k,
+        ensemble,
+        leaf_nodes=leaf_nodes[nodes],
+        target_ids=column,
+        weights=values[nodes, column],
+        n_targets=len(classes),
+        average=ensemble.aggregate == "mean",
+        boundaries=boundaries,
+    )
+
+
+def class_weight_classifier(
+    builder: GraphBuilder, k: str, ensemble: Ensemble, *, boundaries: bool
+) -> str:
+    """As `class_weight_regressor` with the opset-3 TreeEnsembleClassifier
+    (``class_weights_as_tensor``), which only adds: ``[N, C]`` float32 sums, not divided."""
+    tree = tree_of_node(ensemble)
+    local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
+    splits, modes = _double_splits(ensemble, boundaries)
+    leaf_nodes = np.flatnonzero(ensemble.feature < 0)
+    values = ensemble.value[leaf_nodes].astype(np.float64)
+    nodes, column = np.nonzero(values)
+    nodes_of = leaf_nodes[nodes]
+    _, sums = builder.op(
+        STAGE,
+        "TreeEnsembleClassifier",
+        [k],
+        domain=ML_DOMAIN,
+        n_outputs=2,
+        post_transform="NONE",
+        classlabels_int64s=list(range(ensemble.n_outputs)),
+        nodes_modes=modes,
+        nodes_values_as_tensor=splits,
+        class_treeids=tree[nodes_of].tolist(),
+        class_nodeids=local[nodes_of].tolist(),
+        class_ids=column.tolist(),
+        class_weights_as_tensor=values[nodes, column],
+        **_legacy_nodes(ensemble),
+    )
+    return sums
+
+
+def _sum_trees(builder: GraphBuilder, table: str, index: str, n_trees: int) -> str:
     """``table[index]`` added over trees in tree order: [b, T] leaf rows -> [b, C]."""
-    per_tree = g.op(STAGE, "Gather", [table, index], axis=0)  # [b, T, C]
-    return sum_in_order(g, per_tree, axis=1, length=n_trees)
+    if n_trees == 1:  # a single tree: its rows, one kernel (no Squeeze of a tree axis)
+        return builder.op(STAGE, "GatherND", [table, index])
+    per_tree = builder.op(STAGE, "Gather", [table, index], axis=0)  # [b, T, C]
+    return sum_in_order(builder, per_tree, axis=1, length=n_trees)
 
 
-def sum_looked_up(g: GraphBuilder, tables: list[str], index: str, n_trees: int) -> str:
+def sum_looked_up(builder: GraphBuilder, tables: list[str], index: str, n_trees: int) -> str:
     """Per-class ``[slots, T]`` tables read at ``index`` [b, T], summed over trees -> [b, C]."""
-    looked_up = [g.op(STAGE, "GatherElements", [t, index], axis=0) for t in tables]
-    axis = g.const(STAGE, "class_axis", [2], np.int64)
-    stacked = [g.op(STAGE, "Unsqueeze", [v, axis]) for v in looked_up]
-    per_tree = stacked[0] if len(stacked) == 1 else g.op(STAGE, "Concat", stacked, axis=2)
-    return sum_in_order(g, per_tree, axis=1, length=n_trees)  # [b, T, C] -> [b, C]
+    looked_up = [builder.op(STAGE, "GatherElements", [t, index], axis=0) for t in tables]
+    axis = builder.const(STAGE, "class_axis", [2], np.int64)
+    stacked = [builder.op(STAGE, "Unsqueeze", [v, axis]) for v in looked_up]
+    per_tree = stacked[0] if len(stacked) == 1 else builder.op(STAGE, "Concat", stacked, axis=2)
+    return sum_in_order(builder, per_tree, axis=1, length=n_trees)  # [b, T, C] -> [b, C]
 
 
 def tree_columns(groups: np.ndarray) -> np.ndarray:
@@ -517,18 +668,18 @@ def tree_columns(groups: np.ndarray) -> np.ndarray:
     return column
 
 
-def sum_tree_columns(g: GraphBuilder, values: str, groups: np.ndarray) -> str:
+def sum_tree_columns(builder: GraphBuilder, values: str, groups: np.ndarray) -> str:
     """``[b, T]`` per-tree values in `tree_columns` order -> ``[b, C]`` class sums."""
     n_classes, per_class = groups.shape
     if n_classes == 1:  # [b, T] is already tree-major: no Reshape, and the sum keeps its axis
-        return sum_in_order(g, values, axis=1, length=per_class, keep_axis=True)
-    shape = g.const(STAGE, "tree_major", [-1, per_class, n_classes], np.int64)
-    per_tree = g.op(STAGE, "Reshape", [values, shape])  # [b, T / C, C]
-    return sum_in_order(g, per_tree, axis=1, length=per_class)
+        return sum_in_order(builder, values, axis=1, length=per_class, keep_axis=True)
+    shape = builder.const(STAGE, "tree_major", [-1, per_class, n_classes], np.int64)
+    per_tree = builder.op(STAGE, "Reshape", [values, shape])  # [b, T / C, C]
+    return sum_in_order(builder, per_tree, axis=1, length=per_class)
 
 
 def sum_in_order(
-    g: GraphBuilder, x: str, *, axis: int, length: int, keep_axis: bool = False
+    builder: GraphBuilder, x: str, *, axis: int, length: int, keep_axis: bool = False
 ) -> str:
     """Sum ``x`` over ``axis`` strictly in index order: CumSum, then its last entry.
 
@@ -539,14 +690,16 @@ def sum_in_order(
         if keep_axis:
             return x
         # nothing to add: drop the axis (no copy, unlike a Gather)
-        return g.op(STAGE, "Squeeze", [x, g.const(STAGE, f"axis{axis}", [axis], np.int64)])
-    x = g.op(STAGE, "CumSum", [x, g.const(STAGE, f"axis{axis}", axis, np.int64)])
-    last = g.const(STAGE, "last", [-1] if keep_axis else -1, np.int64)
-    return g.op(STAGE, "Gather", [x, last], axis=axis)
+        return builder.op(
+            STAGE, "Squeeze", [x, builder.const(STAGE, f"axis{axis}", [axis], np.int64)]
+        )
+    x = builder.op(STAGE, "CumSum", [x, builder.const(STAGE, f"axis{axis}", axis, np.int64)])
+    last = builder.const(STAGE, "last", [-1] if keep_axis else -1, np.int64)
+    return builder.op(STAGE, "Gather", [x, last], axis=axis)
 
 
 def by_row_blocks(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     x: str,
     emit: Callable[[GraphBuilder, str], str],
     n_outputs: int,
@@ -564,28 +717,28 @@ def by_row_blocks(
     """
     elem = onnx_type(dtype)
     out_info = helper.make_tensor_value_info
-    rows = g.n_rows(STAGE, x)
-    short = g.op(
-        STAGE, "LessOrEqual", [rows, g.const(STAGE, "chunk_rows_1d", [CHUNK_ROWS], np.int64)]
+    rows = builder.n_rows(STAGE, x)
+    short = builder.op(
+        STAGE, "LessOrEqual", [rows, builder.const(STAGE, "chunk_rows_1d", [CHUNK_ROWS], np.int64)]
     )
 
-    whole = g.child()
+    whole = builder.child()
     whole_out = emit(whole, x)
     whole_graph = helper.make_graph(
         whole.nodes, "whole_batch", [], [out_info(whole_out, elem, None)]
     )
 
-    blocks = g.child()
+    blocks = builder.child()
     joined = long(blocks, x) if long else _row_block_loop(blocks, x, emit, n_outputs, dtype)
     blocks_graph = helper.make_graph(blocks.nodes, "row_blocks", [], [out_info(joined, elem, None)])
 
     # If takes any one-element tensor as its condition: no Squeeze (one node
     # less on the single-row path).
-    return g.op(STAGE, "If", [short], then_branch=whole_graph, else_branch=blocks_graph)
+    return builder.op(STAGE, "If", [short], then_branch=whole_graph, else_branch=blocks_graph)
 
 
 def _row_block_loop(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     x: str,
     emit: Callable[[GraphBuilder, str], str],
     width: int,
@@ -603,10 +756,10 @@ def _row_block_loop(
     """
     elem = onnx_type(dtype)
     out_info = helper.make_tensor_value_info
-    chunk = g.const(STAGE, "chunk_rows", rows, np.int64)
-    pieces = g.op(STAGE, "SplitToSequence", [x, chunk], axis=0)
-    n_blocks = g.op(STAGE, "SequenceLength", [pieces])
-    body = g.child()
+    chunk = builder.const(STAGE, "chunk_rows", rows, np.int64)
+    pieces = builder.op(STAGE, "SplitToSequence", [x, chunk], axis=0)
+    n_blocks = builder.op(STAGE, "SequenceLength", [pieces])
+    body = builder.child()
     i, cond_in, acc_in = body.unique("block/i"), body.unique("block/cond"), body.unique("block/acc")
     block = body.op("block", "SequenceAt", [pieces, i])
     acc_out = body.op("block", "SequenceInsert", [acc_in, emit(body, block)])
@@ -626,15 +779,15 @@ def _row_block_loop(
     )
     # An explicit `true` condition: onnx's reference evaluator runs no
     # iteration when the optional condition input is left out.
-    keep_going = g.const(STAGE, "true", True, np.bool_)
-    no_rows = g.const(STAGE, "no_rows", np.zeros((0, width)), dtype)
-    first = g.op(STAGE, "SequenceConstruct", [no_rows])
-    acc = g.op(STAGE, "Loop", [n_blocks, keep_going, first], body=body_graph)
-    return g.op(STAGE, "ConcatFromSequence", [acc], axis=0)
+    keep_going = builder.const(STAGE, "true", True, np.bool_)
+    no_rows = builder.const(STAGE, "no_rows", np.zeros((0, width)), dtype)
+    first = builder.op(STAGE, "SequenceConstruct", [no_rows])
+    acc = builder.op(STAGE, "Loop", [n_blocks, keep_going, first], body=body_graph)
+    return builder.op(STAGE, "ConcatFromSequence", [acc], axis=0)
 
 
 def emit_compat(
-    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: TreePlan | None = None
+    builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: TreePlan | None = None
 ) -> str:
     """Raw scores ``[N, n_outputs]`` in float32 from the legacy TreeEnsembleRegressor.
 
@@ -643,28 +796,30 @@ def emit_compat(
     leaf = ensemble.feature < 0
     leaf_nodes, columns = np.nonzero(ensemble.value * leaf[:, None])
     scores = legacy_regressor(
-        g,
-        cast_to(g, k, k_dtype, "float32"),
+        builder,
+        cast_to(builder, k, k_dtype, "float32"),
         ensemble,
         leaf_nodes=leaf_nodes,
         target_ids=columns,
         weights=ensemble.value[leaf_nodes, columns],
         n_targets=ensemble.n_outputs,
     )
-    return finish_scores(g, scores, ensemble, "float32")
+    return finish_scores(builder, scores, ensemble, "float32")
 
 
 def finish_scores(
-    g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str, *, averaged: bool = False
+    builder: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str, *, averaged: bool = False
 ) -> str:
     """Divide by the tree count ("mean") and add base values, in the IR's order.
 
     ``averaged``: the tree operator has divided already (its AVERAGE).
     """
     if ensemble.aggregate == "mean" and ensemble.n_trees > 1 and not averaged:
-        scores = g.op(STAGE, "Div", [scores, g.const(STAGE, "n_trees", ensemble.n_trees, dtype)])
+        scores = builder.op(
+            STAGE, "Div", [scores, builder.const(STAGE, "n_trees", ensemble.n_trees, dtype)]
+        )
     if np.any(ensemble.base_values != 0):
-        scores = g.op(
-            STAGE, "Add", [scores, g.const(STAGE, "base_values", ensemble.base_values, dtype)]
+        scores = builder.op(
+            STAGE, "Add", [scores, builder.const(STAGE, "base_values", ensemble.base_values, dtype)]
         )
     return scores

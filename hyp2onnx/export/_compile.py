@@ -141,7 +141,12 @@ def _plain_model(
         ),
         n_input_features=n_input,
     )
-    return Model(ensemble, space, backend.name, type(model).__name__)
+    return Model(
+        ensemble=ensemble,
+        space=space,
+        backend=backend.name,
+        estimator_class=type(model).__name__,
+    )
 
 
 def to_onnx(
@@ -340,6 +345,9 @@ def _model_outputs(
     if not isinstance(scores, Guarded):
         return emit_outputs(builder, scores, ensemble, dtype), {}
     bounds = {"value_bound": repr(scores.bound), "tie_margin": repr(scores.margin)}
+    if scores.rounded_to is not None:
+        # double sums rounded once to this type; value_bound covers the rounding
+        bounds["values_rounded_to"] = scores.rounded_to
     outputs = emit_outputs(
         builder,
         scores.scores,
