@@ -35,6 +35,7 @@ _LAZY = {
         for n in _estimators
         if n.startswith("Hyperbolic") and n != "HyperbolicTreeModel"
     },
+    "region_tree": "estimators",
     "to_onnx": "export",
     "save_onnx": "export",
     "read_metadata": "export",

@@ -43,6 +43,7 @@ from ..errors import CompatRoutingWarning, UnsupportedModelError
 from ..geometry import GEOMETRIES, check_timelike_dim, curvature_radius
 from ..ir import InputSpace, Model
 from ._kinds import kind_of
+from ._network import compile_network
 
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
@@ -185,6 +186,17 @@ def to_onnx(
     """
     if dtype not in (None, "float32", "float64"):
         raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}.")
+    if kind_of(model) == "network":  # hyperbolic MLPs and region trees (export/_network.py)
+        return compile_network(
+            model,
+            dtype=dtype,
+            encoding=encoding,
+            opset=check_opset(target_opset),
+            name=name,
+            input_geometry=input_geometry,
+            curvature=curvature,
+            timelike_dim=timelike_dim,
+        )
     entry = _encoding(encoding)
     opset = check_opset(target_opset)
     if kind_of(model) == "hyperdt":

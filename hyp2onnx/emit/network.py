@@ -1,0 +1,252 @@
+"""ONNX nodes of ReLU networks on Klein coordinates, and of their region trees.
+
+Two graphs of a network (:class:`hyp2onnx.ir.network.Network`):
+
+``emit_chain`` (the ``exact`` encoding)
+    Every layer as the Python model computes it: ``Split`` the activations
+    into columns, then ``z = a_0 w_0``, ``z = z + a_1 w_1``, ... and ``+ b``,
+    one ``Mul`` and one ``Add`` per input unit, on the transposed ``[m, N]``
+    layout (as the oblique splits' projections, :mod:`hyp2onnx.emit.oblique`).
+    Each is a correctly rounded float64 operation, so the logits are the
+    Python model's bit for bit.
+
+``emit_matmul`` (the ``fast`` encoding, default)
+    ``MatMul``, ``Add`` and ``Relu`` per layer, in the runtime's order of
+    additions: every logit within ``value_bound``
+    (:func:`hyp2onnx.ir.network.error_bounds`, twice the bound on either
+    order's distance from the exact value) of the Python model's. A label can
+    change only on a row whose logits are that close to a tie, or off the
+    unit cube (``|k_f| > 1``, no point of the space) where the bound does not
+    hold: on every call the graph takes the batch's smallest top-two gap
+    (``TopK``, ``MatMul``; one logistic logit: ``|z|``) and largest ``|k_f|``,
+    and an ``If`` that only when some row needs it rescores those rows
+    with the chain (``NonZero``, ``GatherND``, ``ScatterND``), as the fast tree
+    graph's guard does. Labels are the Python model's on every row.
+
+``emit_region_tree`` evaluates a region tree (:mod:`hyp2onnx.ir.regions`):
+the oblique tree walk of :func:`hyp2onnx.emit.isolation.emit_oblique_walk`
+(projections in ``project``'s order, so routing is the Python model's), a
+``Gather`` of the leaf's affine map and its products added in feature order
+(``CumSum``), and the same ``If`` rescoring uncovered and near-tie rows with
+the chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from ..ir.network import Network
+from ..ir.regions import RegionTree
+from ._graph import GraphBuilder, onnx_type
+from .isolation import emit_oblique_walk
+from .outputs import label_tensor
+from .trees import by_row_blocks
+
+__all__ = ["emit_chain", "emit_matmul", "emit_network_outputs", "emit_region_tree"]
+
+STAGE = "network"
+GUARD = "guard"
+
+
+def _chain_rows(network: Network, g: GraphBuilder) -> Callable[[GraphBuilder, str], str]:
+    """``rows [b, d] -> logits [b, C]`` in the Python model's order (module doc)."""
+    columns = [
+        [g.const(STAGE, f"layer{i}_w{f}", W[f].astype(np.float64)[:, None]) for f in range(len(W))]
+        for i, W in enumerate(network.weights)
+    ]
+    biases = [
+        g.const(STAGE, f"layer{i}_b", b.astype(np.float64)[:, None])
+        for i, b in enumerate(network.biases)
+    ]
+    last = len(network.weights) - 1
+
+    def chain(b: GraphBuilder, rows: str) -> str:
+        a = b.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [d, b]
+        for i, weights in enumerate(columns):
+            n = len(weights)
+            if n == 1:
+                parts = [a]
+            else:
+                count: dict[str, Any] = {"num_outputs": n} if b.opset >= 18 else {}
+                parts = b.op(STAGE, "Split", [a], n_outputs=n, axis=0, **count)
+            total = None
+            for part, w in zip(parts, weights, strict=True):
+                term = b.op(STAGE, "Mul", [part, w])  # [1, b] * [m, 1] -> [m, b]
+                total = term if total is None else b.op(STAGE, "Add", [total, term])
+            assert total is not None  # every layer has an input
+            z = b.op(STAGE, "Add", [total, biases[i]])
+            a = z if i == last else b.op(STAGE, "Relu", [z])
+        return b.op(STAGE, "Transpose", [a], perm=[1, 0])
+
+    return chain
+
+
+def emit_chain(g: GraphBuilder, k: str, network: Network) -> str:
+    """Logits ``[N, C]`` of float64 Klein rows ``k``, bit for bit the Python model's."""
+    return by_row_blocks(g, k, _chain_rows(network, g), network.n_outputs, "float64")
+
+
+def emit_matmul(g: GraphBuilder, k: str, network: Network) -> str:
+    """Logits ``[N, C]`` by ``MatMul``, ``Add`` and ``Relu``: the runtime's order of additions."""
+    a = k
+    last = len(network.weights) - 1
+    for i, (W, b) in enumerate(zip(network.weights, network.biases, strict=True)):
+        product = g.op(STAGE, "MatMul", [a, g.const(STAGE, f"W{i}", W.astype(np.float64))])
+        z = g.op(STAGE, "Add", [product, g.const(STAGE, f"b{i}", b.astype(np.float64))])
+        a = z if i == last else g.op(STAGE, "Relu", [z])
+    return a
+
+
+def _gap(g: GraphBuilder, logits: str, network: Network) -> tuple[str, float]:
+    """Per row, how far its label is from changing, and the factor of the bound it must exceed.
+
+    One logistic logit: ``|z|`` against the bound; several: the top two
+    logits' difference (one rounding, as ``Sub``) against twice the bound.
+    """
+    if network.output == "logistic":
+        return g.op(GUARD, "Abs", [g.op(GUARD, "Squeeze", [logits, _axes(g, [1])])]), 1.0
+    two = g.const(GUARD, "two", [2], np.int64)
+    top, _ = g.op(GUARD, "TopK", [logits, two], axis=1, n_outputs=2)
+    first_minus_second = g.const(GUARD, "first_minus_second", [1.0, -1.0])
+    return g.op(GUARD, "MatMul", [top, first_minus_second]), 2.0
+
+
+def _axes(g: GraphBuilder, axes: list[int]) -> str:
+    return g.const(GUARD, "axes", axes, np.int64)
+
+
+def _reduce_max(g: GraphBuilder, x: str, axes: list[int] | None) -> str:
+    """``ReduceMax`` without keeping dimensions (axes as an input from opset 18, before as an
+    attribute; None: every axis)."""
+    if axes is None:
+        return g.op(GUARD, "ReduceMax", [x], keepdims=0)
+    if g.opset >= 18:
+        return g.op(GUARD, "ReduceMax", [x, _axes(g, axes)], keepdims=0)
+    return g.op(GUARD, "ReduceMax", [x], axes=axes, keepdims=0)
+
+
+def _off_ball(g: GraphBuilder, k: str) -> str:
+    """``[N]`` bool: rows with some ``|k_f| > 1`` (no point of the space; the bounds assume
+    ``|k_f| <= 1``)."""
+    largest = _reduce_max(g, g.op(GUARD, "Abs", [k]), [1])
+    return g.op(GUARD, "Greater", [largest, g.const(GUARD, "one", 1.0)])
+
+
+def _rescore(
+    g: GraphBuilder,
+    logits: str,
+    k: str,
+    redo: Callable[[GraphBuilder], str],
+    network: Network,
+) -> str:
+    """``logits`` with the rows where ``redo`` holds replaced by the chain's, inside an ``If``
+    taken only when some row needs it."""
+    out_info = helper.make_tensor_value_info
+    # As float64: an empty batch's maximum is -inf (no rescoring), where integers have none.
+    largest = _reduce_max(g, g.cast(GUARD, redo(g), np.float64), None)
+    condition = g.op(GUARD, "Greater", [largest, g.const(GUARD, "zero", 0.0)])
+    branch = g.child()
+    where = branch.op(GUARD, "NonZero", [redo(branch)])  # [1, M]
+    index = branch.op(GUARD, "Transpose", [where], perm=[1, 0])  # [M, 1]
+    rows = branch.op(GUARD, "GatherND", [k, index])  # [M, d]
+    exact = _chain_rows(network, branch)(branch, rows)
+    redone = branch.op(GUARD, "ScatterND", [logits, index, exact])
+    keep = g.child()
+    kept = keep.op(GUARD, "Identity", [logits])
+    elem = onnx_type(np.float64)
+    then_graph = helper.make_graph(branch.nodes, "rescore", [], [out_info(redone, elem, None)])
+    else_graph = helper.make_graph(keep.nodes, "keep", [], [out_info(kept, elem, None)])
+    return g.op(GUARD, "If", [condition], then_branch=then_graph, else_branch=else_graph)
+
+
+def emit_guarded(g: GraphBuilder, k: str, network: Network, bound: float) -> str:
+    """:func:`emit_matmul`'s logits with near-tie and off-cube rows rescored by the chain."""
+    logits = emit_matmul(g, k, network)
+    if not network.is_classifier:
+        return logits
+    gap, factor = _gap(g, logits, network)
+    margin = g.const(GUARD, "margin", factor * bound)
+
+    def redo(b: GraphBuilder) -> str:
+        near = b.op(GUARD, "LessOrEqual", [gap, margin])
+        return b.op(GUARD, "Or", [near, _off_ball(b, k)])
+
+    return _rescore(g, logits, k, redo, network)
+
+
+def emit_region_tree(g: GraphBuilder, k: str, tree: RegionTree) -> tuple[str, str, str]:
+    """Logits ``[N, C]``, and the graph outputs ``covered`` ``[N]`` (bool) and ``region``
+    ``[N]`` (int64, -1: none), under those names."""
+    network = tree.network
+    d = network.n_features
+    reached = emit_oblique_walk(g, k, tree.ensemble)  # [N, 1]: leaf number + 1, 0 missing
+    leaf = g.cast(STAGE, g.op(STAGE, "Squeeze", [reached, _axes(g, [1])]), np.int64)
+    zero = g.const(STAGE, "zero_leaf", 0, np.int64)
+    leaf = g.op(STAGE, "Where", [_off_ball(g, k), zero, leaf])
+    # Named as the graph outputs now: the rescoring branch below reads ``covered``.
+    covered = g.op(STAGE, "Greater", [leaf, zero], outputs=["covered"])
+    region = g.op(STAGE, "Sub", [leaf, g.const(STAGE, "one_leaf", 1, np.int64)], outputs=["region"])
+    maps = g.op(STAGE, "Gather", [g.const(STAGE, "maps", tree.maps), leaf], axis=0)  # [N, d, C]
+    terms = g.op(STAGE, "Mul", [g.op(STAGE, "Unsqueeze", [k, _axes(g, [2])]), maps])
+    sums = g.op(STAGE, "CumSum", [terms, g.const(STAGE, "feature_axis", 1, np.int64)])
+    total = g.op(STAGE, "Gather", [sums, g.const(STAGE, "last", d - 1, np.int64)], axis=1)
+    offsets = g.op(STAGE, "Gather", [g.const(STAGE, "offsets", tree.offsets), leaf], axis=0)
+    logits = g.op(STAGE, "Add", [total, offsets])
+    if network.is_classifier:
+        gap, factor = _gap(g, logits, network)
+        margin = g.const(GUARD, "margin", factor * tree.value_bound)
+
+        def redo(b: GraphBuilder) -> str:
+            near = b.op(GUARD, "LessOrEqual", [gap, margin])
+            return b.op(GUARD, "Or", [near, b.op(GUARD, "Not", [covered])])
+
+    else:
+
+        def redo(b: GraphBuilder) -> str:
+            return b.op(GUARD, "Not", [covered])
+
+    return _rescore(g, logits, k, redo, network), covered, region
+
+
+def emit_network_outputs(
+    g: GraphBuilder, logits: str, network: Network
+) -> list[helper.ValueInfoProto]:
+    """``label`` and ``probabilities`` (classifiers) or ``variable`` from the logits.
+
+    The label is decided on the logits, as the Python model decides it:
+    ``ArgMax`` (first largest, numpy's rule) or ``z > 0`` for one logistic logit.
+    """
+    elem = onnx_type(np.float64)
+    if not network.is_classifier:
+        g.rename(logits, "variable")
+        return [helper.make_tensor_value_info("variable", elem, ["N", network.n_outputs])]
+    assert network.classes is not None
+    if network.output == "logistic":
+        p = g.op("output", "Sigmoid", [logits])
+        q = g.op("output", "Sub", [g.const("output", "one", np.ones((1, 1))), p])
+        probabilities = g.op("output", "Concat", [q, p], axis=1)
+        positive = g.op("output", "Greater", [logits, g.const("output", "zero", 0.0)])
+        index = g.op("output", "Squeeze", [g.cast("output", positive, np.int64), _axes(g, [1])])
+    else:
+        probabilities = g.op("output", "Softmax", [logits], axis=1)
+        index = g.op("output", "ArgMax", [logits], axis=1, keepdims=0)
+    g.rename(probabilities, "probabilities")
+    labels, label_type = label_tensor(network.classes)
+    if label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(len(labels))):
+        g.op("output", "Identity", [index], outputs=["label"])
+    else:
+        g.op(
+            "output",
+            "Gather",
+            [g.const("output", "classes", labels), index],
+            axis=0,
+            outputs=["label"],
+        )
+    return [
+        helper.make_tensor_value_info("label", label_type, ["N"]),
+        helper.make_tensor_value_info("probabilities", elem, ["N", len(network.classes)]),
+    ]

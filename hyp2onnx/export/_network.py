@@ -1,0 +1,164 @@
+"""Compile a hyperbolic MLP, or its region tree, into one ONNX graph.
+
+The graph takes raw points ``X`` [N, D] in the model's input geometry,
+projects them to float64 Klein coordinates as the Python model does
+(:mod:`hyp2onnx.emit.projection`), evaluates the network
+(:mod:`hyp2onnx.emit.network`) and returns ``label`` + ``probabilities``
+(classifiers) or ``variable`` (regressors); a region tree adds ``covered``
+(bool: the tree holds the row's region; else the network scored it) and
+``region`` (int64, -1 where uncovered). Only standard ONNX operators.
+
+Encodings: a network's ``"fast"`` (default) is the ``MatMul`` graph with its
+near-tie guard (labels exact, values within ``value_bound``), ``"exact"``
+the fixed-order chain (bit for bit); a region tree has one graph, which
+reproduces its Python model (labels exact; values bit for bit but for the
+runtime's ``exp`` in the link), recorded as ``"exact"``.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+from sklearn.utils.validation import check_is_fitted
+
+from .._version import __version__ as _version
+from ..emit._graph import GraphBuilder, onnx_type
+from ..emit.network import emit_chain, emit_guarded, emit_network_outputs, emit_region_tree
+from ..emit.projection import emit_projection
+from ..estimators._mlp import _HyperbolicMLP, network_space
+from ..estimators._regions import RegionTree
+from ..ir.network import Network, error_bounds
+
+__all__ = ["NETWORK_ENCODINGS", "compile_network", "is_network", "network_value_bound"]
+
+#: The encodings a network takes, and what each builds.
+NETWORK_ENCODINGS = {
+    "fast": "MatMul per layer in the runtime's order, near-tie rows rescored in fixed order",
+    "exact": "every sum in the Python model's fixed order (bit for bit)",
+}
+_META_PREFIX = "hyp2onnx."
+
+
+def is_network(model: Any) -> bool:
+    """Whether ``model`` is a hyperbolic MLP or a region tree (exported here)."""
+    return isinstance(model, (_HyperbolicMLP, RegionTree))
+
+
+def network_value_bound(network: Network) -> float:
+    """Largest difference between a ``MatMul`` graph's logit and the fixed-order one.
+
+    Both lie within :func:`~hyp2onnx.ir.network.error_bounds` of the exact
+    value, whatever their order: twice that bound, largest over the outputs.
+    """
+    return float(2.0 * error_bounds(network)[0][-1].max(initial=0.0))
+
+
+def compile_network(
+    model: Any,
+    *,
+    dtype: str | None,
+    encoding: str,
+    opset: int,
+    name: str | None = None,
+    **stated: Any,
+) -> onnx.ModelProto:
+    """Emit, check and return the ONNX model of a fitted hyperbolic MLP or region tree."""
+    if any(v is not None for v in stated.values()):
+        raise ValueError(
+            f"{type(model).__name__} records its own geometry: leave out input_geometry, "
+            "curvature and timelike_dim."
+        )
+    tree = isinstance(model, RegionTree)
+    if not tree:
+        check_is_fitted(model)
+    if encoding not in NETWORK_ENCODINGS:
+        raise ValueError(
+            f"a network's encoding must be one of {tuple(NETWORK_ENCODINGS)}, got {encoding!r}; "
+            "its graphs use standard ONNX operators only, so every runtime that runs them "
+            "runs either."
+        )
+    if dtype is None:
+        dtype = "float64"
+    if dtype == "float32":
+        warnings.warn(
+            "float32 input rounds the points before they are projected: near a boundary "
+            "between the network's regions, or a tie, labels will differ from the model's "
+            "on float64 input. Use dtype='float64' (the default here).",
+            stacklevel=3,
+        )
+    network = model.tree_.network if tree else model.network()
+    space = network_space(model)
+    g = GraphBuilder(opset)
+    g.reserve("X", "label", "probabilities", "variable", "covered", "region")
+    d = network.n_features
+    k = emit_projection(g, "X", space, np.arange(d), input_dtype=dtype, dtype="float64")
+    extra: dict[str, str] = {"hidden_layer_sizes": json.dumps(list(network.hidden_sizes))}
+    outputs_extra: list[helper.ValueInfoProto] = []
+    if tree:
+        logits, _, _ = emit_region_tree(g, k, model.tree_)
+        outputs_extra = [
+            helper.make_tensor_value_info("covered", onnx.TensorProto.BOOL, ["N"]),
+            helper.make_tensor_value_info("region", onnx.TensorProto.INT64, ["N"]),
+        ]
+        encoding = "exact"
+        extra["network_bound"] = repr(model.tree_.value_bound)
+        extra["n_regions"] = str(model.tree_.n_regions)
+    elif encoding == "exact":
+        logits = emit_chain(g, k, network)
+    else:
+        bound = network_value_bound(network)
+        logits = emit_guarded(g, k, network, bound)
+        extra["value_bound"] = repr(bound)
+        extra["tie_margin"] = repr((1.0 if network.output == "logistic" else 2.0) * bound)
+    outputs = emit_network_outputs(g, logits, network) + outputs_extra
+    estimator_class = "RegionTree" if tree else type(model).__name__
+    graph = helper.make_graph(
+        g.nodes,
+        name or f"hyp2onnx_{estimator_class}",
+        [helper.make_tensor_value_info("X", onnx_type(dtype), ["N", space.n_input_features])],
+        outputs,
+        g.initializers,
+    )
+    opsets = [helper.make_opsetid("", opset)]
+    onnx_model = helper.make_model(
+        graph,
+        opset_imports=opsets,
+        producer_name="hyp2onnx",
+        producer_version=_version,
+        ir_version=helper.find_min_ir_version_for(opsets),
+        doc_string=(
+            f"{estimator_class} (ReLU network on Klein coordinates, hidden layers "
+            f"{list(network.hidden_sizes)}) exported by hyp2onnx {_version}. Input X: points "
+            f"in the {space.geometry} model of hyperbolic space of curvature "
+            f"{space.curvature:g}, {space.n_input_features} columns. Encoding: {encoding}."
+        ),
+    )
+    entries = {
+        "input_geometry": space.geometry,
+        "curvature": repr(float(space.curvature)),
+        "timelike_dim": str(space.timelike_dim),
+        "n_features_in": str(space.n_input_features),
+        "backend": "sklearn-mlp",
+        "estimator_class": estimator_class,
+        "task": "classification" if network.is_classifier else "regression",
+        "classes": json.dumps(
+            None if network.classes is None else np.asarray(network.classes).tolist()
+        ),
+        "n_trees": "1",
+        "encoding": encoding,
+        "input_dtype": dtype,
+        "sum_dtype": "float64",
+        "post_transform": network.output,
+        "version": _version,
+        **extra,
+    }
+    for key, value in entries.items():
+        prop = onnx_model.metadata_props.add()
+        prop.key, prop.value = _META_PREFIX + key, value
+    onnx.checker.check_model(onnx_model, full_check=True)
+    return onnx_model
