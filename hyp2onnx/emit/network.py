@@ -90,65 +90,90 @@ def emit_chain(g: GraphBuilder, k: str, network: Network) -> str:
     return by_row_blocks(g, k, _chain_rows(network, g), network.n_outputs, "float64")
 
 
+#: Layers as one ``Gemm`` (product and bias) rather than ``MatMul`` then ``Add``.
+USE_GEMM = False
+
+
 def emit_matmul(g: GraphBuilder, k: str, network: Network) -> str:
     """Logits ``[N, C]`` by ``MatMul``, ``Add`` and ``Relu``: the runtime's order of additions."""
     a = k
     last = len(network.weights) - 1
     for i, (W, b) in enumerate(zip(network.weights, network.biases, strict=True)):
-        product = g.op(STAGE, "MatMul", [a, g.const(STAGE, f"W{i}", W.astype(np.float64))])
-        z = g.op(STAGE, "Add", [product, g.const(STAGE, f"b{i}", b.astype(np.float64))])
+        weights = g.const(STAGE, f"W{i}", W.astype(np.float64))
+        bias = g.const(STAGE, f"b{i}", b.astype(np.float64))
+        if USE_GEMM:
+            z = g.op(STAGE, "Gemm", [a, weights, bias])
+        else:
+            z = g.op(STAGE, "Add", [g.op(STAGE, "MatMul", [a, weights]), bias])
         a = z if i == last else g.op(STAGE, "Relu", [z])
     return a
 
 
-def _gap(g: GraphBuilder, logits: str, network: Network) -> tuple[str, float]:
-    """Per row, how far its label is from changing, and the factor of the bound it must exceed.
+def _near(g: GraphBuilder, logits: str, network: Network, margin: str) -> tuple[str, str]:
+    """Whether some row's label could change if its logits moved by ``margin`` (a tensor
+    name), and what :func:`_rows_near` finds the rows from: the batch test runs on every
+    call, the rows are found only when needed.
 
-    One logistic logit: ``|z|`` against the bound; several: the top two
-    logits' difference (one rounding, as ``Sub``) against twice the bound.
+    One logistic logit: ``|z| <= margin``. Several: some logit other than the
+    first largest has ``z_j + margin >= max z`` (rounding is monotone and the
+    maximum a float, so every row whose exact top-two gap is at most
+    ``margin`` is found): the row holds two or more such logits, and over the
+    batch the count of such logits exceeds the number of rows. ``TopK`` gives
+    the gap too, at several times the cost.
     """
     if network.output == "logistic":
-        return g.op(GUARD, "Abs", [g.op(GUARD, "Squeeze", [logits, _axes(g, [1])])]), 1.0
-    two = g.const(GUARD, "two", [2], np.int64)
-    top, _ = g.op(GUARD, "TopK", [logits, two], axis=1, n_outputs=2)
-    first_minus_second = g.const(GUARD, "first_minus_second", [1.0, -1.0])
-    return g.op(GUARD, "MatMul", [top, first_minus_second]), 2.0
+        distance = g.op(GUARD, "Abs", [logits])
+        least = _reduce(g, "ReduceMin", distance, None)  # +inf for an empty batch
+        return g.op(GUARD, "LessOrEqual", [least, margin]), distance
+    largest = _reduce(g, "ReduceMax", logits, [1], keepdims=1)
+    close = g.op(GUARD, "GreaterOrEqual", [g.op(GUARD, "Add", [logits, margin]), largest])
+    counted = g.cast(GUARD, close, np.float64)
+    total = _reduce(g, "ReduceSum", counted, None)
+    rows = g.cast(GUARD, g.n_rows(GUARD, logits), np.float64)
+    return g.op(GUARD, "Greater", [total, rows]), counted
+
+
+def _rows_near(b: GraphBuilder, found: str, network: Network, margin: str) -> str:
+    """``[N]`` bool: the rows :func:`_near` flags, from its second result."""
+    if network.output == "logistic":
+        near = b.op(GUARD, "LessOrEqual", [found, margin])
+        return b.op(GUARD, "Squeeze", [near, _axes(b, [1])])
+    per_row = _reduce(b, "ReduceSum", found, [1])
+    return b.op(GUARD, "Greater", [per_row, b.const(GUARD, "one_close", 1.5)])
 
 
 def _axes(g: GraphBuilder, axes: list[int]) -> str:
     return g.const(GUARD, "axes", axes, np.int64)
 
 
-def _reduce_max(g: GraphBuilder, x: str, axes: list[int] | None) -> str:
-    """``ReduceMax`` without keeping dimensions (axes as an input from opset 18, before as an
-    attribute; None: every axis)."""
+def _reduce(g: GraphBuilder, op: str, x: str, axes: list[int] | None, keepdims: int = 0) -> str:
+    """A reduction over ``axes`` (None: every axis, to one number). Axes are an input of
+    ``ReduceSum`` from opset 13 and of the others from opset 18; an attribute before."""
     if axes is None:
-        return g.op(GUARD, "ReduceMax", [x], keepdims=0)
-    if g.opset >= 18:
-        return g.op(GUARD, "ReduceMax", [x, _axes(g, axes)], keepdims=0)
-    return g.op(GUARD, "ReduceMax", [x], axes=axes, keepdims=0)
+        return g.op(GUARD, op, [x], keepdims=keepdims)
+    if g.opset >= 18 or op == "ReduceSum":
+        return g.op(GUARD, op, [x, _axes(g, axes)], keepdims=keepdims)
+    return g.op(GUARD, op, [x], axes=axes, keepdims=keepdims)
 
 
 def _off_ball(g: GraphBuilder, k: str) -> str:
     """``[N]`` bool: rows with some ``|k_f| > 1`` (no point of the space; the bounds assume
     ``|k_f| <= 1``)."""
-    largest = _reduce_max(g, g.op(GUARD, "Abs", [k]), [1])
+    largest = _reduce(g, "ReduceMax", g.op(GUARD, "Abs", [k]), [1])
     return g.op(GUARD, "Greater", [largest, g.const(GUARD, "one", 1.0)])
 
 
 def _rescore(
     g: GraphBuilder,
+    condition: str,
     logits: str,
     k: str,
     redo: Callable[[GraphBuilder], str],
     network: Network,
 ) -> str:
-    """``logits`` with the rows where ``redo`` holds replaced by the chain's, inside an ``If``
-    taken only when some row needs it."""
+    """``logits`` with the rows where ``redo`` ``[N]`` holds replaced by the chain's, inside
+    an ``If`` on ``condition`` (true whenever some row needs it)."""
     out_info = helper.make_tensor_value_info
-    # As float64: an empty batch's maximum is -inf (no rescoring), where integers have none.
-    largest = _reduce_max(g, g.cast(GUARD, redo(g), np.float64), None)
-    condition = g.op(GUARD, "Greater", [largest, g.const(GUARD, "zero", 0.0)])
     branch = g.child()
     where = branch.op(GUARD, "NonZero", [redo(branch)])  # [1, M]
     index = branch.op(GUARD, "Transpose", [where], perm=[1, 0])  # [M, 1]
@@ -164,18 +189,23 @@ def _rescore(
 
 
 def emit_guarded(g: GraphBuilder, k: str, network: Network, bound: float) -> str:
-    """:func:`emit_matmul`'s logits with near-tie and off-cube rows rescored by the chain."""
+    """:func:`emit_matmul`'s logits with the rows near a tie rescored by the chain.
+
+    The bound holds for ``|k_f| <= 1`` and grows at most in proportion to
+    ``max(1, |k_f|)`` beyond (every term of :func:`~hyp2onnx.ir.network.error_bounds`
+    does), so the margin is scaled by the batch's largest ``|k_f|`` (at least 1).
+    """
     logits = emit_matmul(g, k, network)
     if not network.is_classifier:
         return logits
-    gap, factor = _gap(g, logits, network)
-    margin = g.const(GUARD, "margin", factor * bound)
-
-    def redo(b: GraphBuilder) -> str:
-        near = b.op(GUARD, "LessOrEqual", [gap, margin])
-        return b.op(GUARD, "Or", [near, _off_ball(b, k)])
-
-    return _rescore(g, logits, k, redo, network)
+    factor = 1.0 if network.output == "logistic" else 2.0
+    largest = _reduce(g, "ReduceMax", g.op(GUARD, "Abs", [k]), None)
+    scale = g.op(GUARD, "Max", [largest, g.const(GUARD, "one", 1.0)])
+    margin = g.op(GUARD, "Mul", [scale, g.const(GUARD, "margin", factor * bound)])
+    condition, found = _near(g, logits, network, margin)
+    return _rescore(
+        g, condition, logits, k, lambda b: _rows_near(b, found, network, margin), network
+    )
 
 
 def emit_region_tree(g: GraphBuilder, k: str, tree: RegionTree) -> tuple[str, str, str]:
@@ -196,20 +226,25 @@ def emit_region_tree(g: GraphBuilder, k: str, tree: RegionTree) -> tuple[str, st
     total = g.op(STAGE, "Gather", [sums, g.const(STAGE, "last", d - 1, np.int64)], axis=1)
     offsets = g.op(STAGE, "Gather", [g.const(STAGE, "offsets", tree.offsets), leaf], axis=0)
     logits = g.op(STAGE, "Add", [total, offsets])
-    if network.is_classifier:
-        gap, factor = _gap(g, logits, network)
-        margin = g.const(GUARD, "margin", factor * tree.value_bound)
-
-        def redo(b: GraphBuilder) -> str:
-            near = b.op(GUARD, "LessOrEqual", [gap, margin])
-            return b.op(GUARD, "Or", [near, b.op(GUARD, "Not", [covered])])
-
-    else:
+    # Some row uncovered: the smallest leaf number is 0 (as float64: +inf for no rows).
+    lowest = _reduce(g, "ReduceMin", g.cast(GUARD, leaf, np.float64), None)
+    uncovered = g.op(GUARD, "Less", [lowest, g.const(GUARD, "half", 0.5)])
+    if not network.is_classifier:
 
         def redo(b: GraphBuilder) -> str:
             return b.op(GUARD, "Not", [covered])
 
-    return _rescore(g, logits, k, redo, network), covered, region
+        return _rescore(g, uncovered, logits, k, redo, network), covered, region
+    factor = 1.0 if network.output == "logistic" else 2.0
+    margin = g.const(GUARD, "margin", factor * tree.value_bound)
+    near_tie, found = _near(g, logits, network, margin)
+    condition = g.op(GUARD, "Or", [uncovered, near_tie])
+
+    def redo_near(b: GraphBuilder) -> str:
+        near = _rows_near(b, found, network, margin)
+        return b.op(GUARD, "Or", [near, b.op(GUARD, "Not", [covered])])
+
+    return _rescore(g, condition, logits, k, redo_near, network), covered, region
 
 
 def emit_network_outputs(
