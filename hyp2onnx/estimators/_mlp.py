@@ -28,7 +28,6 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.neural_network import MLPClassifier, MLPRegressor
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..geometry import GEOMETRIES, to_klein
@@ -90,6 +89,7 @@ class _HyperbolicMLP(BaseEstimator):
                 "use activation='relu'."
             )
         self._validate_params()
+        # Classifiers are single-output: a 2-D y (multilabel) is refused here.
         X, y = validate_data(
             self,
             X,
@@ -98,8 +98,6 @@ class _HyperbolicMLP(BaseEstimator):
             multi_output=not self._classifier,
             ensure_all_finite=False,
         )
-        if self._classifier and type_of_target(y) in ("multilabel-indicator",):
-            raise ValueError("multilabel targets are not supported: fit one classifier per label.")
         k = to_klein(
             X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
         )
