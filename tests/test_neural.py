@@ -392,3 +392,19 @@ def test_command_line_converts_and_checks(tmp_path, two_classes):
         assert code == 0, err
         lines = (tmp_path / f"{name}.csv").read_text().splitlines()
         assert len(lines) == 1 + len(X) - 400
+
+
+def test_uncovered_regressor_rows_get_the_networks_values():
+    X, k = points(400, 2, seed=8)
+    model = _fit(
+        hyp2onnx.HyperbolicMLPRegressor(hidden_layer_sizes=(8, 8), max_iter=100, random_state=0),
+        X,
+        targets(k),
+    )
+    tree = hyp2onnx.region_tree(model, X[:15])
+    got = run_onnx(hyp2onnx.to_onnx(tree), X)
+    uncovered = ~got["covered"]
+    assert uncovered.sum() > 10
+    want = model.decision_function(X)
+    assert np.array_equal(got["variable"][uncovered], want[uncovered])  # the chain, bit for bit
+    assert np.abs(got["variable"] - want).max() <= tree.value_bound_
