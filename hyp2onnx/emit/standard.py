@@ -31,8 +31,9 @@ chosen by its depth (:func:`choose_strategy`):
   together 0.7); leaves point to themselves.
 
 In both, the roots are tested without a table (every row starts there),
-leaves and empty slots test NaN, which no comparison passes (they go left,
-under ``GreaterOrEqual`` too), and slots and feature indices are int32
+leaves and empty slots test ``+inf``, which no Klein coordinate passes
+(they go left, under ``GreaterOrEqual`` too; NaN would do the same by IEEE
+754, but OpenVINO's CPU plugin answers ``Greater(x, NaN)`` with true), and slots and feature indices are int32
 (``GatherElements`` reads int32 indices in about 1.3 ns an element, int64
 in 1.8).
 
@@ -386,11 +387,13 @@ def _group_columns(ensemble: Ensemble, group: Group) -> np.ndarray:
 def _tables(ensemble, layout, column, thresholds, n_slots, slot, nodes, dtype):
     """Feature and threshold tables [n_slots, trees] for ``nodes``.
 
-    Leaves and empty slots test NaN, which no comparison passes: they go left.
+    Leaves and empty slots test ``+inf``, which no finite value passes: they go left.
+    (Not NaN: OpenVINO's CPU plugin answers ``Greater(x, NaN)`` and
+    ``GreaterOrEqual(x, NaN)`` with true, sending leaves to slots past the tables.)
     """
     T = int(column.max()) + 1
     features = np.zeros((n_slots, T), dtype=INDEX)
-    limits = np.full((n_slots, T), np.nan, dtype=dtype)
+    limits = np.full((n_slots, T), np.inf, dtype=dtype)
     features[slot[nodes], column[layout.tree[nodes]]] = ensemble.feature[nodes]
     limits[slot[nodes], column[layout.tree[nodes]]] = thresholds[nodes]
     return features, limits
@@ -408,7 +411,7 @@ class _Walk:
         split = ensemble.feature[roots] >= 0
         # The roots' tests need no table: every row starts there.
         features = np.where(split, ensemble.feature[roots], 0).astype(INDEX)
-        limits = np.where(split, thresholds[roots], np.nan).astype(ensemble.compare_dtype)
+        limits = np.where(split, thresholds[roots], np.inf).astype(ensemble.compare_dtype)
         self.root_features = g.const(STAGE, "root_features", features[None, :])
         self.root_limits = g.const(STAGE, "root_thresholds", limits)
         self.root_sets = None

@@ -2,7 +2,7 @@
 
 - :func:`to_onnx` / :func:`save_onnx`: one ONNX graph that takes the raw
   hyperbolic points, its metadata (:func:`read_metadata`), and external data
-  for graphs past protobuf's 2 GiB (``_compile``).
+  for graphs past protobuf's 2 GiB (``_model_file``).
 - :mod:`.skl2onnx`: converters that teach ``skl2onnx.to_onnx`` our estimators.
 
 The graph takes raw points ``X`` [N, D] in the model's input geometry,
@@ -17,22 +17,24 @@ from ._compile import (
     DEFAULT_OPSET,
     ENCODINGS,
     MIN_OPSET,
-    PROTOBUF_LIMIT,
-    check_model,
     check_opset,
     compat_routes_exactly,
     compile_model,
     describe,
-    external_data_path,
-    finish_model,
     input_dtype,
     max_opset,
-    needs_external_data,
-    read_metadata,
     save_onnx,
     to_onnx,
 )
 from ._kinds import Kind, kind_of
+from ._model_file import (
+    PROTOBUF_LIMIT,
+    check_model,
+    external_data_path,
+    finish_model,
+    needs_external_data,
+    read_metadata,
+)
 
 __all__ = [
     "DEFAULT_OPSET",

@@ -9,49 +9,53 @@ encodings.
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import onnx
 from onnx import helper
-from onnx.external_data_helper import (
-    convert_model_to_external_data,
-    set_external_data,
-    uses_external_data,
-)
 
 from .._atomic import atomic_write
-from .._version import __version__ as _version
-from ..blocks import blocks_from_json, blocks_to_json, describe_blocks
 from ..emit import ENCODINGS
 from ..emit import encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from ..emit.fast import Guarded, Link, Refine
 from ..emit.frames import emit_frames, frame_chain, remap_frames
-from ..emit.isolation import emit_oblique_walk, emit_perfect_walk, perfect_applies, walk_applies
+from ..emit.isolation import (
+    emit_anomaly_outputs,
+    emit_oblique_walk,
+    emit_perfect_walk,
+    perfect_applies,
+    walk_applies,
+)
 from ..emit.oblique import emit_normals, remap_projection
 from ..emit.outputs import emit_outputs
 from ..emit.projection import emit_projection, projection_dtype
-from ..emit.trees import plan_trees, remap_features
+from ..emit.strategy import plan_trees
+from ..emit.trees import remap_features
 from ..errors import CompatRoutingWarning, UnsupportedModelError
+from ..estimators import backend_for
 from ..geometry import GEOMETRIES, check_timelike_dim, curvature_radius
 from ..ir import InputSpace, Model
+from . import hyperdt
 from ._kinds import kind_of
+<<<<<<< HEAD
 from ._network import compile_network
+=======
+from ._model_file import (
+    finish_model,
+    needs_external_data,
+    save_with_external_data,
+)
+>>>>>>> main
 
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
 #: The oldest ai.onnx opset hyp2onnx emits (the newest is :func:`max_opset`).
 MIN_OPSET = 13
-_META_PREFIX = "hyp2onnx."
-#: Largest serialized protobuf message (2 GiB); larger graphs need external data.
-PROTOBUF_LIMIT = (1 << 31) - 1
 #: Encodings whose emitter takes a rotation forest's frame chain as a map of
 #: row blocks (``features=``) rather than the whole batch's frame coordinates.
 FUSED_FRAMES = ("fast", "exact")
@@ -98,8 +102,6 @@ def describe(
     ``timelike_dim`` if not the defaults); its thresholds are used as they
     are, not corrected.
     """
-    from ..estimators import backend_for
-
     stated = {
         "input_geometry": input_geometry,
         "curvature": curvature,
@@ -200,8 +202,6 @@ def to_onnx(
     entry = _encoding(encoding)
     opset = check_opset(target_opset)
     if kind_of(model) == "hyperdt":
-        from . import hyperdt
-
         _no_stated_geometry(model, input_geometry, curvature, timelike_dim)
         # The dtype rule of plain models: the precision they compare in. HyperDT
         # compares float64 products and keeps no training rows to show that
@@ -323,6 +323,11 @@ def compile_model(
     if how.float32:
         _warn_if_compat_misroutes(described, dtype)
     k_dtype = projection_dtype(space, dtype, compare)
+    if encoding == "standard":
+        # Its runtimes (tract, OpenVINO) divide float32 by a reciprocal, one unit in the last
+        # place off a quarter of the time; a float64 quotient rounded to float32 is the
+        # correctly rounded float32 quotient, as Python compares it.
+        k_dtype = "float64"
 
     g = GraphBuilder(opset)
     g.reserve("X", "label", "probabilities", "variable", "scores", "path_length")
@@ -348,8 +353,6 @@ def compile_model(
     refine: Refine | None = None
     to_probabilities: Link | None = None
     if described.metadata.get("task") == "anomaly":  # isolation forests
-        from ..emit.isolation import emit_anomaly_outputs
-
         assert isinstance(scores, str)  # value-bound encodings were replaced by exact above
         outputs = emit_anomaly_outputs(g, scores, described.metadata, out_dtype)
     else:
@@ -380,31 +383,6 @@ def compile_model(
         dtype=dtype,
         extra_metadata=extra_metadata,
     )
-
-
-def finish_model(
-    graph: onnx.GraphProto,
-    described: Model,
-    *,
-    opset: int,
-    extra_opsets: list[onnx.OperatorSetIdProto],
-    encoding: str,
-    dtype: str,
-    extra_metadata: dict[str, str] | None = None,
-) -> onnx.ModelProto:
-    """Wrap ``graph`` in a model with its opsets, doc string and metadata; check it."""
-    opsets = [helper.make_opsetid("", opset), *extra_opsets]
-    onnx_model = helper.make_model(
-        graph,
-        opset_imports=opsets,
-        producer_name="hyp2onnx",
-        producer_version=_version,
-        ir_version=helper.find_min_ir_version_for(opsets),
-        doc_string=_doc_string(described, encoding),
-    )
-    _write_metadata(onnx_model, described, encoding, dtype, extra_metadata or {})
-    check_model(onnx_model)
-    return onnx_model
 
 
 def compat_routes_exactly(described: Model, dtype: str) -> bool:
@@ -448,121 +426,6 @@ def _warn_if_compat_misroutes(described: Model, dtype: str) -> None:
     )
 
 
-def check_model(onnx_model: onnx.ModelProto) -> None:
-    """onnx's full check; a graph over 2 GiB is checked as written with external data."""
-    if not needs_external_data(onnx_model):
-        onnx.checker.check_model(onnx_model, full_check=True)
-        return
-    with tempfile.TemporaryDirectory(prefix="hyp2onnx-check-") as folder:
-        path = Path(folder) / "model.onnx"
-        _save_with_external_data(onnx_model, path, overwrite=True)
-        onnx.checker.check_model(str(path), full_check=True)
-
-
-def _doc_string(described: Model, encoding: str) -> str:
-    space = described.space
-    what = "labels and class probabilities" if described.ensemble.is_classifier else "values"
-    if described.metadata.get("task") == "anomaly":
-        what = "labels (+1 inlier, -1 outlier), anomaly scores and summed path lengths"
-    if space.blocks is not None:
-        return (
-            f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} "
-            f"trees) exported by hyp2onnx {_version}. Input X: rows of {space.n_input_features} "
-            f"columns, blocks {describe_blocks(space.blocks)} (categorical columns as integer "
-            f"codes). Outputs: {what}. Encoding: {encoding}."
-        )
-    return (
-        f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} trees) "
-        f"exported by hyp2onnx {_version}. Input X: points in the {space.geometry} model of "
-        f"hyperbolic space of curvature {space.curvature:g}"
-        + (f", timelike column {space.timelike_dim}" if space.geometry == "hyperboloid" else "")
-        + f", {space.n_input_features} columns. Outputs: {what}. Encoding: {encoding}."
-    )
-
-
-def _write_metadata(
-    onnx_model: onnx.ModelProto, described: Model, encoding: str, dtype: str, extra: dict[str, str]
-) -> None:
-    space, ensemble = described.space, described.ensemble
-    classes = None if ensemble.classes is None else np.asarray(ensemble.classes).tolist()
-    entries = {
-        "input_geometry": space.geometry,
-        "curvature": repr(float(space.curvature)),
-        "timelike_dim": str(space.timelike_dim),
-        "n_features_in": str(space.n_input_features),
-        "backend": described.backend,
-        "estimator_class": described.estimator_class,
-        "task": described.metadata.get("task")
-        or ("classification" if ensemble.is_classifier else "regression"),
-        "classes": json.dumps(classes),
-        "n_trees": str(ensemble.n_trees),
-        "encoding": encoding,
-        "input_dtype": dtype,
-        # What the verification tolerance follows from (hyp2onnx.verify.default_tolerance).
-        "sum_dtype": ensemble.sum_dtype,
-        "post_transform": ensemble.post_transform,
-        "version": _version,
-    }
-    if space.blocks is not None:
-        entries["blocks"] = blocks_to_json(space.blocks)
-    entries.update({k: v for k, v in described.metadata.items() if k not in entries})
-    # value_bound (fast encoding): how far any raw score may be from the exact
-    # one; tie_margin: rows whose top two probabilities are closer get exact scores.
-    entries.update(extra)
-    for key, value in entries.items():
-        prop = onnx_model.metadata_props.add()
-        prop.key, prop.value = _META_PREFIX + key, value
-
-
-def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[str, Any]:
-    """The hyp2onnx metadata of an exported model, with values parsed.
-
-    Raises :class:`ValueError` if the model carries no hyp2onnx metadata.
-    """
-    onnx_model = (
-        model_or_path
-        if isinstance(model_or_path, onnx.ModelProto)
-        else onnx.load(os.fspath(model_or_path), load_external_data=False)
-    )
-    raw = {
-        p.key[len(_META_PREFIX) :]: p.value
-        for p in onnx_model.metadata_props
-        if p.key.startswith(_META_PREFIX)
-    }
-    if not raw:
-        raise ValueError("this ONNX model has no hyp2onnx metadata (was it exported by hyp2onnx?)")
-    parsed: dict[str, Any] = dict(raw)
-    parsed["curvature"] = float(raw["curvature"])
-    for key in ("timelike_dim", "n_features_in", "n_trees"):
-        parsed[key] = int(raw[key])
-    try:
-        parsed["classes"] = json.loads(raw["classes"])
-        parsed["blocks"] = blocks_from_json(raw["blocks"]) if "blocks" in raw else None
-    except RecursionError:
-        from ..errors import DamagedMetadataError
-
-        raise DamagedMetadataError(
-            "this ONNX model's hyp2onnx metadata (classes or blocks) is nested too deeply to "
-            "read: the file is damaged or was not written by hyp2onnx"
-        ) from None
-    for key in ("value_bound", "tie_margin"):
-        if key in raw:
-            parsed[key] = float(raw[key])
-    parsed["doc_string"] = onnx_model.doc_string
-    return parsed
-
-
-def needs_external_data(onnx_model: onnx.ModelProto) -> bool:
-    """Whether the model is too large for one protobuf file (2 GiB) and needs external data."""
-    return onnx_model.ByteSize() > PROTOBUF_LIMIT
-
-
-def external_data_path(path: str | os.PathLike) -> Path:
-    """Where the tensors of ``path`` go when it is written with external data: ``PATH.data``."""
-    path = Path(path)
-    return path.with_name(path.name + ".data")
-
-
 def save_onnx(
     model: Any,
     path: str | os.PathLike,
@@ -591,56 +454,5 @@ def save_onnx(
         with atomic_write(path, overwrite=overwrite) as f:
             f.write(onnx_model.SerializeToString())
         return onnx_model
-    _save_with_external_data(onnx_model, Path(path), overwrite=overwrite)
+    save_with_external_data(onnx_model, Path(path), overwrite=overwrite)
     return onnx_model
-
-
-def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Initializers and tensor attributes of ``graph`` and of its subgraphs."""
-    yield from graph.initializer
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.TENSOR:
-                yield attr.t
-            elif attr.type == onnx.AttributeProto.TENSORS:
-                yield from attr.tensors
-            elif attr.type == onnx.AttributeProto.GRAPH:
-                yield from _tensors(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _tensors(sub)
-
-
-def _save_with_external_data(onnx_model: onnx.ModelProto, path: Path, *, overwrite: bool) -> None:
-    """Write ``path`` and ``PATH.data`` together; ``onnx_model`` is left as it was."""
-    data_path = external_data_path(path)
-    if not overwrite:
-        for target in (path, data_path):
-            if target.exists():
-                raise FileExistsError(f"{target} exists; not overwritten")
-    convert_model_to_external_data(
-        onnx_model, all_tensors_to_one_file=True, location=data_path.name, convert_attribute=True
-    )
-    moved = [
-        t for t in _tensors(onnx_model.graph) if uses_external_data(t) and t.HasField("raw_data")
-    ]
-    raw = [t.raw_data for t in moved]
-    placed: list[Path] = []
-    try:
-        with atomic_write(data_path, overwrite=overwrite) as f:
-            for tensor, data in zip(moved, raw):
-                set_external_data(tensor, data_path.name, offset=f.tell(), length=len(data))
-                f.write(data)
-                tensor.ClearField("raw_data")
-        placed.append(data_path)
-        with atomic_write(path, overwrite=overwrite) as f:
-            f.write(onnx_model.SerializeToString())
-    except BaseException:
-        for target in placed:
-            target.unlink(missing_ok=True)
-        raise
-    finally:  # back to the tensors held in memory
-        for tensor, data in zip(moved, raw):
-            tensor.raw_data = data
-            tensor.ClearField("data_location")
-            tensor.ClearField("external_data")

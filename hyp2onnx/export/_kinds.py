@@ -15,6 +15,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from ..estimators import backend_for
+from ..estimators._base import HyperbolicTreeModel
+from . import hyperdt
+from ._network import is_network
+
 __all__ = ["Kind", "kind_of"]
 
 Kind = Literal["hyperbolic", "plain", "hyperdt", "network"]
@@ -25,11 +30,6 @@ def kind_of(model: Any) -> Kind:
 
     The error lists the supported model classes.
     """
-    from ..estimators import backend_for
-    from ..estimators._base import HyperbolicTreeModel
-    from . import hyperdt
-    from ._network import is_network
-
     if is_network(model):
         return "network"
     if hyperdt.handles(model):

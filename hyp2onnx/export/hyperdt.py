@@ -47,8 +47,15 @@ from typing import Any
 import numpy as np
 from onnx import helper
 
+from ..emit import ENCODINGS
+from ..emit import encoding as registered
+from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
+from ..emit.outputs import label_tensor
+from ..emit.strategy import plan_trees
+from ..emit.trees import by_row_blocks
 from ..errors import UnsupportedModelError
-from ..ir import Ensemble, InputSpace, Model
+from ..ir import Ensemble, InputSpace, Model, predict_output, predict_scores
+from ._model_file import finish_model
 
 __all__ = [
     "HYPERDT_CLASSES",
@@ -245,8 +252,6 @@ def read_hyperdt(model: Any) -> HyperDTModel:
 
 def predict_reference(described: HyperDTModel, X: np.ndarray) -> dict[str, np.ndarray]:
     """The graph's outputs computed in numpy (HyperDT's arithmetic, vectorised)."""
-    from ..ir import predict_output, predict_scores
-
     S = split_columns(described, X)
     values = described.values
     out = predict_output(values, S)
@@ -307,13 +312,6 @@ def compile_hyperdt(
     model: Any, *, dtype: str, encoding: str, opset: int, name: str | None = None
 ) -> Any:
     """The ONNX model of a HyperDT estimator, in an encoding that compares in float64."""
-    from ..emit import ENCODINGS
-    from ..emit import encoding as registered
-    from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
-    from ..emit.outputs import label_tensor
-    from ..emit.trees import plan_trees
-    from ._compile import finish_model
-
     how = registered(encoding)
     if how.value_bound:
         # HyperDT's graph takes labels from votes and modes, not from summed
@@ -398,7 +396,6 @@ def _emit_mode(g: Any, per_tree: str, encoding: str) -> str:
     Counts pairwise equalities ([rows, T, T]); the exact encoding does this
     in blocks of rows (a Loop), the standard one for all rows at once.
     """
-    from ..emit.trees import by_row_blocks
 
     def mode(b: Any, v: str) -> str:
         rows = b.op(STAGE, "Unsqueeze", [v, b.const(STAGE, "axis2", [2], np.int64)])
@@ -422,8 +419,6 @@ def _emit_mode(g: Any, per_tree: str, encoding: str) -> str:
         return b.op(
             STAGE, "ReduceMin", [candidates, b.const(STAGE, "axis1c", [1], np.int64)], keepdims=1
         )
-
-    from ..emit import encoding as registered
 
     # An encoding without tree operators targets runtimes without sequence operators too.
     blocks = registered(encoding).tree_operator
