@@ -199,10 +199,17 @@ def test_fast_graph_rescores_rows_within_its_bound(four_classes):
 
 
 @pytest.mark.parametrize(
-    ("geometry", "curvature"), [("poincare", -2.0), ("klein", -0.5), ("hyperboloid", -1.0)]
+    ("geometry", "curvature", "timelike_dim"),
+    [
+        ("poincare", -2.0, 0),
+        ("klein", -0.5, 0),
+        ("hyperboloid", -1.0, 0),
+        ("hyperboloid", -3.0, 1),  # the spacelike columns are not one run: Gather
+        ("hyperboloid", -1.0, 2),  # the last column: Slice
+    ],
 )
-def test_geometries_and_a_regressor_verify(geometry, curvature):
-    X, k = points(300, 2, geometry, curvature=curvature, seed=7)
+def test_geometries_and_a_regressor_verify(geometry, curvature, timelike_dim):
+    X, k = points(300, 2, geometry, curvature=curvature, timelike_dim=timelike_dim, seed=7)
     model = _fit(
         hyp2onnx.HyperbolicMLPRegressor(
             hidden_layer_sizes=(8,),
@@ -210,6 +217,7 @@ def test_geometries_and_a_regressor_verify(geometry, curvature):
             random_state=0,
             input_geometry=geometry,
             curvature=curvature,
+            timelike_dim=timelike_dim,
         ),
         X,
         np.stack([targets(k), targets(k, seed=1)], axis=1),

@@ -162,7 +162,7 @@ _DOC = """{summary}
     scikit-learn's ``{wrapped}`` with ReLU activations, fitted on the unit-ball
     Klein coordinates of the points; every boundary between its linear pieces
     is a geodesic hyperplane. Its outputs follow the fixed-order arithmetic of
-    [hyp2onnx.ir.network.Network][hyp2onnx.ir.network.Network], which the exported graph reproduces.
+    `hyp2onnx.ir.network.Network`, which the exported graph reproduces.
 
     Parameters
     ----------

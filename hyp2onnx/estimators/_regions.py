@@ -125,7 +125,7 @@ def _chord(w: np.ndarray, c: float, n: int = 200) -> np.ndarray | None:
 class RegionTree:
     """A hyperbolic MLP's region tree, built from the patterns of given points.
 
-    Made by [hyp2onnx.region_tree][hyp2onnx.estimators._regions.region_tree].
+    Made by `hyp2onnx.region_tree`.
     It predicts as the network does (labels equal on every row; values
     within ``value_bound_``), exports with ``hyp2onnx.to_onnx`` and is
     checked with ``hyp2onnx.verify`` like every model.
@@ -180,6 +180,7 @@ class RegionTree:
 
     @property
     def is_classifier(self) -> bool:
+        """Whether the network is a classifier."""
         return self.tree_.network.is_classifier
 
     def to_klein(self, X: Any) -> np.ndarray:
@@ -245,6 +246,6 @@ def region_tree(network: Any, X: Any) -> RegionTree:
     """The region tree of a fitted hyperbolic MLP, holding the regions the points ``X`` reach.
 
     ``X`` are points in the network's input geometry (training points, or a
-    sample of the data it will see). See [RegionTree][hyp2onnx.estimators._regions.RegionTree].
+    sample of the data it will see). See `RegionTree`.
     """
     return RegionTree(network, X)

@@ -42,15 +42,12 @@ from ..geometry import GEOMETRIES, check_timelike_dim, curvature_radius
 from ..ir import InputSpace, Model
 from . import hyperdt
 from ._kinds import kind_of
-<<<<<<< HEAD
-from ._network import compile_network
-=======
 from ._model_file import (
     finish_model,
     needs_external_data,
     save_with_external_data,
 )
->>>>>>> main
+from ._network import compile_network
 
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18

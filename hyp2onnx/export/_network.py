@@ -8,7 +8,7 @@ projects them to float64 Klein coordinates as the Python model does
 (bool: the tree holds the row's region; else the network scored it) and
 ``region`` (int64, -1 where uncovered). Only standard ONNX operators.
 
-Encodings: a network's ``"fast"`` (default) is the ``MatMul`` graph with its
+Encodings: a network's ``"fast"`` (default) is the ``Gemm`` graph with its
 near-tie guard (labels exact, values within ``value_bound``), ``"exact"``
 the fixed-order chain (bit for bit); a region tree has one graph, which
 reproduces its Python model (labels exact; values bit for bit but for the
@@ -28,8 +28,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._version import __version__ as _version
 from ..emit._graph import GraphBuilder, onnx_type
-from ..emit.network import emit_chain, emit_guarded, emit_network_outputs, emit_region_tree
-from ..emit.projection import emit_projection
+from ..emit.network import (
+    emit_chain,
+    emit_guarded,
+    emit_klein,
+    emit_network_outputs,
+    emit_region_tree,
+)
 from ..estimators._mlp import _HyperbolicMLP, network_space
 from ..estimators._regions import RegionTree
 from ..ir.network import Network, error_bounds
@@ -38,7 +43,7 @@ __all__ = ["NETWORK_ENCODINGS", "compile_network", "is_network", "network_value_
 
 #: The encodings a network takes, and what each builds.
 NETWORK_ENCODINGS = {
-    "fast": "MatMul per layer in the runtime's order, near-tie rows rescored in fixed order",
+    "fast": "Gemm per layer in the runtime's order, near-tie rows rescored in fixed order",
     "exact": "every sum in the Python model's fixed order (bit for bit)",
 }
 _META_PREFIX = "hyp2onnx."
@@ -50,7 +55,7 @@ def is_network(model: Any) -> bool:
 
 
 def network_value_bound(network: Network) -> float:
-    """Largest difference between a ``MatMul`` graph's logit and the fixed-order one.
+    """Largest difference between a ``Gemm`` graph's logit and the fixed-order one.
 
     Both lie within :func:`~hyp2onnx.ir.network.error_bounds` of the exact
     value, whatever their order: twice that bound, largest over the outputs.
@@ -95,8 +100,7 @@ def compile_network(
     space = network_space(model)
     g = GraphBuilder(opset)
     g.reserve("X", "label", "probabilities", "variable", "covered", "region")
-    d = network.n_features
-    k = emit_projection(g, "X", space, np.arange(d), input_dtype=dtype, dtype="float64")
+    k = emit_klein(g, "X", space, input_dtype=dtype)
     extra: dict[str, str] = {"hidden_layer_sizes": json.dumps(list(network.hidden_sizes))}
     outputs_extra: list[helper.ValueInfoProto] = []
     if tree:
