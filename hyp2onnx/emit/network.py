@@ -11,7 +11,7 @@ Two graphs of a network (:class:`hyp2onnx.ir.network.Network`):
     Python model's bit for bit.
 
 ``emit_matmul`` (the ``fast`` encoding, default)
-    ``MatMul``, ``Add`` and ``Relu`` per layer, in the runtime's order of
+    ``Gemm`` (product and bias) and ``Relu`` per layer, in the runtime's order of
     additions: every logit within ``value_bound``
     (:func:`hyp2onnx.ir.network.error_bounds`, twice the bound on either
     order's distance from the exact value) of the Python model's. A label can
@@ -39,14 +39,23 @@ from typing import Any
 import numpy as np
 from onnx import TensorProto, helper
 
+from ..ir import InputSpace
 from ..ir.network import Network
 from ..ir.regions import RegionTree
 from ._graph import GraphBuilder, onnx_type
 from .isolation import emit_oblique_walk
 from .outputs import label_tensor
+from .projection import emit_projection
 from .trees import by_row_blocks
 
-__all__ = ["emit_chain", "emit_matmul", "emit_network_outputs", "emit_region_tree"]
+__all__ = [
+    "emit_chain",
+    "emit_guarded",
+    "emit_klein",
+    "emit_matmul",
+    "emit_network_outputs",
+    "emit_region_tree",
+]
 
 STAGE = "network"
 GUARD = "guard"
@@ -90,23 +99,46 @@ def emit_chain(g: GraphBuilder, k: str, network: Network) -> str:
     return by_row_blocks(g, k, _chain_rows(network, g), network.n_outputs, "float64")
 
 
-#: Layers as one ``Gemm`` (product and bias) rather than ``MatMul`` then ``Add``.
-USE_GEMM = False
-
-
 def emit_matmul(g: GraphBuilder, k: str, network: Network) -> str:
-    """Logits ``[N, C]`` by ``MatMul``, ``Add`` and ``Relu``: the runtime's order of additions."""
+    """Logits ``[N, C]`` by one ``Gemm`` (product and bias) and a ``Relu`` per layer: the
+    runtime's order of additions."""
     a = k
     last = len(network.weights) - 1
     for i, (W, b) in enumerate(zip(network.weights, network.biases, strict=True)):
         weights = g.const(STAGE, f"W{i}", W.astype(np.float64))
         bias = g.const(STAGE, f"b{i}", b.astype(np.float64))
-        if USE_GEMM:
-            z = g.op(STAGE, "Gemm", [a, weights, bias])
-        else:
-            z = g.op(STAGE, "Add", [g.op(STAGE, "MatMul", [a, weights]), bias])
+        z = g.op(STAGE, "Gemm", [a, weights, bias])
         a = z if i == last else g.op(STAGE, "Relu", [z])
     return a
+
+
+def emit_klein(g: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str) -> str:
+    """Float64 Klein coordinates of every input point, as :mod:`hyp2onnx.geometry` computes them.
+
+    Hyperboloid input whose timelike column is the first or the last: the
+    spacelike columns are one run, cut with ``Slice`` (a ``Gather`` along
+    axis 1 copies element by element), then ``x_s / x_0``, the same
+    division. Every other case is :func:`~hyp2onnx.emit.projection.emit_projection`'s.
+    """
+    n = space.n_input_features
+    t = space.timelike_dim % n if space.geometry == "hyperboloid" else -1
+    if t not in (0, n - 1) or n < 2:
+        d = space.n_klein_features
+        return emit_projection(g, x, space, np.arange(d), input_dtype=input_dtype, dtype="float64")
+    if input_dtype != "float64":
+        x = g.cast("klein", x, np.float64)
+    start = 1 if t == 0 else 0
+
+    def cut(first: int, stop: int, label: str) -> str:
+        bounds = [
+            g.const("klein", f"{label}_{key}", [value], np.int64)
+            for key, value in (("start", first), ("stop", stop), ("axis", 1))
+        ]
+        return g.op("klein", "Slice", [x, *bounds])
+
+    spacelike = cut(start, start + n - 1, "spacelike")
+    timelike = cut(t, t + 1, "timelike")
+    return g.op("klein", "Div", [spacelike, timelike])
 
 
 def _near(g: GraphBuilder, logits: str, network: Network, margin: str) -> tuple[str, str]:
