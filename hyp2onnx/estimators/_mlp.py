@@ -105,6 +105,11 @@ class _HyperbolicMLP(BaseEstimator):
         kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
         self.estimator_ = native.fit(k, y, **kwargs)
         if self._classifier:
+            if len(native.classes_) < 2:
+                raise ValueError(
+                    f"{type(self).__name__} needs samples of at least two classes; y holds "
+                    f"one class only: {native.classes_[0]!r}."
+                )
             self.classes_ = native.classes_
         self.n_outputs_ = int(native.n_outputs_)
         self.n_iter_ = native.n_iter_
@@ -126,7 +131,7 @@ class _HyperbolicMLP(BaseEstimator):
             classes=np.asarray(self.classes_) if self._classifier else None,
         )
 
-    def decision_function(self, X: Any) -> np.ndarray:
+    def _outputs(self, X: Any) -> np.ndarray:
         """The last layer's outputs (logits, or the values), in the model's fixed order."""
         return self.network().logits(self.to_klein(X))
 
@@ -193,6 +198,10 @@ class HyperbolicMLPClassifier(ClassifierMixin, _HyperbolicMLP):
     _wrapped = MLPClassifier
     _classifier = True
 
+    def decision_function(self, X: Any) -> np.ndarray:
+        """The logits ``[n, n_outputs]`` (one column for two classes), in the model's fixed order."""
+        return self._outputs(X)
+
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities (softmax, or logistic for two classes), in ``classes_`` order."""
         network = self.network()
@@ -218,5 +227,5 @@ class HyperbolicMLPRegressor(RegressorMixin, _HyperbolicMLP):
 
     def predict(self, X: Any) -> np.ndarray:
         """The network's values (one column: a 1-D array, as scikit-learn returns)."""
-        values = self.decision_function(X)
+        values = self._outputs(X)
         return values[:, 0] if values.shape[1] == 1 else values
