@@ -398,6 +398,8 @@ def test_command_line_converts_and_checks(tmp_path, two_classes):
         assert code == 0, err
         code, _, err = cli("predict", out, tmp_path / "sample.npy", "-o", tmp_path / f"{name}.csv")
         assert code == 0, err
+        code, shown, err = cli("inspect", out)
+        assert code == 0 and "hidden layers [12, 8]" in shown, err
         lines = (tmp_path / f"{name}.csv").read_text().splitlines()
         assert len(lines) == 1 + len(X) - 400
 
