@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import Ensemble, predict_scores
+from . import Ensemble
 from .network import Network, collapse, error_bounds, label_indices, near_tie, region_bound
 
 __all__ = ["RegionTree", "build"]
@@ -54,8 +54,30 @@ class RegionTree:
         """The leaf number (1-based) each Klein row reaches; 0: a missing leaf, or
         a row outside the unit cube (``|k_f| > 1``: no point of the space)."""
         k = np.asarray(k, dtype=np.float64)
-        reached = predict_scores(self.ensemble, k)[:, 0].astype(np.int64)
+        e = self.ensemble
+        assert e.projection is not None  # built with one normal per internal node
+        node = np.zeros(k.shape[0], dtype=np.int64)
+        # Level by level, projecting each row onto its own node's normal only (projecting
+        # onto every node's would cost rows x nodes), in project()'s order: the same products
+        # added left to right, so the same values.
+        for _ in range(self.depth):
+            column = e.feature[node]
+            inside = column >= 0
+            if not inside.any():
+                break
+            w = e.projection[:, np.where(inside, column, 0)]  # [d, n]
+            p = k[:, 0] * w[0]
+            for f in range(1, k.shape[1]):
+                p += k[:, f] * w[f]
+            left = p <= e.threshold[node]
+            node = np.where(inside, np.where(left, e.left[node], e.right[node]), node)
+        reached = e.value[node, 0].astype(np.int64)
         return np.where(np.abs(k).max(axis=1, initial=0.0) <= 1.0, reached, 0)
+
+    @property
+    def depth(self) -> int:
+        """Levels of the tree: one per hidden unit."""
+        return int(self.patterns.shape[1])
 
     def leaf_outputs(self, k: np.ndarray, leaf: np.ndarray) -> np.ndarray:
         """``k . maps[leaf] + offsets[leaf]``, the products added in feature order."""
