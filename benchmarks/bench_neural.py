@@ -440,7 +440,7 @@ Klein coordinates (`HyperbolicMLPClassifier`), hidden layers as stated.
 
 ## Exactness
 
-Label differences of each exported graph against the Python model (`fast`: `MatMul` with its
+Label differences of each exported graph against the Python model (`fast`: `Gemm` with its
 near-tie guard; `exact`: the fixed-order chain), and of the region tree's graph against the
 region tree's Python model and against the network. Boundary rows are found by bisection
 between two held-out points (on both sides of where a hidden unit's computed pre-activation
