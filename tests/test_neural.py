@@ -418,3 +418,19 @@ def test_uncovered_regressor_rows_get_the_networks_values():
     want = model.predict(X)[:, None]
     assert np.array_equal(got["variable"][uncovered], want[uncovered])  # the chain, bit for bit
     assert np.abs(got["variable"] - want).max() <= tree.value_bound_
+
+
+@pytest.mark.parametrize("hidden", [(24,), (3, 30)])
+def test_region_tree_graph_walks_every_level_where_no_table_is_built(hidden):
+    """A first layer of more than 20 units walks every level (no table of 2**m nodes); a
+    small first layer takes the table, then walks a wide second layer."""
+    X, k = points(400, 2, seed=9)
+    model = _fit(
+        hyp2onnx.HyperbolicMLPClassifier(hidden_layer_sizes=hidden, max_iter=60, random_state=0),
+        X,
+        labels(k, 3, seed=9),
+    )
+    tree = hyp2onnx.region_tree(model, X[:200])
+    got = run_onnx(hyp2onnx.to_onnx(tree), X)
+    assert np.array_equal(got["region"], tree.apply(X))
+    assert np.array_equal(got["label"], model.predict(X))

@@ -24,8 +24,9 @@ Two graphs of a network (:class:`hyp2onnx.ir.network.Network`):
     graph's guard does. Labels are the Python model's on every row.
 
 ``emit_region_tree`` evaluates a region tree (:mod:`hyp2onnx.ir.regions`):
-the oblique tree walk of :func:`hyp2onnx.emit.isolation.emit_oblique_walk`
-(projections in ``project``'s order, so routing is the Python model's), a
+the first hidden layer's signs at once and a table of the nodes they lead
+to, then a walk of the later levels (projections in ``project``'s order, so
+routing is the Python model's; :func:`_walk`), a
 ``Gather`` of the leaf's affine map and its products added in feature order
 (``CumSum``), and the same ``If`` rescoring uncovered and near-tie rows with
 the chain.
@@ -37,13 +38,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from ..ir import InputSpace
 from ..ir.network import Network
 from ..ir.regions import RegionTree
 from ._graph import GraphBuilder, onnx_type
-from .isolation import emit_oblique_walk
 from .outputs import label_tensor
 from .projection import emit_projection
 from .trees import by_row_blocks
@@ -240,13 +240,120 @@ def emit_guarded(g: GraphBuilder, k: str, network: Network, bound: float) -> str
     )
 
 
+#: The first hidden layer's units are looked up in one table of ``2 ** m`` nodes up to this ``m``.
+FIRST_LAYER_TABLE_UNITS = 20
+
+
+def _first_layer_nodes(tree: RegionTree) -> np.ndarray:
+    """Node reached after the first hidden layer's levels, for every code of its unit signs
+    (bit ``m - 1 - j`` of the code: unit ``j`` active); a missing leaf met earlier stays."""
+    e = tree.ensemble
+    m = tree.network.hidden_sizes[0]
+    codes = np.arange(1 << m, dtype=np.int64)
+    node = np.zeros(codes.size, dtype=np.int64)
+    for j in range(m):
+        active = (codes >> (m - 1 - j)) & 1
+        inside = e.feature[node] >= 0
+        node = np.where(inside, np.where(active == 1, e.right[node], e.left[node]), node)
+    return node
+
+
+def _walk(g: GraphBuilder, k: str, tree: RegionTree) -> str:
+    """``[N]`` int64: the leaf value (leaf number + 1, 0 missing) each Klein row reaches.
+
+    Every node of the first hidden layer's levels tests the same unit's
+    weights (no earlier pattern to collapse), so those levels are one
+    projection in the Python model's order (one ``Mul`` and ``Add`` per Klein
+    feature), compared with each unit's threshold, whose signs index a
+    table of the nodes they lead to. The later levels go one at a time, each
+    row projected onto its own node's normal: ``Gather`` the node's row
+    ``(w_0, ..., w_{d-1}, t)``, ``Mul`` by ``(k_0, ..., k_{d-1}, -1)``, ``CumSum``,
+    whose last entry is the correctly rounded ``p - t``: ``<= 0`` iff ``p <= t``,
+    the Python model's test. Children are adjacent, and a leaf points to itself.
+    """
+    e = tree.ensemble
+    network = tree.network
+    assert e.projection is not None
+    d = network.n_features
+    n = e.n_nodes
+    leaf_node = e.feature < 0
+    normals = np.where(leaf_node[None, :], 0.0, e.projection[:, np.where(leaf_node, 0, e.feature)])
+    splits = np.concatenate([normals, np.where(leaf_node, 0.0, e.threshold)[None, :]]).T
+    own = np.arange(n, dtype=np.int64)
+    left = np.where(leaf_node, own, e.left)
+    values = e.value[:, 0].astype(np.int64)
+    depth = tree.depth
+    hidden = network.hidden_sizes
+    k_t = g.op(STAGE, "Transpose", [k], perm=[1, 0])  # [d, N]
+    if hidden and hidden[0] <= FIRST_LAYER_TABLE_UNITS:
+        m = hidden[0]
+        W, b = network.weights[0], network.biases[0]
+        parts = (
+            [k_t] if d == 1 else g.op(STAGE, "Split", [k_t], n_outputs=d, axis=0, **_count(g, d))
+        )
+        total = None
+        for f, part in enumerate(parts):
+            term = g.op(STAGE, "Mul", [part, g.const(STAGE, f"first_w{f}", W[f][:, None])])
+            total = term if total is None else g.op(STAGE, "Add", [total, term])
+        assert total is not None
+        # Inactive: p <= -b (the first layer's nodes' thresholds); active units set their bit.
+        inactive = g.op(STAGE, "LessOrEqual", [total, g.const(STAGE, "first_t", -b[:, None])])
+        bits = g.cast(STAGE, g.op(STAGE, "Not", [inactive]), np.int64)  # [m, N]
+        place = g.const(STAGE, "first_place", (1 << np.arange(m - 1, -1, -1))[:, None], np.int64)
+        code = _reduce(g, "ReduceSum", g.op(STAGE, "Mul", [bits, place]), [0])  # [N]
+        table = g.const(STAGE, "first_nodes", _first_layer_nodes(tree))
+        node = g.op(STAGE, "Gather", [table, code], axis=0)
+        levels = depth - m
+    else:
+        zero = g.op(
+            STAGE,
+            "Mul",
+            [
+                g.op(STAGE, "Gather", [k_t, g.const(STAGE, "row0", 0, np.int64)], axis=0),
+                g.const(STAGE, "zero_k", 0.0),
+            ],
+        )
+        node = g.cast(STAGE, zero, np.int64)  # [N] zeros: the root
+        levels = depth
+    if levels:
+        minus = g.op(
+            STAGE,
+            "ConstantOfShape",
+            [
+                g.op(
+                    STAGE,
+                    "Concat",
+                    [g.n_rows(STAGE, k), g.const(STAGE, "one_col", [1], np.int64)],
+                    axis=0,
+                )
+            ],
+            value=numpy_helper.from_array(np.array([-1.0])),
+        )
+        extended = g.op(STAGE, "Concat", [k, minus], axis=1)  # [N, d + 1]
+        split_table = g.const(STAGE, "splits", np.ascontiguousarray(splits))
+        left_table = g.const(STAGE, "left", left)
+        axis1 = g.const(STAGE, "axis1", 1, np.int64)
+        last = g.const(STAGE, "last_term", d, np.int64)
+        zero_margin = g.const(STAGE, "zero_margin", 0.0)
+        for _ in range(levels):
+            split = g.op(STAGE, "Gather", [split_table, node], axis=0)  # [N, d + 1]
+            sums = g.op(STAGE, "CumSum", [g.op(STAGE, "Mul", [split, extended]), axis1])
+            margin = g.op(STAGE, "Gather", [sums, last], axis=1)  # p - t, [N]
+            right = g.cast(STAGE, g.op(STAGE, "Greater", [margin, zero_margin]), np.int64)
+            node = g.op(STAGE, "Add", [g.op(STAGE, "Gather", [left_table, node], axis=0), right])
+    return g.op(STAGE, "Gather", [g.const(STAGE, "leaf_values", values), node], axis=0)
+
+
+def _count(g: GraphBuilder, n: int) -> dict[str, Any]:
+    return {"num_outputs": n} if g.opset >= 18 else {}
+
+
 def emit_region_tree(g: GraphBuilder, k: str, tree: RegionTree) -> tuple[str, str, str]:
     """Logits ``[N, C]``, and the graph outputs ``covered`` ``[N]`` (bool) and ``region``
     ``[N]`` (int64, -1: none), under those names."""
     network = tree.network
     d = network.n_features
-    reached = emit_oblique_walk(g, k, tree.ensemble)  # [N, 1]: leaf number + 1, 0 missing
-    leaf = g.cast(STAGE, g.op(STAGE, "Squeeze", [reached, _axes(g, [1])]), np.int64)
+    leaf = _walk(g, k, tree)  # [N]: leaf number + 1, 0 missing
     zero = g.const(STAGE, "zero_leaf", 0, np.int64)
     leaf = g.op(STAGE, "Where", [_off_ball(g, k), zero, leaf])
     # Named as the graph outputs now: the rescoring branch below reads ``covered``.
