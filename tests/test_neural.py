@@ -420,10 +420,11 @@ def test_uncovered_regressor_rows_get_the_networks_values():
     assert np.abs(got["variable"] - want).max() <= tree.value_bound_
 
 
-@pytest.mark.parametrize("hidden", [(24,), (3, 30)])
-def test_region_tree_graph_walks_every_level_where_no_table_is_built(hidden):
+@pytest.mark.parametrize("hidden", [(24,), (3, 30), (6, 5, 4), (24, 4)])
+def test_region_tree_graph_takes_every_route_through_its_levels(hidden):
     """A first layer of more than 20 units walks every level (no table of 2**m nodes); a
-    small first layer takes the table, then walks a wide second layer."""
+    small one takes the table, then the second layer's signs at once, then walks any
+    third layer level by level."""
     X, k = points(400, 2, seed=9)
     model = _fit(
         hyp2onnx.HyperbolicMLPClassifier(hidden_layer_sizes=hidden, max_iter=60, random_state=0),
