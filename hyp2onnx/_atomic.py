@@ -24,7 +24,7 @@ def atomic_write(
     """Write ``path`` through a temporary file in its folder, moved into place at the end.
 
     On any error the temporary file is removed and ``path`` is untouched.
-    With ``overwrite=False`` an existing ``path`` raises :class:`FileExistsError`,
+    With ``overwrite=False`` an existing ``path`` raises `FileExistsError`,
     also one created while writing (the final step is then a hard link,
     which fails if the name exists). The file gets the usual permissions
     (``0666`` less the umask), not ``mkstemp``'s owner-only ``0600``.

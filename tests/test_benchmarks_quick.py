@@ -37,6 +37,7 @@ CASES = [
     pytest.param("bench_far.py", "far.md", None),
     pytest.param("bench_product.py", "product.md", None),
     pytest.param("bench_neural.py", "neural.md", None),
+    pytest.param("bench_standard_compaction.py", "standard_compaction.md", None),
 ]
 
 

@@ -55,7 +55,7 @@ def _mixture(n_classes: int, *, n: int = 240, d: int = 3, geometry: str = "hyper
 
 
 def _target(X: np.ndarray) -> np.ndarray:
-    return np.sin(3.0 * X[:, 1]) + X[:, -1]
+    return np.sin(3.0 * X[:, min(1, X.shape[1] - 1)]) + X[:, -1]
 
 
 def _classifier(
@@ -68,10 +68,22 @@ def _classifier(
     return fit
 
 
-def _regressor(make: Callable[[], Any], geometry: str = "hyperboloid") -> Callable[[], Any]:
+def _regressor(
+    make: Callable[[], Any], geometry: str = "hyperboloid", d: int = 3
+) -> Callable[[], Any]:
     def fit() -> Any:
-        X, _ = _mixture(3, geometry=geometry)
+        X, _ = _mixture(3, geometry=geometry, d=d)
         return make().fit(X, _target(X))
+
+    return fit
+
+
+def _constant_fit(make: Callable[[], Any]) -> Callable[[], Any]:
+    """A model fitted on one class: a single leaf."""
+
+    def fit() -> Any:
+        X, y = _mixture(3)
+        return make().fit(X, np.zeros_like(y))
 
     return fit
 
@@ -180,6 +192,16 @@ MODELS: dict[str, Callable[[], Any]] = {
     "householder_reg": _regressor(
         lambda: h.HyperbolicHouseholderTreeRegressor(max_depth=3, random_state=0)
     ),
+    "householder_1d": _regressor(
+        lambda: h.HyperbolicHouseholderTreeRegressor(
+            input_geometry="poincare", max_depth=3, random_state=0
+        ),
+        "poincare",
+        d=1,
+    ),
+    "householder_leaf": _constant_fit(
+        lambda: h.HyperbolicHouseholderTreeClassifier(random_state=0)
+    ),
     "rotation_clf": _classifier(
         lambda: h.HyperbolicRotationForestClassifier(n_estimators=3, max_depth=3, random_state=0),
         3,
@@ -204,7 +226,7 @@ MODELS: dict[str, Callable[[], Any]] = {
 }
 
 #: Module constants a case sets for its export (the If / Loop and operator choices by model size).
-LOOP_ONLY = {"hyp2onnx.emit.trees.SHORT_PATH_MAX_NODES": 0}
+LOOP_ONLY = {"hyp2onnx.emit.strategy.SHORT_PATH_MAX_NODES": 0}
 V5_ONLY = {"hyp2onnx.emit.strategy.LEGACY_MAX_NODES": 0}
 NODE_WALK = {"hyp2onnx.emit.isolation.PERFECT_MAX_ENTRIES": 0}
 

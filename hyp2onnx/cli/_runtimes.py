@@ -26,7 +26,7 @@ def compatibility() -> dict[str, Any]:
 
 
 def _variant(
-    data: dict[str, Any], encoding: str, row_blocks: bool, ort_format: bool, dtype: str
+    data: dict[str, Any], encoding: str, *, row_blocks: bool, ort_format: bool, dtype: str
 ) -> str | None:
     """The measured variant for this graph: the same input type if measured, else float32."""
     fmt = "ort" if ort_format else "onnx"
@@ -93,15 +93,19 @@ def runtimes_for(
     Empty for an unknown encoding.
     """
     data = compatibility()
-    variant = _variant(data, encoding or "", row_blocks, ort_format, dtype)
+    variant = _variant(
+        data, encoding or "", row_blocks=row_blocks, ort_format=ort_format, dtype=dtype
+    )
     if variant is None and not row_blocks:  # runs at least where the blocked graph runs
-        variant = _variant(data, encoding or "", True, ort_format, dtype)
+        variant = _variant(
+            data, encoding or "", row_blocks=True, ort_format=ort_format, dtype=dtype
+        )
     if variant is None:
         return []
     running = _running(data, variant)
     out = list(running.values())
     if row_blocks and not ort_format:
-        flat = _variant(data, encoding or "", False, False, dtype)
+        flat = _variant(data, encoding or "", row_blocks=False, ort_format=False, dtype=dtype)
         extra = [v for k, v in _running(data, flat).items() if k not in running] if flat else []
         if extra:
             out.append(f"without row blocks (convert --no-row-blocks) also: {', '.join(extra)}")

@@ -31,11 +31,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..geometry import GEOMETRIES, to_klein
-from ..ir import InputSpace
 from ..ir.network import Network, label_indices, link
 from ._base import GEOMETRY_DEFAULTS, generate_init
 
-__all__ = ["HyperbolicMLPClassifier", "HyperbolicMLPRegressor", "network_space"]
+__all__ = ["HyperbolicMLPClassifier", "HyperbolicMLPRegressor"]
 
 #: The geometry parameters a network takes (no midpoints, tree spaces or blocks: no thresholds).
 NETWORK_GEOMETRY: dict[str, Any] = {
@@ -150,16 +149,6 @@ class _HyperbolicMLP(BaseEstimator):
         """The fitted bias vectors (``estimator_.intercepts_``)."""
         check_is_fitted(self)
         return self.estimator_.intercepts_
-
-
-def network_space(model: Any) -> InputSpace:
-    """What a fitted network's (or region tree's) input points are."""
-    return InputSpace(
-        geometry=model.input_geometry,
-        curvature=float(model.curvature),
-        timelike_dim=int(model.timelike_dim),
-        n_input_features=int(model.n_features_in_),
-    )
 
 
 _DOC = """{summary}

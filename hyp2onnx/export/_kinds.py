@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from ..estimators import backend_for
-from ..estimators._base import HyperbolicTreeModel
 from . import hyperdt
 from ._network import is_network
 
@@ -26,7 +25,7 @@ Kind = Literal["hyperbolic", "plain", "hyperdt", "network"]
 
 
 def kind_of(model: Any) -> Kind:
-    """The kind of ``model``; :class:`~hyp2onnx.errors.UnsupportedModelError` if none.
+    """The kind of ``model``; [`UnsupportedModelError`][hyp2onnx.errors.UnsupportedModelError] if none.
 
     The error lists the supported model classes.
     """
@@ -34,6 +33,11 @@ def kind_of(model: Any) -> Kind:
         return "network"
     if hyperdt.handles(model):
         return "hyperdt"
+    # Imported here, not at the top: the estimators' base imports scikit-learn, which the
+    # scoring commands (inspect, predict), reaching this module through the export
+    # package, must not load (tests/test_layout.py).
+    from ..estimators._base import HyperbolicTreeModel
+
     if isinstance(model, HyperbolicTreeModel):
         return "hyperbolic"
     backend_for(model)  # raises, naming what is supported

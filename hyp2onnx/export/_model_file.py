@@ -1,7 +1,7 @@
 """An emitted graph made a checked ONNX model with hyp2onnx's metadata, read back and written.
 
-Every exporter ends here (:func:`finish_model`): the estimators' graphs
-(:mod:`._compile`) and HyperDT's (:mod:`.hyperdt`). A graph past protobuf's
+Every exporter ends here (`finish_model`): the estimators' graphs
+(`_compile`) and HyperDT's (`hyperdt`). A graph past protobuf's
 2 GiB is checked and written with external data.
 """
 
@@ -27,7 +27,7 @@ from .._atomic import atomic_write
 from .._version import __version__ as _version
 from ..blocks import blocks_from_json, blocks_to_json, describe_blocks
 from ..errors import DamagedMetadataError
-from ..ir import Model
+from ..ir import Model, Task
 
 _META_PREFIX = "hyp2onnx."
 #: Largest serialized protobuf message (2 GiB); larger graphs need external data.
@@ -36,7 +36,7 @@ PROTOBUF_LIMIT = (1 << 31) - 1
 
 def finish_model(
     graph: onnx.GraphProto,
-    described: Model,
+    ir_model: Model,
     *,
     opset: int,
     extra_opsets: list[onnx.OperatorSetIdProto],
@@ -52,9 +52,9 @@ def finish_model(
         producer_name="hyp2onnx",
         producer_version=_version,
         ir_version=helper.find_min_ir_version_for(opsets),
-        doc_string=_doc_string(described, encoding),
+        doc_string=_doc_string(ir_model, encoding),
     )
-    _write_metadata(onnx_model, described, encoding, dtype, extra_metadata or {})
+    _write_metadata(onnx_model, ir_model, encoding, dtype, extra_metadata or {})
     check_model(onnx_model)
     return onnx_model
 
@@ -70,20 +70,20 @@ def check_model(onnx_model: onnx.ModelProto) -> None:
         onnx.checker.check_model(str(path), full_check=True)
 
 
-def _doc_string(described: Model, encoding: str) -> str:
-    space = described.space
-    what = "labels and class probabilities" if described.ensemble.is_classifier else "values"
-    if described.metadata.get("task") == "anomaly":
+def _doc_string(ir_model: Model, encoding: str) -> str:
+    space = ir_model.space
+    what = "labels and class probabilities" if ir_model.ensemble.is_classifier else "values"
+    if ir_model.task == Task.ANOMALY:
         what = "labels (+1 inlier, -1 outlier), anomaly scores and summed path lengths"
     if space.blocks is not None:
         return (
-            f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} "
+            f"{ir_model.estimator_class} ({ir_model.backend}, {ir_model.ensemble.n_trees} "
             f"trees) exported by hyp2onnx {_version}. Input X: rows of {space.n_input_features} "
             f"columns, blocks {describe_blocks(space.blocks)} (categorical columns as integer "
             f"codes). Outputs: {what}. Encoding: {encoding}."
         )
     return (
-        f"{described.estimator_class} ({described.backend}, {described.ensemble.n_trees} trees) "
+        f"{ir_model.estimator_class} ({ir_model.backend}, {ir_model.ensemble.n_trees} trees) "
         f"exported by hyp2onnx {_version}. Input X: points in the {space.geometry} model of "
         f"hyperbolic space of curvature {space.curvature:g}"
         + (f", timelike column {space.timelike_dim}" if space.geometry == "hyperboloid" else "")
@@ -92,19 +92,18 @@ def _doc_string(described: Model, encoding: str) -> str:
 
 
 def _write_metadata(
-    onnx_model: onnx.ModelProto, described: Model, encoding: str, dtype: str, extra: dict[str, str]
+    onnx_model: onnx.ModelProto, ir_model: Model, encoding: str, dtype: str, extra: dict[str, str]
 ) -> None:
-    space, ensemble = described.space, described.ensemble
+    space, ensemble = ir_model.space, ir_model.ensemble
     classes = None if ensemble.classes is None else np.asarray(ensemble.classes).tolist()
     entries = {
         "input_geometry": space.geometry,
         "curvature": repr(float(space.curvature)),
         "timelike_dim": str(space.timelike_dim),
         "n_features_in": str(space.n_input_features),
-        "backend": described.backend,
-        "estimator_class": described.estimator_class,
-        "task": described.metadata.get("task")
-        or ("classification" if ensemble.is_classifier else "regression"),
+        "backend": ir_model.backend,
+        "estimator_class": ir_model.estimator_class,
+        "task": ir_model.task.value,
         "classes": json.dumps(classes),
         "n_trees": str(ensemble.n_trees),
         "encoding": encoding,
@@ -116,7 +115,7 @@ def _write_metadata(
     }
     if space.blocks is not None:
         entries["blocks"] = blocks_to_json(space.blocks)
-    entries.update({k: v for k, v in described.metadata.items() if k not in entries})
+    entries.update({k: v for k, v in ir_model.metadata.items() if k not in entries})
     # value_bound (fast encoding): how far any raw score may be from the exact
     # one; tie_margin: rows whose top two probabilities are closer get exact scores.
     entries.update(extra)
@@ -128,7 +127,7 @@ def _write_metadata(
 def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[str, Any]:
     """The hyp2onnx metadata of an exported model, with values parsed.
 
-    Raises :class:`ValueError` if the model carries no hyp2onnx metadata.
+    Raises `ValueError` if the model carries no hyp2onnx metadata.
     """
     onnx_model = (
         model_or_path

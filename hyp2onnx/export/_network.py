@@ -18,13 +18,12 @@ runtime's ``exp`` in the link), recorded as ``"exact"``.
 from __future__ import annotations
 
 import json
-import warnings
+import sys
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper
-from sklearn.utils.validation import check_is_fitted
 
 from .._version import __version__ as _version
 from ..emit._graph import GraphBuilder, onnx_type
@@ -35,8 +34,8 @@ from ..emit.network import (
     emit_network_outputs,
     emit_region_tree,
 )
-from ..estimators._mlp import _HyperbolicMLP, network_space
-from ..estimators._regions import RegionTree
+from ..errors import warn_user
+from ..ir import InputSpace, Task
 from ..ir.network import Network, error_bounds
 
 __all__ = ["NETWORK_ENCODINGS", "compile_network", "is_network", "network_value_bound"]
@@ -49,9 +48,28 @@ NETWORK_ENCODINGS = {
 _META_PREFIX = "hyp2onnx."
 
 
+#: The modules of the classes exported here (`hyp2onnx.estimators._mlp`, ``._regions``).
+_NETWORK_MODULES = ("hyp2onnx.estimators._mlp", "hyp2onnx.estimators._regions")
+
+
 def is_network(model: Any) -> bool:
-    """Whether ``model`` is a hyperbolic MLP or a region tree (exported here)."""
-    return isinstance(model, (_HyperbolicMLP, RegionTree))
+    """Whether ``model`` is a hyperbolic MLP or a region tree (exported here).
+
+    Decided without importing the estimators: they import scikit-learn, which
+    the scoring commands (inspect, predict), reaching this module through the
+    export package, must not load (tests/test_layout.py). A class defined in
+    their modules is one of them only if its module is already imported.
+    """
+    for name in _NETWORK_MODULES:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        classes = tuple(
+            getattr(module, n) for n in ("_HyperbolicMLP", "RegionTree") if hasattr(module, n)
+        )
+        if isinstance(model, classes):
+            return True
+    return False
 
 
 def network_value_bound(network: Network) -> float:
@@ -73,6 +91,12 @@ def compile_network(
     **stated: Any,
 ) -> onnx.ModelProto:
     """Emit, check and return the ONNX model of a fitted hyperbolic MLP or region tree."""
+    # Imported here: the estimators import scikit-learn, which importing the export
+    # package must not load (see is_network).
+    from sklearn.utils.validation import check_is_fitted
+
+    from ..estimators._regions import RegionTree
+
     if any(v is not None for v in stated.values()):
         raise ValueError(
             f"{type(model).__name__} records its own geometry: leave out input_geometry, "
@@ -90,14 +114,18 @@ def compile_network(
     if dtype is None:
         dtype = "float64"
     if dtype == "float32":
-        warnings.warn(
+        warn_user(
             "float32 input rounds the points before they are projected: near a boundary "
             "between the network's regions, or a tie, labels will differ from the model's "
-            "on float64 input. Use dtype='float64' (the default here).",
-            stacklevel=3,
+            "on float64 input. Use dtype='float64' (the default here)."
         )
     network = model.tree_.network if tree else model.network()
-    space = network_space(model)
+    space = InputSpace(
+        geometry=model.input_geometry,
+        curvature=float(model.curvature),
+        timelike_dim=int(model.timelike_dim),
+        n_input_features=int(model.n_features_in_),
+    )
     g = GraphBuilder(opset)
     g.reserve("X", "label", "probabilities", "variable", "covered", "region")
     k = emit_klein(g, "X", space, input_dtype=dtype)
@@ -149,7 +177,7 @@ def compile_network(
         "n_features_in": str(space.n_input_features),
         "backend": "sklearn-mlp",
         "estimator_class": estimator_class,
-        "task": "classification" if network.is_classifier else "regression",
+        "task": str(Task.CLASSIFICATION if network.is_classifier else Task.REGRESSION),
         "classes": json.dumps(
             None if network.classes is None else np.asarray(network.classes).tolist()
         ),
