@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from ..ir import InputSpace
 from ..ir.network import Network
@@ -263,85 +263,95 @@ def _walk(g: GraphBuilder, k: str, tree: RegionTree) -> str:
 
     Every node of the first hidden layer's levels tests the same unit's
     weights (no earlier pattern to collapse), so those levels are one
-    projection in the Python model's order (one ``Mul`` and ``Add`` per Klein
-    feature), compared with each unit's threshold, whose signs index a
-    table of the nodes they lead to. The later levels go one at a time, each
-    row projected onto its own node's normal: ``Gather`` the node's row
-    ``(w_0, ..., w_{d-1}, t)``, ``Mul`` by ``(k_0, ..., k_{d-1}, -1)``, ``CumSum``,
-    whose last entry is the correctly rounded ``p - t``: ``<= 0`` iff ``p <= t``,
-    the Python model's test. Children are adjacent, and a leaf points to itself.
+    projection in the Python model's order (:func:`_first_layer`), whose
+    signs index a table of the nodes they lead to. The later levels go one at
+    a time (:func:`_levels`).
+    """
+    hidden = tree.network.hidden_sizes
+    if hidden and hidden[0] <= FIRST_LAYER_TABLE_UNITS:
+        node = _first_layer(g, k, tree)
+        levels = tree.depth - hidden[0]
+    else:
+        first = g.op(STAGE, "Slice", [k, *_bounds(g, 0, 1, "first_col")])  # [N, 1]
+        zero = g.op(STAGE, "Mul", [first, g.const(STAGE, "zero_k", 0.0)])
+        node = g.op(STAGE, "Squeeze", [g.cast(STAGE, zero, np.int64), _axes(g, [1])])  # root
+        levels = tree.depth
+    if levels:
+        node = _levels(g, k, tree, node, levels)
+    values = tree.ensemble.value[:, 0].astype(np.int64)
+    return g.op(STAGE, "Gather", [g.const(STAGE, "leaf_values", values), node], axis=0)
+
+
+def _bounds(g: GraphBuilder, start: int, stop: int, label: str) -> list[str]:
+    """``Slice``'s start, stop and axis (1) inputs."""
+    return [
+        g.const(STAGE, f"{label}_{key}", [value], np.int64)
+        for key, value in (("start", start), ("stop", stop), ("axis", 1))
+    ]
+
+
+def _first_layer(g: GraphBuilder, k: str, tree: RegionTree) -> str:
+    """``[N]``: the node each row reaches after the first hidden layer's levels.
+
+    Its ``m`` pre-activations without the bias, ``p_j = k_0 w_0j + k_1 w_1j +
+    ...`` (one ``Mul`` and ``Add`` per Klein feature, on the transposed
+    ``[m, N]`` layout, the Python model's order), compared as its nodes do,
+    ``p_j <= -b_j`` (inactive); the active units' bits index the table.
+    """
+    network = tree.network
+    d = network.n_features
+    m = network.hidden_sizes[0]
+    W, b = network.weights[0], network.biases[0]
+    k_t = g.op(STAGE, "Transpose", [k], perm=[1, 0])  # [d, N]
+    parts = [k_t] if d == 1 else g.op(STAGE, "Split", [k_t], n_outputs=d, axis=0, **_count(g, d))
+    total = None
+    for f, part in enumerate(parts):
+        term = g.op(STAGE, "Mul", [part, g.const(STAGE, f"first_w{f}", W[f][:, None])])
+        total = term if total is None else g.op(STAGE, "Add", [total, term])
+    assert total is not None
+    inactive = g.op(STAGE, "LessOrEqual", [total, g.const(STAGE, "first_t", -b[:, None])])
+    bits = g.cast(STAGE, g.op(STAGE, "Not", [inactive]), np.int64)  # [m, N]
+    place = g.const(STAGE, "first_place", (1 << np.arange(m - 1, -1, -1))[:, None], np.int64)
+    code = _reduce(g, "ReduceSum", g.op(STAGE, "Mul", [bits, place]), [0])  # [N]
+    table = g.const(STAGE, "first_nodes", _first_layer_nodes(tree))
+    return g.op(STAGE, "Gather", [table, code], axis=0)
+
+
+def _levels(g: GraphBuilder, k: str, tree: RegionTree, node: str, levels: int) -> str:
+    """``node`` moved down ``levels`` levels, each row projected onto its own node's normal.
+
+    ``Gather`` the node's row ``(w_0, ..., w_{d-1}, t)``, ``Mul`` by
+    ``(k_0, ..., k_{d-1}, -1)``, ``CumSum``: the last entry is the correctly
+    rounded ``p - t``, ``<= 0`` iff ``p <= t``, the Python model's test.
+    Children are adjacent (right = left + 1); a leaf points to itself with a
+    zero row, so it stays.
     """
     e = tree.ensemble
-    network = tree.network
     assert e.projection is not None
-    d = network.n_features
-    n = e.n_nodes
+    d = tree.network.n_features
     leaf_node = e.feature < 0
     normals = np.where(leaf_node[None, :], 0.0, e.projection[:, np.where(leaf_node, 0, e.feature)])
     splits = np.concatenate([normals, np.where(leaf_node, 0.0, e.threshold)[None, :]]).T
-    own = np.arange(n, dtype=np.int64)
-    left = np.where(leaf_node, own, e.left)
-    values = e.value[:, 0].astype(np.int64)
-    depth = tree.depth
-    hidden = network.hidden_sizes
-    k_t = g.op(STAGE, "Transpose", [k], perm=[1, 0])  # [d, N]
-    if hidden and hidden[0] <= FIRST_LAYER_TABLE_UNITS:
-        m = hidden[0]
-        W, b = network.weights[0], network.biases[0]
-        parts = (
-            [k_t] if d == 1 else g.op(STAGE, "Split", [k_t], n_outputs=d, axis=0, **_count(g, d))
-        )
-        total = None
-        for f, part in enumerate(parts):
-            term = g.op(STAGE, "Mul", [part, g.const(STAGE, f"first_w{f}", W[f][:, None])])
-            total = term if total is None else g.op(STAGE, "Add", [total, term])
-        assert total is not None
-        # Inactive: p <= -b (the first layer's nodes' thresholds); active units set their bit.
-        inactive = g.op(STAGE, "LessOrEqual", [total, g.const(STAGE, "first_t", -b[:, None])])
-        bits = g.cast(STAGE, g.op(STAGE, "Not", [inactive]), np.int64)  # [m, N]
-        place = g.const(STAGE, "first_place", (1 << np.arange(m - 1, -1, -1))[:, None], np.int64)
-        code = _reduce(g, "ReduceSum", g.op(STAGE, "Mul", [bits, place]), [0])  # [N]
-        table = g.const(STAGE, "first_nodes", _first_layer_nodes(tree))
-        node = g.op(STAGE, "Gather", [table, code], axis=0)
-        levels = depth - m
-    else:
-        zero = g.op(
-            STAGE,
-            "Mul",
-            [
-                g.op(STAGE, "Gather", [k_t, g.const(STAGE, "row0", 0, np.int64)], axis=0),
-                g.const(STAGE, "zero_k", 0.0),
-            ],
-        )
-        node = g.cast(STAGE, zero, np.int64)  # [N] zeros: the root
-        levels = depth
-    if levels:
-        minus = g.op(
-            STAGE,
-            "ConstantOfShape",
-            [
-                g.op(
-                    STAGE,
-                    "Concat",
-                    [g.n_rows(STAGE, k), g.const(STAGE, "one_col", [1], np.int64)],
-                    axis=0,
-                )
-            ],
-            value=numpy_helper.from_array(np.array([-1.0])),
-        )
-        extended = g.op(STAGE, "Concat", [k, minus], axis=1)  # [N, d + 1]
-        split_table = g.const(STAGE, "splits", np.ascontiguousarray(splits))
-        left_table = g.const(STAGE, "left", left)
-        axis1 = g.const(STAGE, "axis1", 1, np.int64)
-        last = g.const(STAGE, "last_term", d, np.int64)
-        zero_margin = g.const(STAGE, "zero_margin", 0.0)
-        for _ in range(levels):
-            split = g.op(STAGE, "Gather", [split_table, node], axis=0)  # [N, d + 1]
-            sums = g.op(STAGE, "CumSum", [g.op(STAGE, "Mul", [split, extended]), axis1])
-            margin = g.op(STAGE, "Gather", [sums, last], axis=1)  # p - t, [N]
-            right = g.cast(STAGE, g.op(STAGE, "Greater", [margin, zero_margin]), np.int64)
-            node = g.op(STAGE, "Add", [g.op(STAGE, "Gather", [left_table, node], axis=0), right])
-    return g.op(STAGE, "Gather", [g.const(STAGE, "leaf_values", values), node], axis=0)
+    left = np.where(leaf_node, np.arange(e.n_nodes, dtype=np.int64), e.left)
+    first = g.op(STAGE, "Slice", [k, *_bounds(g, 0, 1, "first_col")])  # [N, 1]
+    minus = g.op(
+        STAGE,
+        "Sub",
+        [g.op(STAGE, "Mul", [first, g.const(STAGE, "zero_m", 0.0)]), g.const(STAGE, "one_m", 1.0)],
+    )
+    extended = g.op(STAGE, "Concat", [k, minus], axis=1)  # [N, d + 1]
+    split_table = g.const(STAGE, "splits", np.ascontiguousarray(splits))
+    left_table = g.const(STAGE, "left", left)
+    axis1 = g.const(STAGE, "axis1", 1, np.int64)
+    last = g.const(STAGE, "last_term", d, np.int64)
+    zero_margin = g.const(STAGE, "zero_margin", 0.0)
+    for _ in range(levels):
+        split = g.op(STAGE, "Gather", [split_table, node], axis=0)  # [N, d + 1]
+        sums = g.op(STAGE, "CumSum", [g.op(STAGE, "Mul", [split, extended]), axis1])
+        margin = g.op(STAGE, "Gather", [sums, last], axis=1)  # p - t, [N]
+        right = g.cast(STAGE, g.op(STAGE, "Greater", [margin, zero_margin]), np.int64)
+        node = g.op(STAGE, "Add", [g.op(STAGE, "Gather", [left_table, node], axis=0), right])
+    return node
 
 
 def _count(g: GraphBuilder, n: int) -> dict[str, Any]:

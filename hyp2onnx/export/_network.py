@@ -93,32 +93,10 @@ def compile_network(
     """Emit, check and return the ONNX model of a fitted hyperbolic MLP or region tree."""
     # Imported here: the estimators import scikit-learn, which importing the export
     # package must not load (see is_network).
-    from sklearn.utils.validation import check_is_fitted
-
     from ..estimators._regions import RegionTree
 
-    if any(v is not None for v in stated.values()):
-        raise ValueError(
-            f"{type(model).__name__} records its own geometry: leave out input_geometry, "
-            "curvature and timelike_dim."
-        )
     tree = isinstance(model, RegionTree)
-    if not tree:
-        check_is_fitted(model)
-    if encoding not in NETWORK_ENCODINGS:
-        raise ValueError(
-            f"a network's encoding must be one of {tuple(NETWORK_ENCODINGS)}, got {encoding!r}; "
-            "its graphs use standard ONNX operators only, so every runtime that runs them "
-            "runs either."
-        )
-    if dtype is None:
-        dtype = "float64"
-    if dtype == "float32":
-        warn_user(
-            "float32 input rounds the points before they are projected: near a boundary "
-            "between the network's regions, or a tie, labels will differ from the model's "
-            "on float64 input. Use dtype='float64' (the default here)."
-        )
+    dtype = _check_request(model, dtype, encoding, stated, fitted_check=not tree)
     network = model.tree_.network if tree else model.network()
     space = InputSpace(
         geometry=model.input_geometry,
@@ -156,6 +134,46 @@ def compile_network(
         outputs,
         g.initializers,
     )
+    facts = {"estimator_class": estimator_class, "encoding": encoding, "input_dtype": dtype}
+    return _finish(graph, opset, network, space, {**facts, **extra})
+
+
+def _check_request(
+    model: Any, dtype: str | None, encoding: str, stated: dict[str, Any], *, fitted_check: bool
+) -> str:
+    """The input dtype to emit (float64 by default), after refusing what cannot be exported."""
+    from sklearn.utils.validation import check_is_fitted  # see compile_network
+
+    if any(v is not None for v in stated.values()):
+        raise ValueError(
+            f"{type(model).__name__} records its own geometry: leave out input_geometry, "
+            "curvature and timelike_dim."
+        )
+    if fitted_check:
+        check_is_fitted(model)
+    if encoding not in NETWORK_ENCODINGS:
+        raise ValueError(
+            f"a network's encoding must be one of {tuple(NETWORK_ENCODINGS)}, got {encoding!r}; "
+            "its graphs use standard ONNX operators only, so every runtime that runs them "
+            "runs either."
+        )
+    if dtype == "float32":
+        warn_user(
+            "float32 input rounds the points before they are projected: near a boundary "
+            "between the network's regions, or a tie, labels will differ from the model's "
+            "on float64 input. Use dtype='float64' (the default here)."
+        )
+    return dtype or "float64"
+
+
+def _finish(
+    graph: onnx.GraphProto,
+    opset: int,
+    network: Network,
+    space: InputSpace,
+    facts: dict[str, str],
+) -> onnx.ModelProto:
+    """The checked model: opset, doc string and hyp2onnx's metadata (the trees' keys)."""
     opsets = [helper.make_opsetid("", opset)]
     onnx_model = helper.make_model(
         graph,
@@ -164,10 +182,11 @@ def compile_network(
         producer_version=_version,
         ir_version=helper.find_min_ir_version_for(opsets),
         doc_string=(
-            f"{estimator_class} (ReLU network on Klein coordinates, hidden layers "
+            f"{facts['estimator_class']} (ReLU network on Klein coordinates, hidden layers "
             f"{list(network.hidden_sizes)}) exported by hyp2onnx {_version}. Input X: points "
             f"in the {space.geometry} model of hyperbolic space of curvature "
-            f"{space.curvature:g}, {space.n_input_features} columns. Encoding: {encoding}."
+            f"{space.curvature:g}, {space.n_input_features} columns. Encoding: "
+            f"{facts['encoding']}."
         ),
     )
     entries = {
@@ -176,18 +195,15 @@ def compile_network(
         "timelike_dim": str(space.timelike_dim),
         "n_features_in": str(space.n_input_features),
         "backend": "sklearn-mlp",
-        "estimator_class": estimator_class,
         "task": str(Task.CLASSIFICATION if network.is_classifier else Task.REGRESSION),
         "classes": json.dumps(
             None if network.classes is None else np.asarray(network.classes).tolist()
         ),
         "n_trees": "1",
-        "encoding": encoding,
-        "input_dtype": dtype,
         "sum_dtype": "float64",
         "post_transform": network.output,
         "version": _version,
-        **extra,
+        **facts,
     }
     for key, value in entries.items():
         prop = onnx_model.metadata_props.add()
