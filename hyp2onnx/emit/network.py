@@ -1,19 +1,19 @@
 """ONNX nodes of ReLU networks on Klein coordinates, and of their region trees.
 
-Two graphs of a network (:class:`hyp2onnx.ir.network.Network`):
+Two graphs of a network (`hyp2onnx.ir.network.Network`):
 
 ``emit_chain`` (the ``exact`` encoding)
     Every layer as the Python model computes it: ``Split`` the activations
     into columns, then ``z = a_0 w_0``, ``z = z + a_1 w_1``, ... and ``+ b``,
     one ``Mul`` and one ``Add`` per input unit, on the transposed ``[m, N]``
-    layout (as the oblique splits' projections, :mod:`hyp2onnx.emit.oblique`).
+    layout (as the oblique splits' projections, `hyp2onnx.emit.oblique`).
     Each is a correctly rounded float64 operation, so the logits are the
     Python model's bit for bit.
 
 ``emit_matmul`` (the ``fast`` encoding, default)
     ``Gemm`` (product and bias) and ``Relu`` per layer, in the runtime's order of
     additions: every logit within ``value_bound``
-    (:func:`hyp2onnx.ir.network.error_bounds`, twice the bound on either
+    (`hyp2onnx.ir.network.error_bounds`, twice the bound on either
     order's distance from the exact value) of the Python model's. A label can
     change only on a row whose logits are that close to a tie, or off the
     unit cube (``|k_f| > 1``, no point of the space) where the bound does not
@@ -23,10 +23,10 @@ Two graphs of a network (:class:`hyp2onnx.ir.network.Network`):
     with the chain (``NonZero``, ``GatherND``, ``ScatterND``), as the fast tree
     graph's guard does. Labels are the Python model's on every row.
 
-``emit_region_tree`` evaluates a region tree (:mod:`hyp2onnx.ir.regions`):
+``emit_region_tree`` evaluates a region tree (`hyp2onnx.ir.regions`):
 the first hidden layer's signs at once and a table of the nodes they lead
 to, then a walk of the later levels (projections in ``project``'s order, so
-routing is the Python model's; :func:`_walk`), a
+routing is the Python model's; `_walk`), a
 ``Gather`` of the leaf's affine map and its products added in feature order
 (``CumSum``), and the same ``If`` rescoring uncovered and near-tie rows with
 the chain.
@@ -113,12 +113,12 @@ def emit_matmul(g: GraphBuilder, k: str, network: Network) -> str:
 
 
 def emit_klein(g: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str) -> str:
-    """Float64 Klein coordinates of every input point, as :mod:`hyp2onnx.geometry` computes them.
+    """Float64 Klein coordinates of every input point, as `hyp2onnx.geometry` computes them.
 
     Hyperboloid input whose timelike column is the first or the last: the
     spacelike columns are one run, cut with ``Slice`` (a ``Gather`` along
     axis 1 copies element by element), then ``x_s / x_0``, the same
-    division. Every other case is :func:`~hyp2onnx.emit.projection.emit_projection`'s.
+    division. Every other case is `hyp2onnx.emit.projection.emit_projection`'s.
     """
     n = space.n_input_features
     t = space.timelike_dim % n if space.geometry == "hyperboloid" else -1
@@ -143,7 +143,7 @@ def emit_klein(g: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str) 
 
 def _near(g: GraphBuilder, logits: str, network: Network, margin: str) -> tuple[str, str]:
     """Whether some row's label could change if its logits moved by ``margin`` (a tensor
-    name), and what :func:`_rows_near` finds the rows from: the batch test runs on every
+    name), and what `_rows_near` finds the rows from: the batch test runs on every
     call, the rows are found only when needed.
 
     One logistic logit: ``|z| <= margin``. Several: some logit other than the
@@ -166,7 +166,7 @@ def _near(g: GraphBuilder, logits: str, network: Network, margin: str) -> tuple[
 
 
 def _rows_near(b: GraphBuilder, found: str, network: Network, margin: str) -> str:
-    """``[N]`` bool: the rows :func:`_near` flags, from its second result."""
+    """``[N]`` bool: the rows `_near` flags, from its second result."""
     if network.output == "logistic":
         near = b.op(GUARD, "LessOrEqual", [found, margin])
         return b.op(GUARD, "Squeeze", [near, _axes(b, [1])])
@@ -221,10 +221,10 @@ def _rescore(
 
 
 def emit_guarded(g: GraphBuilder, k: str, network: Network, bound: float) -> str:
-    """:func:`emit_matmul`'s logits with the rows near a tie rescored by the chain.
+    """`emit_matmul`'s logits with the rows near a tie rescored by the chain.
 
     The bound holds for ``|k_f| <= 1`` and grows at most in proportion to
-    ``max(1, |k_f|)`` beyond (every term of :func:`~hyp2onnx.ir.network.error_bounds`
+    ``max(1, |k_f|)`` beyond (every term of `hyp2onnx.ir.network.error_bounds`
     does), so the margin is scaled by the batch's largest ``|k_f|`` (at least 1).
     """
     logits = emit_matmul(g, k, network)
@@ -263,9 +263,9 @@ def _walk(g: GraphBuilder, k: str, tree: RegionTree) -> str:
 
     Every node of the first hidden layer's levels tests the same unit's
     weights (no earlier pattern to collapse), so those levels are one
-    projection in the Python model's order (:func:`_first_layer`), whose
+    projection in the Python model's order (`_first_layer`), whose
     signs index a table of the nodes they lead to. The later levels go one at
-    a time (:func:`_levels`).
+    a time (`_levels`).
     """
     hidden = tree.network.hidden_sizes
     if hidden and hidden[0] <= FIRST_LAYER_TABLE_UNITS:

@@ -10,10 +10,10 @@ scikit-learn's ``MLPClassifier`` / ``MLPRegressor`` (``estimator_``) on them;
 its weights are the model. Prediction does not call ``estimator_``: its
 forward pass uses a BLAS product whose order of additions neither numpy nor
 onnxruntime promises. The model's outputs are defined by
-:class:`hyp2onnx.ir.network.Network`'s fixed-order arithmetic (each sum
+`hyp2onnx.ir.network.Network`'s fixed-order arithmetic (each sum
 added left to right, in float64), which the exported graph reproduces bit
 for bit (``encoding="exact"``) or within a stated bound with exact labels
-(``encoding="fast"``, the default; :mod:`hyp2onnx.emit.network`). Labels
+(``encoding="fast"``, the default; `hyp2onnx.emit.network`). Labels
 are taken from the logits: the first largest (several classes), or
 ``z > 0`` (two classes, one logistic output). ``estimator_.predict`` may
 thus differ from ``predict`` on rows within rounding of a tie.
@@ -119,7 +119,7 @@ class _HyperbolicMLP(BaseEstimator):
     _classifier: ClassVar[bool] = False
 
     def network(self) -> Network:
-        """The fitted network as :class:`hyp2onnx.ir.network.Network` (its weights, in float64)."""
+        """The fitted network as `hyp2onnx.ir.network.Network` (its weights, in float64)."""
         check_is_fitted(self)
         native = self.estimator_
         output = {"softmax": "softmax", "logistic": "logistic"}.get(native.out_activation_)
@@ -197,7 +197,7 @@ class HyperbolicMLPClassifier(ClassifierMixin, _HyperbolicMLP):
         return link(network, network.logits(self.to_klein(X)))
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba`."""
+        """Logarithm of `predict_proba`."""
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 

@@ -1,12 +1,12 @@
 """A fitted hyperbolic MLP read as a geodesic region tree (Aytekin's construction).
 
 ``region_tree(network, X)`` builds the tree of the activation patterns the
-points ``X`` reach (:mod:`hyp2onnx.ir.regions`): each internal node tests
+points ``X`` reach (`hyp2onnx.ir.regions`): each internal node tests
 the sign of one hidden unit's pre-activation, an affine function of the
 Klein coordinates and so a geodesic half-space; each leaf holds its
 region's affine map. Rows that reach a pattern the tree lacks are scored by
-the network itself, and :meth:`RegionTree.covered` (the graph's
-``covered`` output) says which. :meth:`RegionTree.explain` describes the
+the network itself, and `RegionTree.covered` (the graph's
+``covered`` output) says which. `RegionTree.explain` describes the
 region of any row from its own pattern, covered or not.
 
 Contract: the tree's tests and leaf maps are collapsed weights, whose
@@ -207,7 +207,7 @@ class RegionTree:
         return out[:, 0] if out.shape[1] == 1 else out
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities from :meth:`decision_function` (classifiers only)."""
+        """Class probabilities from `decision_function` (classifiers only)."""
         if not self.is_classifier:
             raise AttributeError("predict_proba: this region tree is a regressor's")
         return link(self.tree_.network, self.decision_function(X))

@@ -7,7 +7,7 @@ Three kinds export:
   unit-ball Klein coordinates; the caller states the geometry;
 - ``"hyperdt"``: a model of the original HyperDT (``hyperdt`` 0.0.3),
   reproduced with HyperDT's own split arithmetic;
-- ``"network"``: a hyperbolic MLP or its region tree (:mod:`._network`),
+- ``"network"``: a hyperbolic MLP or its region tree (`._network`),
   which records its geometry.
 """
 

@@ -2,8 +2,8 @@
 
 The graph takes raw points ``X`` [N, D] in the model's input geometry,
 projects them to float64 Klein coordinates as the Python model does
-(:mod:`hyp2onnx.emit.projection`), evaluates the network
-(:mod:`hyp2onnx.emit.network`) and returns ``label`` + ``probabilities``
+(`hyp2onnx.emit.projection`), evaluates the network
+(`hyp2onnx.emit.network`) and returns ``label`` + ``probabilities``
 (classifiers) or ``variable`` (regressors); a region tree adds ``covered``
 (bool: the tree holds the row's region; else the network scored it) and
 ``region`` (int64, -1 where uncovered). Only standard ONNX operators.
@@ -75,7 +75,7 @@ def is_network(model: Any) -> bool:
 def network_value_bound(network: Network) -> float:
     """Largest difference between a ``Gemm`` graph's logit and the fixed-order one.
 
-    Both lie within :func:`~hyp2onnx.ir.network.error_bounds` of the exact
+    Both lie within `hyp2onnx.ir.network.error_bounds` of the exact
     value, whatever their order: twice that bound, largest over the outputs.
     """
     return float(2.0 * error_bounds(network)[0][-1].max(initial=0.0))

@@ -6,14 +6,14 @@ coordinates); the last layer's ``z`` are the logits (classifiers) or the
 values (regressors). Its Python model is defined in one arithmetic, which
 the exact graph repeats node for node: each entry of ``a W`` is the strict
 left-to-right sum of correctly rounded float64 products
-(:func:`hyp2onnx.ir.projection.project`), then ``+ b``. A BLAS product's
+(`hyp2onnx.ir.projection.project`), then ``+ b``. A BLAS product's
 order is neither numpy's nor onnxruntime's, so it is not used here.
 
 Labels come from the logits, never from the probabilities: the first
 largest logit (softmax classifiers), or ``z > 0`` (one logistic column).
 Probabilities are the link function of the logits.
 
-:func:`error_bounds` gives, for inputs with ``|k_f| <= 1`` (every Klein
+`error_bounds` gives, for inputs with ``|k_f| <= 1`` (every Klein
 point), a per-unit bound on the difference between any order of each
 layer's sums and the exact value, by interval propagation of the standard
 bound ``|fl(x . w + b) - (x . w + b)| <= gamma(n + 1) (|x| . |w| + |b|)``
@@ -236,7 +236,7 @@ def region_bound(network: Network, collapsed: Collapsed, chain_error: np.ndarray
     pattern's exact pre-activations are from the network's exact ones
     (a unit whose exact sign differs from the pattern's is within its test
     error ``e_i`` of 0); the output adds the leaf map's own rounding and
-    the network's (``chain_error``, :func:`error_bounds`).
+    the network's (``chain_error``, `error_bounds`).
     """
     delta = np.zeros(network.weights[0].shape[1])
     for i, W in enumerate(network.weights[1:]):

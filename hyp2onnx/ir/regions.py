@@ -1,18 +1,18 @@
 """A ReLU network on Klein coordinates read as an oblique tree with affine leaves.
 
 Where a network's activation pattern is fixed, every pre-activation is
-affine in ``k`` (:func:`hyp2onnx.ir.network.collapse`), so its sign test
+affine in ``k`` (`hyp2onnx.ir.network.collapse`), so its sign test
 ``w . k + c > 0`` is a geodesic half-space (``c x_0 + w . x_s > 0`` on the
 hyperboloid). Aytekin's construction writes the network as a tree of such
 tests, one level per hidden unit, layer after layer; a leaf holds its
-pattern's affine map. :func:`build` keeps only the patterns given (those
+pattern's affine map. `build` keeps only the patterns given (those
 some points reach): a node whose other side no given pattern takes gets a
 *missing* leaf there, and rows that reach one are evaluated by the network
 itself (the fallback), never approximated.
 
 Arithmetic: node ``j`` tests ``project(k, normals)[:, j] <= threshold[j]``
 (inactive: left), ``threshold = -c``; a leaf's output is
-``project``-order ``k . A + offset``. The tree is an :class:`~hyp2onnx.ir.Ensemble`
+``project``-order ``k . A + offset``. The tree is an `hyp2onnx.ir.Ensemble`
 with oblique splits whose leaf value is the leaf's number plus one (0:
 missing), so the same routing code and emitters serve it.
 """
@@ -93,7 +93,7 @@ class RegionTree:
 
         Covered rows get their leaf's affine map; rows on a missing leaf, and
         (classifiers) rows whose label the bound could change, get the
-        network's own logits (:meth:`Network.forward`).
+        network's own logits (`Network.forward`).
         """
         k = np.asarray(k, dtype=np.float64)
         leaf = self.leaf(k)
