@@ -19,6 +19,8 @@ from typing import Any
 from ._version import __version__
 from .errors import (
     CompatRoutingWarning,
+    FarPointError,
+    FarPointWarning,
     Hyp2OnnxError,
     InvalidPointError,
     MissingExtraError,
@@ -37,6 +39,7 @@ _LAZY = {
     },
     "region_tree": "estimators",
     "to_onnx": "export",
+    "compose": "export",
     "save_onnx": "export",
     "read_metadata": "export",
     "register_skl2onnx_converters": "export.skl2onnx",
@@ -46,6 +49,8 @@ _SUBMODULES = ("conventions", "datasets", "geometry")
 __all__ = sorted(
     [
         "CompatRoutingWarning",
+        "FarPointError",
+        "FarPointWarning",
         "Hyp2OnnxError",
         "InvalidPointError",
         "MissingExtraError",
