@@ -435,3 +435,59 @@ def test_region_tree_graph_takes_every_route_through_its_levels(hidden):
     got = run_onnx(hyp2onnx.to_onnx(tree), X)
     assert np.array_equal(got["region"], tree.apply(X))
     assert np.array_equal(got["label"], model.predict(X))
+
+
+def test_an_encoder_composes_in_front_of_networks_and_region_trees(tmp_path):
+    """An onnx.helper encoder (a linear map, then the exponential map to the Poincare disk)
+    in front of an MLP and of its region tree: one graph, checked by verify."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = {
+        "W": (0.5 * rng.normal(size=(4, 2))).astype(np.float32),
+        "axes": np.array([1], dtype=np.int64),
+        "eps": np.array(1e-30, dtype=np.float32),
+    }
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["v"]),
+        helper.make_node("Mul", ["v", "v"], ["vv"]),
+        helper.make_node("ReduceSum", ["vv", "axes"], ["s"]),
+        helper.make_node("Add", ["s", "eps"], ["s_eps"]),
+        helper.make_node("Sqrt", ["s_eps"], ["n"]),
+        helper.make_node("Tanh", ["n"], ["t"]),
+        helper.make_node("Div", ["t", "n"], ["f"]),
+        helper.make_node("Mul", ["f", "v"], ["points"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "encoder",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("points", TensorProto.FLOAT, ["N", 2])],
+        [numpy_helper.from_array(v, n) for n, v in weights.items()],
+    )
+    encoder = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    raw = rng.normal(size=(600, 4)).astype(np.float32)
+    points = run_onnx_plain(encoder, raw)
+    y = (points[:, 0] > 0.1).astype(int) + (points[:, 1] > 0).astype(int)
+    model = _fit(
+        hyp2onnx.HyperbolicMLPClassifier(
+            hidden_layer_sizes=(8, 8), max_iter=100, input_geometry="poincare", random_state=0
+        ),
+        points,
+        y,
+    )
+    for obj in (model, hyp2onnx.region_tree(model, points[:300])):
+        composed = hyp2onnx.compose(encoder, obj)
+        report = hyp2onnx.verify(obj, composed, raw)
+        assert report.ok and report.label_mismatches == 0, report
+    assert onnx.checker.check_model(composed) is None
+
+
+def run_onnx_plain(onnx_model, x):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(
+        onnx_model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, {"x": x})[0]
