@@ -86,10 +86,16 @@ class Inspection:
         for label, values in (("inputs", self.inputs), ("outputs", self.outputs)):
             for i, v in enumerate(values):
                 rows.append((label if i == 0 else "", f"{v['name']}  {v['type']} {_shape(v)}"))
-        trees = f"{self.tree_nodes} tree nodes"
-        if meta is not None:
-            trees = f"{meta['n_trees']} trees, " + trees
-        rows.append(("trees", trees))
+        if meta is not None and "hidden_layer_sizes" in meta:  # a network or its region tree
+            network = f"ReLU, hidden layers {meta['hidden_layer_sizes']}"
+            if "n_regions" in meta:
+                network += f"; region tree of {meta['n_regions']} regions"
+            rows.append(("network", network))
+        else:
+            trees = f"{self.tree_nodes} tree nodes"
+            if meta is not None:
+                trees = f"{meta['n_trees']} trees, " + trees
+            rows.append(("trees", trees))
         if meta is not None:
             rows.append(("encoding", f"{meta['encoding']}, input {meta['input_dtype']}"))
             if "value_bound" in meta:
