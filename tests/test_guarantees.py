@@ -10,9 +10,13 @@ subprocess shows.
 from __future__ import annotations
 
 import csv
+import os
 import pickle
+import re
 import signal
+import stat
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -589,3 +593,44 @@ def test_formula_like_labels_are_escaped_in_prediction_csvs(tmp_path):
         not s.startswith(("=", "+", "-", "@", "\t", "\r")) for s in got
     )
     assert rows[0][1:] == [f"probability_{c}" for c in model.classes_]  # headers never start so
+
+
+def test_an_output_that_cannot_be_created_is_named_not_its_temporary_file(made, tmp_path):
+    """The write goes through a temporary file beside the output; the error names the output."""
+    unwritable = [tmp_path / "no-folder" / "x.csv"]
+    if Path("/proc").is_dir():
+        unwritable.append(Path("/proc/x.csv"))  # a folder where no file can be created
+    for path in unwritable:
+        f = made["folder"]
+        code, _, err = cli("predict", f / "rf32.onnx", f / "X.npy", "-o", path, "--force")
+        assert_usage_error(code, err, match=f"{path}:")
+        assert ".tmp" not in err and f".{path.name}." not in err, err
+        with pytest.raises(OSError, match=re.escape(str(path))) as raised:
+            h.save_onnx(made["rf"], path)
+        assert ".tmp" not in str(raised.value)
+
+
+def test_a_symbolic_link_is_written_through_and_a_fifo_is_never_replaced(made, tmp_path):
+    """The API's atomic writes follow the CLI's rule: only a regular file is replaced."""
+    (tmp_path / "target.onnx").write_bytes(b"old")
+    (tmp_path / "link.onnx").symlink_to("target.onnx")
+    h.save_onnx(made["rf"], tmp_path / "link.onnx")
+    assert (tmp_path / "link.onnx").is_symlink()
+    assert onnx.load(str(tmp_path / "target.onnx")).graph.input
+    (tmp_path / "dangling.onnx").symlink_to("nowhere.onnx")
+    with pytest.raises(OSError, match="dangling.onnx: is a symbolic link to nowhere.onnx"):
+        h.save_onnx(made["rf"], tmp_path / "dangling.onnx")
+    assert not (tmp_path / "nowhere.onnx").exists()
+    os.mkfifo(tmp_path / "fifo")
+    received: list[bytes] = []
+
+    def read() -> None:
+        with open(tmp_path / "fifo", "rb") as f:
+            received.append(f.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    h.save_onnx(made["rf"], tmp_path / "fifo", overwrite=False)  # nothing is replaced
+    reader.join(10)
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode)
+    assert onnx.load_from_string(received[0]).graph.input
