@@ -634,3 +634,31 @@ def test_a_symbolic_link_is_written_through_and_a_fifo_is_never_replaced(made, t
     reader.join(10)
     assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode)
     assert onnx.load_from_string(received[0]).graph.input
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"splits": "axis", "threshold_law": "klein"}], ids=["own-trees", "sklearn"]
+)
+def test_inspect_counts_the_nodes_of_isolation_forests(made, tmp_path, params):
+    """Oracle: the Python model's own node arrays. Walked trees have no tree operator (the
+    count was 0); trees held in both branches of an If were counted twice."""
+    model = h.HyperbolicIsolationForest(n_estimators=3, random_state=0, **params).fit(made["X"])
+    h.save_onnx(model, tmp_path / "iso.onnx")
+    code, out, err = cli("inspect", tmp_path / "iso.onnx", "--json")
+    assert code == 0, err
+    import json
+
+    expected = sum(len(tree.left) for tree in model.trees_)
+    assert json.loads(out)["tree_nodes"] == expected > 3
+
+
+def test_an_npz_archive_named_npy_is_refused_as_an_archive(made, tmp_path):
+    np.savez(tmp_path / "points", made["X"])  # writes points.npz
+    (tmp_path / "points.npz").rename(tmp_path / "points.npy")
+    f = made["folder"]
+    code, _, err = cli(
+        "predict", f / "rf32.onnx", tmp_path / "points.npy", "-o", tmp_path / "p.csv"
+    )
+    assert_usage_error(code, err, match="points.npy: is a .npz archive of 1 array(s) (arr_0)")
+    assert "None" not in err
+    assert not (tmp_path / "p.csv").exists()

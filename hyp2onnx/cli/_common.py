@@ -225,6 +225,11 @@ def error_lines(exc: BaseException) -> list[str]:
     message = first_line(exc)
     if isinstance(exc, (ValueError, TypeError, OSError)):
         return [f"error: {message}"]
+    if type(exc).__name__ == "CatBoostError":  # CatBoost refusing its own model: a damaged one
+        return [
+            f"error: CatBoost refused the model: {message}",
+            "  fix: the model file is damaged; save the fitted model again",
+        ]
     return [
         f"error: unexpected {type(exc).__name__}: {message}",
         "  fix: rerun with --debug and report the traceback",

@@ -48,6 +48,9 @@ class Backend(ABC):
     feature_splits: ClassVar[bool] = True
     #: The learner takes ``input_blocks`` (each feature its own midpoint rule).
     takes_blocks: ClassVar[bool] = True
+    #: The library defines negative sample weights (LightGBM scales a row's gradient
+    #: and hessian by its weight); elsewhere they are refused before fitting.
+    negative_weights: ClassVar[bool] = False
 
     @classmethod
     def handles(cls, estimator: Any) -> bool:

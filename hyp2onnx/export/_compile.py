@@ -484,6 +484,7 @@ def _write_metadata(
         or ("classification" if ensemble.is_classifier else "regression"),
         "classes": json.dumps(classes),
         "n_trees": str(ensemble.n_trees),
+        "n_nodes": str(ensemble.n_nodes),  # for `inspect`: walked trees have no tree operator
         "encoding": encoding,
         "input_dtype": dtype,
         # What the verification tolerance follows from (hyp2onnx.verify.default_tolerance).
