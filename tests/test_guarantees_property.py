@@ -17,10 +17,12 @@ minute.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import pickle
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -665,3 +667,80 @@ def test_output_paths_of_every_kind_are_written_as_documented(
         if kind == "link":
             assert os.readlink(path) == "target"  # the link stays a link to the same file
         assert {p.name for p in folder.iterdir()} == {p.name for p in before} | {"out"}
+
+
+# -- byte flips through whole CatBoost files and pickles, in a child process (issue 31) -----
+#
+# CatBoost loads some damaged .cbm files and then crashes its process in the JSON export or
+# in predict: the commands read such files in a child first. Each example runs its commands
+# in one child process (a crash there is a negative return code, not the end of this run).
+
+_CHILD = """
+import contextlib, io, json, sys
+from hyp2onnx.cli import main
+for command in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(command)
+    print(json.dumps([code, err.getvalue()]), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def catboost_files(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    from catboost import CatBoostClassifier
+
+    folder = tmp_path_factory.mktemp("catboost")
+    X, k = points(200, 3, seed=51)
+    y = labels(k, 3, seed=51)
+    params = {"iterations": 8, "depth": 3, "verbose": 0, "random_seed": 0, "thread_count": 1}
+    CatBoostClassifier(**params, allow_writing_files=False).fit(k, y).save_model(
+        str(folder / "plain.cbm")
+    )
+    model = h.HyperbolicCatBoostClassifier(**params).fit(X, y)
+    with (folder / "model.pkl").open("wb") as f:
+        pickle.dump(model, f)
+    np.save(folder / "X.npy", X[:50])
+    return {"folder": folder}
+
+
+@settings(max_examples=2, **SETTINGS)
+@given(
+    cases=st.lists(
+        st.tuples(
+            st.sampled_from(["plain.cbm", "model.pkl"]),
+            st.sampled_from(["flip", "flip", "flip", "truncate", "insert", "zero"]),
+            st.floats(0.0, 1.0),
+            st.binary(min_size=1, max_size=8),
+        ),
+        min_size=3,
+        max_size=3,
+    )
+)
+def test_damaged_catboost_files_give_an_answer_or_one_error_in_a_child(catboost_files, cases):
+    source = catboost_files["folder"]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        commands = []
+        for i, (name, how, where, junk) in enumerate(cases):
+            case = folder / str(i)
+            case.mkdir()
+            path = case / f"damaged{Path(name).suffix}"
+            path.write_bytes(_damage((source / name).read_bytes(), how, where, junk))
+            geometry = ["--geometry", "hyperboloid"] if name.endswith(".cbm") else []
+            check = ["--check", str(source / "X.npy"), "-o", str(case / "out.onnx")]
+            commands.append(["convert", str(path), *geometry, *check])
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, json.dumps(commands)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
+        results = [json.loads(line) for line in done.stdout.splitlines()]
+        crashed = cases[len(results)] if len(results) < len(cases) else None
+        assert done.returncode == 0, (done.returncode, crashed, done.stderr[-500:])
+        for (name, how, *_), (code, err), command in zip(cases, results, commands):
+            case = Path(command[-1]).parent
+            assert_contract(code, err, case, {Path(command[1]).name}, Path(command[-1]))
+            event(f"{name} {how}: exit {code}")

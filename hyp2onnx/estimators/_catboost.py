@@ -66,11 +66,14 @@ def _quiet() -> Any:
     return fixup(io.StringIO(), io.StringIO())
 
 
-def _damaged(exc: Exception) -> ValueError:
-    """A CatBoost model its own library cannot write out: damaged, not a hyp2onnx bug."""
+def _damaged(exc: Exception) -> UnsupportedModelError:
+    """A CatBoost model its own library cannot write out: damaged, not a hyp2onnx bug.
+
+    An UnsupportedModelError (a TypeError), not a ValueError, which export
+    reads as "not fitted"."""
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     text = re.sub(r"^\S+\.(?:cpp|h):\d+:\s*", "", text)  # "catboost/libs/x.cpp:507: "
-    return ValueError(
+    return UnsupportedModelError(
         f"the CatBoost model is damaged: CatBoost cannot write it out ({text}); "
         "fit it again or save an undamaged copy"
     )
