@@ -4,12 +4,12 @@ Correction. One XGBoost booster (100 trees, depth 6, on d = 8 Klein
 features of a wrapped-normal mixture; trained on 100k rows) is corrected
 against N rows of the same distribution two ways:
 
-* single machine: :func:`hyp2onnx.correction.shared_rows.correct_trees` on all N
+* single machine: `hyp2onnx.correction.shared_rows.correct_trees` on all N
   rows in this process (what ``fit`` runs);
-* distributed: :func:`hyp2onnx.dask.distributed_summary` (each partition
+* distributed: `hyp2onnx.dask.distributed_summary` (each partition
   summarised where it lies: every split's nearest values either side, by the
   single-machine search; tree reduce on the workers) and
-  :func:`hyp2onnx.correction.summaries.correct_from_summary` on a 2-worker
+  `hyp2onnx.correction.summaries.correct_from_summary` on a 2-worker
   LocalCluster (1 thread each), the rows already in the workers' memory.
 
 Both must give the same thresholds bit for bit (checked). The booster was not
@@ -22,10 +22,10 @@ the distributed one (its partitions included).
 
 Far points on Dask (tree space "quantiles"). The same mixture moved 10
 further from the origin along each point's ray (distances about 10 to 14):
-the quantile sketch of the N rows (:func:`hyp2onnx.dask.distributed_sketch`,
+the quantile sketch of the N rows (`hyp2onnx.dask.distributed_sketch`,
 merged on the workers), then the correction of an XGBoost booster trained
 on the buckets of 100k rows (the Klein trees of
-:meth:`hyp2onnx.correction.quantiles.QuantileMap.klein_trees`, searched on the
+`hyp2onnx.correction.quantiles.QuantileMap.klein_trees`, searched on the
 float64 Klein rows), against the single-machine search of the same Klein
 trees on all N rows in this process. "bytes to the driver": the sketch and
 the summary.
@@ -33,14 +33,14 @@ the summary.
 Spark correction. The summary of the first booster's splits on N rows held
 in a cached Spark DataFrame (``local[2]``, the estimator's projected columns,
 generated on the executors), as ``HyperbolicSparkXGBClassifier.fit`` runs it
-(:func:`hyp2onnx.spark.distributed_summary`: ``mapInPandas`` per partition,
+(`hyp2onnx.spark.distributed_summary`: ``mapInPandas`` per partition,
 ``treeReduce`` on the executors), against the single-machine correction.
 
 Scoring. The exported graph of a hyperbolic XGBoost classifier (100 trees,
 depth 6, 4 classes) scores N hyperboloid points: onnxruntime in this
-process (1 and 2 threads), :func:`hyp2onnx.dask.predict` on the 2-worker
+process (1 and 2 threads), `hyp2onnx.dask.predict` on the 2-worker
 cluster (points already in the workers' memory), and
-:func:`hyp2onnx.spark.predict` on Spark ``local[2]`` (points in a cached
+`hyp2onnx.spark.predict` on Spark ``local[2]`` (points in a cached
 DataFrame; results written to Spark's no-op sink). Peak memory per worker:
 the same measure over the scoring phase.
 
@@ -101,7 +101,7 @@ def reset_peak() -> bool:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process, MB (since :func:`reset_peak` where it works)."""
+    """Peak resident set size of this process, MB (since `reset_peak` where it works)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmHWM:"):

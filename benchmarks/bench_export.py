@@ -157,7 +157,7 @@ def klein_twin(model: Any) -> Any:
     When float32 cannot separate some split's two nearest training values
     (the bench's points reach radius 3), the fitted ``model.estimator_``
     reads split indices, not Klein coordinates (see
-    :mod:`hyp2onnx.correction.tree_space`): fed Klein values, every row goes the same
+    `hyp2onnx.correction.tree_space`): fed Klein values, every row goes the same
     way and a "peer" made from it is both wrong and fast. The twin has the
     same trees with the Klein thresholds hyp2onnx exports: what a user
     converting a plain forest on Klein coordinates would run.

@@ -148,7 +148,7 @@ def ray_cell(backend: str, space: str, dname: str, r0: float, n_train: int, n_te
 
 
 def dask_ray_cell(client, backend: str, space: str, dname: str, r0: float, n_train, n_test):
-    """:func:`ray_cell` for a Dask estimator on ``client`` (the rows in 3 partitions)."""
+    """`ray_cell` for a Dask estimator on ``client`` (the rows in 3 partitions)."""
     import dask.array as da
 
     import hyp2onnx.dask as hdask

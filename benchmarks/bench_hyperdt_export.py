@@ -4,7 +4,7 @@ For each seed and each HyperDT 0.0.3 class (depth-3 trees, 4-tree forests,
 d = 2 and 4, 300 training points of ``hyp2onnx.datasets``'s wrapped-normal
 mixtures), the model is exported and compared with HyperDT's own
 ``predict``/``predict_proba`` on 500 held-out points and on
-:func:`hyp2onnx.hyperdt.boundary_rows` (points on every split's boundary,
+`hyp2onnx.hyperdt.boundary_rows` (points on every split's boundary,
 then moved by up to 3 ulps in x_d and 2 in x_t). Alongside, per split and
 its boundary rows, HyperDT's test ``sin(theta) x_d - cos(theta) x_t < 0``
 is compared with:
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
     text = (
         "# HyperDT 0.0.3 models exported to ONNX\n\n"
-        + __doc__.split("\n\n", 1)[1].split("Needs ")[0].replace("``", "`").replace(":func:", "")
+        + __doc__.split("\n\n", 1)[1].split("Needs ")[0].replace("``", "`")
         + "Rows checked count both encodings (exact, standard), float64 input.\n\n"
         + md_table(headers, rows)
         + f"\n\n{environment()}\n"

@@ -11,7 +11,7 @@ all rows, inliers and outliers alike, and scored on them):
   hierarchy (random direction, radius uniform in 1 .. 6, at least 2 from
   every node of the tree); ``boosted``: the same points moved by one
   random isometry (rotation, boost of rapidity 3, rotation);
-* ``mixture d``: :func:`hyp2onnx.datasets.make_wrapped_normal_mixture`
+* ``mixture d``: `hyp2onnx.datasets.make_wrapped_normal_mixture`
   (4 classes) with 5 % radial outliers (random direction, radius beyond
   the inliers' 95th percentile by 0.5 to 2);
 * ``near origin``: the d = 4 mixture and its outliers scaled into the ball

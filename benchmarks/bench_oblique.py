@@ -31,9 +31,9 @@ from sklearn.model_selection import train_test_split
 
 import hyp2onnx as h
 from hyp2onnx.datasets import make_wrapped_normal_mixture
+from hyp2onnx.emit import strategy as export
 from hyp2onnx.emit._graph import GraphBuilder
 from hyp2onnx.emit.oblique import emit_normals, remap_projection
-from hyp2onnx.export import _compile as export
 from hyp2onnx.ir.projection import project
 
 DIMS = (2, 4, 8, 16)

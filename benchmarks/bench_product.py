@@ -1,6 +1,6 @@
 """Accuracy on product spaces: models that know each block's geometry against those that do not.
 
-Data: :func:`hyp2onnx.datasets.make_product_mixture`, an 8-class mixture of
+Data: `hyp2onnx.datasets.make_product_mixture`, an 8-class mixture of
 wrapped normals on a product of hyperbolic, Euclidean and spherical blocks
 (``manify``-style signatures below; spheres of curvature 1/4), 1,000 points, an 80/20 split stratified
 by class. Rows of a spherical block farther than a quarter turn from its

@@ -16,7 +16,15 @@ float neighbours, and far rows (more than 1024 in all, so the row-block
 * ``not installed`` / ``n/a``: the runtime is missing here, or cannot read
   the format (only onnxruntime reads ``.ort``).
 
-It writes ``docs/compatibility.md`` (the table, versions, date) and
+A second table runs every model kind (scikit-learn trees and forests,
+XGBoost, LightGBM, CatBoost, oblique trees, rotation and isolation
+forests) in its standard-encoding graph, float32 and float64 input, in the
+runtimes without ``ai.onnx.ml`` operators and in onnxruntime, on held-out
+rows drawn like the training rows (4-dimensional wrapped-normal mixtures),
+rows at thresholds and far rows, and counts the differences of each kind of
+row apart.
+
+It writes ``docs/compatibility.md`` (the tables, versions, date) and
 ``hyp2onnx/cli/runtimes.json``, which ``hyp2onnx inspect`` reads to say where
 a graph is known to run. Runtimes: onnxruntime (Python), onnxruntime-node and
 onnxruntime-web's WebAssembly backend (examples/js, installed there with
@@ -40,6 +48,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +60,13 @@ import onnx
 import hyp2onnx as h
 from hyp2onnx import edge, geometry
 from hyp2onnx.export import read_metadata
-from hyp2onnx.verify import default_tolerance, reference_evaluator
+from hyp2onnx.verify import (
+    ANOMALY_SCORE_ATOL,
+    default_rtol,
+    default_tolerance,
+    reference_evaluator,
+)
+from hyp2onnx.verify import _python_outputs as python_outputs_for_verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import md_table
@@ -446,6 +461,181 @@ def difference_text(cell: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+# -- every model kind, in the runtimes without ai.onnx.ml ------------------------------
+
+KIND_VARIANTS = ("standard", "standard-float64")
+KIND_RUNTIMES = ("onnxruntime", "openvino", "tract")
+ROW_KINDS = ("held-out", "at thresholds", "far")
+
+
+def kind_models(quick: bool) -> dict[str, Any]:
+    """One fitted model of every kind, on 4-dimensional wrapped-normal mixtures."""
+    from hyp2onnx.datasets import make_wrapped_normal_mixture
+
+    X, y = make_wrapped_normal_mixture(1000 if quick else 5000, 4, 4, random_state=0)
+    y_reg = X[:, 1] - X[:, 2]
+    n = 5 if quick else 20
+    one = {"n_jobs": 1}
+    fits: dict[str, tuple[Any, np.ndarray | None]] = {
+        "decision tree": (h.HyperbolicDecisionTreeClassifier(max_depth=8, random_state=0), y),
+        "RF 4 classes": (
+            h.HyperbolicRandomForestClassifier(n_estimators=n, max_depth=8, random_state=0, **one),
+            y,
+        ),
+        "RF regressor": (
+            h.HyperbolicRandomForestRegressor(n_estimators=n, max_depth=8, random_state=0, **one),
+            y_reg,
+        ),
+        "XGBoost binary": (h.HyperbolicXGBClassifier(n_estimators=n, max_depth=6, **one), y == 0),
+        "XGBoost 4 classes": (h.HyperbolicXGBClassifier(n_estimators=n, max_depth=6, **one), y),
+        "XGBoost regressor": (h.HyperbolicXGBRegressor(n_estimators=n, max_depth=6, **one), y_reg),
+        "LightGBM 4 classes": (
+            h.HyperbolicLGBMClassifier(n_estimators=n, verbose=-1, **one),
+            y,
+        ),
+        "LightGBM regressor": (h.HyperbolicLGBMRegressor(n_estimators=n, verbose=-1, **one), y_reg),
+        "CatBoost 4 classes": (
+            h.HyperbolicCatBoostClassifier(iterations=n, depth=4, verbose=0, thread_count=1),
+            y,
+        ),
+        "CatBoost regressor": (
+            h.HyperbolicCatBoostRegressor(iterations=n, depth=4, verbose=0, thread_count=1),
+            y_reg,
+        ),
+        "oblique tree": (h.HyperbolicHouseholderTreeClassifier(max_depth=6, random_state=0), y),
+        "rotation forest": (
+            h.HyperbolicRotationForestClassifier(n_estimators=n, random_state=0),
+            y,
+        ),
+        "isolation forest": (h.HyperbolicIsolationForest(n_estimators=n, random_state=0), None),
+    }
+    return {
+        name: model.fit(X) if target is None else model.fit(X, target.astype(target.dtype))
+        for name, (model, target) in fits.items()
+    }
+
+
+def kind_rows(model: Any, quick: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Held-out rows, rows at thresholds (axis-aligned splits only) and far rows, and which is
+    which (indices into ROW_KINDS)."""
+    from hyp2onnx.datasets import make_wrapped_normal_mixture
+
+    rng = np.random.default_rng(1)
+    held_out, _ = make_wrapped_normal_mixture(1000 if quick else 5000, 4, 4, random_state=1)
+    k = held_out[:, 1:] / held_out[:, :1]
+    ens = model.to_ir().ensemble
+    at = np.empty((0, 4))
+    if ens.projection is None and ens.frames is None:
+        internal = np.flatnonzero(ens.feature >= 0)
+        pick = rng.choice(internal, size=min(internal.size, 100 if quick else 300), replace=False)
+        t32 = ens.threshold[pick].astype(np.float32)
+        values = np.concatenate(
+            [t32, np.nextafter(t32, np.float32(-1)), np.nextafter(t32, np.float32(1))]
+        )
+        at = k[rng.integers(0, len(k), size=values.size)] * 0.5
+        at[np.arange(at.shape[0]), np.tile(ens.feature[pick], 3)] = values
+        at = at[np.linalg.norm(at, axis=1) < 1]
+    d = rng.normal(size=(200, 4))
+    far = d / np.linalg.norm(d, axis=1, keepdims=True) * np.tanh(rng.uniform(6, 12, size=(200, 1)))
+    rows = np.concatenate([held_out, geometry.from_klein(np.concatenate([at, far]), "hyperboloid")])
+    which = np.repeat([0, 1, 2], [len(held_out), len(at), len(far)])
+    return rows, which
+
+
+def compare_kinds(
+    got: Outputs, want: Outputs, which: np.ndarray, atol: float, rtol: float
+) -> dict[str, Any]:
+    """Per kind of row: labels that differ, rows with a value beyond tolerance and the largest
+    value difference, judged as ``hyp2onnx.verify`` judges (its absolute and relative
+    tolerances; an isolation forest's scores get its score tolerance on top)."""
+    n = len(which)
+    labels_wrong = np.zeros(n, dtype=bool)
+    values_wrong = np.zeros(n, dtype=bool)
+    largest = np.zeros(n)
+    for name, value in want.items():
+        value = np.asarray(value)
+        mine = np.asarray(got[name]).reshape(value.shape)
+        if name == "label":
+            labels_wrong |= mine.ravel() != value.ravel()
+            continue
+        allowed = atol + (ANOMALY_SCORE_ATOL if name == "scores" else 0.0)
+        diff = np.abs(mine.astype(np.float64) - value).reshape(n, -1)
+        limit = (allowed + rtol * np.abs(value)).reshape(n, -1)
+        values_wrong |= (diff > limit).any(axis=1)
+        largest = np.maximum(largest, diff.max(axis=1))
+    result: dict[str, Any] = {"tolerance": atol, "has_labels": "label" in want}
+    for i, row_kind in enumerate(ROW_KINDS):
+        these = which == i
+        result[row_kind] = {
+            "rows": int(these.sum()),
+            "labels_differ": int(labels_wrong[these].sum()),
+            "values_beyond": int(values_wrong[these].sum()),
+            "max_abs_diff": float(largest[these].max()) if these.any() else 0.0,
+        }
+    result["status"] = "runs" if (labels_wrong | values_wrong).any() else "agrees"
+    return result
+
+
+def measure_kinds(quick: bool, work: Path, runtimes: list[Runtime]) -> dict[str, Any]:
+    """Every model kind's standard graph in the runtimes of KIND_RUNTIMES."""
+    chosen = [r for r in runtimes if r.key in KIND_RUNTIMES]
+    variants = [v for v in VARIANTS if v.key in KIND_VARIANTS]
+    results: dict[str, Any] = {}
+    for name, model in kind_models(quick).items():
+        rows, which = kind_rows(model, quick)
+        results[name] = {}
+        for variant in variants:
+            with warnings.catch_warnings():  # far rows: "float32 cannot separate some splits"
+                warnings.simplefilter("ignore")
+                graph = h.to_onnx(model, encoding=variant.encoding, dtype=variant.dtype)
+            graph = edge.without_row_blocks(graph)  # no Loop or sequences: what they run
+            path = work / f"kind-{variant.key}.onnx"
+            h.save_onnx(graph, path)
+            metadata = read_metadata(graph)
+            atol, rtol = default_tolerance(metadata), default_rtol(metadata)
+            X = rows.astype(variant.dtype)
+            want = python_outputs_for_verify(model, X, metadata)
+            cells: dict[str, Any] = {}
+            for runtime in chosen:
+                if runtime.run is None:
+                    cells[runtime.key] = {"status": "not installed"}
+                    continue
+                try:
+                    got = runtime.run(path, X)
+                    cells[runtime.key] = compare_kinds(got, want, which, atol, rtol)
+                except Exception as exc:
+                    cells[runtime.key] = {
+                        "status": "fails",
+                        "error": first_line(str(exc) or type(exc).__name__),
+                    }
+                print(
+                    f"{name:20s} {variant.key:18s} {runtime.key:12s} "
+                    f"{kind_cell_text(cells[runtime.key])}",
+                    file=sys.stderr,
+                )
+            results[name][variant.key] = cells
+    return results
+
+
+def kind_cell_text(cell: dict[str, Any]) -> str:
+    """agrees, fails, or per kind of row the labels and values that differ."""
+    if cell["status"] != "runs":
+        return {"agrees": "**agrees**"}.get(cell["status"], cell["status"])
+    parts = []
+    for row_kind in ROW_KINDS:
+        r = cell[row_kind]
+        if not r["rows"]:
+            continue
+        what = [f"{r['labels_differ']} of {r['rows']} labels"] if cell["has_labels"] else []
+        if r.get("values_beyond"):
+            what.append(
+                f"{r['values_beyond']} of {r['rows']} rows' values, by up to "
+                f"{r['max_abs_diff']:.1g}"
+            )
+        parts.append(f"{row_kind}: " + (", ".join(what) or "agree"))
+    return "runs; " + "; ".join(parts)
+
+
 # -- the table ------------------------------------------------------------------------
 
 
@@ -491,6 +681,7 @@ def measure(quick: bool, work: Path) -> dict[str, Any]:
             results[variant.key][runtime.key] = cell
             print(f"{variant.key:24s} {runtime.key:22s} {cell_text(cell)}", file=sys.stderr)
     size = next(iter(models.values())).get_params()
+    kinds = measure_kinds(quick, work, runtimes)
     return {
         "generated": datetime.date.today().isoformat(),
         "generator": "benchmarks/compat_table.py" + (" --quick" if quick else ""),
@@ -524,6 +715,7 @@ def measure(quick: bool, work: Path) -> dict[str, Any]:
             for v in VARIANTS
         },
         "results": results,
+        "kinds": kinds,
     }
 
 
@@ -547,6 +739,19 @@ def markdown(data: dict[str, Any]) -> str:
                     [variant["label"], runtimes[rkey]["name"], difference_text(cell)]
                 )
     models = "\n".join(f"* {name}: {text}" for name, text in data["models"].items())
+    kinds = data.get("kinds", {})
+    kind_runtimes = [k for k in KIND_RUNTIMES if k in runtimes]
+    kind_rows = [
+        [name, data["variants"][variant]["label"]]
+        + [kind_cell_text(cells[r]) for r in kind_runtimes]
+        for name, per_variant in kinds.items()
+        for variant, cells in per_variant.items()
+    ]
+    kind_table = md_table(
+        ["model", "graph"] + [runtimes[r]["name"] for r in kind_runtimes],
+        kind_rows,
+        "l" * (2 + len(kind_runtimes)),
+    )
     return f"""# Where the exported graphs run
 
 Generated by `python {data["generator"]}` on {data["generated"]}
@@ -584,6 +789,45 @@ row blocks; how their outputs then differ from the Python model's is
 measured below (OpenVINO computes float64 tensors in float32). onnx's own
 ReferenceEvaluator fails where a `GatherElements` table has more than 64
 rows (its implementation uses `np.choose`).
+
+## Every model kind
+
+Each kind of model in its standard-encoding graph, where the runtimes
+without `ai.onnx.ml` operators run it, beside onnxruntime: held-out rows
+drawn like the training rows (4-dimensional wrapped-normal mixtures, 4
+classes), rows at a threshold or one float32 step beside it (axis-aligned
+splits only), and rows at hyperbolic radius 6 to 12. Cells count the labels
+that differ from the Python model's on each kind of row, and give the
+largest value difference where it exceeds `hyp2onnx.verify`'s tolerance.
+
+{kind_table}
+
+What OpenVINO's CPU plugin does differently, measured with one-node graphs
+(these are why its cells differ):
+
+* it computes float64 tensors in float32: a float64 input is rounded to
+  float32 before the first node, so float64 graphs route like float32
+  ones, and values past float32's range saturate;
+* float32 `Div` is not correctly rounded: about a quarter of quotients are
+  one unit in the last place away from IEEE division, so a Klein coordinate
+  can land one float32 step beside the one the Python model compares
+  (tract divides float32 the same way; the standard encoding therefore
+  divides in float64 and rounds the quotient, which is exact in tract);
+* `Greater(x, NaN)` and `GreaterOrEqual(x, NaN)` are true (IEEE 754: false);
+  the standard encoding therefore never compares with NaN (leaves test
+  `+inf`);
+* on processors with bfloat16 units its default `INFERENCE_PRECISION_HINT`
+  is `bf16`, which it applies to matrix operations: the standard graph has
+  none and gave the same outputs under both hints; this table sets `f32`.
+
+So in OpenVINO the standard graph serves labels and values on rows away
+from thresholds: they differ only on rows within a float32 step or two of a
+threshold (a held-out row can lie there too, by chance), and its values
+carry float32 rounding. tract gives the Python model's labels on every row;
+its sums of forest probabilities and regression values differ from the
+exact encoding's in the last bits (it adds in another order). Where labels must equal
+the Python model's on every row, use onnxruntime (any build with
+`ai.onnx.ml`, or the standard encoding in a build without it) or tract.
 
 ## Differences
 

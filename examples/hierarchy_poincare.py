@@ -9,7 +9,7 @@ script
 1. embeds the tree in the Poincare disk with gensim's ``PoincareModel``
    (trained on the transitive closure of "is inside", as Nickel & Kiela
    embed WordNet's noun hierarchy);
-2. reads the embedding's convention with :mod:`hyp2onnx.conventions`
+2. reads the embedding's convention with `hyp2onnx.conventions`
    (unit ball, K = -1) and fits ``HyperbolicRandomForestClassifier`` on
    the raw Poincare vectors to predict each module's top-level package;
 3. compares it with scikit-learn's ``RandomForestClassifier`` on the same

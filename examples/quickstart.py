@@ -4,11 +4,11 @@ Run: ``python examples/quickstart.py``. It
 
 1. draws seeded points in the hyperboloid model of the hyperbolic plane,
    labelled by quadrant (geodesic half-planes), with a central disc as a fifth class;
-2. trains a :class:`hyp2onnx.HyperbolicRandomForestClassifier`;
+2. trains a `hyp2onnx.HyperbolicRandomForestClassifier`;
 3. exports it with ``hyp2onnx convert model.pkl --check test.npy`` into a
    new temporary folder;
 4. runs the graph in onnxruntime and compares it with the model through
-   :func:`hyp2onnx.verify`.
+   `hyp2onnx.verify`.
 
 It prints the accuracy, the agreement and the file written, and exits with
 status 1 if the graph and the model disagree on any point.

@@ -8,7 +8,7 @@ raw hyperbolic points.
 Names are imported on first use: ``import hyp2onnx`` loads no tree library,
 and each backend's library (XGBoost, LightGBM, CatBoost) is imported only
 when one of its estimators is used. skl2onnx learns to convert hyperbolic
-estimators after :func:`register_skl2onnx_converters`.
+estimators after [`register_skl2onnx_converters`][hyp2onnx.register_skl2onnx_converters].
 """
 
 from __future__ import annotations

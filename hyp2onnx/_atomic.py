@@ -1,6 +1,6 @@
 """Write a file completely or not at all; write into FIFOs and devices as streams.
 
-What a write does depends on what the path names (:func:`output_target`):
+What a write does depends on what the path names (`output_target`):
 
 * nothing, or a regular file: a temporary file in its folder, renamed over
   it at the end (atomic: the file appears complete or not at all);
@@ -14,7 +14,7 @@ What a write does depends on what the path names (:func:`output_target`):
   ``overwrite`` is needed, and a reader may see part of the output if the
   writer fails;
 * anything else (a folder, a link to nothing or in a loop, a block device,
-  a socket): refused with :class:`UnwritableOutputError` before anything is
+  a socket): refused with `UnwritableOutputError` before anything is
   written.
 
 Errors name the caller's path, never the temporary file.
@@ -59,7 +59,7 @@ class OutputTarget:
 
 
 def output_target(path: str | os.PathLike) -> OutputTarget:
-    """What a write to ``path`` would do, or :class:`UnwritableOutputError` if none may."""
+    """What a write to ``path`` would do, or `UnwritableOutputError` if none may."""
     path = Path(path)
     try:
         mode = os.lstat(path).st_mode
@@ -141,7 +141,7 @@ def atomic_write(
     target) is written through a temporary file in its folder, moved into
     place at the end; on any error the temporary file is removed and the
     target is untouched. With ``overwrite=False`` an existing file raises
-    :class:`FileExistsError`, also one created while writing (the final
+    `FileExistsError`, also one created while writing (the final
     step is then a hard link, which fails if the name exists). The file gets
     the usual permissions (``0666`` less the umask), not ``mkstemp``'s
     owner-only ``0600``. FIFOs and character devices are opened and written

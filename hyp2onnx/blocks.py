@@ -9,7 +9,7 @@ threshold goes between its two nearest training values):
 block                     input columns   tree features          midpoint of a < b
 ========================  ==============  =====================  ==========================
 ``Hyperbolic(d)``         d + 1 (hyper-   d Klein coordinates    Einstein
-                          boloid) or d    (:mod:`.geometry`)     ``tanh((artanh a + artanh b)/2)``
+                          boloid) or d    ([`geometry`][hyp2onnx.geometry])     ``tanh((artanh a + artanh b)/2)``
 ``Spherical(d)``          d + 1           d gnomonic ``x_i/x_0`` angular
                                                                  ``tan((atan a + atan b)/2)``
 ``Euclidean(d)``          d               the columns            arithmetic ``(a + b)/2``
@@ -18,7 +18,7 @@ block                     input columns   tree features          midpoint of a <
 
 ``dims`` is always the number of tree features (the manifold dimension for
 curved blocks, as in ``manify``'s signatures ``[(K, d), ...]``, which
-:func:`as_blocks` also accepts: ``K < 0`` hyperbolic hyperboloid, ``K = 0``
+[`as_blocks`][hyp2onnx.blocks.as_blocks] also accepts: ``K < 0`` hyperbolic hyperboloid, ``K = 0``
 Euclidean, ``K > 0`` spherical). The last block may leave it out: it then
 takes the remaining columns (``[Hyperbolic(2), Euclidean()]``: an embedding,
 then any number of plain columns).
@@ -104,7 +104,7 @@ def _width(block: Any, extra: int) -> int:
 
 
 def _resolved_dims(block: Any) -> int:
-    """``block.dims``, which only a resolved block (see :func:`as_blocks`) is sure to have."""
+    """``block.dims``, which only a resolved block (see [`as_blocks`][hyp2onnx.blocks.as_blocks]) is sure to have."""
     return _width(block, 0)
 
 
@@ -429,7 +429,7 @@ def blocks_to_json(blocks: Sequence[Block]) -> str:
 
 
 def blocks_from_json(text: str) -> tuple[Block, ...]:
-    """Inverse of :func:`blocks_to_json`."""
+    """Inverse of [`blocks_to_json`][hyp2onnx.blocks.blocks_to_json]."""
     out = []
     for entry in json.loads(text):
         entry = dict(entry)

@@ -2,10 +2,10 @@
 
 Each hyperbolic library states the model, the curvature and the time
 coordinate in its own way (table in ``docs/conventions.md``).
-:func:`convention_of` reads a library's manifold or model object;
-:func:`convention` takes the library's name and its own parameters. Both
-return a :class:`Convention` whose :meth:`~Convention.kwargs` go straight
-to any hyp2onnx estimator, or to :func:`hyp2onnx.to_onnx` for a plain Klein
+[`convention_of`][hyp2onnx.conventions.convention_of] reads a library's manifold or model object;
+[`convention`][hyp2onnx.conventions.convention] takes the library's name and its own parameters. Both
+return a [`Convention`][hyp2onnx.conventions.Convention] whose [`kwargs`][hyp2onnx.conventions.Convention.kwargs] go straight
+to any hyp2onnx estimator, or to [`hyp2onnx.to_onnx`][hyp2onnx.to_onnx] for a plain Klein
 model::
 
     conv = hyp2onnx.conventions.convention_of(geoopt.Lorentz(k=2.0))
@@ -109,7 +109,7 @@ SOURCES: dict[str, str] = {
 def convention(
     source: str, *, c: float | None = None, k: float | None = None, raw: float | None = None
 ) -> Convention:
-    """The convention of points from ``source`` (a key of :data:`SOURCES`) with its parameters.
+    """The convention of points from ``source`` (a key of `SOURCES`) with its parameters.
 
     ``c``/``k`` are the library's own curvature parameters, named as it names
     them; for hypll, ``c`` is the curvature ``manifold.c()`` returns and
@@ -223,7 +223,7 @@ def distance(X: np.ndarray, Y: np.ndarray, conv: Convention) -> np.ndarray:
     """Hyperbolic distances between rows of ``X`` and ``Y`` (same shape) under ``conv``.
 
     Both are mapped to the hyperboloid of radius ``R`` with
-    :mod:`hyp2onnx.geometry` (checked on the way); the distance is
+    [`hyp2onnx.geometry`][hyp2onnx.geometry] (checked on the way); the distance is
     ``R * arccosh(-<x, y>_L / R^2)``.
     """
     R = curvature_radius(conv.curvature)

@@ -1,6 +1,6 @@
 """Package graphs for onnxruntime's minimal (edge) builds.
 
-This documented path is an alias of :mod:`hyp2onnx.export.edge`, where the code
+This documented path is an alias of [`hyp2onnx.export.edge`][hyp2onnx.export.edge], where the code
 lives: both names give the same module object, so pickles made under either
 name load.
 """

@@ -1,11 +1,30 @@
 """Exceptions raised by hyp2onnx.
 
-Every error a user can cause subclasses :class:`Hyp2OnnxError`; those that
-describe bad input values also subclass :class:`ValueError`, so code written
+Every error a user can cause subclasses [`Hyp2OnnxError`][hyp2onnx.errors.Hyp2OnnxError]; those that
+describe bad input values also subclass `ValueError`, so code written
 against scikit-learn's conventions keeps working.
 """
 
 from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+#: Every module of the package lies under this folder.
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn, pointing at the first frame outside hyp2onnx: the user's line that
+    called into the package, however deep inside it the warning is raised."""
+    if sys.version_info >= (3, 12):
+        warnings.warn(message, category, skip_file_prefixes=(_PACKAGE,))
+        return
+    level, frame = 2, sys._getframe(1)  # 2: the caller of this function
+    while frame.f_code.co_filename.startswith(_PACKAGE) and frame.f_back is not None:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 class Hyp2OnnxError(Exception):

@@ -11,10 +11,10 @@ Everything a tree sees is a *unit-ball Klein coordinate*: for curvature
 A split ``k_i <= t`` is a geodesic hyperplane of hyperbolic space, so an
 ordinary Euclidean tree on ``k`` is a hyperbolic decision tree; the one
 hyperbolic step is where a threshold goes between its two nearest training
-values, the 1-D Einstein midpoint :func:`einstein_midpoint`.
+values, the 1-D Einstein midpoint [`einstein_midpoint`][hyp2onnx.geometry.einstein_midpoint].
 
 Sums of squares are taken in one fixed pairwise order
-(:func:`sum_of_squares`) that the ONNX emitter repeats node for node, so the
+([`sum_of_squares`][hyp2onnx.geometry.sum_of_squares]) that the ONNX emitter repeats node for node, so the
 exported graph computes bit-identical Klein coordinates.
 """
 
@@ -30,7 +30,7 @@ from .errors import InvalidPointError
 Geometry = Literal["hyperboloid", "poincare", "klein"]
 GEOMETRIES: tuple[Geometry, ...] = ("hyperboloid", "poincare", "klein")
 
-#: Default relative tolerance of the on-manifold checks (see :func:`check_points`).
+#: Default relative tolerance of the on-manifold checks (see [`check_points`][hyp2onnx.geometry.check_points]).
 DEFAULT_RTOL = 1e-5
 
 __all__ = [
@@ -187,7 +187,7 @@ def as_points(X: np.ndarray, what: str = "X") -> np.ndarray:
 
 
 def raise_rows(bad: np.ndarray, message: str, fix: str) -> None:
-    """Raise :class:`InvalidPointError` naming the rows ``bad`` marks, if any."""
+    """Raise [`InvalidPointError`][hyp2onnx.errors.InvalidPointError] naming the rows ``bad`` marks, if any."""
     rows = np.flatnonzero(bad)
     if rows.size == 0:
         return
@@ -327,7 +327,7 @@ def to_klein(
 def from_klein(
     Kc: np.ndarray, geometry: str = "hyperboloid", curvature: float = -1.0, timelike_dim: int = 0
 ) -> np.ndarray:
-    """Inverse of :func:`to_klein`: unit-ball Klein coordinates to ``geometry``."""
+    """Inverse of [`to_klein`][hyp2onnx.geometry.to_klein]: unit-ball Klein coordinates to ``geometry``."""
     _check_geometry(geometry)
     if geometry == "hyperboloid":
         return klein_to_hyperboloid(Kc, curvature, timelike_dim)
@@ -362,8 +362,8 @@ def gnomonic_midpoint(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Midpoint of gnomonic coordinates ``a`` and ``b`` of a sphere, along their great circle.
 
     ``tan((atan a + atan b) / 2)``: the point halfway between them in angle,
-    the spherical twin of :func:`einstein_midpoint`; independent of the
-    curvature (see :mod:`hyp2onnx.blocks`).
+    the spherical twin of [`einstein_midpoint`][hyp2onnx.geometry.einstein_midpoint]; independent of the
+    curvature (see [`hyp2onnx.blocks`][hyp2onnx.blocks]).
     """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)

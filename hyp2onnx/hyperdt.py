@@ -1,6 +1,6 @@
 """Export models of the original HyperDT (hyperdt 0.0.3).
 
-This documented path is an alias of :mod:`hyp2onnx.export.hyperdt`, where the code
+This documented path is an alias of [`hyp2onnx.export.hyperdt`][hyp2onnx.export.hyperdt], where the code
 lives: both names give the same module object, so pickles made under either
 name load.
 """

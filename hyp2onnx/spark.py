@@ -1,6 +1,6 @@
 """Score Spark DataFrames with exported graphs.
 
-This documented path is an alias of :mod:`hyp2onnx.distributed.spark`, where the code
+This documented path is an alias of [`hyp2onnx.distributed.spark`][hyp2onnx.distributed.spark], where the code
 lives: both names give the same module object, so pickles made under either
 name load.
 """

@@ -1,6 +1,6 @@
 """Check an exported graph against the Python model it came from.
 
-:func:`verify` compares the Python model's own ``predict`` /
+[`verify`][hyp2onnx.verify.verify] compares the Python model's own ``predict`` /
 ``predict_proba`` on the points as the user holds them (float64) with the
 graph's outputs in onnxruntime on what the graph receives (the points cast
 to its input type), labels and every numeric output. Casting the model's
@@ -22,6 +22,7 @@ import numpy as np
 from . import _runtime
 from .errors import VerificationError
 from .geometry import check_representable, to_klein
+from .ir import Task
 
 if TYPE_CHECKING:
     import onnx
@@ -56,7 +57,7 @@ class VerifyReport:
     #: per numeric output, how many values differ by more than ``atol + rtol * |expected|``
     beyond_tolerance: dict[str, int] = field(default_factory=dict)
     #: per numeric output whose absolute tolerance is not ``atol``, the one it got
-    #: (an isolation forest's ``scores``: ``atol`` + :data:`ANOMALY_SCORE_ATOL`)
+    #: (an isolation forest's ``scores``: ``atol`` + `ANOMALY_SCORE_ATOL`)
     output_atol: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -83,7 +84,7 @@ class VerifyReport:
         return ("OK: " if self.ok else "MISMATCH: ") + "; ".join(parts)
 
     def raise_if_failed(self) -> VerifyReport:
-        """Raise :class:`VerificationError` unless :attr:`ok`; return self."""
+        """Raise [`VerificationError`][hyp2onnx.errors.VerificationError] unless [`ok`][hyp2onnx.verify.VerifyReport.ok]; return self."""
         if not self.ok:
             raise VerificationError(str(self))
         return self
@@ -123,7 +124,7 @@ def _encoding_of(metadata: dict[str, Any]) -> Any:
 
 
 def _ordered_tolerance(metadata: dict[str, Any]) -> float:
-    """:func:`default_tolerance` of a graph that adds its trees in the model's order."""
+    """[`default_tolerance`][hyp2onnx.verify.default_tolerance] of a graph that adds its trees in the model's order."""
     if _encoding_of(metadata).float32:
         return 1e-5
     missing = [key for key in ("sum_dtype", "post_transform") if key not in metadata]
@@ -138,13 +139,13 @@ def _ordered_tolerance(metadata: dict[str, Any]) -> float:
 
 
 def default_rtol(metadata: dict[str, Any]) -> float:
-    """Largest relative difference accepted on top of :func:`default_tolerance`.
+    """Largest relative difference accepted on top of [`default_tolerance`][hyp2onnx.verify.default_tolerance].
 
     Float32 arithmetic errs in proportion to the values: a compat graph's
     float32 sums of regression targets near 1000 differ by about 1e-4, far
     above an absolute 1e-5, and XGBoost's float32 scores likewise. The
     exact scikit-learn, oblique and LightGBM graphs stay bit exact (0). The
-    figures are :func:`default_tolerance`'s, read as relative differences,
+    figures are [`default_tolerance`][hyp2onnx.verify.default_tolerance]'s, read as relative differences,
     without the ``value_bound`` of the fast encoding (an absolute bound).
     """
     return _ordered_tolerance(metadata)
@@ -156,8 +157,8 @@ def run_onnx(
     """Run ``onnx_model`` in onnxruntime on ``X`` (cast to its input type); outputs by name.
 
     NaN, infinity, and values the input type cannot hold (float32
-    overflow) raise :class:`~hyp2onnx.errors.InvalidPointError` naming the
-    rows (:func:`hyp2onnx.geometry.check_representable`): the graph itself
+    overflow) raise [`InvalidPointError`][hyp2onnx.errors.InvalidPointError] naming the
+    rows ([`hyp2onnx.geometry.check_representable`][hyp2onnx.geometry.check_representable]): the graph itself
     cannot refuse them and would return confident labels.
     """
     session = _runtime.session(onnx_model, threads=threads)
@@ -227,13 +228,13 @@ def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict
             X, metadata["input_geometry"], metadata["curvature"], metadata["timelike_dim"]
         )
     with _trees_in_order(model):
-        if metadata["task"] == "anomaly":  # isolation forests
+        if metadata["task"] == Task.ANOMALY:  # isolation forests
             return {
                 "label": np.asarray(model.predict(points)),
                 "scores": np.asarray(model.score_samples(points)),
                 "path_length": np.asarray(model.path_length(points)),
             }
-        if metadata["task"] == "classification":
+        if metadata["task"] == Task.CLASSIFICATION:
             label = np.asarray(model.predict(points))
             if label.ndim == 2 and label.shape[1] == 1:  # CatBoost's multiclass predict: (n, 1)
                 label = label[:, 0]
@@ -256,9 +257,9 @@ def verify(
     graph is thus checked against the model on the user's data, and what
     the cast loses (close angles of far points, codes float32 cannot hold)
     shows as a disagreement. NaN, infinity and values the graph's input type
-    cannot hold are refused first (:func:`run_onnx`). A value passes when it
+    cannot hold are refused first ([`run_onnx`][hyp2onnx.verify.run_onnx]). A value passes when it
     differs by at most ``atol + rtol * |expected|``. Neither given: by
-    encoding and backend (:func:`default_tolerance`, :func:`default_rtol`);
+    encoding and backend ([`default_tolerance`][hyp2onnx.verify.default_tolerance], [`default_rtol`][hyp2onnx.verify.default_rtol]);
     ``atol`` alone: that absolute tolerance (``rtol`` 0); ``rtol`` alone:
     the default ``atol``. Label differences are counted exactly.
     """

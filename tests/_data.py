@@ -1,8 +1,8 @@
 """Small generators of valid hyperbolic test data, shared by the test modules
-(and :func:`all_nodes`, to look inside exported graphs).
+(and `all_nodes`, to look inside exported graphs).
 
 Points are drawn in unit-ball Klein coordinates (what the trees see) and
-mapped to the requested model with :func:`hyp2onnx.geometry.from_klein`, so
+mapped to the requested model with `hyp2onnx.geometry.from_klein`, so
 every generator returns both the input points and their exact Klein
 coordinates.
 """

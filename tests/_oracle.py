@@ -8,12 +8,12 @@ tree's ``tree_`` arrays), rows are routed by each library's own leaf routing
 "Einstein midpoint", written out again below. So a slip in hyp2onnx's correction, rounding or routing
 cannot be copied into the expected values.
 
-:func:`threshold_errors` checks every stored threshold against the Einstein
+`threshold_errors` checks every stored threshold against the Einstein
 midpoint of the largest training value routed left and the smallest routed
-right, in the backend's comparison and precision. :func:`probe_rows` builds,
+right, in the backend's comparison and precision. `probe_rows` builds,
 for every split, rows that reach it (a training row that reaches it, with the
 split's coordinate moved) and whose tested value is the threshold's float32
-and float64 neighbours; :func:`probe_coverage` says which splits saw both
+and float64 neighbours; `probe_coverage` says which splits saw both
 sides of their flip point, by the library's own routing.
 """
 
@@ -533,7 +533,7 @@ def probe_coverage(model: Native, probes: Probes) -> float:
 
     A split counts when a probe reaches it and goes left, and a probe whose
     tested value is the next representable one reaches it and goes right
-    (axis-parallel: the two values of :func:`flip_values`; oblique: two
+    (axis-parallel: the two values of `flip_values`; oblique: two
     consecutive steps of the moved coordinate).
     """
     if probes.n_splits == 0:

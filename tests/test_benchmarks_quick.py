@@ -36,6 +36,7 @@ CASES = [
     pytest.param("bench_distributed.py", "distributed.md", None, marks=NEEDS_DASK),
     pytest.param("bench_far.py", "far.md", None),
     pytest.param("bench_product.py", "product.md", None),
+    pytest.param("bench_standard_compaction.py", "standard_compaction.md", None),
 ]
 
 

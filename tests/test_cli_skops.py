@@ -2,7 +2,7 @@
 
 Isolation and rotation forests hold hyp2onnx types of their own (the
 estimator, ``IsolationTree``), which the trusted list of
-:func:`hyp2onnx.cli._models.trusted_types` must name; before it did, their
+`hyp2onnx.cli._models.trusted_types` must name; before it did, their
 files were refused with a fix ("save only the fitted estimator") that the
 user had already followed.
 """

@@ -118,3 +118,38 @@ def test_cells_are_judged_like_verify(table, tmp_path):
             table.Runtime("b", "b", "0", broken), path, model, X, 0.0, at_threshold[name]
         )
         assert cell == {"status": "fails", "error": "no Loop"}
+
+
+def test_inspect_says_where_labels_differ():
+    """A runtime whose labels differ only at thresholds (every model kind measured) is listed
+    with that, and with how far its values are off elsewhere; one that agrees bit for bit
+    on every kind is listed plainly. Planted: every runs-cell called "labels differ at
+    thresholds only" (tract, whose labels all agree, was then misnamed)."""
+    data = compatibility()
+    for variant in ("standard", "standard-float64"):
+        for runtime in ("openvino", "tract"):
+            cells = [per[variant][runtime] for per in data["kinds"].values()]
+            if any(c["status"] not in ("agrees", "runs") for c in cells):
+                continue
+            entry = next(
+                e
+                for e in runtimes_for(
+                    "standard", dtype=variant.replace("standard-", "") or "float32"
+                )
+                if e.startswith(data["runtimes"][runtime]["name"])
+            )
+            away = sum(
+                c[k]["labels_differ"]
+                for c in cells
+                if c["status"] == "runs"
+                for k in ("held-out", "far")
+            )
+            at = sum(c["at thresholds"]["labels_differ"] for c in cells if c["status"] == "runs")
+            if all(c["status"] == "agrees" for c in cells):
+                assert "(runs" not in entry or "labels agree" in entry
+            elif away:
+                assert "outputs differ" in entry
+            elif at:
+                assert "labels differ at thresholds only" in entry
+            else:
+                assert "labels agree" in entry

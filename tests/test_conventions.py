@@ -2,8 +2,8 @@
 
 For each library, points it places on its manifold must pass hyp2onnx's
 manifold check under the convention the helper returns, and the library's
-own distances must equal hyp2onnx's (:func:`hyp2onnx.conventions.distance`,
-through :mod:`hyp2onnx.geometry`) and a closed-form distance written here.
+own distances must equal hyp2onnx's (`hyp2onnx.conventions.distance`,
+through `hyp2onnx.geometry`) and a closed-form distance written here.
 gensim is in the ``dev`` extra; geoopt and hypll need torch and geomstats
 2.8 does not import with numpy >= 2.4 (it imports ``numpy.trapz``), so
 those are in the ``embeddings`` extra and their tests skip without them.

@@ -83,20 +83,20 @@ CASES = [
 def _train(name: str, task: str, client):
     k, X, y, w = _data(task)
     recorded = {}
-    original, correct = _correction.correct_from_summary, hdask._DaskModel._correct
+    original, correct = _correction.correct_from_summary, hdask._DaskModel._correct_distributed
 
     def record(trees, summary, **kwargs):
         recorded.update(trees=trees, summary=summary, kwargs=kwargs)
         recorded["result"] = original(trees, summary, **kwargs)
         return recorded["result"]
 
-    def record_booster(self, backend, fitted, Xt, y, sample_weight):
+    def record_booster(self, backend, fitted, Xt, y, sample_weight, **context):
         # The booster as trained, and the labels it saw, before the correction.
         recorded.update(fitted=copy.deepcopy(fitted), y_train=y.compute())
-        return correct(self, backend, fitted, Xt, y, sample_weight)
+        return correct(self, backend, fitted, Xt, y, sample_weight, **context)
 
     _correction.correct_from_summary = record
-    hdask._DaskModel._correct = record_booster
+    hdask._DaskModel._correct_distributed = record_booster
     try:
         model = getattr(hdask, name)(client=client, **_native_params(name))
         model.fit(
@@ -106,7 +106,7 @@ def _train(name: str, task: str, client):
         )
     finally:
         _correction.correct_from_summary = original
-        hdask._DaskModel._correct = correct
+        hdask._DaskModel._correct_distributed = correct
     return model, recorded, (k, X, y, w)
 
 
@@ -670,19 +670,21 @@ FAR_DIRECTIONS = {
 def _fit_far(name: str, X, y, client, chunks=700, **params):
     """A Dask model fitted on ``X``, with the booster as trained and the bucket map."""
     recorded = {}
-    correct = hdask._DaskModel._correct
+    correct = hdask._DaskModel._correct_distributed
 
-    def record(self, backend, fitted, Xt, y, sample_weight):
-        recorded.update(fitted=copy.deepcopy(fitted), qmap=self._fit_map)
-        return correct(self, backend, fitted, Xt, y, sample_weight)
+    def record(self, backend, fitted, Xt, y, sample_weight, *, client, quantile_map):
+        recorded.update(fitted=copy.deepcopy(fitted), qmap=quantile_map)
+        return correct(
+            self, backend, fitted, Xt, y, sample_weight, client=client, quantile_map=quantile_map
+        )
 
-    hdask._DaskModel._correct = record
+    hdask._DaskModel._correct_distributed = record
     try:
         kind = "XGB" if "XGB" in name else "LGBM"
         model = getattr(hdask, name)(client=client, **{**FAR_PARAMS[kind], **params})
         model.fit(da.from_array(X, chunks=(chunks, -1)), da.from_array(y, chunks=chunks))
     finally:
-        hdask._DaskModel._correct = correct
+        hdask._DaskModel._correct_distributed = correct
     return model, recorded
 
 

@@ -6,12 +6,12 @@ such as ``[1e200, 1, 0]``), go through ``hyp2onnx.dask.predict`` (a real
 LocalCluster) and ``hyp2onnx.spark.predict`` (a local[2] Spark session) in
 both ``bad_rows`` modes. The oracle says which rows are bad in exact rational
 arithmetic (no square can overflow there), independent of
-:mod:`hyp2onnx.geometry`: ``"error"`` must refuse exactly when a row is bad
+`hyp2onnx.geometry`: ``"error"`` must refuse exactly when a row is bad
 and name only bad rows, by their row number; ``"null"`` must give null
 outputs for exactly the bad rows and onnxruntime's answers for the others.
 
 The overflow cases need the overflow-safe manifold check of
-:func:`hyp2onnx.geometry.check_points` (issue 23, item 1).
+`hyp2onnx.geometry.check_points` (issue 23, item 1).
 """
 
 from __future__ import annotations

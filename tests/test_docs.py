@@ -1,7 +1,12 @@
 """The documentation holds: the site builds, every example runs, every public name is documented.
 
-* ``mkdocs build --strict`` fails on a broken link, a missing page or a
-  docstring griffe cannot read;
+* ``mkdocs build --strict`` fails on a broken link, a missing page, a
+  docstring griffe cannot read or a cross-reference that names no object of
+  the site;
+* no built page shows a Sphinx role (``:class:`...` ``), which mkdocstrings
+  prints as text, or a cross-reference left unresolved; every
+  ``[name][hyp2onnx.path]`` of the package's source, rendered or not, names
+  an object of the API pages, and the source holds no Sphinx role;
 * every ```python block of README.md and docs/*.md runs, a page's blocks in
   order in one namespace, in a fresh temporary folder per page; every
   ```bash/console block runs there too, after the Python blocks before it,
@@ -21,6 +26,7 @@ import re
 import shlex
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -71,18 +77,80 @@ def _env() -> dict[str, str]:
     return env
 
 
-def test_the_site_builds_strictly(tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site, built once for this file's checks of it."""
     env = _env()
     env["NO_MKDOCS_2_WARNING"] = "1"
+    out = tmp_path_factory.mktemp("site") / "site"
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (tmp_path / "site" / "reference" / "hyp2onnx" / "index.html").exists()
+    return out
+
+
+def test_the_site_builds_strictly(site):
+    assert (site / "reference" / "hyp2onnx" / "index.html").exists()
+
+
+#: A Sphinx role as mkdocstrings prints it (``:class:`x` `` becomes ``:class:<code>x</code>``).
+_ROLE = re.compile(r":(?:py:)?[a-z]+:(?:<code>|`)")
+#: A cross-reference autorefs left as text: ``[name][identifier]``.
+_UNRESOLVED = re.compile(r"\]\[[A-Za-z_][\w.]*\]")
+#: A cross-reference in the source, ``[name][hyp2onnx.path]``.
+_REFERENCE = re.compile(r"\]\[(hyp2onnx(?:\.\w+)*)\]")
+
+
+def _text(html: str) -> str:
+    """The page without its scripts and styles (whose code may hold anything)."""
+    return re.sub(r"<(script|style)\b.*?</\1>", "", html, flags=re.S)
+
+
+def test_no_page_shows_a_raw_role_or_an_unresolved_reference(site):
+    found = []
+    for page in sorted(site.rglob("*.html")):
+        text = _text(page.read_text())
+        for pattern in (_ROLE, _UNRESOLVED):
+            for m in pattern.finditer(text):
+                where = page.relative_to(site).as_posix()
+                found.append(f"{where}: ...{text[max(0, m.start() - 60) : m.end() + 40]}...")
+    assert not found, (
+        f"{len(found)} raw roles or unresolved references on the built site; write "
+        "[name][hyp2onnx.full.path] for objects of the API pages and `name` for others:\n"
+        + "\n".join(found[:20])
+    )
+
+
+def _identifiers(site: Path) -> set[str]:
+    """Every identifier of the site's ``objects.inv`` (the objects autorefs can link to)."""
+    header, _, _, _, body = (site / "objects.inv").read_bytes().split(b"\n", 4)
+    assert header.startswith(b"# Sphinx inventory version 2"), header
+    return {line.split()[0] for line in zlib.decompress(body).decode().splitlines()}
+
+
+def test_every_reference_of_the_source_names_an_object_of_the_site(site):
+    """Also the docstrings the site does not render (private modules): a reference
+    there must still name a documented object, and no Sphinx role may wait there
+    for the day a page renders it."""
+    known = _identifiers(site)
+    unknown, roles = [], []
+    for path in sorted((ROOT / "hyp2onnx").rglob("*.py")):
+        text = path.read_text()
+        where = path.relative_to(ROOT).as_posix()
+        unknown += [
+            f"{where}: {m.group(1)}" for m in _REFERENCE.finditer(text) if m.group(1) not in known
+        ]
+        roles += [
+            f"{where}: {m.group(0)}"
+            for m in re.finditer(r":(?:class|func|mod|meth|attr|data|exc|obj|ref):`[^`]*`", text)
+        ]
+    assert not unknown, f"references to no object of the API pages: {unknown}"
+    assert not roles, f"Sphinx roles (write [name][hyp2onnx.path] or `name`): {roles}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())

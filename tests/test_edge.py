@@ -225,9 +225,9 @@ def test_without_row_blocks_same_outputs(models, rows, encoding):
 def test_without_row_blocks_inlines_the_nested_loops_of_a_large_model(models, rows, monkeypatch):
     """Past SHORT_PATH_MAX_NODES the exact graph has no If: the operator's Loop holds
     the sums' Loop. Both are inlined, and the outputs stay the same bit for bit."""
-    from hyp2onnx.emit import trees
+    from hyp2onnx.emit import strategy, trees
 
-    monkeypatch.setattr(trees, "SHORT_PATH_MAX_NODES", 0)
+    monkeypatch.setattr(strategy, "SHORT_PATH_MAX_NODES", 0)
     monkeypatch.setattr(trees, "OPERATOR_BLOCK_ROWS", 2048)
     model, X = models["forest_clf"], rows["forest_clf"]
     onx = to_onnx(model)

@@ -247,10 +247,10 @@ def test_the_tree_operator_runs_inside_the_row_blocks(regressor, short_path, mon
     onnxruntime keep a score per tree, row and thread (2 GB for 500k rows at 2
     threads). Small models also give short batches an If branch with their own
     copy; larger ones keep a single copy of the trees."""
-    from hyp2onnx.emit import trees
+    from hyp2onnx.emit import strategy, trees
 
     if not short_path:
-        monkeypatch.setattr(trees, "SHORT_PATH_MAX_NODES", 0)
+        monkeypatch.setattr(strategy, "SHORT_PATH_MAX_NODES", 0)
     monkeypatch.setattr(trees, "OPERATOR_BLOCK_ROWS", 2048)  # 2100 rows: two operator blocks
     X, k = points(400, 3, seed=17)
     cls = h.HyperbolicRandomForestRegressor if regressor else h.HyperbolicRandomForestClassifier

@@ -20,7 +20,7 @@ from _data import all_nodes, labels, points
 
 import hyp2onnx as h
 from hyp2onnx.cli import main
-from hyp2onnx.emit import trees
+from hyp2onnx.emit import strategy
 from hyp2onnx.export import external_data_path, needs_external_data, save_onnx
 
 
@@ -72,7 +72,7 @@ def test_opset5_tree_attributes_move_to_the_data_file(forest, tmp_path: Path, mo
     """Past LEGACY_MAX_NODES the exact encoding uses TreeEnsemble, whose tensors move out."""
     model, X = forest
     reference = h.to_onnx(model)
-    monkeypatch.setattr(trees, "LEGACY_MAX_NODES", 10)
+    monkeypatch.setattr(strategy, "LEGACY_MAX_NODES", 10)
     onx = h.to_onnx(model)
     assert {n.op_type for n in all_nodes(onx.graph)} >= {"TreeEnsemble"}
     path = tmp_path / "big.onnx"

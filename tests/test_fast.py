@@ -24,7 +24,8 @@ from _data import klein_points, labels
 
 import hyp2onnx as h
 from hyp2onnx._runtime import all_nodes
-from hyp2onnx.emit import fast, trees
+from hyp2onnx.emit import trees
+from hyp2onnx.emit.strategy import choose_graph
 from hyp2onnx.emit.trees import tree_of_node
 from hyp2onnx.export import describe, read_metadata
 from hyp2onnx.export._compile import compile_model
@@ -169,7 +170,13 @@ def _with_leaf_values(described, per_tree: np.ndarray):
     )
 
 
-def test_the_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+def _compile_fast(described, *, guard: bool):
+    """The fast graph, with or without its near-tie guard (the export always keeps it)."""
+    strategy = replace(choose_graph(described, encoding="fast", input_dtype="float64"), guard=guard)
+    return compile_model(described, dtype="float64", encoding="fast", opset=18, strategy=strategy)
+
+
+def test_the_guard_cannot_be_removed() -> None:
     model, k = _near_tie_model()
     T = describe(model).ensemble.n_trees
     per_tree = np.full(T, 2.0**-53)
@@ -183,8 +190,7 @@ def test_the_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     want = np.zeros(200, dtype=np.int64)  # p = 0.5 = 1 - p: numpy's argmax takes class 0
 
     def labels_of(guard: bool, threads: int) -> np.ndarray:
-        monkeypatch.setattr(fast, "GUARD", guard)
-        graph = compile_model(described, dtype="float64", encoding="fast", opset=18)
+        graph = _compile_fast(described, guard=guard)
         return run_onnx(graph, k[:200], threads=threads)["label"]
 
     for threads in (1, 2):
@@ -195,7 +201,7 @@ def test_the_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     assert np.all(labels_of(False, 2) == 1)
 
 
-def test_the_binary_forest_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_binary_forest_guard_cannot_be_removed() -> None:
     """Binary forests add the class-1 fractions alone and give class 0 as 1 - p1.
 
     Every leaf of tree 0 holds (0, 1), of the last tree (1, 0), of the others
@@ -225,8 +231,7 @@ def test_the_binary_forest_guard_cannot_be_removed(monkeypatch: pytest.MonkeyPat
     assert sums[1] / e.n_trees > sums[0] / e.n_trees  # class 1
 
     def run(guard: bool, threads: int) -> dict:
-        monkeypatch.setattr(fast, "GUARD", guard)
-        graph = compile_model(described, dtype="float64", encoding="fast", opset=18)
+        graph = _compile_fast(described, guard=guard)
         assert "Gemm" in [n.op_type for n in all_nodes(graph.graph)]  # 1 - p1
         return run_onnx(graph, k[:200], threads=threads)
 

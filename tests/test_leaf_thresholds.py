@@ -1,6 +1,6 @@
 """The partitioned correction (the map-reduce one) against the single-machine one.
 
-Oracles: :func:`hyp2onnx.correction.shared_rows.correct_trees` on all rows for
+Oracles: `hyp2onnx.correction.shared_rows.correct_trees` on all rows for
 the thresholds, and the booster's own routing (``pred_leaf``) for every
 split's nearest values, found here by brute force. The rows are cut into
 partitions summarised apart and merged in a random order. Data: Klein values

@@ -12,7 +12,7 @@
 
 Unit-ball Klein input (curvature -1) reaches the trees unchanged, so the
 probes hit the thresholds exactly; the other geometries' projections are
-checked bit for bit separately (:func:`test_projection_is_bit_identical`).
+checked bit for bit separately (`test_projection_is_bit_identical`).
 """
 
 from __future__ import annotations

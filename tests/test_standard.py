@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _data import labels, points, targets
+from onnx import numpy_helper
 from test_export import adversarial_klein
 
 import hyp2onnx as h
@@ -180,3 +181,56 @@ def test_plan_groups_cover_every_tree_in_order():
     assert max(g.depth for g in groups[:-1]) < groups[-1].depth == depths.max()
     single = standard._group_cost(ensemble.n_trees, int(depths.max()))
     assert sum(standard._group_cost(g.trees.size, g.depth) for g in groups) < single
+
+
+def _negated_comparisons(onx):
+    """The reference evaluator with ``Greater``/``GreaterOrEqual`` answered as OpenVINO's
+    CPU plugin answers them: ``not (a <= b)`` and ``not (a < b)``, true against NaN."""
+    from onnx.reference import ReferenceEvaluator
+    from onnx.reference.op_run import OpRun
+
+    class Greater(OpRun):
+        def _run(self, a, b):
+            return (np.logical_not(a <= b),)
+
+    class GreaterOrEqual(OpRun):
+        def _run(self, a, b):
+            return (np.logical_not(a < b),)
+
+    class GatherElements(OpRun):  # strict bounds, as OpenVINO checks them
+        def _run(self, data, indices, axis=None):
+            axis = 0 if axis is None else int(axis)
+            if (indices >= data.shape[axis]).any() or (indices < -data.shape[axis]).any():
+                raise IndexError("indices values of GatherElements exceed data size")
+            indices = np.where(indices < 0, indices + data.shape[axis], indices)
+            return (np.take_along_axis(data, indices.astype(np.int64), axis=axis),)
+
+    return ReferenceEvaluator(onx, new_ops=[Greater, GreaterOrEqual, GatherElements])
+
+
+@pytest.mark.parametrize("name", ["forest_reg", "lgbm_binary", "xgb_multi"])
+def test_walk_never_compares_with_nan(name, strategy):
+    """Leaves and empty slots must go left without relying on IEEE NaN comparisons.
+
+    OpenVINO's CPU plugin answers ``Greater(x, NaN)`` with true; with NaN
+    thresholds at leaves the pointer walk then left its tables (OpenVINO:
+    "indices values of GatherElement exceed data size") and the perfect walk
+    read other leaves. Planted bug: NaN thresholds at leaves and empty slots
+    again; both strategies fail here.
+    """
+    model, n_classes = _models()[name]
+    X, k = points(300, 3, "hyperboloid", seed=41)
+    model.fit(X, labels(k, n_classes) if n_classes else targets(k))
+    onx = to_onnx(model, encoding="standard", dtype="float64")
+    for init in onx.graph.initializer:
+        values = numpy_helper.to_array(init)
+        assert not (values.dtype.kind == "f" and np.isnan(values).any()), init.name
+    want = run_onnx(onx, X[:60])
+    got = _negated_comparisons(onx).run(None, {"X": X[:60]})
+    for output, value in zip(onx.graph.output, got, strict=True):
+        if value.dtype.kind == "f":
+            np.testing.assert_allclose(
+                value, want[output.name], rtol=0, atol=1e-6
+            )  # exp may differ
+        else:
+            np.testing.assert_array_equal(value, want[output.name])

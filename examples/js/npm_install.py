@@ -33,8 +33,8 @@ def npm_ci(timeout: float) -> subprocess.CompletedProcess[str] | None:
     """Run ``npm ci`` unless the packages are there; None when nothing was run.
 
     Holds a file lock so that concurrent callers install once. Raises
-    :class:`FileNotFoundError` without node or npm on PATH and
-    :class:`subprocess.TimeoutExpired` after ``timeout`` seconds.
+    `FileNotFoundError` without node or npm on PATH and
+    `subprocess.TimeoutExpired` after ``timeout`` seconds.
     """
     npm = shutil.which("npm")
     if shutil.which("node") is None or npm is None:

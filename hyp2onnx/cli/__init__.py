@@ -3,7 +3,7 @@
 Each subcommand lives in its own module, as a click command over a typed
 work function (``convert_file``, ``verify_files``, ``inspect_file``,
 ``predict_file``) that returns a result object; the command's exit status
-is that result's ``exit_code``. :func:`main` takes the argument list, so
+is that result's ``exit_code``. `main` takes the argument list, so
 ``main(["inspect", "model.onnx"])`` runs like the console script.
 
 Exit status: 0 success; 1 the graph disagrees with the model (``verify``,
@@ -91,7 +91,7 @@ def _raise_terminated(signum: int, frame: object) -> None:
 
 @contextmanager
 def _unwind_on_termination() -> Iterator[None]:
-    """Turn SIGTERM and SIGHUP into :class:`Terminated` while the command runs.
+    """Turn SIGTERM and SIGHUP into `Terminated` while the command runs.
 
     Without this the process dies at once and the partly written temporary
     file of an atomic write stays behind; as an exception, the ``finally``

@@ -1,8 +1,8 @@
 """Pieces every subcommand shares: exit codes, input errors, atomic output, progress.
 
-Work functions raise :class:`InputError` (a file and what to do about it)
+Work functions raise `InputError` (a file and what to do about it)
 and return a result object whose ``exit_code`` the command returns;
-:func:`run` turns any exception into one or two stderr lines and exit code
+`run` turns any exception into one or two stderr lines and exit code
 2, with the traceback only under ``--debug``.
 """
 
@@ -84,7 +84,7 @@ R = TypeVar("R", bound=Result)
 
 
 def existing_file(path: Path, what: str) -> Path:
-    """``path`` if it is an existing regular file, else an :class:`InputError`."""
+    """``path`` if it is an existing regular file, else an `InputError`."""
     if not path.exists():
         raise InputError(path, f"no such {what} file", "check the path and the current folder")
     if not path.is_file():
@@ -96,7 +96,7 @@ def with_suffix(path: Path, suffix: str, what: str) -> Path:
     """``path`` with ``suffix`` in place of its own: the default name of a command's output.
 
     A path without a file name (``.``, ``/``, ``..``) has no default output
-    name: an :class:`InputError` asking for the file itself.
+    name: an `InputError` asking for the file itself.
     """
     if path.name in ("", ".", ".."):
         raise InputError(path, f"is a folder, not a {what} file", f"pass the {what} file itself")
@@ -104,7 +104,7 @@ def with_suffix(path: Path, suffix: str, what: str) -> Path:
 
 
 def check_output(path: Path, *, force: bool) -> Path:
-    """Fail early unless ``path`` can be written (see :mod:`hyp2onnx._atomic`).
+    """Fail early unless ``path`` can be written (see `hyp2onnx._atomic`).
 
     A regular file, or a symbolic link to one, is replaced only with
     ``force``, and its folder must exist; a FIFO or character device is
@@ -148,7 +148,7 @@ def echo_written(path: Path, line: str) -> None:
 
 @contextmanager
 def atomic_output(path: Path, *, force: bool, binary: bool = False) -> Iterator[IO[Any]]:
-    """:func:`hyp2onnx._atomic.atomic_write` with the CLI's checks and messages."""
+    """`hyp2onnx._atomic.atomic_write` with the CLI's checks and messages."""
     check_output(path, force=force)
     try:
         with atomic_write(path, overwrite=force, binary=binary) as f:
@@ -175,7 +175,7 @@ def progress(total: int | None, desc: str) -> Any:
 
 
 def tolerance_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--atol`` and ``--rtol`` (:func:`hyp2onnx.verify.verify`'s tolerances) to a command."""
+    """Add ``--atol`` and ``--rtol`` ([`hyp2onnx.verify.verify`][hyp2onnx.verify.verify]'s tolerances) to a command."""
     f = click.option(
         "--rtol",
         type=click.FloatRange(min=0),
@@ -240,7 +240,7 @@ def run(work: Callable[[], R], *, debug: bool, report: Callable[[R], None]) -> i
     """Call ``work``, print its result with ``report`` and return its exit code.
 
     Warnings raised on the way become ``warning:`` lines on stderr; an
-    exception becomes one or two ``error:`` lines and :data:`EXIT_USAGE`.
+    exception becomes one or two ``error:`` lines and `EXIT_USAGE`.
     """
     debug = _debug_requested(debug)
     error: Exception | None = None

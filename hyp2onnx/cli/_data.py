@@ -318,7 +318,7 @@ def as_graph_input(chunk: np.ndarray, dtype: Any, path: Path, first_row: int) ->
     """``chunk`` in the graph's input type; NaN, inf or overflow is an error naming file rows.
 
     Checked whatever ``--no-manifold-check`` says: the graph cannot refuse
-    such values and would score them (:func:`hyp2onnx.geometry.check_representable`).
+    such values and would score them ([`hyp2onnx.geometry.check_representable`][hyp2onnx.geometry.check_representable]).
     """
     from ..errors import InvalidPointError
     from ..geometry import check_representable

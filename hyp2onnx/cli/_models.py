@@ -5,13 +5,13 @@ Model files, by suffix:
 * ``.pkl``, ``.pickle``, ``.joblib``: loaded with joblib (which reads plain
   pickles too). A pickle runs arbitrary code while it loads: only load
   files you trust.
-* ``.skops``: loaded with :func:`skops.io.load` and the explicit list of
-  types in :func:`trusted_types` (hyp2onnx estimators and the scikit-learn,
+* ``.skops``: loaded with `skops.io.load` and the explicit list of
+  types in `trusted_types` (hyp2onnx estimators and the scikit-learn,
   XGBoost and LightGBM models they wrap); a file holding any other
   non-default type is refused, and the types are named.
 * a backend's native model files (XGBoost ``.json``/``.ubj``, LightGBM
   ``.txt``, ...): the suffixes and readers come from the backend registry
-  (:mod:`hyp2onnx.estimators._registry`, ``Backend.load_file``). Such a
+  (`hyp2onnx.estimators._registry`, ``Backend.load_file``). Such a
   file does not say classifier or regressor; its objective decides.
 """
 
@@ -82,7 +82,7 @@ def load_model(path: Path) -> Any:
 
 
 def check_tree_arrays(model: Any, path: Path) -> None:
-    """An :class:`InputError` if a scikit-learn tree in ``model`` has impossible node arrays.
+    """An `InputError` if a scikit-learn tree in ``model`` has impossible node arrays.
 
     scikit-learn restores a pickled tree's node array without checking its
     links, and its compiled ``predict`` follows them unchecked: a damaged
@@ -163,13 +163,13 @@ def _may_hold_native_models(data: bytes) -> bool:
 
 
 def _probe_catboost(path: Path, kind: str, what: str, fix: str) -> None:
-    """Read ``path`` in a child first (:mod:`hyp2onnx.cli._catboost_probe`); raise if it fails.
+    """Read ``path`` in a child first (`hyp2onnx.cli._catboost_probe`); raise if it fails.
 
     ``kind`` is "cbm" or "pickle". Unpickling hands XGBoost and LightGBM
     models to their native libraries, and CatBoost crashes its process on
     some damaged trees only later, in its JSON export or ``predict``: the
     child makes those calls too. A crash, or CatBoost refusing a model,
-    becomes an :class:`InputError` saying the file is damaged.
+    becomes an `InputError` saying the file is damaged.
     """
     from . import _catboost_probe
 
@@ -189,7 +189,7 @@ _RUN_FILE = (
 
 
 def _run_child(path: Path, args: list[str], what: str, fix: str) -> Any:
-    """Run ``python ARGS PATH`` with this process's module path; an :class:`InputError` on a crash."""
+    """Run ``python ARGS PATH`` with this process's module path; an `InputError` on a crash."""
     import os
     import signal
     import subprocess
@@ -215,7 +215,7 @@ def _run_child(path: Path, args: list[str], what: str, fix: str) -> Any:
 
 
 def _probe_in_child(path: Path, code: str, what: str, fix: str) -> None:
-    """Load ``path`` with ``code`` in a child Python first; an :class:`InputError` if it dies.
+    """Load ``path`` with ``code`` in a child Python first; an `InputError` if it dies.
 
     For model files whose loading hands bytes to XGBoost or LightGBM,
     which crash their process on some damaged input.
@@ -248,7 +248,7 @@ def trusted_types() -> list[str]:
 
 
 def _dask_estimators(trusted: list[str]) -> list[str]:
-    """The Dask estimators (:mod:`hyp2onnx.dask`) whose single-machine twin is trusted.
+    """The Dask estimators ([`hyp2onnx.dask`][hyp2onnx.distributed.dask]) whose single-machine twin is trusted.
 
     Named, not imported: building one needs only its booster library, and a
     fitted one pickles without its client, so its file holds the same
@@ -292,17 +292,17 @@ def _load_skops(path: Path) -> Any:
         raise InputError(path, f"could not load ({type(exc).__name__}: {first_line(exc)})") from exc
 
 
-#: Native libraries whose files are read in a child first (:mod:`hyp2onnx.cli._native_probe`).
+#: Native libraries whose files are read in a child first (`hyp2onnx.cli._native_probe`).
 _PROBED = {"xgboost": "XGBoost", "lightgbm": "LightGBM"}
 
 
 def _probe_native(path: Path, library: str, fix: str) -> None:
-    """Read ``path`` with ``library`` in a child process first; an :class:`InputError` if it fails.
+    """Read ``path`` with ``library`` in a child process first; an `InputError` if it fails.
 
     XGBoost and LightGBM check their files' structure only partly: a
     truncated ``.ubj`` crashes XGBoost with a segmentation fault, and a
     damaged LightGBM ``.txt`` aborts the process. The child
-    (:mod:`hyp2onnx.cli._native_probe`) loads only the native library, so
+    (`hyp2onnx.cli._native_probe`) loads only the native library, so
     it costs about 0.2 s; only a file it read without dying is loaded in
     this process.
     """
@@ -381,7 +381,7 @@ def check_convertible(
     curvature: float | None = None,
     timelike_dim: int | None = None,
 ) -> None:
-    """Raise an :class:`InputError` naming ``path`` unless ``model`` can be exported as asked."""
+    """Raise an `InputError` naming ``path`` unless ``model`` can be exported as asked."""
     from sklearn.exceptions import NotFittedError
     from sklearn.utils.validation import check_is_fitted
 
@@ -452,7 +452,7 @@ def _check_hyperdt(model: Any, path: Path, *stated: Any) -> None:
 
 
 def load_onnx(path: Path) -> Any:
-    """The ONNX model in ``path``, or an :class:`InputError` naming it."""
+    """The ONNX model in ``path``, or an `InputError` naming it."""
     import onnx
 
     existing_file(path, "ONNX")
@@ -472,7 +472,7 @@ def load_onnx(path: Path) -> Any:
 
 
 def onnx_session(onnx_model: Any, path: Path) -> Any:
-    """An onnxruntime session of a loaded graph, or an :class:`InputError` naming ``path``."""
+    """An onnxruntime session of a loaded graph, or an `InputError` naming ``path``."""
     from .._runtime import session
 
     try:
@@ -486,7 +486,7 @@ def onnx_session(onnx_model: Any, path: Path) -> Any:
 
 
 def onnx_metadata(onnx_model: Any, path: Path) -> dict[str, Any]:
-    """hyp2onnx's metadata of a loaded graph, or an :class:`InputError` naming ``path``."""
+    """hyp2onnx's metadata of a loaded graph, or an `InputError` naming ``path``."""
     from ..errors import DamagedMetadataError
     from ..export import read_metadata
 

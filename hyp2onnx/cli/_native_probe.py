@@ -1,7 +1,7 @@
 """Read an XGBoost or LightGBM model file with the native library alone, in a child process.
 
 ``python -I -S _native_probe.py XGBoost|LightGBM LIBRARY MODEL_FILE``
-loads the shared library with :mod:`ctypes`, loads the model file and
+loads the shared library with `ctypes`, loads the model file and
 writes it back out, the native calls that loading and exporting it make.
 Exit status 0: the file is safe to load; 3: the library refused it (its
 message on stderr); a crash (the libraries segfault or abort on some

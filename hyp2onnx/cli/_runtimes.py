@@ -26,7 +26,7 @@ def compatibility() -> dict[str, Any]:
 
 
 def _variant(
-    data: dict[str, Any], encoding: str, row_blocks: bool, ort_format: bool, dtype: str
+    data: dict[str, Any], encoding: str, *, row_blocks: bool, ort_format: bool, dtype: str
 ) -> str | None:
     """The measured variant for this graph: the same input type if measured, else float32."""
     fmt = "ort" if ort_format else "onnx"
@@ -40,15 +40,37 @@ def _variant(
     return (exact_type or float32 or [None])[0]
 
 
-def _entry(runtime: dict[str, Any], cell: dict[str, Any]) -> str:
+def _how_it_differs(data: dict[str, Any], variant: str, runtime: str) -> str:
+    """How a runtime that runs ``variant`` with other outputs differs, from the table of every
+    model kind: where its labels differ, and how far its values are off elsewhere."""
+    cells = [
+        per_variant[variant][runtime]
+        for per_variant in data.get("kinds", {}).values()
+        if runtime in per_variant.get(variant, {})
+    ]
+    if not cells or any(c["status"] not in _RUNS for c in cells):
+        return "outputs differ"
+    ran = [c for c in cells if c["status"] == "runs"]
+    away = [c[k] for c in ran for k in ("held-out", "far")]
+    if any(r["labels_differ"] for r in away):
+        return "outputs differ"
+    at = sum(c["at thresholds"]["labels_differ"] for c in ran)
+    worst = max((r["max_abs_diff"] for r in away if r["values_beyond"]), default=0.0)
+    labels = "labels differ at thresholds only" if at else "labels agree"
+    return labels + (f"; values by up to {worst:.1g} elsewhere" if worst else "")
+
+
+def _entry(data: dict[str, Any], variant: str, key: str, cell: dict[str, Any]) -> str:
+    runtime = data["runtimes"][key]
     name = f"{runtime['name']} {runtime['version']}"
-    return name if cell["status"] == "agrees" else f"{name} (runs; outputs differ)"
+    if cell["status"] == "agrees":
+        return name
+    return f"{name} (runs; {_how_it_differs(data, variant, key)})"
 
 
 def _running(data: dict[str, Any], variant: str) -> dict[str, str]:
-    runtimes = data["runtimes"]
     return {
-        key: _entry(runtimes[key], cell)
+        key: _entry(data, variant, key, cell)
         for key, cell in data["results"][variant].items()
         if cell["status"] in _RUNS
     }
@@ -71,15 +93,19 @@ def runtimes_for(
     Empty for an unknown encoding.
     """
     data = compatibility()
-    variant = _variant(data, encoding or "", row_blocks, ort_format, dtype)
+    variant = _variant(
+        data, encoding or "", row_blocks=row_blocks, ort_format=ort_format, dtype=dtype
+    )
     if variant is None and not row_blocks:  # runs at least where the blocked graph runs
-        variant = _variant(data, encoding or "", True, ort_format, dtype)
+        variant = _variant(
+            data, encoding or "", row_blocks=True, ort_format=ort_format, dtype=dtype
+        )
     if variant is None:
         return []
     running = _running(data, variant)
     out = list(running.values())
     if row_blocks and not ort_format:
-        flat = _variant(data, encoding or "", False, False, dtype)
+        flat = _variant(data, encoding or "", row_blocks=False, ort_format=False, dtype=dtype)
         extra = [v for k, v in _running(data, flat).items() if k not in running] if flat else []
         if extra:
             out.append(f"without row blocks (convert --no-row-blocks) also: {', '.join(extra)}")

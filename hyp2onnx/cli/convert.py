@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,7 +42,7 @@ GEOMETRY_CHOICES = GEOMETRIES
 
 @dataclass(frozen=True)
 class ConvertOptions:
-    """How to export: :func:`hyp2onnx.to_onnx`'s keywords as the command line gives them."""
+    """How to export: [`hyp2onnx.to_onnx`][hyp2onnx.to_onnx]'s keywords as the command line gives them."""
 
     dtype: Literal["float32", "float64"] | None = None  #: None: the model's comparison precision
     encoding: str = "fast"
@@ -50,15 +50,17 @@ class ConvertOptions:
     curvature: float | None = None
     timelike_dim: int | None = None
     opset: int | None = None
-    row_blocks: bool = True  #: False: :func:`hyp2onnx.edge.without_row_blocks`
+    #: False: [`hyp2onnx.edge.without_row_blocks`][hyp2onnx.export.edge.without_row_blocks]
+    row_blocks: bool = True
     #: True: tensors in ``OUT.data`` beside ``OUT`` (onnx's external data);
     #: None: only when the graph is over 2 GiB, which one file cannot hold.
     external_data: bool | None = None
-    atol: float | None = None  #: ``--check``'s tolerances (:func:`hyp2onnx.verify.verify`)
+    #: ``--check``'s tolerances ([`hyp2onnx.verify.verify`][hyp2onnx.verify.verify])
+    atol: float | None = None
     rtol: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConvertResult:
     """What ``convert`` did; ``output`` is None when ``--check`` failed and nothing was written."""
 
@@ -103,10 +105,50 @@ def convert_file(
     """Export the model in ``model_path`` to ``output``, checked on ``check_data`` if given.
 
     With ``ort`` the graph is also written in onnxruntime's ``.ort`` format
-    with its ``required_operators.config`` (:func:`hyp2onnx.edge.to_ort`),
+    with its ``required_operators.config`` ([`hyp2onnx.edge.to_ort`][hyp2onnx.export.edge.to_ort]),
     beside ``output``. Nothing is written unless every step succeeds and
     the check (if any) finds no disagreement.
     """
+    extra = _check_outputs(model_path, output, force=force, ort=ort)
+    source = open_data(check_data) if check_data is not None else None
+    model, onnx_model = _export(model_path, options)
+    from ..export import needs_external_data, read_metadata
+
+    metadata = read_metadata(onnx_model)
+    external = options.external_data
+    if external is None:
+        external = needs_external_data(onnx_model)
+    if external and ort:
+        raise InputError(
+            output,
+            "holds its tensors in a separate data file, which --ort cannot take",
+            "leave out --ort",
+        )
+    data = b"" if external else onnx_model.SerializeToString()
+    report = None if source is None else _check(model, onnx_model, source, metadata, options)
+    unwritten = ConvertResult(
+        model_path=model_path,
+        output=None,
+        intended_output=output,
+        n_bytes=len(data),
+        metadata=metadata,
+        check=report,
+        check_path=source.path if source else None,
+    )
+    if report is not None and not report.ok:
+        return unwritten
+    if external:
+        return _write_external(onnx_model, unwritten, force=force)
+    if not ort:
+        with atomic_output(output, force=force, binary=True) as f:
+            f.write(data)
+        return replace(unwritten, output=output)
+    return _write_with_ort(onnx_model, data, unwritten, extra, force=force)
+
+
+def _check_outputs(model_path: Path, output: Path, *, force: bool, ort: bool) -> tuple[Path, ...]:
+    """Refuse outputs that are the model file or exist (without ``force``); the ``.ort``
+    file and its operator list when ``ort``."""
     model_kind(model_path)
     if output.resolve() == model_path.resolve():
         raise InputError(output, "is the model file itself", "choose another name with -o")
@@ -118,8 +160,12 @@ def convert_file(
         if path.resolve() == model_path.resolve():
             raise InputError(path, "is the model file itself", "choose another name with -o")
         check_output(path, force=force)
-    source = open_data(check_data) if check_data is not None else None
-    from ..export import check_opset
+    return extra
+
+
+def _export(model_path: Path, options: ConvertOptions) -> tuple[Any, Any]:
+    """The model read from ``model_path`` and its graph, errors as the command line's."""
+    from ..export import check_opset, to_onnx
 
     try:
         check_opset(options.opset)
@@ -133,9 +179,6 @@ def convert_file(
         curvature=options.curvature,
         timelike_dim=options.timelike_dim,
     )
-
-    from ..export import external_data_path, needs_external_data, read_metadata, save_onnx, to_onnx
-
     try:
         onnx_model = to_onnx(
             model,
@@ -152,51 +195,51 @@ def convert_file(
         from ..export.edge import without_row_blocks
 
         onnx_model = without_row_blocks(onnx_model)
-    metadata = read_metadata(onnx_model)
-    external = options.external_data
-    if external is None:
-        external = needs_external_data(onnx_model)
-    if external and ort:
-        raise InputError(
-            output,
-            "holds its tensors in a separate data file, which --ort cannot take",
-            "leave out --ort",
-        )
-    data = b"" if external else onnx_model.SerializeToString()
+    return model, onnx_model
 
-    report = None
-    if source is not None:
-        from ..verify import verify
 
-        check_width(source, metadata)
-        X = source.read_all()
-        check_points_in(X, metadata, source.path, 0)
-        try:
-            report = verify(model, onnx_model, X, atol=options.atol, rtol=options.rtol)
-        except (ValueError, TypeError) as exc:
-            raise InputError(source.path, first_line(exc)) from exc
-        if not report.ok:
-            return ConvertResult(model_path, None, output, len(data), metadata, report, source.path)
+def _check(
+    model: Any, onnx_model: Any, source: Any, metadata: dict[str, Any], options: ConvertOptions
+) -> Any:
+    """``--check``: the graph against the model on the points of ``source``."""
+    from ..verify import verify
 
-    check_path = source.path if source else None
-    if external:
-        data_path = external_data_path(output)
-        check_output(data_path, force=force)
-        try:
-            save_onnx(onnx_model, output, overwrite=force, external_data=True)
-        except FileExistsError as exc:
-            raise InputError(None, f"{exc}; nothing written", "pass --force") from None
-        n_bytes = output.stat().st_size + data_path.stat().st_size
-        return ConvertResult(
-            model_path, output, output, n_bytes, metadata, report, check_path, data_output=data_path
-        )
-    if not ort:
-        with atomic_output(output, force=force, binary=True) as f:
-            f.write(data)
-        return ConvertResult(model_path, output, output, len(data), metadata, report, check_path)
+    check_width(source, metadata)
+    X = source.read_all()
+    check_points_in(X, metadata, source.path, 0)
+    try:
+        return verify(model, onnx_model, X, atol=options.atol, rtol=options.rtol)
+    except (ValueError, TypeError) as exc:
+        raise InputError(source.path, first_line(exc)) from exc
 
+
+def _write_external(onnx_model: Any, unwritten: ConvertResult, *, force: bool) -> ConvertResult:
+    """``output`` and ``OUT.data`` (onnx's external data), both or neither."""
+    from ..export import external_data_path, save_onnx
+
+    output = unwritten.intended_output
+    data_path = external_data_path(output)
+    check_output(data_path, force=force)
+    try:
+        save_onnx(onnx_model, output, overwrite=force, external_data=True)
+    except FileExistsError as exc:
+        raise InputError(None, f"{exc}; nothing written", "pass --force") from None
+    n_bytes = output.stat().st_size + data_path.stat().st_size
+    return replace(unwritten, output=output, n_bytes=n_bytes, data_output=data_path)
+
+
+def _write_with_ort(
+    onnx_model: Any,
+    data: bytes,
+    unwritten: ConvertResult,
+    extra: tuple[Path, ...],
+    *,
+    force: bool,
+) -> ConvertResult:
+    """``output``, its ``.ort`` file and operator list, all or none."""
     from ..export.edge import ort_package, write_all
 
+    output = unwritten.intended_output
     ort_path, config_path = extra
     package = ort_package(onnx_model, name=ort_path.stem)
     try:
@@ -206,9 +249,7 @@ def convert_file(
         )
     except FileExistsError as exc:
         raise InputError(None, f"{exc}; nothing written", "pass --force") from None
-    return ConvertResult(
-        model_path, output, output, len(data), metadata, report, check_path, ort_path, config_path
-    )
+    return replace(unwritten, output=output, ort_output=ort_path, config_output=config_path)
 
 
 def report_convert(result: ConvertResult) -> None:

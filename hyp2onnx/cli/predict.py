@@ -9,6 +9,7 @@ from typing import Any
 import click
 import numpy as np
 
+from ..ir import Task
 from ._common import (
     EXIT_CODES_HELP,
     EXIT_OK,
@@ -60,7 +61,7 @@ def chunk_rows_for(onnx_model: Any, metadata: dict[str, Any], requested: int) ->
     width (measured by ``benchmarks/bench_predict_memory.py``: about 35
     bytes per tree and output column and row for standard, 6 for exact, plus
     about 1 KB per row of CSV text). The chunk is sized so that this stays
-    under :data:`SCORING_BUDGET`.
+    under `SCORING_BUDGET`.
     """
     width = int(metadata["n_trees"]) * max(_n_output_columns(onnx_model, metadata), 1)
     per_tree_output = 48 if metadata["encoding"] == "standard" else 8
@@ -81,9 +82,9 @@ def default_predictions(data_path: Path) -> Path:
 
 
 def _header(metadata: dict[str, Any], outputs: dict[str, Any]) -> list[str]:
-    if metadata["task"] == "anomaly":  # isolation forests
+    if metadata["task"] == Task.ANOMALY:  # isolation forests
         return ["label", "score", "path_length"]
-    if metadata["task"] == "classification":
+    if metadata["task"] == Task.CLASSIFICATION:
         classes = metadata["classes"]
         n = outputs["probabilities"].shape[1]
         names = classes if classes is not None and len(classes) == n else list(range(n))
@@ -118,10 +119,10 @@ def _float_format(dtype: np.dtype) -> str:
 
 def _lines(metadata: dict[str, Any], outputs: dict[str, Any]) -> str:
     """The CSV rows of one chunk's outputs."""
-    if metadata["task"] == "anomaly":  # isolation forests: label, score, path length
+    if metadata["task"] == Task.ANOMALY:  # isolation forests: label, score, path length
         first = np.asarray(outputs["label"]).tolist()
         values = np.stack([outputs["scores"], outputs["path_length"]], axis=1)
-    elif metadata["task"] == "classification":
+    elif metadata["task"] == Task.CLASSIFICATION:
         labels = np.asarray(outputs["label"])
         first = labels.tolist()
         if not (np.issubdtype(labels.dtype, np.number) or labels.dtype == np.bool_):

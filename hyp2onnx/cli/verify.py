@@ -56,7 +56,7 @@ def verify_files(
     atol: float | None = None,
     rtol: float | None = None,
 ) -> VerifyResult:
-    """Run :func:`hyp2onnx.verify` on the three files, naming the file at fault on error."""
+    """Run [`hyp2onnx.verify`][hyp2onnx.verify.verify] on the three files, naming the file at fault on error."""
     onnx_model = load_onnx(onnx_path)
     metadata = onnx_metadata(onnx_model, onnx_path)
     onnx_session(onnx_model, onnx_path)  # a graph onnxruntime refuses is the file's fault

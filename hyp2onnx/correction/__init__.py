@@ -2,17 +2,17 @@
 
 The package is laid out in the order the work happens:
 
-- :mod:`.midpoints`: the midpoint rules (Einstein, angular, arithmetic) and the
+- `midpoints`: the midpoint rules (Einstein, angular, arithmetic) and the
   placement of one threshold between its two nearest training values, rounded
   so that every training row keeps its side; one tree at a time.
-- :mod:`.shared_rows`: the same for a whole ensemble, trees that share their
+- `shared_rows`: the same for a whole ensemble, trees that share their
   training rows searched together.
-- :mod:`.summaries`: per-partition summaries of those neighbours, merged by
+- `summaries`: per-partition summaries of those neighbours, merged by
   element-wise max/min (the map-reduce form, used by Dask).
-- :mod:`.tree_space`: what the learner is fitted on (Klein coordinates, or the
+- `tree_space`: what the learner is fitted on (Klein coordinates, or the
   ranks of their distinct values far from the origin) and the split indices
   that let float64 thresholds route what the learner's precision cannot.
-- :func:`correct`: the one entry point, called by the estimators and by Dask.
+- `correct`: the one entry point, called by the estimators and by Dask.
 
 The formulas are in the documentation's math page (``docs/math.md``).
 """

@@ -1,8 +1,8 @@
-"""The one entry point of threshold correction: :func:`correct`.
+"""The one entry point of threshold correction: `correct`.
 
 Both ways of training call it: the estimators (every training row in this
-process, :func:`from_rows`) and Dask (per-partition summaries merged at the
-driver, :func:`from_summary`). Given where each split's two nearest
+process, `from_rows`) and Dask (per-partition summaries merged at the
+driver, `from_summary`). Given where each split's two nearest
 training values lie, it places Klein thresholds in the learner's own
 comparison when that comparison separates them, else in float64 through
 split indices, and says which input dtype keeps every split.
@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedModelError
+from ..errors import UnsupportedModelError, warn_user
 from ..ir.trees import Op, TreeArrays, as_compared
 from .midpoints import Array, CorrectionReport, Midpoint, thresholds_from_neighbours
 from .shared_rows import correct_trees
@@ -53,7 +52,7 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Correction:
-    """What :func:`correct` decided: the thresholds to write back into the learner."""
+    """What `correct` decided: the thresholds to write back into the learner."""
 
     thresholds: list[np.ndarray]  #: one array per tree, in the learner's own space
     report: CorrectionReport
@@ -93,7 +92,7 @@ def correct(
 
     First in the learner's own comparison; if that cannot separate some
     split's two nearest training values (points far from the origin), in
-    float64 through a :class:`SplitIndex`, which categorical splits cannot
+    float64 through a `SplitIndex`, which categorical splits cannot
     use. Warns about splits with no training row on one side.
     """
     if not comparison.feature_splits:
@@ -143,10 +142,9 @@ def correct(
 def _warn_unreached(report: CorrectionReport, what_happens: str) -> None:
     """Warn (at the caller of ``fit``) about splits no training row reached on one side."""
     if report.n_unreached:
-        warnings.warn(
+        warn_user(
             f"{report.n_unreached} of {report.n_splits} splits had no training row on one "
-            f"side; each {what_happens}.",
-            stacklevel=5,
+            f"side; each {what_happens}."
         )
 
 

@@ -34,7 +34,7 @@ Midpoint = Literal["einstein", "angular", "arithmetic"]
 #: Per-node arrays (features, thresholds, neighbours) as the placers take them.
 Array = np.ndarray
 #: Places thresholds from ``(feature, threshold, largest_left, smallest_right)``
-#: per node, instead of :func:`place_thresholds` (see :mod:`hyp2onnx.correction.tree_space`).
+#: per node, instead of `place_thresholds` (see `hyp2onnx.correction.tree_space`).
 Placer = Callable[[Array, Array, Array, Array], np.ndarray]
 _RULES = {
     "einstein": einstein_midpoint,
@@ -45,7 +45,7 @@ _RULES = {
 #: (categorical codes: the backend's own rule).
 KEEP = "keep"
 
-#: Rows walked at a time by :func:`correct_tree` (temporaries of a few hundred kB).
+#: Rows walked at a time by `correct_tree` (temporaries of a few hundred kB).
 _BLOCK_ROWS = 1 << 15
 
 __all__ = [
@@ -77,7 +77,7 @@ def midpoints(L: np.ndarray, R: np.ndarray, midpoint: Midpoint | np.ndarray) -> 
     """Midpoints of ``L < R`` by one rule, or by a rule per element.
 
     Rules: ``"einstein"`` (hyperbolic, Klein coordinates), ``"angular"``
-    (spherical, gnomonic coordinates: :func:`hyp2onnx.blocks.gnomonic_midpoint`)
+    (spherical, gnomonic coordinates: [`hyp2onnx.blocks.gnomonic_midpoint`][hyp2onnx.blocks.gnomonic_midpoint])
     and ``"arithmetic"``. An array of rule names picks one per element.
     """
     if isinstance(midpoint, str):
@@ -108,7 +108,7 @@ def place_thresholds(
 ) -> np.ndarray:
     """New thresholds between ``L < R`` that keep ``L`` left and ``R`` right.
 
-    ``midpoint`` is one rule for all, or a rule per element (:func:`midpoints`).
+    ``midpoint`` is one rule for all, or a rule per element (`midpoints`).
 
     ``L`` and ``R`` must be values representable in ``threshold_dtype``
     (they are training values in the backend's comparison precision).
@@ -146,7 +146,7 @@ def thresholds_from_neighbours(
     nodes ``fixed`` marks (set-membership splits) and splits on features
     whose rule is ``"keep"``, unless ``place`` is given: it then places every
     node's threshold but the ``fixed`` ones. ``midpoint`` is one rule, or an
-    array giving each feature's rule (:func:`midpoints`). Returns the new
+    array giving each feature's rule (`midpoints`). Returns the new
     thresholds (float64), the mask of splits a midpoint applies to, and of
     those the ones reached from both sides.
     """
@@ -213,7 +213,7 @@ def correct_tree(
 ) -> tuple[np.ndarray, CorrectionReport]:
     """Corrected thresholds of one tree and a report.
 
-    ``midpoint``: one rule, or each feature's rule (:func:`midpoints`);
+    ``midpoint``: one rule, or each feature's rule (`midpoints`);
     set-membership splits keep what they are.
 
     ``X`` holds the rows this tree was trained on, already rounded to the

@@ -1,10 +1,10 @@
 """The ``"quantiles"`` tree space: far points on a cluster, with bounded driver traffic.
 
-The single-machine ``"ranks"`` space (:mod:`.tree_space`) maps every feature
+The single-machine ``"ranks"`` space (`tree_space`) maps every feature
 through all of its distinct training values, which on a cluster would all
 have to reach the driver. Here each feature is mapped through at most
 ``size`` *edges* ``E`` instead, taken from a mergeable quantile sketch of its
-values (:class:`QuantileSketch`): each partition sketches its rows, sketches
+values (`QuantileSketch`): each partition sketches its rows, sketches
 merge in any tree shape, and only the final one (``size`` values and weights
 per feature, whatever the number of rows) reaches the driver. Edges are
 quantiles *by rank*, so they crowd where the values crowd: far from the
@@ -12,22 +12,22 @@ origin, where Klein values lie ``e^{-2r}`` apart, they are as dense as
 anywhere else.
 
 The learner reads the bucket ``b(k) = 1 + #{e in E : e < k}`` of each Klein
-value ``k`` (:class:`QuantileMap`): a non-decreasing step function with
+value ``k`` (`QuantileMap`): a non-decreasing step function with
 integer values, exact in float32 and float64. It may merge values (those of
 one bucket), never misorder them. Every split of the learner, ``b(k) < t``
 (or ``<=``), is therefore one float64 split of the Klein value itself,
 ``k <= E[m - 1]`` with ``m`` the number of buckets sent left
-(:meth:`QuantileMap.klein_trees`). The threshold correction runs on those
+(`QuantileMap.klein_trees`). The threshold correction runs on those
 Klein trees and the float64 Klein rows, exactly as on Klein coordinates
-(the distributed neighbour search of :mod:`.summaries`), and places every
+(the distributed neighbour search of `summaries`), and places every
 threshold at the Einstein midpoint of its two nearest training values, in
 the learner's precision if it separates them, else in float64 through split
-indices (:class:`~.tree_space.SplitIndex`). The fitted model reads Klein
+indices (`SplitIndex`). The fitted model reads Klein
 coordinates or split indices, never buckets, so its exported graph routes
 every row as it does.
 
 Near the origin the learner's own precision separates the Klein values, and
-the map is the identity (:meth:`QuantileSketch.near`): the model is the one
+the map is the identity (`QuantileSketch.near`): the model is the one
 the ``"klein"`` space gives, bit for bit.
 """
 

@@ -1,12 +1,12 @@
 """Threshold correction for whole ensembles.
 
-:func:`correct_trees` corrects every tree of a model on the rows it was
+`correct_trees` corrects every tree of a model on the rows it was
 grown on. Trees with rows of their own (bootstrapped forests), and single
-trees, go through :func:`~hyp2onnx.correction.midpoints.correct_tree` one by one;
+trees, go through `correct_tree` one by one;
 many trees grown on the same rows (boosters, forests without bootstrap)
 are corrected in one pass, as follows.
 
-:func:`hyp2onnx.correction.midpoints.correct_tree` routes every training row down
+`hyp2onnx.correction.midpoints.correct_tree` routes every training row down
 every tree: O(n * depth) per tree, which for a 100-tree booster on 100k rows
 costs several times the booster's own training. Here all trees share one
 set of training rows (a booster without row subsampling), and each split
@@ -24,11 +24,11 @@ narrowest interval first, so most are dropped after one comparison. A walk
 that has looked at as many rows as that narrowest interval holds reads the
 interval instead (the "slab"), so a small node costs at most about twice
 the cheaper of the two. A tree whose search would cost more than routing
-its rows is handed to :func:`~hyp2onnx.correction.midpoints.correct_tree` instead.
+its rows is handed to `correct_tree` instead.
 
-The result is identical to :func:`~hyp2onnx.correction.midpoints.correct_tree` tree
+The result is identical to `correct_tree` tree
 by tree: ``L`` and ``R`` are the same maximum and minimum, placed by the
-same :func:`~hyp2onnx.correction.midpoints.place_thresholds`.
+same `place_thresholds`.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def correct_shared_rows(
 
     ``X`` holds the training rows in the backend's comparison precision
     (float32 for XGBoost, or float64 holding such values). Same result as
-    :func:`~hyp2onnx.correction.midpoints.correct_tree` on each tree with ``X``.
+    `correct_tree` on each tree with ``X``.
     """
     if op not in ("<=", "<"):
         raise ValueError(f"unknown comparison {op!r}; expected '<=' or '<'")
@@ -224,9 +224,9 @@ def shared_neighbours(
     """Every node's ``L`` and ``R`` (float64, concatenated over the trees) among the
     rows ``X`` (compared precision) that reach it, all trees grown on ``X``.
 
-    What :func:`correct_trees` places thresholds from, before placing them:
-    the rank search of :func:`correct_shared_rows` for several trees with
-    threshold splits only, each tree routed (:func:`~hyp2onnx.correction.midpoints.tree_neighbours`)
+    What `correct_trees` places thresholds from, before placing them:
+    the rank search of `correct_shared_rows` for several trees with
+    threshold splits only, each tree routed (`tree_neighbours`)
     otherwise. Both are exact maxima and minima, so the result does not depend
     on the method, and the ``L`` (``R``) of a union of row sets is the maximum
     (minimum) of theirs.

@@ -1,17 +1,17 @@
 """Threshold correction from per-partition summaries: the map-reduce form of the one-pass
 correction.
 
-Every split needs two numbers (see :mod:`hyp2onnx.correction.midpoints`): ``L``, the
+Every split needs two numbers (see `hyp2onnx.correction.midpoints`): ``L``, the
 largest value of its feature among the training rows routed left, and
 ``R``, the smallest routed right, among the rows that reach it. The ``L`` of
 a union of row sets is the largest of their ``L`` (``R``: the smallest), and
 max and min of floating-point values are exact whatever the order or the
 grouping. So each partition of the rows is summarised apart,
-:func:`summarise` (the single-machine search,
-:func:`~hyp2onnx.correction.shared_rows.shared_neighbours`, on the partition),
-the summaries merge by element-wise max/min (:meth:`SplitSummary.merge`, in
-any tree shape), and :func:`correct_from_summary` places the same thresholds
-as :func:`~hyp2onnx.correction.shared_rows.correct_trees` on all rows, bit for
+`summarise` (the single-machine search,
+`shared_neighbours`, on the partition),
+the summaries merge by element-wise max/min (`SplitSummary.merge`, in
+any tree shape), and `correct_from_summary` places the same thresholds
+as `correct_trees` on all rows, bit for
 bit. A summary holds four numbers per split in the backend's comparison
 precision (float32 for XGBoost), whatever the number of rows.
 
@@ -52,7 +52,7 @@ class SplitSummary:
     ``below``/``above``: the largest value of the split's feature that the
     comparison sends left and the smallest it sends right among *all* those
     rows, reached or not: a split that no row reaches on one side is placed
-    between these (as :class:`~hyp2onnx.correction.tree_space.KleinPlacer` does with the
+    between these (as `KleinPlacer` does with the
     training values of the whole feature). All four in the backend's
     comparison precision.
     """
@@ -150,9 +150,9 @@ def correct_from_summary(
 ) -> tuple[list[np.ndarray], CorrectionReport]:
     """Corrected thresholds of every tree from the summary of its training rows.
 
-    The same result as :func:`~hyp2onnx.correction.shared_rows.correct_trees`
+    The same result as `correct_trees`
     on those rows (``place`` as there: a
-    :class:`~hyp2onnx.correction.tree_space.KleinPlacer`, see :func:`klein_space`).
+    `KleinPlacer`, see `klein_space`).
     """
     if not trees:
         return [], CorrectionReport()
@@ -182,7 +182,7 @@ def klein_space(
     compare_dtype: str,
     zero_band: float = 0.0,
 ) -> TreeSpace:
-    """A ``"klein"`` :class:`~hyp2onnx.correction.tree_space.TreeSpace` holding only the training
+    """A ``"klein"`` `TreeSpace` holding only the training
     values the placement of these trees looks up.
 
     The single-machine space holds every distinct training value; placement
@@ -191,7 +191,7 @@ def klein_space(
     side, ``below`` and ``above``. All are training values in the compared
     precision, so the predecessor (successor) of any such query in this
     subset is the one in the full table, and
-    :class:`~hyp2onnx.correction.tree_space.KleinPlacer` places the same thresholds
+    `KleinPlacer` places the same thresholds
     from it.
     """
     nodes, values = _per_node(trees, summary)

@@ -20,13 +20,13 @@ radius ``r`` are about ``e^{-2r}`` apart, below float32's spacing (6e-8 near
 
 In every tree space each split goes back to a Klein threshold at the
 Einstein midpoint of the float64 Klein values of its two nearest training
-rows (:class:`KleinPlacer`; for ``"klein"`` this is the correction of
-:mod:`hyp2onnx.correction.midpoints` as it always was). If the backend's own comparison separates
+rows (`KleinPlacer`; for ``"klein"`` this is the correction of
+`hyp2onnx.correction.midpoints` as it always was). If the backend's own comparison separates
 every split's two neighbours (near the origin: always), the thresholds are
 written back in the backend's precision and ``estimator_`` reads Klein
 coordinates, as with ``"klein"``. Otherwise they are float64 thresholds
 compared with ``k <= t`` in float64, and the native model is rewritten to
-test *split indices* (:class:`SplitIndex`): it reads
+test *split indices* (`SplitIndex`): it reads
 ``z_f = 1 + #{t in T_f : t < k_f}`` for the sorted distinct Klein thresholds
 ``T_f`` of feature ``f`` and sends a row left at the split on ``T_f[j]`` iff
 ``z_f < j + 1.5``, which is ``k_f <= T_f[j]`` exactly, in any backend's
@@ -188,11 +188,11 @@ class KleinPlacer:
     """Places Klein thresholds for learner splits (``place=`` of the threshold correction).
 
     For each split, the float64 Klein values of its two nearest training
-    rows (:meth:`TreeSpace.neighbours`) are rounded to ``compare_dtype`` and
+    rows (`TreeSpace.neighbours`) are rounded to ``compare_dtype`` and
     the threshold goes between them by
-    :func:`~hyp2onnx.correction.midpoints.place_thresholds` (``op``, ``threshold_dtype``,
+    `place_thresholds` (``op``, ``threshold_dtype``,
     ``midpoint``), so that every training row stays on its side. Raises
-    :class:`ResolutionError` if ``compare_dtype`` cannot separate some
+    `ResolutionError` if ``compare_dtype`` cannot separate some
     split's two neighbours. ``float32_separates`` records whether float32
     separates them all (what float32 input keeps).
     """
@@ -293,7 +293,7 @@ class SplitIndex:
         return out
 
     def klein_thresholds(self, feature: np.ndarray, native: np.ndarray) -> np.ndarray:
-        """Klein thresholds of split-index thresholds (the inverse of :meth:`native_thresholds`)."""
+        """Klein thresholds of split-index thresholds (the inverse of `native_thresholds`)."""
         out = np.zeros(feature.shape[0])
         for f in np.unique(feature[feature >= 0]):
             at = np.flatnonzero(feature == f)

@@ -1,9 +1,9 @@
 """Beyond one machine: Dask training and scoring, Spark scoring.
 
-- :mod:`.dask`: Dask estimators whose threshold correction is a map-reduce
+- [`dask`][hyp2onnx.distributed.dask]: Dask estimators whose threshold correction is a map-reduce
   over partitions (bit-identical to one machine's), and ``predict`` for dask
   arrays and DataFrames.
-- :mod:`.spark`: ``predict`` for Spark DataFrames.
+- [`spark`][hyp2onnx.distributed.spark]: ``predict`` for Spark DataFrames.
 - ``_scoring``: what both scorers share: one onnxruntime session per worker
   process and graph, the row checks of ``hyp2onnx predict``, output columns.
 

@@ -7,14 +7,14 @@ Sessions are safe to share between a worker's threads. The graph's bytes
 are only read when the process has no session for it yet.
 
 Every partition is checked before the graph sees it, as ``hyp2onnx
-predict`` checks a file's rows (:class:`RowCheck`): the points must lie on
+predict`` checks a file's rows (`RowCheck`): the points must lie on
 the graph's manifold (its geometry or input blocks, with the functions of
-:mod:`hyp2onnx.geometry` and :mod:`hyp2onnx.blocks`), and be finite and
+[`hyp2onnx.geometry`][hyp2onnx.geometry] and [`hyp2onnx.blocks`][hyp2onnx.blocks]), and be finite and
 representable in the graph's input type. A graph cannot refuse a row
 itself, so without this it would label NaN or an off-manifold point.
-``bad_rows="error"`` raises :class:`~hyp2onnx.errors.InvalidPointError`
-naming the rows (:func:`locate`); ``"null"`` scores the valid rows and gives
-the others null outputs (:func:`null_outputs`).
+``bad_rows="error"`` raises [`InvalidPointError`][hyp2onnx.errors.InvalidPointError]
+naming the rows (`locate`); ``"null"`` scores the valid rows and gives
+the others null outputs (`null_outputs`).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def run(sess: Any, X: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def check_bad_rows(bad_rows: Any) -> str:
-    """``bad_rows`` if it is one of :data:`BAD_ROWS`, else a ValueError saying which are."""
+    """``bad_rows`` if it is one of `BAD_ROWS`, else a ValueError saying which are."""
     if not isinstance(bad_rows, str) or bad_rows not in BAD_ROWS:
         raise ValueError(
             f"bad_rows must be 'error' (refuse the data, naming the rows) or 'null' (null "
@@ -163,7 +163,7 @@ class RowCheck:
         )
 
     def __call__(self, X: np.ndarray) -> np.ndarray:
-        """``X`` in the graph's input type; :class:`InvalidPointError` naming the rows of
+        """``X`` in the graph's input type; [`InvalidPointError`][hyp2onnx.errors.InvalidPointError] naming the rows of
         ``X`` (numbered from 0) the model would refuse."""
         from ..geometry import check_points, check_representable
 
@@ -179,8 +179,8 @@ class RowCheck:
 def bad_row_mask(X: np.ndarray, check: Any) -> np.ndarray:
     """Which rows of ``X`` ``check`` refuses, found by halving the refused slices.
 
-    ``check`` raises :class:`InvalidPointError` if any row is bad and judges
-    each row alone (as :class:`RowCheck` does), so a slice it passes holds no
+    ``check`` raises [`InvalidPointError`][hyp2onnx.errors.InvalidPointError] if any row is bad and judges
+    each row alone (as `RowCheck` does), so a slice it passes holds no
     bad row: a clean partition costs one call, ``b`` bad rows about
     ``2 b log2(n / b)`` calls on ever smaller slices.
     """
@@ -245,8 +245,8 @@ def null_dtype(dtype: np.dtype) -> np.dtype:
 def null_outputs(
     sess: Any, X: np.ndarray, bad: np.ndarray, spec: OutputSpec
 ) -> dict[str, np.ndarray]:
-    """:func:`run` on the rows of ``X`` not marked ``bad``; the others get NaN (None for
-    string labels), in the dtypes of :func:`null_dtype`."""
+    """`run` on the rows of ``X`` not marked ``bad``; the others get NaN (None for
+    string labels), in the dtypes of `null_dtype`."""
     good = ~bad
     result = run(sess, X[good]) if good.any() else None
     outputs = {}
@@ -263,9 +263,9 @@ def null_outputs(
 def score(
     sess: Any, X: np.ndarray, check: RowCheck, spec: OutputSpec, bad_rows: str, **where: Any
 ) -> dict[str, np.ndarray]:
-    """One partition's outputs, its rows checked first (``where``: see :func:`locate`).
+    """One partition's outputs, its rows checked first (``where``: see `locate`).
 
-    ``bad_rows="error"``: an :class:`InvalidPointError` naming the bad rows
+    ``bad_rows="error"``: an [`InvalidPointError`][hyp2onnx.errors.InvalidPointError] naming the bad rows
     where they lie in the whole data; ``"null"``: null outputs for them.
     """
     from ..errors import InvalidPointError
@@ -323,7 +323,7 @@ class OutputSpec:
     def table_columns(
         self, existing: list[str], points: list[str], prefix: str = ""
     ) -> dict[str, list[str]]:
-        """:meth:`column_names` for a table with columns ``existing``, whose ``points`` columns
+        """`column_names` for a table with columns ``existing``, whose ``points`` columns
         are scored; refuses unknown point columns, a wrong count and names already taken."""
         missing = [c for c in points if c not in existing]
         if missing:

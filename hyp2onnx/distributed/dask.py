@@ -3,31 +3,31 @@
 Needs the ``dask`` extra, and the ``xgboost`` or ``lightgbm`` one for the estimators:
 ``pip install 'hyp2onnx[dask,xgboost]'``.
 
-Training. :class:`HyperbolicDaskXGBClassifier`, :class:`HyperbolicDaskXGBRegressor`,
-:class:`HyperbolicDaskLGBMClassifier` and :class:`HyperbolicDaskLGBMRegressor`
+Training. `HyperbolicDaskXGBClassifier`, `HyperbolicDaskXGBRegressor`,
+`HyperbolicDaskLGBMClassifier` and `HyperbolicDaskLGBMRegressor`
 take the same parameters as their single-machine twins plus ``client``
 (as ``xgboost.dask`` and ``lightgbm``'s Dask estimators do: None means
 the default client), and dask arrays or dataframes of hyperbolic points.
 ``fit`` projects every partition to Klein coordinates where it lies, trains
 with ``xgboost.dask`` or ``lightgbm.DaskLGBM*`` on them (``tree_space`` is
 ``"klein"`` only, see below), then corrects the thresholds as a map-reduce
-(:mod:`hyp2onnx.correction.summaries`): each partition, where it lies, finds every
+(`hyp2onnx.correction.summaries`): each partition, where it lies, finds every
 split's largest value routed left and smallest routed right among its rows
 (the single-machine search) and the nearest values of the split's feature
 around its threshold; the summaries merge on the workers by element-wise
 max/min and the driver receives one of them, ``4 * splits`` numbers in the
 backend's comparison precision, however many rows there are. The single-machine placement
-(:class:`~hyp2onnx.correction.tree_space.KleinPlacer`) then runs on them, so the
+(`KleinPlacer`) then runs on them, so the
 thresholds are bit-identical to those of the single-machine estimator with
 ``tree_space="klein"`` correcting the same booster on the same rows.
 
 The fitted model holds the corrected booster as a local native model
-(``estimator_``), so :func:`hyp2onnx.to_onnx`, :func:`hyp2onnx.verify`,
-:func:`hyp2onnx.save_onnx` and pickling (for ``hyp2onnx convert``) treat it
+(``estimator_``), so `hyp2onnx.to_onnx`, `hyp2onnx.verify`,
+`hyp2onnx.save_onnx` and pickling (for ``hyp2onnx convert``) treat it
 like any other hyperbolic model. ``predict`` and ``predict_proba`` return
 dask arrays for dask input and numpy arrays for numpy input.
 
-Scoring. :func:`predict` runs an exported graph over a dask array or
+Scoring. `predict` runs an exported graph over a dask array or
 dataframe of points, with one onnxruntime session per worker process
 (cached by the graph's hash), not one per partition.
 """
@@ -211,7 +211,7 @@ def _blockwise(f: Any) -> Any:
 
 
 def _where(block_info: dict | None) -> dict[str, int]:
-    """Where a map_blocks partition lies, for :func:`hyp2onnx.distributed._scoring.locate`: its
+    """Where a map_blocks partition lies, for `hyp2onnx.distributed._scoring.locate`: its
     first row in the whole array, or (sizes unknown) its partition number."""
     info = (block_info or {}).get(0) or {}
     start = (info.get("array-location") or [(None, None)])[0][0]
@@ -367,12 +367,12 @@ def distributed_summary(
     are persisted if they are not. The model goes to every worker once. The
     rows are not moved: each worker summarises the partitions of ``Xk`` it
     holds, several together (up to ``rows_per_summary`` rows), and only
-    summaries travel; the final one (:attr:`SplitSummary.nbytes`,
+    summaries travel; the final one (`SplitSummary.nbytes`,
     independent of the rows) comes back to this process.
 
     ``trees``: splits of the float64 values of ``Xk`` to summarise instead of
     the booster's own (the Klein trees of the ``"quantiles"`` space, see
-    :meth:`hyp2onnx.correction.quantiles.QuantileMap.klein_trees`); the rows
+    `hyp2onnx.correction.quantiles.QuantileMap.klein_trees`); the rows
     are then compared in float64 and the summary is float64.
     """
     from distributed import futures_of, wait
@@ -438,7 +438,7 @@ def distributed_sketch(
     """The quantile sketch of the rows of ``Xk`` (of non-zero weight): one task per
     partition where it lies, a tree reduce on the workers; the driver receives one
     sketch, at most ``size`` values and weights per feature whatever the rows
-    (default :data:`~hyp2onnx.correction.quantiles.SKETCH_SIZE`)."""
+    (default `SKETCH_SIZE`)."""
     from distributed import futures_of
 
     _dask()
@@ -498,7 +498,7 @@ _DASK_DOC = """
     the same partitions. ``client`` is the ``distributed.Client`` to use
     (default: the current one); it is not pickled. ``predict`` returns a dask
     array for dask input, a numpy array for numpy input. The thresholds are
-    corrected by a map-reduce over the partitions (see :mod:`hyp2onnx.dask`),
+    corrected by a map-reduce over the partitions (see `hyp2onnx.dask`),
     bit-identical to the single-machine estimator's (``tree_space="klein"``)
     correction of the same booster.
 
@@ -511,7 +511,7 @@ _DASK_DOC = """
     numbers.
 
     ``tree_space`` is ``"quantiles"`` (the default here) or ``"klein"``.
-    ``"quantiles"`` (:mod:`hyp2onnx.correction.quantiles`): when every
+    ``"quantiles"`` (`hyp2onnx.correction.quantiles`): when every
     training point lies within a distance of 5 of the origin, the booster is
     fitted on Klein coordinates, exactly as with ``"klein"``; farther out, on
     each feature's bucket among at most 16,384 quantiles of its values (a
@@ -691,7 +691,7 @@ class _DaskModel:
         if w is not None:
             _check_weights(client, w, backend)
         backend.check_fit(estimator, y, fit_params)
-        backend.warn_subsampling(estimator, stacklevel=3)
+        backend.warn_subsampling(estimator)
         # The learner's input: the Klein coordinates, or far out their quantile buckets.
         qmap, to_tree, Xlearn = None, as_klein, Xt
         if self.tree_space == "quantiles":
@@ -720,13 +720,11 @@ class _DaskModel:
         )
         self._check_classes(fitted)  # first: says why the classes disagree
         backend.to_ensemble(fitted)  # refuse now what export would refuse
-        self._fit_client, self._fit_map = client, qmap
-        try:
-            self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = self._correct(
-                backend, fitted, Xt, y_train, w
+        self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = (
+            self._correct_distributed(
+                backend, fitted, Xt, y_train, w, client=client, quantile_map=qmap
             )
-        finally:
-            del self._fit_client, self._fit_map
+        )
         #: The space the booster was fitted on: "klein", or "quantiles" (its buckets).
         self.tree_space_ = "klein" if qmap is None else "quantiles"
         if self._is_classifier():
@@ -757,27 +755,36 @@ class _DaskModel:
     def _check_workers(self, client: Any, Xt: Any, y: Any) -> None:
         """Hook: refuse, before training, data the library cannot train on as it lies."""
 
-    def _correct(
-        self, backend: Backend, fitted: Any, Xt: Any, y: Any, sample_weight: Any
+    def _correct_distributed(
+        self,
+        backend: Backend,
+        fitted: Any,
+        Xt: Any,
+        y: Any,
+        sample_weight: Any,
+        *,
+        client: Any,
+        quantile_map: QuantileMap | None,
     ) -> tuple[Any, CorrectionReport, SplitIndex | None, str]:
-        """The single-machine placement, fed by summaries of the partitions.
+        """The single-machine placement (the base's ``_correct``), fed by summaries of
+        the partitions that ``client`` computes.
 
-        Trained on quantile buckets: the booster's splits as float64 Klein splits
-        (:meth:`~hyp2onnx.correction.quantiles.QuantileMap.klein_trees`), searched
+        Trained on quantile buckets (``quantile_map``): the booster's splits as
+        float64 Klein splits
+        (`klein_trees`), searched
         on the float64 Klein rows, placed in Klein space as ``"ranks"`` places them.
         """
         trees = backend.read_trees(fitted)
-        qmap = getattr(self, "_fit_map", None)
         comparison = comparison_of(backend)
-        if qmap is None:
-            summary = distributed_summary(self._fit_client, backend, fitted, Xt, y, sample_weight)
+        if quantile_map is None:
+            summary = distributed_summary(client, backend, fitted, Xt, y, sample_weight)
             space = klein_space(
                 trees, summary, Xt.shape[1], backend.compare_dtype, backend.zero_band
             )
         else:
-            trees = qmap.klein_trees(trees, backend.op)
+            trees = quantile_map.klein_trees(trees, backend.op)
             summary = distributed_summary(
-                self._fit_client, backend, fitted, Xt, y, sample_weight, trees=trees
+                client, backend, fitted, Xt, y, sample_weight, trees=trees
             )
             space = klein_space(trees, summary, Xt.shape[1], "float64", backend.zero_band)
             # Not learner thresholds: n_moved counts thresholds off the arithmetic midpoint.
@@ -1047,10 +1054,10 @@ def predict(
     Every partition is checked first, as ``hyp2onnx predict`` checks a file:
     points on the graph's manifold (its geometry or input blocks; skipped
     with ``check_manifold=False``), finite, representable in the graph's
-    input type, valid categorical codes (see :mod:`hyp2onnx.distributed._scoring`).
+    input type, valid categorical codes (see `hyp2onnx.distributed._scoring`).
     Non-numeric point columns are refused at once (TypeError).
     ``bad_rows="error"`` (the default): computing the result raises
-    :class:`~hyp2onnx.errors.InvalidPointError` naming the bad rows by their
+    `InvalidPointError` naming the bad rows by their
     global row numbers (the partition and its row where the partition sizes
     are unknown; a DataFrame's index labels too). ``bad_rows="null"``: those
     rows get NaN outputs (None for string labels; integer labels become

@@ -1,8 +1,8 @@
 """Hyperbolic XGBoost trained on Spark, and exported graphs scored on Spark.
 
-Training. :class:`HyperbolicSparkXGBClassifier` and :class:`HyperbolicSparkXGBRegressor`
+Training. [`HyperbolicSparkXGBClassifier`][hyp2onnx.distributed.spark.HyperbolicSparkXGBClassifier] and [`HyperbolicSparkXGBRegressor`][hyp2onnx.distributed.spark.HyperbolicSparkXGBRegressor]
 follow Spark ML's conventions: ``fit(df)`` returns a fitted model
-(:class:`HyperbolicSparkXGBClassifierModel`, :class:`HyperbolicSparkXGBRegressorModel`),
+(`HyperbolicSparkXGBClassifierModel`, `HyperbolicSparkXGBRegressorModel`),
 columns are named by ``featuresCol`` (a vector column, or a list of point
 columns), ``labelCol`` and ``weightCol``, and the model's ``transform(df)``
 appends ``predictionCol`` (and, for classifiers, ``probabilityCol``). ``fit``
@@ -10,7 +10,7 @@ projects every partition to Klein coordinates where it lies (``mapInPandas``),
 trains with ``xgboost.spark.SparkXGBClassifier`` / ``SparkXGBRegressor`` on
 them, then corrects the thresholds as a map-reduce on the executors: each
 partition finds every split's largest value routed left and smallest routed
-right among its rows (:func:`hyp2onnx.correction.summarise`, the search the
+right among its rows (`hyp2onnx.correction.summarise`, the search the
 single-machine estimator runs), the summaries merge by element-wise max/min
 in a tree reduce on the executors (``RDD.treeReduce``), and the driver
 receives one, ``4 * splits`` numbers, however many rows there are. The
@@ -19,9 +19,9 @@ bit-identical to those of the single-machine estimator
 (``tree_space="klein"``) correcting the same booster on the same rows.
 
 The fitted model is a single-machine hyperbolic model (a subclass of
-:class:`hyp2onnx.HyperbolicXGBClassifier` / ``Regressor``) that holds the
-corrected booster and no Spark session: :func:`hyp2onnx.to_onnx`,
-:func:`hyp2onnx.verify`, pickling and ``hyp2onnx convert`` treat it like any
+[`hyp2onnx.HyperbolicXGBClassifier`][hyp2onnx.HyperbolicXGBClassifier] / ``Regressor``) that holds the
+corrected booster and no Spark session: [`hyp2onnx.to_onnx`][hyp2onnx.to_onnx],
+[`hyp2onnx.verify`][hyp2onnx.verify.verify], pickling and ``hyp2onnx convert`` treat it like any
 other, and ``predict`` takes numpy points.
 
 The booster is fitted on Klein coordinates (the ``"klein"`` tree space):
@@ -32,10 +32,10 @@ needs SynapseML, a Scala package; it is not supported here.
 Scoring. Score a Spark DataFrame's points with an exported graph.
 
 Needs the ``spark`` extra: ``pip install 'hyp2onnx[spark]'`` (pyspark and
-pyarrow; Spark itself needs a Java runtime). :func:`predict` broadcasts the
+pyarrow; Spark itself needs a Java runtime). [`predict`][hyp2onnx.distributed.spark.predict] broadcasts the
 graph once and scores every partition with ``mapInPandas``; each executor's
 Python worker process builds one onnxruntime session for the graph (cached
-by its hash, see :mod:`hyp2onnx.distributed._scoring`) and reuses it for every batch and
+by its hash, see `hyp2onnx.distributed._scoring`) and reuses it for every batch and
 task it runs (Spark reuses its Python workers by default).
 """
 
@@ -89,7 +89,7 @@ def _spark_type(dtype: np.dtype) -> Any:
 
 
 def _column_dtype(dtype: np.dtype) -> np.dtype:
-    """The pandas column dtype matching :func:`_spark_type`."""
+    """The pandas column dtype matching `_spark_type`."""
     return dtype if dtype.kind in "iO" else np.dtype(np.float64)
 
 
@@ -133,7 +133,7 @@ def predict(
     refused like NaN), representable in the graph's input type, valid
     categorical codes. Non-numeric point columns are refused at once
     (TypeError). ``bad_rows="error"`` (the default): running the result
-    fails with hyp2onnx's :class:`~hyp2onnx.errors.InvalidPointError`,
+    fails with hyp2onnx's [`InvalidPointError`][hyp2onnx.errors.InvalidPointError],
     naming the rows by Spark partition and row within it (Spark reports it as
     a ``PythonException`` whose message holds that line).
     ``bad_rows="null"``: those rows get null outputs, the others their
@@ -370,7 +370,7 @@ class _Summary:
 def distributed_summary(df: Any, backend: Any, fitted: Any, width: int, weighted: bool) -> Any:
     """The split summary of the training rows of ``fitted`` held in ``df`` (projected rows:
     Klein columns, label, weight): one summary per partition on the executors, merged
-    there by ``treeReduce``; the driver receives one :class:`SplitSummary`."""
+    there by ``treeReduce``; the driver receives one `SplitSummary`."""
     sql = _pyspark()
     context = df.sparkSession.sparkContext
     shared = context.broadcast((type(backend), fitted, backend.read_trees(fitted)))
@@ -576,13 +576,13 @@ class _SparkXGBRegressor(_SparkEstimator):
 
 class HyperbolicSparkXGBClassifier(_SparkXGBClassifier):
     """Hyperbolic XGBoost classifier trained on Spark (``xgboost.spark``); see
-    :mod:`hyp2onnx.spark`. ``fit(df)`` returns a :class:`HyperbolicSparkXGBClassifierModel`.
+    [`hyp2onnx.spark`][hyp2onnx.distributed.spark]. ``fit(df)`` returns a `HyperbolicSparkXGBClassifierModel`.
 
     ``featuresCol``: a vector (or array) column of hyperbolic points, or a list of
     point columns in order; ``labelCol``: labels (any values, strings too);
     ``weightCol``: sample weights (optional). ``input_geometry``, ``curvature``,
     ``timelike_dim``, ``midpoint``, ``check_manifold``: as for
-    :class:`hyp2onnx.HyperbolicXGBClassifier`. Every other keyword goes to
+    [`hyp2onnx.HyperbolicXGBClassifier`][hyp2onnx.HyperbolicXGBClassifier]. Every other keyword goes to
     ``xgboost.spark.SparkXGBClassifier`` (``n_estimators``, ``max_depth``,
     ``num_workers``, ...); the booster's own ones are kept on the fitted model.
     """
@@ -590,8 +590,8 @@ class HyperbolicSparkXGBClassifier(_SparkXGBClassifier):
 
 class HyperbolicSparkXGBRegressor(_SparkXGBRegressor):
     """Hyperbolic XGBoost regressor trained on Spark (``xgboost.spark``); see
-    :mod:`hyp2onnx.spark` and :class:`HyperbolicSparkXGBClassifier` for the parameters.
-    ``fit(df)`` returns a :class:`HyperbolicSparkXGBRegressorModel`."""
+    [`hyp2onnx.spark`][hyp2onnx.distributed.spark] and [`HyperbolicSparkXGBClassifier`][hyp2onnx.distributed.spark.HyperbolicSparkXGBClassifier] for the parameters.
+    ``fit(df)`` returns a `HyperbolicSparkXGBRegressorModel`."""
 
 
 #: The fitted models: what they add, and the single-machine estimator they extend.

@@ -12,30 +12,33 @@ trees itself, as the peer's graph does (skl2onnx, onnxmltools):
   order its threads take them;
 * a leaf holds two class fractions (binary scikit-learn classifiers): one
   target per leaf, the class-1 fraction, and class 0 as ``1 - p1`` (one
-  ``Gemm``), the fractions' rounding (:func:`complement_defect`) added to
+  ``Gemm``), the fractions' rounding (`complement_defect`) added to
   the bound;
 * a leaf holds more values (scikit-learn classifiers of more classes; the
   opset-5 operator gives a leaf one target only): the exact graph,
-  unchanged. (Its leaf rows and value table added by ``ReduceSum`` in the
-  runtime's order, :data:`LEAF_ROWS_IN_ANY_ORDER`, were measured no faster.)
+  unchanged (their leaf rows added by ``ReduceSum`` in the runtime's order
+  were no faster than the ordered sums: benchmarks/results/export.md).
+
+`fast_layout` names these three cases; `hyp2onnx.emit.strategy.choose_graph`
+picks one for each model.
 
 Forests divide by the tree count in the operator (its ``AVERAGE``). A model
 comparing in float32 fed float64 Klein coordinates reads them directly
 against float64 boundaries of its float32 thresholds
-(:func:`~hyp2onnx.emit.trees.float32_boundaries`), without the ``Cast`` to
+(`float32_boundaries`), without the ``Cast`` to
 float32 and back.
 
 Routing is the exact encoding's (the same operator attributes and
 thresholds). A sum of ``n`` terms added in two orders differs by at most
 ``2 γ(n-1) Σ|v|``, ``γ(k) = k u / (1 - k u)``, ``u`` the unit roundoff of the
-summation type (docs/math.md, "The summation contract"); :func:`value_bound`
+summation type (docs/math.md, "The summation contract"); `value_bound`
 turns that into one bound on every raw score, written into the graph's
-metadata (``hyp2onnx.value_bound``), from which :func:`hyp2onnx.verify.default_tolerance`
+metadata (``hyp2onnx.value_bound``), from which `hyp2onnx.verify.default_tolerance`
 follows.
 
 A label can depend on the order only where the top two probabilities lie
 within twice that bound (the link functions change distances by a factor of
-at most 1, plus a few roundings: :func:`tie_margin`). On every call the
+at most 1, plus a few roundings: `tie_margin`). On every call the
 graph takes the smallest gap of the batch (``TopK``, ``MatMul``,
 ``ReduceMin``; binary forests ``|p1 - 1/2|``) against the margin, and an
 ``If`` that only when some row is near a tie finds those rows, scores them
@@ -49,7 +52,9 @@ probabilities and label, exact ties included (a tie has gap 0, and
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
+from typing import Literal
 
 import numpy as np
 from onnx import helper
@@ -74,16 +79,11 @@ STAGE = "trees"
 GUARD_STAGE = "guard"
 #: Unit roundoff of each summation type.
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "float64": 2.0**-53}
-#: Internal switch: False builds the graph without its near-tie guard, whose
-#: labels may then differ from the model's (tests/test_fast.py shows one such
-#: input). Never False outside tests.
-GUARD = True
-#: Leaves holding a value per class (scikit-learn classifiers): add their
-#: looked-up values with ReduceSum in the runtime's order (True), or keep the
-#: exact graph (False, the default: on 2 cores the ReduceSum graph was 0.71x /
-#: 0.87x of the peer against the exact graph's 0.79x / 0.95x, RF binary / 8
-#: classes, one thread, benchmarks/bench_export.py).
-LEAF_ROWS_IN_ANY_ORDER = False
+#: How the fast graph adds the trees: ``"by_column"`` one operator target per
+#: output column (every tree feeds one column); ``"complement"`` the class-1
+#: fractions of binary leaves, class 0 as ``1 - p1``; ``"exact"`` the exact
+#: graph (nothing to reorder, or leaves holding values of more classes).
+FastLayout = Literal["by_column", "complement", "exact"]
 
 
 def _gamma(k: np.ndarray, u: float) -> np.ndarray:
@@ -147,13 +147,13 @@ Link = Callable[[GraphBuilder, str], str]
 Refine = Callable[[GraphBuilder, str, Link], str]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Guarded:
-    """What :func:`emit_fast` returns: raw scores, their bound, and the label guard."""
+    """What `emit_fast` returns: raw scores, their bound, and the label guard."""
 
     scores: str
-    bound: float  #: :func:`value_bound`
-    margin: float  #: :func:`tie_margin`
+    bound: float  #: `value_bound`
+    margin: float  #: `tie_margin`
     refine: Refine | None  #: None: no labels depend on the order (or the guard is off)
     #: replaces the link function (binary forests: ``scores`` is p1 alone)
     to_probabilities: Link | None = None
@@ -167,7 +167,7 @@ def complement_defect(ensemble: Ensemble) -> float | None:
     1 but for their roundings. The fast graph adds the class-1 fractions
     alone, with one target per leaf as the peer does, and gives class 0 as
     ``1 - p1``; the defect, computed exactly here (``TwoSum``), enters the
-    value bound (:func:`value_bound`).
+    value bound (`value_bound`).
     """
     if (
         ensemble.classes is None
@@ -194,6 +194,17 @@ def complement_defect(ensemble: Ensemble) -> float | None:
     return largest
 
 
+def fast_layout(ensemble: Ensemble, plan: TreePlan) -> FastLayout:
+    """How the fast graph adds the trees of ``ensemble`` (see `FastLayout`)."""
+    if plan.carries == "values" and per_class_trees(ensemble) is not None:
+        layout: FastLayout = "by_column"
+    elif complement_defect(ensemble) is not None:
+        layout = "complement"
+    else:
+        return "exact"
+    return layout if value_bound(ensemble) > 0.0 else "exact"
+
+
 def emit_fast(
     g: GraphBuilder,
     k: str,
@@ -201,77 +212,91 @@ def emit_fast(
     ensemble: Ensemble,
     plan: TreePlan,
     *,
-    guard: bool | None = None,
+    layout: FastLayout,
+    guard: bool = True,
     features: Callable[[GraphBuilder, str], str] | None = None,
 ) -> Guarded:
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` summed in the runtime's order.
 
-    ``features``: as for :func:`~hyp2onnx.emit.trees.emit_exact` (a map of
-    row blocks to the float64 columns the ensemble reads).
+    ``layout`` is `fast_layout`'s. ``guard`` False leaves out the
+    near-tie guard, whose labels may then differ from the model's (tests
+    show such an input); the export always keeps it. ``features``: as for
+    `emit_exact` (a map of row blocks to the
+    float64 columns the ensemble reads).
     """
-    guard = GUARD if guard is None else guard
-    by_column = plan.carries == "values" and per_class_trees(ensemble) is not None
-    complement = not by_column and complement_defect(ensemble) is not None
-    bound = value_bound(ensemble)
-    if bound == 0.0 or not (by_column or complement or LEAF_ROWS_IN_ANY_ORDER):
-        # Nothing is reordered, or (scikit-learn classifiers of more than two classes)
-        # the runtime's ReduceSum was measured no faster than the ordered sums: the exact graph.
+    if layout == "exact":
         exact_scores = emit_exact(g, k, k_dtype, ensemble, plan, features=features)
-        return Guarded(exact_scores, 0.0, 0.0, None)
+        return Guarded(scores=exact_scores, bound=0.0, margin=0.0, refine=None)
     if features is not None:  # the whole batch's columns, for the operator below
         k = by_row_blocks(g, k, features, ensemble.n_features, "float64")
         k_dtype = "float64"
     exact = ExactScorer.build(g, ensemble, plan)
+    scores = _reordered_sums(g, k, k_dtype, exact, layout=layout)
+    bound = value_bound(ensemble)
+    margin = tie_margin(ensemble, bound)
+    complement = layout == "complement"
+    to_probabilities = _complement_link(ensemble.sum_dtype) if complement else None
+    refine: Refine | None = None
+    if guard and ensemble.classes is not None and len(ensemble.classes) > 1:
+        inputs = _GuardInputs(k=k, k_dtype=k_dtype, exact=exact, margin=margin)
+        refine = partial(_binary_guard if complement else _guard, inputs=inputs)
+    return Guarded(
+        scores=scores, bound=bound, margin=margin, refine=refine, to_probabilities=to_probabilities
+    )
+
+
+def _reordered_sums(
+    g: GraphBuilder, k: str, k_dtype: str, exact: ExactScorer, *, layout: FastLayout
+) -> str:
+    """The tree operator adding the trees itself: one target per output column
+    (``"by_column"``) or the class-1 fractions alone (``"complement"``)."""
+    ensemble, plan = exact.ensemble, exact.plan
     # The operator divides by the tree count itself (its AVERAGE): one node less.
     average = ensemble.aggregate == "mean" and ensemble.n_trees > 1
     leaf_nodes = np.flatnonzero(ensemble.feature < 0)
-    if by_column or complement:
-        tree = tree_of_node(ensemble)[leaf_nodes]
-        if by_column:
-            target = (
-                np.zeros(ensemble.n_trees, dtype=np.int64)
-                if ensemble.tree_target is None
-                else ensemble.tree_target
-            )
-            targets = {
-                "leaf_nodes": leaf_nodes,
-                "target_ids": np.asarray(target, dtype=np.int64)[tree],
-                "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
-                "n_targets": ensemble.n_outputs,
-            }
-        else:  # class 1 only; class 0 is 1 - p1 (complement_defect)
-            targets = {
-                "leaf_nodes": leaf_nodes,
-                "target_ids": np.zeros(leaf_nodes.size, dtype=np.int64),
-                "weights": ensemble.value[leaf_nodes, 1],
-                "n_targets": 1,
-            }
-        if plan.operator == "legacy":  # only ever with by_column (plan_trees)
-            rows = exact.operator_input(g, k, k_dtype)
-            raw = legacy_regressor(g, rows, ensemble, average=average, **targets)
-        else:
-            rows, boundaries = _double_input(g, k, k_dtype, ensemble)
-            raw = tree_ensemble_v5(
-                g, rows, ensemble, average=average, boundaries=boundaries, **targets
-            )
-        raw = cast_to(g, raw, exact.out_dtype, ensemble.sum_dtype)
-        scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype, averaged=average)
-    else:
+    tree = tree_of_node(ensemble)[leaf_nodes]
+    if layout == "by_column":
+        target = (
+            np.zeros(ensemble.n_trees, dtype=np.int64)
+            if ensemble.tree_target is None
+            else ensemble.tree_target
+        )
+        targets = {
+            "leaf_nodes": leaf_nodes,
+            "target_ids": np.asarray(target, dtype=np.int64)[tree],
+            "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
+            "n_targets": ensemble.n_outputs,
+        }
+    else:  # class 1 only; class 0 is 1 - p1 (complement_defect)
+        targets = {
+            "leaf_nodes": leaf_nodes,
+            "target_ids": np.zeros(leaf_nodes.size, dtype=np.int64),
+            "weights": ensemble.value[leaf_nodes, 1],
+            "n_targets": 1,
+        }
+    if plan.operator == "legacy":  # only ever with by_column (plan_trees)
         rows = exact.operator_input(g, k, k_dtype)
-        raw = replace(exact, ordered=False).any_batch(g, rows)
-        scores = finish_scores(g, raw, ensemble, ensemble.sum_dtype)
-    margin = tie_margin(ensemble, bound)
-    to_probabilities = _complement_link(ensemble.sum_dtype) if complement else None
-    labelled = ensemble.classes is not None and len(ensemble.classes) > 1  # is_classifier
-    if not (guard and labelled):
-        return Guarded(scores, bound, margin, None, to_probabilities)
+        raw = legacy_regressor(g, rows, ensemble, average=average, **targets)
+    else:
+        rows, boundaries = _double_input(g, k, k_dtype, ensemble)
+        raw = tree_ensemble_v5(g, rows, ensemble, average=average, boundaries=boundaries, **targets)
+    raw = cast_to(g, raw, exact.out_dtype, ensemble.sum_dtype)
+    return finish_scores(g, raw, ensemble, ensemble.sum_dtype, averaged=average)
 
-    def refine(b: GraphBuilder, scores: str, link: Link) -> str:
-        if complement:
-            return _binary_guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
-        return _guard(b, scores, link, k, k_dtype, exact, ensemble, margin)
 
-    return Guarded(scores, bound, margin, refine, to_probabilities)
+@dataclass(frozen=True, kw_only=True)
+class _GuardInputs:
+    """What the guard needs to rescore rows exactly: the Klein coordinates the
+    operator reads, the exact encoding's scorer, and the tie margin."""
+
+    k: str
+    k_dtype: str
+    exact: ExactScorer
+    margin: float
+
+    @property
+    def ensemble(self) -> Ensemble:
+        return self.exact.ensemble
 
 
 def _complement_link(dtype: str) -> Link:
@@ -290,7 +315,7 @@ def _double_input(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> 
     """The opset-5 operator's float64 input, and whether its thresholds are float32 boundaries.
 
     A model comparing in float32 fed float64 Klein coordinates reads them as
-    they are, against :func:`~hyp2onnx.emit.trees.float32_boundaries` (no
+    they are, against `float32_boundaries` (no
     ``Cast`` to float32 and back); otherwise as the exact encoding does.
     """
     if (
@@ -306,16 +331,7 @@ def _double_input(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> 
     return cast_to(g, cast_to(g, k, k_dtype, compare), compare, "float64"), False
 
 
-def _guard(
-    g: GraphBuilder,
-    scores: str,
-    link: Link,
-    k: str,
-    k_dtype: str,
-    exact: ExactScorer,
-    ensemble: Ensemble,
-    margin: float,
-) -> str:
+def _guard(g: GraphBuilder, scores: str, link: Link, *, inputs: _GuardInputs) -> str:
     """``probabilities`` with the rows near a tie recomputed from exact scores.
 
     On every call: the top two probabilities of each row (``TopK``), their
@@ -323,31 +339,22 @@ def _guard(
     +inf for an empty batch) against the margin, and an ``If``. Only the
     branch taken when some row is near a tie finds those rows and rescores them.
     """
-    dtype = ensemble.sum_dtype
+    dtype = inputs.ensemble.sum_dtype
     probabilities = link(g, scores)
     gap = _top_two_gap(g, probabilities, dtype)
-    tie_margin = g.const(GUARD_STAGE, "tie_margin", margin, dtype)
+    tie_margin = g.const(GUARD_STAGE, "tie_margin", inputs.margin, dtype)
     least = g.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
     any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
 
     redo = g.child()
     near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
-    redone = link(redo, _rescore(redo, near, scores, k, k_dtype, exact, ensemble))
+    redone = link(redo, _rescore(redo, near, scores, inputs))
     keep = g.child()
     kept = keep.op(GUARD_STAGE, "Identity", [probabilities])
-    return _branch(g, any_near, redo, redone, keep, kept, dtype)
+    return _branch(g, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype)
 
 
-def _binary_guard(
-    g: GraphBuilder,
-    p1: str,
-    link: Link,
-    k: str,
-    k_dtype: str,
-    exact: ExactScorer,
-    ensemble: Ensemble,
-    margin: float,
-) -> str:
+def _binary_guard(g: GraphBuilder, p1: str, link: Link, *, inputs: _GuardInputs) -> str:
     """The guard of binary forests, whose scores are ``p1 [N, 1]`` and probabilities
     ``[1 - p1, p1]``: the link runs inside the ``If``, where it is needed anyway.
 
@@ -358,10 +365,10 @@ def _binary_guard(
     that rescores is taken whenever a row needs it, and rescores exactly the
     rows of the general guard (top two within ``margin``).
     """
-    dtype = ensemble.sum_dtype
+    dtype, margin = inputs.ensemble.sum_dtype, inputs.margin
     near_half = margin / 2.0 + UNIT_ROUNDOFF[dtype]
     if near_half >= 0.25:  # not the case for any bound of this module; kept general
-        return _guard(g, p1, link, k, k_dtype, exact, ensemble, margin)
+        return _guard(g, p1, link, inputs=inputs)
     half = g.const(GUARD_STAGE, "half", 0.5, dtype)
     distance = g.op(GUARD_STAGE, "Abs", [g.op(GUARD_STAGE, "Sub", [p1, half])])
     least = g.op(GUARD_STAGE, "ReduceMin", [distance], keepdims=0)
@@ -375,10 +382,10 @@ def _binary_guard(
         GUARD_STAGE, "LessOrEqual", [gap, g.const(GUARD_STAGE, "tie_margin", margin, dtype)]
     )
     # identity link: the exact scores are the probabilities
-    redone = _rescore(redo, near, probabilities, k, k_dtype, exact, ensemble)
+    redone = _rescore(redo, near, probabilities, inputs)
     keep = g.child()
     kept = link(keep, p1)
-    return _branch(g, any_near, redo, redone, keep, kept, dtype)
+    return _branch(g, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype)
 
 
 def _top_two_gap(g: GraphBuilder, probabilities: str, dtype: str) -> str:
@@ -390,20 +397,13 @@ def _top_two_gap(g: GraphBuilder, probabilities: str, dtype: str) -> str:
     return g.op(GUARD_STAGE, "MatMul", [top, first_minus_second])
 
 
-def _rescore(
-    redo: GraphBuilder,
-    near: str,
-    scores: str,
-    k: str,
-    k_dtype: str,
-    exact: ExactScorer,
-    ensemble: Ensemble,
-) -> str:
+def _rescore(redo: GraphBuilder, near: str, scores: str, inputs: _GuardInputs) -> str:
     """``scores`` with the rows where ``near`` [N] holds replaced by the exact encoding's."""
+    exact, ensemble = inputs.exact, inputs.ensemble
     where = redo.op(GUARD_STAGE, "NonZero", [near])  # [1, M]
     index = redo.op(GUARD_STAGE, "Transpose", [where], perm=[1, 0])  # [M, 1]
-    near_k = redo.op(GUARD_STAGE, "GatherND", [k, index])  # [M, F]
-    near_rows = exact.operator_input(redo, near_k, k_dtype)
+    near_k = redo.op(GUARD_STAGE, "GatherND", [inputs.k, index])  # [M, F]
+    near_rows = exact.operator_input(redo, near_k, inputs.k_dtype)
     dtype = ensemble.sum_dtype
     exact_scores = finish_scores(redo, exact.blocks_of(redo, near_rows), ensemble, dtype)
     return redo.op(GUARD_STAGE, "ScatterND", [scores, index, exact_scores])
@@ -412,13 +412,13 @@ def _rescore(
 def _branch(
     g: GraphBuilder,
     near: str,
-    redo: GraphBuilder,
-    redone: str,
-    keep: GraphBuilder,
-    kept: str,
+    *,
+    near_ties: tuple[GraphBuilder, str],
+    no_near_ties: tuple[GraphBuilder, str],
     dtype: str,
 ) -> str:
-    """``If(near)``: ``redo``'s ``redone``, else ``keep``'s ``kept``."""
+    """``If(near)``: the first branch's builder and output, else the second's."""
+    (redo, redone), (keep, kept) = near_ties, no_near_ties
     out_info = helper.make_tensor_value_info
     elem = onnx_type(dtype)
     redo_graph = helper.make_graph(redo.nodes, "near_ties", [], [out_info(redone, elem, None)])

@@ -1,7 +1,7 @@
 """ONNX nodes for frame coordinates: the linear-fractional features of rotation forests.
 
 An ensemble with ``Ensemble.frames`` set tests column ``j`` of
-``F = frame_features(k, frames)`` (:mod:`hyp2onnx.ir.frames`). The graph
+``F = frame_features(k, frames)`` (`hyp2onnx.ir.frames`). The graph
 computes ``F`` as the Python model does, operation for operation: every
 numerator and every denominator is ``a``, then ``+ k_0 w_0``, ``+ k_1 w_1``,
 ... (one ``Mul`` and one ``Add`` per Klein feature, float64, on the
@@ -10,12 +10,12 @@ of each numerator by its frame's denominator. Each is a correctly rounded
 IEEE operation in every runtime, so ``F`` is the Python model's bit for bit
 and the tree stage routes every row as Python does.
 
-A ``MatMul`` would let the runtime choose the order of the sums: measured
-at d = 8 with a boost of 2, 1,138,187 of 1.6M frame coordinates differed
-from numpy's fixed-order sums. Only the columns some split reads are
-computed (:func:`remap_frames`), and only their frames' denominators. The
+A ``MatMul`` would let the runtime choose the order of the sums, and most
+frame coordinates would then differ from numpy's fixed-order sums in their
+last bits (docs/rotation.md). Only the columns some split reads are
+computed (`remap_frames`), and only their frames' denominators. The
 exact and default encodings run the chain inside their own row blocks
-(:func:`frame_chain`), right before the tree operator reads its output.
+(`frame_chain`), right before the tree operator reads its output.
 """
 
 from __future__ import annotations
@@ -69,11 +69,11 @@ def frame_chain(
 ) -> tuple[Callable[[GraphBuilder, str], str], Ensemble]:
     """The chain as a map of row blocks, and the ensemble that reads its output.
 
-    The map takes ``[b, u]`` Klein rows (the features :func:`remap_frames`
+    The map takes ``[b, u]`` Klein rows (the features `remap_frames`
     returned, in ``k_dtype``) to their ``[b, m]`` float64 frame coordinates;
     the ensemble reads those as plain features (``frames`` cleared). The
     exact encoding applies the map inside its own row blocks
-    (:func:`hyp2onnx.emit.trees.emit_exact`), so that the coordinates are
+    (`hyp2onnx.emit.trees.emit_exact`), so that the coordinates are
     routed while they are in cache and never make a whole-batch tensor.
     """
     frames = ensemble.frames
@@ -117,10 +117,10 @@ def emit_frames(
 ) -> tuple[str, str, Ensemble]:
     """Frame coordinates ``[N, m]`` (float64) of Klein coordinates ``k``, the whole batch.
 
-    ``k`` holds the Klein features :func:`remap_frames` returned, in order.
+    ``k`` holds the Klein features `remap_frames` returned, in order.
     Returns the coordinates, their dtype and the ensemble that reads them as
     plain features (``frames`` cleared), for the tree stage. (The exact
-    encoding takes :func:`frame_chain` instead, block by block.)
+    encoding takes `frame_chain` instead, block by block.)
     """
     chain, planar = frame_chain(g, k_dtype, ensemble)
     coordinates = by_row_blocks(g, k, chain, planar.n_features, "float64")

@@ -17,7 +17,9 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
+from ..ir import Ensemble
 from ._graph import GraphBuilder, onnx_type
+from .trees import by_row_blocks, cast_to, sum_in_order
 
 STAGE = "anomaly"
 
@@ -65,7 +67,7 @@ WALK = "walk"
 
 
 def walk_applies(ensemble) -> bool:
-    """Whether :func:`emit_oblique_walk` can take ``ensemble``: oblique, one output, float64."""
+    """Whether `emit_oblique_walk` can take ``ensemble``: oblique, one output, float64."""
     return (
         ensemble.projection is not None
         and ensemble.n_outputs == 1
@@ -104,7 +106,7 @@ def _depth(ensemble) -> int:
     return int(depth.max()) if depth.size else 0
 
 
-def emit_oblique_walk(g: GraphBuilder, k: str, ensemble) -> str:
+def emit_oblique_walk(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
     """Summed leaf values ``[N, 1]`` (float64) of an oblique single-output ensemble.
 
     Every (row, tree) pair holds its current node. At each level one
@@ -112,21 +114,39 @@ def emit_oblique_walk(g: GraphBuilder, k: str, ensemble) -> str:
     ``Mul`` forms ``(k_0 w_0, ..., k_{d-1} w_{d-1}, -t)`` (the row's Klein
     coordinates extended by -1) and ``CumSum`` adds them in index order: its
     second-to-last entry is the projection exactly as
-    :func:`hyp2onnx.ir.projection.project` forms it (``k_0 w_0``, then
+    `hyp2onnx.ir.projection.project` forms it (``k_0 w_0``, then
     ``+ k_1 w_1``, ...; correctly rounded float64 operations), its last the
     correctly rounded ``p - t``, which is ``<= 0`` iff ``p <= t`` (IEEE
     subtraction is zero only for equal operands and never changes sign). So
     every row takes the Python model's path, and only the nodes a row visits
     are projected: ``depth`` levels of ``T`` projections per row, where
-    projecting onto every split's normal costs one per split (measured 9x
-    faster on 100 trees of 256 rows). The leaf values are then added in tree
-    order (``CumSum``).
+    projecting onto every split's normal costs one per split. The leaf
+    values are then added in tree order (``CumSum``).
     """
-    from .trees import by_row_blocks, sum_in_order
+    k = cast_to(g, k, k_dtype, "float64")
+    consts, adjacent = _node_walk_constants(g, ensemble)
+    levels, n_trees = _depth(ensemble), ensemble.n_trees
 
+    def walk(block: GraphBuilder, rows: str) -> str:
+        first, extended = _extended_rows(block, rows, consts)
+        node = consts["roots"]  # [1, T] at the first level, [b, T] after
+        for _ in range(levels):
+            node = _node_step(block, node, extended, consts, adjacent=adjacent)
+        if levels == 0:  # only roots that are leaves: give every row its own copy
+            zero = block.op(WALK, "Mul", [first, consts["zero"]])
+            zeros = block.op(WALK, "Cast", [zero], to=TensorProto.INT64)
+            per_row = block.op(WALK, "Transpose", [zeros], perm=[1, 0])
+            node = block.op(WALK, "Add", [per_row, consts["roots"]])
+        values = block.op(WALK, "Gather", [consts["value"], node], axis=0)  # [b, T]
+        return sum_in_order(block, values, axis=1, length=n_trees, keep_axis=True)
+
+    return by_row_blocks(g, k, walk, 1, "float64")
+
+
+def _node_walk_constants(g: GraphBuilder, ensemble: Ensemble) -> tuple[dict[str, str], bool]:
+    """The node walk's tables as initializers, and whether children sit side by side."""
     tables = _walk_tables(ensemble)
     d = tables["normals"].shape[0]
-    levels = _depth(ensemble)
     # Children side by side: the right child is the left one's neighbour in our trees,
     # so one Gather and an Add of the comparison's complement replaces two Gathers.
     adjacent = bool(
@@ -149,48 +169,45 @@ def emit_oblique_walk(g: GraphBuilder, k: str, ensemble) -> str:
     }
     if not adjacent:
         consts["right"] = g.const(WALK, "right", tables["right"])
-    n_trees = ensemble.n_trees
+    return consts, adjacent
 
-    def walk(b: GraphBuilder, rows: str) -> str:
-        # [d + 1, b, 1]: the Klein coordinates, feature-major, and -1 (the threshold's coefficient)
-        k_t = b.op(WALK, "Transpose", [rows], perm=[1, 0])  # [d, b]
-        first = b.op(WALK, "Gather", [k_t, b.const(WALK, "first_row", [0], np.int64)], axis=0)
-        minus = b.op(WALK, "Add", [b.op(WALK, "Mul", [first, consts["zero"]]), consts["minus_one"]])
-        extended = b.op(WALK, "Concat", [k_t, minus], axis=0)
-        extended = b.op(WALK, "Unsqueeze", [extended, consts["axis2"]])
-        node = consts["roots"]  # [1, T] at the first level, [b, T] after
-        for _ in range(levels):
-            split = b.op(WALK, "Gather", [consts["splits"], node], axis=0)  # [(b|1), T, d + 1]
-            split = b.op(WALK, "Transpose", [split], perm=[2, 0, 1])  # [d + 1, (b|1), T]
-            terms = b.op(WALK, "Mul", [split, extended])  # [d + 1, b, T]
-            sums = b.op(WALK, "CumSum", [terms, consts["axis0"]])
-            margin = b.op(WALK, "Gather", [sums, consts["last"]], axis=0)  # p - t, [b, T]
-            goes_left = b.op(WALK, "LessOrEqual", [margin, consts["zero"]])
-            left = b.op(WALK, "Gather", [consts["left"], node], axis=0)
-            if adjacent:
-                # leaves (left == right == itself) always go left: 0 - 0 <= 0
-                step = b.op(WALK, "Cast", [b.op(WALK, "Not", [goes_left])], to=TensorProto.INT64)
-                node = b.op(WALK, "Add", [left, step])
-            else:
-                right = b.op(WALK, "Gather", [consts["right"], node], axis=0)
-                node = b.op(WALK, "Where", [goes_left, left, right])
-        if levels == 0:  # only roots that are leaves: give every row its own copy
-            zeros = b.op(
-                WALK, "Cast", [b.op(WALK, "Mul", [first, consts["zero"]])], to=TensorProto.INT64
-            )
-            node = b.op(
-                WALK, "Add", [b.op(WALK, "Transpose", [zeros], perm=[1, 0]), consts["roots"]]
-            )
-        values = b.op(WALK, "Gather", [consts["value"], node], axis=0)  # [b, T]
-        return sum_in_order(b, values, axis=1, length=n_trees, keep_axis=True)
 
-    return by_row_blocks(g, k, walk, 1, "float64")
+def _extended_rows(block: GraphBuilder, rows: str, consts: dict[str, str]) -> tuple[str, str]:
+    """``[d + 1, b, 1]``: the Klein coordinates, feature-major, and -1 (the threshold's
+    coefficient); also the first coordinate row ``[1, b]``."""
+    k_t = block.op(WALK, "Transpose", [rows], perm=[1, 0])  # [d, b]
+    first_row = block.const(WALK, "first_row", [0], np.int64)
+    first = block.op(WALK, "Gather", [k_t, first_row], axis=0)
+    zero = block.op(WALK, "Mul", [first, consts["zero"]])
+    minus = block.op(WALK, "Add", [zero, consts["minus_one"]])
+    extended = block.op(WALK, "Concat", [k_t, minus], axis=0)
+    return first, block.op(WALK, "Unsqueeze", [extended, consts["axis2"]])
+
+
+def _node_step(
+    block: GraphBuilder, node: str, extended: str, consts: dict[str, str], *, adjacent: bool
+) -> str:
+    """One level of the node walk: each (row, tree) pair's next node."""
+    split = block.op(WALK, "Gather", [consts["splits"], node], axis=0)  # [(b|1), T, d + 1]
+    split = block.op(WALK, "Transpose", [split], perm=[2, 0, 1])  # [d + 1, (b|1), T]
+    terms = block.op(WALK, "Mul", [split, extended])  # [d + 1, b, T]
+    sums = block.op(WALK, "CumSum", [terms, consts["axis0"]])
+    margin = block.op(WALK, "Gather", [sums, consts["last"]], axis=0)  # p - t, [b, T]
+    goes_left = block.op(WALK, "LessOrEqual", [margin, consts["zero"]])
+    left = block.op(WALK, "Gather", [consts["left"], node], axis=0)
+    if adjacent:
+        # leaves (left == right == itself) always go left: 0 - 0 <= 0
+        goes_right = block.op(WALK, "Not", [goes_left])
+        step = block.op(WALK, "Cast", [goes_right], to=TensorProto.INT64)
+        return block.op(WALK, "Add", [left, step])
+    right = block.op(WALK, "Gather", [consts["right"], node], axis=0)
+    return block.op(WALK, "Where", [goes_left, left, right])
 
 
 # -- the same walk on perfect binary trees: children found by arithmetic ----------------------
 
 #: Most table entries (normals, thresholds and values, every level of every tree)
-#: that :func:`emit_perfect_walk` lays out (8 Mi float64, 64 MiB); forests whose
+#: that `emit_perfect_walk` lays out (8 Mi float64, 64 MiB); forests whose
 #: perfect layout would be larger (deep trees: large ``max_samples``) take the node
 #: walk. 100 trees of 256 rows (depth 8) at d = 8 hold 0.5 Mi.
 PERFECT_MAX_ENTRIES = 1 << 23
@@ -243,14 +260,14 @@ def perfect_applies(ensemble) -> bool:
     return bottom < 40 and (2 << bottom) * ensemble.n_trees * (d + 1) <= PERFECT_MAX_ENTRIES
 
 
-def emit_perfect_walk(g: GraphBuilder, k: str, ensemble) -> str:
+def emit_perfect_walk(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
     """Summed leaf values ``[N, 1]`` (float64), walking perfect trees level by level.
 
     Each (row, tree) pair holds its slot ``j`` in the current level
-    (:func:`_perfect_tables`). For each Klein feature ``f`` a
+    (`_perfect_tables`). For each Klein feature ``f`` a
     ``GatherElements`` reads the slot's weight from that level's
     ``[2**L, T]`` table, and the projection is formed as
-    :func:`hyp2onnx.ir.projection.project` forms it: ``k_0 w_0``, then
+    `hyp2onnx.ir.projection.project` forms it: ``k_0 w_0``, then
     ``+ k_1 w_1``, ... (a correctly rounded ``Mul`` and ``Add`` each, in
     feature order); ``p <= t`` with the gathered threshold sends the row
     left, and the next slot is ``2j``, plus one if it went right. The root
@@ -258,16 +275,15 @@ def emit_perfect_walk(g: GraphBuilder, k: str, ensemble) -> str:
     slot's value is gathered and the trees' values are added in tree order
     (``CumSum``), as everywhere.
 
-    The node walk (:func:`emit_oblique_walk`) gathers a node's row of
+    The node walk (`emit_oblique_walk`) gathers a node's row of
     ``d + 1`` numbers with ``Gather``, transposes it and gathers the child;
-    in onnxruntime ``Gather`` costs about 8 ns an index and
-    ``GatherElements`` about 1 ns an element (as for the standard
-    encoding's perfect walk, :mod:`hyp2onnx.emit.standard`), so reading the
-    ``d + 1`` numbers one table at a time and finding the child by
-    arithmetic scored 10,000 rows 2x (d = 8) to 3x (d = 2) faster.
+    in onnxruntime a ``Gather`` of an index costs several times a
+    ``GatherElements`` of an element (as for the standard encoding's perfect
+    walk, `hyp2onnx.emit.standard`), so reading the ``d + 1`` numbers
+    one table at a time and finding the child by arithmetic is faster.
     """
-    from .trees import by_row_blocks, sum_in_order
-
+    k = cast_to(g, k, k_dtype, "float64")
+    assert ensemble.projection is not None  # walk_applies
     normals, thresholds, values = _perfect_tables(ensemble)
     bottom = len(thresholds)
     d, n_trees = ensemble.projection.shape[0], ensemble.n_trees
@@ -279,36 +295,42 @@ def emit_perfect_walk(g: GraphBuilder, k: str, ensemble) -> str:
     value = g.const(WALK, "value", values)
     width = g.const(WALK, "n_trees", [n_trees], np.int64) if bottom == 0 else ""
 
-    def walk(b: GraphBuilder, rows: str) -> str:
+    def walk(block: GraphBuilder, rows: str) -> str:
         if d == 1:
             columns = [rows]
         else:
-            count = {"num_outputs": d} if b.opset >= 18 else {}
-            columns = b.op(WALK, "Split", [rows], n_outputs=d, axis=1, **count)  # d x [b, 1]
+            count = {"num_outputs": d} if block.opset >= 18 else {}
+            columns = block.op(WALK, "Split", [rows], n_outputs=d, axis=1, **count)  # d x [b, 1]
         slot: str | None = None
         for depth in range(bottom):
-            projection: str | None = None
-            for f in range(d):
-                weight = w[depth][f]
-                if slot is not None:
-                    weight = b.op(WALK, "GatherElements", [weight, slot], axis=0)  # [b, T]
-                term = b.op(WALK, "Mul", [columns[f], weight])
-                projection = term if projection is None else b.op(WALK, "Add", [projection, term])
-            threshold = t[depth]
-            if slot is not None:
-                threshold = b.op(WALK, "GatherElements", [threshold, slot], axis=0)
-            assert projection is not None  # d >= 1: an oblique ensemble reads a feature
-            goes_left = b.op(WALK, "LessOrEqual", [projection, threshold])
-            right = b.op(WALK, "Cast", [b.op(WALK, "Not", [goes_left])], to=TensorProto.INT64)
-            if slot is None:
-                slot = right
-            else:
-                slot = b.op(WALK, "Add", [b.op(WALK, "Add", [slot, slot]), right])
+            slot = _perfect_level(block, columns, slot, w[depth], t[depth])
         if slot is None:  # every tree a single leaf: the [1, T] values for every row
-            shape = b.op(WALK, "Concat", [b.n_rows(WALK, rows), width], axis=0)
-            leaf_values = b.op(WALK, "Expand", [value, shape])
+            shape = block.op(WALK, "Concat", [block.n_rows(WALK, rows), width], axis=0)
+            leaf_values = block.op(WALK, "Expand", [value, shape])
         else:
-            leaf_values = b.op(WALK, "GatherElements", [value, slot], axis=0)  # [b, T]
-        return sum_in_order(b, leaf_values, axis=1, length=n_trees, keep_axis=True)
+            leaf_values = block.op(WALK, "GatherElements", [value, slot], axis=0)  # [b, T]
+        return sum_in_order(block, leaf_values, axis=1, length=n_trees, keep_axis=True)
 
     return by_row_blocks(g, k, walk, 1, "float64")
+
+
+def _perfect_level(
+    block: GraphBuilder, columns: list[str], slot: str | None, weights: list[str], threshold: str
+) -> str:
+    """One level of the perfect walk: each (row, tree) pair's slot on the next level
+    (``2 j`` plus one where the row goes right); ``slot`` None at the root."""
+    projection: str | None = None
+    for column, weight in zip(columns, weights, strict=True):
+        if slot is not None:
+            weight = block.op(WALK, "GatherElements", [weight, slot], axis=0)  # [b, T]
+        term = block.op(WALK, "Mul", [column, weight])
+        projection = term if projection is None else block.op(WALK, "Add", [projection, term])
+    if slot is not None:
+        threshold = block.op(WALK, "GatherElements", [threshold, slot], axis=0)
+    assert projection is not None  # d >= 1: an oblique ensemble reads a feature
+    goes_left = block.op(WALK, "LessOrEqual", [projection, threshold])
+    goes_right = block.op(WALK, "Not", [goes_left])
+    right = block.op(WALK, "Cast", [goes_right], to=TensorProto.INT64)
+    if slot is None:
+        return right
+    return block.op(WALK, "Add", [block.op(WALK, "Add", [slot, slot]), right])

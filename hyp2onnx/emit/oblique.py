@@ -2,7 +2,7 @@
 
 An oblique ensemble (``Ensemble.projection`` set) tests column ``j`` of
 ``P = project(k, normals)``. The graph computes ``P`` as
-:func:`hyp2onnx.ir.projection.project` does, operation for operation: ``Split``
+`hyp2onnx.ir.projection.project` does, operation for operation: ``Split``
 the Klein columns, then ``P = k_0 * w_0``, ``P = P + k_1 * w_1``, ... in
 float64, one ``Mul`` and one ``Add`` per Klein feature (on the transposed
 ``[m, N]`` layout, which onnxruntime broadcasts fastest, and in blocks of
@@ -38,7 +38,7 @@ def remap_projection(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
     whose every weight is zero adds only ``+-0`` to a finite sum, which
     changes no projection's value. A tree of leaves only gets the plain
     (axis-parallel) form with one Klein column, as
-    :func:`hyp2onnx.emit.trees.remap_features` gives it.
+    `hyp2onnx.emit.trees.remap_features` gives it.
     """
     if ensemble.projection is None:
         raise ValueError("remap_projection takes an oblique ensemble (projection set)")
@@ -66,7 +66,7 @@ def emit_normals(
     """Projections ``[N, n_columns]`` (float64) of Klein coordinates ``k``.
 
     ``k`` holds the Klein features of ``ensemble.projection``'s rows, in
-    order (what :func:`remap_projection` returns as used). Returns the
+    order (what `remap_projection` returns as used). Returns the
     projections, their dtype and the ensemble that reads them as plain
     features (``projection`` cleared), for the tree stage.
     """
@@ -102,7 +102,7 @@ def emit_normals(
         return b.op(STAGE, "Transpose", [total], perm=[1, 0])
 
     # In blocks of rows, so that the [m, b] intermediates stay in cache
-    # (2-5x faster at 10k-100k rows than one pass over the batch).
+    # (several times faster on large batches than one pass over the batch).
     projections = by_row_blocks(g, k, chain, int(normals.shape[1]), "float64")
     planar = replace(ensemble, projection=None, n_features=int(normals.shape[1]))
     return projections, "float64", planar

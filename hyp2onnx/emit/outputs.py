@@ -60,7 +60,7 @@ def emit_outputs(
     (the fast graph of binary forests: class 0 as 1 - p1).
     ``refine(g, scores, to_probabilities)``, if given, returns the
     probabilities the labels are taken from, applying the link itself where
-    it chooses (the fast encoding's near-tie guard, :mod:`hyp2onnx.emit.fast`).
+    it chooses (the fast encoding's near-tie guard, `hyp2onnx.emit.fast`).
     """
     elem = onnx_type(dtype)
     classes = ensemble.classes

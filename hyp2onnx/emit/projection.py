@@ -3,7 +3,7 @@
 Klein coordinates of hyperbolic points; for a product space (input blocks),
 each block's features (Klein, gnomonic, or its columns as they are).
 
-Each function mirrors :mod:`hyp2onnx.geometry` operation for operation, in
+Each function mirrors [`hyp2onnx.geometry`][hyp2onnx.geometry] operation for operation, in
 the same precision and order, so the graph's Klein coordinates are
 bit-identical to the Python model's. Only the columns some split reads are
 projected (the paper's selective projection); the caller remaps feature
@@ -90,7 +90,7 @@ def _columns(g: GraphBuilder, x: str, columns: np.ndarray, label: str) -> str:
 
 
 def sum_of_squares(g: GraphBuilder, q: str, width: int, dtype: str) -> str:
-    """Row sums of ``q * q`` as [N, 1], in :func:`hyp2onnx.geometry.sum_of_squares`' order."""
+    """Row sums of ``q * q`` as [N, 1], in [`hyp2onnx.geometry.sum_of_squares`][hyp2onnx.geometry.sum_of_squares]' order."""
     s = g.op(STAGE, "Mul", [q, q])
     padded = 1 << max(width - 1, 0).bit_length()
     if padded != width:

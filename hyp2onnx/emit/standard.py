@@ -8,70 +8,49 @@ exact encoding's, bit for bit. No Loop or sequence operator is used (those
 runtimes lack them too), so a call holds ``N * T * C`` numbers at once:
 score very large batches in pieces.
 
-Trees are walked level by level, in groups by depth (:func:`plan_groups`):
+Trees are walked level by level, in groups by depth (`plan_groups`):
 each group takes only as many steps as its deepest tree, so that a few deep
 trees no longer make every tree take their number of steps. The trees,
-sorted by depth, are cut into at most :data:`MAX_GROUPS` groups that
-minimise a cost model (trees x steps, :data:`STEP_COST` per walk, plus
-:data:`GROUP_STEP_COST` per step of each group); the groups' leaf slots
+sorted by depth, are cut into at most `MAX_GROUPS` groups that
+minimise a cost model (trees x steps, `STEP_COST` per walk, plus
+`GROUP_STEP_COST` per step of each group); the groups' leaf slots
 are joined and put back in output-column order with one ``GatherElements``
 before the ordered sum. Each group is walked by one of two strategies,
-chosen by its depth (:func:`choose_strategy`):
+chosen by its depth (`choose_strategy`):
 
 * ``"perfect"`` (depth <= 12): the group's trees laid out as perfect binary
-  trees, ``pos = pos + pos + right`` (an int32 ``Mul`` by 2 cost about 10
-  ns an element on a single tree's ``[N, 1]``); each level reads the
-  split's feature and threshold with ``GatherElements`` from ``[2^level,
-  trees]`` tables (in onnxruntime ``GatherElements`` costs about 1 ns an
-  element, ``Gather`` along the last axis about 8 to 11).
+  trees, ``pos = pos + pos + right`` (an ``Add``: an int32 ``Mul`` by 2 is
+  slower); each level reads the split's feature and threshold with
+  ``GatherElements`` from ``[2^level, trees]`` tables (in onnxruntime
+  ``GatherElements`` is several times cheaper an element than ``Gather``
+  along the last axis).
 * ``"pointer"`` (deeper groups, whose perfect layout would be too large):
   child pointers in ``[max nodes, trees]`` tables with siblings side by
-  side, so that a step is ``node = left[node] + right`` (a ``Where``
-  between the two children cost 7.7 ns an element, ``Cast`` and ``Add``
-  together 0.7); leaves point to themselves.
+  side, so that a step is ``node = left[node] + right`` (a ``Cast`` and an
+  ``Add``, much cheaper than a ``Where`` between the two children); leaves
+  point to themselves.
 
 In both, the roots are tested without a table (every row starts there),
-leaves and empty slots test NaN, which no comparison passes (they go left,
-under ``GreaterOrEqual`` too), and slots and feature indices are int32
-(``GatherElements`` reads int32 indices in about 1.3 ns an element, int64
-in 1.8).
+leaves and empty slots test ``+inf``, which no Klein coordinate passes
+(they go left, under ``GreaterOrEqual`` too; NaN would do the same by IEEE
+754, but OpenVINO's CPU plugin answers ``Greater(x, NaN)`` with true), and
+slots and feature indices are int32 (``GatherElements`` reads int32
+indices faster than int64). The per-class values are stacked as
+``[C, N, T]`` and transposed for the sum, cheaper than a ``Concat`` along a
+new last axis.
 
-Measured against the peer (the plain ai.onnx.ml graph fed Klein
-coordinates), old and new graphs timed in turn in one run on 2 cores
-(20,000 rows, one thread): LightGBM 8 classes (800 trees of 31 leaves,
-depths 7 to 19) 0.10x before, 0.33x now; LightGBM regressor 0.16x, now
-0.49x; XGBoost 8 classes (all at depth 6: one group) 0.78x, now 1.22x; 100
-unlimited-depth trees (depths 31 to 49) 0.53x, now 1.62x; 100 depth-8
-trees, 8 classes, 0.68x, now 1.03x (the per-class values are stacked as
-``[C, N, T]`` and transposed for the sum: a ``Concat`` along a new last
-axis cost 6.6 ns an element). docs/export.md has every model.
-LightGBM stays far from the peer because a level costs about 5 ns per row
-and tree, and its trees need 9,295 levels a row together (9,948 in the
-groups), where the peer's operator stops each tree at the row's leaf.
-A row reaches a tree's leaf after 3.9 levels on average (3,086 a row, on
-5,000 of the benchmark's rows), so walking each row only to its leaf would
-save at most 70% of the levels; it would need the unfinished (row,
-tree) pairs compacted (``NonZero``/``Compress``), which this encoding's
-runtimes were not checked with.
-
-Also measured and not used: more than four groups (LightGBM 5 to 8% faster,
-single-row calls 1.5x slower); groups cut further into blocks of at most 25
-trees (1.4x faster for 3,000-row batches of the unlimited-depth forest, no
-faster for 50,000 rows, single-row calls 2x slower); one ``GatherElements``
-of a ``[slots, T, C]`` leaf table instead of one per class (9% slower);
-each distinct (feature, threshold) test made once per row before the walks
-(boosters' splits repeat histogram bins: LightGBM's 24,000 splits are 4,017
-tests), the walks reading a slot's result with two ``GatherElements`` a
-level instead of three and a comparison: single-row calls 1.8x faster, but
-batches 1.4x slower (``GatherElements`` across the ``[N, 4,018]`` results
-is slow; 1.5x slower with them as booleans).
-Dense matrix products (hummingbird's GEMM strategy: a one-hot MatMul picks
-the features, one more MatMul with the path matrix finds the leaf) were
-slower than the perfect walk at every depth from 1 to 4 (e.g. 146k vs 227k
-rows/s at depth 4, 100 trees); for 31-leaf trees they would test all 30
-splits of every tree (24,000 comparisons a row for 800 trees, and a
-``[30, 31]`` path product per tree): by the costs per element above, not
-measured, about twice the walk's time.
+docs/export.md gives the measured throughput against the peer (the plain
+ai.onnx.ml graph fed Klein coordinates) for every model, and what was tried
+and not kept: more groups, smaller groups, one ``GatherElements`` of a
+``[slots, T, C]`` table, each distinct test made once per row before the
+walks, and hummingbird's GEMM strategy (a one-hot ``MatMul`` picks the
+features, a path-matrix ``MatMul`` finds the leaf), slower than the perfect
+walk at every depth measured. LightGBM's many-leaf trees stay furthest from
+the peer: every row walks every tree to the depth of its group, where the
+peer's operator stops each tree at the row's leaf; walking each row only to
+its leaf would need the unfinished (row, tree) pairs compacted
+(``NonZero``/``Compress``), which this encoding's runtimes were not checked
+with.
 
 Comparisons are made in the backend's precision with thresholds rounded as
 for the tree operators, so routing is exact for float32 and float64 values.
@@ -98,8 +77,8 @@ from .trees import (
 
 STAGE = "trees"
 PERFECT_MAX_DEPTH = 12
-#: Relative cost of one walk step per (row, tree), measured in onnxruntime
-#: (int32 indices, 10k rows x 800 trees, one thread): perfect 4.4 ns, pointer 5.3 ns.
+#: Relative cost of one walk step per (row, tree) in onnxruntime (int32 indices),
+#: from benchmarks/bench_export.py's timings.
 STEP_COST = {"perfect": 1.0, "pointer": 1.2}
 #: Fixed cost of one more group per step of its walk, in (row, tree) steps: its own
 #: seven kernels per level, plus the reordering; keeps tiny groups from being split off.
@@ -167,8 +146,8 @@ def _group_cost(n_trees: int, depth: int) -> float:
 def plan_groups(ensemble: Ensemble, column: np.ndarray | None = None) -> list[Group]:
     """Trees grouped by depth, each group walked only as deep as its deepest tree.
 
-    Trees sorted by depth are cut into at most :data:`MAX_GROUPS` runs that
-    minimise the modelled walk cost (:data:`STEP_COST`, :data:`GROUP_STEP_COST`),
+    Trees sorted by depth are cut into at most `MAX_GROUPS` runs that
+    minimise the modelled walk cost (`STEP_COST`, `GROUP_STEP_COST`),
     by dynamic programming over the distinct depths.
     """
     tree_depth = _layout(ensemble).tree_depth
@@ -211,15 +190,14 @@ def emit_standard(
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` from standard operators.
 
     ``strategy`` (``"perfect"`` or ``"pointer"``) walks every tree in one
-    group that way instead of the groups of :func:`plan_groups`.
+    group that way instead of the groups of `plan_groups`.
     """
     if strategy not in (None, "perfect", "pointer"):
         raise ValueError(f"unknown strategy {strategy!r}")
     layout = _layout(ensemble)
     classes = per_class_trees(ensemble)
     # Where each tree's values go: tree order, or by class when each feeds one class.
-    T = ensemble.n_trees
-    column = tree_columns(classes) if classes is not None else np.arange(T)
+    column = tree_columns(classes) if classes is not None else np.arange(ensemble.n_trees)
     if strategy is None:
         groups = plan_groups(ensemble, column)
     else:
@@ -228,33 +206,10 @@ def emit_standard(
     k = cast_to(g, k, k_dtype, compare)
     thresholds = threshold_in(ensemble.threshold, compare, ensemble.op)
     greater = "Greater" if ensemble.op == "<=" else "GreaterOrEqual"  # true: go right
-    leaf = ensemble.feature < 0
     members = _Membership.build(g, ensemble)
-
-    # Each node's slot in its group's walk: the leftmost leaf slot below it
-    # (perfect layout) or its pointer slot.
-    slot = np.zeros(ensemble.n_nodes, dtype=np.int64)
-    for group in groups:
-        nodes = np.isin(layout.tree, group.trees)
-        if group.strategy == "perfect":
-            slot[nodes] = layout.position[nodes] << (group.depth - layout.depth[nodes])
-        else:
-            slot[nodes] = layout.local[nodes]
-    n_slots = int(slot.max()) + 1
-
-    # Leaf value tables [n_slots, T] (one per output column, or one per
-    # class group), in the backend's summation precision.
-    if classes is not None:
-        value_tables = [np.zeros((n_slots, T), dtype=ensemble.sum_dtype)]
-        value_tables[0][slot[leaf], column[layout.tree[leaf]]] = ensemble.value[leaf].sum(axis=1)
-    else:
-        value_tables = []
-        for c in range(ensemble.n_outputs):
-            table = np.zeros((n_slots, T), dtype=ensemble.sum_dtype)
-            table[slot[leaf], column[layout.tree[leaf]]] = ensemble.value[leaf, c]
-            value_tables.append(table)
+    slot = _slots(ensemble, layout, groups)
+    value_tables = _value_tables(ensemble, layout, slot, column, by_class=classes is not None)
     tables = [g.const(STAGE, f"leaf_values_{i}", t) for i, t in enumerate(value_tables)]
-
     walk = {"perfect": _perfect, "pointer": _pointer}
     walks = [
         walk[group.strategy](g, ensemble, layout, group, thresholds, greater, members)
@@ -266,35 +221,72 @@ def emit_standard(
         joined = column[np.concatenate([group.trees for group in groups])]
         reorder = g.const(STAGE, "tree_order", np.argsort(joined)[None, :], INDEX)
 
-    def find_leaves(b: GraphBuilder, x: str) -> str:
-        parts = [w(b, x) for w in walks]  # [b, trees of the group] leaf slots
+    def find_leaves(block: GraphBuilder, x: str) -> str:
+        parts = [w(block, x) for w in walks]  # [b, trees of the group] leaf slots
         if reorder is None:
             return parts[0]
-        joined = b.op(STAGE, "Concat", parts, axis=1)
-        index = b.op(STAGE, "Expand", [reorder, b.op(STAGE, "Shape", [joined])])
-        return b.op(STAGE, "GatherElements", [joined, index], axis=1)
-
-    def tree_sums(b: GraphBuilder, x: str) -> str:
-        where = find_leaves(b, x)  # [b, T] leaf slots
-        if classes is not None:
-            looked_up = b.op(STAGE, "GatherElements", [tables[0], where], axis=0)
-            return sum_tree_columns(b, looked_up, classes)
-        # Per-class [b, T] values stacked as [C, b, T] (whole blocks: a Concat
-        # along a new last axis cost 6.6 ns an element) and transposed to
-        # [b, T, C], where CumSum adds each class's trees in order.
-        axis = b.const(STAGE, "class_axis", [0], np.int64)
-        looked_up = [
-            b.op(STAGE, "Unsqueeze", [b.op(STAGE, "GatherElements", [t, where], axis=0), axis])
-            for t in tables
-        ]
-        stacked = b.op(STAGE, "Concat", looked_up, axis=0)
-        per_tree = b.op(STAGE, "Transpose", [stacked], perm=[1, 2, 0])
-        return sum_in_order(b, per_tree, axis=1, length=T)
+        joined = block.op(STAGE, "Concat", parts, axis=1)
+        index = block.op(STAGE, "Expand", [reorder, block.op(STAGE, "Shape", [joined])])
+        return block.op(STAGE, "GatherElements", [joined, index], axis=1)
 
     # All rows at once: the exact encoding's row blocks need Loop and sequence
     # operators, which runtimes without the tree operators (OpenVINO, tract)
     # lack as well.
-    return finish_scores(g, tree_sums(g, k), ensemble, ensemble.sum_dtype)
+    sums = _tree_sums(g, find_leaves(g, k), tables, classes, ensemble.n_trees)
+    return finish_scores(g, sums, ensemble, ensemble.sum_dtype)
+
+
+def _slots(ensemble: Ensemble, layout: _Layout, groups: list[Group]) -> np.ndarray:
+    """Each node's slot in its group's walk: the leftmost leaf slot below it
+    (perfect layout) or its pointer slot."""
+    slot = np.zeros(ensemble.n_nodes, dtype=np.int64)
+    for group in groups:
+        nodes = np.isin(layout.tree, group.trees)
+        if group.strategy == "perfect":
+            slot[nodes] = layout.position[nodes] << (group.depth - layout.depth[nodes])
+        else:
+            slot[nodes] = layout.local[nodes]
+    return slot
+
+
+def _value_tables(
+    ensemble: Ensemble, layout: _Layout, slot: np.ndarray, column: np.ndarray, *, by_class: bool
+) -> list[np.ndarray]:
+    """Leaf value tables ``[n_slots, T]`` (one per output column, or one for trees that
+    feed one class each), in the backend's summation precision."""
+    leaf = ensemble.feature < 0
+    shape = (int(slot.max()) + 1, ensemble.n_trees)
+    where = slot[leaf], column[layout.tree[leaf]]
+    if by_class:
+        table = np.zeros(shape, dtype=ensemble.sum_dtype)
+        table[where] = ensemble.value[leaf].sum(axis=1)
+        return [table]
+    tables = []
+    for c in range(ensemble.n_outputs):
+        table = np.zeros(shape, dtype=ensemble.sum_dtype)
+        table[where] = ensemble.value[leaf, c]
+        tables.append(table)
+    return tables
+
+
+def _tree_sums(
+    block: GraphBuilder, where: str, tables: list[str], classes: np.ndarray | None, n_trees: int
+) -> str:
+    """``[b, T]`` leaf slots -> ``[b, C]`` sums of the looked-up values, in tree order."""
+    if classes is not None:
+        looked_up = block.op(STAGE, "GatherElements", [tables[0], where], axis=0)
+        return sum_tree_columns(block, looked_up, classes)
+    # Per-class [b, T] values stacked as [C, b, T] (whole blocks, cheaper than a
+    # Concat along a new last axis) and transposed to [b, T, C], where CumSum
+    # adds each class's trees in order.
+    axis = block.const(STAGE, "class_axis", [0], np.int64)
+    stacked = [
+        block.op(STAGE, "Unsqueeze", [block.op(STAGE, "GatherElements", [t, where], axis=0), axis])
+        for t in tables
+    ]
+    per_class = block.op(STAGE, "Concat", stacked, axis=0)
+    per_tree = block.op(STAGE, "Transpose", [per_class], perm=[1, 2, 0])
+    return sum_in_order(block, per_tree, axis=1, length=n_trees)
 
 
 #: Largest code table (entries) the standard encoding builds for categorical splits.
@@ -386,11 +378,13 @@ def _group_columns(ensemble: Ensemble, group: Group) -> np.ndarray:
 def _tables(ensemble, layout, column, thresholds, n_slots, slot, nodes, dtype):
     """Feature and threshold tables [n_slots, trees] for ``nodes``.
 
-    Leaves and empty slots test NaN, which no comparison passes: they go left.
+    Leaves and empty slots test ``+inf``, which no finite value passes: they go left.
+    (Not NaN: OpenVINO's CPU plugin answers ``Greater(x, NaN)`` and
+    ``GreaterOrEqual(x, NaN)`` with true, sending leaves to slots past the tables.)
     """
     T = int(column.max()) + 1
     features = np.zeros((n_slots, T), dtype=INDEX)
-    limits = np.full((n_slots, T), np.nan, dtype=dtype)
+    limits = np.full((n_slots, T), np.inf, dtype=dtype)
     features[slot[nodes], column[layout.tree[nodes]]] = ensemble.feature[nodes]
     limits[slot[nodes], column[layout.tree[nodes]]] = thresholds[nodes]
     return features, limits
@@ -408,7 +402,7 @@ class _Walk:
         split = ensemble.feature[roots] >= 0
         # The roots' tests need no table: every row starts there.
         features = np.where(split, ensemble.feature[roots], 0).astype(INDEX)
-        limits = np.where(split, thresholds[roots], np.nan).astype(ensemble.compare_dtype)
+        limits = np.where(split, thresholds[roots], np.inf).astype(ensemble.compare_dtype)
         self.root_features = g.const(STAGE, "root_features", features[None, :])
         self.root_limits = g.const(STAGE, "root_thresholds", limits)
         self.root_sets = None

@@ -11,7 +11,7 @@ classes in the operator itself would repeat every tree once per class. The
 operator is the legacy float32 one when values are compared in float32
 (exact routing with thresholds rounded as below; leaf rows are integers
 below 2**24, exact in float32) and opset-5 ``TreeEnsemble`` in double when
-they are compared in float64 (see :func:`plan_trees`).
+they are compared in float64 (see `plan_trees`).
 
 ``compat`` (legacy ai.onnx.ml opset 1 ``TreeEnsembleRegressor``): float32
 thresholds and leaf sums, for older and smaller runtimes. Thresholds are
@@ -38,27 +38,14 @@ _MODES = {"<=": 0, "<": 1}  # TreeEnsemble (opset 5) BRANCH_LEQ, BRANCH_LT
 _MEMBER_MODE = 6  # TreeEnsemble (opset 5) BRANCH_MEMBER: true iff the value equals a member
 _LEGACY_MODES = {"<=": "BRANCH_LEQ", "<": "BRANCH_LT"}
 #: Up to this many classes, leaf values are read with one GatherElements per
-#: class (about 0.4-0.8 ms per 1024 rows x 100 trees each in onnxruntime);
-#: beyond, one Gather of [leaves, C] rows (about 2 ms whatever C) is cheaper.
+#: class, each cheap; beyond, one Gather of [leaves, C] rows, whose cost hardly
+#: depends on C, is cheaper.
 ELEMENTWISE_MAX_CLASSES = 3
 #: Rows per block of the exact encoding's Loop (see _row_block_loop).
 CHUNK_ROWS = 1024
 #: Rows per call of the exact encoding's tree operator in a large batch;
 #: the sums inside each such block go CHUNK_ROWS rows at a time.
 OPERATOR_BLOCK_ROWS = 16384
-#: Up to this many nodes (a few MB of trees) the exact encoding also gives
-#: batches of at most ``CHUNK_ROWS`` rows a path without the Loop, through an
-#: ``If`` whose two branches each hold the tree operator; larger models keep
-#: one copy and always go through the Loop.
-SHORT_PATH_MAX_NODES = 200_000
-#: Leaf indices travel as the ensemble's float type; float32 holds integers exactly below this.
-_FLOAT32_EXACT_INTS = 1 << 24
-#: Above this many nodes the exact encoding uses opset-5 ``TreeEnsemble`` even
-#: where the legacy operator would do: the legacy operator keeps every node's
-#: fields in attribute lists (about 30 bytes a node, measured), which stay in
-#: the protobuf and cannot exceed 2 GiB, while ``TreeEnsemble`` holds
-#: thresholds, modes and leaf weights in tensors, which move to external data.
-LEGACY_MAX_NODES = 30_000_000
 
 
 def remap_features(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
@@ -127,9 +114,16 @@ def per_class_trees(ensemble: Ensemble) -> np.ndarray | None:
     return order.reshape(ensemble.n_outputs, -1)
 
 
-@dataclass(frozen=True)
+#: How the exact encoding's sums meet a batch: ``"whole"`` all rows at once (a
+#: single tree); ``"short_or_blocks"`` an ``If`` that sends batches of up to
+#: ``CHUNK_ROWS`` rows past the row-block ``Loop`` (both branches hold the tree
+#: operator); ``"blocks"`` always the ``Loop`` (one copy of the operator).
+Batching = Literal["whole", "short_or_blocks", "blocks"]
+
+
+@dataclass(frozen=True, kw_only=True)
 class TreePlan:
-    """How the ensemble operator is used.
+    """How the ensemble operator is used (chosen by `hyp2onnx.emit.strategy`).
 
     ``operator``: ``"legacy"`` is ai.onnx.ml opset-1 ``TreeEnsembleRegressor``
     (float32 thresholds and outputs; exact routing for values compared in
@@ -139,56 +133,16 @@ class TreePlan:
     ``"leaf_rows"`` when it hands over where its leaf's values are: the
     leaf's index among its tree's leaves (up to ``ELEMENTWISE_MAX_CLASSES``
     classes, read by GatherElements) or its row in one table (Gather).
+    ``batching``: see `Batching`.
     """
 
     operator: Literal["legacy", "v5"]
     carries: Literal["values", "leaf_rows"]
+    batching: Batching
 
     @property
     def ml_opset(self) -> int:
         return 1 if self.operator == "legacy" else 5
-
-
-def plan_trees(ensemble: Ensemble, encoding: str, *, legacy_only: bool = False) -> TreePlan:
-    """Choose the operator and what it carries (see :class:`TreePlan`).
-
-    ``legacy_only`` (for hosts such as skl2onnx that cap ai.onnx.ml below
-    opset 5) raises :class:`ValueError` when the exact encoding needs v5.
-    """
-    if encoding == "compat":
-        return TreePlan("legacy", "values")
-    if ensemble.categories is not None:
-        # Set-membership splits exist only in opset 5 (BRANCH_MEMBER).
-        if legacy_only:
-            raise ValueError(
-                "the exact encoding of a model with categorical splits needs ai.onnx.ml opset 5"
-            )
-        carries: Literal["values", "leaf_rows"] = (
-            "values" if per_class_trees(ensemble) is not None else "leaf_rows"
-        )
-        return TreePlan("v5", carries)
-    if encoding == "fast" and not legacy_only:
-        from .fast import complement_defect, value_bound  # fast imports this module
-
-        if complement_defect(ensemble) is not None and value_bound(ensemble) > 0:
-            # Binary class fractions: the fast graph's one-target operator in double,
-            # and its guard's exact rescoring in the same opset.
-            return TreePlan("v5", "leaf_rows")
-    leaves = int(np.sum(ensemble.feature < 0))
-    float32_routing = ensemble.compare_dtype == "float32"
-    small = legacy_only or ensemble.n_nodes <= LEGACY_MAX_NODES
-    if per_class_trees(ensemble) is not None:
-        if float32_routing and ensemble.sum_dtype == "float32" and small:
-            return TreePlan("legacy", "values")
-        if not legacy_only:
-            return TreePlan("v5", "values")
-    if float32_routing and leaves < _FLOAT32_EXACT_INTS and small:
-        return TreePlan("legacy", "leaf_rows")
-    if legacy_only:
-        raise ValueError(
-            "the exact encoding of this model needs ai.onnx.ml opset 5 (float64 routing)"
-        )
-    return TreePlan("v5", "leaf_rows")
 
 
 def emit_exact(
@@ -208,14 +162,14 @@ def emit_exact(
     (scikit-learn classifiers: a leaf holds a value per class) it returns
     the row of each tree's leaf in a value table, which ``Gather`` reads.
     The operator runs on blocks of ``OPERATOR_BLOCK_ROWS`` rows and the sums
-    on blocks of ``CHUNK_ROWS`` rows inside each (:func:`_row_block_loop`);
+    on blocks of ``CHUNK_ROWS`` rows inside each (`_row_block_loop`);
     small models also send batches of up to ``CHUNK_ROWS`` rows past the
-    Loops (:func:`by_row_blocks`).
+    Loops (`by_row_blocks`).
 
     ``features``, if given, maps a block of rows of ``k`` to the float64
     columns the ensemble reads (rotation forests' frame coordinates,
-    :func:`hyp2onnx.emit.frames.frame_chain`): see
-    :meth:`ExactScorer.fused_batch`.
+    `hyp2onnx.emit.frames.frame_chain`): see
+    `ExactScorer.fused_batch`.
     """
     scorer = ExactScorer.build(g, ensemble, plan)
     if features is not None:
@@ -227,11 +181,7 @@ def emit_exact(
 
 @dataclass(frozen=True)
 class ExactScorer:
-    """The exact encoding's per-tree operator and sums, for any rows of Klein coordinates.
-
-    ``ordered`` False replaces the ordered ``CumSum`` by ``ReduceSum`` (the
-    runtime's own order: see :mod:`hyp2onnx.emit.fast`).
-    """
+    """The exact encoding's per-tree operator and sums, for any rows of Klein coordinates."""
 
     ensemble: Ensemble
     plan: TreePlan
@@ -239,12 +189,9 @@ class ExactScorer:
     targets: dict
     tables: list | None
     table: str | None
-    ordered: bool = True
 
     @staticmethod
-    def build(
-        g: GraphBuilder, ensemble: Ensemble, plan: TreePlan, *, ordered: bool = True
-    ) -> ExactScorer:
+    def build(g: GraphBuilder, ensemble: Ensemble, plan: TreePlan) -> ExactScorer:
         leaf = ensemble.feature < 0
         leaf_nodes = np.flatnonzero(leaf)
         tree = tree_of_node(ensemble)
@@ -279,7 +226,9 @@ class ExactScorer:
                 "target_ids": tree[leaf_nodes],
                 "weights": np.arange(leaf_nodes.size),
             }
-        return ExactScorer(ensemble, plan, groups, targets, tables, table, ordered)
+        return ExactScorer(
+            ensemble=ensemble, plan=plan, groups=groups, targets=targets, tables=tables, table=table
+        )
 
     @property
     def out_dtype(self) -> str:
@@ -306,14 +255,14 @@ class ExactScorer:
         return b.cast(STAGE, per_tree, np.int64)
 
     def sums_of(self, b: GraphBuilder, per_tree: str) -> str:
-        """[b, T] -> [b, C]: the sums in tree order (``ordered``) or the runtime's."""
+        """[b, T] -> [b, C]: the sums in tree order."""
         n_trees = self.ensemble.n_trees
         if self.groups is not None:
             return sum_tree_columns(b, per_tree, self.groups)
         if self.tables is not None:
-            return sum_looked_up(b, self.tables, per_tree, n_trees, ordered=self.ordered)
+            return sum_looked_up(b, self.tables, per_tree, n_trees)
         assert self.table is not None  # build() sets it when neither groups nor tables are
-        return _sum_trees(b, self.table, per_tree, n_trees, ordered=self.ordered)
+        return _sum_trees(b, self.table, per_tree, n_trees)
 
     def scores_of(self, b: GraphBuilder, rows: str) -> str:
         """All ``rows`` at once (a short batch, or any batch of a single tree): operator, sums."""
@@ -337,14 +286,11 @@ class ExactScorer:
         Each block of ``CHUNK_ROWS`` rows is mapped, routed and summed in
         one Loop body: the wide float64 features (a rotation forest reads
         hundreds of frame columns) are routed while in cache, where a
-        whole-batch tensor of them cost a ``ConcatFromSequence`` and a second
-        split into blocks (rotation forests, 12 trees of depth 3, d = 4, 8,
-        16: 0.52, 0.38, 0.25x of the plain forest graph before, 0.69, 0.49,
-        0.31x after; 100 full-depth trees: within noise; docs/rotation.md).
-        The operator then runs on blocks of ``CHUNK_ROWS`` rows rather than
-        ``OPERATOR_BLOCK_ROWS``. Batches of up to
-        ``CHUNK_ROWS`` rows skip the Loop through an ``If`` for models of up
-        to ``SHORT_PATH_MAX_NODES`` nodes, as in :meth:`any_batch`.
+        whole-batch tensor of them would cost a ``ConcatFromSequence`` and a
+        second split into blocks (docs/rotation.md measures it). The operator
+        then runs on blocks of ``CHUNK_ROWS`` rows rather than
+        ``OPERATOR_BLOCK_ROWS``. ``plan.batching`` is ``"short_or_blocks"``
+        or ``"blocks"`` here: the features are always made by blocks.
         """
         ensemble = self.ensemble
 
@@ -352,26 +298,23 @@ class ExactScorer:
             return self.scores_of(b, self.operator_input(b, features(b, rows), "float64"))
 
         width, dtype = ensemble.n_outputs, ensemble.sum_dtype
-        if ensemble.n_nodes <= SHORT_PATH_MAX_NODES:
-            return by_row_blocks(g, k, scores, width, dtype)
-        return _row_block_loop(g, k, scores, width, dtype)
+        if self.plan.batching == "blocks":
+            return _row_block_loop(g, k, scores, width, dtype)
+        return by_row_blocks(g, k, scores, width, dtype)
 
     def any_batch(self, g: GraphBuilder, k: str) -> str:
-        """Unfinished scores (no mean, no base values) of any batch, by size and model size."""
-        ensemble = self.ensemble
-        # The operator runs on blocks of rows: its per-tree outputs and
-        # onnxruntime's per-thread score vectors (threads x rows x trees) then
-        # stay the size of a block; over a whole batch they grew with it (2.0 GB
-        # more for 500k rows at 2 threads, docs/export.md). Its blocks are larger
-        # than the sums' so that the trees and the leaf tables stay in cache
-        # while each works (RF 8 classes: 0.88x of the peer against 0.80x with
-        # both in 1024-row blocks).
-        if ensemble.n_trees == 1:
+        """Unfinished scores (no mean, no base values) of any batch, as ``plan.batching`` says.
+
+        The operator runs on blocks of rows, so that its per-tree outputs and
+        onnxruntime's per-thread score vectors (threads x rows x trees) stay
+        the size of a block rather than growing with the batch; its blocks
+        are larger than the sums' so that the trees and the leaf tables stay
+        in cache while each works.
+        """
+        if self.plan.batching == "whole":
             return self.scores_of(g, k)
-        if ensemble.n_nodes <= SHORT_PATH_MAX_NODES:
-            # Batches of up to CHUNK_ROWS rows skip the Loops through an If
-            # (about 4 µs less per single-row call), at the cost of the operator
-            # twice in the file: only for models small enough not to mind.
+        if self.plan.batching == "short_or_blocks":
+            ensemble = self.ensemble
             return by_row_blocks(
                 g, k, self.scores_of, ensemble.n_outputs, ensemble.sum_dtype, long=self.blocks_of
             )
@@ -396,14 +339,44 @@ def tree_ensemble_v5(
     ``average`` divides the sums by the tree count (the operator's AVERAGE:
     the sum, then one division, as a ``Div`` after it would make).
     ``boundaries``: the input is float64 that a model comparing in float32
-    would round first; the thresholds are :func:`float32_boundaries`.
+    would round first; the thresholds are `float32_boundaries`.
     """
+    leaf = ensemble.feature < 0
+    if not np.array_equal(leaf_nodes, np.flatnonzero(leaf)):
+        raise ValueError("TreeEnsemble (opset 5) takes exactly one target per leaf")
+    nodes = _v5_nodes(ensemble, boundaries=boundaries)
+    members = _v5_membership(ensemble, nodes)
+    tree_roots = _v5_roots(ensemble, nodes)
+    return g.op(
+        STAGE,
+        "TreeEnsemble",
+        [k],
+        domain=ML_DOMAIN,
+        # SUM (1): with a target per tree, each target receives exactly one leaf
+        aggregate_function=0 if average else 1,
+        post_transform=0,
+        n_targets=ensemble.n_trees if n_targets is None else n_targets,
+        tree_roots=tree_roots.astype(np.int64).tolist(),
+        nodes_featureids=nodes["features"].astype(np.int64).tolist(),
+        nodes_splits=nodes["splits"],
+        nodes_modes=nodes["modes"],
+        nodes_truenodeids=nodes["true_ids"].astype(np.int64).tolist(),
+        nodes_trueleafs=nodes["true_leafs"].tolist(),
+        nodes_falsenodeids=nodes["false_ids"].astype(np.int64).tolist(),
+        nodes_falseleafs=nodes["false_leafs"].tolist(),
+        leaf_targetids=np.asarray(target_ids, dtype=np.int64).tolist(),
+        leaf_weights=np.asarray(weights, dtype=np.float64),
+        **members,
+    )
+
+
+def _v5_nodes(ensemble: Ensemble, *, boundaries: bool) -> dict[str, np.ndarray]:
+    """The split nodes as opset-5 ``TreeEnsemble`` numbers them (split ranks, leaf ranks):
+    features, thresholds, modes and children."""
     leaf = ensemble.feature < 0
     internal = ~leaf
     split_rank = np.cumsum(internal) - 1
     leaf_rank = np.cumsum(leaf) - 1
-    if not np.array_equal(leaf_nodes, np.flatnonzero(leaf)):
-        raise ValueError("TreeEnsemble (opset 5) takes exactly one target per leaf")
 
     def child(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         is_leaf = leaf[c]
@@ -420,53 +393,56 @@ def tree_ensemble_v5(
     else:
         splits = _thresholds(ensemble, ensemble.compare_dtype).astype(np.float64)[internal]
         modes = np.full(features.shape, _MODES[ensemble.op], dtype=np.uint8)
-    members: dict[str, Any] = {}
-    if ensemble.categories is not None:
-        member_nodes = np.flatnonzero(ensemble.categories.member)  # all internal, in node order
-        modes[split_rank[member_nodes]] = _MEMBER_MODE
-        splits[split_rank[member_nodes]] = 0.0
-        # Each node's codes in node order, each set closed by NaN (onnxruntime and
-        # onnx's reference both count one NaN per membership node).
-        sets = [np.append(ensemble.categories.codes(int(j)), np.nan) for j in member_nodes]
-        members["membership_values"] = np.concatenate(sets).astype(np.float64)
+    return {
+        "split_rank": split_rank,
+        "leaf_rank": leaf_rank,
+        "features": features,
+        "splits": splits,
+        "modes": modes,
+        "true_ids": true_ids,
+        "true_leafs": true_leafs,
+        "false_ids": false_ids,
+        "false_leafs": false_leafs,
+    }
 
-    # A tree that is a single leaf still needs a split node to start from.
+
+def _v5_membership(ensemble: Ensemble, nodes: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Set-membership splits: their mode (in ``nodes``, changed in place) and codes."""
+    if ensemble.categories is None:
+        return {}
+    split_rank = nodes["split_rank"]
+    member_nodes = np.flatnonzero(ensemble.categories.member)  # all internal, in node order
+    nodes["modes"][split_rank[member_nodes]] = _MEMBER_MODE
+    nodes["splits"][split_rank[member_nodes]] = 0.0
+    # Each node's codes in node order, each set closed by NaN (onnxruntime and
+    # onnx's reference both count one NaN per membership node).
+    sets = [np.append(ensemble.categories.codes(int(j)), np.nan) for j in member_nodes]
+    return {"membership_values": np.concatenate(sets).astype(np.float64)}
+
+
+def _v5_roots(ensemble: Ensemble, nodes: dict[str, np.ndarray]) -> np.ndarray:
+    """Each tree's root split; a tree that is a single leaf gets a split node to start
+    from (appended to ``nodes``), both of whose children are that leaf."""
+    leaf = ensemble.feature < 0
     roots = ensemble.roots
     lone = leaf[roots]
-    tree_roots = np.where(lone, 0, split_rank[roots])
+    tree_roots = np.where(lone, 0, nodes["split_rank"][roots])
     if lone.any():
         n_lone = int(lone.sum())
-        lone_leaves = leaf_rank[roots[lone]]
-        tree_roots[lone] = features.shape[0] + np.arange(n_lone)
-        features = np.append(features, np.zeros(n_lone, dtype=np.int64))
-        splits = np.append(splits, np.zeros(n_lone))
-        modes = np.append(modes, np.zeros(n_lone, dtype=np.uint8))
-        true_ids = np.append(true_ids, lone_leaves)
-        false_ids = np.append(false_ids, lone_leaves)
-        true_leafs = np.append(true_leafs, np.ones(n_lone, dtype=np.int64))
-        false_leafs = np.append(false_leafs, np.ones(n_lone, dtype=np.int64))
-
-    return g.op(
-        STAGE,
-        "TreeEnsemble",
-        [k],
-        domain=ML_DOMAIN,
-        # SUM (1): with a target per tree, each target receives exactly one leaf
-        aggregate_function=0 if average else 1,
-        post_transform=0,
-        n_targets=ensemble.n_trees if n_targets is None else n_targets,
-        tree_roots=tree_roots.astype(np.int64).tolist(),
-        nodes_featureids=features.astype(np.int64).tolist(),
-        nodes_splits=splits,
-        nodes_modes=modes,
-        nodes_truenodeids=true_ids.astype(np.int64).tolist(),
-        nodes_trueleafs=true_leafs.tolist(),
-        nodes_falsenodeids=false_ids.astype(np.int64).tolist(),
-        nodes_falseleafs=false_leafs.tolist(),
-        leaf_targetids=np.asarray(target_ids, dtype=np.int64).tolist(),
-        leaf_weights=np.asarray(weights, dtype=np.float64),
-        **members,
-    )
+        lone_leaves = nodes["leaf_rank"][roots[lone]]
+        tree_roots[lone] = nodes["features"].shape[0] + np.arange(n_lone)
+        appended = {
+            "features": np.zeros(n_lone, dtype=np.int64),
+            "splits": np.zeros(n_lone),
+            "modes": np.zeros(n_lone, dtype=np.uint8),
+            "true_ids": lone_leaves,
+            "false_ids": lone_leaves,
+            "true_leafs": np.ones(n_lone, dtype=np.int64),
+            "false_leafs": np.ones(n_lone, dtype=np.int64),
+        }
+        for key, more in appended.items():
+            nodes[key] = np.append(nodes[key], more)
+    return tree_roots
 
 
 def legacy_regressor(
@@ -512,26 +488,18 @@ def legacy_regressor(
     )
 
 
-def _sum_trees(
-    g: GraphBuilder, table: str, index: str, n_trees: int, *, ordered: bool = True
-) -> str:
+def _sum_trees(g: GraphBuilder, table: str, index: str, n_trees: int) -> str:
     """``table[index]`` added over trees in tree order: [b, T] leaf rows -> [b, C]."""
     per_tree = g.op(STAGE, "Gather", [table, index], axis=0)  # [b, T, C]
-    if not ordered:
-        return _sum_any_order(g, per_tree, axis=1, length=n_trees)
     return sum_in_order(g, per_tree, axis=1, length=n_trees)
 
 
-def sum_looked_up(
-    g: GraphBuilder, tables: list[str], index: str, n_trees: int, *, ordered: bool = True
-) -> str:
+def sum_looked_up(g: GraphBuilder, tables: list[str], index: str, n_trees: int) -> str:
     """Per-class ``[slots, T]`` tables read at ``index`` [b, T], summed over trees -> [b, C]."""
     looked_up = [g.op(STAGE, "GatherElements", [t, index], axis=0) for t in tables]
     axis = g.const(STAGE, "class_axis", [2], np.int64)
     stacked = [g.op(STAGE, "Unsqueeze", [v, axis]) for v in looked_up]
     per_tree = stacked[0] if len(stacked) == 1 else g.op(STAGE, "Concat", stacked, axis=2)
-    if not ordered:
-        return _sum_any_order(g, per_tree, axis=1, length=n_trees)
     return sum_in_order(g, per_tree, axis=1, length=n_trees)  # [b, T, C] -> [b, C]
 
 
@@ -540,8 +508,8 @@ def tree_columns(groups: np.ndarray) -> np.ndarray:
 
     ``groups[c, j]`` is the ``j``-th tree of class ``c``; it goes to column
     ``j * C + c`` so that a reshape to ``[N, T / C, C]`` lines each class's
-    trees up in order along axis 1, where CumSum is fastest (measured: three
-    times faster than along the last axis).
+    trees up in order along axis 1, where onnxruntime's CumSum is much faster
+    than along the last axis.
     """
     n_classes, per_class = groups.shape
     column = np.empty(groups.size, dtype=np.int64)
@@ -550,7 +518,7 @@ def tree_columns(groups: np.ndarray) -> np.ndarray:
 
 
 def sum_tree_columns(g: GraphBuilder, values: str, groups: np.ndarray) -> str:
-    """``[b, T]`` per-tree values in :func:`tree_columns` order -> ``[b, C]`` class sums."""
+    """``[b, T]`` per-tree values in `tree_columns` order -> ``[b, C]`` class sums."""
     n_classes, per_class = groups.shape
     if n_classes == 1:  # [b, T] is already tree-major: no Reshape, and the sum keeps its axis
         return sum_in_order(g, values, axis=1, length=per_class, keep_axis=True)
@@ -577,15 +545,6 @@ def sum_in_order(
     return g.op(STAGE, "Gather", [x, last], axis=axis)
 
 
-def _sum_any_order(g: GraphBuilder, x: str, *, axis: int, length: int) -> str:
-    """Sum ``x`` over ``axis`` in whatever order the runtime's ``ReduceSum`` takes."""
-    if length == 1:
-        return g.op(STAGE, "Squeeze", [x, g.const(STAGE, f"axis{axis}", [axis], np.int64)])
-    return g.op(
-        STAGE, "ReduceSum", [x, g.const(STAGE, f"axis{axis}", [axis], np.int64)], keepdims=0
-    )
-
-
 def by_row_blocks(
     g: GraphBuilder,
     x: str,
@@ -597,9 +556,8 @@ def by_row_blocks(
 ) -> str:
     """``emit(x)``, computed block by block of ``CHUNK_ROWS`` rows when ``x`` is taller.
 
-    ``emit`` expands each row to T * C numbers; for a 100k-row batch of a
-    100-tree forest, doing that in one piece (80 million numbers) ran five
-    times slower than blocks that stay in cache. Batches of up to
+    ``emit`` expands each row to T * C numbers; for a large batch, doing that
+    in one piece runs far slower than blocks that stay in cache. Batches of up to
     ``CHUNK_ROWS`` rows (single-row calls) skip the Loop through an ``If``,
     so ``emit``'s nodes appear twice in the file. ``long``, if given, builds
     the other branch instead of a Loop of ``emit`` over ``CHUNK_ROWS`` rows.
@@ -622,7 +580,7 @@ def by_row_blocks(
     blocks_graph = helper.make_graph(blocks.nodes, "row_blocks", [], [out_info(joined, elem, None)])
 
     # If takes any one-element tensor as its condition: no Squeeze (one node
-    # less on the single-row path, about 0.4 µs in onnxruntime).
+    # less on the single-row path).
     return g.op(STAGE, "If", [short], then_branch=whole_graph, else_branch=blocks_graph)
 
 
@@ -680,7 +638,7 @@ def emit_compat(
 ) -> str:
     """Raw scores ``[N, n_outputs]`` in float32 from the legacy TreeEnsembleRegressor.
 
-    ``plan`` is always the legacy operator carrying values (:func:`plan_trees`).
+    ``plan`` is always the legacy operator carrying values (`plan_trees`).
     """
     leaf = ensemble.feature < 0
     leaf_nodes, columns = np.nonzero(ensemble.value * leaf[:, None])

@@ -2,7 +2,7 @@
 
 The classes are imported on first use (module ``__getattr__``): each
 backend's estimators live in that backend's module, listed in
-:mod:`._registry`, so using scikit-learn forests never imports XGBoost.
+`_registry`, so using scikit-learn forests never imports XGBoost.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ``fit`` runs the whole training half of the pipeline: validate the points,
 project them to unit-ball Klein coordinates, fit the wrapped Euclidean
 model through its backend on a monotone image of them (``tree_space``, see
-:mod:`hyp2onnx.correction.tree_space`), then move every threshold to its Einstein
+`hyp2onnx.correction.tree_space`), then move every threshold to its Einstein
 midpoint among the rows each tree was trained on and write it back into the
 native model. ``estimator_`` is that corrected native model. It reads Klein
 coordinates, unless the backend's own precision cannot separate some split
@@ -77,11 +77,11 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
 
     Fitted attributes: ``estimator_`` (the corrected native model),
     ``split_index_`` (None when ``estimator_`` reads Klein coordinates; else a
-    :class:`~hyp2onnx.correction.tree_space.SplitIndex`, the float64 Klein thresholds
+    `SplitIndex`, the float64 Klein thresholds
     whose indices it reads), ``input_dtype_`` (``"float32"`` if float32
     separates every split's two nearest training rows, else ``"float64"``),
     ``n_features_in_`` (columns of the hyperbolic input), ``correction_``
-    (a :class:`~hyp2onnx.correction.midpoints.CorrectionReport`) and, for classifiers,
+    (a `CorrectionReport`) and, for classifiers,
     ``classes_``.
     """
 
@@ -319,7 +319,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         """Correct the thresholds of ``fitted``, trained on ``Xt`` (``space`` of the Klein rows).
 
         Returns the corrected model, the report, the split index (or None) and
-        the input dtype that keeps every split (see :func:`hyp2onnx.correction.correct`).
+        the input dtype that keeps every split (see `hyp2onnx.correction.correct`).
         """
         # The values each tree compared, held in the backend's precision (float32
         # stays float32: half the memory of widening; the correction widens the
@@ -350,7 +350,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
     # -- export --------------------------------------------------------------
 
     def to_ir(self) -> Model:
-        """The fitted model as an :class:`~hyp2onnx.ir.Model` for the emitters."""
+        """The fitted model as an `Model` for the emitters."""
         check_is_fitted(self)
         backend = backend_for(self.estimator_)
         ensemble = backend.to_ensemble(self.estimator_)
@@ -413,7 +413,7 @@ class HyperbolicClassifierMixin:
         return self.estimator_.predict_proba(self._tree_input(X))
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba`."""
+        """Logarithm of `predict_proba`."""
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
@@ -518,7 +518,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
     estimator : estimator instance
         The Euclidean tree model to wrap, e.g. ``ExtraTreesClassifier()``.
     input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space, input_blocks
-        As for :class:`HyperbolicDecisionTreeClassifier` (oblique trees take
+        As for [`HyperbolicDecisionTreeClassifier`][hyp2onnx.HyperbolicDecisionTreeClassifier] (oblique trees take
         ``tree_space="klein"`` only and, like CatBoost, no ``input_blocks``).
     """
 
@@ -572,7 +572,7 @@ class HyperbolicEstimator(MetaEstimatorMixin, HyperbolicTreeModel):
 
     @available_if(lambda self: hasattr(self.estimator, "predict_proba"))
     def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba`."""
+        """Logarithm of `predict_proba`."""
         return HyperbolicClassifierMixin.predict_log_proba(self, X)
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:

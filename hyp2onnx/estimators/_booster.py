@@ -1,4 +1,4 @@
-"""What booster backends (XGBoost, LightGBM) add to :class:`Backend`, and
+"""What booster backends (XGBoost, LightGBM) add to `Backend`, and
 the hyperbolic model around one booster's scikit-learn class.
 
 Each model wraps the library's scikit-learn class: it takes that class's own
@@ -9,17 +9,17 @@ the native booster, so the booster's own ``predict`` uses them.
 
 All trees of a booster without row subsampling are grown on the same rows,
 so the thresholds of all trees are corrected in one pass
-(:mod:`hyp2onnx.correction.shared_rows`), at a small fraction of the boosting time.
+(`hyp2onnx.correction.shared_rows`), at a small fraction of the boosting time.
 """
 
 from __future__ import annotations
 
-import warnings
 from abc import abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
 
+from ..errors import warn_user
 from ..ir import Ensemble
 from ..ir.trees import TreeArrays
 from ._base import GEOMETRY_DEFAULTS, GEOMETRY_PARAMS_DOC, HyperbolicTreeModel, generate_init
@@ -30,9 +30,9 @@ class BoosterBackend(Backend):
     """A booster backend: says how the library subsamples rows, so that the
     hyperbolic models can turn it off and every tree sees every row.
 
-    ``fit`` checks the settings (:meth:`check_fit`), warns when rows are
+    ``fit`` checks the settings (`check_fit`), warns when rows are
     subsampled, fits, and refuses at once a model the export would refuse
-    (:meth:`outputs`). One parse of the native model (:meth:`parse`) serves
+    (`outputs`). One parse of the native model (`parse`) serves
     ``read_trees`` and ``write_thresholds`` of one correction.
     """
 
@@ -63,7 +63,7 @@ class BoosterBackend(Backend):
     def categorical_fit(
         self, estimator: Any, Xk: np.ndarray, fit_params: dict[str, Any]
     ) -> dict[str, Any]:
-        """Hook, after :meth:`check_fit`: declare the columns of :meth:`use_categorical`
+        """Hook, after `check_fit`: declare the columns of `use_categorical`
         to the library; returns the fit parameters to use."""
         return fit_params
 
@@ -77,22 +77,21 @@ class BoosterBackend(Backend):
     ) -> Any:
         self.check_fit(estimator, y, fit_params)
         fit_params = self.categorical_fit(estimator, Xk, fit_params)
-        self.warn_subsampling(estimator, stacklevel=5)
+        self.warn_subsampling(estimator)
         # The library casts to its own precision, exactly as it does when predicting.
         estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
         self.outputs(estimator, self._model(estimator))  # refuse now what export would refuse
         return estimator
 
-    def warn_subsampling(self, estimator: Any, stacklevel: int) -> None:
+    def warn_subsampling(self, estimator: Any) -> None:
         """Warn that the correction is approximate if ``estimator`` subsamples rows
-        (also called by trainers that fit the booster elsewhere: :mod:`hyp2onnx.dask`)."""
+        (also called by trainers that fit the booster elsewhere: [`hyp2onnx.dask`][hyp2onnx.distributed.dask])."""
         subsampling = self.row_subsampling(estimator)
         if subsampling:
-            warnings.warn(
+            warn_user(
                 f"{self.title} trains each tree on a subset of rows ({subsampling}), but the "
                 "threshold correction uses all training rows, so it is approximate: training "
-                "predictions may change. Use override_subsample=True for an exact correction.",
-                stacklevel=stacklevel,
+                "predictions may change. Use override_subsample=True for an exact correction."
             )
 
     @staticmethod
@@ -121,9 +120,9 @@ BOOSTING_DOC = (
         coordinates: points far from the origin stay separable), ``artanh``
         of them, or the coordinates themselves (the paper's design).
         Thresholds are Klein thresholds at Einstein midpoints in every case;
-        see :mod:`hyp2onnx.correction.tree_space`.
+        see `hyp2onnx.correction.tree_space`.
     input_blocks : list or None, default=None
-        Input made of blocks (:mod:`hyp2onnx.blocks`): ``[Hyperbolic(2),
+        Input made of blocks ([`hyp2onnx.blocks`][hyp2onnx.blocks]): ``[Hyperbolic(2),
         Spherical(2), Euclidean(3), Categorical(1)]`` or a signature
         ``[(-1.0, 2), (0.0, 3), (1.0, 2)]``. Each block gets its own
         midpoint; ``Categorical`` columns get the booster's native
@@ -137,7 +136,7 @@ BOOSTING_DOC = (
         approximate. Column subsampling ({columns}) is harmless either way:
         it changes which features a split may use, not which rows reach it.
     **params
-        Every parameter of :class:`{native}`, by keyword.
+        Every parameter of `{native}`, by keyword.
 
     Notes
     -----
@@ -222,7 +221,7 @@ class BoostingModel(HyperbolicTreeModel):
 
 def boosting_doc(what: str, native: str, summary: str, rows: str, columns: str) -> str:
     """A booster estimator's docstring: the library's one-line ``summary`` of a ``what``
-    ("classifier", "regressor"), then :data:`BOOSTING_DOC` filled with the ``native``
+    ("classifier", "regressor"), then `BOOSTING_DOC` filled with the ``native``
     class and the names of its ``rows``/``columns`` subsampling parameters."""
     return (
         summary.format(what=what)

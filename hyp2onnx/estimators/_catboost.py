@@ -324,7 +324,7 @@ _CATBOOST_DOC = """
     Parameters
     ----------
     input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space
-        As for :class:`HyperbolicDecisionTreeClassifier`.
+        As for [`HyperbolicDecisionTreeClassifier`][hyp2onnx.HyperbolicDecisionTreeClassifier].
     input_blocks : None
         Not taken: ``fit`` refuses anything but None (CatBoost's borders are
         shared across trees, and per-block midpoints are not wired to them).
@@ -332,7 +332,7 @@ _CATBOOST_DOC = """
     Other Parameters
     ----------------
     **params
-        Every parameter of :class:`catboost.{native}`, by keyword. CatBoost
+        Every parameter of `catboost.{native}`, by keyword. CatBoost
         writes training files (``catboost_info/``) only with
         ``allow_writing_files=True``.
 

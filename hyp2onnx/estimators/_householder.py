@@ -16,7 +16,7 @@ best axis-parallel split of the reflected rows is a split on one column of
 ``H``. The node's own axes are candidates too. All candidates are scored at
 once by scikit-learn's splitter: a depth-1 decision tree on the projections
 onto every candidate normal, weighted by the node's sample weights.
-Regression uses target-weighted scatters (see :func:`_regression_directions`).
+Regression uses target-weighted scatters (see `_regression_directions`).
 
 ``directions="hhcart+fisher"`` (the default) adds the reflections onto each
 class's Fisher discriminant direction (regression: the least-squares
@@ -25,15 +25,15 @@ separates it. On the paper's 8-class mixtures at depth 3 this lifted test
 accuracy over plain HHCART by 4 points at d = 8 and 10 points at d = 16
 (``benchmarks/bench_oblique.py``); ``"hhcart"`` is the published method.
 
-The plain (Euclidean) oblique trees, :class:`HouseholderTreeClassifier` and
-:class:`HouseholderTreeRegressor`, grow on Klein coordinates with each
+The plain (Euclidean) oblique trees, `HouseholderTreeClassifier` and
+`HouseholderTreeRegressor`, grow on Klein coordinates with each
 threshold at the arithmetic midpoint of the nearest projections, as
-scikit-learn places its thresholds; :class:`HouseholderBackend` puts them
-behind the same :class:`Backend` interface as every library, so the
+scikit-learn places its thresholds; `HouseholderBackend` puts them
+behind the same `Backend` interface as every library, so the
 hyperbolic estimators are corrected and described by the shared code (the
-values a split compares are the projections, :meth:`HouseholderBackend.compared_values`).
+values a split compares are the projections, `HouseholderBackend.compared_values`).
 
-Exactness: the projections are computed by :func:`hyp2onnx.ir.projection.project`
+Exactness: the projections are computed by `hyp2onnx.ir.projection.project`
 (a fixed left-to-right sum that the ONNX graph repeats operation for
 operation). scikit-learn sees those float64 projections rounded to float32;
 float32 rounding is monotone, so its partition ``f32(p) <= t`` is also a
@@ -576,7 +576,7 @@ class HouseholderTreeClassifier(ClassifierMixin, _HouseholderTreeModel):
         return self._leaf_values(X)
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba`."""
+        """Logarithm of `predict_proba`."""
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
@@ -630,7 +630,7 @@ class HouseholderBackend(Backend):
 
     A split compares a projection, not a Klein feature: split ``j`` tests
     column ``feature[j]`` of ``project(k, normals)``, so the correction is
-    handed those projections (:meth:`compared_values`) and corrects each
+    handed those projections (`compared_values`) and corrects each
     threshold among the node's training rows, as for axis-parallel splits.
     """
 
@@ -699,18 +699,18 @@ class HouseholderBackend(Backend):
 # -- the hyperbolic estimators ------------------------------------------------------
 
 _HYPERBOLIC_DOC = """
-    Fits :class:`{plain}` on Klein coordinates and moves every threshold to the
+    Fits `{plain}` on Klein coordinates and moves every threshold to the
     Einstein midpoint of the two nearest projections of the node's training rows.
 
     Parameters
     ----------
     input_geometry, curvature, timelike_dim, midpoint, check_manifold
-        As for :class:`HyperbolicDecisionTreeClassifier`.
+        As for [`HyperbolicDecisionTreeClassifier`][hyp2onnx.HyperbolicDecisionTreeClassifier].
 
     Other Parameters
     ----------------
     **params
-        Every parameter of :class:`{plain}` (``max_depth``, ``directions``, ...).
+        Every parameter of `{plain}` (``max_depth``, ``directions``, ...).
 
     Attributes
     ----------

@@ -4,8 +4,8 @@ A backend knows one library's tree models: how to fit one on Klein
 coordinates, which training rows each tree saw, how to read the split
 arrays out and write corrected thresholds back into the native model (so
 the library's own ``predict`` uses them), and how to describe the result as
-an :class:`~hyp2onnx.ir.Ensemble`. Adding a backend means one new file
-subclassing :class:`Backend` (with the backend's hyperbolic estimators)
+an `Ensemble`. Adding a backend means one new file
+subclassing `Backend` (with the backend's hyperbolic estimators)
 and one line in ``_registry.py``.
 """
 
@@ -44,7 +44,7 @@ class Backend(ABC):
     zero_band: ClassVar[float] = 0.0
     #: Every split compares one Klein coordinate, so the learner may be fitted on
     #: any per-feature monotone image of them (``tree_space``); False for
-    #: oblique splits, which compare projections (:meth:`compared_values`).
+    #: oblique splits, which compare projections (`compared_values`).
     feature_splits: ClassVar[bool] = True
     #: The learner takes ``input_blocks`` (each feature its own midpoint rule).
     takes_blocks: ClassVar[bool] = True
@@ -81,13 +81,13 @@ class Backend(ABC):
     def training_rows(self, fitted: Any, y: Array, sample_weight: Weights) -> list[np.ndarray]:
         """Indices of the training rows each tree was grown on, tree by tree.
 
-        ``y`` and ``sample_weight`` are what :meth:`fit` was given.
+        ``y`` and ``sample_weight`` are what `fit` was given.
         """
 
     def compared_values(self, fitted: Any, Xk: np.ndarray) -> np.ndarray:
         """The values the splits compare, one column per tested feature.
 
-        Klein coordinates held in :attr:`compare_dtype`, unless a backend's
+        Klein coordinates held in `compare_dtype`, unless a backend's
         splits compare something else (oblique trees: projections).
         """
         return np.ascontiguousarray(Xk, dtype=self.compare_dtype)
@@ -105,14 +105,14 @@ class Backend(ABC):
 
     @abstractmethod
     def to_ensemble(self, fitted: Any) -> Ensemble:
-        """Describe the fitted (corrected) model as an :class:`Ensemble`."""
+        """Describe the fitted (corrected) model as an `Ensemble`."""
 
     def ensemble(self, trees: list[TreeArrays], values: list[np.ndarray], **facts: Any) -> Ensemble:
         """The IR of ``trees`` with this backend's comparison recorded in it.
 
         Every backend ends here, so the operator and the two precisions are
         stated once per backend (its class attributes), never inferred later.
-        ``facts`` are :meth:`Ensemble.from_trees`'s other keywords.
+        ``facts`` are `Ensemble.from_trees`'s other keywords.
         """
         return Ensemble.from_trees(
             trees,

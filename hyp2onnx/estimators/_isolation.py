@@ -37,11 +37,11 @@ With ``splits="axis", threshold_law="klein"`` the forest *is* scikit-learn's
 ``IsolationForest`` fitted on the Klein coordinates (``estimator_``): same
 random draws, same trees, same scores bit for bit. The other designs grow
 their trees here, comparing float64 Klein coordinates (or float64 oblique
-projections, :func:`hyp2onnx.ir.projection.project`) with float64 thresholds.
+projections, `hyp2onnx.ir.projection.project`) with float64 thresholds.
 
 Exactness: each leaf's path length ``(depth + 1 + c(n)) - 1`` is stored in
 the leaf (scikit-learn's own expression and order), the forest adds them
-tree by tree in float64 (:func:`hyp2onnx.ir.predict_scores`), and the graph
+tree by tree in float64 (`hyp2onnx.ir.predict_scores`), and the graph
 repeats those additions, so the summed path lengths are bit-identical.
 ``predict`` is decided in path-length space: a point is an outlier iff its
 summed path length is below ``path_threshold_``, the smallest float64 sum
@@ -53,10 +53,9 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any, ClassVar
-from warnings import warn
 
 import numpy as np
 from sklearn.base import OutlierMixin
@@ -64,7 +63,8 @@ from sklearn.utils import Tags, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..ir import Ensemble, Model
+from ..errors import warn_user
+from ..ir import Ensemble, Model, Task
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply, as_compared
 from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, generate_init, input_space
@@ -186,6 +186,45 @@ class IsolationTree:
         return apply(self.arrays(), values, "<=")
 
 
+@dataclass
+class _Nodes:
+    """An isolation tree's node arrays while it grows (a new node is a leaf)."""
+
+    feature: list[int] = field(default_factory=list)
+    threshold: list[float] = field(default_factory=list)
+    left: list[int] = field(default_factory=list)
+    right: list[int] = field(default_factory=list)
+    count: list[int] = field(default_factory=list)
+    depth: list[int] = field(default_factory=list)
+    normals: list[np.ndarray | None] = field(default_factory=list)
+
+    def new(self, n: int, level: int) -> int:
+        """A new leaf holding ``n`` rows at depth ``level``; its index."""
+        self.feature.append(-1)
+        self.threshold.append(0.0)
+        self.left.append(-1)
+        self.right.append(-1)
+        self.count.append(n)
+        self.depth.append(level)
+        self.normals.append(None)
+        return len(self.feature) - 1
+
+    def tree(self, *, centred: bool, d: int) -> IsolationTree:
+        normal = None
+        if centred:
+            rows = [np.zeros(d) if w is None else w for w in self.normals]
+            normal = np.array(rows).reshape(len(self.normals), d)
+        return IsolationTree(
+            feature=np.array(self.feature, dtype=np.int64),
+            threshold=np.array(self.threshold, dtype=np.float64),
+            left=np.array(self.left, dtype=np.int64),
+            right=np.array(self.right, dtype=np.int64),
+            n_node_samples=np.array(self.count, dtype=np.int64),
+            depth=np.array(self.depth, dtype=np.int64),
+            normal=normal,
+        )
+
+
 def _grow(
     k: np.ndarray,
     lorentz: np.ndarray | None,
@@ -198,70 +237,52 @@ def _grow(
     rng: np.random.RandomState,
 ) -> IsolationTree:
     """Grow one isolation tree on the Klein rows ``k`` (a subsample, repeats allowed)."""
-    d = k.shape[1]
-    feature: list[int] = []
-    threshold: list[float] = []
-    left: list[int] = []
-    right: list[int] = []
-    count: list[int] = []
-    depth: list[int] = []
-    normals: list[np.ndarray | None] = []
-
-    def new_node(n: int, level: int) -> int:
-        feature.append(-1)
-        threshold.append(0.0)
-        left.append(-1)
-        right.append(-1)
-        count.append(n)
-        depth.append(level)
-        normals.append(None)
-        return len(feature) - 1
-
-    stack = [(new_node(k.shape[0], 0), np.arange(k.shape[0]))]
+    nodes = _Nodes()
+    stack = [(nodes.new(k.shape[0], 0), np.arange(k.shape[0]))]
     while stack:
         node, rows = stack.pop()
-        level = depth[node]
+        level = nodes.depth[node]
         if level >= max_depth or rows.size <= 1:
             continue
-        goes_left = None
         if splits == "axis":
-            sub = k[rows][:, features]
-            lo, hi = sub.min(axis=0), sub.max(axis=0)
-            varying = np.flatnonzero(lo < hi)
-            if varying.size == 0:
-                continue
-            j = varying[rng.randint(varying.size)]
-            t = _draw(float(lo[j]), float(hi[j]), law, rng)
-            feature[node], threshold[node] = int(features[j]), t
-            goes_left = k[rows, features[j]] <= t
+            goes_left = _axis_split(k, rows, features, node, law, rng, nodes)
         else:
             assert lorentz is not None  # centred trees get the hyperboloid rows
             goes_left = _centred_split(
-                k[rows], lorentz[rows], node, law, n_directions, rng, threshold, normals
+                k[rows], lorentz[rows], node, law, n_directions, rng, nodes.threshold, nodes.normals
             )
-            if goes_left is None:
-                continue
-            feature[node] = 0
-        lc = new_node(int(goes_left.sum()), level + 1)
-        rc = new_node(int(rows.size - goes_left.sum()), level + 1)
-        left[node], right[node] = lc, rc
+            if goes_left is not None:
+                nodes.feature[node] = 0
+        if goes_left is None:
+            continue
+        lc = nodes.new(int(goes_left.sum()), level + 1)
+        rc = nodes.new(int(rows.size - goes_left.sum()), level + 1)
+        nodes.left[node], nodes.right[node] = lc, rc
         stack.append((rc, rows[~goes_left]))
         stack.append((lc, rows[goes_left]))
+    return nodes.tree(centred=splits == "centred", d=k.shape[1])
 
-    normal = None
-    if splits == "centred":
-        normal = np.array([np.zeros(d) if w is None else w for w in normals]).reshape(
-            len(normals), d
-        )
-    return IsolationTree(
-        feature=np.array(feature, dtype=np.int64),
-        threshold=np.array(threshold, dtype=np.float64),
-        left=np.array(left, dtype=np.int64),
-        right=np.array(right, dtype=np.int64),
-        n_node_samples=np.array(count, dtype=np.int64),
-        depth=np.array(depth, dtype=np.int64),
-        normal=normal,
-    )
+
+def _axis_split(
+    k: np.ndarray,
+    rows: np.ndarray,
+    features: np.ndarray,
+    node: int,
+    law: str,
+    rng: np.random.RandomState,
+    nodes: _Nodes,
+) -> np.ndarray | None:
+    """Split ``node`` on a random varying feature (recorded in ``nodes``); which of its
+    ``rows`` go left, or None if no feature varies there."""
+    sub = k[rows][:, features]
+    lo, hi = sub.min(axis=0), sub.max(axis=0)
+    varying = np.flatnonzero(lo < hi)
+    if varying.size == 0:
+        return None
+    j = varying[rng.randint(varying.size)]
+    t = _draw(float(lo[j]), float(hi[j]), law, rng)
+    nodes.feature[node], nodes.threshold[node] = int(features[j]), t
+    return k[rows, features[j]] <= t
 
 
 def _centred_split(
@@ -370,9 +391,9 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
     max_samples : "auto", int or float, default="auto"
         Rows drawn to grow each tree: ``min(256, n_samples)`` ("auto"), a count, or a
         fraction of the rows (scikit-learn's rule). On data with many small clusters
-        (embedded hierarchies) give several rows per cluster: on the benchmark's
-        hierarchies (120 nodes) 512 rows raised the default design's ROC-AUC from
-        0.905 to 0.949 (H^2) and from 0.960 to 0.984 (H^8), 10 seeds.
+        (embedded hierarchies) give several rows per cluster: each tree then
+        sees every cluster's density, not only which clusters it drew
+        (``docs/isolation.md`` measures it).
     contamination : "auto" or float in (0, 0.5], default="auto"
         Expected share of outliers; sets ``offset_`` (``-0.5`` for "auto", else
         that percentile of the training scores).
@@ -391,17 +412,17 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         Threads growing the trees (the trees do not depend on it).
     splits : {"centred", "axis"}, default="centred"
         The split design (module doc). "centred" is the default, by measurement
-        (``benchmarks/bench_isolation.py``, ``docs/isolation.md``): on embedded
-        hierarchies its ROC-AUC moved by at most 0.008 under a boost of 3, where
-        scikit-learn's on Klein coordinates lost 0.09 to 0.26.
+        (``benchmarks/bench_isolation.py``, ``docs/isolation.md``): its scores
+        hardly move under isometries, where scikit-learn's on Klein
+        coordinates degrade far from the origin.
     threshold_law : {"klein", "distance"}, default="klein"
         Uniform in the Klein coordinate along the split's normal (in the node's
         centred frame for "centred"), or uniform in hyperbolic distance along
         the split's geodesic. "klein" is the default by measurement: with
-        centred splits it scored higher on the hierarchies (AUC 0.905 against
-        0.731 on H^2, 10 seeds).
+        centred splits it ranks outliers of embedded hierarchies better
+        (``docs/isolation.md``).
     input_geometry, curvature, timelike_dim, check_manifold
-        As for :class:`HyperbolicDecisionTreeClassifier`.
+        As for [`HyperbolicDecisionTreeClassifier`][hyp2onnx.HyperbolicDecisionTreeClassifier].
 
     Attributes
     ----------
@@ -516,10 +537,9 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             return min(256, n)
         if isinstance(self.max_samples, numbers.Integral):
             if int(self.max_samples) > n:
-                warn(
+                warn_user(
                     f"max_samples ({self.max_samples}) is greater than the total number of "
-                    f"samples ({n}). max_samples will be set to n_samples for estimation.",
-                    stacklevel=3,
+                    f"samples ({n}). max_samples will be set to n_samples for estimation."
                 )
                 return n
             return int(self.max_samples)
@@ -652,7 +672,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             backend="sklearn-iforest" if self._uses_sklearn else f"isolation-{self.splits}",
             estimator_class=type(self).__name__,
             metadata={
-                "task": "anomaly",
+                "task": Task.ANOMALY.value,
                 "denominator": repr(self._denominator),
                 "offset": repr(float(self.offset_)),
                 "path_threshold": repr(float(self.path_threshold_)),

@@ -1,7 +1,7 @@
 """Every training backend, one line each. Add a backend here, nowhere else.
 
 A line says what hyp2onnx must know before importing the backend: the
-module (under :mod:`hyp2onnx.estimators`) that defines the backend class and
+module (under `hyp2onnx.estimators`) that defines the backend class and
 its hyperbolic estimators, the library its native models come from (the
 top-level package of their classes), the pip extra that installs it, the
 estimator classes the module defines and the native model files its
@@ -27,7 +27,7 @@ class BackendSpec:
     """One backend, as the registry lists it (see the module doc)."""
 
     module: str
-    backend: str  #: name of the :class:`Backend` subclass in ``module``
+    backend: str  #: name of the `Backend` subclass in ``module``
     library: str
     extra: str | None  #: None: the library is a core dependency
     estimators: tuple[str, ...]
@@ -36,7 +36,7 @@ class BackendSpec:
     def load(self, what: str | None = None) -> type[Backend]:
         """The backend class, importing its module (and library) now.
 
-        Raises :class:`MissingExtraError` naming the extra if the library is
+        Raises [`MissingExtraError`][hyp2onnx.errors.MissingExtraError] naming the extra if the library is
         not installed; ``what`` is the thing that needed it, for the message.
         """
         try:

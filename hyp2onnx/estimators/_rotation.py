@@ -28,10 +28,10 @@ an orthogonal map of the spatial coordinates there:
     ``"haar"``: ``R_t`` Haar-random; ``"identity"``: ``R_t = I``.
 
 In the frame, Klein coordinates are linear-fractional in the original ones
-(:mod:`hyp2onnx.ir.frames`), computed in one fixed order of float64
+(`hyp2onnx.ir.frames`), computed in one fixed order of float64
 operations. Each tree is a Fast-HyperDT tree on them: a scikit-learn
 decision tree fitted on the tree space of the frame coordinates (``ranks`` by
-default, :mod:`hyp2onnx.correction.tree_space`) with every threshold moved to
+default, `hyp2onnx.correction.tree_space`) with every threshold moved to
 the Einstein midpoint of its two nearest training frame coordinates, by the
 shared correction. A split ``k'_j <= t`` is a geodesic hyperplane of the
 original space.
@@ -44,14 +44,14 @@ bootstrap=True, max_features="sqrt"`` reproduces
 predictions bit for bit (near the origin, where no tree needs split indices).
 
 Exactness: the exported graph computes each frame coordinate some split
-reads with the same ``Mul``/``Add`` chain and ``Div`` (:mod:`hyp2onnx.emit.frames`)
+reads with the same ``Mul``/``Add`` chain and ``Div`` (`hyp2onnx.emit.frames`)
 and compares it in float64 with a float64 threshold that routes every
 float64 value as the tree does (a float32 comparison ``float32(x) <= t`` is
 the float64 comparison ``x <= T`` for the largest ``T`` that rounds to at
-most ``t``, :func:`float32_cut`). Frames far from the data can make
+most ``t``, `float32_cut`). Frames far from the data can make
 float32 input move points across splits: ``input_dtype_`` is "float64" when
 rounding the training points to float32 changes the leaf any of them reaches
-in any tree, and :func:`hyp2onnx.to_onnx` then warns on ``dtype="float32"``.
+in any tree, and [`hyp2onnx.to_onnx`][hyp2onnx.to_onnx] then warns on ``dtype="float32"``.
 """
 
 from __future__ import annotations
@@ -465,7 +465,7 @@ class _RotationForest(HyperbolicTreeModel):
     def _tree_features(self, k: np.ndarray, t: int, every: np.ndarray | None = None) -> np.ndarray:
         """What tree ``t`` reads for Klein rows ``k``: frame coordinates or split indices.
 
-        ``every``, if given, is :meth:`_frame_features` of ``k``.
+        ``every``, if given, is `_frame_features` of ``k``.
         """
         if every is None:
             kf = frame_features(k, Frames.from_lorentz([self.frames_[t]]))
@@ -513,7 +513,7 @@ class _RotationForest(HyperbolicTreeModel):
     # -- export --------------------------------------------------------------
 
     def to_ir(self) -> Model:
-        """The forest as an :class:`~hyp2onnx.ir.Model`: float64 comparisons of frame coordinates."""
+        """The forest as an `Model`: float64 comparisons of frame coordinates."""
         check_is_fitted(self)
         d = self.frames_[0].shape[0] - 1
         classifier = is_classifier(self)
@@ -564,7 +564,7 @@ _DOC = """{summary}
     Each tree is a Fast-HyperDT tree (a scikit-learn decision tree, thresholds at
     Einstein midpoints) grown on the Klein coordinates of the points seen in its
     own frame ``M_t = diag(1, R_t) B_t``: a boost of a random centre to the origin
-    and an orthogonal map there (see :mod:`hyp2onnx.estimators._rotation` and
+    and an orthogonal map there (see `hyp2onnx.estimators._rotation` and
     ``docs/rotation.md``). Its splits are geodesic hyperplanes in any direction.
 
     Parameters
@@ -583,7 +583,7 @@ _DOC = """{summary}
         The boosted centre: the Lorentzian centroid of a random class subset's rows
         (regressors: of a random share of the rows), or the origin (no boost).
     criterion, max_depth, min_samples_split, min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes, min_impurity_decrease
-        The trees' parameters, as for :class:`sklearn.tree.{tree}`.
+        The trees' parameters, as for `sklearn.tree.{tree}`.
     bootstrap : bool, default=False
         Grow each tree on a bootstrap sample (scikit-learn's forests' draws).
     max_samples : int, float or None, default=None
@@ -593,7 +593,7 @@ _DOC = """{summary}
     n_jobs : int or None, default=None
         Threads growing the trees (the trees do not depend on it).
     input_geometry, curvature, timelike_dim, midpoint, check_manifold, tree_space
-        As for :class:`HyperbolicDecisionTreeClassifier`.
+        As for [`HyperbolicDecisionTreeClassifier`][hyp2onnx.HyperbolicDecisionTreeClassifier].
 
     Attributes
     ----------
@@ -622,7 +622,7 @@ class HyperbolicRotationForestClassifier(ClassifierMixin, _RotationForest):
         return self._mean(X, "predict_proba")
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
-        """Logarithm of :meth:`predict_proba`."""
+        """Logarithm of `predict_proba`."""
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 

@@ -153,9 +153,9 @@ _GEOMETRY_DOC = (
         Klein coordinates, whatever the learner's precision: points far from
         the origin stay separable), ``artanh`` of them, or the coordinates
         themselves (the paper's design). Thresholds are Klein thresholds at
-        Einstein midpoints in every case; see :mod:`hyp2onnx.correction.tree_space`.
+        Einstein midpoints in every case; see `hyp2onnx.correction.tree_space`.
     input_blocks : list or None, default=None
-        Input made of blocks (:mod:`hyp2onnx.blocks`): ``[Hyperbolic(2),
+        Input made of blocks ([`hyp2onnx.blocks`][hyp2onnx.blocks]): ``[Hyperbolic(2),
         Spherical(2), Euclidean(3), Categorical(1)]`` or a signature
         ``[(-1.0, 2), (0.0, 3), (1.0, 2)]``; the columns of a row are the
         blocks' columns in order. Each block gets its own midpoint
@@ -174,7 +174,7 @@ _GEOMETRY_DOC = (
 
 def _doc(summary: str, wrapped: type) -> str:
     return (
-        f"{summary}\n\n    Fits :class:`sklearn.{wrapped.__module__.split('.')[1]}.{wrapped.__name__}` "
+        f"{summary}\n\n    Fits `sklearn.{wrapped.__module__.split('.')[1]}.{wrapped.__name__}` "
         "on Klein coordinates and moves every threshold to its Einstein midpoint.\n" + _GEOMETRY_DOC
     )
 

@@ -102,7 +102,7 @@ def weight_error(
     what: str = "sample_weight",
     backend: str = "",
 ) -> ValueError | None:
-    """The ValueError for weights with ``problems`` (:func:`weight_problems`) and ``n_nonzero``
+    """The ValueError for weights with ``problems`` (`weight_problems`) and ``n_nonzero``
     non-zero values among ``n_rows``, or None if they are usable."""
     if problems:
         rule = "finite" if negative_ok else "finite and non-negative"

@@ -1,38 +1,40 @@
 """Every way a fitted model leaves Python.
 
-- :func:`to_onnx` / :func:`save_onnx`: one ONNX graph that takes the raw
-  hyperbolic points, its metadata (:func:`read_metadata`), and external data
-  for graphs past protobuf's 2 GiB (``_compile``).
-- :mod:`.skl2onnx`: converters that teach ``skl2onnx.to_onnx`` our estimators.
+- `to_onnx` / `save_onnx`: one ONNX graph that takes the raw
+  hyperbolic points, its metadata (`read_metadata`), and external data
+  for graphs past protobuf's 2 GiB (``_model_file``).
+- `skl2onnx`: converters that teach ``skl2onnx.to_onnx`` our estimators.
 
 The graph takes raw points ``X`` [N, D] in the model's input geometry,
 projects the columns the trees read to Klein coordinates, evaluates the
 ensemble and returns ``label`` + ``probabilities`` (classifiers) or
-``variable`` (regressors). See :mod:`hyp2onnx.emit` for the encodings.
+``variable`` (regressors). See `hyp2onnx.emit` for the encodings.
 """
 
 from __future__ import annotations
 
+from ..emit import ENCODINGS
 from ._compile import (
     DEFAULT_OPSET,
-    ENCODINGS,
     MIN_OPSET,
-    PROTOBUF_LIMIT,
-    check_model,
     check_opset,
     compat_routes_exactly,
     compile_model,
     describe,
-    external_data_path,
-    finish_model,
     input_dtype,
     max_opset,
-    needs_external_data,
-    read_metadata,
     save_onnx,
     to_onnx,
 )
 from ._kinds import Kind, kind_of
+from ._model_file import (
+    PROTOBUF_LIMIT,
+    check_model,
+    external_data_path,
+    finish_model,
+    needs_external_data,
+    read_metadata,
+)
 
 __all__ = [
     "DEFAULT_OPSET",

@@ -13,22 +13,26 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from ..estimators import backend_for
+from . import hyperdt
+
 __all__ = ["Kind", "kind_of"]
 
 Kind = Literal["hyperbolic", "plain", "hyperdt"]
 
 
 def kind_of(model: Any) -> Kind:
-    """The kind of ``model``; :class:`~hyp2onnx.errors.UnsupportedModelError` if none.
+    """The kind of ``model``; [`UnsupportedModelError`][hyp2onnx.errors.UnsupportedModelError] if none.
 
     The error lists the supported model classes.
     """
-    from ..estimators import backend_for
-    from ..estimators._base import HyperbolicTreeModel
-    from . import hyperdt
-
     if hyperdt.handles(model):
         return "hyperdt"
+    # Imported here, not at the top: the estimators' base imports scikit-learn, which the
+    # scoring commands (inspect, predict), reaching this module through the export
+    # package, must not load (tests/test_layout.py).
+    from ..estimators._base import HyperbolicTreeModel
+
     if isinstance(model, HyperbolicTreeModel):
         return "hyperbolic"
     backend_for(model)  # raises, naming what is supported

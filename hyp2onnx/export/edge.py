@@ -1,11 +1,11 @@
 """Deploy exported graphs beyond onnxruntime's Python package.
 
-* :func:`to_ort` converts a graph to onnxruntime's ``.ort`` format (what
+* [`to_ort`][hyp2onnx.export.edge.to_ort] converts a graph to onnxruntime's ``.ort`` format (what
   onnxruntime's mobile and minimal builds load) with onnxruntime's own tool,
   ``onnxruntime.tools.convert_onnx_models_to_ort``, and writes beside it the
   ``required_operators.config`` that a minimal build's
   ``--include_ops_by_config`` takes.
-* :func:`without_row_blocks` removes the exact encoding's row-block
+* [`without_row_blocks`][hyp2onnx.export.edge.without_row_blocks] removes the exact encoding's row-block
   ``Loop`` (and its sequence operators) from a graph, for a runtime with the
   tree operators but without sequence operators. (The standard encoding,
   for runtimes such as OpenVINO and tract, has no row blocks.)
@@ -140,7 +140,7 @@ def ort_package(
 def write_all(contents: Mapping[Path, bytes], *, overwrite: bool) -> None:
     """Write several files, each atomically; on any failure remove those written here.
 
-    With ``overwrite=False`` an existing file raises :class:`FileExistsError`
+    With ``overwrite=False`` an existing file raises `FileExistsError`
     before anything is written.
     """
     if not overwrite:
@@ -208,7 +208,7 @@ def _row_block_loops(
 ) -> list[tuple[onnx.NodeProto, onnx.NodeProto, str]]:
     """Each top-level row-block ``Loop``, its ``ConcatFromSequence`` and the rows it splits.
 
-    The pattern :func:`hyp2onnx.emit.trees._row_block_loop` writes:
+    The pattern `hyp2onnx.emit.trees._row_block_loop` writes:
     ``SplitToSequence(x)`` -> ``Loop`` whose body reads a block with
     ``SequenceAt`` and appends its result with ``SequenceInsert`` ->
     ``ConcatFromSequence``.
@@ -279,24 +279,8 @@ def _inputs_used(graph: onnx.GraphProto) -> set[str]:
     return used
 
 
-def without_row_blocks(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
-    """The same graph computing all rows at once, with no ``Loop`` or sequence operators.
-
-    hyp2onnx's exact graphs score rows in blocks (``Loop`` over
-    ``SplitToSequence``, nested for the tree operator's blocks and its sums'),
-    which is faster in onnxruntime and keeps the memory of a call bounded;
-    small models and oblique projections put them behind an ``If`` whose
-    other branch takes batches of at most 1024 rows at once. This computes
-    every batch in one piece instead (the ``If``'s whole-batch branch, or
-    the ``Loop`` bodies applied to all rows): every batch size gives
-    the same outputs as before, bit for bit, but large batches take memory
-    in proportion to their rows (split them yourself).
-    OpenVINO and tract, which have no sequence operators, need this form.
-    Returns a new model; ``onnx_model`` is not changed.
-    """
-    model = onnx.ModelProto()
-    model.CopyFrom(onnx_model)
-    graph = model.graph
+def _inlined(graph: onnx.GraphProto) -> list[onnx.NodeProto] | None:
+    """``graph``'s nodes with its top-level row-block Loops and Ifs inlined; None if none."""
     # keyed by output names, which are unique in a graph (protobuf wrappers' ids need not be)
     found = _row_block_loops(graph)
     loops = {loop.output[0]: (rows, join.output[0]) for loop, join, rows in found}
@@ -314,19 +298,27 @@ def without_row_blocks(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
             nodes.append(node)
             continue
         changed = True
-        whole = next(a.g for a in node.attribute if a.name == "then_branch")
-        result = whole.output[0].name
-        inner = list(whole.node)
-        producers = [n for n in inner if result in n.output]
-        if producers:
-            out = producers[0].output
-            out[list(out).index(result)] = node.output[0]
-        else:  # the branch hands an outer value through
-            inner.append(onnx.helper.make_node("Identity", [result], [node.output[0]]))
-        nodes.extend(inner)
-    if not changed:
-        return model
-    # drop what only the removed branch (and the If's condition) used
+        nodes.extend(_whole_batch_branch(node))
+    return nodes if changed else None
+
+
+def _whole_batch_branch(node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """A row-block ``If``'s whole-batch branch, writing the ``If``'s output."""
+    whole = next(a.g for a in node.attribute if a.name == "then_branch")
+    result = whole.output[0].name
+    inner = list(whole.node)
+    producers = [n for n in inner if result in n.output]
+    if producers:
+        out = producers[0].output
+        out[list(out).index(result)] = node.output[0]
+    else:  # the branch hands an outer value through
+        inner.append(onnx.helper.make_node("Identity", [result], [node.output[0]]))
+    return inner
+
+
+def _keep_live(graph: onnx.GraphProto, nodes: list[onnx.NodeProto]) -> None:
+    """Set ``graph``'s nodes to ``nodes`` less what no output needs (the removed branch,
+    the ``If``'s condition), with the initializers and value infos still read."""
     keep = {o.name for o in graph.output}
     live: list[onnx.NodeProto] = []
     for node in reversed(nodes):
@@ -345,6 +337,30 @@ def without_row_blocks(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
     value_info = [v for v in graph.value_info if v.name in used]
     del graph.value_info[:]
     graph.value_info.extend(value_info)
+
+
+def without_row_blocks(onnx_model: onnx.ModelProto) -> onnx.ModelProto:
+    """The same graph computing all rows at once, with no ``Loop`` or sequence operators.
+
+    hyp2onnx's exact graphs score rows in blocks (``Loop`` over
+    ``SplitToSequence``, nested for the tree operator's blocks and its sums'),
+    which is faster in onnxruntime and keeps the memory of a call bounded;
+    small models and oblique projections put them behind an ``If`` whose
+    other branch takes batches of at most 1024 rows at once. This computes
+    every batch in one piece instead (the ``If``'s whole-batch branch, or
+    the ``Loop`` bodies applied to all rows): every batch size gives
+    the same outputs as before, bit for bit, but large batches take memory
+    in proportion to their rows (split them yourself).
+    OpenVINO and tract, which have no sequence operators, need this form.
+    Returns a new model; ``onnx_model`` is not changed.
+    """
+    model = onnx.ModelProto()
+    model.CopyFrom(onnx_model)
+    graph = model.graph
+    nodes = _inlined(graph)
+    if nodes is None:
+        return model
+    _keep_live(graph, nodes)
     if _row_block_loops(graph):  # a Loop that was nested in the one inlined (the sums' blocks)
         return without_row_blocks(model)
     onnx.checker.check_model(model, full_check=True)

@@ -25,7 +25,7 @@ What each class predicts, reproduced as HyperDT computes it:
 * ``HyperbolicRandomForestClassifier``: ``probabilities`` are the mean of
   the trees' leaf fractions (tree order, then divided; a tree whose
   bootstrap sample missed a class gives it 0, where HyperDT's own
-  ``predict_proba`` fails: see :func:`hyperdt_outputs`); ``label`` is the
+  ``predict_proba`` fails: see `hyperdt_outputs`); ``label`` is the
   *mode* of the trees' labels, the smallest label on a tie
   (``scipy.stats.mode``), which may differ from the most probable class.
 * ``HyperbolicRandomForestRegressor``: HyperDT 0.0.3 inherits the
@@ -45,10 +45,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import onnx
 from onnx import helper
 
+from ..emit import ENCODINGS, Encoding
+from ..emit import encoding as registered
+from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
+from ..emit.outputs import label_tensor
+from ..emit.strategy import TREE_EMITTERS, plan_trees
+from ..emit.trees import TreePlan, by_row_blocks
 from ..errors import UnsupportedModelError
-from ..ir import Ensemble, InputSpace, Model
+from ..ir import Ensemble, InputSpace, Model, predict_output, predict_scores
+from ._model_file import finish_model
 
 __all__ = [
     "HYPERDT_CLASSES",
@@ -128,10 +136,34 @@ def read_hyperdt(model: Any) -> HyperDTModel:
             f"expected one of {sorted(HYPERDT_CLASSES)}."
         )
     name = type(model).__name__
-    forest = "Forest" in name
-    classifier = name.endswith("Classifier")
     trees = _trees_of(model)
     nodes_of = [_tree_nodes(t) for t in trees]
+    n_input, timelike = _input_columns(trees, name)
+    classes = _classes(model, name) if name.endswith("Classifier") else None
+    keys, nodes, codes = _flatten(trees, nodes_of, classes, name)
+    values = Ensemble(
+        value=np.asarray(nodes.pop("value")),
+        aggregate="mean",
+        base_values=np.zeros(len(classes) if classes is not None else 1),
+        classes=classes,
+        **nodes,
+    )
+    votes = _votes(nodes, codes, len(trees)) if "Forest" in name else None
+    columns = np.array(list(keys), dtype=np.float64).reshape(-1, 3)
+    space = InputSpace("hyperboloid", -abs(float(model.curvature)), timelike, n_input)
+    return HyperDTModel(
+        columns_feature=columns[:, 0].astype(np.int64),
+        columns_sin=columns[:, 1],
+        columns_cos=columns[:, 2],
+        timelike=timelike,
+        values=values,
+        votes=votes,
+        model=Model(values, space, "hyperdt", name),
+    )
+
+
+def _input_columns(trees: list[Any], name: str) -> tuple[int, int]:
+    """The trees' common number of input columns and timelike column; refuses dense products."""
     n_input = int(trees[0].ndim)
     timelike = int(trees[0].timelike_dim) % n_input
     for t in trees:
@@ -145,62 +177,62 @@ def read_hyperdt(model: Any) -> HyperDTModel:
             raise UnsupportedModelError(
                 f"the trees of this {name} disagree on their input columns."
             )
+    return n_input, timelike
 
-    if classifier:
-        classes = np.asarray(model.classes_)
-        if forest and classes.dtype.kind not in "iuf":  # booleans fail scipy's mode too
-            what = "boolean" if classes.dtype.kind == "b" else "non-numeric"
-            raise UnsupportedModelError(
-                f"HyperDT's {name} cannot predict {what} labels (its vote uses "
-                "scipy.stats.mode, which refuses them); refit it on integer labels, "
-                "e.g. y.astype(int)."
-            )
-    else:
-        classes = None
 
-    # One split column per distinct (feature, sin, cos).
+def _classes(model: Any, name: str) -> np.ndarray:
+    classes = np.asarray(model.classes_)
+    if "Forest" in name and classes.dtype.kind not in "iuf":  # booleans fail scipy's mode too
+        what = "boolean" if classes.dtype.kind == "b" else "non-numeric"
+        raise UnsupportedModelError(
+            f"HyperDT's {name} cannot predict {what} labels (its vote uses "
+            "scipy.stats.mode, which refuses them); refit it on integer labels, "
+            "e.g. y.astype(int)."
+        )
+    return classes
+
+
+def _flatten(
+    trees: list[Any], nodes_of: list[list[Any]], classes: np.ndarray | None, name: str
+) -> tuple[dict[tuple[int, float, float], int], dict[str, Any], list[float]]:
+    """Every tree's nodes in one ensemble: one split column per distinct (feature, sin,
+    cos), the ensemble's node arrays, and each node's vote (label index or value)."""
     keys: dict[tuple[int, float, float], int] = {}
-    feature, threshold, left, right, value, code, roots = [], [], [], [], [], [], []
+    feature, left, right, value, codes, roots = [], [], [], [], [], []
+    width = classes.size if classes is not None else 1
     offset = 0
     for t, nodes in zip(trees, nodes_of, strict=True):
-        index = {id(n): i for i, n in enumerate(nodes)}
+        index = {id(n): offset + i for i, n in enumerate(nodes)}
         sign = _SIGN[t.dot_product]
-        if classes is not None:  # classifier
-            # asarray: an array query, so that numpy's stubs give an array of positions
-            local = np.searchsorted(classes, np.asarray(t.classes_))
-            if np.any(local >= classes.size) or not np.array_equal(classes[local], t.classes_):
-                raise UnsupportedModelError(f"a tree of this {name} has classes the model lacks.")
+        local = None if classes is None else _tree_classes(t, classes, name)
         roots.append(offset)
         for n in nodes:
             if n.value is None:
                 # HyperDT's own scalars: np.sin/np.cos of the stored angle.
                 key = (int(n.feature), float(np.sin(n.theta)), float(sign * np.cos(n.theta)))
                 feature.append(keys.setdefault(key, len(keys)))
-                threshold.append(0.0)
-                left.append(offset + index[id(n.left)])
-                right.append(offset + index[id(n.right)])
-                value.append(np.zeros(classes.size if classes is not None else 1))
-                code.append(0.0)
+                left.append(index[id(n.left)])
+                right.append(index[id(n.right)])
+                value.append(np.zeros(width))
+                codes.append(0.0)
+                continue
+            feature.append(-1)
+            left.append(-1)
+            right.append(-1)
+            if local is not None:  # classifier
+                row = np.zeros(width)
+                row[local] = np.asarray(n.probs, dtype=np.float64)
+                value.append(row)
+                codes.append(float(local[int(n.value)]))
             else:
-                feature.append(-1)
-                threshold.append(0.0)
-                left.append(-1)
-                right.append(-1)
-                if classes is not None:  # classifier
-                    row = np.zeros(classes.size)
-                    row[local] = np.asarray(n.probs, dtype=np.float64)
-                    value.append(row)
-                    code.append(float(local[int(n.value)]))
-                else:
-                    value.append(np.array([float(n.value)]))
-                    code.append(float(n.value))
+                value.append(np.array([float(n.value)]))
+                codes.append(float(n.value))
         offset += len(nodes)
     if not keys:  # only leaves: the operator still needs one input column
         keys[(0, 0.0, 0.0)] = 0
-    columns = np.array(list(keys), dtype=np.float64).reshape(-1, 3)
-    common: dict[str, Any] = dict(
+    arrays = dict(
         feature=np.asarray(feature, dtype=np.int64),
-        threshold=np.asarray(threshold),
+        threshold=np.zeros(len(feature)),
         left=np.asarray(left, dtype=np.int64),
         right=np.asarray(right, dtype=np.int64),
         roots=np.asarray(roots, dtype=np.int64),
@@ -210,52 +242,46 @@ def read_hyperdt(model: Any) -> HyperDTModel:
         n_features=len(keys),
         post_transform="identity",
         sum_dtype="float64",
+        value=value,
     )
-    values = Ensemble(
-        value=np.asarray(value),
-        aggregate="mean",
-        base_values=np.zeros(len(value[0])),
-        classes=classes,
-        **common,
-    )
-    votes = None
-    if forest:
-        n_trees = len(trees)
-        tree_of = np.repeat(np.arange(n_trees), np.diff(np.append(roots, offset)))
-        per_tree = np.zeros((offset, n_trees))
-        per_tree[np.arange(offset), tree_of] = code
-        votes = Ensemble(
-            value=per_tree,
-            aggregate="sum",
-            base_values=np.zeros(n_trees),
-            tree_target=np.arange(n_trees, dtype=np.int64),
-            **common,
-        )
-    space = InputSpace("hyperboloid", -abs(float(model.curvature)), timelike, n_input)
-    return HyperDTModel(
-        columns_feature=columns[:, 0].astype(np.int64),
-        columns_sin=columns[:, 1],
-        columns_cos=columns[:, 2],
-        timelike=timelike,
-        values=values,
-        votes=votes,
-        model=Model(values, space, "hyperdt", name),
+    return keys, arrays, codes
+
+
+def _tree_classes(tree: Any, classes: np.ndarray, name: str) -> np.ndarray:
+    """Where each of a tree's classes sits among the model's."""
+    # asarray: an array query, so that numpy's stubs give an array of positions
+    local = np.searchsorted(classes, np.asarray(tree.classes_))
+    if np.any(local >= classes.size) or not np.array_equal(classes[local], tree.classes_):
+        raise UnsupportedModelError(f"a tree of this {name} has classes the model lacks.")
+    return local
+
+
+def _votes(nodes: dict[str, Any], codes: list[float], n_trees: int) -> Ensemble:
+    """The ensemble whose tree ``i`` puts its vote in column ``i`` (forests: for the mode)."""
+    n_nodes = len(codes)
+    tree_of = np.repeat(np.arange(n_trees), np.diff(np.append(nodes["roots"], n_nodes)))
+    per_tree = np.zeros((n_nodes, n_trees))
+    per_tree[np.arange(n_nodes), tree_of] = codes
+    return Ensemble(
+        value=per_tree,
+        aggregate="sum",
+        base_values=np.zeros(n_trees),
+        tree_target=np.arange(n_trees, dtype=np.int64),
+        **nodes,
     )
 
 
-def predict_reference(described: HyperDTModel, X: np.ndarray) -> dict[str, np.ndarray]:
+def predict_reference(hyperdt_model: HyperDTModel, X: np.ndarray) -> dict[str, np.ndarray]:
     """The graph's outputs computed in numpy (HyperDT's arithmetic, vectorised)."""
-    from ..ir import predict_output, predict_scores
-
-    S = split_columns(described, X)
-    values = described.values
+    S = split_columns(hyperdt_model, X)
+    values = hyperdt_model.values
     out = predict_output(values, S)
     classes = values.classes  # None: a regressor (values.is_classifier is False)
-    if described.votes is None:
+    if hyperdt_model.votes is None:
         if classes is not None:
             return {"label": classes[np.argmax(out, axis=1)], "probabilities": out}
         return {"variable": out}
-    winner = _mode(predict_scores(described.votes, S))
+    winner = _mode(predict_scores(hyperdt_model.votes, S))
     if classes is not None:
         return {"label": classes[winner.astype(np.int64)], "probabilities": out}
     return {"variable": winner[:, None]}
@@ -288,11 +314,11 @@ def hyperdt_outputs(model: Any, X: np.ndarray) -> dict[str, np.ndarray]:
     return out
 
 
-def split_columns(described: HyperDTModel, X: np.ndarray) -> np.ndarray:
+def split_columns(hyperdt_model: HyperDTModel, X: np.ndarray) -> np.ndarray:
     """``sin * x[d] - cos * x[t]`` for every split column, in float64, as HyperDT computes it."""
     X = np.asarray(X).astype(np.float64)
-    return described.columns_sin * X[:, described.columns_feature] - (
-        described.columns_cos * X[:, [described.timelike]]
+    return hyperdt_model.columns_sin * X[:, hyperdt_model.columns_feature] - (
+        hyperdt_model.columns_cos * X[:, [hyperdt_model.timelike]]
     )
 
 
@@ -307,128 +333,158 @@ def compile_hyperdt(
     model: Any, *, dtype: str, encoding: str, opset: int, name: str | None = None
 ) -> Any:
     """The ONNX model of a HyperDT estimator, in an encoding that compares in float64."""
-    from ..emit import ENCODINGS
-    from ..emit import encoding as registered
-    from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
-    from ..emit.outputs import label_tensor
-    from ..emit.trees import plan_trees
-    from ._compile import finish_model
-
-    how = registered(encoding)
-    if how.value_bound:
-        # HyperDT's graph takes labels from votes and modes, not from summed
-        # scores; it keeps the exact encoding's ordered sums.
-        encoding, how = "exact", registered("exact")
-    if how.float32:
-        usable = ", ".join(repr(e.name) for e in ENCODINGS.values() if not e.float32)
-        raise ValueError(
-            f"HyperDT models export with encoding {usable}, not {encoding!r}: their splits "
-            f"compare float64 products, which the float32 {encoding!r} encoding cannot."
-        )
-    described = read_hyperdt(model)
-    g = GraphBuilder(opset)
-    g.reserve("X", "label", "probabilities", "variable")
-    x = "X" if dtype == "float64" else g.cast(STAGE, "X", np.float64)
-    xd = g.op(STAGE, "Gather", [x, g.const(STAGE, "features", described.columns_feature)], axis=1)
-    xt = g.op(
-        STAGE, "Gather", [x, g.const(STAGE, "timelike", [described.timelike], np.int64)], axis=1
-    )
-    a = g.op(STAGE, "Mul", [xd, g.const(STAGE, "sin", described.columns_sin)])
-    b = g.op(STAGE, "Mul", [xt, g.const(STAGE, "cos", described.columns_cos)])
-    S = g.op(STAGE, "Sub", [a, b])
-
-    plans = []
-
-    def trees(ensemble: Ensemble) -> str:
-        if not how.tree_operator:
-            raw = how.emit_function()(g, S, "float64", ensemble)
-        else:
-            plan = plan_trees(ensemble, encoding)
-            plans.append(plan)
-            raw = how.emit_function()(g, S, "float64", ensemble, plan=plan)
-        assert isinstance(raw, str)  # value-bound (Guarded) encodings were replaced above
-        return raw
-
-    values = described.values
-    scores = trees(values)
-    if values.classes is not None:  # values.is_classifier
-        g.rename(scores, "probabilities")
-        labels, label_type = label_tensor(values.classes)
-        if described.votes is None:
-            winner = g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
-        else:
-            winner = g.cast(STAGE, _emit_mode(g, trees(described.votes), encoding), np.int64)
-        g.op(
-            STAGE, "Gather", [g.const(STAGE, "classes", labels), winner], axis=0, outputs=["label"]
-        )
-        outputs = [
-            helper.make_tensor_value_info("label", label_type, ["N"]),
-            helper.make_tensor_value_info(
-                "probabilities", onnx_type("float64"), ["N", values.n_outputs]
-            ),
-        ]
+    spec = _encoding_for(encoding)
+    hyperdt_model = read_hyperdt(model)
+    builder = GraphBuilder(opset)
+    builder.reserve("X", "label", "probabilities", "variable")
+    trees = _TreeStage(builder, _emit_split_columns(builder, hyperdt_model, dtype), spec)
+    if hyperdt_model.values.classes is not None:  # values.is_classifier
+        outputs = _classifier_outputs(builder, hyperdt_model, trees)
     else:
-        if described.votes is not None:
-            mode = _emit_mode(g, trees(described.votes), encoding)
-            scores = g.op(STAGE, "Unsqueeze", [mode, g.const(STAGE, "axis1", [1], np.int64)])
-        g.rename(scores, "variable")
-        outputs = [helper.make_tensor_value_info("variable", onnx_type("float64"), ["N", 1])]
-
-    ml_opset = max((p.ml_opset for p in plans), default=None)
+        outputs = _regressor_outputs(builder, hyperdt_model, trees)
     graph = helper.make_graph(
-        g.nodes,
-        name or f"hyp2onnx_hyperdt_{described.model.estimator_class}",
+        builder.nodes,
+        name or f"hyp2onnx_hyperdt_{hyperdt_model.model.estimator_class}",
         [
             helper.make_tensor_value_info(
-                "X", onnx_type(dtype), ["N", described.model.space.n_input_features]
+                "X", onnx_type(dtype), ["N", hyperdt_model.model.space.n_input_features]
             )
         ],
         outputs,
-        g.initializers,
+        builder.initializers,
     )
-    extra = [helper.make_opsetid(ML_DOMAIN, ml_opset)] if ml_opset else []
+    ml_opset = max((p.ml_opset for p in trees.plans), default=None)
     return finish_model(
-        graph, described.model, opset=opset, extra_opsets=extra, encoding=encoding, dtype=dtype
+        graph,
+        hyperdt_model.model,
+        opset=opset,
+        extra_opsets=[helper.make_opsetid(ML_DOMAIN, ml_opset)] if ml_opset else [],
+        encoding=spec.name,
+        dtype=dtype,
     )
 
 
-def _emit_mode(g: Any, per_tree: str, encoding: str) -> str:
-    """[N] mode of the [N, T] per-tree values (smallest on a tie), as :func:`_mode`.
+def _encoding_for(name: str) -> Encoding:
+    """The encoding HyperDT's graph uses when ``name`` is asked for."""
+    spec = registered(name)
+    if spec.value_bound:
+        # HyperDT's graph takes labels from votes and modes, not from summed
+        # scores; it keeps the exact encoding's ordered sums.
+        spec = registered("exact")
+    if spec.float32:
+        usable = ", ".join(repr(e.name) for e in ENCODINGS.values() if not e.float32)
+        raise ValueError(
+            f"HyperDT models export with encoding {usable}, not {name!r}: their splits "
+            f"compare float64 products, which the float32 {name!r} encoding cannot."
+        )
+    return spec
+
+
+def _emit_split_columns(builder: GraphBuilder, hyperdt_model: HyperDTModel, dtype: str) -> str:
+    """HyperDT's split columns ``sin * x[d] - cos * x[t]`` in float64 (``Mul``, ``Mul``, ``Sub``)."""
+    x = "X" if dtype == "float64" else builder.cast(STAGE, "X", np.float64)
+    features = builder.const(STAGE, "features", hyperdt_model.columns_feature)
+    xd = builder.op(STAGE, "Gather", [x, features], axis=1)
+    timelike = builder.const(STAGE, "timelike", [hyperdt_model.timelike], np.int64)
+    xt = builder.op(STAGE, "Gather", [x, timelike], axis=1)
+    products = builder.op(
+        STAGE, "Mul", [xd, builder.const(STAGE, "sin", hyperdt_model.columns_sin)]
+    )
+    subtracted = builder.op(
+        STAGE, "Mul", [xt, builder.const(STAGE, "cos", hyperdt_model.columns_cos)]
+    )
+    return builder.op(STAGE, "Sub", [products, subtracted])
+
+
+class _TreeStage:
+    """The encoding's tree emitter over the split columns; remembers the operators it used."""
+
+    def __init__(self, builder: GraphBuilder, columns: str, spec: Encoding) -> None:
+        self.builder, self.columns, self.spec = builder, columns, spec
+        self.plans: list[TreePlan] = []
+
+    def __call__(self, ensemble: Ensemble) -> str:
+        emit = TREE_EMITTERS[self.spec.name]
+        if not self.spec.tree_operator:
+            raw = emit(self.builder, self.columns, "float64", ensemble)
+        else:
+            plan = plan_trees(ensemble, self.spec.name)
+            self.plans.append(plan)
+            raw = emit(self.builder, self.columns, "float64", ensemble, plan=plan)
+        assert isinstance(raw, str)  # value-bound (Guarded) encodings were replaced above
+        return raw
+
+
+def _classifier_outputs(
+    builder: GraphBuilder, hyperdt_model: HyperDTModel, trees: _TreeStage
+) -> list[onnx.ValueInfoProto]:
+    """``probabilities`` (the mean of the leaf fractions) and ``label`` (their first
+    largest for a tree, the mode of the trees' labels for a forest)."""
+    values = hyperdt_model.values
+    assert values.classes is not None
+    builder.rename(trees(values), "probabilities")
+    labels, label_type = label_tensor(values.classes)
+    if hyperdt_model.votes is None:
+        winner = builder.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
+    else:
+        mode = _emit_mode(builder, trees(hyperdt_model.votes), trees.spec)
+        winner = builder.cast(STAGE, mode, np.int64)
+    classes = builder.const(STAGE, "classes", labels)
+    builder.op(STAGE, "Gather", [classes, winner], axis=0, outputs=["label"])
+    return [
+        helper.make_tensor_value_info("label", label_type, ["N"]),
+        helper.make_tensor_value_info(
+            "probabilities", onnx_type("float64"), ["N", values.n_outputs]
+        ),
+    ]
+
+
+def _regressor_outputs(
+    builder: GraphBuilder, hyperdt_model: HyperDTModel, trees: _TreeStage
+) -> list[onnx.ValueInfoProto]:
+    """``variable``: the leaf value, or for a forest the mode of the trees' values."""
+    scores = trees(hyperdt_model.values)
+    if hyperdt_model.votes is not None:
+        mode = _emit_mode(builder, trees(hyperdt_model.votes), trees.spec)
+        axis = builder.const(STAGE, "axis1", [1], np.int64)
+        scores = builder.op(STAGE, "Unsqueeze", [mode, axis])
+    builder.rename(scores, "variable")
+    return [helper.make_tensor_value_info("variable", onnx_type("float64"), ["N", 1])]
+
+
+def _emit_mode(builder: GraphBuilder, per_tree: str, spec: Encoding) -> str:
+    """[N] mode of the [N, T] per-tree values (smallest on a tie), as `_mode`.
 
     Counts pairwise equalities ([rows, T, T]); the exact encoding does this
     in blocks of rows (a Loop), the standard one for all rows at once.
     """
-    from ..emit.trees import by_row_blocks
 
-    def mode(b: Any, v: str) -> str:
-        rows = b.op(STAGE, "Unsqueeze", [v, b.const(STAGE, "axis2", [2], np.int64)])
-        cols = b.op(STAGE, "Unsqueeze", [v, b.const(STAGE, "axis1", [1], np.int64)])
-        same = b.cast(STAGE, b.op(STAGE, "Equal", [rows, cols]), np.int32)
-        counts = b.op(
-            STAGE, "ReduceSum", [same, b.const(STAGE, "axis2b", [2], np.int64)], keepdims=0
+    def mode(block: GraphBuilder, v: str) -> str:
+        rows = block.op(STAGE, "Unsqueeze", [v, block.const(STAGE, "axis2", [2], np.int64)])
+        cols = block.op(STAGE, "Unsqueeze", [v, block.const(STAGE, "axis1", [1], np.int64)])
+        same = block.cast(STAGE, block.op(STAGE, "Equal", [rows, cols]), np.int32)
+        counts = block.op(
+            STAGE, "ReduceSum", [same, block.const(STAGE, "axis2b", [2], np.int64)], keepdims=0
         )
-        most = (
-            b.op(STAGE, "ReduceMax", [counts], axes=[1], keepdims=1)
-            if b.opset < 18
-            else b.op(
-                STAGE, "ReduceMax", [counts, b.const(STAGE, "axis1b", [1], np.int64)], keepdims=1
-            )
-        )
-        best = b.op(STAGE, "Equal", [counts, most])
-        inf = b.const(STAGE, "inf", np.inf, np.float64)
-        candidates = b.op(STAGE, "Where", [best, v, inf])
-        if b.opset < 18:
-            return b.op(STAGE, "ReduceMin", [candidates], axes=[1], keepdims=1)
-        return b.op(
-            STAGE, "ReduceMin", [candidates, b.const(STAGE, "axis1c", [1], np.int64)], keepdims=1
-        )
-
-    from ..emit import encoding as registered
+        most = _reduce(block, "ReduceMax", counts, "axis1b")
+        best = block.op(STAGE, "Equal", [counts, most])
+        inf = block.const(STAGE, "inf", np.inf, np.float64)
+        candidates = block.op(STAGE, "Where", [best, v, inf])
+        return _reduce(block, "ReduceMin", candidates, "axis1c")
 
     # An encoding without tree operators targets runtimes without sequence operators too.
-    blocks = registered(encoding).tree_operator
-    winner = by_row_blocks(g, per_tree, mode, 1, "float64") if blocks else mode(g, per_tree)
-    return g.op(STAGE, "Squeeze", [winner, g.const(STAGE, "axis1d", [1], np.int64)])
+    if spec.tree_operator:
+        winner = by_row_blocks(builder, per_tree, mode, 1, "float64")
+    else:
+        winner = mode(builder, per_tree)
+    return builder.op(STAGE, "Squeeze", [winner, builder.const(STAGE, "axis1d", [1], np.int64)])
+
+
+def _reduce(builder: GraphBuilder, op: str, x: str, axis_name: str) -> str:
+    """``op`` over axis 1, keeping it: the axes an attribute before opset 18, an input from it."""
+    if builder.opset < 18:
+        return builder.op(STAGE, op, [x], axes=[1], keepdims=1)
+    return builder.op(STAGE, op, [x, builder.const(STAGE, axis_name, [1], np.int64)], keepdims=1)
 
 
 def boundary_rows(
@@ -441,16 +497,18 @@ def boundary_rows(
     coordinates (``k_d = cot(theta)``, the other coordinates random) are
     lifted to the hyperboloid and then moved by up to ``ulps_feature`` ulps
     in ``x_d`` and ``ulps_time`` ulps in ``x_t``: the rows a different
-    arithmetic would send the other way. Use them with :func:`hyp2onnx.verify`.
+    arithmetic would send the other way. Use them with `hyp2onnx.verify`.
     """
-    described = read_hyperdt(model)
+    hyperdt_model = read_hyperdt(model)
     rng = np.random.default_rng(seed)
-    n_in, t = described.model.space.n_input_features, described.timelike
+    n_in, t = hyperdt_model.model.space.n_input_features, hyperdt_model.timelike
     spacelike = np.delete(np.arange(n_in), t)
     steps_d = np.arange(-ulps_feature, ulps_feature + 1)
     steps_t = np.arange(-ulps_time, ulps_time + 1)
     rows = []
-    for d, sin, cos in zip(described.columns_feature, described.columns_sin, described.columns_cos):
+    for d, sin, cos in zip(
+        hyperdt_model.columns_feature, hyperdt_model.columns_sin, hyperdt_model.columns_cos
+    ):
         cot = cos / sin
         if not -1 < cot < 1:
             continue

@@ -1,11 +1,11 @@
 """skl2onnx converters for hyp2onnx estimators.
 
-After :func:`register_skl2onnx_converters` (``hyp2onnx.register_skl2onnx_converters()``),
+After [`register_skl2onnx_converters`][hyp2onnx.register_skl2onnx_converters] (``hyp2onnx.register_skl2onnx_converters()``),
 ``skl2onnx.to_onnx`` converts a hyperbolic estimator, alone or as a step of
 a scikit-learn ``Pipeline`` (after preprocessing steps skl2onnx converts,
 such as a ``FunctionTransformer`` or a scaler). skl2onnx is an optional
 extra (``pip install 'hyp2onnx[skl2onnx]'``). The converter compiles the
-estimator with :func:`hyp2onnx.export.compile_model` and grafts that graph
+estimator with `hyp2onnx.export.compile_model` and grafts that graph
 into skl2onnx's, renaming every tensor into skl2onnx's scope.
 
 Options (``options={id(model): {...}}`` or ``{type(model): {...}}``):
@@ -13,7 +13,7 @@ Options (``options={id(model): {...}}`` or ``{type(model): {...}}``):
 * ``encoding``: ``"exact"`` (default), ``"compat"`` or ``"standard"``.
   skl2onnx (1.20) accepts ai.onnx.ml opsets up to 3, so the exact encoding
   fits only models that compare in float32 (scikit-learn, XGBoost); export
-  exact LightGBM graphs with :func:`hyp2onnx.to_onnx` or pick another
+  exact LightGBM graphs with [`hyp2onnx.to_onnx`][hyp2onnx.to_onnx] or pick another
   encoding.
 * classifiers take skl2onnx's usual ``zipmap`` (default ``True``: a
   ``ZipMap`` of class to probability, as for scikit-learn's own
@@ -86,23 +86,21 @@ def _compile(
     if elem not in (TensorProto.FLOAT, TensorProto.DOUBLE):
         raise RuntimeError("hyp2onnx estimators take float or double input tensors")
     dtype = "float64" if elem == TensorProto.DOUBLE else "float32"
-    described = describe(model)
-    if options.get("nocl") and described.ensemble.classes is not None:
-        n_classes = len(described.ensemble.classes)
-        described = replace(
-            described, ensemble=replace(described.ensemble, classes=np.arange(n_classes))
+    ir_model = describe(model)
+    if options.get("nocl") and ir_model.ensemble.classes is not None:
+        n_classes = len(ir_model.ensemble.classes)
+        ir_model = replace(
+            ir_model, ensemble=replace(ir_model.ensemble, classes=np.arange(n_classes))
         )
     try:
-        onx = compile_model(
-            described, dtype=dtype, encoding=encoding, opset=opset, legacy_only=True
-        )
+        onx = compile_model(ir_model, dtype=dtype, encoding=encoding, opset=opset, legacy_only=True)
     except ValueError as exc:
         # Advise only encodings that convert this model under skl2onnx (the
         # compat encoding, for one, has no node for categorical splits).
         usable = [
             name
             for name in ENCODINGS
-            if name != encoding and _converts(described, dtype, name, opset)
+            if name != encoding and _converts(ir_model, dtype, name, opset)
         ]
         advice = (
             " or pass "
@@ -120,14 +118,14 @@ def _compile(
     return onx
 
 
-def _converts(described: Any, dtype: str, encoding: str, opset: int) -> bool:
-    """Whether ``encoding`` compiles ``described`` with the operators skl2onnx accepts."""
+def _converts(ir_model: Any, dtype: str, encoding: str, opset: int) -> bool:
+    """Whether ``encoding`` compiles ``ir_model`` with the operators skl2onnx accepts."""
     import warnings
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compile_model(described, dtype=dtype, encoding=encoding, opset=opset, legacy_only=True)
+            compile_model(ir_model, dtype=dtype, encoding=encoding, opset=opset, legacy_only=True)
     except (ValueError, TypeError):
         return False
     return True

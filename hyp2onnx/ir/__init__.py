@@ -6,15 +6,16 @@ to infer: the comparison operator, the precision the feature value is
 compared in, the dtype thresholds are stored in and how leaf values are
 combined are all explicit.
 
-:func:`predict_scores` evaluates the description in numpy in the backend's
+`predict_scores` evaluates the description in numpy in the backend's
 own order of operations; tests use it as the reference between the Python
-model and the ONNX graph. :mod:`.trees` holds one tree's arrays and how rows
-are routed and compared; :mod:`.projection` the oblique splits' projections.
+model and the ONNX graph. `trees` holds one tree's arrays and how rows
+are routed and compared; `projection` the oblique splits' projections.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Literal
 
 import numpy as np
@@ -25,7 +26,20 @@ from .frames import Frames, frame_features
 from .projection import project
 from .trees import CategorySets, Op, TreeArrays, apply, as_compared
 
-__all__ = ["Ensemble", "InputSpace", "Model", "predict_output", "predict_scores"]
+__all__ = ["Ensemble", "InputSpace", "Model", "Task", "predict_output", "predict_scores"]
+
+
+class Task(StrEnum):
+    """What a model's graph outputs; written to its metadata as ``hyp2onnx.task``.
+
+    Classifiers and regressors follow from their ensemble; a model of another
+    task records it in `Model.metadata` (``"task"``), as isolation
+    forests do.
+    """
+
+    CLASSIFICATION = "classification"  #: ``label`` and ``probabilities``
+    REGRESSION = "regression"  #: ``variable``
+    ANOMALY = "anomaly"  #: isolation forests: ``label`` (+1 / -1), ``scores``, ``path_length``
 
 
 @dataclass(frozen=True)
@@ -33,7 +47,7 @@ class InputSpace:
     """Where the model's input points live and how they become the trees' features.
 
     One hyperbolic model (``geometry``, ``curvature``, ``timelike_dim``), or,
-    with ``geometry="product"``, the ``blocks`` of :mod:`hyp2onnx.blocks`
+    with ``geometry="product"``, the ``blocks`` of [`hyp2onnx.blocks`][hyp2onnx.blocks]
     (``curvature`` is then NaN and ``timelike_dim`` 0: each block has its own).
     """
 
@@ -94,13 +108,13 @@ class Ensemble:
     classes: np.ndarray | None = None
     tree_target: np.ndarray | None = None  #: output column each tree feeds; None: all
     #: Oblique splits: ``[n_features, n_columns]`` normals. Node ``j`` then tests
-    #: column ``feature[j]`` of ``project(k, projection)`` (see :mod:`hyp2onnx.ir.projection`)
+    #: column ``feature[j]`` of ``project(k, projection)`` (see `hyp2onnx.ir.projection`)
     #: instead of Klein feature ``feature[j]``; None: axis-parallel splits.
     projection: np.ndarray | None = None
     #: Set-membership splits (categorical codes) among the nodes; None: none.
     categories: CategorySets | None = None
     #: Splits in other frames (rotation forests): node ``j`` then tests column
-    #: ``feature[j]`` of ``frame_features(k, frames)`` (see :mod:`hyp2onnx.ir.frames`).
+    #: ``feature[j]`` of ``frame_features(k, frames)`` (see `hyp2onnx.ir.frames`).
     frames: Frames | None = None
 
     def __post_init__(self) -> None:
@@ -252,12 +266,20 @@ class Model:
     #: then its comparison precision).
     input_dtype: Literal["float32", "float64"] | None = None
 
+    @property
+    def task(self) -> Task:
+        """The task recorded in ``metadata``, else classification or regression."""
+        recorded = self.metadata.get("task")
+        if recorded is not None:
+            return Task(recorded)
+        return Task.CLASSIFICATION if self.ensemble.is_classifier else Task.REGRESSION
+
 
 def predict_scores(ensemble: Ensemble, Xk: np.ndarray) -> np.ndarray:
     """Raw scores (before ``post_transform``) for unit-ball Klein rows ``Xk``.
 
     Reproduces the backend's arithmetic: oblique splits' projections in
-    :func:`hyp2onnx.ir.projection.project`'s order, values compared in
+    `hyp2onnx.ir.projection.project`'s order, values compared in
     ``compare_dtype``, leaf values added in tree order in ``sum_dtype``,
     then divided by the tree count ("mean") and offset by ``base_values``.
     """

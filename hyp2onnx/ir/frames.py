@@ -10,12 +10,12 @@ linear-fractional in the original Klein coordinates ``k``, with a positive
 denominator on the ball. A split ``k'_j <= t`` is therefore the flat set
 ``sum_f (M_jf - t M_0f) k_f <= t M_00 - M_j0``: a geodesic hyperplane.
 
-:class:`Frames` holds such features, many frames at once: column ``c`` is
+`Frames` holds such features, many frames at once: column ``c`` is
 ``numerator[:, c] . (1, k)`` over ``denominator[:, frame[c]] . (1, k)``.
 Both dot products are added in one fixed order, the constant first and then
-``k_0``, ``k_1``, ...: :func:`frame_features` is
-:func:`~hyp2onnx.ir.projection.project` of ``(1, k)``, whose first product
-``1 * a`` is ``a`` exactly, and the ONNX emitter (:mod:`hyp2onnx.emit.frames`)
+``k_0``, ``k_1``, ...: `frame_features` is
+`project` of ``(1, k)``, whose first product
+``1 * a`` is ``a`` exactly, and the ONNX emitter (`hyp2onnx.emit.frames`)
 repeats the same ``Mul``/``Add`` chain and the one ``Div``, so the graph's
 frame coordinates are the Python model's bit for bit.
 """

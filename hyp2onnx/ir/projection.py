@@ -4,7 +4,7 @@ An oblique split tests ``w . k <= t`` for a unit normal ``w``; for a Klein
 point the projection ``w . k`` is itself a Klein coordinate along ``w``, so
 its threshold is corrected by the same 1-D Einstein midpoint as an
 axis-parallel one. Every node's projection is computed here, and the ONNX
-emitter (:mod:`hyp2onnx.emit.oblique`) repeats the same operations node for
+emitter (`hyp2onnx.emit.oblique`) repeats the same operations node for
 node, so the graph routes each row exactly as the Python model does.
 
 Why not a matrix product: ``k @ W`` lets the BLAS (numpy) or MLAS

@@ -4,9 +4,9 @@ A tree is four parallel arrays indexed by node (local to the tree, root 0):
 ``feature`` (-1 at leaves), ``threshold``, ``left`` and ``right`` (-1 at
 leaves). A row goes left iff ``x[feature] OP threshold`` with OP ``"<="`` or
 ``"<"``, or, at a set-membership split (categorical codes, see
-:class:`CategorySets`), iff ``x[feature]`` is one of the node's codes.
+`CategorySets`), iff ``x[feature]`` is one of the node's codes.
 Values are compared as float64 after being rounded to the
-backend's comparison precision (see :func:`as_compared`), which reproduces
+backend's comparison precision (see `as_compared`), which reproduces
 scikit-learn (float32 value vs float64 threshold), XGBoost (float32 vs
 float32) and LightGBM (float64 vs float64) exactly.
 """
@@ -167,7 +167,7 @@ def threshold_in(t: np.ndarray, dtype: str, op: Op) -> np.ndarray:
     """Thresholds in ``dtype`` that route every ``dtype`` value as ``t`` does under ``op``.
 
     Rounded toward -inf for ``"<="`` and toward +inf for ``"<"`` (see
-    :func:`round_threshold`); held in ``dtype``. What an emitter writes for
+    `round_threshold`); held in ``dtype``. What an emitter writes for
     a runtime that compares in ``dtype``.
     """
     return round_threshold(t, dtype, "down" if op == "<=" else "up").astype(dtype)

@@ -1,0 +1,484 @@
+"""The exported graph of every model kind, hashed and compared with stored hashes.
+
+Each case fits a small model with fixed seeds on one thread, exports it with
+one combination of options (encoding, input dtype, opset, the If / Loop
+choice by model size, the legacy-only operator of skl2onnx hosts, the row
+blocks dropped) and hashes the serialized ONNX model. The hashes stored in
+``tests/data/graph_hashes.json`` were written before a refactor of the
+export side: a change of any graph, by a single node name or a single bit
+of a constant, fails its case. A change that is meant to alter graphs
+rewrites the file (``python tests/test_graph_hashes.py --write``) and says
+why in its commit.
+
+Each case also stores a hash of the model's description (the IR, or
+HyperDT's split columns and trees): where it differs, the fit itself came
+out otherwise (another version of a tree library, or another BLAS), the
+graph cannot be compared, and the case is skipped, naming the versions the
+file was written with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib import import_module
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+
+import hyp2onnx as h
+from hyp2onnx.blocks import Categorical, Euclidean, Hyperbolic
+from hyp2onnx.datasets import make_geodesic_ray, make_wrapped_normal_mixture
+from hyp2onnx.edge import without_row_blocks
+from hyp2onnx.export import check_opset, compile_model, describe, input_dtype, kind_of
+from hyp2onnx.hyperdt import read_hyperdt
+
+HASHES = Path(__file__).parent / "data" / "graph_hashes.json"
+#: The libraries a fit or a graph depends on, recorded with the hashes.
+LIBRARIES = ("numpy", "scikit-learn", "xgboost", "lightgbm", "catboost", "hyperdt", "onnx")
+
+
+# -- the models ------------------------------------------------------------------------------
+
+
+def _mixture(n_classes: int, *, n: int = 240, d: int = 3, geometry: str = "hyperboloid"):
+    return make_wrapped_normal_mixture(n, d, n_classes, geometry=geometry, random_state=0)
+
+
+def _target(X: np.ndarray) -> np.ndarray:
+    return np.sin(3.0 * X[:, min(1, X.shape[1] - 1)]) + X[:, -1]
+
+
+def _classifier(
+    make: Callable[[], Any], n_classes: int, geometry: str = "hyperboloid"
+) -> Callable[[], Any]:
+    def fit() -> Any:
+        X, y = _mixture(n_classes, geometry=geometry)
+        return make().fit(X, y)
+
+    return fit
+
+
+def _regressor(
+    make: Callable[[], Any], geometry: str = "hyperboloid", d: int = 3
+) -> Callable[[], Any]:
+    def fit() -> Any:
+        X, _ = _mixture(3, geometry=geometry, d=d)
+        return make().fit(X, _target(X))
+
+    return fit
+
+
+def _constant_fit(make: Callable[[], Any]) -> Callable[[], Any]:
+    """A model fitted on one class: a single leaf."""
+
+    def fit() -> Any:
+        X, y = _mixture(3)
+        return make().fit(X, np.zeros_like(y))
+
+    return fit
+
+
+FOREST = dict(n_estimators=5, max_depth=4, random_state=0)
+XGB = dict(n_estimators=4, max_depth=3, n_jobs=1, random_state=0)
+LGBM = dict(n_estimators=4, num_leaves=8, n_jobs=1, verbose=-1, random_state=0, deterministic=True)
+CATBOOST = dict(iterations=4, depth=3, verbose=0, thread_count=1, random_seed=0)
+BLOCKS = [Hyperbolic(2), Euclidean(1), Categorical(1)]
+
+
+def _blocks_fit(make: Callable[[], Any]) -> Callable[[], Any]:
+    def fit() -> Any:
+        rng = np.random.default_rng(0)
+        X, y = _mixture(2, d=2)
+        codes = rng.integers(0, 5, size=(X.shape[0], 1)).astype(np.float64)
+        euclid = rng.normal(size=(X.shape[0], 1))
+        y = np.where(codes[:, 0] % 2 == 0, y, 1 - y)
+        return make().fit(np.hstack([X, euclid, codes]), y)
+
+    return fit
+
+
+def _far_fit() -> Any:
+    X, _ = make_geodesic_ray(400, 10.0, np.array([np.cos(0.3), np.sin(0.3)]), random_state=1)
+    y = (np.arccosh(X[:, 0]) > 10.0).astype(np.int64)
+    return h.HyperbolicRandomForestClassifier(**FOREST).fit(X, y)
+
+
+def _plain(make: Callable[[], Any], classify: bool) -> Callable[[], Any]:
+    def fit() -> Any:
+        X, y = _mixture(3, d=2)
+        klein = X[:, 1:] / X[:, :1]
+        return make().fit(klein, y if classify else _target(X))
+
+    return fit
+
+
+def _isolation(**params: Any) -> Callable[[], Any]:
+    def fit() -> Any:
+        X, _ = _mixture(3)
+        return h.HyperbolicIsolationForest(n_estimators=6, random_state=0, **params).fit(X)
+
+    return fit
+
+
+def _hyperdt(kind: str) -> Callable[[], Any]:
+    def fit() -> Any:
+        tree = import_module("hyperdt.tree")
+        ensemble = import_module("hyperdt.ensemble")
+        X, y = make_wrapped_normal_mixture(160, 2, 4, random_state=0)
+        forest = dict(n_estimators=3, n_jobs=1, random_state=0)
+        make = {
+            "tree_classifier": lambda: tree.HyperbolicDecisionTreeClassifier(max_depth=3),
+            "tree_regressor": lambda: tree.HyperbolicDecisionTreeRegressor(max_depth=3),
+            "forest_classifier": lambda: ensemble.HyperbolicRandomForestClassifier(
+                max_depth=3, **forest
+            ),
+            "forest_regressor": lambda: ensemble.HyperbolicRandomForestRegressor(
+                max_depth=3, **forest
+            ),
+        }[kind]
+        target = y if kind.endswith("classifier") else np.round(np.sin(3.0 * X[:, 1]) + y, 1)
+        return make().fit(X, target)
+
+    return fit
+
+
+def _sklearn(name: str) -> Callable[..., Any]:
+    return lambda **kw: getattr(import_module("sklearn.tree"), name)(random_state=0, **kw)
+
+
+def _lib(module: str, name: str, **params: Any) -> Callable[[], Any]:
+    return lambda: getattr(import_module(module), name)(**params)
+
+
+MODELS: dict[str, Callable[[], Any]] = {
+    "tree_clf": _classifier(
+        lambda: h.HyperbolicDecisionTreeClassifier(max_depth=4, random_state=0), 3
+    ),
+    "tree_reg": _regressor(lambda: h.HyperbolicDecisionTreeRegressor(max_depth=4, random_state=0)),
+    "rf_binary": _classifier(lambda: h.HyperbolicRandomForestClassifier(**FOREST), 2),
+    "rf_3": _classifier(lambda: h.HyperbolicRandomForestClassifier(**FOREST), 3),
+    "rf_5": _classifier(lambda: h.HyperbolicRandomForestClassifier(**FOREST), 5),
+    "rf_reg": _regressor(lambda: h.HyperbolicRandomForestRegressor(**FOREST)),
+    "rf_far": _far_fit,
+    "rf_poincare": _classifier(
+        lambda: h.HyperbolicRandomForestClassifier(**FOREST, input_geometry="poincare"),
+        2,
+        "poincare",
+    ),
+    "xgb_klein": _regressor(
+        lambda: h.HyperbolicXGBRegressor(**XGB, input_geometry="klein"), "klein"
+    ),
+    "xgb_binary": _classifier(lambda: h.HyperbolicXGBClassifier(**XGB), 2),
+    "xgb_3": _classifier(lambda: h.HyperbolicXGBClassifier(**XGB), 3),
+    "xgb_reg": _regressor(lambda: h.HyperbolicXGBRegressor(**XGB)),
+    "lgbm_binary": _classifier(lambda: h.HyperbolicLGBMClassifier(**LGBM), 2),
+    "lgbm_3": _classifier(lambda: h.HyperbolicLGBMClassifier(**LGBM), 3),
+    "lgbm_reg": _regressor(lambda: h.HyperbolicLGBMRegressor(**LGBM)),
+    "catboost_3": _classifier(lambda: h.HyperbolicCatBoostClassifier(**CATBOOST), 3),
+    "catboost_reg": _regressor(lambda: h.HyperbolicCatBoostRegressor(**CATBOOST)),
+    "householder_clf": _classifier(
+        lambda: h.HyperbolicHouseholderTreeClassifier(max_depth=3, random_state=0), 3
+    ),
+    "householder_reg": _regressor(
+        lambda: h.HyperbolicHouseholderTreeRegressor(max_depth=3, random_state=0)
+    ),
+    "householder_1d": _regressor(
+        lambda: h.HyperbolicHouseholderTreeRegressor(
+            input_geometry="poincare", max_depth=3, random_state=0
+        ),
+        "poincare",
+        d=1,
+    ),
+    "householder_leaf": _constant_fit(
+        lambda: h.HyperbolicHouseholderTreeClassifier(random_state=0)
+    ),
+    "rotation_clf": _classifier(
+        lambda: h.HyperbolicRotationForestClassifier(n_estimators=3, max_depth=3, random_state=0),
+        3,
+    ),
+    "rotation_reg": _regressor(
+        lambda: h.HyperbolicRotationForestRegressor(n_estimators=3, max_depth=3, random_state=0)
+    ),
+    "isolation_centred": _isolation(),
+    "isolation_axis": _isolation(splits="axis"),
+    "blocks_xgb": _blocks_fit(
+        lambda: h.HyperbolicXGBClassifier(**XGB, max_cat_to_onehot=1, input_blocks=BLOCKS)
+    ),
+    "blocks_lgbm": _blocks_fit(lambda: h.HyperbolicLGBMClassifier(**LGBM, input_blocks=BLOCKS)),
+    "blocks_tree": _blocks_fit(
+        lambda: h.HyperbolicDecisionTreeClassifier(max_depth=4, random_state=0, input_blocks=BLOCKS)
+    ),
+    "plain_sklearn": _plain(lambda: _sklearn("DecisionTreeClassifier")(max_depth=4), True),
+    "plain_xgb": _plain(_lib("xgboost", "XGBRegressor", **XGB), False),
+    "plain_lgbm": _plain(_lib("lightgbm", "LGBMClassifier", **LGBM), True),
+    **{f"hyperdt_{kind}": _hyperdt(kind) for kind in ("tree_classifier", "tree_regressor")},
+    **{f"hyperdt_{kind}": _hyperdt(kind) for kind in ("forest_classifier", "forest_regressor")},
+}
+
+#: Module constants a case sets for its export (the If / Loop and operator choices by model size).
+LOOP_ONLY = {"hyp2onnx.emit.strategy.SHORT_PATH_MAX_NODES": 0}
+V5_ONLY = {"hyp2onnx.emit.strategy.LEGACY_MAX_NODES": 0}
+NODE_WALK = {"hyp2onnx.emit.isolation.PERFECT_MAX_ENTRIES": 0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    model: str
+    encoding: str = "fast"
+    dtype: str | None = None
+    opset: int | None = None
+    patch: tuple[tuple[str, Any], ...] = ()
+    #: compile_model(..., legacy_only=True), as the skl2onnx converters call it
+    legacy_only: bool = False
+    #: hyp2onnx.edge.without_row_blocks of the graph
+    no_row_blocks: bool = False
+    geometry: str | None = None
+
+    @property
+    def id(self) -> str:
+        parts = [self.model, self.encoding]
+        parts += [f"dtype={self.dtype}"] if self.dtype else []
+        parts += [f"opset={self.opset}"] if self.opset else []
+        parts += [f"{k.rsplit('.', 1)[1]}={v}" for k, v in self.patch]
+        parts += ["legacy_only"] if self.legacy_only else []
+        parts += ["no_row_blocks"] if self.no_row_blocks else []
+        parts += [f"geometry={self.geometry}"] if self.geometry else []
+        return "-".join(parts)
+
+
+ENCODINGS = ("fast", "exact", "compat", "standard")
+
+
+def _cases() -> Iterator[Case]:
+    plain = {"plain_sklearn": "poincare", "plain_xgb": "hyperboloid", "plain_lgbm": "klein"}
+    for model in MODELS:
+        for encoding in ENCODINGS:
+            yield Case(model, encoding, geometry=plain.get(model))
+    # input precision: float64 Klein coordinates against float32 thresholds' boundaries
+    for model in ("rf_binary", "rf_reg", "xgb_reg", "tree_clf", "lgbm_3"):
+        for encoding in ("fast", "exact"):
+            yield Case(model, encoding, dtype="float64")
+    yield Case("rf_far", "fast", dtype="float32")
+    # the oldest opset (ReduceMax/ReduceMin and Split take attributes there)
+    for model in ("rf_3", "xgb_3", "lgbm_binary", "isolation_centred", "hyperdt_forest_classifier"):
+        for encoding in ("fast", "exact", "standard"):
+            yield Case(model, encoding, opset=13)
+    # the Loop alone (models past SHORT_PATH_MAX_NODES), opset 5 alone (past LEGACY_MAX_NODES)
+    for model in ("rf_3", "rf_5", "xgb_3", "rf_binary", "rotation_clf", "lgbm_3"):
+        for encoding in ("fast", "exact"):
+            yield Case(model, encoding, patch=tuple(LOOP_ONLY.items()))
+            yield Case(model, encoding, patch=tuple(V5_ONLY.items()))
+    for model in ("isolation_centred",):
+        for encoding in ("exact", "standard"):
+            yield Case(model, encoding, patch=tuple(NODE_WALK.items()))
+    # skl2onnx hosts: ai.onnx.ml opset 3 at most
+    for model in ("rf_3", "rf_binary", "xgb_3", "tree_reg"):
+        for encoding in ("fast", "exact", "compat"):
+            yield Case(model, encoding, legacy_only=True)
+    # hyp2onnx.edge.without_row_blocks
+    for model in ("rf_3", "xgb_reg", "lgbm_3", "isolation_centred"):
+        yield Case(model, "exact", no_row_blocks=True)
+
+
+CASES = {case.id: case for case in _cases()}
+
+
+# -- hashing ---------------------------------------------------------------------------------
+
+
+def _feed(digest: Any, value: Any) -> None:
+    """Feed ``value`` (dataclasses, arrays, containers, scalars) into ``digest``, typed."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        digest.update(type(value).__name__.encode())
+        for field in dataclasses.fields(value):
+            digest.update(field.name.encode())
+            _feed(digest, getattr(value, field.name))
+    elif isinstance(value, np.ndarray):
+        digest.update(f"{value.dtype.str}{value.shape}".encode())
+        if value.dtype.kind == "O":
+            digest.update(repr(value.tolist()).encode())
+        else:
+            digest.update(np.ascontiguousarray(value).tobytes())
+    elif isinstance(value, dict):
+        digest.update(b"{")
+        for key in sorted(value, key=repr):
+            _feed(digest, key)
+            _feed(digest, value[key])
+        digest.update(b"}")
+    elif isinstance(value, (list, tuple)):
+        digest.update(f"{type(value).__name__}{len(value)}".encode())
+        for item in value:
+            _feed(digest, item)
+    else:
+        digest.update(f"{type(value).__name__}:{value!r}".encode())
+
+
+def description_hash(model: Any, geometry: str | None) -> str:
+    """A hash of what the export reads from ``model``: its IR, or HyperDT's own description."""
+    digest = hashlib.sha256()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if kind_of(model) == "hyperdt":
+            _feed(digest, read_hyperdt(model))
+        else:
+            _feed(digest, describe(model, input_geometry=geometry))
+    return digest.hexdigest()
+
+
+def graph_hash(onnx_model: onnx.ModelProto) -> str:
+    """sha256 of the serialized model, with hyp2onnx's version taken out."""
+    model = onnx.ModelProto()
+    model.CopyFrom(onnx_model)
+    model.producer_version = ""
+    model.doc_string = model.doc_string.replace(h.__version__, "VERSION")
+    for prop in model.metadata_props:
+        if prop.key == "hyp2onnx.version":
+            prop.value = ""
+    return hashlib.sha256(model.SerializeToString()).hexdigest()
+
+
+@contextmanager
+def _patched(patch: tuple[tuple[str, Any], ...]) -> Iterator[None]:
+    saved = []
+    try:
+        for path, value in patch:
+            module, name = path.rsplit(".", 1)
+            target = import_module(module)
+            saved.append((target, name, getattr(target, name)))
+            setattr(target, name, value)
+        yield
+    finally:
+        for target, name, value in reversed(saved):
+            setattr(target, name, value)
+
+
+def export(case: Case, model: Any) -> onnx.ModelProto | str:
+    """The case's graph, or the name of the error its export raises."""
+    with warnings.catch_warnings(), _patched(case.patch):
+        warnings.simplefilter("ignore")
+        try:
+            if case.legacy_only:
+                described = describe(model)
+                graph = compile_model(
+                    described,
+                    dtype=case.dtype or input_dtype(described),
+                    encoding=case.encoding,
+                    opset=check_opset(case.opset),
+                    legacy_only=True,
+                )
+            else:
+                graph = h.to_onnx(
+                    model,
+                    encoding=case.encoding,
+                    dtype=case.dtype,
+                    target_opset=case.opset,
+                    input_geometry=case.geometry,
+                )
+            if case.no_row_blocks:
+                graph = without_row_blocks(graph)
+        except (ValueError, h.UnsupportedModelError) as exc:
+            return f"raises {type(exc).__name__}"
+    return graph
+
+
+_FITTED: dict[str, Any] = {}
+
+
+def fitted(name: str) -> Any:
+    if name not in _FITTED:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _FITTED[name] = MODELS[name]()
+    return _FITTED[name]
+
+
+def hashes_of(case: Case) -> dict[str, str]:
+    model = fitted(case.model)
+    graph = export(case, model)
+    return {
+        "description": description_hash(model, case.geometry),
+        "graph": graph if isinstance(graph, str) else graph_hash(graph),
+    }
+
+
+def _versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for library in LIBRARIES:
+        try:
+            found[library] = version(library)
+        except PackageNotFoundError:
+            found[library] = None
+    return found
+
+
+# -- the test --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stored() -> dict[str, Any]:
+    if not HASHES.exists():
+        pytest.fail(
+            f"{HASHES.name} is missing: write it with python tests/{Path(__file__).name} --write"
+        )
+    return json.loads(HASHES.read_text())
+
+
+@pytest.mark.parametrize("case_id", list(CASES))
+def test_graph_is_unchanged(case_id: str, stored: dict[str, Any]) -> None:
+    case = CASES[case_id]
+    if case.model.startswith("hyperdt"):
+        pytest.importorskip("hyperdt.tree")
+    expected = stored["cases"].get(case_id)
+    assert expected is not None, (
+        f"no stored hash for {case_id}: a new case; rewrite the file with "
+        f"python tests/{Path(__file__).name} --write"
+    )
+    got = hashes_of(case)
+    versions = _versions()
+    if got["description"] != expected["description"]:
+        differ = {
+            k: (v, versions.get(k)) for k, v in stored["versions"].items() if versions.get(k) != v
+        }
+        pytest.skip(
+            f"the fit of {case.model} differs from the one hashed (libraries then -> now: "
+            f"{differ or 'the same; another BLAS or CPU?'}): its graph cannot be compared"
+        )
+    if versions["onnx"] != stored["versions"]["onnx"]:
+        pytest.skip(f"hashed with onnx {stored['versions']['onnx']}, running {versions['onnx']}")
+    assert got["graph"] == expected["graph"], (
+        f"the graph of {case_id} changed. If that is intended, rewrite the hashes with "
+        f"python tests/{Path(__file__).name} --write and say why in the commit."
+    )
+
+
+def test_every_model_kind_has_cases() -> None:
+    """Each model of MODELS is exported in every encoding, and cases have distinct ids."""
+    assert len(CASES) == sum(1 for _ in _cases())
+    for model in MODELS:
+        assert {c.encoding for c in CASES.values() if c.model == model} == set(ENCODINGS)
+
+
+def write() -> None:
+    """Hash every case and write the file (run from the repository root)."""
+    cases = {case_id: hashes_of(case) for case_id, case in CASES.items()}
+    HASHES.parent.mkdir(exist_ok=True)
+    HASHES.write_text(
+        json.dumps({"versions": _versions(), "cases": cases}, indent=1, sort_keys=True) + "\n"
+    )
+    print(f"wrote {len(cases)} cases to {HASHES}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--write"]:
+        sys.exit(f"usage: python {sys.argv[0]} --write")
+    write()
