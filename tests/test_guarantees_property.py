@@ -713,8 +713,8 @@ def catboost_files(tmp_path_factory: pytest.TempPathFactory) -> dict:
             st.floats(0.0, 1.0),
             st.binary(min_size=1, max_size=8),
         ),
-        min_size=3,
-        max_size=3,
+        min_size=2,
+        max_size=2,
     )
 )
 def test_damaged_catboost_files_give_an_answer_or_one_error_in_a_child(catboost_files, cases):

@@ -146,7 +146,6 @@ def predict(
     check = _scoring.RowCheck.of(blob, check_manifold=check_manifold)
     key = _scoring.graph_key(blob)
     columns = list(columns)
-    _check_columns(df, columns, "columns")
     names = spec.table_columns(list(df.columns), columns, output_prefix)
     _check_numeric(df, columns)
     dtypes = {name: dtype for name, dtype, _ in spec.outputs}
