@@ -419,6 +419,10 @@ def test_the_default_dtype_keeps_every_training_label_when_the_input_is_rounded(
 WEIGHTED = [
     ("HyperbolicDecisionTreeClassifier", {"max_depth": 3}, False),
     ("HyperbolicRandomForestClassifier", {"n_estimators": 3, "max_depth": 3}, False),
+    # A regressor's leaf value is a weighted mean, defined for negative weights too; a
+    # random forest draws its bootstrap samples with the weights as probabilities.
+    ("HyperbolicDecisionTreeRegressor", {"max_depth": 3}, True),
+    ("HyperbolicRandomForestRegressor", {"n_estimators": 3, "max_depth": 3}, False),
     ("HyperbolicXGBClassifier", {"n_estimators": 2, "max_depth": 2}, False),
     ("HyperbolicLGBMClassifier", {"n_estimators": 2, "num_leaves": 4, "verbose": -1}, True),
     ("HyperbolicCatBoostClassifier", {"iterations": 2, "depth": 2, "verbose": 0}, False),
@@ -443,7 +447,7 @@ def test_bad_sample_weights_are_refused_naming_the_rows(name, params, negative_o
             make(**params).fit(X, y, sample_weight=w)
     with pytest.raises(ValueError, match=r"every weight is zero \(60 rows\)"):
         make(**params).fit(X, y, sample_weight=np.zeros(len(y)))
-    if negative_ok:  # LightGBM scales gradients by the weight, whatever its sign
+    if negative_ok:  # LightGBM, scikit-learn regressors: defined for any sign
         w = np.ones(len(y))
         w[7] = -0.5
         make(**params).fit(X, y, sample_weight=w)

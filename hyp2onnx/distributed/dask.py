@@ -195,7 +195,11 @@ def _check_weights(client: Any, w: Any, backend: Backend) -> None:
         values = np.asarray(client.compute(w, sync=True))
         problems = weight_problems(values, negative_ok=negative_ok)
     error = weight_error(
-        problems, int(n_nonzero), int(n_rows), negative_ok=negative_ok, backend=backend.name
+        problems,
+        int(n_nonzero),
+        int(n_rows),
+        negative_ok=negative_ok,
+        backend=f"{backend.name} models",
     )
     if error is not None:
         raise error

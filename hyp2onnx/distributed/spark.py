@@ -300,7 +300,7 @@ def _check_labels_and_weights(df: Any, label: str, weight: str | None) -> None:
         int(found["rows"]),
         negative_ok=False,
         what=f"weightCol {weight!r}",
-        backend="xgboost",
+        backend="xgboost models",
     )
     if error is not None:
         raise ValueError(f"{error} (rows counted from 0 in the DataFrame's order)")

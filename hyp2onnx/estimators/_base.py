@@ -193,7 +193,10 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         backend = backend_for(estimator)
         if sample_weight is not None:  # checked, rows named, before any library sees them
             sample_weight = checked_weights(
-                sample_weight, X, negative_ok=backend.negative_weights, backend=backend.name
+                sample_weight,
+                X,
+                negative_ok=backend.takes_negative_weights(estimator),
+                backend=f"{backend.name} {'classifiers' if is_classifier(self) else 'regressors'}",
             )
         Xk = self._features(X)
         blocks = self._blocks()

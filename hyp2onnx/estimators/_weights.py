@@ -4,9 +4,11 @@ A NaN, infinite or (for most backends) negative weight, or weights that
 are all zero, make the libraries fail with their own internal messages
 (XGBoost's "quantile.cc" check, a Spark barrier stage, a Dask ring
 allreduce) or, for scikit-learn forests, answer with negative
-"probabilities". Negative weights are refused except by backends that
-define them (``Backend.negative_weights``: LightGBM scales each row's
-gradient and hessian by its weight, whatever its sign).
+"probabilities". Negative weights are refused except where the library
+defines them (``Backend.takes_negative_weights``: LightGBM scales each
+row's gradient and hessian by its weight, whatever its sign; a
+scikit-learn regressor's leaf value is a weighted mean, unless a forest
+draws bootstrap samples with the weights as probabilities).
 """
 
 from __future__ import annotations
@@ -106,11 +108,11 @@ def weight_error(
     non-zero values among ``n_rows``, or None if they are usable."""
     if problems:
         rule = "finite" if negative_ok else "finite and non-negative"
-        by = f" for {backend} models" if backend else ""
+        by = f" for {backend}" if backend else ""
         return ValueError(f"{what} must be {rule}{by}; found " + "; ".join(problems) + ".")
     if n_nonzero == 0 and n_rows > 0:
         return ValueError(
             f"{what}: every weight is zero ({n_rows} rows), so there is nothing to learn from; "
-            "give some rows a positive weight."
+            "give some rows a non-zero (positive) weight."
         )
     return None
