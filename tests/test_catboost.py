@@ -290,6 +290,30 @@ def test_a_nan_leaf_is_a_damaged_file_not_an_internal_error(tmp_path: Path) -> N
         h.to_onnx(loaded, input_geometry="klein")
 
 
+def test_a_cbm_file_that_crashes_catboost_is_one_error(tmp_path: Path) -> None:
+    """With this byte flipped (in the trees' split table of this model, for the catboost
+    version these tests pin) CatBoost crashes its process loading the file: main's convert
+    died with exit 139. Whatever CatBoost does with it, the command answers or refuses."""
+    X, y = h.datasets.make_wrapped_normal_mixture(200, 2, 3, random_state=0)
+    params = {"iterations": 10, "depth": 3, "verbose": 0, "random_seed": 0, "thread_count": 1}
+    model = h.HyperbolicCatBoostClassifier(**params).fit(X, y)
+    model.estimator_.save_model(str(tmp_path / "model.cbm"))
+    blob = bytearray((tmp_path / "model.cbm").read_bytes())
+    blob[9407] ^= 0xFF
+    (tmp_path / "bad.cbm").write_bytes(bytes(blob))
+    done = subprocess.run(
+        [*CLI, "convert", "bad.cbm", "--geometry", "hyperboloid"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert_usage_error(done.returncode, done.stderr, match="bad.cbm: ")
+    assert "damaged" in done.stderr, done.stderr
+    assert not (tmp_path / "bad.onnx").exists()
+
+
 class _CrashOnLoad:
     """Unpickling this reads address 0: the process dies with SIGSEGV, as CatBoost's own
     loading does on some damaged trees."""
