@@ -482,3 +482,12 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
         sys.exit(f"usage: python {sys.argv[0]} --write")
     write()
+
+
+@pytest.mark.parametrize("case_id", ["rf_binary-fast", "lgbm_3-exact", "rotation_clf-fast"])
+def test_fit_and_export_twice_give_the_same_hashes(case_id: str) -> None:
+    """The stored hashes can only be compared if a fit and its export repeat exactly."""
+    case = CASES[case_id]
+    first = hashes_of(case)
+    _FITTED.pop(case.model)  # fit again
+    assert hashes_of(case) == first

@@ -1,7 +1,7 @@
 """ONNX emitters, and the registry of encodings.
 
 An encoding is one entry of `ENCODINGS` (its name, help text and
-properties) and one tree emitter, ``emit(g, k, k_dtype, ensemble,
+properties) and one tree emitter, ``emit(builder, k, k_dtype, ensemble,
 **options)``, that turns the Klein coordinates ``k`` into the raw scores
 ``[N, n_outputs]``; ``hyp2onnx.emit.strategy.TREE_EMITTERS`` maps each name
 to its emitter, and ``hyp2onnx.emit.strategy.choose_graph`` decides which

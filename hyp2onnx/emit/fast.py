@@ -141,9 +141,9 @@ def tie_margin(ensemble: Ensemble, bound: float) -> float:
     return 2.0 * (bound + rounding)
 
 
-#: ``link(g, scores) -> probabilities``
+#: ``link(builder, scores) -> probabilities``
 Link = Callable[[GraphBuilder, str], str]
-#: ``refine(g, scores, link) -> probabilities``
+#: ``refine(builder, scores, link) -> probabilities``
 Refine = Callable[[GraphBuilder, str, Link], str]
 
 
@@ -206,7 +206,7 @@ def fast_layout(ensemble: Ensemble, plan: TreePlan) -> FastLayout:
 
 
 def emit_fast(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     k: str,
     k_dtype: str,
     ensemble: Ensemble,
@@ -225,13 +225,13 @@ def emit_fast(
     float64 columns the ensemble reads).
     """
     if layout == "exact":
-        exact_scores = emit_exact(g, k, k_dtype, ensemble, plan, features=features)
+        exact_scores = emit_exact(builder, k, k_dtype, ensemble, plan, features=features)
         return Guarded(scores=exact_scores, bound=0.0, margin=0.0, refine=None)
     if features is not None:  # the whole batch's columns, for the operator below
-        k = by_row_blocks(g, k, features, ensemble.n_features, "float64")
+        k = by_row_blocks(builder, k, features, ensemble.n_features, "float64")
         k_dtype = "float64"
-    exact = ExactScorer.build(g, ensemble, plan)
-    scores = _reordered_sums(g, k, k_dtype, exact, layout=layout)
+    exact = ExactScorer.build(builder, ensemble, plan)
+    scores = _reordered_sums(builder, k, k_dtype, exact, layout=layout)
     bound = value_bound(ensemble)
     margin = tie_margin(ensemble, bound)
     complement = layout == "complement"
@@ -246,7 +246,7 @@ def emit_fast(
 
 
 def _reordered_sums(
-    g: GraphBuilder, k: str, k_dtype: str, exact: ExactScorer, *, layout: FastLayout
+    builder: GraphBuilder, k: str, k_dtype: str, exact: ExactScorer, *, layout: FastLayout
 ) -> str:
     """The tree operator adding the trees itself: one target per output column
     (``"by_column"``) or the class-1 fractions alone (``"complement"``)."""
@@ -275,13 +275,15 @@ def _reordered_sums(
             "n_targets": 1,
         }
     if plan.operator == "legacy":  # only ever with by_column (plan_trees)
-        rows = exact.operator_input(g, k, k_dtype)
-        raw = legacy_regressor(g, rows, ensemble, average=average, **targets)
+        rows = exact.operator_input(builder, k, k_dtype)
+        raw = legacy_regressor(builder, rows, ensemble, average=average, **targets)
     else:
-        rows, boundaries = _double_input(g, k, k_dtype, ensemble)
-        raw = tree_ensemble_v5(g, rows, ensemble, average=average, boundaries=boundaries, **targets)
-    raw = cast_to(g, raw, exact.out_dtype, ensemble.sum_dtype)
-    return finish_scores(g, raw, ensemble, ensemble.sum_dtype, averaged=average)
+        rows, boundaries = _double_input(builder, k, k_dtype, ensemble)
+        raw = tree_ensemble_v5(
+            builder, rows, ensemble, average=average, boundaries=boundaries, **targets
+        )
+    raw = cast_to(builder, raw, exact.out_dtype, ensemble.sum_dtype)
+    return finish_scores(builder, raw, ensemble, ensemble.sum_dtype, averaged=average)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -303,15 +305,17 @@ def _complement_link(dtype: str) -> Link:
     """``p1 [N, 1] -> [1 - p1, p1]`` in one ``Gemm`` (``p1 · [-1, 1] + [1, 0]``: the
     products are exact, so each entry is rounded once, as ``1 - p1`` and ``p1``)."""
 
-    def to_probabilities(g: GraphBuilder, p1: str) -> str:
-        signs = g.const(STAGE, "minus_plus", np.array([[-1.0, 1.0]]), dtype)
-        offset = g.const(STAGE, "one_zero", np.array([1.0, 0.0]), dtype)
-        return g.op(STAGE, "Gemm", [p1, signs, offset])
+    def to_probabilities(builder: GraphBuilder, p1: str) -> str:
+        signs = builder.const(STAGE, "minus_plus", np.array([[-1.0, 1.0]]), dtype)
+        offset = builder.const(STAGE, "one_zero", np.array([1.0, 0.0]), dtype)
+        return builder.op(STAGE, "Gemm", [p1, signs, offset])
 
     return to_probabilities
 
 
-def _double_input(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> tuple[str, bool]:
+def _double_input(
+    builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble
+) -> tuple[str, bool]:
     """The opset-5 operator's float64 input, and whether its thresholds are float32 boundaries.
 
     A model comparing in float32 fed float64 Klein coordinates reads them as
@@ -328,10 +332,10 @@ def _double_input(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> 
     ):
         return k, True
     compare = ensemble.compare_dtype
-    return cast_to(g, cast_to(g, k, k_dtype, compare), compare, "float64"), False
+    return cast_to(builder, cast_to(builder, k, k_dtype, compare), compare, "float64"), False
 
 
-def _guard(g: GraphBuilder, scores: str, link: Link, *, inputs: _GuardInputs) -> str:
+def _guard(builder: GraphBuilder, scores: str, link: Link, *, inputs: _GuardInputs) -> str:
     """``probabilities`` with the rows near a tie recomputed from exact scores.
 
     On every call: the top two probabilities of each row (``TopK``), their
@@ -340,21 +344,23 @@ def _guard(g: GraphBuilder, scores: str, link: Link, *, inputs: _GuardInputs) ->
     branch taken when some row is near a tie finds those rows and rescores them.
     """
     dtype = inputs.ensemble.sum_dtype
-    probabilities = link(g, scores)
-    gap = _top_two_gap(g, probabilities, dtype)
-    tie_margin = g.const(GUARD_STAGE, "tie_margin", inputs.margin, dtype)
-    least = g.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
-    any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
+    probabilities = link(builder, scores)
+    gap = _top_two_gap(builder, probabilities, dtype)
+    tie_margin = builder.const(GUARD_STAGE, "tie_margin", inputs.margin, dtype)
+    least = builder.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
+    any_near = builder.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
 
-    redo = g.child()
+    redo = builder.child()
     near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
     redone = link(redo, _rescore(redo, near, scores, inputs))
-    keep = g.child()
+    keep = builder.child()
     kept = keep.op(GUARD_STAGE, "Identity", [probabilities])
-    return _branch(g, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype)
+    return _branch(
+        builder, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype
+    )
 
 
-def _binary_guard(g: GraphBuilder, p1: str, link: Link, *, inputs: _GuardInputs) -> str:
+def _binary_guard(builder: GraphBuilder, p1: str, link: Link, *, inputs: _GuardInputs) -> str:
     """The guard of binary forests, whose scores are ``p1 [N, 1]`` and probabilities
     ``[1 - p1, p1]``: the link runs inside the ``If``, where it is needed anyway.
 
@@ -368,33 +374,35 @@ def _binary_guard(g: GraphBuilder, p1: str, link: Link, *, inputs: _GuardInputs)
     dtype, margin = inputs.ensemble.sum_dtype, inputs.margin
     near_half = margin / 2.0 + UNIT_ROUNDOFF[dtype]
     if near_half >= 0.25:  # not the case for any bound of this module; kept general
-        return _guard(g, p1, link, inputs=inputs)
-    half = g.const(GUARD_STAGE, "half", 0.5, dtype)
-    distance = g.op(GUARD_STAGE, "Abs", [g.op(GUARD_STAGE, "Sub", [p1, half])])
-    least = g.op(GUARD_STAGE, "ReduceMin", [distance], keepdims=0)
-    limit = g.const(GUARD_STAGE, "near_half", near_half, dtype)
-    any_near = g.op(GUARD_STAGE, "LessOrEqual", [least, limit])
+        return _guard(builder, p1, link, inputs=inputs)
+    half = builder.const(GUARD_STAGE, "half", 0.5, dtype)
+    distance = builder.op(GUARD_STAGE, "Abs", [builder.op(GUARD_STAGE, "Sub", [p1, half])])
+    least = builder.op(GUARD_STAGE, "ReduceMin", [distance], keepdims=0)
+    limit = builder.const(GUARD_STAGE, "near_half", near_half, dtype)
+    any_near = builder.op(GUARD_STAGE, "LessOrEqual", [least, limit])
 
-    redo = g.child()
+    redo = builder.child()
     probabilities = link(redo, p1)
     gap = _top_two_gap(redo, probabilities, dtype)
     near = redo.op(
-        GUARD_STAGE, "LessOrEqual", [gap, g.const(GUARD_STAGE, "tie_margin", margin, dtype)]
+        GUARD_STAGE, "LessOrEqual", [gap, builder.const(GUARD_STAGE, "tie_margin", margin, dtype)]
     )
     # identity link: the exact scores are the probabilities
     redone = _rescore(redo, near, probabilities, inputs)
-    keep = g.child()
+    keep = builder.child()
     kept = link(keep, p1)
-    return _branch(g, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype)
+    return _branch(
+        builder, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype
+    )
 
 
-def _top_two_gap(g: GraphBuilder, probabilities: str, dtype: str) -> str:
+def _top_two_gap(builder: GraphBuilder, probabilities: str, dtype: str) -> str:
     """``[N]``: each row's largest probability minus its second largest."""
-    two = g.const(GUARD_STAGE, "two", [2], np.int64)
-    top, _ = g.op(GUARD_STAGE, "TopK", [probabilities, two], axis=1, n_outputs=2)
+    two = builder.const(GUARD_STAGE, "two", [2], np.int64)
+    top, _ = builder.op(GUARD_STAGE, "TopK", [probabilities, two], axis=1, n_outputs=2)
     # first minus second, one rounding as a Sub would make ([N, 2] x [2] -> [N])
-    first_minus_second = g.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)
-    return g.op(GUARD_STAGE, "MatMul", [top, first_minus_second])
+    first_minus_second = builder.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)
+    return builder.op(GUARD_STAGE, "MatMul", [top, first_minus_second])
 
 
 def _rescore(redo: GraphBuilder, near: str, scores: str, inputs: _GuardInputs) -> str:
@@ -410,7 +418,7 @@ def _rescore(redo: GraphBuilder, near: str, scores: str, inputs: _GuardInputs) -
 
 
 def _branch(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     near: str,
     *,
     near_ties: tuple[GraphBuilder, str],
@@ -423,4 +431,4 @@ def _branch(
     elem = onnx_type(dtype)
     redo_graph = helper.make_graph(redo.nodes, "near_ties", [], [out_info(redone, elem, None)])
     keep_graph = helper.make_graph(keep.nodes, "no_near_ties", [], [out_info(kept, elem, None)])
-    return g.op(GUARD_STAGE, "If", [near], then_branch=redo_graph, else_branch=keep_graph)
+    return builder.op(GUARD_STAGE, "If", [near], then_branch=redo_graph, else_branch=keep_graph)

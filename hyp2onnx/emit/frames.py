@@ -65,7 +65,7 @@ def remap_frames(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
 
 
 def frame_chain(
-    g: GraphBuilder, k_dtype: str, ensemble: Ensemble
+    builder: GraphBuilder, k_dtype: str, ensemble: Ensemble
 ) -> tuple[Callable[[GraphBuilder, str], str], Ensemble]:
     """The chain as a map of row blocks, and the ensemble that reads its output.
 
@@ -83,37 +83,41 @@ def frame_chain(
     m, n_frames = frames.n_columns, frames.denominator.shape[1]
     # Numerators and denominators in one chain: [m + n_frames] sums per row.
     weights = np.concatenate([frames.numerator, frames.denominator], axis=1)
-    constant = g.const(STAGE, "constant", weights[0][:, None])
-    terms = [g.const(STAGE, f"weights_{f}", weights[1 + f][:, None]) for f in range(n_features)]
+    constant = builder.const(STAGE, "constant", weights[0][:, None])
+    terms = [
+        builder.const(STAGE, f"weights_{f}", weights[1 + f][:, None]) for f in range(n_features)
+    ]
     starts = {
-        name: g.const(STAGE, name, [value], np.int64)
+        name: builder.const(STAGE, name, [value], np.int64)
         for name, value in (("zero", 0), ("m", m), ("end", m + n_frames))
     }
-    frame = g.const(STAGE, "frame", frames.frame.astype(np.int64))
+    frame = builder.const(STAGE, "frame", frames.frame.astype(np.int64))
 
-    def chain(b: GraphBuilder, rows: str) -> str:
+    def chain(block: GraphBuilder, rows: str) -> str:
         """[b, u] Klein rows -> [b, m] frame coordinates (computed transposed, [m, b])."""
         if k_dtype != "float64":
-            rows = b.cast(STAGE, rows, np.float64)
-        k_t = b.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [u, b]
+            rows = block.cast(STAGE, rows, np.float64)
+        k_t = block.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [u, b]
         if n_features == 1:
             parts = [k_t]
         else:
-            count: dict[str, Any] = {"num_outputs": n_features} if b.opset >= 18 else {}
-            parts = b.op(STAGE, "Split", [k_t], n_outputs=n_features, axis=0, **count)
+            count: dict[str, Any] = {"num_outputs": n_features} if block.opset >= 18 else {}
+            parts = block.op(STAGE, "Split", [k_t], n_outputs=n_features, axis=0, **count)
         total = constant  # [m + F, 1]: Python's first product, 1 * a, is a exactly
         for part, weight in zip(parts, terms, strict=True):
-            total = b.op(STAGE, "Add", [total, b.op(STAGE, "Mul", [part, weight])])
-        numerator = b.op(STAGE, "Slice", [total, starts["zero"], starts["m"]])
-        denominator = b.op(STAGE, "Slice", [total, starts["m"], starts["end"]])
-        below = b.op(STAGE, "Gather", [denominator, frame], axis=0)  # [m, b]
-        return b.op(STAGE, "Transpose", [b.op(STAGE, "Div", [numerator, below])], perm=[1, 0])
+            total = block.op(STAGE, "Add", [total, block.op(STAGE, "Mul", [part, weight])])
+        numerator = block.op(STAGE, "Slice", [total, starts["zero"], starts["m"]])
+        denominator = block.op(STAGE, "Slice", [total, starts["m"], starts["end"]])
+        below = block.op(STAGE, "Gather", [denominator, frame], axis=0)  # [m, b]
+        return block.op(
+            STAGE, "Transpose", [block.op(STAGE, "Div", [numerator, below])], perm=[1, 0]
+        )
 
     return chain, replace(ensemble, frames=None, n_features=m)
 
 
 def emit_frames(
-    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble
+    builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble
 ) -> tuple[str, str, Ensemble]:
     """Frame coordinates ``[N, m]`` (float64) of Klein coordinates ``k``, the whole batch.
 
@@ -122,6 +126,6 @@ def emit_frames(
     plain features (``frames`` cleared), for the tree stage. (The exact
     encoding takes `frame_chain` instead, block by block.)
     """
-    chain, planar = frame_chain(g, k_dtype, ensemble)
-    coordinates = by_row_blocks(g, k, chain, planar.n_features, "float64")
+    chain, planar = frame_chain(builder, k_dtype, ensemble)
+    coordinates = by_row_blocks(builder, k, chain, planar.n_features, "float64")
     return coordinates, "float64", planar

@@ -30,28 +30,34 @@ OUTPUTS = ("label", "scores", "path_length")
 
 
 def emit_anomaly_outputs(
-    g: GraphBuilder, sums: str, metadata: dict[str, str], dtype: str
+    builder: GraphBuilder, sums: str, metadata: dict[str, str], dtype: str
 ) -> list[helper.ValueInfoProto]:
     """Wire ``label``, ``scores`` and ``path_length`` from the ``[N, 1]`` sums."""
     elem = onnx_type(dtype)
-    total = g.op(STAGE, "Squeeze", [sums, g.const(STAGE, "axis", [1], np.int64)])
-    g.rename(total, "path_length")
+    total = builder.op(STAGE, "Squeeze", [sums, builder.const(STAGE, "axis", [1], np.int64)])
+    builder.rename(total, "path_length")
     denominator = float(metadata["denominator"])
     if denominator != 0:
-        ratio = g.op(
-            STAGE, "Div", ["path_length", g.const(STAGE, "denominator", denominator, dtype)]
+        ratio = builder.op(
+            STAGE, "Div", ["path_length", builder.const(STAGE, "denominator", denominator, dtype)]
         )
     else:  # one training row: scikit-learn scores every point -(2 ** -1)
-        zero = g.op(STAGE, "Mul", ["path_length", g.const(STAGE, "zero", 0.0, dtype)])
-        ratio = g.op(STAGE, "Add", [zero, g.const(STAGE, "one", 1.0, dtype)])
-    power = g.op(STAGE, "Pow", [g.const(STAGE, "two", 2.0, dtype), g.op(STAGE, "Neg", [ratio])])
-    g.op(STAGE, "Neg", [power], outputs=["scores"])
-    threshold = g.const(STAGE, "path_threshold", float(metadata["path_threshold"]), dtype)
-    outlier = g.op(STAGE, "Less", ["path_length", threshold])
-    g.op(
+        zero = builder.op(STAGE, "Mul", ["path_length", builder.const(STAGE, "zero", 0.0, dtype)])
+        ratio = builder.op(STAGE, "Add", [zero, builder.const(STAGE, "one", 1.0, dtype)])
+    power = builder.op(
+        STAGE, "Pow", [builder.const(STAGE, "two", 2.0, dtype), builder.op(STAGE, "Neg", [ratio])]
+    )
+    builder.op(STAGE, "Neg", [power], outputs=["scores"])
+    threshold = builder.const(STAGE, "path_threshold", float(metadata["path_threshold"]), dtype)
+    outlier = builder.op(STAGE, "Less", ["path_length", threshold])
+    builder.op(
         STAGE,
         "Where",
-        [outlier, g.const(STAGE, "outlier", -1, np.int64), g.const(STAGE, "inlier", 1, np.int64)],
+        [
+            outlier,
+            builder.const(STAGE, "outlier", -1, np.int64),
+            builder.const(STAGE, "inlier", 1, np.int64),
+        ],
         outputs=["label"],
     )
     return [
@@ -106,7 +112,7 @@ def _depth(ensemble) -> int:
     return int(depth.max()) if depth.size else 0
 
 
-def emit_oblique_walk(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
+def emit_oblique_walk(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
     """Summed leaf values ``[N, 1]`` (float64) of an oblique single-output ensemble.
 
     Every (row, tree) pair holds its current node. At each level one
@@ -123,8 +129,8 @@ def emit_oblique_walk(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble)
     projecting onto every split's normal costs one per split. The leaf
     values are then added in tree order (``CumSum``).
     """
-    k = cast_to(g, k, k_dtype, "float64")
-    consts, adjacent = _node_walk_constants(g, ensemble)
+    k = cast_to(builder, k, k_dtype, "float64")
+    consts, adjacent = _node_walk_constants(builder, ensemble)
     levels, n_trees = _depth(ensemble), ensemble.n_trees
 
     def walk(block: GraphBuilder, rows: str) -> str:
@@ -140,10 +146,10 @@ def emit_oblique_walk(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble)
         values = block.op(WALK, "Gather", [consts["value"], node], axis=0)  # [b, T]
         return sum_in_order(block, values, axis=1, length=n_trees, keep_axis=True)
 
-    return by_row_blocks(g, k, walk, 1, "float64")
+    return by_row_blocks(builder, k, walk, 1, "float64")
 
 
-def _node_walk_constants(g: GraphBuilder, ensemble: Ensemble) -> tuple[dict[str, str], bool]:
+def _node_walk_constants(builder: GraphBuilder, ensemble: Ensemble) -> tuple[dict[str, str], bool]:
     """The node walk's tables as initializers, and whether children sit side by side."""
     tables = _walk_tables(ensemble)
     d = tables["normals"].shape[0]
@@ -157,18 +163,18 @@ def _node_walk_constants(g: GraphBuilder, ensemble: Ensemble) -> tuple[dict[str,
     # sums below run over contiguous [b, T] planes.
     split_table = np.concatenate([tables["normals"], tables["threshold"][None, :]], axis=0).T
     consts = {
-        "splits": g.const(WALK, "splits", np.ascontiguousarray(split_table)),
-        "left": g.const(WALK, "left", tables["left"]),
-        "value": g.const(WALK, "value", tables["value"]),
-        "roots": g.const(WALK, "roots", ensemble.roots.astype(np.int64)[None, :]),  # [1, T]
-        "minus_one": g.const(WALK, "minus_one", -np.ones((1, 1))),
-        "zero": g.const(WALK, "zero", 0.0),
-        "last": g.const(WALK, "last", d, np.int64),
-        "axis0": g.const(WALK, "axis0", 0, np.int64),
-        "axis2": g.const(WALK, "axis2", [2], np.int64),
+        "splits": builder.const(WALK, "splits", np.ascontiguousarray(split_table)),
+        "left": builder.const(WALK, "left", tables["left"]),
+        "value": builder.const(WALK, "value", tables["value"]),
+        "roots": builder.const(WALK, "roots", ensemble.roots.astype(np.int64)[None, :]),  # [1, T]
+        "minus_one": builder.const(WALK, "minus_one", -np.ones((1, 1))),
+        "zero": builder.const(WALK, "zero", 0.0),
+        "last": builder.const(WALK, "last", d, np.int64),
+        "axis0": builder.const(WALK, "axis0", 0, np.int64),
+        "axis2": builder.const(WALK, "axis2", [2], np.int64),
     }
     if not adjacent:
-        consts["right"] = g.const(WALK, "right", tables["right"])
+        consts["right"] = builder.const(WALK, "right", tables["right"])
     return consts, adjacent
 
 
@@ -260,7 +266,7 @@ def perfect_applies(ensemble) -> bool:
     return bottom < 40 and (2 << bottom) * ensemble.n_trees * (d + 1) <= PERFECT_MAX_ENTRIES
 
 
-def emit_perfect_walk(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
+def emit_perfect_walk(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
     """Summed leaf values ``[N, 1]`` (float64), walking perfect trees level by level.
 
     Each (row, tree) pair holds its slot ``j`` in the current level
@@ -282,18 +288,18 @@ def emit_perfect_walk(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble)
     walk, `hyp2onnx.emit.standard`), so reading the ``d + 1`` numbers
     one table at a time and finding the child by arithmetic is faster.
     """
-    k = cast_to(g, k, k_dtype, "float64")
+    k = cast_to(builder, k, k_dtype, "float64")
     assert ensemble.projection is not None  # walk_applies
     normals, thresholds, values = _perfect_tables(ensemble)
     bottom = len(thresholds)
     d, n_trees = ensemble.projection.shape[0], ensemble.n_trees
     w = [
-        [g.const(WALK, f"normal_{depth}_{f}", normals[depth][f]) for f in range(d)]
+        [builder.const(WALK, f"normal_{depth}_{f}", normals[depth][f]) for f in range(d)]
         for depth in range(bottom)
     ]
-    t = [g.const(WALK, f"threshold_{depth}", thresholds[depth]) for depth in range(bottom)]
-    value = g.const(WALK, "value", values)
-    width = g.const(WALK, "n_trees", [n_trees], np.int64) if bottom == 0 else ""
+    t = [builder.const(WALK, f"threshold_{depth}", thresholds[depth]) for depth in range(bottom)]
+    value = builder.const(WALK, "value", values)
+    width = builder.const(WALK, "n_trees", [n_trees], np.int64) if bottom == 0 else ""
 
     def walk(block: GraphBuilder, rows: str) -> str:
         if d == 1:
@@ -311,7 +317,7 @@ def emit_perfect_walk(g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble)
             leaf_values = block.op(WALK, "GatherElements", [value, slot], axis=0)  # [b, T]
         return sum_in_order(block, leaf_values, axis=1, length=n_trees, keep_axis=True)
 
-    return by_row_blocks(g, k, walk, 1, "float64")
+    return by_row_blocks(builder, k, walk, 1, "float64")
 
 
 def _perfect_level(

@@ -61,7 +61,7 @@ def remap_projection(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
 
 
 def emit_normals(
-    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble
+    builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble
 ) -> tuple[str, str, Ensemble]:
     """Projections ``[N, n_columns]`` (float64) of Klein coordinates ``k``.
 
@@ -75,34 +75,34 @@ def emit_normals(
         raise ValueError("emit_normals takes an oblique ensemble (projection set)")
     n_features = normals.shape[0]
     if k_dtype != "float64":
-        k = g.cast(STAGE, k, np.float64)
+        k = builder.cast(STAGE, k, np.float64)
     weights = [
-        g.const(STAGE, f"normals_{f}", normals[f].astype(np.float64)[:, None])
+        builder.const(STAGE, f"normals_{f}", normals[f].astype(np.float64)[:, None])
         for f in range(n_features)
     ]
 
-    def chain(b: GraphBuilder, rows: str) -> str:
+    def chain(block: GraphBuilder, rows: str) -> str:
         """[b, u] Klein rows -> [b, m] projections.
 
         Computed transposed, [m, b]: each Mul broadcasts one weight over a
         whole row of values, where [b, 1] * [m] would loop over b short
         rows (several times slower in onnxruntime). Same operations, same order.
         """
-        k_t = b.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [u, b]
+        k_t = block.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [u, b]
         if n_features == 1:
             parts = [k_t]
         else:
-            count = {"num_outputs": n_features} if b.opset >= 18 else {}
-            parts = b.op(STAGE, "Split", [k_t], n_outputs=n_features, axis=0, **count)
+            count = {"num_outputs": n_features} if block.opset >= 18 else {}
+            parts = block.op(STAGE, "Split", [k_t], n_outputs=n_features, axis=0, **count)
         total = None
         for part, weight in zip(parts, weights, strict=True):
-            term = b.op(STAGE, "Mul", [part, weight])  # [1, b] * [m, 1] -> [m, b]
-            total = term if total is None else b.op(STAGE, "Add", [total, term])
+            term = block.op(STAGE, "Mul", [part, weight])  # [1, b] * [m, 1] -> [m, b]
+            total = term if total is None else block.op(STAGE, "Add", [total, term])
         assert total is not None  # an oblique ensemble has at least one projection
-        return b.op(STAGE, "Transpose", [total], perm=[1, 0])
+        return block.op(STAGE, "Transpose", [total], perm=[1, 0])
 
     # In blocks of rows, so that the [m, b] intermediates stay in cache
     # (several times faster on large batches than one pass over the batch).
-    projections = by_row_blocks(g, k, chain, int(normals.shape[1]), "float64")
+    projections = by_row_blocks(builder, k, chain, int(normals.shape[1]), "float64")
     planar = replace(ensemble, projection=None, n_features=int(normals.shape[1]))
     return projections, "float64", planar

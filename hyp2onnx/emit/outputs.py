@@ -34,19 +34,19 @@ def label_tensor(classes: np.ndarray) -> tuple[np.ndarray, int]:
     )
 
 
-def link(g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) -> str:
+def link(builder: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str) -> str:
     """A classifier's probabilities from its raw scores (the link function)."""
     if ensemble.post_transform == "logistic":
-        p = g.op(STAGE, "Sigmoid", [scores])
-        q = g.op(STAGE, "Sub", [g.const(STAGE, "one", np.ones((1, 1)), dtype), p])
-        return g.op(STAGE, "Concat", [q, p], axis=1)
+        p = builder.op(STAGE, "Sigmoid", [scores])
+        q = builder.op(STAGE, "Sub", [builder.const(STAGE, "one", np.ones((1, 1)), dtype), p])
+        return builder.op(STAGE, "Concat", [q, p], axis=1)
     if ensemble.post_transform == "softmax":
-        return g.op(STAGE, "Softmax", [scores], axis=1)
+        return builder.op(STAGE, "Softmax", [scores], axis=1)
     return scores
 
 
 def emit_outputs(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     scores: str,
     ensemble: Ensemble,
     dtype: str,
@@ -56,9 +56,9 @@ def emit_outputs(
 ) -> list[helper.ValueInfoProto]:
     """Wire the named graph outputs; returns their value infos.
 
-    ``to_probabilities(g, scores)``, if given, replaces the link function
+    ``to_probabilities(builder, scores)``, if given, replaces the link function
     (the fast graph of binary forests: class 0 as 1 - p1).
-    ``refine(g, scores, to_probabilities)``, if given, returns the
+    ``refine(builder, scores, to_probabilities)``, if given, returns the
     probabilities the labels are taken from, applying the link itself where
     it chooses (the fast encoding's near-tie guard, `hyp2onnx.emit.fast`).
     """
@@ -66,25 +66,31 @@ def emit_outputs(
     classes = ensemble.classes
     if classes is None:  # a regressor (ensemble.is_classifier is False)
         if ensemble.post_transform == "logistic":
-            scores = g.op(STAGE, "Sigmoid", [scores])
-        g.rename(scores, "variable")
+            scores = builder.op(STAGE, "Sigmoid", [scores])
+        builder.rename(scores, "variable")
         return [helper.make_tensor_value_info("variable", elem, ["N", ensemble.n_outputs])]
 
     n_classes = len(classes)
     if to_probabilities is None:
-        to_probabilities = lambda b, s: link(b, s, ensemble, dtype)
+        to_probabilities = lambda block, s: link(block, s, ensemble, dtype)
     if refine is not None:
-        probabilities = refine(g, scores, to_probabilities)
+        probabilities = refine(builder, scores, to_probabilities)
     else:
-        probabilities = to_probabilities(g, scores)
-    g.rename(probabilities, "probabilities")
+        probabilities = to_probabilities(builder, scores)
+    builder.rename(probabilities, "probabilities")
     labels, label_type = label_tensor(classes)
     if label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(n_classes)):
         # Labels 0 .. C-1 are ArgMax's own output: no Gather (a node less per call).
-        g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0, outputs=["label"])
+        builder.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0, outputs=["label"])
     else:
-        best = g.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
-        g.op(STAGE, "Gather", [g.const(STAGE, "classes", labels), best], axis=0, outputs=["label"])
+        best = builder.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
+        builder.op(
+            STAGE,
+            "Gather",
+            [builder.const(STAGE, "classes", labels), best],
+            axis=0,
+            outputs=["label"],
+        )
     return [
         helper.make_tensor_value_info("label", label_type, ["N"]),
         helper.make_tensor_value_info("probabilities", elem, ["N", n_classes]),

@@ -39,11 +39,23 @@ def _block_spaces(space: InputSpace) -> list[tuple[InputSpace, int, int]]:
     pieces = []
     for block, column, feature in spans(space.blocks):
         if isinstance(block, Hyperbolic):
-            sub = InputSpace(block.model, block.curvature, block.timelike_dim, block.n_columns)
+            sub = InputSpace(
+                geometry=block.model,
+                curvature=block.curvature,
+                timelike_dim=block.timelike_dim,
+                n_input_features=block.n_columns,
+            )
         elif isinstance(block, Spherical):
-            sub = InputSpace("hyperboloid", -1.0, block.base_dim, block.n_columns)
+            sub = InputSpace(
+                geometry="hyperboloid",
+                curvature=-1.0,
+                timelike_dim=block.base_dim,
+                n_input_features=block.n_columns,
+            )
         else:
-            sub = InputSpace("klein", -1.0, 0, block.n_columns)
+            sub = InputSpace(
+                geometry="klein", curvature=-1.0, timelike_dim=0, n_input_features=block.n_columns
+            )
         pieces.append((sub, column, feature))
     return pieces
 
@@ -70,7 +82,7 @@ def projection_dtype(space: InputSpace, input_dtype: str, compare_dtype: str) ->
     return "float64"
 
 
-def _columns(g: GraphBuilder, x: str, columns: np.ndarray, label: str) -> str:
+def _columns(builder: GraphBuilder, x: str, columns: np.ndarray, label: str) -> str:
     """``x[:, columns]``: a ``Slice`` for a run of neighbouring columns, else a ``Gather``.
 
     onnxruntime's ``Gather`` along axis 1 copies element by element: for a
@@ -82,30 +94,30 @@ def _columns(g: GraphBuilder, x: str, columns: np.ndarray, label: str) -> str:
     if columns.size >= _SLICE_MIN_COLUMNS and np.all(np.diff(columns) == 1):
         start, stop = int(columns[0]), int(columns[-1]) + 1
         bounds = [
-            g.const(STAGE, f"{label}_{key}", [value], np.int64)
+            builder.const(STAGE, f"{label}_{key}", [value], np.int64)
             for key, value in (("start", start), ("stop", stop), ("axis", 1))
         ]
-        return g.op(STAGE, "Slice", [x, *bounds])
-    return g.op(STAGE, "Gather", [x, g.const(STAGE, label, columns)], axis=1)
+        return builder.op(STAGE, "Slice", [x, *bounds])
+    return builder.op(STAGE, "Gather", [x, builder.const(STAGE, label, columns)], axis=1)
 
 
-def sum_of_squares(g: GraphBuilder, q: str, width: int, dtype: str) -> str:
+def sum_of_squares(builder: GraphBuilder, q: str, width: int, dtype: str) -> str:
     """Row sums of ``q * q`` as [N, 1], in [`hyp2onnx.geometry.sum_of_squares`][hyp2onnx.geometry.sum_of_squares]' order."""
-    s = g.op(STAGE, "Mul", [q, q])
+    s = builder.op(STAGE, "Mul", [q, q])
     padded = 1 << max(width - 1, 0).bit_length()
     if padded != width:
-        pads = g.const(STAGE, "pads", [0, 0, 0, padded - width], np.int64)
-        s = g.op(STAGE, "Pad", [s, pads])
+        pads = builder.const(STAGE, "pads", [0, 0, 0, padded - width], np.int64)
+        s = builder.op(STAGE, "Pad", [s, pads])
     while padded > 1:
-        halves: dict[str, Any] = {"num_outputs": 2} if g.opset >= 18 else {}
-        first, second = g.op(STAGE, "Split", [s], n_outputs=2, axis=1, **halves)
-        s = g.op(STAGE, "Add", [first, second])
+        halves: dict[str, Any] = {"num_outputs": 2} if builder.opset >= 18 else {}
+        first, second = builder.op(STAGE, "Split", [s], n_outputs=2, axis=1, **halves)
+        s = builder.op(STAGE, "Add", [first, second])
         padded //= 2
     return s
 
 
 def emit_projection(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     x: str,
     space: InputSpace,
     used: np.ndarray,
@@ -126,13 +138,15 @@ def emit_projection(
         mine = used[(used >= feature) & (used < feature + n_features)] - feature
         if mine.size:
             pieces.append(
-                _emit_one(g, x, sub, mine, column, n_columns, input_dtype=input_dtype, dtype=dtype)
+                _emit_one(
+                    builder, x, sub, mine, column, n_columns, input_dtype=input_dtype, dtype=dtype
+                )
             )
-    return pieces[0] if len(pieces) == 1 else g.op(STAGE, "Concat", pieces, axis=1)
+    return pieces[0] if len(pieces) == 1 else builder.op(STAGE, "Concat", pieces, axis=1)
 
 
 def _emit_one(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     x: str,
     space: InputSpace,
     used: np.ndarray,
@@ -146,30 +160,30 @@ def _emit_one(
     R = curvature_radius(space.curvature)
 
     def as_dtype(name: str) -> str:
-        return name if input_dtype == dtype else g.cast(STAGE, name, dtype)
+        return name if input_dtype == dtype else builder.cast(STAGE, name, dtype)
 
     if space.geometry == "hyperboloid":
         t = space.timelike_dim % space.n_input_features
         spacelike = np.delete(np.arange(space.n_input_features), t)
-        x_used = as_dtype(_columns(g, x, offset + spacelike[used], "spacelike_columns"))
-        x0 = as_dtype(_columns(g, x, np.array([offset + t]), "timelike_column"))
-        return g.op(STAGE, "Div", [x_used, x0])
+        x_used = as_dtype(_columns(builder, x, offset + spacelike[used], "spacelike_columns"))
+        x0 = as_dtype(_columns(builder, x, np.array([offset + t]), "timelike_column"))
+        return builder.op(STAGE, "Div", [x_used, x0])
     if space.geometry == "klein":
         every_column = n_columns == space.n_input_features and np.array_equal(
             used, np.arange(space.n_input_features)
         )
-        x_used = as_dtype(x if every_column else _columns(g, x, offset + used, "columns"))
+        x_used = as_dtype(x if every_column else _columns(builder, x, offset + used, "columns"))
         if R == 1.0:
             return x_used
-        return g.op(STAGE, "Div", [x_used, g.const(STAGE, "R", R, dtype)])
+        return builder.op(STAGE, "Div", [x_used, builder.const(STAGE, "R", R, dtype)])
     # Poincare: q = p / R, k = 2 q / (1 + |q|^2); the norm needs every column.
     width = space.n_input_features
     if width != n_columns:
-        x = _columns(g, x, offset + np.arange(width), "block_columns")
+        x = _columns(builder, x, offset + np.arange(width), "block_columns")
     x = as_dtype(x)
-    q = x if R == 1.0 else g.op(STAGE, "Div", [x, g.const(STAGE, "R", R, dtype)])
-    s = sum_of_squares(g, q, width, dtype)
-    denominator = g.op(STAGE, "Add", [s, g.const(STAGE, "one", 1.0, dtype)])
-    q_used = q if len(used) == width else _columns(g, q, used, "columns")
-    twice = g.op(STAGE, "Mul", [q_used, g.const(STAGE, "two", 2.0, dtype)])
-    return g.op(STAGE, "Div", [twice, denominator])
+    q = x if R == 1.0 else builder.op(STAGE, "Div", [x, builder.const(STAGE, "R", R, dtype)])
+    s = sum_of_squares(builder, q, width, dtype)
+    denominator = builder.op(STAGE, "Add", [s, builder.const(STAGE, "one", 1.0, dtype)])
+    q_used = q if len(used) == width else _columns(builder, q, used, "columns")
+    twice = builder.op(STAGE, "Mul", [q_used, builder.const(STAGE, "two", 2.0, dtype)])
+    return builder.op(STAGE, "Div", [twice, denominator])

@@ -179,13 +179,13 @@ def plan_groups(ensemble: Ensemble, column: np.ndarray | None = None) -> list[Gr
     for i in reversed(bounds):
         d = int(depths[i])
         members = order[(tree_depth[order] > low) & (tree_depth[order] <= d)]
-        groups.append(Group(choose_strategy(d), members, d))
+        groups.append(Group(strategy=choose_strategy(d), trees=members, depth=d))
         low = d
     return groups
 
 
 def emit_standard(
-    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, *, strategy: str | None = None
+    builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, *, strategy: str | None = None
 ) -> str:
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` from standard operators.
 
@@ -201,25 +201,27 @@ def emit_standard(
     if strategy is None:
         groups = plan_groups(ensemble, column)
     else:
-        groups = [Group(strategy, np.argsort(column), int(layout.tree_depth.max()))]
+        groups = [
+            Group(strategy=strategy, trees=np.argsort(column), depth=int(layout.tree_depth.max()))
+        ]
     compare = ensemble.compare_dtype
-    k = cast_to(g, k, k_dtype, compare)
+    k = cast_to(builder, k, k_dtype, compare)
     thresholds = threshold_in(ensemble.threshold, compare, ensemble.op)
     greater = "Greater" if ensemble.op == "<=" else "GreaterOrEqual"  # true: go right
-    members = _Membership.build(g, ensemble)
+    members = _Membership.build(builder, ensemble)
     slot = _slots(ensemble, layout, groups)
     value_tables = _value_tables(ensemble, layout, slot, column, by_class=classes is not None)
-    tables = [g.const(STAGE, f"leaf_values_{i}", t) for i, t in enumerate(value_tables)]
+    tables = [builder.const(STAGE, f"leaf_values_{i}", t) for i, t in enumerate(value_tables)]
     walk = {"perfect": _perfect, "pointer": _pointer}
     walks = [
-        walk[group.strategy](g, ensemble, layout, group, thresholds, greater, members)
+        walk[group.strategy](builder, ensemble, layout, group, thresholds, greater, members)
         for group in groups
     ]
     # The groups' columns, one after the other, back in output-column order.
     reorder = None
     if len(groups) > 1:
         joined = column[np.concatenate([group.trees for group in groups])]
-        reorder = g.const(STAGE, "tree_order", np.argsort(joined)[None, :], INDEX)
+        reorder = builder.const(STAGE, "tree_order", np.argsort(joined)[None, :], INDEX)
 
     def find_leaves(block: GraphBuilder, x: str) -> str:
         parts = [w(block, x) for w in walks]  # [b, trees of the group] leaf slots
@@ -232,8 +234,8 @@ def emit_standard(
     # All rows at once: the exact encoding's row blocks need Loop and sequence
     # operators, which runtimes without the tree operators (OpenVINO, tract)
     # lack as well.
-    sums = _tree_sums(g, find_leaves(g, k), tables, classes, ensemble.n_trees)
-    return finish_scores(g, sums, ensemble, ensemble.sum_dtype)
+    sums = _tree_sums(builder, find_leaves(builder, k), tables, classes, ensemble.n_trees)
+    return finish_scores(builder, sums, ensemble, ensemble.sum_dtype)
 
 
 def _slots(ensemble: Ensemble, layout: _Layout, groups: list[Group]) -> np.ndarray:
@@ -309,7 +311,7 @@ class _Membership:
     width: int
 
     @staticmethod
-    def build(g: GraphBuilder, ensemble: Ensemble) -> _Membership | None:
+    def build(builder: GraphBuilder, ensemble: Ensemble) -> _Membership | None:
         cats = ensemble.categories
         if cats is None:
             return None
@@ -328,44 +330,44 @@ class _Membership:
             table[s, c] = True
         set_id = np.zeros(ensemble.n_nodes, dtype=np.int64)
         set_id[nodes] = np.arange(1, nodes.size + 1)
-        return _Membership(set_id, g.const(STAGE, "member_codes", table.ravel()), width)
+        return _Membership(set_id, builder.const(STAGE, "member_codes", table.ravel()), width)
 
     def level_table(self, layout, column, n_slots, slot, nodes, n_trees) -> np.ndarray:
         ids = np.zeros((n_slots, n_trees), dtype=np.int64)
         ids[slot[nodes], column[layout.tree[nodes]]] = self.set_id[nodes]
         return ids
 
-    def goes_right(self, b: GraphBuilder, value: str, ids: str, right: str) -> str:
+    def goes_right(self, block: GraphBuilder, value: str, ids: str, right: str) -> str:
         """``right`` at threshold splits; at membership splits, "value not in the set"."""
         dtype = np.float32 if self.width <= 1 << 24 else np.float64
-        zero = b.const(STAGE, "code_zero", 0, dtype)
-        largest = b.const(STAGE, "largest_code", self.width - 2, dtype)
-        invalid = b.const(STAGE, "no_code", self.width - 1, dtype)
-        v = b.cast(STAGE, value, dtype)
-        valid = b.op(
+        zero = block.const(STAGE, "code_zero", 0, dtype)
+        largest = block.const(STAGE, "largest_code", self.width - 2, dtype)
+        invalid = block.const(STAGE, "no_code", self.width - 1, dtype)
+        v = block.cast(STAGE, value, dtype)
+        valid = block.op(
             STAGE,
             "And",
             [
-                b.op(
+                block.op(
                     STAGE,
                     "And",
                     [
-                        b.op(STAGE, "GreaterOrEqual", [v, zero]),
-                        b.op(STAGE, "LessOrEqual", [v, largest]),
+                        block.op(STAGE, "GreaterOrEqual", [v, zero]),
+                        block.op(STAGE, "LessOrEqual", [v, largest]),
                     ],
                 ),
-                b.op(STAGE, "Equal", [b.op(STAGE, "Floor", [v]), v]),
+                block.op(STAGE, "Equal", [block.op(STAGE, "Floor", [v]), v]),
             ],
         )
-        code = b.cast(STAGE, b.op(STAGE, "Where", [valid, v, invalid]), np.int64)
-        width = b.const(STAGE, "code_width", self.width, np.int64)
-        at = b.op(STAGE, "Add", [b.op(STAGE, "Mul", [ids, width]), code])
-        inside = b.op(STAGE, "Gather", [self.table, at], axis=0)
-        is_set = b.op(STAGE, "Greater", [ids, b.const(STAGE, "no_set", 0, np.int64)])
+        code = block.cast(STAGE, block.op(STAGE, "Where", [valid, v, invalid]), np.int64)
+        width = block.const(STAGE, "code_width", self.width, np.int64)
+        at = block.op(STAGE, "Add", [block.op(STAGE, "Mul", [ids, width]), code])
+        inside = block.op(STAGE, "Gather", [self.table, at], axis=0)
+        is_set = block.op(STAGE, "Greater", [ids, block.const(STAGE, "no_set", 0, np.int64)])
         # (onnxruntime has no boolean Where.) right = set ? not inside : right
-        outside = b.op(STAGE, "And", [is_set, b.op(STAGE, "Not", [inside])])
-        threshold_split = b.op(STAGE, "And", [b.op(STAGE, "Not", [is_set]), right])
-        return b.op(STAGE, "Or", [outside, threshold_split])
+        outside = block.op(STAGE, "And", [is_set, block.op(STAGE, "Not", [inside])])
+        threshold_split = block.op(STAGE, "And", [block.op(STAGE, "Not", [is_set]), right])
+        return block.op(STAGE, "Or", [outside, threshold_split])
 
 
 def _group_columns(ensemble: Ensemble, group: Group) -> np.ndarray:
@@ -393,8 +395,8 @@ def _tables(ensemble, layout, column, thresholds, n_slots, slot, nodes, dtype):
 class _Walk:
     """The steps both layouts share: the roots, then one comparison per level."""
 
-    def __init__(self, g, ensemble, layout, group, thresholds, greater, members):
-        self.g, self.ensemble, self.layout, self.group = g, ensemble, layout, group
+    def __init__(self, builder, ensemble, layout, group, thresholds, greater, members):
+        self.builder, self.ensemble, self.layout, self.group = builder, ensemble, layout, group
         self.thresholds, self.greater, self.members = thresholds, greater, members
         self.column = _group_columns(ensemble, group)
         self.internal = (ensemble.feature >= 0) & (self.column[layout.tree] >= 0)
@@ -403,11 +405,11 @@ class _Walk:
         # The roots' tests need no table: every row starts there.
         features = np.where(split, ensemble.feature[roots], 0).astype(INDEX)
         limits = np.where(split, thresholds[roots], np.inf).astype(ensemble.compare_dtype)
-        self.root_features = g.const(STAGE, "root_features", features[None, :])
-        self.root_limits = g.const(STAGE, "root_thresholds", limits)
+        self.root_features = builder.const(STAGE, "root_features", features[None, :])
+        self.root_limits = builder.const(STAGE, "root_thresholds", limits)
         self.root_sets = None
         if members is not None:
-            self.root_sets = g.const(STAGE, "root_sets", members.set_id[roots])
+            self.root_sets = builder.const(STAGE, "root_sets", members.set_id[roots])
 
     def const_tables(self, label, n_slots, slot, nodes):
         features, limits = _tables(
@@ -420,53 +422,53 @@ class _Walk:
             nodes,
             self.ensemble.compare_dtype,
         )
-        g = self.g
+        builder = self.builder
         sets = None
         if self.members is not None:
             table = self.members.level_table(
                 self.layout, self.column, n_slots, slot, nodes, self.group.trees.size
             )
-            sets = g.const(STAGE, f"sets_{label}", table)
+            sets = builder.const(STAGE, f"sets_{label}", table)
         return (
-            g.const(STAGE, f"features_{label}", features),
-            g.const(STAGE, f"thresholds_{label}", limits),
+            builder.const(STAGE, f"features_{label}", features),
+            builder.const(STAGE, f"thresholds_{label}", limits),
             sets,
         )
 
-    def shape(self, b: GraphBuilder, x: str) -> str:
+    def shape(self, block: GraphBuilder, x: str) -> str:
         """``[rows of x, trees of the group]`` as a 1-D int64 tensor."""
-        trees = b.const(STAGE, "n_trees", [self.group.trees.size], np.int64)
-        return b.op(STAGE, "Concat", [b.n_rows(STAGE, x), trees], axis=0)
+        trees = block.const(STAGE, "n_trees", [self.group.trees.size], np.int64)
+        return block.op(STAGE, "Concat", [block.n_rows(STAGE, x), trees], axis=0)
 
-    def at_roots(self, b: GraphBuilder, x: str) -> str:
+    def at_roots(self, block: GraphBuilder, x: str) -> str:
         """Int32 ``[b, trees]``: 1 where the row leaves the root to the right."""
-        feature = b.op(STAGE, "Expand", [self.root_features, self.shape(b, x)])
-        value = b.op(STAGE, "GatherElements", [x, feature], axis=1)
-        right = b.op(STAGE, self.greater, [value, self.root_limits])
+        feature = block.op(STAGE, "Expand", [self.root_features, self.shape(block, x)])
+        value = block.op(STAGE, "GatherElements", [x, feature], axis=1)
+        right = block.op(STAGE, self.greater, [value, self.root_limits])
         if self.root_sets is not None:
-            right = self.members.goes_right(b, value, self.root_sets, right)
-        return b.cast(STAGE, right, INDEX)
+            right = self.members.goes_right(block, value, self.root_sets, right)
+        return block.cast(STAGE, right, INDEX)
 
-    def goes_right(self, b: GraphBuilder, x: str, tables, where: str) -> str:
+    def goes_right(self, block: GraphBuilder, x: str, tables, where: str) -> str:
         """Int32 ``[b, trees]``: 1 where the row goes right at slot ``where``."""
         features, limits, sets = tables
-        feature = b.op(STAGE, "GatherElements", [features, where], axis=0)
-        value = b.op(STAGE, "GatherElements", [x, feature], axis=1)
-        limit = b.op(STAGE, "GatherElements", [limits, where], axis=0)
-        right = b.op(STAGE, self.greater, [value, limit])
+        feature = block.op(STAGE, "GatherElements", [features, where], axis=0)
+        value = block.op(STAGE, "GatherElements", [x, feature], axis=1)
+        limit = block.op(STAGE, "GatherElements", [limits, where], axis=0)
+        right = block.op(STAGE, self.greater, [value, limit])
         if sets is not None:
-            set_ids = b.op(STAGE, "GatherElements", [sets, where], axis=0)
-            right = self.members.goes_right(b, value, set_ids, right)
-        return b.cast(STAGE, right, INDEX)
+            set_ids = block.op(STAGE, "GatherElements", [sets, where], axis=0)
+            right = self.members.goes_right(block, value, set_ids, right)
+        return block.cast(STAGE, right, INDEX)
 
-    def nowhere(self, b: GraphBuilder, x: str) -> str:
+    def nowhere(self, block: GraphBuilder, x: str) -> str:
         """Int32 zeros ``[b, trees]``: every tree of the group is one leaf."""
-        zero = b.const(STAGE, "zero", np.zeros((1, 1), INDEX))
-        return b.op(STAGE, "Expand", [zero, self.shape(b, x)])
+        zero = block.const(STAGE, "zero", np.zeros((1, 1), INDEX))
+        return block.op(STAGE, "Expand", [zero, self.shape(block, x)])
 
 
-def _perfect(g, ensemble, layout, group, thresholds, greater, members=None):
-    walk = _Walk(g, ensemble, layout, group, thresholds, greater, members)
+def _perfect(builder, ensemble, layout, group, thresholds, greater, members=None):
+    walk = _Walk(builder, ensemble, layout, group, thresholds, greater, members)
     levels = [
         walk.const_tables(
             str(level),
@@ -477,20 +479,20 @@ def _perfect(g, ensemble, layout, group, thresholds, greater, members=None):
         for level in range(1, group.depth)
     ]
 
-    def find_leaves(b: GraphBuilder, x: str) -> str:
+    def find_leaves(block: GraphBuilder, x: str) -> str:
         if group.depth == 0:
-            return walk.nowhere(b, x)
-        position = walk.at_roots(b, x)  # pos = 2 * 0 + right
+            return walk.nowhere(block, x)
+        position = walk.at_roots(block, x)  # pos = 2 * 0 + right
         for tables in levels:
-            right = walk.goes_right(b, x, tables, position)
-            position = b.op(STAGE, "Add", [b.op(STAGE, "Add", [position, position]), right])
+            right = walk.goes_right(block, x, tables, position)
+            position = block.op(STAGE, "Add", [block.op(STAGE, "Add", [position, position]), right])
         return position
 
     return find_leaves
 
 
-def _pointer(g, ensemble, layout, group, thresholds, greater, members=None):
-    walk = _Walk(g, ensemble, layout, group, thresholds, greater, members)
+def _pointer(builder, ensemble, layout, group, thresholds, greater, members=None):
+    walk = _Walk(builder, ensemble, layout, group, thresholds, greater, members)
     nodes = np.flatnonzero(walk.internal)
     in_group = walk.column[layout.tree] >= 0
     n_slots = int(layout.local[in_group].max()) + 1
@@ -498,17 +500,17 @@ def _pointer(g, ensemble, layout, group, thresholds, greater, members=None):
     # Left children (the right child is the next slot); leaves and padding stay put.
     lefts = np.tile(np.arange(n_slots, dtype=INDEX)[:, None], (1, group.trees.size))
     lefts[layout.local[nodes], walk.column[layout.tree[nodes]]] = layout.local[ensemble.left[nodes]]
-    left_t = g.const(STAGE, "lefts", lefts)
-    root_lefts = g.const(STAGE, "root_lefts", lefts[0])
+    left_t = builder.const(STAGE, "lefts", lefts)
+    root_lefts = builder.const(STAGE, "root_lefts", lefts[0])
 
-    def find_leaves(b: GraphBuilder, x: str) -> str:
+    def find_leaves(block: GraphBuilder, x: str) -> str:
         if group.depth == 0:
-            return walk.nowhere(b, x)
-        node = b.op(STAGE, "Add", [walk.at_roots(b, x), root_lefts])
+            return walk.nowhere(block, x)
+        node = block.op(STAGE, "Add", [walk.at_roots(block, x), root_lefts])
         for _ in range(group.depth - 1):
-            right = walk.goes_right(b, x, tables, node)
-            node = b.op(
-                STAGE, "Add", [b.op(STAGE, "GatherElements", [left_t, node], axis=0), right]
+            right = walk.goes_right(block, x, tables, node)
+            node = block.op(
+                STAGE, "Add", [block.op(STAGE, "GatherElements", [left_t, node], axis=0), right]
             )
         return node
 

@@ -1,8 +1,8 @@
 """Which graph ``to_onnx`` builds for a model: every choice, made in one place.
 
-[choose_graph][hyp2onnx.emit.strategy.choose_graph] takes the IR model and
+`choose_graph` takes the IR model and
 the encoding asked for, and returns a
-[GraphStrategy][hyp2onnx.emit.strategy.GraphStrategy] naming each choice:
+`GraphStrategy` naming each choice:
 the encoding used, how the trees' features are made, the tree emitter (a
 function, from `TREE_EMITTERS`), the
 tree operator and what it carries, the fast encoding's leaf layout, how the
@@ -49,7 +49,7 @@ LEGACY_MAX_NODES = 30_000_000
 #: one copy and always go through the Loop.
 SHORT_PATH_MAX_NODES = 200_000
 
-#: ``emit(g, k, k_dtype, ensemble, **options) -> raw scores`` (a name, or
+#: ``emit(builder, k, k_dtype, ensemble, **options) -> raw scores`` (a name, or
 #: `Guarded` for the fast encoding).
 TreeEmitter = Callable[..., "str | Guarded"]
 
@@ -96,7 +96,7 @@ class GraphStrategy:
     task: Task
 
     def emitter_options(self) -> dict[str, Any]:
-        """The keywords ``trees`` takes besides ``(g, k, k_dtype, ensemble)``."""
+        """The keywords ``trees`` takes besides ``(builder, k, k_dtype, ensemble)``."""
         if self.trees is emit_fast:
             return {"plan": self.operator, "layout": self.layout, "guard": self.guard}
         return {} if self.operator is None else {"plan": self.operator}
@@ -217,30 +217,30 @@ def _klein_dtype(model: Model, remapped: Ensemble, spec: Encoding, input_dtype: 
 
 
 def emit_features(
-    g: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
+    builder: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
 ) -> tuple[str, str, Ensemble, dict[str, Any]]:
     """The columns the trees read, from Klein coordinates ``k``, as ``strategy.features``
     says: their name, dtype, the ensemble that reads them, and the emitter's
     ``features=`` keyword for frames made block by block."""
     ensemble = strategy.ensemble
     if strategy.features == "oblique":
-        return (*emit_normals(g, k, k_dtype, ensemble), {})
+        return (*emit_normals(builder, k, k_dtype, ensemble), {})
     if strategy.features == "frames":
-        return (*emit_frames(g, k, k_dtype, ensemble), {})
+        return (*emit_frames(builder, k, k_dtype, ensemble), {})
     if strategy.features == "frames_by_block":
-        by_block, planar = frame_chain(g, k_dtype, ensemble)
+        by_block, planar = frame_chain(builder, k_dtype, ensemble)
         return k, k_dtype, planar, {"features": by_block}
     return k, k_dtype, ensemble, {}
 
 
 def emit_trees(
-    g: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
+    builder: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
 ) -> tuple[str | Guarded, Ensemble]:
     """The raw scores of Klein coordinates ``k``, built as ``strategy`` says, and the
     ensemble they come from (for the outputs)."""
-    columns, columns_dtype, ensemble, by_block = emit_features(g, k, k_dtype, strategy)
+    columns, columns_dtype, ensemble, by_block = emit_features(builder, k, k_dtype, strategy)
     options = strategy.emitter_options() | by_block
-    return strategy.trees(g, columns, columns_dtype, ensemble, **options), ensemble
+    return strategy.trees(builder, columns, columns_dtype, ensemble, **options), ensemble
 
 
 def row_batching(ensemble: Ensemble, *, by_block: bool = False) -> Batching:

@@ -92,9 +92,9 @@ def float32_boundaries(threshold: np.ndarray, op: Op) -> np.ndarray:
     return np.where(rounds_to_t, h, np.nextafter(h, -np.inf))
 
 
-def cast_to(g: GraphBuilder, k: str, k_dtype: str, dtype: str) -> str:
+def cast_to(builder: GraphBuilder, k: str, k_dtype: str, dtype: str) -> str:
     """``k`` (held in ``k_dtype``) as ``dtype``: a Cast node only where they differ."""
-    return k if k_dtype == dtype else g.cast(STAGE, k, dtype)
+    return k if k_dtype == dtype else builder.cast(STAGE, k, dtype)
 
 
 def per_class_trees(ensemble: Ensemble) -> np.ndarray | None:
@@ -146,7 +146,7 @@ class TreePlan:
 
 
 def emit_exact(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     k: str,
     k_dtype: str,
     ensemble: Ensemble,
@@ -171,12 +171,12 @@ def emit_exact(
     `hyp2onnx.emit.frames.frame_chain`): see
     `ExactScorer.fused_batch`.
     """
-    scorer = ExactScorer.build(g, ensemble, plan)
+    scorer = ExactScorer.build(builder, ensemble, plan)
     if features is not None:
-        raw = scorer.fused_batch(g, k, features)
+        raw = scorer.fused_batch(builder, k, features)
     else:
-        raw = scorer.any_batch(g, scorer.operator_input(g, k, k_dtype))
-    return finish_scores(g, raw, ensemble, ensemble.sum_dtype)
+        raw = scorer.any_batch(builder, scorer.operator_input(builder, k, k_dtype))
+    return finish_scores(builder, raw, ensemble, ensemble.sum_dtype)
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ class ExactScorer:
     table: str | None
 
     @staticmethod
-    def build(g: GraphBuilder, ensemble: Ensemble, plan: TreePlan) -> ExactScorer:
+    def build(builder: GraphBuilder, ensemble: Ensemble, plan: TreePlan) -> ExactScorer:
         leaf = ensemble.feature < 0
         leaf_nodes = np.flatnonzero(leaf)
         tree = tree_of_node(ensemble)
@@ -217,10 +217,12 @@ class ExactScorer:
                     (int(local.max()) + 1, ensemble.n_trees), dtype=ensemble.sum_dtype
                 )
                 values[local, tree[leaf_nodes]] = ensemble.value[leaf_nodes, c]
-                tables.append(g.const(STAGE, f"leaf_values_{c}", values))
+                tables.append(builder.const(STAGE, f"leaf_values_{c}", values))
             targets = {"leaf_nodes": leaf_nodes, "target_ids": tree[leaf_nodes], "weights": local}
         else:
-            table = g.const(STAGE, "leaf_values", ensemble.value[leaf].astype(ensemble.sum_dtype))
+            table = builder.const(
+                STAGE, "leaf_values", ensemble.value[leaf].astype(ensemble.sum_dtype)
+            )
             targets = {
                 "leaf_nodes": leaf_nodes,
                 "target_ids": tree[leaf_nodes],
@@ -234,52 +236,54 @@ class ExactScorer:
     def out_dtype(self) -> str:
         return "float32" if self.plan.operator == "legacy" else "float64"
 
-    def operator_input(self, g: GraphBuilder, k: str, k_dtype: str) -> str:
+    def operator_input(self, builder: GraphBuilder, k: str, k_dtype: str) -> str:
         """``k`` in the type the operator reads (float32 for legacy; float64 holding compare_dtype values)."""
         if self.plan.operator == "legacy":
-            return cast_to(g, k, k_dtype, "float32")
+            return cast_to(builder, k, k_dtype, "float32")
         compare = self.ensemble.compare_dtype
-        return cast_to(g, cast_to(g, k, k_dtype, compare), compare, "float64")
+        return cast_to(builder, cast_to(builder, k, k_dtype, compare), compare, "float64")
 
-    def per_tree_of(self, b: GraphBuilder, rows: str) -> str:
+    def per_tree_of(self, block: GraphBuilder, rows: str) -> str:
         """[b, F] Klein rows -> [b, T]: each tree's leaf value, or where its leaf's values are."""
         ensemble = self.ensemble
         if self.plan.operator == "legacy":
             per_tree = legacy_regressor(
-                b, rows, ensemble, n_targets=ensemble.n_trees, **self.targets
+                block, rows, ensemble, n_targets=ensemble.n_trees, **self.targets
             )
         else:
-            per_tree = tree_ensemble_v5(b, rows, ensemble, **self.targets)
+            per_tree = tree_ensemble_v5(block, rows, ensemble, **self.targets)
         if self.groups is not None:
-            return cast_to(b, per_tree, self.out_dtype, ensemble.sum_dtype)
-        return b.cast(STAGE, per_tree, np.int64)
+            return cast_to(block, per_tree, self.out_dtype, ensemble.sum_dtype)
+        return block.cast(STAGE, per_tree, np.int64)
 
-    def sums_of(self, b: GraphBuilder, per_tree: str) -> str:
+    def sums_of(self, block: GraphBuilder, per_tree: str) -> str:
         """[b, T] -> [b, C]: the sums in tree order."""
         n_trees = self.ensemble.n_trees
         if self.groups is not None:
-            return sum_tree_columns(b, per_tree, self.groups)
+            return sum_tree_columns(block, per_tree, self.groups)
         if self.tables is not None:
-            return sum_looked_up(b, self.tables, per_tree, n_trees)
+            return sum_looked_up(block, self.tables, per_tree, n_trees)
         assert self.table is not None  # build() sets it when neither groups nor tables are
-        return _sum_trees(b, self.table, per_tree, n_trees)
+        return _sum_trees(block, self.table, per_tree, n_trees)
 
-    def scores_of(self, b: GraphBuilder, rows: str) -> str:
+    def scores_of(self, block: GraphBuilder, rows: str) -> str:
         """All ``rows`` at once (a short batch, or any batch of a single tree): operator, sums."""
-        return self.sums_of(b, self.per_tree_of(b, rows))
+        return self.sums_of(block, self.per_tree_of(block, rows))
 
-    def blocks_of(self, b: GraphBuilder, rows: str) -> str:
+    def blocks_of(self, block: GraphBuilder, rows: str) -> str:
         """Any batch: the operator on OPERATOR_BLOCK_ROWS rows at a time, the
         sums on CHUNK_ROWS rows at a time inside each (nested Loops)."""
         width, dtype = self.ensemble.n_outputs, self.ensemble.sum_dtype
 
-        def one_block(bb: GraphBuilder, block: str) -> str:
-            return _row_block_loop(bb, self.per_tree_of(bb, block), self.sums_of, width, dtype)
+        def one_block(inner: GraphBuilder, block: str) -> str:
+            return _row_block_loop(
+                inner, self.per_tree_of(inner, block), self.sums_of, width, dtype
+            )
 
-        return _row_block_loop(b, rows, one_block, width, dtype, rows=OPERATOR_BLOCK_ROWS)
+        return _row_block_loop(block, rows, one_block, width, dtype, rows=OPERATOR_BLOCK_ROWS)
 
     def fused_batch(
-        self, g: GraphBuilder, k: str, features: Callable[[GraphBuilder, str], str]
+        self, builder: GraphBuilder, k: str, features: Callable[[GraphBuilder, str], str]
     ) -> str:
         """Unfinished scores of any batch whose operator input is ``features`` of its rows.
 
@@ -294,15 +298,17 @@ class ExactScorer:
         """
         ensemble = self.ensemble
 
-        def scores(b: GraphBuilder, rows: str) -> str:
-            return self.scores_of(b, self.operator_input(b, features(b, rows), "float64"))
+        def scores(block: GraphBuilder, rows: str) -> str:
+            return self.scores_of(
+                block, self.operator_input(block, features(block, rows), "float64")
+            )
 
         width, dtype = ensemble.n_outputs, ensemble.sum_dtype
         if self.plan.batching == "blocks":
-            return _row_block_loop(g, k, scores, width, dtype)
-        return by_row_blocks(g, k, scores, width, dtype)
+            return _row_block_loop(builder, k, scores, width, dtype)
+        return by_row_blocks(builder, k, scores, width, dtype)
 
-    def any_batch(self, g: GraphBuilder, k: str) -> str:
+    def any_batch(self, builder: GraphBuilder, k: str) -> str:
         """Unfinished scores (no mean, no base values) of any batch, as ``plan.batching`` says.
 
         The operator runs on blocks of rows, so that its per-tree outputs and
@@ -312,17 +318,22 @@ class ExactScorer:
         in cache while each works.
         """
         if self.plan.batching == "whole":
-            return self.scores_of(g, k)
+            return self.scores_of(builder, k)
         if self.plan.batching == "short_or_blocks":
             ensemble = self.ensemble
             return by_row_blocks(
-                g, k, self.scores_of, ensemble.n_outputs, ensemble.sum_dtype, long=self.blocks_of
+                builder,
+                k,
+                self.scores_of,
+                ensemble.n_outputs,
+                ensemble.sum_dtype,
+                long=self.blocks_of,
             )
-        return self.blocks_of(g, k)
+        return self.blocks_of(builder, k)
 
 
 def tree_ensemble_v5(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     k: str,
     ensemble: Ensemble,
     *,
@@ -347,7 +358,7 @@ def tree_ensemble_v5(
     nodes = _v5_nodes(ensemble, boundaries=boundaries)
     members = _v5_membership(ensemble, nodes)
     tree_roots = _v5_roots(ensemble, nodes)
-    return g.op(
+    return builder.op(
         STAGE,
         "TreeEnsemble",
         [k],
@@ -446,7 +457,7 @@ def _v5_roots(ensemble: Ensemble, nodes: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def legacy_regressor(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     k: str,
     ensemble: Ensemble,
     *,
@@ -463,7 +474,7 @@ def legacy_regressor(
     tree = tree_of_node(ensemble)
     local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
     to_local = lambda c: np.where(leaf, 0, c - ensemble.roots[tree])
-    return g.op(
+    return builder.op(
         STAGE,
         "TreeEnsembleRegressor",
         [k],
@@ -488,19 +499,19 @@ def legacy_regressor(
     )
 
 
-def _sum_trees(g: GraphBuilder, table: str, index: str, n_trees: int) -> str:
+def _sum_trees(builder: GraphBuilder, table: str, index: str, n_trees: int) -> str:
     """``table[index]`` added over trees in tree order: [b, T] leaf rows -> [b, C]."""
-    per_tree = g.op(STAGE, "Gather", [table, index], axis=0)  # [b, T, C]
-    return sum_in_order(g, per_tree, axis=1, length=n_trees)
+    per_tree = builder.op(STAGE, "Gather", [table, index], axis=0)  # [b, T, C]
+    return sum_in_order(builder, per_tree, axis=1, length=n_trees)
 
 
-def sum_looked_up(g: GraphBuilder, tables: list[str], index: str, n_trees: int) -> str:
+def sum_looked_up(builder: GraphBuilder, tables: list[str], index: str, n_trees: int) -> str:
     """Per-class ``[slots, T]`` tables read at ``index`` [b, T], summed over trees -> [b, C]."""
-    looked_up = [g.op(STAGE, "GatherElements", [t, index], axis=0) for t in tables]
-    axis = g.const(STAGE, "class_axis", [2], np.int64)
-    stacked = [g.op(STAGE, "Unsqueeze", [v, axis]) for v in looked_up]
-    per_tree = stacked[0] if len(stacked) == 1 else g.op(STAGE, "Concat", stacked, axis=2)
-    return sum_in_order(g, per_tree, axis=1, length=n_trees)  # [b, T, C] -> [b, C]
+    looked_up = [builder.op(STAGE, "GatherElements", [t, index], axis=0) for t in tables]
+    axis = builder.const(STAGE, "class_axis", [2], np.int64)
+    stacked = [builder.op(STAGE, "Unsqueeze", [v, axis]) for v in looked_up]
+    per_tree = stacked[0] if len(stacked) == 1 else builder.op(STAGE, "Concat", stacked, axis=2)
+    return sum_in_order(builder, per_tree, axis=1, length=n_trees)  # [b, T, C] -> [b, C]
 
 
 def tree_columns(groups: np.ndarray) -> np.ndarray:
@@ -517,18 +528,18 @@ def tree_columns(groups: np.ndarray) -> np.ndarray:
     return column
 
 
-def sum_tree_columns(g: GraphBuilder, values: str, groups: np.ndarray) -> str:
+def sum_tree_columns(builder: GraphBuilder, values: str, groups: np.ndarray) -> str:
     """``[b, T]`` per-tree values in `tree_columns` order -> ``[b, C]`` class sums."""
     n_classes, per_class = groups.shape
     if n_classes == 1:  # [b, T] is already tree-major: no Reshape, and the sum keeps its axis
-        return sum_in_order(g, values, axis=1, length=per_class, keep_axis=True)
-    shape = g.const(STAGE, "tree_major", [-1, per_class, n_classes], np.int64)
-    per_tree = g.op(STAGE, "Reshape", [values, shape])  # [b, T / C, C]
-    return sum_in_order(g, per_tree, axis=1, length=per_class)
+        return sum_in_order(builder, values, axis=1, length=per_class, keep_axis=True)
+    shape = builder.const(STAGE, "tree_major", [-1, per_class, n_classes], np.int64)
+    per_tree = builder.op(STAGE, "Reshape", [values, shape])  # [b, T / C, C]
+    return sum_in_order(builder, per_tree, axis=1, length=per_class)
 
 
 def sum_in_order(
-    g: GraphBuilder, x: str, *, axis: int, length: int, keep_axis: bool = False
+    builder: GraphBuilder, x: str, *, axis: int, length: int, keep_axis: bool = False
 ) -> str:
     """Sum ``x`` over ``axis`` strictly in index order: CumSum, then its last entry.
 
@@ -539,14 +550,16 @@ def sum_in_order(
         if keep_axis:
             return x
         # nothing to add: drop the axis (no copy, unlike a Gather)
-        return g.op(STAGE, "Squeeze", [x, g.const(STAGE, f"axis{axis}", [axis], np.int64)])
-    x = g.op(STAGE, "CumSum", [x, g.const(STAGE, f"axis{axis}", axis, np.int64)])
-    last = g.const(STAGE, "last", [-1] if keep_axis else -1, np.int64)
-    return g.op(STAGE, "Gather", [x, last], axis=axis)
+        return builder.op(
+            STAGE, "Squeeze", [x, builder.const(STAGE, f"axis{axis}", [axis], np.int64)]
+        )
+    x = builder.op(STAGE, "CumSum", [x, builder.const(STAGE, f"axis{axis}", axis, np.int64)])
+    last = builder.const(STAGE, "last", [-1] if keep_axis else -1, np.int64)
+    return builder.op(STAGE, "Gather", [x, last], axis=axis)
 
 
 def by_row_blocks(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     x: str,
     emit: Callable[[GraphBuilder, str], str],
     n_outputs: int,
@@ -564,28 +577,28 @@ def by_row_blocks(
     """
     elem = onnx_type(dtype)
     out_info = helper.make_tensor_value_info
-    rows = g.n_rows(STAGE, x)
-    short = g.op(
-        STAGE, "LessOrEqual", [rows, g.const(STAGE, "chunk_rows_1d", [CHUNK_ROWS], np.int64)]
+    rows = builder.n_rows(STAGE, x)
+    short = builder.op(
+        STAGE, "LessOrEqual", [rows, builder.const(STAGE, "chunk_rows_1d", [CHUNK_ROWS], np.int64)]
     )
 
-    whole = g.child()
+    whole = builder.child()
     whole_out = emit(whole, x)
     whole_graph = helper.make_graph(
         whole.nodes, "whole_batch", [], [out_info(whole_out, elem, None)]
     )
 
-    blocks = g.child()
+    blocks = builder.child()
     joined = long(blocks, x) if long else _row_block_loop(blocks, x, emit, n_outputs, dtype)
     blocks_graph = helper.make_graph(blocks.nodes, "row_blocks", [], [out_info(joined, elem, None)])
 
     # If takes any one-element tensor as its condition: no Squeeze (one node
     # less on the single-row path).
-    return g.op(STAGE, "If", [short], then_branch=whole_graph, else_branch=blocks_graph)
+    return builder.op(STAGE, "If", [short], then_branch=whole_graph, else_branch=blocks_graph)
 
 
 def _row_block_loop(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     x: str,
     emit: Callable[[GraphBuilder, str], str],
     width: int,
@@ -603,10 +616,10 @@ def _row_block_loop(
     """
     elem = onnx_type(dtype)
     out_info = helper.make_tensor_value_info
-    chunk = g.const(STAGE, "chunk_rows", rows, np.int64)
-    pieces = g.op(STAGE, "SplitToSequence", [x, chunk], axis=0)
-    n_blocks = g.op(STAGE, "SequenceLength", [pieces])
-    body = g.child()
+    chunk = builder.const(STAGE, "chunk_rows", rows, np.int64)
+    pieces = builder.op(STAGE, "SplitToSequence", [x, chunk], axis=0)
+    n_blocks = builder.op(STAGE, "SequenceLength", [pieces])
+    body = builder.child()
     i, cond_in, acc_in = body.unique("block/i"), body.unique("block/cond"), body.unique("block/acc")
     block = body.op("block", "SequenceAt", [pieces, i])
     acc_out = body.op("block", "SequenceInsert", [acc_in, emit(body, block)])
@@ -626,15 +639,15 @@ def _row_block_loop(
     )
     # An explicit `true` condition: onnx's reference evaluator runs no
     # iteration when the optional condition input is left out.
-    keep_going = g.const(STAGE, "true", True, np.bool_)
-    no_rows = g.const(STAGE, "no_rows", np.zeros((0, width)), dtype)
-    first = g.op(STAGE, "SequenceConstruct", [no_rows])
-    acc = g.op(STAGE, "Loop", [n_blocks, keep_going, first], body=body_graph)
-    return g.op(STAGE, "ConcatFromSequence", [acc], axis=0)
+    keep_going = builder.const(STAGE, "true", True, np.bool_)
+    no_rows = builder.const(STAGE, "no_rows", np.zeros((0, width)), dtype)
+    first = builder.op(STAGE, "SequenceConstruct", [no_rows])
+    acc = builder.op(STAGE, "Loop", [n_blocks, keep_going, first], body=body_graph)
+    return builder.op(STAGE, "ConcatFromSequence", [acc], axis=0)
 
 
 def emit_compat(
-    g: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: TreePlan | None = None
+    builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, plan: TreePlan | None = None
 ) -> str:
     """Raw scores ``[N, n_outputs]`` in float32 from the legacy TreeEnsembleRegressor.
 
@@ -643,28 +656,30 @@ def emit_compat(
     leaf = ensemble.feature < 0
     leaf_nodes, columns = np.nonzero(ensemble.value * leaf[:, None])
     scores = legacy_regressor(
-        g,
-        cast_to(g, k, k_dtype, "float32"),
+        builder,
+        cast_to(builder, k, k_dtype, "float32"),
         ensemble,
         leaf_nodes=leaf_nodes,
         target_ids=columns,
         weights=ensemble.value[leaf_nodes, columns],
         n_targets=ensemble.n_outputs,
     )
-    return finish_scores(g, scores, ensemble, "float32")
+    return finish_scores(builder, scores, ensemble, "float32")
 
 
 def finish_scores(
-    g: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str, *, averaged: bool = False
+    builder: GraphBuilder, scores: str, ensemble: Ensemble, dtype: str, *, averaged: bool = False
 ) -> str:
     """Divide by the tree count ("mean") and add base values, in the IR's order.
 
     ``averaged``: the tree operator has divided already (its AVERAGE).
     """
     if ensemble.aggregate == "mean" and ensemble.n_trees > 1 and not averaged:
-        scores = g.op(STAGE, "Div", [scores, g.const(STAGE, "n_trees", ensemble.n_trees, dtype)])
+        scores = builder.op(
+            STAGE, "Div", [scores, builder.const(STAGE, "n_trees", ensemble.n_trees, dtype)]
+        )
     if np.any(ensemble.base_values != 0):
-        scores = g.op(
-            STAGE, "Add", [scores, g.const(STAGE, "base_values", ensemble.base_values, dtype)]
+        scores = builder.op(
+            STAGE, "Add", [scores, builder.const(STAGE, "base_values", ensemble.base_values, dtype)]
         )
     return scores

@@ -141,7 +141,12 @@ def _plain_model(
         ),
         n_input_features=n_input,
     )
-    return Model(ensemble, space, backend.name, type(model).__name__)
+    return Model(
+        ensemble=ensemble,
+        space=space,
+        backend=backend.name,
+        estimator_class=type(model).__name__,
+    )
 
 
 def to_onnx(

@@ -150,7 +150,12 @@ def read_hyperdt(model: Any) -> HyperDTModel:
     )
     votes = _votes(nodes, codes, len(trees)) if "Forest" in name else None
     columns = np.array(list(keys), dtype=np.float64).reshape(-1, 3)
-    space = InputSpace("hyperboloid", -abs(float(model.curvature)), timelike, n_input)
+    space = InputSpace(
+        geometry="hyperboloid",
+        curvature=-abs(float(model.curvature)),
+        timelike_dim=timelike,
+        n_input_features=n_input,
+    )
     return HyperDTModel(
         columns_feature=columns[:, 0].astype(np.int64),
         columns_sin=columns[:, 1],
@@ -158,7 +163,7 @@ def read_hyperdt(model: Any) -> HyperDTModel:
         timelike=timelike,
         values=values,
         votes=votes,
-        model=Model(values, space, "hyperdt", name),
+        model=Model(ensemble=values, space=space, backend="hyperdt", estimator_class=name),
     )
 
 
