@@ -662,3 +662,29 @@ def test_an_npz_archive_named_npy_is_refused_as_an_archive(made, tmp_path):
     assert_usage_error(code, err, match="points.npy: is a .npz archive of 1 array(s) (arr_0)")
     assert "None" not in err
     assert not (tmp_path / "p.csv").exists()
+
+
+def test_an_open_descriptor_is_written_in_place_as_a_stream(made, tmp_path):
+    """``-o /proc/self/fd/1`` (what ``/dev/stdout`` leads to): the output goes through the
+    descriptor, wherever it points, and the report line to stderr. Tested through /proc,
+    never /dev/stdout: before the fix a rename over /dev/stdout would replace that link."""
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("no /proc/self/fd here")
+    f = made["folder"]
+    command = [*CLI, "predict", str(f / "rf32.onnx"), str(f / "X.npy"), "-o", "/proc/self/fd/1"]
+    piped = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert piped.returncode == 0, piped.stderr
+    expected = (tmp_path / "expected.csv").resolve()
+    code, _, err = cli("predict", f / "rf32.onnx", f / "X.npy", "-o", expected)
+    assert code == 0, err
+    assert piped.stdout == expected.read_text()  # the CSV alone: no report line in it
+    assert "wrote /proc/self/fd/1" in piped.stderr
+    # Into a file the caller opened for appending (a shell's >>): appended, not replaced.
+    out = tmp_path / "log.csv"
+    out.write_text("earlier line\n")
+    inode = out.stat().st_ino
+    with out.open("a") as appended:
+        done = subprocess.run(command, stdout=appended, stderr=subprocess.PIPE, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == "earlier line\n" + expected.read_text()
+    assert out.stat().st_ino == inode
