@@ -282,6 +282,25 @@ def test_a_nan_leaf_is_a_damaged_file_not_an_internal_error(tmp_path: Path) -> N
     (tmp_path / "nan.pkl").write_bytes(_with_nan_leaf(pickle.dumps(model), leaf))
     code, out, err = cli("convert", tmp_path / "nan.pkl")
     assert_usage_error(code, err, match="nan.pkl: holds a damaged CatBoost model (")
+    # The same model in a .skops file (a zip; the CatBoost model is one member's bytes).
+    import zipfile
+
+    import skops.io as sio
+
+    sio.dump(model, tmp_path / "model.skops")
+    with (
+        zipfile.ZipFile(tmp_path / "model.skops") as source,
+        zipfile.ZipFile(tmp_path / "nan.skops", "w") as damaged,
+    ):
+        found = 0
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if struct.pack("<d", leaf) in data:
+                data, found = _with_nan_leaf(data, leaf), found + 1
+            damaged.writestr(item, data)
+    assert found == 1
+    code, out, err = cli("convert", tmp_path / "nan.skops")
+    assert_usage_error(code, err, match="nan.skops: holds a damaged CatBoost model (")
     assert not list(tmp_path.glob("*.onnx"))
     # In Python, without the command's child process: an error saying so.
     loaded = CatBoostClassifier()

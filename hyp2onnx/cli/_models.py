@@ -137,7 +137,7 @@ def _load_pickle(path: Path) -> Any:
     import joblib
 
     if _may_hold_native_models(path.read_bytes()):
-        _probe_catboost(path, "pickle", "pickle/joblib", _PICKLE_FIX)
+        _probe_in_child(path, "pickle", "pickle/joblib", _PICKLE_FIX)
     try:
         return joblib.load(path)
     except Exception as exc:
@@ -149,11 +149,6 @@ def _load_pickle(path: Path) -> Any:
 
 
 _PICKLE_FIX = "pass a file written by pickle.dump or joblib.dump of a fitted model"
-_SKOPS_PROBE = (
-    "import sys, skops.io as sio\n"
-    "from hyp2onnx.cli._models import trusted_types\n"
-    "sio.load(sys.argv[1], trusted=trusted_types())\n"
-)
 
 
 def _may_hold_native_models(data: bytes) -> bool:
@@ -162,20 +157,20 @@ def _may_hold_native_models(data: bytes) -> bool:
     return compressed or any(name in data for name in (b"xgboost", b"lightgbm", b"catboost"))
 
 
-def _probe_catboost(path: Path, kind: str, what: str, fix: str) -> None:
-    """Read ``path`` in a child first (`hyp2onnx.cli._catboost_probe`); raise if it fails.
+def _probe_in_child(path: Path, kind: str, what: str, fix: str) -> None:
+    """Read ``path`` in a child first (`hyp2onnx.cli._model_probe`); raise if it fails.
 
-    ``kind`` is "cbm" or "pickle". Unpickling hands XGBoost and LightGBM
-    models to their native libraries, and CatBoost crashes its process on
+    ``kind`` is "cbm", "pickle" or "skops". Unpickling (and skops' loading)
+    hands XGBoost and LightGBM models to their native libraries, and CatBoost crashes its process on
     some damaged trees only later, in its JSON export or ``predict``: the
     child makes those calls too. A crash, or CatBoost refusing a model,
     becomes an `InputError` saying the file is damaged.
     """
-    from . import _catboost_probe
+    from . import _model_probe
 
     # Run as a file, not a module (no hyp2onnx import for a .cbm), and without its folder,
     # which holds inspect.py, on the module path.
-    done = _run_child(path, ["-c", _RUN_FILE, _catboost_probe.__file__, kind], what, fix)
+    done = _run_child(path, ["-c", _RUN_FILE, _model_probe.__file__, kind], what, fix)
     if done.returncode == 3:
         reason = _native_error(done)
         if kind == "cbm":
@@ -212,15 +207,6 @@ def _run_child(path: Path, args: list[str], what: str, fix: str) -> Any:
         name = signal.Signals(-done.returncode).name
         raise InputError(path, f"damaged {what} file: loading it crashed ({name})", fix)
     return done
-
-
-def _probe_in_child(path: Path, code: str, what: str, fix: str) -> None:
-    """Load ``path`` with ``code`` in a child Python first; an `InputError` if it dies.
-
-    For model files whose loading hands bytes to XGBoost or LightGBM,
-    which crash their process on some damaged input.
-    """
-    _run_child(path, ["-c", code], what, fix)
 
 
 def trusted_types() -> list[str]:
@@ -278,8 +264,8 @@ def _load_skops(path: Path) -> Any:
         ) from exc
     allowed = trusted_types()
     refused = sorted(set(untrusted) - set(allowed))
-    if not refused and any(t.startswith(("xgboost.", "lightgbm.")) for t in untrusted):
-        _probe_in_child(path, _SKOPS_PROBE, ".skops", "pass a file written by skops.io.dump")
+    if not refused and any(t.startswith(("xgboost.", "lightgbm.", "catboost.")) for t in untrusted):
+        _probe_in_child(path, "skops", ".skops", "pass a file written by skops.io.dump")
     if refused:
         raise InputError(
             path,
@@ -366,7 +352,7 @@ def _load_native(path: Path) -> Any:
     if spec.library in _PROBED:  # libraries that crash their process on damaged files
         _probe_native(path, _PROBED[spec.library], fix)
     elif spec.library == "catboost":  # the same, later: in its JSON export or predict
-        _probe_catboost(path, "cbm", "CatBoost model", fix)
+        _probe_in_child(path, "cbm", "CatBoost model", fix)
     try:
         return backend.load_file(path)
     except Exception as exc:

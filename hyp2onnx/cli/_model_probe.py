@@ -1,10 +1,11 @@
-"""Read a CatBoost file, or a pickle, in a child process first: ``python _catboost_probe.py cbm|pickle FILE``.
+"""Read a model file in a child process first: ``python _model_probe.py cbm|pickle|skops FILE``.
 
 CatBoost checks a ``.cbm`` file's trees only partly: with some bytes
 flipped it loads the file and then crashes its process in the JSON export
 or in ``predict``. This script, run in a child, loads the file (a ``.cbm``
-with CatBoost; a pickle with joblib, which also unpickles XGBoost and
-LightGBM models) and makes, for every CatBoost model found, the native
+with CatBoost; a pickle with joblib, a ``.skops`` file with skops and
+hyp2onnx's trusted types: both also hand XGBoost and LightGBM models to
+their libraries) and makes, for every CatBoost model found, the native
 calls hyp2onnx makes later: the JSON export and leaf values that export
 reads, and raw predictions on rows on and one float32 step above every
 border, as ``convert --check`` makes.
@@ -88,10 +89,8 @@ def main(kind: str, path: str) -> int:
             return 3
         models = [model]
     else:
-        import joblib
-
         try:
-            loaded = joblib.load(path)
+            loaded = _load(kind, path)
         except Exception:  # not readable: the parent's own load reports it
             return 0
         models = list(_catboost_models(loaded))
@@ -102,6 +101,19 @@ def main(kind: str, path: str) -> int:
             sys.stderr.write(f"Error: {_first_line(exc)}\n")
             return 3
     return 0
+
+
+def _load(kind: str, path: str) -> Any:
+    """A pickle (joblib reads plain pickles too) or a ``.skops`` file, as the commands load it."""
+    if kind == "skops":
+        import skops.io as sio
+
+        from hyp2onnx.cli._models import trusted_types
+
+        return sio.load(path, trusted=trusted_types())
+    import joblib
+
+    return joblib.load(path)
 
 
 def _first_line(exc: BaseException) -> str:
