@@ -166,11 +166,9 @@ def _probe_in_child(path: Path, kind: str, what: str, fix: str) -> None:
     child makes those calls too. A crash, or CatBoost refusing a model,
     becomes an `InputError` saying the file is damaged.
     """
-    from . import _model_probe
-
     # Run as a file, not a module (no hyp2onnx import for a .cbm), and without its folder,
     # which holds inspect.py, on the module path.
-    done = _run_child(path, ["-c", _RUN_FILE, _model_probe.__file__, kind], what, fix)
+    done = _run_child(path, ["-c", _RUN_FILE, str(_MODEL_PROBE), kind], what, fix)
     if done.returncode == 3:
         reason = _native_error(done)
         if kind == "cbm":
@@ -178,6 +176,8 @@ def _probe_in_child(path: Path, kind: str, what: str, fix: str) -> None:
         raise InputError(path, f"holds a damaged CatBoost model ({reason})", fix)
 
 
+#: The child's script, named by path: it is run, never imported here (it imports this module).
+_MODEL_PROBE = Path(__file__).with_name("_model_probe.py")
 _RUN_FILE = (
     "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 )
