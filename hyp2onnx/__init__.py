@@ -38,6 +38,7 @@ _LAZY = {
         if n.startswith("Hyperbolic") and n != "HyperbolicTreeModel"
     },
     "to_onnx": "export",
+    "compose": "export",
     "save_onnx": "export",
     "read_metadata": "export",
     "register_skl2onnx_converters": "export.skl2onnx",

@@ -76,6 +76,15 @@ class Inspection:
 
                 geometry = f"blocks {describe_blocks(meta['blocks'])}"
             rows.append(("geometry", geometry))
+            if "encoder_sha256" in meta:  # hyp2onnx.compose: the points come from an encoder
+                rows.append(
+                    (
+                        "encoder",
+                        f"output {meta['encoder_output']!r} ({meta['encoder_output_dtype']}) "
+                        f"gives the points, sha256 {meta['encoder_sha256'][:16]}...; "
+                        f"precision lost: {meta['encoder_precision']}",
+                    )
+                )
         for label, values in (("inputs", self.inputs), ("outputs", self.outputs)):
             for i, v in enumerate(values):
                 rows.append((label if i == 0 else "", f"{v['name']}  {v['type']} {_shape(v)}"))
