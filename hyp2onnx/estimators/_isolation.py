@@ -492,6 +492,14 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         ``decision_function = score_samples - offset_``.
     path_threshold_ : float
         ``predict`` says -1 (outlier) iff the summed path length is below it.
+
+    Warns
+    -----
+    FarPointWarning
+        ``splits="centred"``: training rows lie beyond radius 17
+        (``hyp2onnx.geometry.CENTRED_RADIUS``), where float64 Klein coordinates
+        barely hold their distance from the origin; the warning names them.
+        Rows float64 cannot hold at all raise ``FarPointError``.
     """
 
     _parameter_constraints: ClassVar[dict] = {

@@ -649,6 +649,13 @@ _DOC = """{summary}
         Each tree's Lorentz matrix ``M_t``, ``(d + 1) x (d + 1)``.
     input_dtype_ : str
         "float32" if float32 input keeps every training point's leaves, else "float64".
+
+    Raises
+    ------
+    FarPointError
+        From ``fit``, when a training row and its tree's frame centre lie so far
+        from the origin that float64 cannot hold the row's frame coordinates
+        (``cosh(r) cosh(r_centre)`` above ``cosh(17)^2``); the error names the rows.
 """
 
 
