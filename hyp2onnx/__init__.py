@@ -37,6 +37,7 @@ _LAZY = {
         for n in _estimators
         if n.startswith("Hyperbolic") and n != "HyperbolicTreeModel"
     },
+    "region_tree": "estimators",
     "to_onnx": "export",
     "compose": "export",
     "save_onnx": "export",

@@ -314,12 +314,20 @@ def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict
                 "scores": np.asarray(model.score_samples(points)),
                 "path_length": np.asarray(model.path_length(points)),
             }
+        if kind == "network" and hasattr(model, "covered"):  # region trees: and which rows
+            covered = {"covered": np.asarray(model.covered(points))}
+        else:
+            covered = {}
         if metadata["task"] == Task.CLASSIFICATION:
             label = np.asarray(model.predict(points))
             if label.ndim == 2 and label.shape[1] == 1:  # CatBoost's multiclass predict: (n, 1)
                 label = label[:, 0]
-            return {"label": label, "probabilities": np.asarray(model.predict_proba(points))}
-        return {"variable": np.asarray(model.predict(points))}
+            return {
+                "label": label,
+                "probabilities": np.asarray(model.predict_proba(points)),
+                **covered,
+            }
+        return {"variable": np.asarray(model.predict(points)), **covered}
 
 
 def verify(
@@ -387,7 +395,7 @@ def verify(
         differs = got["label"] != want["label"]
         label_mismatches = int(differs.sum())
         row_error = np.where(differs, np.inf, row_error)
-    for name in ("probabilities", "variable", "path_length", "scores"):
+    for name in ("probabilities", "variable", "path_length", "scores", "covered"):
         if name in want:
             expected = want[name].reshape(got[name].shape).astype(np.float64)
             delta = np.abs(got[name].astype(np.float64) - expected)

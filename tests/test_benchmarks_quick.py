@@ -22,6 +22,7 @@ CASES = [
     pytest.param("bench_accuracy.py", "accuracy.md", "accuracy.png"),
     pytest.param("bench_inference.py", "inference.md", None),
     pytest.param("bench_product.py", "product.md", None),
+    pytest.param("bench_neural.py", "neural.md", None),
     pytest.param("bench_compose.py", "compose.md", None),
     pytest.param("bench_multiclass.py", "multiclass.md", None),
     pytest.param("bench_standard_compaction.py", "standard_compaction.md", None),

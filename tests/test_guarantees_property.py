@@ -18,9 +18,14 @@ from __future__ import annotations
 
 import copy
 import csv
+import json
+import os
 import pickle
+import stat
 import subprocess
+import sys
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 
@@ -540,6 +545,208 @@ def test_far_points_verify_with_the_default_dtype(far_model, rows, jitter):
     for model, graph in models:
         assert h.read_metadata(graph)["input_dtype"] == "float64", type(model)
         assert verify(model, graph, Q).ok
+
+
+# -- output paths of every file kind (issue 31) -----------------------------------------------
+#
+# The oracle, written from the documented rule (docs/cli.md): only a regular file is ever
+# replaced, through a symbolic link to it if one is given; a FIFO or character device is
+# written in place; anything else is refused and left as it was. Every node is made in a
+# temporary folder: the system's own /dev/null is never touched (CI runs as root).
+
+OUTPUT_KINDS = ["regular", "missing", "link", "dangling", "fifo", "device", "folder"]
+
+
+@pytest.fixture(scope="module")
+def reference_outputs(world, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Each command's output written to a plain new file, and whether device nodes work here."""
+    folder = tmp_path_factory.mktemp("reference")
+    f = world["folder"]
+    out = {}
+    for name, args in {
+        "predict": ["predict", f / "rf32.onnx", f / "X.npy", "-o"],
+        "convert": ["convert", f / "rf.pkl", "-o"],
+    }.items():
+        code, _, err = cli(*args, folder / f"{name}.out")
+        assert code == 0, err
+        out[name] = (args, (folder / f"{name}.out").read_bytes())
+    try:  # a copy of the null device: needs root (CI) and a folder not mounted nodev
+        os.mknod(folder / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        with open(folder / "null", "wb") as null:
+            null.write(b"x")
+        devices = True
+    except OSError:
+        devices = False
+    return {"commands": out, "devices": devices}
+
+
+def _make_output(folder: Path, kind: str) -> Path:
+    path = folder / "out"
+    if kind == "regular":
+        path.write_bytes(b"old")
+    elif kind == "link":
+        (folder / "target").write_bytes(b"old")
+        path.symlink_to("target")
+    elif kind == "dangling":
+        path.symlink_to("nowhere")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    elif kind == "folder":
+        path.mkdir()
+        (path / "inside").write_bytes(b"old")
+    return path
+
+
+def _snapshot(folder: Path) -> dict:
+    """Every entry's kind, link target and content (files) or device number."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        st = os.lstat(p)
+        kind = stat.S_IFMT(st.st_mode)
+        detail: object = None
+        if stat.S_ISLNK(st.st_mode):
+            detail = os.readlink(p)
+        elif stat.S_ISREG(st.st_mode):
+            detail = p.read_bytes()
+        elif stat.S_ISCHR(st.st_mode):
+            detail = st.st_rdev
+        out[p.relative_to(folder)] = (kind, detail)
+    return out
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(
+    kind=st.sampled_from(OUTPUT_KINDS),
+    command=st.sampled_from(["predict", "convert"]),
+    force=st.booleans(),
+)
+def test_output_paths_of_every_kind_are_written_as_documented(
+    reference_outputs, kind, command, force
+):
+    if kind == "device" and not reference_outputs["devices"]:
+        event("device nodes not available here")
+        return
+    args, expected = reference_outputs["commands"][command]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        path = _make_output(folder, kind)
+        before = _snapshot(folder)
+        received: list[bytes] = []
+        reader = None
+        if kind == "fifo":  # a reader, as a user's `cat out` would be
+
+            def read() -> None:
+                with open(path, "rb") as f:
+                    received.append(f.read())
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+        code, stdout, err = cli(*args, path, *(["--force"] if force else []))
+        if reader is not None:
+            if reader.is_alive() and not received:  # the command never opened it: let go
+                with open(path, "wb"):
+                    pass
+            reader.join(5)
+        after = _snapshot(folder)
+        event(f"{kind}: exit {code}")
+        assert "Traceback" not in err and ".tmp" not in err, err
+        if kind in ("dangling", "folder") or (kind in ("regular", "link") and not force):
+            assert_usage_error(code, err, match=str(path))
+            assert after == before  # nothing replaced, nothing created
+            return
+        assert code == 0, err
+        if kind in ("fifo", "device"):
+            assert after == before  # still the same node, nothing beside it
+            assert stdout == ""  # the report goes to stderr beside a stream
+            assert "wrote" in err
+            if kind == "fifo":
+                assert received == [expected]
+            return
+        written = folder / ("target" if kind == "link" else "out")
+        assert written.read_bytes() == expected
+        assert stat.S_ISREG(os.lstat(written).st_mode)
+        if kind == "link":
+            assert os.readlink(path) == "target"  # the link stays a link to the same file
+        assert {p.name for p in folder.iterdir()} == {p.name for p in before} | {"out"}
+
+
+# -- byte flips through whole CatBoost files and pickles, in a child process (issue 31) -----
+#
+# CatBoost loads some damaged .cbm files and then crashes its process in the JSON export or
+# in predict: the commands read such files in a child first. Each example runs its commands
+# in one child process (a crash there is a negative return code, not the end of this run).
+
+_CHILD = """
+import contextlib, io, json, sys
+from hyp2onnx.cli import main
+for command in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(command)
+    print(json.dumps([code, err.getvalue()]), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def catboost_files(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    from catboost import CatBoostClassifier
+
+    folder = tmp_path_factory.mktemp("catboost")
+    X, k = points(200, 3, seed=51)
+    y = labels(k, 3, seed=51)
+    params = {"iterations": 8, "depth": 3, "verbose": 0, "random_seed": 0, "thread_count": 1}
+    CatBoostClassifier(**params, allow_writing_files=False).fit(k, y).save_model(
+        str(folder / "plain.cbm")
+    )
+    model = h.HyperbolicCatBoostClassifier(**params).fit(X, y)
+    with (folder / "model.pkl").open("wb") as f:
+        pickle.dump(model, f)
+    np.save(folder / "X.npy", X[:50])
+    return {"folder": folder}
+
+
+@settings(max_examples=2, **SETTINGS)
+@given(
+    cases=st.lists(
+        st.tuples(
+            st.sampled_from(["plain.cbm", "model.pkl"]),
+            st.sampled_from(["flip", "flip", "flip", "truncate", "insert", "zero"]),
+            st.floats(0.0, 1.0),
+            st.binary(min_size=1, max_size=8),
+        ),
+        min_size=2,
+        max_size=2,
+    )
+)
+def test_damaged_catboost_files_give_an_answer_or_one_error_in_a_child(catboost_files, cases):
+    source = catboost_files["folder"]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        commands = []
+        for i, (name, how, where, junk) in enumerate(cases):
+            case = folder / str(i)
+            case.mkdir()
+            path = case / f"damaged{Path(name).suffix}"
+            path.write_bytes(_damage((source / name).read_bytes(), how, where, junk))
+            geometry = ["--geometry", "hyperboloid"] if name.endswith(".cbm") else []
+            check = ["--check", str(source / "X.npy"), "-o", str(case / "out.onnx")]
+            commands.append(["convert", str(path), *geometry, *check])
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, json.dumps(commands)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
+        results = [json.loads(line) for line in done.stdout.splitlines()]
+        crashed = cases[len(results)] if len(results) < len(cases) else None
+        assert done.returncode == 0, (done.returncode, crashed, done.stderr[-500:])
+        for (name, how, *_), (code, err), command in zip(cases, results, commands):
+            case = Path(command[-1]).parent
+            assert_contract(code, err, case, {Path(command[1]).name}, Path(command[-1]))
+            event(f"{name} {how}: exit {code}")
 
 
 # -- far training sets for every centred design -------------------------------------------------

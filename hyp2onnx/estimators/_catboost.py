@@ -28,6 +28,7 @@ corrected JSON is loaded, put back with ``set_leaf_values``.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,19 @@ def _quiet() -> Any:
     return fixup(io.StringIO(), io.StringIO())
 
 
+def _damaged(exc: Exception) -> UnsupportedModelError:
+    """A CatBoost model its own library cannot write out: damaged, not a hyp2onnx bug.
+
+    An UnsupportedModelError (a TypeError), not a ValueError, which export
+    reads as "not fitted"."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    text = re.sub(r"^\S+\.(?:cpp|h):\d+:\s*", "", text)  # "catboost/libs/x.cpp:507: "
+    return UnsupportedModelError(
+        f"the CatBoost model is damaged: CatBoost cannot write it out ({text}); "
+        "fit it again or save an undamaged copy"
+    )
+
+
 def _loss(model: Any) -> str:
     return str(model.get_all_params()["loss_function"]).split(":")[0]
 
@@ -85,10 +99,14 @@ class _Model:
     """A CatBoost model as its JSON export states it, with exact leaf values."""
 
     def __init__(self, fitted: Any) -> None:
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "model.json"
-            fitted.save_model(str(path), format="json")
-            self.json = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "model.json"
+                fitted.save_model(str(path), format="json")
+                self.json = json.loads(path.read_text(encoding="utf-8"))
+            leaf_values = fitted.get_leaf_values()
+        except catboost.CatBoostError as exc:  # e.g. "JSON writer: invalid float value: nan"
+            raise _damaged(exc) from exc
         if "oblivious_trees" not in self.json:
             raise UnsupportedModelError(
                 "only symmetric CatBoost trees are supported; fit with "
@@ -110,7 +128,7 @@ class _Model:
         self.scale = float(scale)
         self.bias = np.atleast_1d(np.asarray(bias, dtype=np.float64))
         self.trees = self.json["oblivious_trees"]
-        self.leaf_values = np.asarray(fitted.get_leaf_values(), dtype=np.float64)
+        self.leaf_values = np.asarray(leaf_values, dtype=np.float64)
         self.n_features = max((f["flat_feature_index"] + 1 for f in self.floats), default=0)
         for tree in self.trees:
             for split in tree["splits"]:

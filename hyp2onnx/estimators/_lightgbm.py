@@ -209,6 +209,7 @@ class LightGBMBackend(BoosterBackend):
     title = "LightGBM"
     native = (lightgbm.LGBMClassifier, lightgbm.LGBMRegressor)
     zero_band = ZERO_THRESHOLD
+    negative_weights = True
 
     @classmethod
     def trusted_types(cls) -> list[type]:
