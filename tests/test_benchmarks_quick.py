@@ -22,7 +22,11 @@ CASES = [
     pytest.param("bench_accuracy.py", "accuracy.md", "accuracy.png"),
     pytest.param("bench_inference.py", "inference.md", None),
     pytest.param("bench_product.py", "product.md", None),
+    pytest.param("bench_neural.py", "neural.md", None),
+    pytest.param("bench_compose.py", "compose.md", None),
+    pytest.param("bench_multiclass.py", "multiclass.md", None),
     pytest.param("bench_standard_compaction.py", "standard_compaction.md", None),
+    pytest.param("bench_label_rules.py", "label_rules.md", None),
 ]
 
 

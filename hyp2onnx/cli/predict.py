@@ -17,12 +17,20 @@ from ._common import (
     atomic_output,
     check_output,
     debug_option,
+    echo_written,
     progress,
     run,
     subcommand,
     with_suffix,
 )
-from ._data import DEFAULT_CHUNK_ROWS, as_graph_input, check_points_in, check_width, open_data
+from ._data import (
+    DEFAULT_CHUNK_ROWS,
+    as_graph_input,
+    check_points_in,
+    check_width,
+    open_data,
+    refuse_flagged_rows,
+)
 from ._models import load_onnx, onnx_metadata, onnx_session
 
 __all__ = [
@@ -175,6 +183,7 @@ def predict_file(
             check_points_in(chunk, metadata, data_path, rows, manifold=check_manifold)
             points = as_graph_input(chunk, dtype, data_path, rows)
             outputs = dict(zip(names, session.run(None, {graph_input.name: points})))
+            refuse_flagged_rows(outputs, data_path, rows)
             if not header_written:
                 f.write(",".join(map(_field, _header(metadata, outputs))) + "\n")
                 header_written = True
@@ -203,6 +212,8 @@ for classifiers, value (value_0, ... for several targets) for regressors,
 label (+1 inlier, -1 outlier), score and path_length for isolation forests.
 It is written to PREDICTIONS (default: DATA with .predictions.csv) only if
 every chunk succeeds; an existing file is replaced only with --force.
+A symbolic link is written through to its target; a FIFO or device
+(/dev/stdout) is written as a stream, without --force.
 
 \b
 Examples:
@@ -245,7 +256,7 @@ def command(
 ) -> int:
 
     def report(result: PredictResult) -> None:
-        click.echo(f"wrote {result.output} ({result.rows} rows)")
+        echo_written(result.output, f"wrote {result.output} ({result.rows} rows)")
 
     return run(
         lambda: predict_file(

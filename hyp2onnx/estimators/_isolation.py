@@ -76,6 +76,7 @@ from ..ir import Ensemble, Model, Task
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply, as_compared
 from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, generate_init, input_space
+from ._weights import checked_weights
 
 __all__ = [
     "HyperbolicIsolationForest",
@@ -491,6 +492,14 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         ``decision_function = score_samples - offset_``.
     path_threshold_ : float
         ``predict`` says -1 (outlier) iff the summed path length is below it.
+
+    Warns
+    -----
+    FarPointWarning
+        ``splits="centred"``: training rows lie beyond radius 17
+        (``hyp2onnx.geometry.CENTRED_RADIUS``), where float64 Klein coordinates
+        barely hold their distance from the origin; the warning names them.
+        Rows float64 cannot hold at all raise ``FarPointError``.
     """
 
     _parameter_constraints: ClassVar[dict] = {
@@ -550,6 +559,8 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
                 "sample_weight is supported with splits='axis', threshold_law='klein' only "
                 "(scikit-learn's IsolationForest); leave it out."
             )
+        if sample_weight is not None:  # scikit-learn's forest: negative weights are refused
+            sample_weight = checked_weights(sample_weight, X, negative_ok=False)
         if self._uses_sklearn:
             self._fit_sklearn(k, sample_weight)
         else:
