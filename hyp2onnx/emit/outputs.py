@@ -106,6 +106,50 @@ def _two_sum(builder: GraphBuilder, a: str, b: str) -> tuple[str, str]:
     return s, e
 
 
+def _exp_reduce(builder: GraphBuilder, x: str) -> tuple[str, str, str, str, str]:
+    """``x = k ln2/N + r_hi + r_lo``: ``(r_hi, r_lo, 2**(k // N) as float64 exponent,
+    T_hi, T_lo)`` with ``T = 2**(j/N)``, ``j = k mod N``, from the table of pairs."""
+    k_ = _exp_constants()
+    c1, c2, c3 = k_["c"]
+    const = lambda name, value: builder.const(STAGE, name, value, "float64")
+    op = lambda kind, inputs: builder.op(STAGE, kind, inputs)
+    kd = op("Round", [op("Mul", [x, const("exp_inv_step", k_["inv"])])])
+    r1 = op("Sub", [x, op("Mul", [kd, const("exp_c1", c1)])])  # exact (Sterbenz)
+    r_hi, r_lo = _two_sum(builder, r1, op("Neg", [op("Mul", [kd, const("exp_c2", c2)])]))
+    r_lo = op("Sub", [r_lo, op("Mul", [kd, const("exp_c3", c3)])])
+    k = builder.op(STAGE, "Cast", [kd], to=TensorProto.INT64)
+    n = builder.const(STAGE, "exp_table_size", _EXP_TABLE, np.int64)
+    j = builder.op(STAGE, "Mod", [k, n])  # in [0, N): the divisor's sign
+    power = builder.op(STAGE, "Cast", [op("Div", [op("Sub", [k, j]), n])], to=TensorProto.DOUBLE)
+    t_hi = builder.op(STAGE, "Gather", [const("exp_table_hi", k_["hi"]), j], axis=0)
+    t_lo = builder.op(STAGE, "Gather", [const("exp_table_lo", k_["lo"]), j], axis=0)
+    return r_hi, r_lo, power, t_hi, t_lo
+
+
+def _dekker_product(builder: GraphBuilder, a: str, b: str) -> tuple[str, str]:
+    """``a b = product + error`` exactly (Veltkamp's split into 26-bit halves, Dekker)."""
+    const = lambda name, value: builder.const(STAGE, name, value, "float64")
+    op = lambda kind, inputs: builder.op(STAGE, kind, inputs)
+
+    def split(value: str) -> tuple[str, str]:
+        c = op("Mul", [value, const("exp_split", 134217729.0)])
+        hi = op("Sub", [c, op("Sub", [c, value])])
+        return hi, op("Sub", [value, hi])
+
+    a_hi, a_lo = split(a)
+    b_hi, b_lo = split(b)
+    product = op("Mul", [a, b])
+    high_parts = op("Sub", [op("Mul", [a_hi, b_hi]), product])
+    error = op(
+        "Add",
+        [
+            op("Add", [op("Add", [high_parts, op("Mul", [a_hi, b_lo])]), op("Mul", [a_lo, b_hi])]),
+            op("Mul", [a_lo, b_lo]),
+        ],
+    )
+    return product, error
+
+
 def exp_correctly_rounded(builder: GraphBuilder, x: str) -> str:
     """``exp(x)`` in float64, correctly rounded but where it lies within about
     ``2**-70`` of a rounding midpoint (``x`` in ``[-745, 0]``).
@@ -119,21 +163,9 @@ def exp_correctly_rounded(builder: GraphBuilder, x: str) -> str:
     ``Exp`` is not correctly rounded on some shifts, the C library's is but for
     few; a label that rides on the last bit of a sum of exponentials needs this.
     """
-    k_ = _exp_constants()
-    c1, c2, c3 = k_["c"]
-    f = "float64"
-    const = lambda name, value: builder.const(STAGE, name, value, f)
+    const = lambda name, value: builder.const(STAGE, name, value, "float64")
     op = lambda kind, inputs: builder.op(STAGE, kind, inputs)
-    kd = op("Round", [op("Mul", [x, const("exp_inv_step", k_["inv"])])])
-    r1 = op("Sub", [x, op("Mul", [kd, const("exp_c1", c1)])])  # exact (Sterbenz)
-    r_hi, r_lo = _two_sum(builder, r1, op("Neg", [op("Mul", [kd, const("exp_c2", c2)])]))
-    r_lo = op("Sub", [r_lo, op("Mul", [kd, const("exp_c3", c3)])])
-    k = builder.op(STAGE, "Cast", [kd], to=TensorProto.INT64)
-    n = builder.const(STAGE, "exp_table_size", _EXP_TABLE, np.int64)
-    j = builder.op(STAGE, "Mod", [k, n])  # in [0, N): the divisor's sign
-    power = builder.op(STAGE, "Cast", [op("Div", [op("Sub", [k, j]), n])], to=TensorProto.DOUBLE)
-    t_hi = builder.op(STAGE, "Gather", [const("exp_table_hi", k_["hi"]), j], axis=0)
-    t_lo = builder.op(STAGE, "Gather", [const("exp_table_lo", k_["lo"]), j], axis=0)
+    r_hi, r_lo, power, t_hi, t_lo = _exp_reduce(builder, x)
     poly = const("exp_p6", 1.0 / 720.0)
     for i, coefficient in enumerate((1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5)):
         poly = op("Add", [const(f"exp_p{5 - i}", coefficient), op("Mul", [r_hi, poly])])
@@ -144,23 +176,7 @@ def exp_correctly_rounded(builder: GraphBuilder, x: str) -> str:
             op("Mul", [op("Mul", [r_hi, r_hi]), poly]),
         ],
     )  # exp(r) - 1 = r_hi + q_lo
-
-    def split(a: str) -> tuple[str, str]:  # Veltkamp: a = hi + lo, 26 bits each
-        c = op("Mul", [a, const("exp_split", 134217729.0)])
-        hi = op("Sub", [c, op("Sub", [c, a])])
-        return hi, op("Sub", [a, hi])
-
-    a_hi, a_lo = split(t_hi)
-    b_hi, b_lo = split(r_hi)
-    product = op("Mul", [t_hi, r_hi])
-    high_parts = op("Sub", [op("Mul", [a_hi, b_hi]), product])
-    product_err = op(
-        "Add",
-        [
-            op("Add", [op("Add", [high_parts, op("Mul", [a_hi, b_lo])]), op("Mul", [a_lo, b_hi])]),
-            op("Mul", [a_lo, b_lo]),
-        ],
-    )  # t_hi r_hi = product + product_err exactly (Dekker)
+    product, product_err = _dekker_product(builder, t_hi, r_hi)  # t_hi r_hi, exactly
     s, e = _two_sum(builder, t_hi, product)
     small = op(
         "Add",
@@ -171,6 +187,27 @@ def exp_correctly_rounded(builder: GraphBuilder, x: str) -> str:
     )
     rounded = op("Add", [s, small])
     return op("Mul", [rounded, op("Pow", [const("exp_two", 2.0), power])])
+
+
+def _softmax_of(
+    builder: GraphBuilder,
+    block: GraphBuilder,
+    shifts: str,
+    exp: Callable[[GraphBuilder, str], str],
+    dtype: str,
+) -> str:
+    """The libraries' softmax of shifted scores in ``block``: ``exp`` in float64 (rounded to
+    ``dtype``), the exponentials added class by class in float64, each divided by the sum
+    (rounded to ``dtype``). Constants live in ``builder``, the outer graph."""
+    two = "float64"
+    e_wide = exp(block, shifts)
+    e = e_wide if dtype == two else block.cast(STAGE, e_wide, dtype)
+    e_sum = e if dtype == two else block.cast(STAGE, e, two)  # each float32 exp, widened exactly
+    running = block.op(STAGE, "CumSum", [e_sum, builder.const(STAGE, "class_axis", 1, np.int64)])
+    last = builder.const(STAGE, "last_class", [-1], np.int64)
+    total = block.op(STAGE, "Gather", [running, last], axis=1)
+    total = total if dtype == two else block.cast(STAGE, total, dtype)
+    return block.op(STAGE, "Div", [e, total])
 
 
 def library_softmax(builder: GraphBuilder, scores: str, dtype: str) -> str:
@@ -188,7 +225,6 @@ def library_softmax(builder: GraphBuilder, scores: str, dtype: str) -> str:
     ``If``, taken only when there are such rows, with `exp_correctly_rounded`,
     as the C library's ``exp`` rounds but for a few shifts.
     """
-    two = "float64"
     top_two, _ = builder.op(
         STAGE, "TopK", [scores, builder.const(STAGE, "two", [2], np.int64)], axis=1, n_outputs=2
     )
@@ -196,28 +232,21 @@ def library_softmax(builder: GraphBuilder, scores: str, dtype: str) -> str:
         STAGE, "Gather", [top_two, builder.const(STAGE, "first", [0], np.int64)], axis=1
     )
     shifted = builder.op(STAGE, "Sub", [scores, top])
-    wide = shifted if dtype == two else builder.cast(STAGE, shifted, two)
-
-    def softmax_of(
-        block: GraphBuilder, shifts: str, exp: Callable[[GraphBuilder, str], str]
-    ) -> str:
-        e_wide = exp(block, shifts)
-        e = e_wide if dtype == two else block.cast(STAGE, e_wide, dtype)
-        e_sum = (
-            e if dtype == two else block.cast(STAGE, e, two)
-        )  # each float32 exp, widened exactly
-        running = block.op(
-            STAGE, "CumSum", [e_sum, builder.const(STAGE, "class_axis", 1, np.int64)]
-        )
-        last = builder.const(STAGE, "last_class", [-1], np.int64)
-        total = block.op(STAGE, "Gather", [running, last], axis=1)
-        total = total if dtype == two else block.cast(STAGE, total, dtype)
-        return block.op(STAGE, "Div", [e, total])
-
-    probabilities = softmax_of(builder, wide, lambda block, x: block.op(STAGE, "Exp", [x]))
+    wide = shifted if dtype == "float64" else builder.cast(STAGE, shifted, "float64")
+    probabilities = _softmax_of(
+        builder, builder, wide, lambda block, x: block.op(STAGE, "Exp", [x]), dtype
+    )
     gap = builder.op(
         STAGE, "MatMul", [top_two, builder.const(STAGE, "first_minus_second", [1, -1], dtype)]
     )
+    return _redo_near_ties(builder, probabilities, wide, gap, dtype)
+
+
+def _redo_near_ties(
+    builder: GraphBuilder, probabilities: str, wide: str, gap: str, dtype: str
+) -> str:
+    """``probabilities``, with the rows whose top-two ``gap`` is within ``NEAR_TIE`` done
+    again with `exp_correctly_rounded`, inside an ``If`` taken only when there are such."""
     limit = builder.const(STAGE, "near_tie", NEAR_TIE[dtype], dtype)
     any_near = builder.op(
         STAGE, "LessOrEqual", [builder.op(STAGE, "ReduceMin", [gap], keepdims=0), limit]
@@ -226,7 +255,7 @@ def library_softmax(builder: GraphBuilder, scores: str, dtype: str) -> str:
     near = redo.op(STAGE, "LessOrEqual", [gap, limit])
     index = redo.op(STAGE, "Transpose", [redo.op(STAGE, "NonZero", [near])], perm=[1, 0])
     rows = redo.op(STAGE, "GatherND", [wide, index])
-    again = softmax_of(redo, rows, exp_correctly_rounded)
+    again = _softmax_of(builder, redo, rows, exp_correctly_rounded, dtype)
     redone = redo.op(STAGE, "ScatterND", [probabilities, index, again])
     keep = builder.child()
     kept = keep.op(STAGE, "Identity", [probabilities])
@@ -264,6 +293,16 @@ def class_index(
     return builder.op(STAGE, "ArgMax", [decided], axis=1, keepdims=0, outputs=outputs)
 
 
+def _regressor_outputs(
+    builder: GraphBuilder, scores: str, ensemble: Ensemble, elem: int
+) -> list[helper.ValueInfoProto]:
+    """A regressor's ``variable`` (through a logistic where the model has one)."""
+    if ensemble.post_transform == "logistic":
+        scores = builder.op(STAGE, "Sigmoid", [scores])
+    builder.rename(scores, "variable")
+    return [helper.make_tensor_value_info("variable", elem, ["N", ensemble.n_outputs])]
+
+
 def emit_outputs(
     builder: GraphBuilder,
     scores: str,
@@ -287,11 +326,7 @@ def emit_outputs(
     elem = onnx_type(dtype)
     classes = ensemble.classes
     if classes is None:  # a regressor (ensemble.is_classifier is False)
-        if ensemble.post_transform == "logistic":
-            scores = builder.op(STAGE, "Sigmoid", [scores])
-        builder.rename(scores, "variable")
-        return [helper.make_tensor_value_info("variable", elem, ["N", ensemble.n_outputs])]
-
+        return _regressor_outputs(builder, scores, ensemble, elem)
     n_classes = len(classes)
     if to_probabilities is None:
         to_probabilities = lambda block, s: link(block, s, ensemble, dtype)
