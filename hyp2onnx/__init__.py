@@ -19,6 +19,8 @@ from typing import Any
 from ._version import __version__
 from .errors import (
     CompatRoutingWarning,
+    FarPointError,
+    FarPointWarning,
     Hyp2OnnxError,
     InvalidPointError,
     MissingExtraError,
@@ -45,6 +47,8 @@ _SUBMODULES = ("conventions", "datasets", "geometry")
 __all__ = sorted(
     [
         "CompatRoutingWarning",
+        "FarPointError",
+        "FarPointWarning",
         "Hyp2OnnxError",
         "InvalidPointError",
         "MissingExtraError",

@@ -40,6 +40,28 @@ class InvalidPointError(Hyp2OnnxError, ValueError):
     fix: str
 
 
+class FarPointError(Hyp2OnnxError, ValueError):
+    """Points lie too far from the origin for float64 to hold the geometry a model needs.
+
+    The message names the rows and their hyperbolic radius; ``rows`` and
+    ``radii`` hold them for code. Raised when a centred design (a rotation
+    forest's frames) would compute meaningless coordinates, instead of a
+    model that answers blankly.
+    """
+
+    rows: list[int]
+    radii: list[float]
+
+
+class FarPointWarning(UserWarning):
+    """Some training points lie beyond the radius to which a model's design holds in float64.
+
+    The model is fitted and finite; those points are seen with less
+    precision than the design promises (an isolation forest routes them by
+    direction alone). The message names the rows and their radius.
+    """
+
+
 class DamagedMetadataError(Hyp2OnnxError, ValueError):
     """A graph's hyp2onnx metadata is there but cannot be read (damaged or hand-made)."""
 

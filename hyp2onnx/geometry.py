@@ -33,7 +33,14 @@ GEOMETRIES: tuple[Geometry, ...] = ("hyperboloid", "poincare", "klein")
 #: Default relative tolerance of the on-manifold checks (see [`check_points`][hyp2onnx.geometry.check_points]).
 DEFAULT_RTOL = 1e-5
 
+#: Radius (in units of ``R``) to which the centred designs (isolation and rotation
+#: forests) hold in float64: ``2^-53 cosh(r)^2``, the precision of a point's Klein
+#: coordinates seen from a frame at the same radius, is about 0.016 there
+#: (``docs/guarantees.md``, "Far points").
+CENTRED_RADIUS = 17.0
+
 __all__ = [
+    "CENTRED_RADIUS",
     "GEOMETRIES",
     "check_points",
     "check_representable",
@@ -42,14 +49,19 @@ __all__ = [
     "einstein_midpoint",
     "from_klein",
     "gnomonic_midpoint",
+    "hyperbolic_radius",
     "hyperboloid_to_klein",
     "hyperboloid_to_poincare",
     "klein_to_hyperboloid",
     "klein_to_poincare",
+    "lorentzian_centroid",
+    "move_to_origin",
     "n_klein_features",
+    "name_far_rows",
     "poincare_to_klein",
     "sum_of_squares",
     "to_klein",
+    "unit_hyperboloid",
 ]
 
 
@@ -368,3 +380,125 @@ def gnomonic_midpoint(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     return np.tan((np.arctan(a) + np.arctan(b)) / 2.0)
+
+
+# -- far points: centroids and boosts from hyperboloid coordinates ------------------------------
+
+
+def _norms(v: np.ndarray) -> np.ndarray:
+    """Row-wise Euclidean norms that neither overflow nor underflow (rows scaled by their largest)."""
+    scale = np.abs(v).max(axis=1, initial=0.0)
+    safe = np.where((scale > 0) & np.isfinite(scale), scale, 1.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        norms = scale * np.sqrt(np.einsum("ij,ij->i", v / safe[:, None], v / safe[:, None]))
+    return np.where(np.isinf(scale), np.inf, norms)
+
+
+def unit_hyperboloid(
+    X: np.ndarray, geometry: str = "hyperboloid", curvature: float = -1.0, timelike_dim: int = 0
+) -> np.ndarray:
+    """Rows ``(x_0, x_s)`` of the unit hyperboloid (``x_0`` first) for points given in ``geometry``.
+
+    Computed without Klein coordinates, which lose a far point's distance
+    from the origin (``|k|^2`` rounds to 1 from radius about 18.7): the
+    spatial part is taken as given (hyperboloid input, divided by ``R``) or
+    from the Poincare ball (``2 q / (1 - |q|^2)``, which keeps radii to about
+    37), and ``x_0 = sqrt(1 + |x_s|^2)`` is recomputed from it, so each row
+    lies on the hyperboloid to rounding. Far rows' ``x_0`` and ``|x_s|``
+    differ by ``1 / (x_0 + |x_s|)``: see [move_to_origin][hyp2onnx.geometry.move_to_origin]
+    for arithmetic that keeps it.
+    """
+    _check_geometry(geometry)
+    R = curvature_radius(curvature)
+    X = np.asarray(X, dtype=np.float64)
+    if geometry == "hyperboloid":
+        _, xs = _timelike_split(X, timelike_dim)
+        xs = xs / R
+    elif geometry == "poincare":
+        q = X / R
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            n = _norms(q)
+            xs = 2.0 * q / ((1.0 - n) * (1.0 + n))[:, None]
+    else:
+        k = X / R
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            n = _norms(k)
+            xs = k / np.sqrt((1.0 - n) * (1.0 + n))[:, None]
+    with np.errstate(over="ignore", invalid="ignore"):
+        x0 = np.hypot(1.0, _norms(xs))
+    return np.concatenate([x0[:, None], xs], axis=1)
+
+
+def lorentzian_centroid(x: np.ndarray) -> np.ndarray:
+    """``m / sqrt(-<m, m>_L)`` for ``m`` the sum of the unit-hyperboloid rows ``x``.
+
+    ``-<m, m>_L = (m_0 - |m_s|)(m_0 + |m_s|)``, and ``m_0 - |m_s|``, a
+    difference of two numbers as large as the rows (``e^r``), is summed
+    row by row from terms that are all positive,
+
+        x_0 - s . x_s = 1 / (x_0 + |x_s|) + |x_s| |x_s / |x_s| - s|^2 / 2
+
+    (``s = m_s / |m_s|``), so no cancellation occurs at any radius; the
+    naive ``m_0^2 - |m_s|^2`` loses every digit from radius about 18. The
+    result's ``x_0`` is recomputed from its spatial part.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    m = x.sum(axis=0)
+    ms = m[1:]
+    s = float(_norms(ms[None, :])[0])
+    if s > 0:
+        spatial = _norms(x[:, 1:])
+        unit = np.divide(
+            x[:, 1:], spatial[:, None], out=np.zeros_like(x[:, 1:]), where=spatial[:, None] > 0
+        )
+        gap = 1.0 / (x[:, 0] + spatial) + spatial * sum_of_squares(unit - ms / s) / 2.0
+        lower = float(np.sum(np.where(spatial > 0, gap, x[:, 0])))
+    else:
+        lower = float(m[0])
+    mu_s = ms / (math.sqrt(lower) * math.sqrt(float(m[0]) + s))
+    return np.concatenate([[math.hypot(1.0, float(_norms(mu_s[None, :])[0]))], mu_s])
+
+
+def move_to_origin(x: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``x`` moved by the Lorentz boost that takes ``mu`` to the origin, and their distances to ``mu``.
+
+    The product ``B x`` of the boost matrix and a far row subtracts numbers
+    of size ``e^(r + r_mu)`` to get ``cosh d(x, mu)``, and loses every digit
+    when ``e^(r + r_mu) 2^-53`` reaches 1 (two points near radius 18). Here
+    the rows go through the Poincare ball, where ``1 - |p|^2 = 2 / (1 + x_0)``
+    comes without subtraction, and the boost is the Mobius translation
+
+        y = ((1 - |a|^2)(b - a) - |b - a|^2 a) / (|b - a|^2 + (1 - |a|^2)(1 - |b|^2))
+
+    (``a`` the Poincare point of ``mu``, ``b`` of the row), whose every term
+    keeps its relative precision; ``cosh d = 1 + 2 |b - a|^2 / ((1 - |a|^2)(1 - |b|^2))``.
+    Returns the moved unit-hyperboloid rows and ``d(x, mu)``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    mu = np.asarray(mu, dtype=np.float64)
+    a = mu[1:] / (1.0 + mu[0])
+    ta = 2.0 / (1.0 + mu[0])
+    b = x[:, 1:] / (1.0 + x[:, :1])
+    tb = 2.0 / (1.0 + x[:, 0])
+    diff = b - a
+    dd = sum_of_squares(diff)
+    ratio = dd / ta / tb  # sinh^2(d / 2)
+    z0 = 1.0 + 2.0 * ratio
+    y = (ta * diff - dd[:, None] * a) / (dd + ta * tb)[:, None]
+    moved = np.concatenate([z0[:, None], (1.0 + z0)[:, None] * y], axis=1)
+    return moved, 2.0 * np.arcsinh(np.sqrt(ratio))
+
+
+def hyperbolic_radius(x: np.ndarray) -> np.ndarray:
+    """Distance from the origin (in units of ``R``) of unit-hyperboloid rows ``x``: ``asinh |x_s|``."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.arcsinh(_norms(x[:, 1:]))
+
+
+def name_far_rows(rows: np.ndarray, radii: np.ndarray) -> str:
+    """``"rows 3 (radius 20.1), 7 (radius 19.5), ..."``: the first five, farthest first."""
+    rows = np.asarray(rows)
+    radii = np.asarray(radii, dtype=np.float64)
+    order = np.argsort(-np.nan_to_num(radii, nan=np.inf), kind="stable")[:5]
+    shown = ", ".join(f"{int(rows[i])} (radius {radii[i]:.2f})" for i in order)
+    return f"rows {shown}" + (", ..." if rows.size > 5 else "")

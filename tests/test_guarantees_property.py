@@ -20,19 +20,21 @@ import csv
 import pickle
 import subprocess
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
 from _cli import CLI, assert_usage_error, cli
-from _data import labels, points
+from _data import isometric_copy, labels, points, random_isometry
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import hyp2onnx as h
 from hyp2onnx.export import MIN_OPSET, max_opset
+from hyp2onnx.geometry import CENTRED_RADIUS
 from hyp2onnx.verify import run_onnx, verify
 
 SETTINGS = dict(
@@ -537,3 +539,83 @@ def test_far_points_verify_with_the_default_dtype(far_model, rows, jitter):
     for model, graph in models:
         assert h.read_metadata(graph)["input_dtype"] == "float64", type(model)
         assert verify(model, graph, Q).ok
+
+
+# -- far training sets for every centred design -------------------------------------------------
+#
+# Isolation and rotation forests centre their work on Lorentzian centroids, so moving the
+# training set by an isometry must leave their answers as they were, while every row lies
+# within CENTRED_RADIUS (17) of the origin; beyond it the isolation forest warns and the
+# rotation forest refuses, naming the rows, and neither answers blankly. The isometries are
+# built in tests/_data.py from their definitions.
+
+
+def _rank_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.corrcoef(np.argsort(np.argsort(a)), np.argsort(np.argsort(b)))[0, 1])
+
+
+def _far_copy(d: int, seed: int, rapidity: float, n: int) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Points near the origin, their copy moved by a random isometry, and whether it
+    keeps orientation (``det > 0``: a boost and a rotation, no reflection)."""
+    X, _ = points(n, d, seed=seed, max_radius=2.0)
+    G = random_isometry(d, rapidity, np.random.default_rng(seed))
+    return X, isometric_copy(X, G), bool(np.linalg.det(G) > 0)
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(d=st.integers(1, 3), seed=st.integers(0, 1000), rapidity=st.floats(0.0, 22.0))
+def test_far_training_sets_keep_the_isolation_forests_scores(d, seed, rapidity):
+    X, Y, oriented = _far_copy(d, seed, rapidity, 120)
+    if not oriented and d == 1:  # Y is then a boost of X reflected: fit on that, to compare
+        X = X * np.array([1.0, -1.0])
+        oriented = True
+    radius = np.arcsinh(np.linalg.norm(Y[:, 1:], axis=1))
+    params = dict(n_estimators=40, max_samples=64, random_state=seed)
+    before = h.HyperbolicIsolationForest(**params).fit(X)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", h.FarPointWarning)
+        after = h.HyperbolicIsolationForest(**params).fit(Y)
+    far = [w for w in caught if issubclass(w.category, h.FarPointWarning)]
+    beyond = int(np.sum(radius > CENTRED_RADIUS))
+    if beyond:  # named, with their radius
+        assert len(far) == 1 and str(far[0].message).startswith(f"{beyond} training row(s)")
+        worst = int(np.argmax(radius))
+        assert f"{worst} (radius {radius[worst]:.2f})" in str(far[0].message)
+    else:
+        assert not far
+    scores = after.score_samples(Y)
+    assert np.isfinite(scores).all()
+    if d > 1 or not beyond:  # never blank (on a line, rows past 18.7 share one Klein point)
+        assert np.unique(scores).size > 10
+    if radius.max() <= 13.0 and d == 1 and oriented:  # boosts of a line commute: same trees
+        event("the same trees")
+        assert np.array_equal(before.path_length(X), after.path_length(Y))
+    elif not beyond:  # the law of the trees is the same: the ranking holds
+        event("the same ranking")
+        assert _rank_correlation(before.score_samples(X), scores) > 0.8
+    else:
+        event("rows beyond radius 17")
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(d=st.integers(1, 3), seed=st.integers(0, 1000), rapidity=st.floats(0.0, 24.0))
+def test_far_training_sets_keep_the_rotation_forests_predictions(d, seed, rapidity):
+    X, Y, _ = _far_copy(d, seed, rapidity, 300)
+    y = labels(X[:, 1:] / X[:, :1], 3, seed=seed)
+    radius = np.arcsinh(np.linalg.norm(Y[:, 1:], axis=1))
+    params = dict(n_estimators=5, max_depth=4, random_state=seed)  # group_size 3 >= d
+    before = h.HyperbolicRotationForestClassifier(**params).fit(X[:200], y[:200])
+    try:
+        after = h.HyperbolicRotationForestClassifier(**params).fit(Y[:200], y[:200])
+    except h.FarPointError as e:
+        event("refused")
+        # every frame centre is a centroid of training rows, so it lies within their radius
+        assert radius[:200].max() > CENTRED_RADIUS, e
+        named = np.asarray(e.rows)
+        assert named.size and np.allclose(radius[named], e.radii)
+        assert np.all(np.cosh(radius[named]) * np.cosh(radius[:200].max()) > np.cosh(17.0) ** 2)
+        return
+    event("fitted")
+    assert all(np.isfinite(M).all() for M in after.frames_)
+    same = before.predict(X[200:]) == after.predict(Y[200:])
+    assert same.mean() >= 0.97, (same.mean(), radius.max())

@@ -63,7 +63,15 @@ from sklearn.utils import Tags, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..errors import warn_user
+from ..errors import FarPointError, FarPointWarning, warn_user
+from ..geometry import (
+    CENTRED_RADIUS,
+    hyperbolic_radius,
+    lorentzian_centroid,
+    move_to_origin,
+    name_far_rows,
+    unit_hyperboloid,
+)
 from ..ir import Ensemble, Model, Task
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply, as_compared
@@ -116,10 +124,41 @@ def lorentz_boost_to_origin(mu: np.ndarray) -> np.ndarray:
     return M
 
 
-def _lorentz_from_klein(k: np.ndarray) -> np.ndarray:
-    """Unit-hyperboloid rows ``(1, k) / sqrt(1 - |k|^2)`` of Klein rows ``k``."""
-    x0 = 1.0 / np.sqrt(np.maximum(1.0 - np.einsum("ij,ij->i", k, k), np.finfo(float).tiny))
-    return np.concatenate([x0[:, None], k * x0[:, None]], axis=1)
+def _check_far_rows(x: np.ndarray) -> None:
+    """Refuse rows whose radius float64 cannot hold; warn of rows beyond ``CENTRED_RADIUS``.
+
+    The centred design computes its centroids and frames from the
+    hyperboloid rows ``x`` at any radius, but routes every point by the
+    Klein coordinates of its input, whose ``|k|^2`` lies within
+    ``1 / cosh(r)^2`` of 1: beyond radius 17 a point's distance from the
+    origin is held to worse than about 0.01, from about 18.7 not at all, and
+    such rows are told apart by direction alone (their scores then depend on
+    where the embedding put its origin).
+    """
+    radius = hyperbolic_radius(x)
+    lost = ~np.isfinite(x).all(axis=1) | ~np.isfinite(radius)
+    if lost.any():
+        rows = np.flatnonzero(lost)
+        error = FarPointError(
+            f"{rows.size} training row(s) lie too far from the origin for float64 to hold "
+            f"their hyperboloid coordinates: {name_far_rows(rows, radius[rows])}. "
+            "Check the input geometry and curvature (Klein points on the unit sphere are at "
+            "infinity), or drop those rows."
+        )
+        error.rows, error.radii = rows.tolist(), radius[rows].tolist()
+        raise error
+    far = np.flatnonzero(radius > CENTRED_RADIUS)
+    if far.size:
+        warn_user(
+            f"{far.size} training row(s) lie beyond radius {CENTRED_RADIUS:g}, where float64 "
+            "Klein coordinates hold a point's distance from the origin to worse than about "
+            f"0.01 (and not at all from about 18.7): {name_far_rows(far, radius[far])}. "
+            "The forest routes them mostly by direction, so their scores depend on where "
+            "the embedding put its origin. Move the data nearer the origin by an isometry "
+            "(hyp2onnx.geometry.move_to_origin, to its Lorentzian centroid; the centred "
+            "design does not depend on it) to score them fully.",
+            FarPointWarning,
+        )
 
 
 def _draw(lo: float, hi: float, law: str, rng: np.random.RandomState) -> float:
@@ -296,10 +335,9 @@ def _centred_split(
 ) -> np.ndarray | None:
     """Draw the node-centred split of one node; store it and return the rows going left."""
     d = k.shape[1]
-    m = lorentz.sum(axis=0)
-    mu = m / math.sqrt(max(m[0] * m[0] - float(m[1:] @ m[1:]), np.finfo(float).tiny))
+    mu = lorentzian_centroid(lorentz)
     M = lorentz_boost_to_origin(mu)
-    moved = lorentz @ M.T
+    moved, _ = move_to_origin(lorentz, mu)
     k_moved = moved[:, 1:] / moved[:, :1]
     for _ in range(_DIRECTION_TRIES):
         u = np.zeros(d)
@@ -497,7 +535,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         if self._uses_sklearn:
             self._fit_sklearn(k, sample_weight)
         else:
-            self._fit_own(k)
+            self._fit_own(X, k)
         self._denominator = float(len(self.trees_) * average_path_length([self.max_samples_])[0])
         if self.contamination == "auto":
             self.offset_ = -0.5
@@ -551,7 +589,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             return int(self.max_features)
         return max(1, int(self.max_features * d))
 
-    def _fit_own(self, k: np.ndarray) -> None:
+    def _fit_own(self, X: np.ndarray, k: np.ndarray) -> None:
         from joblib import Parallel, delayed
 
         n, d = k.shape
@@ -560,7 +598,10 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         n_features = self._n_features(d)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_estimators)
-        lorentz = _lorentz_from_klein(k) if self.splits == "centred" else None
+        lorentz = None
+        if self.splits == "centred":
+            lorentz = unit_hyperboloid(X, self.input_geometry, self.curvature, self.timelike_dim)
+            _check_far_rows(lorentz)
 
         def one(seed: int) -> tuple[np.ndarray, IsolationTree]:
             r = np.random.RandomState(seed)
@@ -586,6 +627,16 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             return rows, tree
 
         grown = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(one)(s) for s in seeds)
+        for _, tree in grown:
+            if not (
+                np.isfinite(tree.threshold).all()
+                and (tree.normal is None or np.isfinite(tree.normal).all())
+            ):  # a guard: finite rows give finite splits, and a model never answers blankly
+                raise FarPointError(
+                    "A split of the isolation forest is not finite: the training points hold "
+                    "values float64 cannot carry through the design. Check the input geometry "
+                    "and curvature."
+                )
         self.estimators_samples_ = [rows for rows, _ in grown]
         self.trees_ = [tree for _, tree in grown]
 

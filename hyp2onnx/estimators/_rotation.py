@@ -70,7 +70,16 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ..correction import TreeSpace, correct, from_rows
-from ..geometry import to_klein
+from ..errors import FarPointError
+from ..geometry import (
+    CENTRED_RADIUS,
+    hyperbolic_radius,
+    lorentzian_centroid,
+    move_to_origin,
+    name_far_rows,
+    to_klein,
+    unit_hyperboloid,
+)
 from ..ir import Ensemble, Model
 from ..ir.frames import Frames, frame_features
 from ._base import (
@@ -86,6 +95,7 @@ from ._sklearn import SklearnBackend
 __all__ = [
     "HyperbolicRotationForestClassifier",
     "HyperbolicRotationForestRegressor",
+    "check_frame_precision",
     "draw_frame",
     "float32_cut",
     "haar_rotation",
@@ -99,30 +109,17 @@ _MAX_INT = np.iinfo(np.int32).max
 _FRAME_STREAM = 0x726F74
 
 
-def hyperboloid_of(k: np.ndarray) -> np.ndarray:
-    """Unit-hyperboloid rows ``(1, k) / sqrt(1 - |k|^2)`` of Klein rows ``k``."""
-    x0 = 1.0 / np.sqrt(np.maximum(1.0 - np.einsum("ij,ij->i", k, k), np.finfo(float).tiny))
-    return np.concatenate([x0[:, None], k * x0[:, None]], axis=1)
-
-
-def lorentzian_centroid(x: np.ndarray) -> np.ndarray:
-    """``m / sqrt(-<m, m>_L)`` for ``m`` the sum of the unit-hyperboloid rows ``x``."""
-    m = x.sum(axis=0)
-    return m / math.sqrt(max(m[0] * m[0] - float(m[1:] @ m[1:]), np.finfo(float).tiny))
-
-
 def haar_rotation(d: int, rng: np.random.Generator) -> np.ndarray:
     """A Haar-random orthogonal ``d x d`` matrix (QR of a Gaussian, signs fixed)."""
     q, r = np.linalg.qr(rng.standard_normal((d, d)))
     return q * np.where(np.diag(r) < 0, -1.0, 1.0)
 
 
-def _log_at_origin(x: np.ndarray) -> np.ndarray:
-    """Log-map vectors at the origin of unit-hyperboloid rows ``x``."""
+def _log_at_origin(x: np.ndarray, distance: np.ndarray) -> np.ndarray:
+    """Log-map vectors at the origin of unit-hyperboloid rows ``x`` at ``distance`` from it."""
     spatial = x[:, 1:]
     norm = np.linalg.norm(spatial, axis=1, keepdims=True)
-    scale = np.arccosh(np.maximum(x[:, :1], 1.0))
-    return np.divide(spatial * scale, norm, out=np.zeros_like(spatial), where=norm > 0)
+    return np.divide(spatial * distance[:, None], norm, out=np.zeros_like(spatial), where=norm > 0)
 
 
 class _Rows:
@@ -157,7 +154,7 @@ def _pca_axes(v: np.ndarray) -> np.ndarray:
 
 
 def draw_frame(
-    k: np.ndarray,
+    x: np.ndarray,
     y: np.ndarray | None,
     rows: np.ndarray,
     *,
@@ -166,32 +163,35 @@ def draw_frame(
     group_size: int,
     remove_proportion: float,
     rng: np.random.Generator,
-    hyperboloid: np.ndarray | None = None,
 ) -> np.ndarray:
     """One tree's frame ``M = diag(1, R) B`` (``(d + 1) x (d + 1)``; module doc).
 
-    ``k`` are the Klein rows, ``y`` the encoded classes (None for
-    regression), ``rows`` the rows the frame may be drawn from;
-    ``hyperboloid``, if given, is ``hyperboloid_of(k)`` (computed once per
-    forest rather than once per tree).
+    ``x`` are the unit-hyperboloid rows ([unit_hyperboloid][hyp2onnx.geometry.unit_hyperboloid]
+    of the input, never of Klein rows, which lose far points' radii),
+    ``y`` the encoded classes (None for regression), ``rows`` the rows the
+    frame may be drawn from. The centroid and the rows seen from it are
+    computed without cancellation ([lorentzian_centroid][hyp2onnx.geometry.lorentzian_centroid],
+    [move_to_origin][hyp2onnx.geometry.move_to_origin]), so the frame follows
+    the data at any radius the input holds.
     """
-    d = k.shape[1]
+    d = x.shape[1] - 1
     B = np.eye(d + 1)
-    x = hyperboloid
+    mu = None
     pool = _Rows(y, rows)
     if centre == "class_subset":
-        if x is None:
-            x = hyperboloid_of(k)
-        B = lorentz_boost_to_origin(lorentzian_centroid(x[pool.sample(rng, remove_proportion)]))
+        mu = lorentzian_centroid(x[pool.sample(rng, remove_proportion)])
+        B = lorentz_boost_to_origin(mu)
     if rotation == "identity":
         R = np.eye(d)
     elif rotation == "haar":
         R = haar_rotation(d, rng)
     else:
         H = haar_rotation(d, rng)
-        if x is None:
-            x = hyperboloid_of(k)
-        v = _log_at_origin(x @ B.T) @ H.T  # log-map vectors at the centre, in H's axes
+        if mu is None:
+            moved, distance = x, np.arcsinh(np.linalg.norm(x[:, 1:], axis=1))
+        else:
+            moved, distance = move_to_origin(x, mu)
+        v = _log_at_origin(moved, distance) @ H.T  # log-map vectors at the centre, in H's axes
         order = rng.permutation(d)
         axes = []
         for start in range(0, d, group_size):
@@ -207,6 +207,43 @@ def draw_frame(
     M[1:, :] = R @ B[1:, :]
     M[0, :] = B[0, :]
     return M
+
+
+def check_frame_precision(M: np.ndarray, x: np.ndarray) -> None:
+    """Refuse a frame whose coordinates float64 cannot hold for some row of ``x`` (FarPointError).
+
+    A frame coordinate is a ratio of dot products of ``M``'s rows with a
+    point's coordinates; the denominator, ``cosh d(x, c) / x_0``, comes out
+    of a sum of terms ``cosh(r) cosh(r_c)`` times larger (``r`` the point's
+    radius, ``r_c`` the frame centre's), so it carries an error of about
+    ``2^-53 cosh(r) cosh(r_c)``. Past ``cosh(CENTRED_RADIUS)^2`` (a point and
+    a centre both at radius 17) the frame coordinates, and the trees grown on
+    them, would depend on where the embedding put its origin; from about
+    ``cosh(18.4)^2`` they can be infinite or of the wrong sign.
+    """
+    centre = float(M[0, 0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        scale = x[:, 0] * centre
+    bad = ~(scale <= math.cosh(CENTRED_RADIUS) ** 2)  # NaN is bad too
+    if not np.isfinite(M).all():
+        bad[:] = True
+    if not bad.any():
+        return
+    rows = np.flatnonzero(bad)
+    radii = hyperbolic_radius(x[rows])
+    centre_radius = math.acosh(centre) if math.isfinite(centre) and centre >= 1 else math.inf
+    error = FarPointError(
+        f"{rows.size} training row(s) lie too far from the origin for float64 to hold their "
+        f"coordinates in a tree's frame, centred at radius {centre_radius:.1f}: "
+        f"{name_far_rows(rows, radii)}. Frame coordinates are computed to about "
+        f"2^-53 cosh(r) cosh(r_centre), which must stay below 2^-53 cosh({CENTRED_RADIUS:g})^2 "
+        "(about 0.016; a point and a centre both at radius 17); beyond it predictions would "
+        "depend on where the embedding put its origin. Move the data nearer the origin by "
+        "an isometry (hyp2onnx.geometry.move_to_origin, to its Lorentzian centroid), or drop "
+        "those rows."
+    )
+    error.rows, error.radii = rows.tolist(), radii.tolist()
+    raise error
 
 
 def float32_cut(threshold: np.ndarray) -> np.ndarray:
@@ -343,8 +380,7 @@ class _RotationForest(HyperbolicTreeModel):
         # One seed per tree, drawn as scikit-learn's forests draw them.
         rng = check_random_state(self.random_state)
         seeds = [int(rng.randint(_MAX_INT)) for _ in range(self.n_estimators)]
-        needs_x = self.centre == "class_subset" or self.rotation == "pca"
-        x = hyperboloid_of(k) if needs_x else None
+        x = unit_hyperboloid(X, self.input_geometry, self.curvature, self.timelike_dim)
 
         def one(seed: int) -> tuple:
             if self.bootstrap:
@@ -358,7 +394,7 @@ class _RotationForest(HyperbolicTreeModel):
                 tree_weight = weight
             rows = np.arange(n) if tree_weight is None else np.flatnonzero(tree_weight != 0)
             M = draw_frame(
-                k,
+                x,
                 classes,
                 rows,
                 centre=self.centre,
@@ -366,8 +402,8 @@ class _RotationForest(HyperbolicTreeModel):
                 group_size=int(self.group_size),
                 remove_proportion=float(self.remove_proportion),
                 rng=np.random.default_rng((seed, _FRAME_STREAM)),
-                hyperboloid=x,
             )
+            check_frame_precision(M, x)
             return (
                 M,
                 *self._grow(
