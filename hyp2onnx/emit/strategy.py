@@ -29,6 +29,7 @@ from . import encoding as registered
 from ._graph import GraphBuilder
 from .fast import FastLayout, Guarded, complement_defect, emit_fast, fast_layout, value_bound
 from .frames import emit_frames, frame_chain, remap_frames
+from .hyperplanes import emit_forest_walk, forest_walk_applies
 from .isolation import emit_oblique_walk, emit_perfect_walk, perfect_applies, walk_applies
 from .oblique import emit_normals, remap_projection
 from .projection import projection_dtype
@@ -120,7 +121,11 @@ def choose_graph(
     3. **Tree emitter**, a function: `TREE_EMITTERS` by encoding, or for
        oblique isolation forests (not compat) a level-by-level walk,
        ``emit_perfect_walk`` while its tables stay within
-       ``PERFECT_MAX_ENTRIES``, else ``emit_oblique_walk``.
+       ``PERFECT_MAX_ENTRIES``, else ``emit_oblique_walk``; for rotation
+       forests routed by hyperplanes (fast and exact), ``emit_forest_walk``
+       while its perfect tables stay within ``PERFECT_MAX_ENTRIES``
+       (`_walks_hyperplanes`; asked for fast, recorded as exact: its sums are
+       exact), else their projections and the tree operator.
     4. **Tree operator** (`plan_trees`): legacy opset-1
        ``TreeEnsembleRegressor`` (compat; float32 comparisons) or opset-5
        ``TreeEnsemble`` in double (float64 comparisons, categorical splits,
@@ -146,6 +151,9 @@ def choose_graph(
         # Perfect tables where they stay small, else the node walk: the same sums, bit for bit.
         trees = emit_perfect_walk if perfect_applies(ensemble) else emit_oblique_walk
         features = "klein"
+    elif _walks_hyperplanes(model, ensemble, spec):
+        # exact sums in tree order: asked for fast, it is the exact encoding (bound 0)
+        trees, features, spec = emit_forest_walk, "klein", registered("exact")
     operator = None
     if spec.tree_operator and trees in TREE_EMITTERS.values():
         operator = plan_trees(
@@ -161,6 +169,23 @@ def choose_graph(
         layout=fast_layout(ensemble, operator) if trees is emit_fast and operator else None,
         klein_dtype=_klein_dtype(model, ensemble, spec, input_dtype),
         task=model.task,
+    )
+
+
+def _walks_hyperplanes(model: Model, ensemble: Ensemble, spec: Encoding) -> bool:
+    """Whether a rotation forest routed by hyperplanes gets the level walk (step 3).
+
+    The walk computes ``depth x (d + 1)`` products a tree, on the row's path;
+    projecting onto every split's normal for the tree operator computes
+    ``n_splits x (d + 1)``. Both give the Python model's routing bit for
+    bit; the walk is faster wherever its perfect tables fit (docs/rotation.md
+    measures both), and deeper forests keep the projections. The compat and
+    standard encodings keep their own tree stages.
+    """
+    return (
+        model.backend == "sklearn-rotation"
+        and spec.name in ("fast", "exact")
+        and forest_walk_applies(ensemble)
     )
 
 
