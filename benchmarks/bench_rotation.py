@@ -224,7 +224,7 @@ def throughput(dims, setting: str, n_rows: int, repeats: int) -> list[dict]:
             ensemble=replace(e, frames=None, feature=np.where(e.feature >= 0, e.feature % d, -1)),
         )
         # Full-depth forests routed by hyperplanes project onto every split: fewer rows.
-        count = n_rows if depth is not None else n_rows // 5
+        count = n_rows if depth is not None else n_rows // 10
         rows, _ = make_wrapped_normal_mixture(count, d, 8, random_state=1)
         sessions = {}
         for name, ir in irs.items():

@@ -82,7 +82,12 @@ def test_each_split_is_one_flat_hyperplane_in_klein_coordinates(rotation: str) -
     d = 3
     Xtr, _, ytr, _ = _mixture(300, d, geometry="klein")
     model = h.HyperbolicRotationForestClassifier(
-        n_estimators=3, max_depth=3, rotation=rotation, input_geometry="klein", random_state=0
+        n_estimators=3,
+        max_depth=3,
+        rotation=rotation,
+        input_geometry="klein",
+        routing="frames",
+        random_state=0,
     ).fit(Xtr, ytr)
     rng = np.random.default_rng(0)
     checked = 0

@@ -121,11 +121,8 @@ def choose_graph(
     3. **Tree emitter**, a function: `TREE_EMITTERS` by encoding, or for
        oblique isolation forests (not compat) a level-by-level walk,
        ``emit_perfect_walk`` while its tables stay within
-       ``PERFECT_MAX_ENTRIES``, else ``emit_oblique_walk``; for rotation
-       forests routed by hyperplanes (fast and exact), ``emit_forest_walk``
-       while its perfect tables stay within ``PERFECT_MAX_ENTRIES``
-       (`_walks_hyperplanes`; asked for fast, recorded as exact: its sums are
-       exact), else their projections and the tree operator.
+       ``PERFECT_MAX_ENTRIES``, else ``emit_oblique_walk``; rotation forests
+       routed by hyperplanes, ``emit_forest_walk`` where it fits (`_walk`).
     4. **Tree operator** (`plan_trees`): legacy opset-1
        ``TreeEnsembleRegressor`` (compat; float32 comparisons) or opset-5
        ``TreeEnsemble`` in double (float64 comparisons, categorical splits,
@@ -147,13 +144,9 @@ def choose_graph(
     ensemble, used = _remap(model.ensemble)
     features = _features(ensemble, spec)
     trees: TreeEmitter = TREE_EMITTERS[spec.name]
-    if model.task == Task.ANOMALY and not spec.float32 and walk_applies(ensemble):
-        # Perfect tables where they stay small, else the node walk: the same sums, bit for bit.
-        trees = emit_perfect_walk if perfect_applies(ensemble) else emit_oblique_walk
-        features = "klein"
-    elif _walks_hyperplanes(model, ensemble, spec):
-        # exact sums in tree order: asked for fast, it is the exact encoding (bound 0)
-        trees, features, spec = emit_forest_walk, "klein", registered("exact")
+    walk = _walk(model, ensemble, spec)
+    if walk is not None:
+        trees, spec, features = *walk, "klein"
     operator = None
     if spec.tree_operator and trees in TREE_EMITTERS.values():
         operator = plan_trees(
@@ -170,6 +163,21 @@ def choose_graph(
         klein_dtype=_klein_dtype(model, ensemble, spec, input_dtype),
         task=model.task,
     )
+
+
+def _walk(model: Model, ensemble: Ensemble, spec: Encoding) -> tuple[TreeEmitter, Encoding] | None:
+    """The level walk and its encoding for ``ensemble``, if it takes one (step 3).
+
+    Oblique isolation forests: perfect tables where they stay small, else the
+    node walk (the same sums, bit for bit). Rotation forests routed by
+    hyperplanes: `_walks_hyperplanes`; their sums are exact, so asked for
+    fast they get the exact encoding (bound 0).
+    """
+    if model.task == Task.ANOMALY and not spec.float32 and walk_applies(ensemble):
+        return (emit_perfect_walk if perfect_applies(ensemble) else emit_oblique_walk), spec
+    if _walks_hyperplanes(model, ensemble, spec):
+        return emit_forest_walk, registered("exact")
+    return None
 
 
 def _walks_hyperplanes(model: Model, ensemble: Ensemble, spec: Encoding) -> bool:
