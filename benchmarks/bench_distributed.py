@@ -46,7 +46,8 @@ the same measure over the scoring phase.
 
     python benchmarks/bench_distributed.py [--quick [--spark]] [--rows 1000000 10000000] [--no-spark]
 
-``--quick`` (the test suite's smoke run) leaves Spark out unless ``--spark``.
+``--quick`` (the test suite's smoke run) leaves Spark out unless ``--spark``,
+runs on a few thousand rows and does not restart the workers between parts.
 """
 
 from __future__ import annotations
@@ -371,9 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     quick = args.quick
-    rows = args.rows or ([20_000] if quick else [1_000_000, 10_000_000])
-    score_rows = args.score_rows or (20_000 if quick else 1_000_000)
-    n_trees, n_train, rounds, block = (10, 5_000, 1, 5_000) if quick else (100, 100_000, 3, BLOCK)
+    rows = args.rows or ([5_000] if quick else [1_000_000, 10_000_000])
+    score_rows = args.score_rows or (5_000 if quick else 1_000_000)
+    n_trees, n_train, rounds, block = (10, 2_000, 1, 2_500) if quick else (100, 100_000, 3, BLOCK)
     rounds = args.rounds or rounds
     out = output_dir(args)
     started = time.perf_counter()
@@ -452,12 +453,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         far_table = []
         for n in rows:
-            client.restart()
-            client.run(warm_up)
+            if not quick:  # each memory measure apart from the last one's
+                client.restart()
+                client.run(warm_up)
             single, dist, nbytes, _ = far_rows(client, n, n_trees, rounds, block)
             far_table.append(timing_row(n, single, dist, nbytes))
             print(text_table(far_headers, far_table[-1:]), flush=True)
-        client.restart()  # scoring's memory apart from the correction's
+        if not quick:
+            client.restart()  # scoring's memory apart from the correction's
         rates, memory = scoring(client, spark, graph, score_rows, rounds, block)
     spark_headers = (
         "rows",
@@ -520,8 +523,15 @@ def main(argv: list[str] | None = None) -> int:
         f"Scoring {score_rows:,} hyperboloid points with the exported graph of a hyperbolic "
         f"XGBoost classifier ({n_trees} trees, depth 6, {CLASSES} classes; float32 input). "
         "Dask: 2 workers x 1 thread, one session per worker; Spark: `local[2]`, cached "
-        "DataFrame, no-op sink. Peak RSS per Dask worker while scoring (workers restarted "
-        "after the correction runs): " + " / ".join(f"{m:,.0f}" for m in memory.values()) + " MB.",
+        "DataFrame, no-op sink. Peak RSS per Dask worker while scoring"
+        + (
+            " (workers not restarted: quick run)"
+            if quick
+            else " (workers restarted after the correction runs)"
+        )
+        + ": "
+        + " / ".join(f"{m:,.0f}" for m in memory.values())
+        + " MB.",
         "",
         md_table(score_headers, score_rows_md, align="lrr"),
         "",

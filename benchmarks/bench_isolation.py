@@ -66,6 +66,8 @@ BRANCHING = 3
 DEPTH = 4
 NOISE = 0.3
 BOOST = 3.0
+#: Trees per forest, every detector and every graph timed.
+N_TREES = 100
 
 
 # -- geometry (unit hyperboloid, timelike column 0) -------------------------------------
@@ -233,7 +235,7 @@ def euclidean_eif(Z: np.ndarray, seed: int, n_trees: int = 100, psi: int = 256) 
     return -(2.0 ** (-total / n_trees / c(psi)))
 
 
-def detectors(seed: int) -> dict:
+def detectors(seed: int, n_trees: int = N_TREES) -> dict:
     from sklearn.ensemble import IsolationForest
 
     def cap(max_samples, X):  # quick runs have fewer rows than 512
@@ -241,7 +243,9 @@ def detectors(seed: int) -> dict:
 
     def sk(coords, max_samples="auto"):
         return lambda X: (
-            IsolationForest(max_samples=cap(max_samples, X), random_state=seed)
+            IsolationForest(
+                n_estimators=n_trees, max_samples=cap(max_samples, X), random_state=seed
+            )
             .fit(coords(X))
             .score_samples(coords(X))
         )
@@ -249,6 +253,7 @@ def detectors(seed: int) -> dict:
     def ours(splits, law, max_samples="auto"):
         return lambda X: (
             HyperbolicIsolationForest(
+                n_estimators=n_trees,
                 splits=splits,
                 threshold_law=law,
                 max_samples=cap(max_samples, X),
@@ -270,17 +275,17 @@ def detectors(seed: int) -> dict:
     }
 
 
-def evaluate(datasets: dict, seeds: list[int]) -> dict:
+def evaluate(datasets: dict, seeds: list[int], n_trees: int = N_TREES) -> dict:
     from sklearn.metrics import average_precision_score, roc_auc_score
 
     results: dict = {}
     for name, make in datasets.items():
         for seed in seeds:
             X, y = make(seed)
-            methods = detectors(seed)
+            methods = detectors(seed, n_trees)
             if name.startswith("near origin"):
                 methods["Euclidean EIF, log-map"] = lambda X, seed=seed: euclidean_eif(
-                    log_origin(X), seed
+                    log_origin(X), seed, n_trees
                 )
             for method, score in methods.items():
                 anomaly = -score(X)  # higher: more abnormal
@@ -302,10 +307,14 @@ def mean_se(values: list[float]) -> str:
 
 SPEED_DIMS = (2, 4, 8)
 SPEED_REPEATS = 40
+#: Quick mode (a smoke test of every code path, in seconds): its sizes.
+QUICK = {"trees": 10, "seeds": 2, "rows": (150, 8), "speed_rows": 500, "repeats": 2, "dims": (2,)}
 SPEED_HEADERS = ["d", "graph", "ms", "speed vs skl2onnx"]
 
 
-def speed(n_rows: int, repeats: int, dims: tuple[int, ...] = SPEED_DIMS) -> list[list]:
+def speed(
+    n_rows: int, repeats: int, dims: tuple[int, ...] = SPEED_DIMS, n_trees: int = N_TREES
+) -> list[list]:
     """Scoring time of each graph on ``n_rows`` Klein points of H^d, for each ``d``.
 
     Every graph of one ``d`` gets its session first; then the graphs run in
@@ -336,10 +345,10 @@ def speed(n_rows: int, repeats: int, dims: tuple[int, ...] = SPEED_DIMS) -> list
 
     rows = []
     for d in dims:
-        X, _ = mixture(d, 2000, 100, 0)
+        X, _ = mixture(d, min(2000, n_rows), 100, 0)
         k_train = hyperboloid_to_klein(X)
         k = hyperboloid_to_klein(mixture(d, n_rows, 0, 1)[0])
-        sk = IsolationForest(random_state=0).fit(k_train.astype(np.float32))
+        sk = IsolationForest(n_estimators=n_trees, random_state=0).fit(k_train.astype(np.float32))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             sk_graph = skl_to_onnx(
@@ -354,7 +363,11 @@ def speed(n_rows: int, repeats: int, dims: tuple[int, ...] = SPEED_DIMS) -> list
             ("centred, distance law (float64 input)", "centred", "distance", "float64"),
         ):
             model = HyperbolicIsolationForest(
-                splits=splits, threshold_law=law, random_state=0, input_geometry="klein"
+                n_estimators=n_trees,
+                splits=splits,
+                threshold_law=law,
+                random_state=0,
+                input_geometry="klein",
             ).fit(k_train)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -415,9 +428,12 @@ def speed_section(rows: list[list], n_rows: int, repeats: int) -> str:
 
 def speed_only(out: Path, quick: bool) -> int:
     """Rerun the speed section alone, keeping the detection tables of ``out``'s results."""
-    n_rows = 2000 if quick else 10_000
-    repeats = 3 if quick else SPEED_REPEATS
-    rows = speed(n_rows, repeats)
+    n_rows = QUICK["speed_rows"] if quick else 10_000
+    repeats = QUICK["repeats"] if quick else SPEED_REPEATS
+    if quick:
+        rows = speed(n_rows, repeats, QUICK["dims"], QUICK["trees"])
+    else:
+        rows = speed(n_rows, repeats)
     section = speed_section(rows, n_rows, repeats)
     md, js = out / "isolation.md", out / "isolation.json"
     old = md.read_text(encoding="utf-8") if md.exists() else ""
@@ -458,8 +474,9 @@ def main(argv: list[str] | None = None) -> int:
     out = output_dir(args)
     if args.speed_only:
         return speed_only(out, args.quick)
-    n_seeds = 2 if args.quick else args.seeds
-    n_in, n_out = (300, 15) if args.quick else (1900, 100)
+    n_seeds = QUICK["seeds"] if args.quick else args.seeds
+    n_in, n_out = QUICK["rows"] if args.quick else (1900, 100)
+    n_trees = QUICK["trees"] if args.quick else N_TREES
     seeds = list(range(n_seeds))
 
     def boosted(make, d):
@@ -483,13 +500,16 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.time()
     print(f"detection: {len(datasets)} data sets x {n_seeds} seeds")
-    results = evaluate(datasets, seeds)
+    results = evaluate(datasets, seeds, n_trees)
     kept = kept_speed(out) if args.skip_speed else None
     if kept is None:
         print("speed")
-        n_speed = 2000 if args.quick else 10_000
-        repeats = 3 if args.quick else SPEED_REPEATS
-        speed_rows = speed(n_speed, repeats)
+        n_speed = QUICK["speed_rows"] if args.quick else 10_000
+        repeats = QUICK["repeats"] if args.quick else SPEED_REPEATS
+        if args.quick:
+            speed_rows = speed(n_speed, repeats, QUICK["dims"], n_trees)
+        else:
+            speed_rows = speed(n_speed, repeats)
         speed_text = speed_section(speed_rows, n_speed, repeats)
     else:
         speed_rows, speed_text = kept
@@ -515,7 +535,11 @@ def main(argv: list[str] | None = None) -> int:
             TITLE,
             description(),
             f"{n_total} points per data set ({n_out} outliers), {n_seeds} seeds."
-            + (" Quick mode: small sizes, a smoke test only." if args.quick else ""),
+            + (
+                f" Quick mode: {n_trees} trees per forest, small sizes, a smoke test only."
+                if args.quick
+                else ""
+            ),
             "## ROC-AUC (mean ± standard error)",
             md_table(headers, rows_auc),
             "## Average precision (mean ± standard error)",

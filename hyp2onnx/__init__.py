@@ -37,7 +37,9 @@ _LAZY = {
         for n in _estimators
         if n.startswith("Hyperbolic") and n != "HyperbolicTreeModel"
     },
+    "region_tree": "estimators",
     "to_onnx": "export",
+    "compose": "export",
     "save_onnx": "export",
     "read_metadata": "export",
     "register_skl2onnx_converters": "export.skl2onnx",

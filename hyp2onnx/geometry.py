@@ -387,11 +387,18 @@ def gnomonic_midpoint(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _norms(v: np.ndarray) -> np.ndarray:
     """Row-wise Euclidean norms that neither overflow nor underflow (rows scaled by their largest)."""
-    scale = np.abs(v).max(axis=1, initial=0.0)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", v, v))
+    redo = ~(norms > 1e-150) | ~(norms < 1e150)  # a square may have overflowed or underflowed
+    if not redo.any():
+        return norms
+    w = v[redo]
+    scale = np.abs(w).max(axis=1, initial=0.0)
     safe = np.where((scale > 0) & np.isfinite(scale), scale, 1.0)
     with np.errstate(invalid="ignore", over="ignore"):
-        norms = scale * np.sqrt(np.einsum("ij,ij->i", v / safe[:, None], v / safe[:, None]))
-    return np.where(np.isinf(scale), np.inf, norms)
+        scaled = scale * np.sqrt(np.einsum("ij,ij->i", w / safe[:, None], w / safe[:, None]))
+    norms[redo] = np.where(np.isinf(scale), np.inf, scaled)
+    return norms
 
 
 def unit_hyperboloid(
@@ -445,18 +452,18 @@ def lorentzian_centroid(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     m = x.sum(axis=0)
     ms = m[1:]
-    s = float(_norms(ms[None, :])[0])
+    s = math.hypot(*ms)
     if s > 0:
         spatial = _norms(x[:, 1:])
-        unit = np.divide(
-            x[:, 1:], spatial[:, None], out=np.zeros_like(x[:, 1:]), where=spatial[:, None] > 0
-        )
-        gap = 1.0 / (x[:, 0] + spatial) + spatial * sum_of_squares(unit - ms / s) / 2.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            unit = x[:, 1:] / spatial[:, None]
+            diff = unit - ms / s
+            gap = 1.0 / (x[:, 0] + spatial) + spatial * np.einsum("ij,ij->i", diff, diff) / 2.0
         lower = float(np.sum(np.where(spatial > 0, gap, x[:, 0])))
     else:
         lower = float(m[0])
     mu_s = ms / (math.sqrt(lower) * math.sqrt(float(m[0]) + s))
-    return np.concatenate([[math.hypot(1.0, float(_norms(mu_s[None, :])[0]))], mu_s])
+    return np.concatenate([[math.hypot(1.0, *mu_s)], mu_s])
 
 
 def move_to_origin(x: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -481,7 +488,7 @@ def move_to_origin(x: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarra
     b = x[:, 1:] / (1.0 + x[:, :1])
     tb = 2.0 / (1.0 + x[:, 0])
     diff = b - a
-    dd = sum_of_squares(diff)
+    dd = np.einsum("ij,ij->i", diff, diff)
     ratio = dd / ta / tb  # sinh^2(d / 2)
     z0 = 1.0 + 2.0 * ratio
     y = (ta * diff - dd[:, None] * a) / (dd + ta * tb)[:, None]

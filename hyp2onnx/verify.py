@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _runtime
 from .errors import VerificationError
-from .geometry import check_representable, to_klein
+from .geometry import check_representable, raise_rows, to_klein
 from .ir import Task
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ def run_onnx(
     """
     session = _runtime.session(onnx_model, threads=threads)
     graph_input = onnx_model.graph.input[0]
-    dtype = _NP_TYPES[graph_input.type.tensor_type.elem_type]
+    dtype = _input_type(onnx_model)
     X = check_representable(X, dtype)
     dims = graph_input.type.tensor_type.shape.dim
     if len(dims) == 2 and dims[1].dim_value and X.shape[1] != dims[1].dim_value:
@@ -171,11 +171,43 @@ def run_onnx(
             f"X must have shape (n_samples, {dims[1].dim_value}) for this graph, got {X.shape}."
         )
     outputs = session.run(None, {graph_input.name: X})
-    return {o.name: value for o, value in zip(session.get_outputs(), outputs, strict=True)}
+    named = {o.name: value for o, value in zip(session.get_outputs(), outputs, strict=True)}
+    refuse_off_manifold(named)
+    return named
+
+
+def refuse_off_manifold(outputs: dict[str, np.ndarray]) -> None:
+    """Raise `InvalidPointError` for rows a composed graph flags.
+
+    A graph with an encoder in front (`hyp2onnx.compose`) returns
+    ``on_manifold`` [N]: false where the encoder's point is off the model's
+    manifold, whose outputs are then not answers.
+    """
+    from .export.compose import ON_MANIFOLD
+
+    if ON_MANIFOLD in outputs:
+        raise_rows(
+            ~np.asarray(outputs[ON_MANIFOLD], dtype=bool),
+            "give encoder outputs off the model's manifold (the graph's on_manifold is false)",
+            "The encoder's points must lie on the manifold the model was trained for: check "
+            "the encoder's output geometry, curvature and timelike column, and its inputs.",
+        )
+
+
+def _input_type(onnx_model: onnx.ModelProto) -> Any:
+    """numpy type of the graph's first input: float32 or float64, else a ValueError."""
+    elem = onnx_model.graph.input[0].type.tensor_type.elem_type
+    if elem not in _NP_TYPES:
+        raise ValueError(
+            f"the graph's input {onnx_model.graph.input[0].name!r} is not float32 or float64 "
+            f"(ONNX element type {elem}); hyp2onnx runs graphs that take float rows only."
+        )
+    return _NP_TYPES[elem]
 
 
 def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
-    """``onnx.reference.ReferenceEvaluator`` for ``onnx_model``, with GatherElements fixed.
+    """``onnx.reference.ReferenceEvaluator`` for ``onnx_model``, with GatherElements and
+    the opset-3 TreeEnsembleRegressor's double attributes fixed.
 
     onnx's reference GatherElements (1.23) is built on ``np.choose``, which
     takes at most 64 choices, and its fallback reads the wrong elements for
@@ -184,6 +216,9 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
     """
     from onnx.reference import ReferenceEvaluator
     from onnx.reference.op_run import OpRun
+    from onnx.reference.ops.aionnxml.op_tree_ensemble_regressor import (
+        TreeEnsembleRegressor as Regressor,
+    )
 
     class GatherElements(OpRun):
         def _run(self, data, indices, axis=None):
@@ -191,7 +226,52 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
             indices = np.where(indices < 0, indices + data.shape[axis], indices)
             return (np.take_along_axis(data, indices.astype(np.int64), axis=axis),)
 
-    return ReferenceEvaluator(onnx_model, new_ops=[GatherElements])
+    class TreeEnsembleRegressor(Regressor):
+        op_domain = "ai.onnx.ml"
+
+        def _run(self, X, **attributes):  # type: ignore[override]
+            # onnx 1.23 reads only nodes_values and target_weights, never their
+            # double *_as_tensor forms (the fast graph of multi-class forests)
+            for name in ("nodes_values", "target_weights"):
+                tensor = attributes.get(f"{name}_as_tensor")
+                if attributes.get(name) is None and tensor is not None:
+                    attributes[name] = np.asarray(tensor, dtype=np.float64)
+            # and returns the input's type where the operator's output is float32
+            (y,) = super()._run(X, **attributes)
+            return (y.astype(np.float32),)
+
+    return ReferenceEvaluator(onnx_model, new_ops=[GatherElements, TreeEnsembleRegressor])
+
+
+def _graph_width(onnx_model: onnx.ModelProto) -> int | None:
+    dims = onnx_model.graph.input[0].type.tensor_type.shape.dim
+    return dims[1].dim_value if len(dims) == 2 and dims[1].dim_value else None
+
+
+def _encoder_points(
+    composed: onnx.ModelProto,
+    metadata: dict[str, Any],
+    X: np.ndarray,
+    encoder: onnx.ModelProto | str | os.PathLike | None,
+) -> np.ndarray:
+    """The encoder's outputs for ``X`` (float64), run in onnxruntime on their own."""
+    from .export.compose import encoder_of, encoder_sha256
+
+    if encoder is None:
+        part, output = encoder_of(composed)
+    else:
+        digest = encoder_sha256(encoder)
+        if digest != metadata["encoder_sha256"]:
+            raise ValueError(
+                f"this encoder (sha256 {digest[:16]}...) is not the one composed into the graph "
+                f"(sha256 {metadata['encoder_sha256'][:16]}...)."
+            )
+        part, output = _runtime.load(encoder), metadata["encoder_output"]
+    session = _runtime.session(part)
+    first = session.get_inputs()[0]
+    dtype = np.float64 if first.type == "tensor(double)" else np.float32
+    (points,) = session.run([output], {first.name: X.astype(dtype)})
+    return np.asarray(points, dtype=np.float64)
 
 
 @contextmanager
@@ -234,12 +314,20 @@ def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict
                 "scores": np.asarray(model.score_samples(points)),
                 "path_length": np.asarray(model.path_length(points)),
             }
+        if kind == "network" and hasattr(model, "covered"):  # region trees: and which rows
+            covered = {"covered": np.asarray(model.covered(points))}
+        else:
+            covered = {}
         if metadata["task"] == Task.CLASSIFICATION:
             label = np.asarray(model.predict(points))
             if label.ndim == 2 and label.shape[1] == 1:  # CatBoost's multiclass predict: (n, 1)
                 label = label[:, 0]
-            return {"label": label, "probabilities": np.asarray(model.predict_proba(points))}
-        return {"variable": np.asarray(model.predict(points))}
+            return {
+                "label": label,
+                "probabilities": np.asarray(model.predict_proba(points)),
+                **covered,
+            }
+        return {"variable": np.asarray(model.predict(points)), **covered}
 
 
 def verify(
@@ -249,6 +337,7 @@ def verify(
     *,
     atol: float | None = None,
     rtol: float | None = None,
+    encoder: onnx.ModelProto | str | os.PathLike | None = None,
 ) -> VerifyReport:
     """Compare an exported graph with ``model`` on the points ``X``.
 
@@ -262,22 +351,34 @@ def verify(
     encoding and backend ([`default_tolerance`][hyp2onnx.verify.default_tolerance], [`default_rtol`][hyp2onnx.verify.default_rtol]);
     ``atol`` alone: that absolute tolerance (``rtol`` 0); ``rtol`` alone:
     the default ``atol``. Label differences are counted exactly.
+
+    A composed graph (`hyp2onnx.compose`) takes the encoder's raw
+    inputs ``X``: the model then answers on the encoder's outputs, run in
+    onnxruntime from ``encoder`` (the encoder file or model, which must be
+    the one composed: its sha256 is checked) or, without it, from the
+    encoder part cut out of the graph. Routing and labels are thus checked
+    exactly given the encoder's outputs; rows whose encoder point is off the
+    manifold are refused (`refuse_off_manifold`).
     """
     from .export import read_metadata
+    from .export.compose import is_composed
 
     onnx_model = _runtime.load(onnx_model_or_path)
     metadata = read_metadata(onnx_model)
+    composed = is_composed(metadata)
+    if encoder is not None and not composed:
+        raise ValueError("encoder= is for composed graphs; this graph has no encoder.")
     X = np.asarray(X)
-    if X.ndim != 2 or X.shape[1] != metadata["n_features_in"]:
-        raise ValueError(
-            f"X must have shape (n_samples, {metadata['n_features_in']}) for this model, "
-            f"got {X.shape}."
-        )
-    dtype = _NP_TYPES[onnx_model.graph.input[0].type.tensor_type.elem_type]
+    width = _graph_width(onnx_model) if composed else metadata["n_features_in"]
+    if X.ndim != 2 or (width is not None and X.shape[1] != width):
+        what = "graph (the encoder's inputs)" if composed else "model"
+        raise ValueError(f"X must have shape (n_samples, {width}) for this {what}, got {X.shape}.")
+    dtype = _input_type(onnx_model)
     check_representable(X, dtype)  # refuse NaN, inf and overflow before either side runs
     X = np.asarray(X, dtype=np.float64)  # the data as the user holds it
-    want = _python_outputs(model, X, metadata)
     got = run_onnx(onnx_model, X)  # cast to the graph's input type, as in use
+    points = _encoder_points(onnx_model, metadata, X, encoder) if composed else X
+    want = _python_outputs(model, points, metadata)
     tolerance = default_tolerance(metadata) if atol is None else float(atol)
     relative = (
         float(rtol) if rtol is not None else (default_rtol(metadata) if atol is None else 0.0)
@@ -294,7 +395,7 @@ def verify(
         differs = got["label"] != want["label"]
         label_mismatches = int(differs.sum())
         row_error = np.where(differs, np.inf, row_error)
-    for name in ("probabilities", "variable", "path_length", "scores"):
+    for name in ("probabilities", "variable", "path_length", "scores", "covered"):
         if name in want:
             expected = want[name].reshape(got[name].shape).astype(np.float64)
             delta = np.abs(got[name].astype(np.float64) - expected)

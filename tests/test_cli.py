@@ -348,6 +348,9 @@ def test_inspect_text(runs: Runs) -> None:
         "ai.onnx 18",
         "TreeEnsemble",
         "onnxruntime (Python) 1.",
+        # the fast graph of a forest of three classes: double sums rounded to float32
+        "double sums in the runtime's order, rounded once to float32, within",
+        "of the model's; labels exact",
     ]:
         assert needle in out, out
 

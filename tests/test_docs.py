@@ -7,12 +7,9 @@
   prints as text, or a cross-reference left unresolved; every
   ``[name][hyp2onnx.path]`` of the package's source, rendered or not, names
   an object of the API pages, and the source holds no Sphinx role;
-* every ```python block of README.md and docs/*.md runs, a page's blocks in
-  order in one namespace, in a fresh temporary folder per page; every
-  ```bash/console block runs there too, after the Python blocks before it,
-  line by line, and each line must be a ``hyp2onnx`` command that exits 0.
-  A block that cannot run here says so in an HTML comment right before it,
-  ``<!-- not run: reason -->``, with a reason;
+* every ```python and ```bash block of README.md and docs/*.md runs (how:
+  _docs.py); the slowest pages run from test_docs_distributed.py and
+  test_docs_deploy.py, so that the suite's workers share them;
 * every public class and function of the public modules has a docstring.
 """
 
@@ -21,18 +18,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import os
 import re
-import shlex
 import subprocess
 import sys
 import zlib
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+from _docs import NOT_RUN, PAGES, ROOT, SLOW_PAGES, blocks, env, page_id, pages_for, run_page
 
 
 def _docs_extension():
@@ -47,46 +40,17 @@ def _docs_extension():
 _EXTENSION = _docs_extension()
 PUBLIC_MODULES = _EXTENSION.PUBLIC
 
-#: A fenced block with the line before it: (marker line or "", language, body).
-_FENCE = re.compile(
-    r"(?:^(<!--.*?-->)[ \t]*\n)?^```([A-Za-z]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S
-)
-_NOT_RUN = re.compile(r"<!--\s*not run:\s*(.*?)\s*-->")
-#: The command line of the package, for the current interpreter and checkout.
-_CLI = [sys.executable, "-c", "import sys; from hyp2onnx.cli import main; sys.exit(main())"]
-
-
-def blocks(page: Path) -> list[tuple[str, str, str | None]]:
-    """``(language, body, reason not run or None)`` of each fenced block of ``page``."""
-    found = []
-    for marker, language, body in _FENCE.findall(page.read_text()):
-        reason = None
-        if marker:
-            m = _NOT_RUN.fullmatch(marker.strip())
-            assert m, f"{page.name}: a comment before a block must read '<!-- not run: reason -->'"
-            reason = m.group(1)
-            assert reason, f"{page.name}: '<!-- not run: -->' needs a reason"
-        found.append((language, body, reason))
-    return found
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
-    return env
-
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     """The site, built once for this file's checks of it."""
-    env = _env()
-    env["NO_MKDOCS_2_WARNING"] = "1"
+    build_env = env()
+    build_env["NO_MKDOCS_2_WARNING"] = "1"
     out = tmp_path_factory.mktemp("site") / "site"
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
         cwd=ROOT,
-        env=env,
+        env=build_env,
         capture_output=True,
         text=True,
     )
@@ -153,36 +117,28 @@ def test_every_reference_of_the_source_names_an_object_of_the_site(site):
     assert not roles, f"Sphinx roles (write [name][hyp2onnx.path] or `name`): {roles}"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("page", pages_for(__file__), ids=page_id)
 def test_every_block_of_the_page_runs(page, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(ROOT))
-    namespace: dict = {"__name__": "__main__"}
-    for number, (language, body, reason) in enumerate(blocks(page), 1):
-        where = f"{page.name}, block {number}"
-        if reason is not None:
-            continue
-        if language == "python":
-            exec(compile(body, where, "exec"), namespace)
-        elif language in ("bash", "console", "sh", "shell"):
-            for line in body.splitlines():
-                words = shlex.split(line, comments=True)
-                if not words:
-                    continue
-                assert words[0] == "hyp2onnx", (
-                    f"{where}: '{line}' is not a hyp2onnx command; "
-                    "mark the block '<!-- not run: reason -->' if it cannot run in the tests"
-                )
-                done = subprocess.run(
-                    [*_CLI, *words[1:]], env=_env(), capture_output=True, text=True
-                )
-                assert done.returncode == 0, f"{where}: {line}\n{done.stdout}{done.stderr}"
+    run_page(page, tmp_path, monkeypatch)
+
+
+def test_every_page_is_run_by_one_file():
+    """The pages whose blocks take longest run from files of their own, so that the
+    suite's workers (one file each at a time) share the load; none is left out."""
+    tests = Path(__file__).parent
+    for page, name in SLOW_PAGES.items():
+        assert (ROOT / page).exists(), f"{page} is no page"
+        assert (tests / name).exists(), f"{name}, which runs {page}, is missing"
+        assert "pages_for(__file__)" in (tests / name).read_text(), name
+    assert set(PAGES) == {
+        p for f in {"test_docs.py", *SLOW_PAGES.values()} for p in pages_for(tests / f)
+    }
 
 
 def test_markers_name_a_reason_and_precede_a_block():
     for page in PAGES:
         text = page.read_text()
-        markers = len(_NOT_RUN.findall(text))
+        markers = len(NOT_RUN.findall(text))
         marked = sum(reason is not None for _, _, reason in blocks(page))
         assert markers == marked, (
             f"{page.name}: a '<!-- not run -->' marker is not right before a block"

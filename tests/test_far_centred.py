@@ -196,3 +196,20 @@ def test_rotation_forest_predicts_as_before_the_boost(rapidity: float) -> None:
     p_near, p_far = near.predict_proba(X[600:]), far.predict_proba(boost(X[600:], rapidity))
     assert np.array_equal(p_near.argmax(axis=1), p_far.argmax(axis=1))
     assert np.abs(p_near - p_far).max() < 1e-9
+
+
+def test_a_model_holding_non_finite_frames_or_splits_is_refused_not_answered(mixture) -> None:
+    """What the original code fitted on the issue's data (NaN frames, verify said OK), as
+    an old pickle would bring it back: predict, verify and export refuse it."""
+    X, y = mixture
+    rotation = h.HyperbolicRotationForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    graph = h.to_onnx(rotation)
+    rotation.frames_[1] = np.full_like(rotation.frames_[1], np.nan)
+    isolation = h.HyperbolicIsolationForest(n_estimators=3, random_state=0).fit(X)
+    isolation.trees_[2].threshold[0] = np.nan
+    for model in (rotation, isolation):
+        for call in (model.predict, lambda Q, m=model: h.to_onnx(m)):
+            with pytest.raises(h.FarPointError, match="fit it again"):
+                call(X)
+    with pytest.raises(h.FarPointError, match="fit it again"):
+        h.verify(rotation, graph, X)

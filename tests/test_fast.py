@@ -24,7 +24,7 @@ from _data import klein_points, labels
 
 import hyp2onnx as h
 from hyp2onnx._runtime import all_nodes
-from hyp2onnx.emit import trees
+from hyp2onnx.emit import fast, trees
 from hyp2onnx.emit.strategy import choose_graph
 from hyp2onnx.emit.trees import tree_of_node
 from hyp2onnx.export import describe, read_metadata
@@ -129,6 +129,8 @@ def test_labels_are_the_models_at_ties_and_near_ties(zoo, name: str, threads: in
     graph = h.to_onnx(model)
     meta = read_metadata(graph)
     assert meta["encoding"] == "fast"
+    if name in ("forest_votes", "forest_fractions"):  # 3 classes: the opset-3 graph
+        assert meta["values_rounded_to"] == "float32"
     X = rows.astype(np.float32 if meta["input_dtype"] == "float32" else np.float64)
     want_label, want_p = _python(model, X)
     got = run_onnx(graph, X, threads=threads)
@@ -278,7 +280,7 @@ def _float32_ties(X: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-@pytest.mark.parametrize("task", ["binary", "regressor"])
+@pytest.mark.parametrize("task", ["binary", "multiclass", "regressor"])
 def test_float64_input_is_routed_as_the_model_rounds_it(task: str) -> None:
     """A model comparing in float32 fed float64 points: the fast graph's opset-5
     operator reads them as they are, against float32 boundaries (no Cast to float32
@@ -290,9 +292,9 @@ def test_float64_input_is_routed_as_the_model_rounds_it(task: str) -> None:
     from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
     rows = training_rows()
-    if task == "binary":
+    if task != "regressor":
         model = RandomForestClassifier(n_estimators=10, max_depth=6, random_state=0)
-        model.fit(rows, labels(rows, 2))
+        model.fit(rows, labels(rows, 2 if task == "binary" else 4))
     else:
         model = RandomForestRegressor(n_estimators=10, max_depth=6, random_state=0)
         model.fit(rows, rows[:, 0] + np.sin(3 * rows[:, 1]))
@@ -302,7 +304,8 @@ def test_float64_input_is_routed_as_the_model_rounds_it(task: str) -> None:
         graph = h.to_onnx(model, dtype="float64", **KLEIN)
     assert describe(model, **KLEIN).ensemble.compare_dtype == "float32"
     main = [n.op_type for n in graph.graph.node]
-    assert "Cast" not in main and "TreeEnsemble" in main
+    operator = "TreeEnsembleRegressor" if task == "multiclass" else "TreeEnsemble"
+    assert operator in main and "Cast" not in main[: main.index(operator)]
     meta = read_metadata(graph)
     got = run_onnx(graph, X, threads=2)
     if task == "regressor":
@@ -333,3 +336,139 @@ def test_float32_boundaries_round_as_a_cast_does() -> None:
                 x32 = probe.astype(np.float32).astype(np.float64)
                 want = x32 <= t if op == "<=" else x32 < t
                 assert np.array_equal(probe <= b, want), (op, step)
+
+
+def _multiclass_forest(n_trees: int = 20):
+    k = klein_points(400, 3, seed=47)
+    model = h.HyperbolicRandomForestClassifier(
+        n_estimators=n_trees, max_depth=3, random_state=0, **KLEIN
+    ).fit(k, labels(k, 3))
+    return model, k
+
+
+def test_the_multiclass_forest_guard_cannot_be_removed() -> None:
+    """Forests of more than two classes: the opset-3 operator adds every leaf's class
+    values in double, in its threads' order, and rounds once to float32.
+
+    Exact ties: every leaf holds (0.4, 0.4 + 2^-30, 0.2 - 2^-30). In any order class 1
+    leads by 2^-30 in double, far more than the reordering bound (label 1); rounded to
+    float32 both are 0.4, a tie that ``ArgMax`` gives to class 0.
+    """
+    model, k = _multiclass_forest()
+    described = describe(model)
+    e = described.ensemble
+    leaf = e.feature < 0
+    value = np.zeros_like(e.value)
+    value[leaf] = [0.4, 0.4 + 2.0**-30, 0.2 - 2.0**-30]
+    described = replace(described, ensemble=replace(e, value=value))
+    exact = np.float64(0.0), np.float64(0.0)
+    for _ in range(e.n_trees):  # the model's own arithmetic: tree order, then the mean
+        exact = exact[0] + value[leaf][0, 0], exact[1] + value[leaf][0, 1]
+    p0, p1 = exact[0] / e.n_trees, exact[1] / e.n_trees
+    assert p1 > p0 and np.float32(p1) == np.float32(p0)
+
+    def run(threads: int, guard: bool = True) -> dict:
+        graph = _compile_fast(described, guard=guard)
+        assert read_metadata(graph)["values_rounded_to"] == "float32"
+        assert "TreeEnsembleRegressor" in [n.op_type for n in graph.graph.node]
+        return run_onnx(graph, k[:200], threads=threads)
+
+    for threads in (1, 2):
+        got = run(threads)
+        assert np.all(got["label"] == 1)
+        assert np.all(got["probabilities"][:, :2] == [p0, p1])  # the exact graph's values
+        assert np.all(run(threads, guard=False)["label"] == 0)  # no guard: the float32 tie
+
+
+def test_the_multiclass_margin_covers_the_float32_rounding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Near-ties the rounding widens: a margin of the reordering bound alone is too narrow.
+
+    128 trees, ``m`` the float32 midpoint ``0.3125 + 2^-26``. Class 0: tree 0 holds
+    ``A = 128 m - 2^-44``, every other tree ``2^-48``, half an ulp of ``A``: in tree
+    order each rounds away (ties to even), so ``p0 = A / 128``, just below ``m``.
+    Class 1: tree 0 holds ``A + 2^-46``, the others 0: ``p1 > p0``, the model's label
+    is 1, and ``p1`` is still below ``m``. At two threads onnxruntime adds the trees in
+    two halves, the second half's ``64 * 2^-48 = 2^-42`` survives, and class 0's double
+    sum passes ``m``: rounded to float32, class 0 is ``0.3125 + 2^-25`` and class 1
+    ``0.3125``, one float32 ulp apart, far more than twice the reordering bound. Only a
+    margin that covers the rounding sends these rows to the exact sums.
+    """
+    model, k = _multiclass_forest(n_trees=128)
+    described = describe(model)
+    e = described.ensemble
+    mid = 0.3125 + 2.0**-26
+    A = 128 * mid - 2.0**-44
+    per_tree = np.zeros((e.n_trees, e.n_outputs))
+    per_tree[:, 0] = 2.0**-48
+    per_tree[0, :2] = A, A + 2.0**-46
+    leaf = e.feature < 0
+    value = np.zeros_like(e.value)
+    value[leaf] = per_tree[tree_of_node(e)[leaf]]
+    described = replace(described, ensemble=replace(e, value=value))
+    sums = np.zeros(e.n_outputs)
+    for row in per_tree:  # the model's own arithmetic: tree order, then the mean
+        sums = sums + row
+    p = sums / e.n_trees
+    assert p[1] > p[0] and p[1] < mid and np.float32(p[0]) == np.float32(p[1])
+
+    def labels_of(threads: int) -> np.ndarray:
+        graph = compile_model(described, dtype="float64", encoding="fast", opset=18)
+        return run_onnx(graph, k[:200], threads=threads)["label"]
+
+    for threads in (1, 2):
+        assert np.all(labels_of(threads) == 1)
+    # The margin of the reordering bound alone: at two threads the rows keep the
+    # rounded sums, whose order is the other class's (the input really needs it).
+    monkeypatch.setattr(fast, "float32_rounding", lambda ensemble, bound: 0.0)
+    assert np.all(labels_of(2) == 0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_multiclass_probabilities_are_double_sums_rounded_once(threads: int) -> None:
+    """The opset-3 operator (double thresholds and weights) keeps its sums in double and
+    rounds once to float32: every probability not rescored is a float32 value within
+    half a float32 ulp (2^-24 relative) plus the reordering bound of the model's, hence
+    within the recorded bound, which ``verify`` checks."""
+    from hyp2onnx.emit.fast import float32_rounding, value_bound
+    from hyp2onnx.verify import verify
+
+    model, k = _multiclass_forest(n_trees=40)
+    X = np.concatenate([k, klein_points(3000, 3, seed=48)])
+    graph = h.to_onnx(model, dtype="float64")
+    meta = read_metadata(graph)
+    e = describe(model).ensemble
+    reorder = value_bound(e)
+    assert meta["values_rounded_to"] == "float32"
+    assert meta["value_bound"] == reorder + float32_rounding(e, reorder)
+    got = run_onnx(graph, X, threads=threads)["probabilities"]
+    want = model.predict_proba(X)
+    top = np.sort(got, axis=1)
+    rescored = top[:, -1] - top[:, -2] <= meta["tie_margin"]
+    fast_rows = got[~rescored]
+    assert np.array_equal(fast_rows.astype(np.float32), fast_rows)  # float32 values
+    differs = np.abs(got - want)
+    assert np.all(differs[~rescored] <= 2.0**-24 * np.abs(want[~rescored]) + reorder)
+    assert differs.max() > 1e-9  # the rounding shows ...
+    assert differs.max() <= meta["value_bound"]  # ... within the recorded bound
+    assert verify(model, graph, X).ok
+    # verify holds the graph to its stated bound: understated, the same graph fails
+    low = type(graph)()
+    low.CopyFrom(graph)
+    for prop in low.metadata_props:
+        if prop.key.endswith("value_bound"):
+            prop.value = repr(float(differs.max()) / 2)
+    assert not verify(model, low, X).ok
+
+
+def test_the_reference_evaluator_runs_the_multiclass_graph() -> None:
+    """onnx's reference evaluator reads only the float attributes of the opset-3
+    operator; hyp2onnx's (``verify.reference_evaluator``) also reads the double ones."""
+    from hyp2onnx.verify import reference_evaluator
+
+    model, k = _multiclass_forest()
+    graph = h.to_onnx(model, dtype="float64")
+    label, p = reference_evaluator(graph).run(None, {"X": k})
+    assert np.array_equal(label, model.predict(k))
+    assert np.abs(p - model.predict_proba(k)).max() <= read_metadata(graph)["value_bound"]

@@ -232,6 +232,15 @@ def _parquet_chunks(path: Path, rows: int) -> Iterator[np.ndarray]:
 
 def check_width(source: DataSource, metadata: dict[str, Any]) -> None:
     """The data must have as many columns as the graph takes."""
+    if "encoder_sha256" in metadata:  # a composed graph takes the encoder's inputs
+        width = metadata["encoder_n_features_in"]
+        if not width or source.n_cols == int(width):
+            return
+        raise InputError(
+            source.path,
+            f"has {source.n_cols} columns; the graph's encoder takes {width}",
+            "pass the encoder's raw inputs",
+        )
     want = int(metadata["n_features_in"])
     if source.n_cols == want:
         return
@@ -279,8 +288,8 @@ def check_points_in(
     from ..geometry import check_points
 
     blocks = metadata.get("blocks")
-    if blocks is None and not manifold:
-        return
+    if (blocks is None and not manifold) or "encoder_sha256" in metadata:
+        return  # a composed graph checks its encoder's points itself (refuse_flagged_rows)
     try:
         if blocks is not None:
             from ..blocks import to_features
@@ -329,3 +338,15 @@ def _file_rows(message: str, first_row: int) -> str:
         return f"{message} (in the rows from row {first_row} on)"
     rows = re.sub(r"\d+", lambda m: str(int(m.group()) + first_row), found.group(1))
     return message[: found.start()] + f"(rows {rows})" + message[found.end() :]
+
+
+def refuse_flagged_rows(outputs: dict[str, Any], path: Path, first_row: int) -> None:
+    """A composed graph's rows whose encoder point is off the manifold: an error naming them."""
+    from ..errors import InvalidPointError
+    from ..verify import refuse_off_manifold
+
+    try:
+        refuse_off_manifold(outputs)
+    except InvalidPointError as exc:
+        message, fix = _parts(exc)
+        raise InputError(path, _file_rows(message, first_row), fix and fix.rstrip(".")) from exc

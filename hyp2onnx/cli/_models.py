@@ -368,9 +368,11 @@ def check_convertible(
     if kind == "hyperdt":
         _check_hyperdt(model, path, geometry, curvature, timelike_dim)
         return
-    hyperbolic = kind == "hyperbolic"
+    # Hyperbolic estimators, networks and region trees record their own geometry.
+    hyperbolic = kind in ("hyperbolic", "network")
     try:
-        check_is_fitted(model)
+        if hasattr(model, "fit"):  # a region tree is built from a fitted network, never unfitted
+            check_is_fitted(model)
     except NotFittedError as exc:
         raise InputError(
             path, f"the {type(model).__name__} in it is not fitted", "fit the model, then save it"

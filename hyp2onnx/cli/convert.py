@@ -18,6 +18,7 @@ from ._common import (
     atomic_output,
     check_output,
     debug_option,
+    existing_file,
     first_line,
     run,
     subcommand,
@@ -57,6 +58,9 @@ class ConvertOptions:
     #: ``--check``'s tolerances ([`hyp2onnx.verify.verify`][hyp2onnx.verify.verify])
     atol: float | None = None
     rtol: float | None = None
+    #: ``--encoder``: an ONNX encoder put in front of the graph (`hyp2onnx.compose`)
+    encoder: Path | None = None
+    encoder_output: str | None = None  #: ``--encoder-output``: its output holding the points
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,6 +170,8 @@ def _export(model_path: Path, options: ConvertOptions) -> tuple[Any, Any]:
     """The model read from ``model_path`` and its graph, errors as the command line's."""
     from ..export import check_opset, to_onnx
 
+    if options.encoder_output is not None and options.encoder is None:
+        raise InputError(None, "--encoder-output needs --encoder", "add --encoder ENCODER.onnx")
     try:
         check_opset(options.opset)
     except ValueError as exc:
@@ -178,18 +184,21 @@ def _export(model_path: Path, options: ConvertOptions) -> tuple[Any, Any]:
         curvature=options.curvature,
         timelike_dim=options.timelike_dim,
     )
-    try:
-        onnx_model = to_onnx(
-            model,
-            dtype=options.dtype,
-            encoding=options.encoding,
-            target_opset=options.opset,
-            input_geometry=options.geometry,
-            curvature=options.curvature,
-            timelike_dim=options.timelike_dim,
-        )
-    except (ValueError, TypeError) as exc:  # UnsupportedModelError is a TypeError
-        raise InputError(model_path, first_line(exc)) from exc
+    export_kwargs: dict[str, Any] = dict(
+        dtype=options.dtype,
+        encoding=options.encoding,
+        target_opset=options.opset,
+        input_geometry=options.geometry,
+        curvature=options.curvature,
+        timelike_dim=options.timelike_dim,
+    )
+    if options.encoder is not None:
+        onnx_model = _with_encoder(model, options, export_kwargs)
+    else:
+        try:
+            onnx_model = to_onnx(model, **export_kwargs)
+        except (ValueError, TypeError) as exc:  # UnsupportedModelError is a TypeError
+            raise InputError(model_path, first_line(exc)) from exc
     if not options.row_blocks:
         from ..export.edge import without_row_blocks
 
@@ -207,7 +216,9 @@ def _check(
     X = source.read_all()
     check_points_in(X, metadata, source.path, 0)
     try:
-        return verify(model, onnx_model, X, atol=options.atol, rtol=options.rtol)
+        return verify(
+            model, onnx_model, X, atol=options.atol, rtol=options.rtol, encoder=options.encoder
+        )
     except (ValueError, TypeError) as exc:
         raise InputError(source.path, first_line(exc)) from exc
 
@@ -251,6 +262,18 @@ def _write_with_ort(
     return replace(unwritten, output=output, ort_output=ort_path, config_output=config_path)
 
 
+def _with_encoder(model: Any, options: ConvertOptions, export_kwargs: dict[str, Any]) -> Any:
+    """``--encoder``: the model exported behind the encoder (`hyp2onnx.compose`)."""
+    from ..export import compose
+
+    assert options.encoder is not None
+    existing_file(options.encoder, "encoder ONNX")
+    try:
+        return compose(options.encoder, model, output=options.encoder_output, **export_kwargs)
+    except (ValueError, TypeError) as exc:
+        raise InputError(options.encoder, first_line(exc)) from exc
+
+
 def report_convert(result: ConvertResult) -> None:
     """Print what was written (stdout) or why not (stderr)."""
     meta = result.metadata
@@ -268,6 +291,11 @@ def report_convert(result: ConvertResult) -> None:
         f"{meta['n_trees']} trees, {meta['input_geometry']} input, "
         f"{meta['encoding']} encoding, {meta['input_dtype']}"
     )
+    if "encoder_sha256" in meta:
+        click.echo(
+            f"with the encoder in front (output {meta['encoder_output']!r}, sha256 "
+            f"{meta['encoder_sha256'][:16]}...): it takes the encoder's raw inputs"
+        )
     if result.data_output is not None:
         click.echo(f"wrote its tensors to {result.data_output} (external data)")
     if result.ort_output is not None:
@@ -300,6 +328,7 @@ Examples:
   hyp2onnx convert forest.pkl --ort        # also forest.ort + its operator list
   hyp2onnx convert forest.pkl --encoding standard         # OpenVINO, tract
   hyp2onnx convert booster.json --geometry poincare --curvature -0.5
+  hyp2onnx convert forest.pkl --encoder encoder.onnx --check raw.npy
 
 {EXIT_CODES_HELP}
 """
@@ -365,6 +394,16 @@ Examples:
     help="Write the graph's tensors to OUT.data beside OUT (onnx's external data). "
     "Graphs over 2 GiB, which one file cannot hold, are always written so.",
 )
+@click.option(
+    "--encoder",
+    type=click.Path(path_type=Path),
+    help="An ONNX encoder whose output is the model's points: the graph then takes the "
+    "encoder's raw inputs (hyp2onnx.compose); --check data are then raw inputs too.",
+)
+@click.option(
+    "--encoder-output",
+    help="The encoder's output that holds the points (needed when it has several).",
+)
 @tolerance_options
 @click.option("--force", is_flag=True, help="Replace OUT (and the --ort files) if they exist.")
 @debug_option
@@ -381,6 +420,8 @@ def command(
     ort: bool,
     no_row_blocks: bool,
     external_data: bool,
+    encoder: Path | None,
+    encoder_output: str | None,
     atol: float | None,
     rtol: float | None,
     force: bool,
@@ -397,6 +438,8 @@ def command(
         external_data=True if external_data else None,
         atol=atol,
         rtol=rtol,
+        encoder=encoder,
+        encoder_output=encoder_output,
     )
     return run(
         lambda: convert_file(

@@ -74,21 +74,50 @@ class Inspection:
 
                 geometry = f"blocks {describe_blocks(meta['blocks'])}"
             rows.append(("geometry", geometry))
+            if "encoder_sha256" in meta:  # hyp2onnx.compose: the points come from an encoder
+                rows.append(
+                    (
+                        "encoder",
+                        f"output {meta['encoder_output']!r} ({meta['encoder_output_dtype']}) "
+                        f"gives the points, sha256 {meta['encoder_sha256'][:16]}...; "
+                        f"precision lost: {meta['encoder_precision']}",
+                    )
+                )
         for label, values in (("inputs", self.inputs), ("outputs", self.outputs)):
             for i, v in enumerate(values):
                 rows.append((label if i == 0 else "", f"{v['name']}  {v['type']} {_shape(v)}"))
-        trees = f"{self.tree_nodes} tree nodes"
-        if meta is not None:
-            trees = f"{meta['n_trees']} trees, " + trees
-        rows.append(("trees", trees))
+        if meta is not None and "hidden_layer_sizes" in meta:  # a network or its region tree
+            network = f"ReLU, hidden layers {meta['hidden_layer_sizes']}"
+            if "n_regions" in meta:
+                network += f"; region tree of {meta['n_regions']} regions"
+            rows.append(("network", network))
+        else:
+            trees = f"{self.tree_nodes} tree nodes"
+            if meta is not None:
+                trees = f"{meta['n_trees']} trees, " + trees
+            rows.append(("trees", trees))
         if meta is not None:
             rows.append(("encoding", f"{meta['encoding']}, input {meta['input_dtype']}"))
+            if "value_bound" in meta:
+                rows.append(("values", _values(meta)))
         rows.append(("opsets", ", ".join(f"{d} {v}" for d, v in self.opsets.items())))
         ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in self.operators.items())
         rows.append(("operators", ops))
         rows.append(("runs in", "; ".join(self.runtimes) if self.runtimes else "unknown"))
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _values(meta: dict[str, Any]) -> str:
+    """How the graph's values relate to the model's (graphs that record a value bound)."""
+    bound = meta["value_bound"]
+    if bound == 0:
+        return "the exact encoding's (nothing to reorder)"
+    how = "sums in the runtime's order"
+    if meta.get("values_rounded_to"):
+        how = f"double sums in the runtime's order, rounded once to {meta['values_rounded_to']}"
+    labels = "; labels exact" if meta["classes"] is not None else ""
+    return f"{how}, within {bound:.3g} of the model's{labels}"
 
 
 def _size(n: int) -> str:

@@ -22,7 +22,14 @@ from ._common import (
     subcommand,
     with_suffix,
 )
-from ._data import DEFAULT_CHUNK_ROWS, as_graph_input, check_points_in, check_width, open_data
+from ._data import (
+    DEFAULT_CHUNK_ROWS,
+    as_graph_input,
+    check_points_in,
+    check_width,
+    open_data,
+    refuse_flagged_rows,
+)
 from ._models import load_onnx, onnx_metadata, onnx_session
 
 __all__ = [
@@ -175,6 +182,7 @@ def predict_file(
             check_points_in(chunk, metadata, data_path, rows, manifold=check_manifold)
             points = as_graph_input(chunk, dtype, data_path, rows)
             outputs = dict(zip(names, session.run(None, {graph_input.name: points})))
+            refuse_flagged_rows(outputs, data_path, rows)
             if not header_written:
                 f.write(",".join(map(_field, _header(metadata, outputs))) + "\n")
                 header_written = True

@@ -128,6 +128,14 @@ def check_bad_rows(bad_rows: Any) -> str:
     return bad_rows
 
 
+#: Why a composed graph (hyp2onnx.compose) is refused here.
+COMPOSED = (
+    "this graph has an encoder in front (hyp2onnx.compose): the Dask and Spark scorers "
+    "take hyperbolic points. Score the model's own graph on the encoder's outputs, or "
+    "the composed graph with onnxruntime or 'hyp2onnx predict'."
+)
+
+
 @dataclass(frozen=True)
 class RowCheck:
     """The checks ``hyp2onnx predict`` makes on a file's rows, for one graph.
@@ -152,6 +160,8 @@ class RowCheck:
 
         model = onnx.load_from_string(blob)
         meta = read_metadata(model)
+        if "encoder_sha256" in meta:
+            raise ValueError(COMPOSED)
         elem = model.graph.input[0].type.tensor_type.elem_type
         return cls(
             geometry=meta["input_geometry"],
@@ -297,6 +307,8 @@ class OutputSpec:
                 "this ONNX model has no hyp2onnx metadata: score graphs exported by "
                 "hyp2onnx.to_onnx / save_onnx."
             )
+        if "hyp2onnx.encoder_sha256" in props:
+            raise ValueError(COMPOSED)
         outputs = []
         for o in model.graph.output:
             dims = o.type.tensor_type.shape.dim

@@ -14,12 +14,16 @@ trees itself, as the peer's graph does (skl2onnx, onnxmltools):
   target per leaf, the class-1 fraction, and class 0 as ``1 - p1`` (one
   ``Gemm``), the fractions' rounding (`complement_defect`) added to
   the bound;
-* a leaf holds more values (scikit-learn classifiers of more classes; the
-  opset-5 operator gives a leaf one target only): the exact graph,
-  unchanged (their leaf rows added by ``ReduceSum`` in the runtime's order
-  were no faster than the ordered sums: benchmarks/results/export.md).
+* a leaf holds a fraction per class (scikit-learn forests of more classes;
+  the opset-5 operator gives a leaf one target only): the ai.onnx.ml
+  opset-3 regressor with double thresholds and weights, every leaf adding
+  its C fractions (`class_weight_regressor`). onnxruntime keeps its sums in
+  double and rounds the averages once to float32, which the bound adds
+  (`float32_rounding`) and the metadata states (``values_rounded_to``); the
+  alternatives measured against it stay selectable (`CLASS_VALUES`);
+* nothing to reorder: the exact graph.
 
-`fast_layout` names these three cases; `hyp2onnx.emit.strategy.choose_graph`
+`fast_layout` names these cases; `hyp2onnx.emit.strategy.choose_graph`
 picks one for each model.
 
 Forests divide by the tree count in the operator (its ``AVERAGE``). A model
@@ -57,7 +61,7 @@ from functools import partial
 from typing import Literal
 
 import numpy as np
-from onnx import helper
+from onnx import TensorProto, helper
 
 from ..ir import Ensemble
 from ._graph import GraphBuilder, onnx_type
@@ -66,6 +70,8 @@ from .trees import (
     TreePlan,
     by_row_blocks,
     cast_to,
+    class_weight_classifier,
+    class_weight_regressor,
     emit_exact,
     finish_scores,
     float32_boundaries,
@@ -81,9 +87,23 @@ GUARD_STAGE = "guard"
 UNIT_ROUNDOFF = {"float32": 2.0**-24, "float64": 2.0**-53}
 #: How the fast graph adds the trees: ``"by_column"`` one operator target per
 #: output column (every tree feeds one column); ``"complement"`` the class-1
-#: fractions of binary leaves, class 0 as ``1 - p1``; ``"exact"`` the exact
-#: graph (nothing to reorder, or leaves holding values of more classes).
-FastLayout = Literal["by_column", "complement", "exact"]
+#: fractions of binary leaves, class 0 as ``1 - p1``; ``"class_values"`` every
+#: leaf's class fractions (forests of more classes, plans with ``class_weights``,
+#: as `CLASS_VALUES` says); ``"exact"`` the exact graph (nothing to reorder).
+FastLayout = Literal["by_column", "complement", "class_values", "exact"]
+#: Leaves holding a fraction per class (scikit-learn forests of more than two
+#: classes), how the fast graph adds them: ``"average"`` (the default) one opset-3
+#: regressor, every leaf adding its C fractions and the operator dividing
+#: (`class_weight_regressor`); ``"classifier"`` the opset-3 classifier, then a
+#: division; ``"per_class"`` C one-target regressors; ``"exact"`` the exact graph.
+#: The others are kept to be measured side by side (benchmarks/bench_multiclass.py,
+#: results in benchmarks/results/multiclass.md).
+CLASS_VALUES = "average"
+CLASS_VALUE_CHOICES = ("average", "classifier", "per_class", "exact")
+#: Unit roundoff of float32, to which the opset-3 operator rounds its double sums.
+FLOAT32_ROUNDOFF = 2.0**-24
+#: Half the smallest float32 subnormal spacing: the rounding error below float32's normal range.
+FLOAT32_SUBNORMAL_HALF_STEP = 2.0**-150
 
 
 def _gamma(k: np.ndarray, u: float) -> np.ndarray:
@@ -127,6 +147,26 @@ def value_bound(ensemble: Ensemble) -> float:
     return float(bound.max())
 
 
+def float32_rounding(ensemble: Ensemble, bound: float) -> float:
+    """Largest change the opset-3 operator's final rounding to float32 makes to a score.
+
+    Its double result lies within ``bound`` of the exact score, whose size is at
+    most ``Σ_t max |leaf value| / T`` per column (forests; plus the base value):
+    rounding to nearest float32 moves it by at most ``2^-24`` of its size, or by
+    half a subnormal step below float32's normal range.
+    """
+    largest = np.zeros((ensemble.n_trees, ensemble.n_outputs))
+    leaf = ensemble.feature < 0
+    np.maximum.at(
+        largest, tree_of_node(ensemble)[leaf], np.abs(ensemble.value[leaf].astype(np.float64))
+    )
+    divisor = ensemble.n_trees if ensemble.aggregate == "mean" else 1
+    scale = largest.sum(axis=0) / divisor + np.abs(ensemble.base_values.astype(np.float64))
+    size = float(scale.max(initial=0.0)) + bound
+    # (1 + 2^-40): the products above are rounded up by far less than that
+    return (FLOAT32_ROUNDOFF * size + FLOAT32_SUBNORMAL_HALF_STEP) * (1.0 + 2.0**-40)
+
+
 def tie_margin(ensemble: Ensemble, bound: float) -> float:
     """Rows whose top two probabilities differ by at most this are scored exactly.
 
@@ -143,8 +183,9 @@ def tie_margin(ensemble: Ensemble, bound: float) -> float:
 
 #: ``link(builder, scores) -> probabilities``
 Link = Callable[[GraphBuilder, str], str]
-#: ``refine(builder, scores, link) -> probabilities``
-Refine = Callable[[GraphBuilder, str, Link], str]
+#: ``refine(builder, scores, link) -> probabilities``, or ``(probabilities, best)``
+#: where the guard also gives each row's best class index (int64 [N], numpy's argmax rule)
+Refine = Callable[[GraphBuilder, str, Link], str | tuple[str, str]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,6 +198,8 @@ class Guarded:
     refine: Refine | None  #: None: no labels depend on the order (or the guard is off)
     #: replaces the link function (binary forests: ``scores`` is p1 alone)
     to_probabilities: Link | None = None
+    #: the scores are double sums rounded once to this type (within ``bound``), or None
+    rounded_to: str | None = None
 
 
 def complement_defect(ensemble: Ensemble) -> float | None:
@@ -200,6 +243,8 @@ def fast_layout(ensemble: Ensemble, plan: TreePlan) -> FastLayout:
         layout: FastLayout = "by_column"
     elif complement_defect(ensemble) is not None:
         layout = "complement"
+    elif plan.class_weights and CLASS_VALUES != "exact":
+        layout = "class_values"
     else:
         return "exact"
     return layout if value_bound(ensemble) > 0.0 else "exact"
@@ -231,18 +276,65 @@ def emit_fast(
         k = by_row_blocks(builder, k, features, ensemble.n_features, "float64")
         k_dtype = "float64"
     exact = ExactScorer.build(builder, ensemble, plan)
-    scores = _reordered_sums(builder, k, k_dtype, exact, layout=layout)
     bound = value_bound(ensemble)
+    rounded_to = None
+    if layout == "class_values":  # the opset-3 operator's double sums, rounded to float32
+        scores = _class_value_scores(builder, k, k_dtype, ensemble)
+        bound += float32_rounding(ensemble, bound)
+        rounded_to = "float32"
+    else:
+        scores = _reordered_sums(builder, k, k_dtype, exact, layout=layout)
     margin = tie_margin(ensemble, bound)
     complement = layout == "complement"
-    to_probabilities = _complement_link(ensemble.sum_dtype) if complement else None
+    # "average": the operator's float32 output is the scores, widened in the link
+    # (inside the guard's branches, where the labels are taken too)
+    widened = rounded_to is not None and CLASS_VALUES == "average"
+    to_probabilities = None
+    if complement:
+        to_probabilities = _complement_link(ensemble.sum_dtype)
+    elif widened:
+        to_probabilities = _widening_link(ensemble.sum_dtype)
     refine: Refine | None = None
     if guard and ensemble.classes is not None and len(ensemble.classes) > 1:
         inputs = _GuardInputs(k=k, k_dtype=k_dtype, exact=exact, margin=margin)
-        refine = partial(_binary_guard if complement else _guard, inputs=inputs)
+        chosen = _binary_guard if complement else _rounded_guard if widened else _guard
+        refine = partial(chosen, inputs=inputs)
     return Guarded(
-        scores=scores, bound=bound, margin=margin, refine=refine, to_probabilities=to_probabilities
+        scores=scores,
+        bound=bound,
+        margin=margin,
+        refine=refine,
+        to_probabilities=to_probabilities,
+        rounded_to=rounded_to,
     )
+
+
+def _class_value_scores(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
+    """Scores ``[N, C]`` of leaves holding a value per class, by `CLASS_VALUES`
+    (all but ``"exact"``): float32 for ``"average"``, else float64 holding float32
+    values."""
+    rows, boundaries = _double_input(builder, k, k_dtype, ensemble)
+    classes = np.arange(ensemble.n_outputs)
+    dtype = ensemble.sum_dtype
+    averaged = ensemble.aggregate == "mean"  # the operator's AVERAGE divided
+    if CLASS_VALUES == "average":  # float32: widened by _widening_link (no base values)
+        return class_weight_regressor(
+            builder, rows, ensemble, boundaries=boundaries, classes=classes
+        )
+    if CLASS_VALUES == "per_class":
+        columns = [
+            class_weight_regressor(
+                builder, rows, ensemble, boundaries=boundaries, classes=classes[c : c + 1]
+            )
+            for c in classes
+        ]
+        raw = builder.op(STAGE, "Concat", columns, axis=1)
+        widened = builder.cast(STAGE, raw, dtype)
+        return finish_scores(builder, widened, ensemble, dtype, averaged=averaged)
+    if CLASS_VALUES == "classifier":
+        raw = class_weight_classifier(builder, rows, ensemble, boundaries=boundaries)
+        return finish_scores(builder, builder.cast(STAGE, raw, dtype), ensemble, dtype)
+    raise ValueError(f"CLASS_VALUES must be one of {CLASS_VALUE_CHOICES}, got {CLASS_VALUES!r}")
 
 
 def _reordered_sums(
@@ -309,6 +401,16 @@ def _complement_link(dtype: str) -> Link:
         signs = builder.const(STAGE, "minus_plus", np.array([[-1.0, 1.0]]), dtype)
         offset = builder.const(STAGE, "one_zero", np.array([1.0, 0.0]), dtype)
         return builder.op(STAGE, "Gemm", [p1, signs, offset])
+
+    return to_probabilities
+
+
+def _widening_link(dtype: str) -> Link:
+    """The float32 scores of the opset-3 operator as ``dtype`` probabilities (identity
+    link, no base values: scikit-learn forests)."""
+
+    def to_probabilities(builder: GraphBuilder, scores: str) -> str:
+        return builder.cast(STAGE, scores, dtype)
 
     return to_probabilities
 
@@ -394,6 +496,60 @@ def _binary_guard(builder: GraphBuilder, p1: str, link: Link, *, inputs: _GuardI
     return _branch(
         builder, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype
     )
+
+
+def _rounded_guard(
+    builder: GraphBuilder, raw: str, link: Link, *, inputs: _GuardInputs
+) -> tuple[str, str]:
+    """The guard of the opset-3 operator's float32 scores ``raw``: ``(probabilities,
+    best class)``, both from inside the ``If``, so that a call without near-ties runs
+    only the widening ``Cast`` and ``ArgMax`` there (the general guard's ``Identity``
+    and the ``Cast`` and ``ArgMax`` after it are not needed).
+
+    The gap is taken in float32 (``TopK``, ``MatMul``: the difference of two float32
+    values rounded once) against the margin rounded up to float32: a gap above that is
+    above the margin, and rounding is monotone, so every row within the margin is
+    rescored. ``ArgMax`` of the float32 scores is that of their exact widening.
+    """
+    dtype, margin = inputs.ensemble.sum_dtype, inputs.margin
+    gap = _top_two_gap(builder, raw, "float32")
+    limit = np.float32(margin)
+    if float(limit) < margin:
+        limit = np.nextafter(limit, np.float32(np.inf))
+    tie_margin = builder.const(GUARD_STAGE, "tie_margin", limit, np.float32)
+    least = builder.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
+    any_near = builder.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
+
+    redo = builder.child()
+    near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
+    redone = _rescore(redo, near, link(redo, raw), inputs)
+    redone_best = redo.op(GUARD_STAGE, "ArgMax", [redone], axis=1, keepdims=0)
+    keep = builder.child()
+    kept = link(keep, raw)
+    kept_best = keep.op(GUARD_STAGE, "ArgMax", [raw], axis=1, keepdims=0)
+    out_info = helper.make_tensor_value_info
+    elem = onnx_type(dtype)
+    branches = {
+        name: helper.make_graph(
+            branch.nodes,
+            name,
+            [],
+            [out_info(p, elem, None), out_info(best, TensorProto.INT64, None)],
+        )
+        for name, branch, p, best in (
+            ("near_ties", redo, redone, redone_best),
+            ("no_near_ties", keep, kept, kept_best),
+        )
+    }
+    probabilities, best = builder.op(
+        GUARD_STAGE,
+        "If",
+        [any_near],
+        n_outputs=2,
+        then_branch=branches["near_ties"],
+        else_branch=branches["no_near_ties"],
+    )
+    return probabilities, best
 
 
 def _top_two_gap(builder: GraphBuilder, probabilities: str, dtype: str) -> str:

@@ -51,7 +51,7 @@ def emit_outputs(
     ensemble: Ensemble,
     dtype: str,
     *,
-    refine: Callable[..., str] | None = None,
+    refine: Callable[..., str | tuple[str, str]] | None = None,
     to_probabilities: Callable[[GraphBuilder, str], str] | None = None,
 ) -> list[helper.ValueInfoProto]:
     """Wire the named graph outputs; returns their value infos.
@@ -60,7 +60,8 @@ def emit_outputs(
     (the fast graph of binary forests: class 0 as 1 - p1).
     ``refine(builder, scores, to_probabilities)``, if given, returns the
     probabilities the labels are taken from, applying the link itself where
-    it chooses (the fast encoding's near-tie guard, `hyp2onnx.emit.fast`).
+    it chooses (the fast encoding's near-tie guard, `hyp2onnx.emit.fast`),
+    or those and each row's best class index, which the labels then read.
     """
     elem = onnx_type(dtype)
     classes = ensemble.classes
@@ -73,17 +74,23 @@ def emit_outputs(
     n_classes = len(classes)
     if to_probabilities is None:
         to_probabilities = lambda block, s: link(block, s, ensemble, dtype)
+    best = None  # the guard's own ArgMax, where it gives one
     if refine is not None:
-        probabilities = refine(builder, scores, to_probabilities)
+        refined = refine(builder, scores, to_probabilities)
+        probabilities, best = refined if isinstance(refined, tuple) else (refined, None)
     else:
         probabilities = to_probabilities(builder, scores)
     builder.rename(probabilities, "probabilities")
     labels, label_type = label_tensor(classes)
     if label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(n_classes)):
         # Labels 0 .. C-1 are ArgMax's own output: no Gather (a node less per call).
-        builder.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0, outputs=["label"])
+        if best is not None:
+            builder.rename(best, "label")
+        else:
+            builder.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0, outputs=["label"])
     else:
-        best = builder.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
+        if best is None:
+            best = builder.op(STAGE, "ArgMax", ["probabilities"], axis=1, keepdims=0)
         builder.op(
             STAGE,
             "Gather",

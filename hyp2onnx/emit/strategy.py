@@ -129,8 +129,8 @@ def choose_graph(
        fast binary forests, past `LEGACY_MAX_NODES` nodes), carrying
        each tree's leaf value or its leaf's row in a value table.
     5. **Leaf layout** of the fast encoding (``fast_layout``): a target per
-       output column, binary forests' class-1 fractions with class 0 as
-       ``1 - p1``, or else the exact graph (bound 0).
+       output column, class 1 alone with class 0 as ``1 - p1``, C fractions a
+       leaf (``TreePlan.class_weights``), or else the exact graph (bound 0).
     6. **Row batching** of the exact sums (`row_batching`): the whole
        batch for one tree; an ``If`` sending short batches past the row-block
        ``Loop`` up to `SHORT_PATH_MAX_NODES` nodes; the ``Loop`` beyond.
@@ -295,11 +295,49 @@ def plan_trees(
     ``legacy_only`` (for hosts such as skl2onnx that cap ai.onnx.ml below
     opset 5) raises `ValueError` when the exact encoding needs v5.
     """
+    operator: Literal["legacy", "v3", "v5"]
     operator, carries = _operator(ensemble, encoding, legacy_only=legacy_only)
+    class_weights = (
+        encoding == "fast"
+        and not legacy_only
+        and not by_block
+        and carries == "leaf_rows"
+        and (operator == "legacy" or _leaf_rows_fit_v3(ensemble))
+        and _class_fractions(ensemble)
+    )
+    if class_weights and operator == "v5":
+        # float64 comparisons: the guard's exact rescoring uses the opset-3 operator
+        # with double thresholds too (opset 5 no longer has it)
+        operator = "v3"
     return TreePlan(
         operator=operator,
         carries=carries,
         batching=row_batching(ensemble, by_block=by_block),
+        class_weights=class_weights,
+    )
+
+
+def _leaf_rows_fit_v3(ensemble: Ensemble) -> bool:
+    """Whether the opset-3 operator with double thresholds can hand over leaf rows
+    (float32 outputs: exact below 2**24) and hold the nodes in its attribute lists."""
+    return (
+        ensemble.categories is None
+        and int(np.sum(ensemble.feature < 0)) < _FLOAT32_EXACT_INTS
+        and ensemble.n_nodes <= LEGACY_MAX_NODES
+    )
+
+
+def _class_fractions(ensemble: Ensemble) -> bool:
+    """Whether leaves hold a fraction per class of more than two classes, averaged over
+    the trees with no link or base values (scikit-learn forests), with something to
+    reorder: the fast graph then adds them all with the opset-3 operator, and the
+    guard's exact rescoring uses an operator opset 3 still has."""
+    return bool(
+        ensemble.n_outputs > 2
+        and ensemble.aggregate == "mean"
+        and ensemble.post_transform == "identity"
+        and not np.any(ensemble.base_values != 0)
+        and value_bound(ensemble) > 0
     )
 
 

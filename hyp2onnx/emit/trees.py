@@ -128,21 +128,30 @@ class TreePlan:
     ``operator``: ``"legacy"`` is ai.onnx.ml opset-1 ``TreeEnsembleRegressor``
     (float32 thresholds and outputs; exact routing for values compared in
     float32, and every runtime with ML operators has it); ``"v5"`` is
-    opset-5 ``TreeEnsemble`` in double. ``carries``: ``"values"`` when each
-    tree feeds one output column and hands over its own leaf value,
-    ``"leaf_rows"`` when it hands over where its leaf's values are: the
-    leaf's index among its tree's leaves (up to ``ELEMENTWISE_MAX_CLASSES``
-    classes, read by GatherElements) or its row in one table (Gather).
+    opset-5 ``TreeEnsemble`` in double; ``"v3"`` the opset-3
+    ``TreeEnsembleRegressor`` with double thresholds and float32 outputs
+    (leaf rows, exact below 2**24), for graphs that also hold the fast
+    encoding's opset-3 operator (`double_regressor`). ``carries``:
+    ``"values"`` when each tree feeds one output column and hands over its
+    own leaf value, ``"leaf_rows"`` when it hands over where its leaf's
+    values are: the leaf's index among its tree's leaves (forests of up to
+    ``ELEMENTWISE_MAX_CLASSES`` classes, read by GatherElements) or its row
+    in one table (Gather; a single tree's by GatherND).
     ``batching``: see `Batching`.
     """
 
-    operator: Literal["legacy", "v5"]
+    operator: Literal["legacy", "v3", "v5"]
     carries: Literal["values", "leaf_rows"]
     batching: Batching
+    #: the fast encoding adds each leaf's class values with the ai.onnx.ml
+    #: opset-3 operator (double thresholds and weights, `class_weight_regressor`)
+    class_weights: bool = False
 
     @property
     def ml_opset(self) -> int:
-        return 1 if self.operator == "legacy" else 5
+        if self.operator == "v5":
+            return 5
+        return 3 if self.class_weights or self.operator == "v3" else 1
 
 
 def emit_exact(
@@ -204,7 +213,7 @@ class ExactScorer:
                 "target_ids": column[tree[leaf_nodes]],
                 "weights": ensemble.value[leaf_nodes].sum(axis=1),  # the one non-zero column
             }
-        elif ensemble.n_outputs <= ELEMENTWISE_MAX_CLASSES:
+        elif ensemble.n_outputs <= ELEMENTWISE_MAX_CLASSES and ensemble.n_trees > 1:
             # Each tree hands over its leaf's index among its own leaves; one
             # GatherElements per class reads [leaves, T] tables.
             local = (
@@ -234,7 +243,7 @@ class ExactScorer:
 
     @property
     def out_dtype(self) -> str:
-        return "float32" if self.plan.operator == "legacy" else "float64"
+        return "float64" if self.plan.operator == "v5" else "float32"
 
     def operator_input(self, builder: GraphBuilder, k: str, k_dtype: str) -> str:
         """``k`` in the type the operator reads (float32 for legacy; float64 holding compare_dtype values)."""
@@ -248,6 +257,10 @@ class ExactScorer:
         ensemble = self.ensemble
         if self.plan.operator == "legacy":
             per_tree = legacy_regressor(
+                block, rows, ensemble, n_targets=ensemble.n_trees, **self.targets
+            )
+        elif self.plan.operator == "v3":
+            per_tree = double_regressor(
                 block, rows, ensemble, n_targets=ensemble.n_trees, **self.targets
             )
         else:
@@ -456,6 +469,22 @@ def _v5_roots(ensemble: Ensemble, nodes: dict[str, np.ndarray]) -> np.ndarray:
     return tree_roots
 
 
+def _legacy_nodes(ensemble: Ensemble) -> dict[str, Any]:
+    """The node attributes shared by the legacy (opset 1 to 3) tree operators, but thresholds."""
+    leaf = ensemble.feature < 0
+    tree = tree_of_node(ensemble)
+    local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
+    to_local = lambda c: np.where(leaf, 0, c - ensemble.roots[tree])
+    return {
+        "nodes_treeids": tree.tolist(),
+        "nodes_nodeids": local.tolist(),
+        "nodes_featureids": np.where(leaf, 0, ensemble.feature).tolist(),
+        "nodes_truenodeids": to_local(ensemble.left).tolist(),
+        "nodes_falsenodeids": to_local(ensemble.right).tolist(),
+        "nodes_missing_value_tracks_true": [0] * ensemble.n_nodes,
+    }
+
+
 def legacy_regressor(
     builder: GraphBuilder,
     k: str,
@@ -473,7 +502,6 @@ def legacy_regressor(
     leaf = ensemble.feature < 0
     tree = tree_of_node(ensemble)
     local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
-    to_local = lambda c: np.where(leaf, 0, c - ensemble.roots[tree])
     return builder.op(
         STAGE,
         "TreeEnsembleRegressor",
@@ -482,25 +510,137 @@ def legacy_regressor(
         aggregate_function="AVERAGE" if average else "SUM",
         post_transform="NONE",
         n_targets=n_targets,
-        nodes_treeids=tree.tolist(),
-        nodes_nodeids=local.tolist(),
-        nodes_featureids=np.where(leaf, 0, ensemble.feature).tolist(),
         nodes_modes=[b"LEAF" if x else _LEGACY_MODES[ensemble.op].encode() for x in leaf],
         nodes_values=np.where(leaf, 0.0, _thresholds(ensemble, "float32"))
         .astype(np.float32)
         .tolist(),
-        nodes_truenodeids=to_local(ensemble.left).tolist(),
-        nodes_falsenodeids=to_local(ensemble.right).tolist(),
-        nodes_missing_value_tracks_true=[0] * ensemble.n_nodes,
         target_treeids=tree[leaf_nodes].tolist(),
         target_nodeids=local[leaf_nodes].tolist(),
         target_ids=np.asarray(target_ids).tolist(),
         target_weights=np.asarray(weights, dtype=np.float32).tolist(),
+        **_legacy_nodes(ensemble),
     )
+
+
+def _double_splits(ensemble: Ensemble, boundaries: bool) -> tuple[np.ndarray, list[bytes]]:
+    """Double thresholds and modes, every node (leaves 0): the thresholds in the
+    comparison's precision, or `float32_boundaries` with ``<=``."""
+    leaf = ensemble.feature < 0
+    if boundaries:
+        splits = float32_boundaries(ensemble.threshold, ensemble.op)
+        modes = [b"LEAF" if x else b"BRANCH_LEQ" for x in leaf]
+    else:
+        splits = _thresholds(ensemble, ensemble.compare_dtype).astype(np.float64)
+        modes = [b"LEAF" if x else _LEGACY_MODES[ensemble.op].encode() for x in leaf]
+    return np.where(leaf, 0.0, splits).astype(np.float64), modes
+
+
+def double_regressor(
+    builder: GraphBuilder,
+    k: str,
+    ensemble: Ensemble,
+    *,
+    leaf_nodes: np.ndarray,
+    target_ids: np.ndarray,
+    weights: np.ndarray,
+    n_targets: int,
+    average: bool = False,
+    boundaries: bool = False,
+) -> str:
+    """The ai.onnx.ml opset-3 TreeEnsembleRegressor with double thresholds and
+    weights (``*_as_tensor``) reading float64 ``k``: leaf ``leaf_nodes[i]`` adds
+    ``weights[i]`` to column ``target_ids[i]`` (a leaf may appear several times);
+    returns ``[N, n_targets]`` float32, the double sums (divided by the tree count
+    where ``average``) rounded once.
+
+    Routing: the thresholds in the comparison's precision, held in double, compare
+    a value of that precision widened to double as the model compares it;
+    ``boundaries``: ``k`` is float64 that the model would round to float32 first,
+    and the thresholds are `float32_boundaries`.
+    """
+    tree = tree_of_node(ensemble)
+    local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
+    splits, modes = _double_splits(ensemble, boundaries)
+    return builder.op(
+        STAGE,
+        "TreeEnsembleRegressor",
+        [k],
+        domain=ML_DOMAIN,
+        aggregate_function="AVERAGE" if average else "SUM",
+        post_transform="NONE",
+        n_targets=n_targets,
+        nodes_modes=modes,
+        nodes_values_as_tensor=splits,
+        target_treeids=tree[leaf_nodes].tolist(),
+        target_nodeids=local[leaf_nodes].tolist(),
+        target_ids=np.asarray(target_ids, dtype=np.int64).tolist(),
+        target_weights_as_tensor=np.asarray(weights, dtype=np.float64),
+        **_legacy_nodes(ensemble),
+    )
+
+
+def class_weight_regressor(
+    builder: GraphBuilder, k: str, ensemble: Ensemble, *, boundaries: bool, classes: np.ndarray
+) -> str:
+    """`double_regressor` with every leaf adding its value of each class in
+    ``classes`` to that class's column, divided by the tree count (forests):
+    ``[N, len(classes)]`` float32.
+
+    onnxruntime keeps the sums in the thresholds' type (double) in whatever order its
+    threads take the trees, divides in double and rounds once to float32 when it
+    writes the output. Exact zeros are left out (adding them changes nothing).
+    """
+    leaf_nodes = np.flatnonzero(ensemble.feature < 0)
+    values = ensemble.value[leaf_nodes][:, classes].astype(np.float64)
+    nodes, column = np.nonzero(values)
+    return double_regressor(
+        builder,
+        k,
+        ensemble,
+        leaf_nodes=leaf_nodes[nodes],
+        target_ids=column,
+        weights=values[nodes, column],
+        n_targets=len(classes),
+        average=ensemble.aggregate == "mean",
+        boundaries=boundaries,
+    )
+
+
+def class_weight_classifier(
+    builder: GraphBuilder, k: str, ensemble: Ensemble, *, boundaries: bool
+) -> str:
+    """As `class_weight_regressor` with the opset-3 TreeEnsembleClassifier
+    (``class_weights_as_tensor``), which only adds: ``[N, C]`` float32 sums, not divided."""
+    tree = tree_of_node(ensemble)
+    local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
+    splits, modes = _double_splits(ensemble, boundaries)
+    leaf_nodes = np.flatnonzero(ensemble.feature < 0)
+    values = ensemble.value[leaf_nodes].astype(np.float64)
+    nodes, column = np.nonzero(values)
+    nodes_of = leaf_nodes[nodes]
+    _, sums = builder.op(
+        STAGE,
+        "TreeEnsembleClassifier",
+        [k],
+        domain=ML_DOMAIN,
+        n_outputs=2,
+        post_transform="NONE",
+        classlabels_int64s=list(range(ensemble.n_outputs)),
+        nodes_modes=modes,
+        nodes_values_as_tensor=splits,
+        class_treeids=tree[nodes_of].tolist(),
+        class_nodeids=local[nodes_of].tolist(),
+        class_ids=column.tolist(),
+        class_weights_as_tensor=values[nodes, column],
+        **_legacy_nodes(ensemble),
+    )
+    return sums
 
 
 def _sum_trees(builder: GraphBuilder, table: str, index: str, n_trees: int) -> str:
     """``table[index]`` added over trees in tree order: [b, T] leaf rows -> [b, C]."""
+    if n_trees == 1:  # a single tree: its rows, one kernel (no Squeeze of a tree axis)
+        return builder.op(STAGE, "GatherND", [table, index])
     per_tree = builder.op(STAGE, "Gather", [table, index], axis=0)  # [b, T, C]
     return sum_in_order(builder, per_tree, axis=1, length=n_trees)
 

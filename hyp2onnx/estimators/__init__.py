@@ -19,6 +19,9 @@ _OWN = {
     "HyperbolicIsolationForest": "_isolation",
     "HyperbolicRotationForestClassifier": "_rotation",
     "HyperbolicRotationForestRegressor": "_rotation",
+    "HyperbolicMLPClassifier": "_mlp",
+    "HyperbolicMLPRegressor": "_mlp",
+    "RegionTree": "_regions",
 }
 
 __all__ = sorted(
@@ -26,6 +29,7 @@ __all__ = sorted(
         "BACKENDS",
         "backend_for",
         "own_types",
+        "region_tree",
         *_OWN,
         *(name for spec in BACKENDS for name in spec.estimators),
     ]
@@ -44,6 +48,8 @@ def own_types() -> list[type]:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "region_tree":
+        return importlib.import_module(f"{__name__}._regions").region_tree
     if name in _OWN:
         return getattr(importlib.import_module(f"{__name__}.{_OWN[name]}"), name)
     try:

@@ -161,6 +161,24 @@ def _check_far_rows(x: np.ndarray) -> None:
         )
 
 
+def _check_finite_splits(trees: list[IsolationTree], what: str) -> None:
+    """FarPointError unless every split of ``trees`` is finite (``what``: "fitted" or "held")."""
+    if all(
+        np.isfinite(t.threshold).all() and (t.normal is None or np.isfinite(t.normal).all())
+        for t in trees
+    ):
+        return
+    if what == "fitted":
+        raise FarPointError(
+            "A split of the isolation forest is not finite: the training points hold values "
+            "float64 cannot carry through the design. Check the input geometry and curvature."
+        )
+    raise FarPointError(
+        "This isolation forest holds a split that is not finite (it was fitted on points "
+        "float64 could not hold, by a version that did not refuse them); fit it again."
+    )
+
+
 def _draw(lo: float, hi: float, law: str, rng: np.random.RandomState) -> float:
     """A threshold ``lo <= t < hi`` drawn by ``law`` (``lo < hi``, both in (-1, 1))."""
     u = rng.uniform()
@@ -473,6 +491,14 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         ``decision_function = score_samples - offset_``.
     path_threshold_ : float
         ``predict`` says -1 (outlier) iff the summed path length is below it.
+
+    Warns
+    -----
+    FarPointWarning
+        ``splits="centred"``: training rows lie beyond radius 17
+        (``hyp2onnx.geometry.CENTRED_RADIUS``), where float64 Klein coordinates
+        barely hold their distance from the origin; the warning names them.
+        Rows float64 cannot hold at all raise ``FarPointError``.
     """
 
     _parameter_constraints: ClassVar[dict] = {
@@ -627,16 +653,8 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             return rows, tree
 
         grown = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(one)(s) for s in seeds)
-        for _, tree in grown:
-            if not (
-                np.isfinite(tree.threshold).all()
-                and (tree.normal is None or np.isfinite(tree.normal).all())
-            ):  # a guard: finite rows give finite splits, and a model never answers blankly
-                raise FarPointError(
-                    "A split of the isolation forest is not finite: the training points hold "
-                    "values float64 cannot carry through the design. Check the input geometry "
-                    "and curvature."
-                )
+        # a guard: finite rows give finite splits, and a model never answers blankly
+        _check_finite_splits([tree for _, tree in grown], "fitted")
         self.estimators_samples_ = [rows for rows, _ in grown]
         self.trees_ = [tree for _, tree in grown]
 
@@ -649,6 +667,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
 
     def _path_klein(self, k: np.ndarray) -> np.ndarray:
         """Summed path lengths over the trees, added in tree order in float64."""
+        _check_finite_splits(self.trees_, "held")
         values = as_compared(k, self._compare_dtype)
         total = np.zeros(k.shape[0])
         for tree in self.trees_:
@@ -680,6 +699,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
     def apply(self, X: Any) -> np.ndarray:
         """``[n, n_estimators]``: the leaf (tree-local node index) each point reaches in each tree."""
         check_is_fitted(self)
+        _check_finite_splits(self.trees_, "held")
         values = as_compared(self._klein(X, reset=False), self._compare_dtype)
         return np.stack([tree.apply(values) for tree in self.trees_], axis=1)
 
@@ -687,6 +707,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
 
     def to_ir(self) -> Model:
         check_is_fitted(self)
+        _check_finite_splits(self.trees_, "held")
         centred = self.trees_[0].normal is not None
         arrays, values, normals = [], [], []
         offset = 0

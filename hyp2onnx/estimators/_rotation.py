@@ -520,7 +520,7 @@ class _RotationForest(HyperbolicTreeModel):
 
     def _leaves(self, k: np.ndarray, every: np.ndarray | None = None) -> np.ndarray:
         """``[n, n_estimators]`` leaves of Klein rows ``k`` by the fitted routing."""
-        if self.routing_ == "hyperplanes":
+        if getattr(self, "routing_", "frames") == "hyperplanes":  # pickles before routing_
             return np.stack(
                 [self._hyperplane_leaves(k, t) for t in range(len(self.estimators_))], axis=1
             )
@@ -578,7 +578,7 @@ class _RotationForest(HyperbolicTreeModel):
         if np.array_equal(rounded, X):
             return True
         k32 = to_klein(rounded, self.input_geometry, self.curvature, self.timelike_dim, check=False)
-        if self.routing_ == "hyperplanes":
+        if getattr(self, "routing_", "frames") == "hyperplanes":  # pickles before routing_
             moved = np.flatnonzero(np.any(k32 != k, axis=1))
             return bool(np.array_equal(self._leaves(k[moved]), self._leaves(k32[moved])))
         here, there = self._frame_features(k), self._frame_features(k32)
@@ -597,16 +597,25 @@ class _RotationForest(HyperbolicTreeModel):
     def frame_coordinates(self, X: Any, tree: int) -> np.ndarray:
         """Klein coordinates of points ``X`` in the frame of tree ``tree`` (float64)."""
         check_is_fitted(self)
-        return frame_features(
-            self._klein(X, reset=False), Frames.from_lorentz([self.frames_[tree]])
-        )
+        return frame_features(self._klein(X, reset=False), self._frames([self.frames_[tree]]))
+
+    @staticmethod
+    def _frames(matrices: list[np.ndarray]) -> Frames:
+        """``matrices`` as frame features, if finite: a forest fitted before ``fit`` refused
+        non-finite frames (or edited since) is refused rather than asked for answers."""
+        if not all(np.isfinite(M).all() for M in matrices):
+            raise FarPointError(
+                "This rotation forest holds a frame that is not finite (it was fitted on points "
+                "float64 could not hold, by a version that did not refuse them); fit it again."
+            )
+        return Frames.from_lorentz(matrices)
 
     def _frame_features(self, k: np.ndarray) -> np.ndarray:
         """``[n, T * d]``: every tree's frame coordinates of Klein rows ``k``, side by side.
 
         Each column is its own fixed-order sum, so this is the frames one by one, at once.
         """
-        return frame_features(k, Frames.from_lorentz(self.frames_))
+        return frame_features(k, self._frames(self.frames_))
 
     def _tree_features(self, k: np.ndarray, t: int, every: np.ndarray | None = None) -> np.ndarray:
         """What tree ``t`` reads for Klein rows ``k``: frame coordinates or split indices.
@@ -614,7 +623,7 @@ class _RotationForest(HyperbolicTreeModel):
         ``every``, if given, is `_frame_features` of ``k``.
         """
         if every is None:
-            kf = frame_features(k, Frames.from_lorentz([self.frames_[t]]))
+            kf = frame_features(k, self._frames([self.frames_[t]]))
         else:
             d = k.shape[1]
             kf = every[:, t * d : (t + 1) * d]
@@ -625,7 +634,7 @@ class _RotationForest(HyperbolicTreeModel):
         """The trees' outputs added in tree order in float64, divided by their number."""
         check_is_fitted(self)
         k = self._klein(X, reset=False)
-        if self.routing_ == "hyperplanes":
+        if getattr(self, "routing_", "frames") == "hyperplanes":  # pickles before routing_
             per_tree = self._leaf_outputs(self._leaves(k))
         else:
             every = self._frame_features(k)
@@ -702,7 +711,7 @@ class _RotationForest(HyperbolicTreeModel):
             post_transform="identity",
             sum_dtype="float64",
             classes=np.asarray(self.classes_) if classifier else None,
-            frames=None if hyperplanes else Frames.from_lorentz(self.frames_),
+            frames=None if hyperplanes else self._frames(self.frames_),
             projection=np.ascontiguousarray(np.concatenate(normals, axis=1))
             if hyperplanes
             else None,
@@ -761,6 +770,13 @@ _DOC = """{summary}
         Each tree's Lorentz matrix ``M_t``, ``(d + 1) x (d + 1)``.
     input_dtype_ : str
         "float32" if float32 input keeps every training point's leaves, else "float64".
+
+    Raises
+    ------
+    FarPointError
+        From ``fit``, when a training row and its tree's frame centre lie so far
+        from the origin that float64 cannot hold the row's frame coordinates
+        (``cosh(r) cosh(r_centre)`` above ``cosh(17)^2``); the error names the rows.
 """
 
 

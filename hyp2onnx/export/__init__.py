@@ -3,6 +3,7 @@
 - `to_onnx` / `save_onnx`: one ONNX graph that takes the raw
   hyperbolic points, its metadata (`read_metadata`), and external data
   for graphs past protobuf's 2 GiB (``_model_file``).
+- `compose`: an ONNX encoder in front of a model's graph (`hyp2onnx.export.compose`).
 - `skl2onnx`: converters that teach ``skl2onnx.to_onnx`` our estimators.
 
 The graph takes raw points ``X`` [N, D] in the model's input geometry,
@@ -35,12 +36,14 @@ from ._model_file import (
     needs_external_data,
     read_metadata,
 )
+from .compose import ON_MANIFOLD, compose, encoder_of, encoder_sha256, is_composed
 
 __all__ = [
     "DEFAULT_OPSET",
     "ENCODINGS",
     "MIN_OPSET",
     "check_opset",
+    "compose",
     "describe",
     "external_data_path",
     "Kind",

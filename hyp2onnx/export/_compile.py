@@ -37,6 +37,7 @@ from ._model_file import (
     needs_external_data,
     save_with_external_data,
 )
+from ._network import compile_network
 
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
@@ -184,6 +185,17 @@ def to_onnx(
     """
     if dtype not in (None, "float32", "float64"):
         raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}.")
+    if kind_of(model) == "network":  # hyperbolic MLPs and region trees (export/_network.py)
+        return compile_network(
+            model,
+            dtype=dtype,
+            encoding=encoding,
+            opset=check_opset(target_opset),
+            name=name,
+            input_geometry=input_geometry,
+            curvature=curvature,
+            timelike_dim=timelike_dim,
+        )
     spec = _encoding(encoding)
     opset = check_opset(target_opset)
     if kind_of(model) == "hyperdt":
@@ -345,6 +357,9 @@ def _model_outputs(
     if not isinstance(scores, Guarded):
         return emit_outputs(builder, scores, ensemble, dtype), {}
     bounds = {"value_bound": repr(scores.bound), "tie_margin": repr(scores.margin)}
+    if scores.rounded_to is not None:
+        # double sums rounded once to this type; value_bound covers the rounding
+        bounds["values_rounded_to"] = scores.rounded_to
     outputs = emit_outputs(
         builder,
         scores.scores,

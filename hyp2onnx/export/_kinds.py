@@ -6,7 +6,9 @@ Three kinds export:
 - ``"plain"``: a fitted tree model of a registered backend, trained on
   unit-ball Klein coordinates; the caller states the geometry;
 - ``"hyperdt"``: a model of the original HyperDT (``hyperdt`` 0.0.3),
-  reproduced with HyperDT's own split arithmetic.
+  reproduced with HyperDT's own split arithmetic;
+- ``"network"``: a hyperbolic MLP or its region tree (`._network`),
+  which records its geometry.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from typing import Any, Literal
 
 from ..estimators import backend_for
 from . import hyperdt
+from ._network import is_network
 
 __all__ = ["Kind", "kind_of"]
 
-Kind = Literal["hyperbolic", "plain", "hyperdt"]
+Kind = Literal["hyperbolic", "plain", "hyperdt", "network"]
 
 
 def kind_of(model: Any) -> Kind:
@@ -26,6 +29,8 @@ def kind_of(model: Any) -> Kind:
 
     The error lists the supported model classes.
     """
+    if is_network(model):
+        return "network"
     if hyperdt.handles(model):
         return "hyperdt"
     # Imported here, not at the top: the estimators' base imports scikit-learn, which the

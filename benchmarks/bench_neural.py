@@ -1,0 +1,511 @@
+"""Hyperbolic MLPs and their region trees: exactness, coverage, accuracy, isometry, speed.
+
+Sections (each writes a table of ``neural.md``):
+
+- **exactness**: labels of the exported graphs (``fast``: ``MatMul`` and a
+  near-tie guard; ``exact``: the fixed-order chain; the region tree's graph)
+  against the Python model on held-out points, on points at hyperbolic
+  radius 10 to 15, and on rows found by bisection where a hidden unit's
+  computed pre-activation changes sign (0 or one ulp from it) or where the
+  label changes (a tie); the region tree's labels against the network's,
+  and its largest value difference against its stated bound.
+- **coverage**: the share of held-out rows from the training distribution
+  whose region the tree holds, for trees built from more and more points;
+  regions reached against Aytekin's ``2^(sum m)`` bound, and tree sizes.
+- **accuracy**: test accuracy of the MLP on Klein coordinates (ours)
+  against the same MLP on Poincaré and log-map (tangent at the origin)
+  coordinates, Fast-HyperRF and Fast-HyperXGB, on the paper's wrapped-normal
+  mixtures and on hierarchies; the same after one random isometry of the
+  data (a rotation, a boost of rapidity 3, a rotation).
+- **speed**: rows per second of the ``fast`` and ``exact`` graphs (raw
+  hyperboloid points in) against skl2onnx's graph of the same
+  ``MLPClassifier`` fed precomputed Klein coordinates (float64, and float32),
+  at 1 and 2 onnxruntime threads, each graph timed in turn, repeats
+  interleaved; the region tree's graph against the network's.
+
+    python benchmarks/bench_neural.py [--quick] [--out DIR] [--seeds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _report
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.neural_network import MLPClassifier
+
+import hyp2onnx as h
+from hyp2onnx.datasets import make_wrapped_normal_mixture
+from hyp2onnx.geometry import hyperboloid_to_poincare
+from hyp2onnx.verify import run_onnx
+
+BOOST = 3.0
+
+
+# -- geometry --------------------------------------------------------------------------------
+
+
+def exp_origin(v: np.ndarray) -> np.ndarray:
+    """Unit-hyperboloid points ``exp_o(v)`` of tangent vectors ``v`` [n, d] at the origin."""
+    r = np.linalg.norm(v, axis=1, keepdims=True)
+    safe = np.where(r > 0, r, 1.0)
+    return np.concatenate([np.cosh(r), np.sinh(r) * v / safe], axis=1)
+
+
+def log_origin(x: np.ndarray) -> np.ndarray:
+    """Tangent vectors at the origin of unit-hyperboloid points ``x``."""
+    r = np.arccosh(np.maximum(x[:, 0], 1.0))
+    norm = np.linalg.norm(x[:, 1:], axis=1)
+    return x[:, 1:] * (r / np.where(norm > 0, norm, 1.0))[:, None]
+
+
+def random_isometry(d: int, rng: np.random.Generator, rapidity: float = BOOST) -> np.ndarray:
+    """A rotation, a boost of ``rapidity`` along the first axis, a rotation."""
+
+    def rotation() -> np.ndarray:
+        q, r = np.linalg.qr(rng.standard_normal((d, d)))
+        R = np.eye(d + 1)
+        R[1:, 1:] = q * np.sign(np.diag(r))
+        return R
+
+    B = np.eye(d + 1)
+    B[0, 0] = B[1, 1] = np.cosh(rapidity)
+    B[0, 1] = B[1, 0] = np.sinh(rapidity)
+    return rotation() @ B @ rotation()
+
+
+def on_manifold(x: np.ndarray) -> np.ndarray:
+    """``x_0`` recomputed from the spacelike part (rounding drift after an isometry)."""
+    return np.concatenate(
+        [np.sqrt(1.0 + (x[:, 1:] ** 2).sum(axis=1, keepdims=True)), x[:, 1:]], axis=1
+    )
+
+
+def hierarchy(d: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Points around the nodes of a tree (branching 3, depth 3, 1.5 per level), each labelled
+    by the top-level subtree its node lies in (3 classes)."""
+    rng = np.random.default_rng(seed)
+    nodes, labels = [], []
+
+    def grow(position: np.ndarray, direction: np.ndarray | None, level: int, label: int) -> None:
+        if level == 3:
+            return
+        for j in range(3):
+            v = rng.standard_normal(d)
+            if direction is not None:
+                v = direction + 0.6 / 2**level * v / np.linalg.norm(v)
+            v /= np.linalg.norm(v)
+            child = position + 1.5 * v
+            nodes.append(child)
+            labels.append(j if level == 0 else label)
+            grow(child, v, level + 1, j if level == 0 else label)
+
+    grow(np.zeros(d), None, 0, 0)
+    centres = exp_origin(np.array(nodes))
+    at = rng.integers(0, len(nodes), n)
+    noise = exp_origin(rng.standard_normal((n, d)) * 0.3)
+    X = np.stack([_boost_from_origin(centres[i]) @ p for i, p in zip(at, noise, strict=True)])
+    return on_manifold(X), np.asarray(labels)[at]
+
+
+def _boost_from_origin(mu: np.ndarray) -> np.ndarray:
+    m0, ms = mu[0], mu[1:]
+    B = np.empty((ms.size + 1, ms.size + 1))
+    B[0, 0], B[0, 1:], B[1:, 0] = m0, ms, ms
+    B[1:, 1:] = np.eye(ms.size) + np.outer(ms, ms) / (1.0 + m0)
+    return B
+
+
+def far_points(d: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Hyperboloid points at hyperbolic radius 10 to 15 in random directions."""
+    v = rng.standard_normal((n, d))
+    v *= (rng.uniform(10.0, 15.0, n) / np.linalg.norm(v, axis=1))[:, None]
+    return on_manifold(exp_origin(v))
+
+
+# -- rows on boundaries ----------------------------------------------------------------------
+
+
+def sign_changes(f: Any, a: np.ndarray, b: np.ndarray, steps: int = 70) -> np.ndarray:
+    """Hyperboloid rows on both sides of where the bool ``f`` of Klein rows changes, found by
+    bisection on the segments ``a[i] -> b[i]`` (Klein rows whose ``f`` differ)."""
+    lo, hi = a.copy(), b.copy()
+    flo = f(lo)
+    for _ in range(steps):
+        mid = (lo + hi) / 2.0
+        fm = f(mid)
+        same = fm == flo
+        lo = np.where(same[:, None], mid, lo)
+        hi = np.where(same[:, None], hi, mid)
+    k = np.concatenate([lo, hi])
+    x0 = 1.0 / np.sqrt(1.0 - (k * k).sum(axis=1, keepdims=True))
+    return np.concatenate([x0, k * x0], axis=1)
+
+
+def boundary_rows(model: Any, k: np.ndarray, rng: np.random.Generator, n: int) -> dict:
+    """Rows where a hidden unit's pre-activation changes sign, and where the label changes."""
+    net = model.network()
+    rows: dict[str, list[np.ndarray]] = {"pre-activation 0": [], "label tie": []}
+    for _ in range(n):
+        i, j = rng.integers(0, k.shape[0], 2)
+        a, b = k[i : i + 1], k[j : j + 1]
+        pa, pb = net.pattern(a)[0], net.pattern(b)[0]
+        units = np.flatnonzero(pa != pb)
+        if units.size:
+            u = int(rng.choice(units))
+            rows["pre-activation 0"].append(sign_changes(lambda q: net.pattern(q)[:, u], a, b))
+        la, lb = model.predict(_hyper(a)), model.predict(_hyper(b))
+        if la[0] != lb[0]:
+            rows["label tie"].append(
+                sign_changes(lambda q: model.predict(_hyper(q)) == la[0], a, b)
+            )
+    return {
+        name: np.concatenate(r) if r else np.zeros((0, k.shape[1] + 1)) for name, r in rows.items()
+    }
+
+
+def _hyper(k: np.ndarray) -> np.ndarray:
+    x0 = 1.0 / np.sqrt(1.0 - (k * k).sum(axis=1, keepdims=True))
+    return np.concatenate([x0, k * x0], axis=1)
+
+
+def fit_mlp(X: np.ndarray, y: np.ndarray, hidden: tuple[int, ...], seed: int, iters: int) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return h.HyperbolicMLPClassifier(
+            hidden_layer_sizes=hidden, max_iter=iters, random_state=seed
+        ).fit(X, y)
+
+
+# -- sections --------------------------------------------------------------------------------
+
+
+def exactness(quick: bool) -> list[list[Any]]:
+    rng = np.random.default_rng(1)
+    rows = []
+    for d, classes in ((2, 4),) if quick else ((2, 4), (8, 2)):
+        X, y = make_wrapped_normal_mixture(600 if quick else 3000, d, classes, random_state=d)
+        Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.5, random_state=0)
+        model = fit_mlp(Xtr, ytr, (16, 16), 0, 60 if quick else 300)
+        tree = h.region_tree(model, Xtr)
+        k = model.to_klein(Xte)
+        sets = {
+            "held-out": Xte,
+            "radius 10-15": far_points(d, 100 if quick else 2000, rng),
+            **boundary_rows(model, k, rng, 10 if quick else 400),
+        }
+        graphs = {
+            "fast": h.to_onnx(model),
+            "exact": h.to_onnx(model, encoding="exact"),
+        }
+        tree_graph = h.to_onnx(tree)
+        for name, points in sets.items():
+            want = model.predict(points)
+            diffs = [int((run_onnx(o, points)["label"] != want).sum()) for o in graphs.values()]
+            got_tree = run_onnx(tree_graph, points)
+            tree_vs_own = int((got_tree["label"] != tree.predict(points)).sum())
+            tree_vs_net = int((got_tree["label"] != want).sum())
+            covered = got_tree["covered"]
+            leaf = tree.tree_.leaf(model.to_klein(points))
+            net = model.decision_function(points)
+            own = tree.tree_.leaf_outputs(model.to_klein(points), leaf)
+            value_gap = float(np.abs(own - net)[covered].max(initial=0.0))
+            rows.append(
+                [
+                    f"d = {d}, {classes} classes",
+                    name,
+                    len(points),
+                    *diffs,
+                    tree_vs_own,
+                    tree_vs_net,
+                    f"{covered.mean():.1%}",
+                    f"{value_gap:.2g} / {tree.value_bound_:.2g}",
+                ]
+            )
+    return rows
+
+
+def coverage(quick: bool) -> tuple[list[list[Any]], list[list[Any]]]:
+    sizes = [250, 1000] if quick else [1000, 4000, 16000, 64000]
+    d_hidden = (
+        [(2, (16, 16))]
+        if quick
+        else [(2, (16,)), (2, (8, 8)), (2, (16, 16)), (4, (16, 16)), (8, (16, 16))]
+    )
+    rows, growth = [], []
+    for d, hidden in d_hidden:
+        n_max = max(sizes)
+        n_test = 1000 if quick else 10000
+        X, y = make_wrapped_normal_mixture(n_max + n_test, d, 4, random_state=d)
+        Xtr, ytr, Xte = X[:n_max], y[:n_max], X[n_max:]
+        model = fit_mlp(Xtr[:2000], ytr[:2000], hidden, 0, 30 if quick else 300)
+        for n in sizes:
+            start = time.perf_counter()
+            tree = h.region_tree(model, Xtr[:n])
+            built = time.perf_counter() - start
+            share = float(tree.covered(Xte).mean())
+            growth.append(
+                [
+                    f"d = {d}, hidden {list(hidden)}",
+                    n,
+                    tree.n_regions_,
+                    f"2^{sum(hidden)}",
+                    tree.n_nodes_,
+                    f"{share:.2%}",
+                    f"{built:.2f}",
+                ]
+            )
+        rows.append([f"d = {d}, hidden {list(hidden)}", n_max, growth[-1][2], growth[-1][5]])
+    return rows, growth
+
+
+def accuracy(quick: bool, seeds: int) -> list[list[Any]]:
+    hidden, iters = (16, 16), (30 if quick else 500)
+    datasets = {
+        "wrapped normals d = 2": lambda s: make_wrapped_normal_mixture(1000, 2, 8, random_state=s),
+        "wrapped normals d = 8": lambda s: make_wrapped_normal_mixture(1000, 8, 8, random_state=s),
+        "hierarchy H^2": lambda s: hierarchy(2, 1000, s),
+        "hierarchy H^8": lambda s: hierarchy(8, 1000, s),
+    }
+    if quick:
+        datasets = dict(list(datasets.items())[:1])
+
+    def plain_mlp(features: Any) -> Any:
+        def fit_score(Xtr, ytr, Xte, yte, seed):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                m = MLPClassifier(hidden, max_iter=iters, random_state=seed)
+                m.fit(features(Xtr), ytr)
+            return m.score(features(Xte), yte)
+
+        return fit_score
+
+    def ours(Xtr, ytr, Xte, yte, seed):
+        return fit_mlp(Xtr, ytr, hidden, seed, iters).score(Xte, yte)
+
+    def forest(Xtr, ytr, Xte, yte, seed):
+        return (
+            h.HyperbolicRandomForestClassifier(n_estimators=20 if quick else 100, random_state=seed)
+            .fit(Xtr, ytr)
+            .score(Xte, yte)
+        )
+
+    def xgb(Xtr, ytr, Xte, yte, seed):
+        return (
+            h.HyperbolicXGBClassifier(n_estimators=100, random_state=seed, n_jobs=1)
+            .fit(Xtr, ytr)
+            .score(Xte, yte)
+        )
+
+    models = {
+        "MLP on Klein (ours)": ours,
+        "MLP on Poincaré": plain_mlp(hyperboloid_to_poincare),
+        "MLP on log-map": plain_mlp(log_origin),
+        "Fast-HyperRF": forest,
+        "Fast-HyperXGB": xgb,
+    }
+    rows = []
+    for data_name, make in datasets.items():
+        scores = {name: ([], []) for name in models}
+        for seed in range(seeds):
+            X, y = make(seed)
+            y = np.unique(y, return_inverse=True)[1]
+            G = random_isometry(X.shape[1] - 1, np.random.default_rng(1000 + seed))
+            moved = on_manifold(X @ G.T)
+            for which, data in enumerate((X, moved)):
+                Xtr, Xte, ytr, yte = train_test_split(
+                    data, y, test_size=0.2, random_state=seed, stratify=y
+                )
+                for name, fit_score in models.items():
+                    scores[name][which].append(100.0 * fit_score(Xtr, ytr, Xte, yte, seed))
+        for name, (plain, moved) in scores.items():
+            a, b = np.array(plain), np.array(moved)
+            se = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else float("nan")
+            change = b - a
+            rows.append(
+                [
+                    data_name,
+                    name,
+                    f"{a.mean():.1f} ± {se:.1f}",
+                    f"{b.mean():.1f}",
+                    f"{change.mean():+.1f} ± {change.std(ddof=1) / np.sqrt(change.size) if change.size > 1 else float('nan'):.1f}",
+                ]
+            )
+    return rows
+
+
+def speed(quick: bool) -> list[list[Any]]:
+    import onnxruntime as ort
+    import skl2onnx
+    from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
+
+    n_rows = 2000 if quick else 50000
+    repeats = 2 if quick else 15
+
+    def session(onnx_model: Any, threads: int) -> Any:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        return ort.InferenceSession(
+            onnx_model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+
+    rows = []
+    for d in (2,) if quick else (2, 8):
+        X, y = make_wrapped_normal_mixture(n_rows + 2000, d, 4, random_state=d)
+        model = fit_mlp(X[:2000], y[:2000], (16, 16), 0, 20 if quick else 300)
+        tree = h.region_tree(model, X[:2000])
+        points = X[2000:]
+        k = model.to_klein(points)
+        graphs = {
+            "fast": (h.to_onnx(model), points),
+            "exact": (h.to_onnx(model, encoding="exact"), points),
+            "region tree": (h.to_onnx(tree), points),
+            "skl2onnx f64": (
+                skl2onnx.to_onnx(
+                    model.estimator_,
+                    initial_types=[("X", DoubleTensorType([None, d]))],
+                    options={"zipmap": False},
+                ),
+                k,
+            ),
+            "skl2onnx f32": (
+                skl2onnx.to_onnx(
+                    model.estimator_,
+                    initial_types=[("X", FloatTensorType([None, d]))],
+                    options={"zipmap": False},
+                ),
+                k.astype(np.float32),
+            ),
+        }
+        for threads in (1, 2):
+            sessions = {name: session(g, threads) for name, (g, _) in graphs.items()}
+            times: dict[str, list[float]] = {name: [] for name in graphs}
+            for name, s in sessions.items():  # warm up
+                s.run(None, {s.get_inputs()[0].name: graphs[name][1]})
+            for _ in range(repeats):
+                for name, s in sessions.items():
+                    feed = {s.get_inputs()[0].name: graphs[name][1]}
+                    start = time.perf_counter()
+                    s.run(None, feed)
+                    times[name].append(time.perf_counter() - start)
+            rate = {name: n_rows / float(np.median(t)) for name, t in times.items()}
+            peer = rate["skl2onnx f64"]
+            rows.append(
+                [
+                    f"d = {d}",
+                    threads,
+                    *(f"{rate[name] / 1e6:.2f}" for name in graphs),
+                    f"{rate['fast'] / peer:.2f}x",
+                    f"{rate['exact'] / peer:.2f}x",
+                    f"{rate['fast'] / rate['skl2onnx f32']:.2f}x",
+                    f"{rate['region tree'] / rate['fast']:.2f}x",
+                ]
+            )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    _report.add_output_args(parser)
+    parser.add_argument("--seeds", type=int, default=None, help="seeds of the accuracy table")
+    args = parser.parse_args()
+    out = _report.output_dir(args)
+    seeds = args.seeds or (1 if args.quick else 5)
+    environment = _report.environment()
+    start = time.perf_counter()
+    exact_rows = exactness(args.quick)
+    print(_report.text_table(EXACT_HEADERS, exact_rows))
+    cover_rows, growth_rows = coverage(args.quick)
+    print(_report.text_table(GROWTH_HEADERS, growth_rows))
+    speed_rows = speed(args.quick)
+    print(_report.text_table(SPEED_HEADERS, speed_rows))
+    accuracy_rows = accuracy(args.quick, seeds)
+    print(_report.text_table(ACCURACY_HEADERS, accuracy_rows))
+    text = f"""# Hyperbolic MLPs and their region trees
+
+{environment} Written by `benchmarks/bench_neural.py{" --quick" if args.quick else ""}` in
+{time.perf_counter() - start:.0f} s. Networks: scikit-learn's `MLPClassifier` with ReLU on
+Klein coordinates (`HyperbolicMLPClassifier`), hidden layers as stated.
+
+## Exactness
+
+Label differences of each exported graph against the Python model (`fast`: `Gemm` with its
+near-tie guard; `exact`: the fixed-order chain), and of the region tree's graph against the
+region tree's Python model and against the network. Boundary rows are found by bisection
+between two held-out points (on both sides of where a hidden unit's computed pre-activation
+changes sign, or the label changes). The last column is the largest difference between a
+covered row's leaf outputs (before the label guard) and the network's logits, against the
+stated bound (`value_bound_`).
+
+{_report.md_table(EXACT_HEADERS, exact_rows)}
+
+## Coverage
+
+Share of 10,000 held-out rows (same distribution) whose region the tree holds, for trees built
+from the first `n` training points; regions reached against Aytekin's `2^(Σm)` bound, nodes of
+the tree (missing leaves included) and build time in seconds.
+
+{_report.md_table(GROWTH_HEADERS, growth_rows)}
+
+## Accuracy and isometry
+
+Test accuracy (%, mean ± standard error over {seeds} seed(s), 80/20 split), before and after one
+random isometry of the data (a rotation, a boost of rapidity {BOOST:g}, a rotation), and the
+paired change. MLPs: hidden layers [16, 16], Adam, `max_iter` {30 if args.quick else 500};
+forests: {20 if args.quick else 100} trees, default depth.
+
+{_report.md_table(ACCURACY_HEADERS, accuracy_rows, "llrrr")}
+
+## Speed
+
+Millions of rows per second, {2000 if args.quick else 50000} rows a call, median of interleaved
+repeats; our graphs take raw hyperboloid points (float64), skl2onnx's graphs of the same
+`MLPClassifier` take precomputed Klein coordinates (float64, or float32). Ratios: ours over
+skl2onnx's float64 graph; `fast` over the float32 one; the region tree's graph over `fast`.
+
+{_report.md_table(SPEED_HEADERS, speed_rows)}
+"""
+    _report.write(out / "neural.md", text)
+
+
+EXACT_HEADERS = [
+    "network",
+    "rows",
+    "n",
+    "fast vs Python",
+    "exact vs Python",
+    "tree graph vs tree",
+    "tree graph vs network",
+    "covered",
+    "leaf vs network (max / bound)",
+]
+GROWTH_HEADERS = ["network", "built from", "regions", "bound", "nodes", "coverage", "build s"]
+ACCURACY_HEADERS = ["data", "model", "accuracy", "after isometry", "change"]
+SPEED_HEADERS = [
+    "d",
+    "threads",
+    "fast",
+    "exact",
+    "region tree",
+    "skl2onnx f64",
+    "skl2onnx f32",
+    "fast / peer",
+    "exact / peer",
+    "fast / f32 peer",
+    "tree / fast",
+]
+
+
+if __name__ == "__main__":
+    main()

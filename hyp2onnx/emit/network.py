@@ -1,0 +1,436 @@
+"""ONNX nodes of ReLU networks on Klein coordinates, and of their region trees.
+
+Two graphs of a network (`hyp2onnx.ir.network.Network`):
+
+``emit_chain`` (the ``exact`` encoding)
+    Every layer as the Python model computes it: ``Split`` the activations
+    into columns, then ``z = a_0 w_0``, ``z = z + a_1 w_1``, ... and ``+ b``,
+    one ``Mul`` and one ``Add`` per input unit, on the transposed ``[m, N]``
+    layout (as the oblique splits' projections, `hyp2onnx.emit.oblique`).
+    Each is a correctly rounded float64 operation, so the logits are the
+    Python model's bit for bit.
+
+``emit_matmul`` (the ``fast`` encoding, default)
+    ``Gemm`` (product and bias) and ``Relu`` per layer, in the runtime's order of
+    additions: every logit within ``value_bound``
+    (`hyp2onnx.ir.network.error_bounds`, twice the bound on either
+    order's distance from the exact value) of the Python model's. A label can
+    change only on a row whose logits are that close to a tie, or off the
+    unit cube (``|k_f| > 1``, no point of the space) where the bound does not
+    hold: on every call the graph takes the batch's smallest top-two gap
+    (``TopK``, ``MatMul``; one logistic logit: ``|z|``) and largest ``|k_f|``,
+    and an ``If`` that only when some row needs it rescores those rows
+    with the chain (``NonZero``, ``GatherND``, ``ScatterND``), as the fast tree
+    graph's guard does. Labels are the Python model's on every row.
+
+``emit_region_tree`` evaluates a region tree (`hyp2onnx.ir.regions`):
+the first hidden layer's signs at once and a table of the nodes they lead
+to, then a walk of the later levels (projections in ``project``'s order, so
+routing is the Python model's; `_walk`), a
+``Gather`` of the leaf's affine map and its products added in feature order
+(``CumSum``), and the same ``If`` rescoring uncovered and near-tie rows with
+the chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from ..ir import InputSpace
+from ..ir.network import Network
+from ..ir.regions import RegionTree
+from ._graph import GraphBuilder, onnx_type
+from .outputs import label_tensor
+from .projection import emit_projection
+from .trees import by_row_blocks
+
+__all__ = [
+    "emit_chain",
+    "emit_guarded",
+    "emit_klein",
+    "emit_matmul",
+    "emit_network_outputs",
+    "emit_region_tree",
+]
+
+STAGE = "network"
+GUARD = "guard"
+
+
+def _chain_rows(network: Network, g: GraphBuilder) -> Callable[[GraphBuilder, str], str]:
+    """``rows [b, d] -> logits [b, C]`` in the Python model's order (module doc)."""
+    columns = [
+        [g.const(STAGE, f"layer{i}_w{f}", W[f].astype(np.float64)[:, None]) for f in range(len(W))]
+        for i, W in enumerate(network.weights)
+    ]
+    biases = [
+        g.const(STAGE, f"layer{i}_b", b.astype(np.float64)[:, None])
+        for i, b in enumerate(network.biases)
+    ]
+    last = len(network.weights) - 1
+
+    def chain(b: GraphBuilder, rows: str) -> str:
+        a = b.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [d, b]
+        for i, weights in enumerate(columns):
+            n = len(weights)
+            if n == 1:
+                parts = [a]
+            else:
+                count: dict[str, Any] = {"num_outputs": n} if b.opset >= 18 else {}
+                parts = b.op(STAGE, "Split", [a], n_outputs=n, axis=0, **count)
+            total = None
+            for part, w in zip(parts, weights, strict=True):
+                term = b.op(STAGE, "Mul", [part, w])  # [1, b] * [m, 1] -> [m, b]
+                total = term if total is None else b.op(STAGE, "Add", [total, term])
+            assert total is not None  # every layer has an input
+            z = b.op(STAGE, "Add", [total, biases[i]])
+            a = z if i == last else b.op(STAGE, "Relu", [z])
+        return b.op(STAGE, "Transpose", [a], perm=[1, 0])
+
+    return chain
+
+
+def emit_chain(g: GraphBuilder, k: str, network: Network) -> str:
+    """Logits ``[N, C]`` of float64 Klein rows ``k``, bit for bit the Python model's."""
+    return by_row_blocks(g, k, _chain_rows(network, g), network.n_outputs, "float64")
+
+
+def emit_matmul(g: GraphBuilder, k: str, network: Network) -> str:
+    """Logits ``[N, C]`` by one ``Gemm`` (product and bias) and a ``Relu`` per layer: the
+    runtime's order of additions."""
+    a = k
+    last = len(network.weights) - 1
+    for i, (W, b) in enumerate(zip(network.weights, network.biases, strict=True)):
+        weights = g.const(STAGE, f"W{i}", W.astype(np.float64))
+        bias = g.const(STAGE, f"b{i}", b.astype(np.float64))
+        z = g.op(STAGE, "Gemm", [a, weights, bias])
+        a = z if i == last else g.op(STAGE, "Relu", [z])
+    return a
+
+
+def emit_klein(g: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str) -> str:
+    """Float64 Klein coordinates of every input point, as `hyp2onnx.geometry` computes them.
+
+    Hyperboloid input whose timelike column is the first or the last: the
+    spacelike columns are one run, cut with ``Slice`` (a ``Gather`` along
+    axis 1 copies element by element), then ``x_s / x_0``, the same
+    division. Every other case is `hyp2onnx.emit.projection.emit_projection`'s.
+    """
+    n = space.n_input_features
+    t = space.timelike_dim % n if space.geometry == "hyperboloid" else -1
+    if t not in (0, n - 1) or n < 2:
+        d = space.n_klein_features
+        return emit_projection(g, x, space, np.arange(d), input_dtype=input_dtype, dtype="float64")
+    if input_dtype != "float64":
+        x = g.cast("klein", x, np.float64)
+    start = 1 if t == 0 else 0
+
+    def cut(first: int, stop: int, label: str) -> str:
+        bounds = [
+            g.const("klein", f"{label}_{key}", [value], np.int64)
+            for key, value in (("start", first), ("stop", stop), ("axis", 1))
+        ]
+        return g.op("klein", "Slice", [x, *bounds])
+
+    spacelike = cut(start, start + n - 1, "spacelike")
+    timelike = cut(t, t + 1, "timelike")
+    return g.op("klein", "Div", [spacelike, timelike])
+
+
+def _near(g: GraphBuilder, logits: str, network: Network, margin: str) -> tuple[str, str]:
+    """Whether some row's label could change if its logits moved by ``margin`` (a tensor
+    name), and what `_rows_near` finds the rows from: the batch test runs on every
+    call, the rows are found only when needed.
+
+    One logistic logit: ``|z| <= margin``. Several: some logit other than the
+    first largest has ``z_j + margin >= max z`` (rounding is monotone and the
+    maximum a float, so every row whose exact top-two gap is at most
+    ``margin`` is found): the row holds two or more such logits, and over the
+    batch the count of such logits exceeds the number of rows. ``TopK`` gives
+    the gap too, at several times the cost.
+    """
+    if network.output == "logistic":
+        distance = g.op(GUARD, "Abs", [logits])
+        least = _reduce(g, "ReduceMin", distance, None)  # +inf for an empty batch
+        return g.op(GUARD, "LessOrEqual", [least, margin]), distance
+    largest = _reduce(g, "ReduceMax", logits, [1], keepdims=1)
+    close = g.op(GUARD, "GreaterOrEqual", [g.op(GUARD, "Add", [logits, margin]), largest])
+    counted = g.cast(GUARD, close, np.float64)
+    total = _reduce(g, "ReduceSum", counted, None)
+    rows = g.cast(GUARD, g.n_rows(GUARD, logits), np.float64)
+    return g.op(GUARD, "Greater", [total, rows]), counted
+
+
+def _rows_near(b: GraphBuilder, found: str, network: Network, margin: str) -> str:
+    """``[N]`` bool: the rows `_near` flags, from its second result."""
+    if network.output == "logistic":
+        near = b.op(GUARD, "LessOrEqual", [found, margin])
+        return b.op(GUARD, "Squeeze", [near, _axes(b, [1])])
+    per_row = _reduce(b, "ReduceSum", found, [1])
+    return b.op(GUARD, "Greater", [per_row, b.const(GUARD, "one_close", 1.5)])
+
+
+def _axes(g: GraphBuilder, axes: list[int]) -> str:
+    return g.const(GUARD, "axes", axes, np.int64)
+
+
+def _reduce(g: GraphBuilder, op: str, x: str, axes: list[int] | None, keepdims: int = 0) -> str:
+    """A reduction over ``axes`` (None: every axis, to one number). Axes are an input of
+    ``ReduceSum`` from opset 13 and of the others from opset 18; an attribute before."""
+    if axes is None:
+        return g.op(GUARD, op, [x], keepdims=keepdims)
+    if g.opset >= 18 or op == "ReduceSum":
+        return g.op(GUARD, op, [x, _axes(g, axes)], keepdims=keepdims)
+    return g.op(GUARD, op, [x], axes=axes, keepdims=keepdims)
+
+
+def _off_ball(g: GraphBuilder, k: str) -> str:
+    """``[N]`` bool: rows with some ``|k_f| > 1`` (no point of the space; the bounds assume
+    ``|k_f| <= 1``)."""
+    largest = _reduce(g, "ReduceMax", g.op(GUARD, "Abs", [k]), [1])
+    return g.op(GUARD, "Greater", [largest, g.const(GUARD, "one", 1.0)])
+
+
+def _rescore(
+    g: GraphBuilder,
+    condition: str,
+    logits: str,
+    k: str,
+    redo: Callable[[GraphBuilder], str],
+    network: Network,
+) -> str:
+    """``logits`` with the rows where ``redo`` ``[N]`` holds replaced by the chain's, inside
+    an ``If`` on ``condition`` (true whenever some row needs it)."""
+    out_info = helper.make_tensor_value_info
+    branch = g.child()
+    where = branch.op(GUARD, "NonZero", [redo(branch)])  # [1, M]
+    index = branch.op(GUARD, "Transpose", [where], perm=[1, 0])  # [M, 1]
+    rows = branch.op(GUARD, "GatherND", [k, index])  # [M, d]
+    exact = _chain_rows(network, branch)(branch, rows)
+    redone = branch.op(GUARD, "ScatterND", [logits, index, exact])
+    keep = g.child()
+    kept = keep.op(GUARD, "Identity", [logits])
+    elem = onnx_type(np.float64)
+    then_graph = helper.make_graph(branch.nodes, "rescore", [], [out_info(redone, elem, None)])
+    else_graph = helper.make_graph(keep.nodes, "keep", [], [out_info(kept, elem, None)])
+    return g.op(GUARD, "If", [condition], then_branch=then_graph, else_branch=else_graph)
+
+
+def emit_guarded(g: GraphBuilder, k: str, network: Network, bound: float) -> str:
+    """`emit_matmul`'s logits with the rows near a tie rescored by the chain.
+
+    The bound holds for ``|k_f| <= 1`` and grows at most in proportion to
+    ``max(1, |k_f|)`` beyond (every term of `hyp2onnx.ir.network.error_bounds`
+    does), so the margin is scaled by the batch's largest ``|k_f|`` (at least 1).
+    """
+    logits = emit_matmul(g, k, network)
+    if not network.is_classifier:
+        return logits
+    factor = 1.0 if network.output == "logistic" else 2.0
+    largest = _reduce(g, "ReduceMax", g.op(GUARD, "Abs", [k]), None)
+    scale = g.op(GUARD, "Max", [largest, g.const(GUARD, "one", 1.0)])
+    margin = g.op(GUARD, "Mul", [scale, g.const(GUARD, "margin", factor * bound)])
+    condition, found = _near(g, logits, network, margin)
+    return _rescore(
+        g, condition, logits, k, lambda b: _rows_near(b, found, network, margin), network
+    )
+
+
+#: The first hidden layer's units are looked up in one table of ``2 ** m`` nodes up to this ``m``.
+FIRST_LAYER_TABLE_UNITS = 20
+
+
+def _first_layer_nodes(tree: RegionTree) -> np.ndarray:
+    """Node reached after the first hidden layer's levels, for every code of its unit signs
+    (bit ``m - 1 - j`` of the code: unit ``j`` active); a missing leaf met earlier stays."""
+    e = tree.ensemble
+    m = tree.network.hidden_sizes[0]
+    codes = np.arange(1 << m, dtype=np.int64)
+    node = np.zeros(codes.size, dtype=np.int64)
+    for j in range(m):
+        active = (codes >> (m - 1 - j)) & 1
+        inside = e.feature[node] >= 0
+        node = np.where(inside, np.where(active == 1, e.right[node], e.left[node]), node)
+    return node
+
+
+def _walk(g: GraphBuilder, k: str, tree: RegionTree) -> str:
+    """``[N]`` int64: the leaf value (leaf number + 1, 0 missing) each Klein row reaches.
+
+    Every node of the first hidden layer's levels tests the same unit's
+    weights (no earlier pattern to collapse), so those levels are one
+    projection in the Python model's order (`_first_layer`), whose
+    signs index a table of the nodes they lead to. The later levels go one at
+    a time (`_levels`).
+    """
+    hidden = tree.network.hidden_sizes
+    if hidden and hidden[0] <= FIRST_LAYER_TABLE_UNITS:
+        node = _first_layer(g, k, tree)
+        levels = tree.depth - hidden[0]
+    else:
+        first = g.op(STAGE, "Slice", [k, *_bounds(g, 0, 1, "first_col")])  # [N, 1]
+        zero = g.op(STAGE, "Mul", [first, g.const(STAGE, "zero_k", 0.0)])
+        node = g.op(STAGE, "Squeeze", [g.cast(STAGE, zero, np.int64), _axes(g, [1])])  # root
+        levels = tree.depth
+    if levels:
+        node = _levels(g, k, tree, node, levels)
+    values = tree.ensemble.value[:, 0].astype(np.int64)
+    return g.op(STAGE, "Gather", [g.const(STAGE, "leaf_values", values), node], axis=0)
+
+
+def _bounds(g: GraphBuilder, start: int, stop: int, label: str) -> list[str]:
+    """``Slice``'s start, stop and axis (1) inputs."""
+    return [
+        g.const(STAGE, f"{label}_{key}", [value], np.int64)
+        for key, value in (("start", start), ("stop", stop), ("axis", 1))
+    ]
+
+
+def _first_layer(g: GraphBuilder, k: str, tree: RegionTree) -> str:
+    """``[N]``: the node each row reaches after the first hidden layer's levels.
+
+    Its ``m`` pre-activations without the bias, ``p_j = k_0 w_0j + k_1 w_1j +
+    ...`` (one ``Mul`` and ``Add`` per Klein feature, on the transposed
+    ``[m, N]`` layout, the Python model's order), compared as its nodes do,
+    ``p_j <= -b_j`` (inactive); the active units' bits index the table.
+    """
+    network = tree.network
+    d = network.n_features
+    m = network.hidden_sizes[0]
+    W, b = network.weights[0], network.biases[0]
+    k_t = g.op(STAGE, "Transpose", [k], perm=[1, 0])  # [d, N]
+    parts = [k_t] if d == 1 else g.op(STAGE, "Split", [k_t], n_outputs=d, axis=0, **_count(g, d))
+    total = None
+    for f, part in enumerate(parts):
+        term = g.op(STAGE, "Mul", [part, g.const(STAGE, f"first_w{f}", W[f][:, None])])
+        total = term if total is None else g.op(STAGE, "Add", [total, term])
+    assert total is not None
+    inactive = g.op(STAGE, "LessOrEqual", [total, g.const(STAGE, "first_t", -b[:, None])])
+    bits = g.cast(STAGE, g.op(STAGE, "Not", [inactive]), np.int64)  # [m, N]
+    place = g.const(STAGE, "first_place", (1 << np.arange(m - 1, -1, -1))[:, None], np.int64)
+    code = _reduce(g, "ReduceSum", g.op(STAGE, "Mul", [bits, place]), [0])  # [N]
+    table = g.const(STAGE, "first_nodes", _first_layer_nodes(tree))
+    return g.op(STAGE, "Gather", [table, code], axis=0)
+
+
+def _levels(g: GraphBuilder, k: str, tree: RegionTree, node: str, levels: int) -> str:
+    """``node`` moved down ``levels`` levels, each row projected onto its own node's normal.
+
+    ``Gather`` the node's row ``(w_0, ..., w_{d-1}, t)``, ``Mul`` by
+    ``(k_0, ..., k_{d-1}, -1)``, ``CumSum``: the last entry is the correctly
+    rounded ``p - t``, ``<= 0`` iff ``p <= t``, the Python model's test.
+    Children are adjacent (right = left + 1); a leaf points to itself with a
+    zero row, so it stays.
+    """
+    e = tree.ensemble
+    assert e.projection is not None
+    d = tree.network.n_features
+    leaf_node = e.feature < 0
+    normals = np.where(leaf_node[None, :], 0.0, e.projection[:, np.where(leaf_node, 0, e.feature)])
+    splits = np.concatenate([normals, np.where(leaf_node, 0.0, e.threshold)[None, :]]).T
+    left = np.where(leaf_node, np.arange(e.n_nodes, dtype=np.int64), e.left)
+    first = g.op(STAGE, "Slice", [k, *_bounds(g, 0, 1, "first_col")])  # [N, 1]
+    minus = g.op(
+        STAGE,
+        "Sub",
+        [g.op(STAGE, "Mul", [first, g.const(STAGE, "zero_m", 0.0)]), g.const(STAGE, "one_m", 1.0)],
+    )
+    extended = g.op(STAGE, "Concat", [k, minus], axis=1)  # [N, d + 1]
+    split_table = g.const(STAGE, "splits", np.ascontiguousarray(splits))
+    left_table = g.const(STAGE, "left", left)
+    axis1 = g.const(STAGE, "axis1", 1, np.int64)
+    last = g.const(STAGE, "last_term", d, np.int64)
+    zero_margin = g.const(STAGE, "zero_margin", 0.0)
+    for _ in range(levels):
+        split = g.op(STAGE, "Gather", [split_table, node], axis=0)  # [N, d + 1]
+        sums = g.op(STAGE, "CumSum", [g.op(STAGE, "Mul", [split, extended]), axis1])
+        margin = g.op(STAGE, "Gather", [sums, last], axis=1)  # p - t, [N]
+        right = g.cast(STAGE, g.op(STAGE, "Greater", [margin, zero_margin]), np.int64)
+        node = g.op(STAGE, "Add", [g.op(STAGE, "Gather", [left_table, node], axis=0), right])
+    return node
+
+
+def _count(g: GraphBuilder, n: int) -> dict[str, Any]:
+    return {"num_outputs": n} if g.opset >= 18 else {}
+
+
+def emit_region_tree(g: GraphBuilder, k: str, tree: RegionTree) -> tuple[str, str, str]:
+    """Logits ``[N, C]``, and the graph outputs ``covered`` ``[N]`` (bool) and ``region``
+    ``[N]`` (int64, -1: none), under those names."""
+    network = tree.network
+    d = network.n_features
+    leaf = _walk(g, k, tree)  # [N]: leaf number + 1, 0 missing
+    zero = g.const(STAGE, "zero_leaf", 0, np.int64)
+    leaf = g.op(STAGE, "Where", [_off_ball(g, k), zero, leaf])
+    # Named as the graph outputs now: the rescoring branch below reads ``covered``.
+    covered = g.op(STAGE, "Greater", [leaf, zero], outputs=["covered"])
+    region = g.op(STAGE, "Sub", [leaf, g.const(STAGE, "one_leaf", 1, np.int64)], outputs=["region"])
+    maps = g.op(STAGE, "Gather", [g.const(STAGE, "maps", tree.maps), leaf], axis=0)  # [N, d, C]
+    terms = g.op(STAGE, "Mul", [g.op(STAGE, "Unsqueeze", [k, _axes(g, [2])]), maps])
+    sums = g.op(STAGE, "CumSum", [terms, g.const(STAGE, "feature_axis", 1, np.int64)])
+    total = g.op(STAGE, "Gather", [sums, g.const(STAGE, "last", d - 1, np.int64)], axis=1)
+    offsets = g.op(STAGE, "Gather", [g.const(STAGE, "offsets", tree.offsets), leaf], axis=0)
+    logits = g.op(STAGE, "Add", [total, offsets])
+    # Some row uncovered: the smallest leaf number is 0 (as float64: +inf for no rows).
+    lowest = _reduce(g, "ReduceMin", g.cast(GUARD, leaf, np.float64), None)
+    uncovered = g.op(GUARD, "Less", [lowest, g.const(GUARD, "half", 0.5)])
+    if not network.is_classifier:
+
+        def redo(b: GraphBuilder) -> str:
+            return b.op(GUARD, "Not", [covered])
+
+        return _rescore(g, uncovered, logits, k, redo, network), covered, region
+    factor = 1.0 if network.output == "logistic" else 2.0
+    margin = g.const(GUARD, "margin", factor * tree.value_bound)
+    near_tie, found = _near(g, logits, network, margin)
+    condition = g.op(GUARD, "Or", [uncovered, near_tie])
+
+    def redo_near(b: GraphBuilder) -> str:
+        near = _rows_near(b, found, network, margin)
+        return b.op(GUARD, "Or", [near, b.op(GUARD, "Not", [covered])])
+
+    return _rescore(g, condition, logits, k, redo_near, network), covered, region
+
+
+def emit_network_outputs(
+    g: GraphBuilder, logits: str, network: Network
+) -> list[helper.ValueInfoProto]:
+    """``label`` and ``probabilities`` (classifiers) or ``variable`` from the logits.
+
+    The label is decided on the logits, as the Python model decides it:
+    ``ArgMax`` (first largest, numpy's rule) or ``z > 0`` for one logistic logit.
+    """
+    elem = onnx_type(np.float64)
+    if not network.is_classifier:
+        g.rename(logits, "variable")
+        return [helper.make_tensor_value_info("variable", elem, ["N", network.n_outputs])]
+    assert network.classes is not None
+    if network.output == "logistic":
+        p = g.op("output", "Sigmoid", [logits])
+        q = g.op("output", "Sub", [g.const("output", "one", np.ones((1, 1))), p])
+        probabilities = g.op("output", "Concat", [q, p], axis=1)
+        positive = g.op("output", "Greater", [logits, g.const("output", "zero", 0.0)])
+        index = g.op("output", "Squeeze", [g.cast("output", positive, np.int64), _axes(g, [1])])
+    else:
+        probabilities = g.op("output", "Softmax", [logits], axis=1)
+        index = g.op("output", "ArgMax", [logits], axis=1, keepdims=0)
+    g.rename(probabilities, "probabilities")
+    labels, label_type = label_tensor(network.classes)
+    if label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(len(labels))):
+        g.op("output", "Identity", [index], outputs=["label"])
+    else:
+        g.op(
+            "output",
+            "Gather",
+            [g.const("output", "classes", labels), index],
+            axis=0,
+            outputs=["label"],
+        )
+    return [
+        helper.make_tensor_value_info("label", label_type, ["N"]),
+        helper.make_tensor_value_info("probabilities", elem, ["N", len(network.classes)]),
+    ]

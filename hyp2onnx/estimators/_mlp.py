@@ -1,0 +1,220 @@
+"""Hyperbolic multi-layer perceptrons: scikit-learn's MLP with ReLU on Klein coordinates.
+
+A hyperplane ``w . k + c = 0`` in Klein coordinates is the geodesic
+hyperplane ``c x_0 + w . x_s = 0`` of the hyperboloid, so a ReLU network
+fitted on ``k`` is piecewise affine with geodesic boundaries between its
+pieces, in every layer (docs/math.md, "Networks on Klein coordinates").
+
+``fit`` projects the points to unit-ball Klein coordinates and fits
+scikit-learn's ``MLPClassifier`` / ``MLPRegressor`` (``estimator_``) on them;
+its weights are the model. Prediction does not call ``estimator_``: its
+forward pass uses a BLAS product whose order of additions neither numpy nor
+onnxruntime promises. The model's outputs are defined by
+`hyp2onnx.ir.network.Network`'s fixed-order arithmetic (each sum
+added left to right, in float64), which the exported graph reproduces bit
+for bit (``encoding="exact"``) or within a stated bound with exact labels
+(``encoding="fast"``, the default; `hyp2onnx.emit.network`). Labels
+are taken from the logits: the first largest (several classes), or
+``z > 0`` (two classes, one logistic output). ``estimator_.predict`` may
+thus differ from ``predict`` on rows within rounding of a tie.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+from typing import Any, ClassVar
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..geometry import GEOMETRIES, to_klein
+from ..ir.network import Network, label_indices, link
+from ._base import GEOMETRY_DEFAULTS, generate_init
+
+__all__ = ["HyperbolicMLPClassifier", "HyperbolicMLPRegressor"]
+
+#: The geometry parameters a network takes (no midpoints, tree spaces or blocks: no thresholds).
+NETWORK_GEOMETRY: dict[str, Any] = {
+    name: GEOMETRY_DEFAULTS[name]
+    for name in ("input_geometry", "curvature", "timelike_dim", "check_manifold")
+}
+
+
+class _HyperbolicMLP(BaseEstimator):
+    """Shared fitting, prediction and description of the two hyperbolic MLPs."""
+
+    _wrapped: ClassVar[Any]
+    _wrapped_params: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "_wrapped" not in cls.__dict__:
+            return
+        cls._wrapped_params = generate_init(cls, (cls._wrapped,), NETWORK_GEOMETRY)
+        cls._parameter_constraints = {
+            **cls._wrapped._parameter_constraints,
+            "activation": [StrOptions({"relu"})],
+            "input_geometry": [StrOptions(set(GEOMETRIES))],
+            "curvature": [Interval(Real, None, 0, closed="neither")],
+            "timelike_dim": [Integral],
+            "check_manifold": ["boolean"],
+        }
+
+    # -- data ----------------------------------------------------------------
+
+    def _klein(self, X: Any, *, reset: bool) -> np.ndarray:
+        # NaN and infinity are left to the geometry check, which names the rows.
+        X = validate_data(self, X, reset=reset, dtype=np.float64, ensure_all_finite=False)
+        return to_klein(
+            X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
+        )
+
+    def to_klein(self, X: Any) -> np.ndarray:
+        """Unit-ball Klein coordinates (float64) that the network reads for points ``X``."""
+        check_is_fitted(self)
+        return self._klein(X, reset=False)
+
+    # -- training ------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None):
+        """Fit the network on the Klein coordinates of hyperbolic points ``X``."""
+        if getattr(self, "activation", "relu") != "relu":
+            raise ValueError(
+                f"activation={self.activation!r}: only 'relu' keeps the network piecewise "
+                "affine in Klein coordinates (geodesic boundaries) and exportable exactly; "
+                "use activation='relu'."
+            )
+        self._validate_params()
+        # Classifiers are single-output: a 2-D y (multilabel) is refused here.
+        X, y = validate_data(
+            self,
+            X,
+            y,
+            dtype=np.float64,
+            multi_output=not self._classifier,
+            ensure_all_finite=False,
+        )
+        k = to_klein(
+            X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
+        )
+        native = self._wrapped(**{name: getattr(self, name) for name in self._wrapped_params})
+        kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
+        self.estimator_ = native.fit(k, y, **kwargs)
+        if self._classifier:
+            if len(native.classes_) < 2:
+                raise ValueError(
+                    f"{type(self).__name__} needs samples of at least two classes; y holds "
+                    f"one class only: {native.classes_[0]!r}."
+                )
+            self.classes_ = native.classes_
+        self.n_outputs_ = int(native.n_outputs_)
+        self.n_iter_ = native.n_iter_
+        return self
+
+    # -- the model's arithmetic ------------------------------------------------
+
+    _classifier: ClassVar[bool] = False
+
+    def network(self) -> Network:
+        """The fitted network as `hyp2onnx.ir.network.Network` (its weights, in float64)."""
+        check_is_fitted(self)
+        native = self.estimator_
+        output = {"softmax": "softmax", "logistic": "logistic"}.get(native.out_activation_)
+        return Network(
+            weights=tuple(np.asarray(W, dtype=np.float64) for W in native.coefs_),
+            biases=tuple(np.asarray(b, dtype=np.float64) for b in native.intercepts_),
+            output=output or "identity",  # type: ignore[arg-type]
+            classes=np.asarray(self.classes_) if self._classifier else None,
+        )
+
+    def _outputs(self, X: Any) -> np.ndarray:
+        """The last layer's outputs (logits, or the values), in the model's fixed order."""
+        return self.network().logits(self.to_klein(X))
+
+    def activation_pattern(self, X: Any) -> np.ndarray:
+        """``[n, sum(hidden_layer_sizes)]`` bool: hidden units with a positive pre-activation."""
+        return self.network().pattern(self.to_klein(X))
+
+    @property
+    def coefs_(self) -> list[np.ndarray]:
+        """The fitted weight matrices (``estimator_.coefs_``)."""
+        check_is_fitted(self)
+        return self.estimator_.coefs_
+
+    @property
+    def intercepts_(self) -> list[np.ndarray]:
+        """The fitted bias vectors (``estimator_.intercepts_``)."""
+        check_is_fitted(self)
+        return self.estimator_.intercepts_
+
+
+_DOC = """{summary}
+
+    scikit-learn's ``{wrapped}`` with ReLU activations, fitted on the unit-ball
+    Klein coordinates of the points; every boundary between its linear pieces
+    is a geodesic hyperplane. Its outputs follow the fixed-order arithmetic of
+    `hyp2onnx.ir.network.Network`, which the exported graph reproduces.
+
+    Parameters
+    ----------
+    input_geometry : {{"hyperboloid", "poincare", "klein"}}, default="hyperboloid"
+        Model of hyperbolic space the input points are given in.
+    curvature : float < 0, default=-1.0
+        Curvature ``K`` of the space.
+    timelike_dim : int, default=0
+        Column of the timelike coordinate ``x_0`` (hyperboloid input only).
+    check_manifold : bool, default=True
+        Refuse points off the manifold, naming the rows.
+    hidden_layer_sizes, activation, solver, alpha, ...
+        ``{wrapped}``'s own parameters and defaults; ``activation`` must be "relu".
+
+    Attributes
+    ----------
+    estimator_ : {wrapped}
+        The network fitted on Klein coordinates (its ``predict`` uses a BLAS
+        product; this model's outputs do not).
+"""
+
+
+class HyperbolicMLPClassifier(ClassifierMixin, _HyperbolicMLP):
+    __doc__ = _DOC.format(
+        summary="Hyperbolic MLP classifier: a ReLU network on Klein coordinates.",
+        wrapped="MLPClassifier",
+    )
+    _wrapped = MLPClassifier
+    _classifier = True
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """The logits ``[n, n_outputs]`` (one column for two classes), in the model's fixed order."""
+        return self._outputs(X)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities (softmax, or logistic for two classes), in ``classes_`` order."""
+        network = self.network()
+        return link(network, network.logits(self.to_klein(X)))
+
+    def predict_log_proba(self, X: Any) -> np.ndarray:
+        """Logarithm of `predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The class of the first largest logit (two classes: ``z > 0``)."""
+        network = self.network()
+        return self.classes_.take(label_indices(network, network.logits(self.to_klein(X))))
+
+
+class HyperbolicMLPRegressor(RegressorMixin, _HyperbolicMLP):
+    __doc__ = _DOC.format(
+        summary="Hyperbolic MLP regressor: a ReLU network on Klein coordinates.",
+        wrapped="MLPRegressor",
+    )
+    _wrapped = MLPRegressor
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The network's values (one column: a 1-D array, as scikit-learn returns)."""
+        values = self._outputs(X)
+        return values[:, 0] if values.shape[1] == 1 else values

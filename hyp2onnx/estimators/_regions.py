@@ -1,0 +1,251 @@
+"""A fitted hyperbolic MLP read as a geodesic region tree (Aytekin's construction).
+
+``region_tree(network, X)`` builds the tree of the activation patterns the
+points ``X`` reach (`hyp2onnx.ir.regions`): each internal node tests
+the sign of one hidden unit's pre-activation, an affine function of the
+Klein coordinates and so a geodesic half-space; each leaf holds its
+region's affine map. Rows that reach a pattern the tree lacks are scored by
+the network itself, and `RegionTree.covered` (the graph's
+``covered`` output) says which. `RegionTree.explain` describes the
+region of any row from its own pattern, covered or not.
+
+Contract: the tree's tests and leaf maps are collapsed weights, whose
+rounding differs from the layer-by-layer network; a row within that
+rounding of a boundary may take the neighbouring leaf, whose map agrees
+with the network there to within ``value_bound_`` (the network is
+continuous). Classifier rows whose top two logits lie within twice the
+bound (one logistic logit: within the bound of 0) are rescored by the
+network, so labels equal the network's on every row.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from ..errors import MissingExtraError, UnsupportedModelError
+from ..geometry import klein_to_poincare
+from ..ir.network import collapse, label_indices, link
+from ..ir.regions import RegionTree as RegionTreeIR
+from ..ir.regions import build
+from ._mlp import _HyperbolicMLP
+
+__all__ = ["Region", "RegionTree", "region_tree"]
+
+
+@dataclass(frozen=True)
+class Region:
+    """One row's linear region, from its own activation pattern (what ``explain`` returns).
+
+    Half-space ``h`` (one per hidden unit, layers in order) is
+    ``side[h] * (klein_normals[h] . k + klein_offsets[h]) > 0`` for
+    ``side = +1`` (active unit) and ``>= 0`` for ``side = -1`` (inactive,
+    pre-activation ``<= 0``). On the hyperboloid the same set is
+    ``side[h] * <minkowski_normals[h], x>_L`` of the same sign, with
+    ``<n, x>_L = -n_0 x_0 + n_1 x_1 + ... + n_d x_d`` (``x_0`` the timelike
+    coordinate, listed first whatever the model's ``timelike_dim``): the
+    normal is ``(-offset, w)``. In the region the outputs (logits, or values)
+    are ``k @ affine_weights + affine_offset``.
+    """
+
+    pattern: np.ndarray
+    klein_normals: np.ndarray  #: [n_hidden_units, d]
+    klein_offsets: np.ndarray  #: [n_hidden_units]
+    side: np.ndarray  #: [n_hidden_units], +1 or -1
+    minkowski_normals: np.ndarray  #: [n_hidden_units, d + 1]
+    affine_weights: np.ndarray  #: [d, n_outputs]
+    affine_offset: np.ndarray  #: [n_outputs]
+    layer: np.ndarray  #: [n_hidden_units]: the hidden layer of each half-space
+    covered: bool  #: the tree holds this pattern's region
+    region: int  #: the pattern's region number in the tree, -1 if it lacks it
+    klein: np.ndarray  #: the row's Klein coordinates
+
+    def contains(self, k: np.ndarray) -> np.ndarray:
+        """Whether Klein rows ``k`` satisfy every half-space (exact arithmetic aside)."""
+        s = np.atleast_2d(k) @ self.klein_normals.T + self.klein_offsets
+        return np.all(np.where(self.side > 0, s > 0, s <= 0), axis=1)
+
+    def plot(self, ax: Any = None, *, resolution: int = 400) -> Any:
+        """Draw the region in the Poincaré disk (d = 2): its boundaries are geodesic arcs.
+
+        Needs matplotlib (``pip install 'hyp2onnx[plot]'``). Returns the axes.
+        """
+        if self.klein.shape[0] != 2:
+            raise ValueError(
+                f"a picture needs d = 2, this region lives in d = {self.klein.shape[0]}"
+            )
+        try:
+            import matplotlib.pyplot as plt
+        except ModuleNotFoundError as exc:
+            raise MissingExtraError(
+                "Region.plot needs matplotlib: pip install 'hyp2onnx[plot]'"
+            ) from exc
+        if ax is None:
+            ax = plt.figure(figsize=(5, 5)).add_subplot()
+        t = np.linspace(-1.0, 1.0, resolution)
+        px, py = np.meshgrid(t, t)
+        p = np.stack([px.ravel(), py.ravel()], axis=1)
+        inside = np.einsum("ij,ij->i", p, p) < 1.0
+        k = 2.0 * p / (1.0 + np.einsum("ij,ij->i", p, p))[:, None]
+        mask = np.zeros(p.shape[0], dtype=bool)
+        mask[inside] = self.contains(k[inside])
+        ax.contourf(px, py, mask.reshape(px.shape).astype(float), levels=[0.5, 1.5], alpha=0.35)
+        s = np.linspace(0.0, 2.0 * np.pi, 400)
+        ax.plot(np.cos(s), np.sin(s), color="black", lw=1)
+        for w, c in zip(self.klein_normals, self.klein_offsets, strict=True):
+            arc = _chord(w, c)
+            if arc is not None:
+                q = klein_to_poincare(arc)
+                ax.plot(q[:, 0], q[:, 1], color="grey", lw=0.6)
+        here = klein_to_poincare(self.klein[None, :])[0]
+        ax.plot(*here, "k*", ms=10)
+        ax.set_aspect("equal")
+        ax.set_xlim(-1.05, 1.05)
+        ax.set_ylim(-1.05, 1.05)
+        ax.set_title(f"region {self.region}" if self.covered else "region not in the tree")
+        return ax
+
+
+def _chord(w: np.ndarray, c: float, n: int = 200) -> np.ndarray | None:
+    """Points of the Klein line ``w . k + c = 0`` inside the unit disk, or None."""
+    norm = float(np.hypot(w[0], w[1]))
+    if norm == 0.0 or abs(c) >= norm:
+        return None
+    foot = -c * w / norm**2
+    direction = np.array([-w[1], w[0]]) / norm
+    half = math.sqrt(max(1.0 - float(foot @ foot), 0.0))
+    s = np.linspace(-half, half, n)[1:-1]
+    return foot + s[:, None] * direction
+
+
+class RegionTree:
+    """A hyperbolic MLP's region tree, built from the patterns of given points.
+
+    Made by `hyp2onnx.region_tree`.
+    It predicts as the network does (labels equal on every row; values
+    within ``value_bound_``), exports with ``hyp2onnx.to_onnx`` and is
+    checked with ``hyp2onnx.verify`` like every model.
+
+    Attributes
+    ----------
+    network_ : HyperbolicMLPClassifier or HyperbolicMLPRegressor
+    tree_ : hyp2onnx.ir.regions.RegionTree
+    n_regions_ : int
+        Leaves (activation patterns the points reached).
+    max_regions_ : int
+        ``2 ** sum(hidden_layer_sizes)``, Aytekin's bound on the leaves.
+    n_nodes_ : int
+        Nodes of the tree, missing leaves included.
+    counts_ : ndarray
+        Points of ``X`` in each region.
+    value_bound_ : float
+        Largest difference between a leaf's outputs and the network's on a row routed there.
+    """
+
+    def __init__(self, network: _HyperbolicMLP, X: Any) -> None:
+        if not isinstance(network, _HyperbolicMLP):
+            raise UnsupportedModelError(
+                f"region_tree takes a fitted HyperbolicMLPClassifier or HyperbolicMLPRegressor, "
+                f"got {type(network).__name__}."
+            )
+        check_is_fitted(network)
+        self.network_ = network
+        ir = network.network()
+        patterns = ir.pattern(network.to_klein(X))
+        self.tree_: RegionTreeIR = build(ir, patterns)
+        unique, counts = np.unique(patterns, axis=0, return_counts=True)
+        assert np.array_equal(unique, self.tree_.patterns)
+        self.counts_ = counts
+        self.n_regions_ = self.tree_.n_regions
+        self.max_regions_ = 2 ** sum(ir.hidden_sizes)
+        self.n_nodes_ = self.tree_.ensemble.n_nodes
+        self.value_bound_ = self.tree_.value_bound
+        for name in ("input_geometry", "curvature", "timelike_dim", "n_features_in_"):
+            setattr(self, name, getattr(network, name))
+        if network._classifier:
+            self.classes_ = network.classes_
+
+    def _region_numbers(self) -> dict[bytes, int]:
+        """Each region's number, by its packed pattern."""
+        numbers = getattr(self, "_numbers", None)
+        if numbers is None:
+            packed = np.packbits(self.tree_.patterns, axis=1)
+            numbers = {row.tobytes(): i for i, row in enumerate(packed)}
+            self._numbers = numbers
+        return numbers
+
+    @property
+    def is_classifier(self) -> bool:
+        """Whether the network is a classifier."""
+        return self.tree_.network.is_classifier
+
+    def to_klein(self, X: Any) -> np.ndarray:
+        """Unit-ball Klein coordinates of points ``X`` (the network's geometry)."""
+        return self.network_.to_klein(X)
+
+    def apply(self, X: Any) -> np.ndarray:
+        """The region (0-based) each point's row reaches in the tree; -1 where the tree lacks it."""
+        return self.tree_.leaf(self.to_klein(X)) - 1
+
+    def covered(self, X: Any) -> np.ndarray:
+        """Whether the tree holds each point's region (else the network scores it)."""
+        return self.apply(X) >= 0
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """Leaf outputs, or the network's where the row is uncovered or near a tie."""
+        return self.tree_.logits(self.to_klein(X))[0]
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Labels (the network's, on every row) or values (within ``value_bound_`` of them)."""
+        out = self.decision_function(X)
+        if self.is_classifier:
+            return self.classes_.take(label_indices(self.tree_.network, out))
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities from `decision_function` (classifiers only)."""
+        if not self.is_classifier:
+            raise AttributeError("predict_proba: this region tree is a regressor's")
+        return link(self.tree_.network, self.decision_function(X))
+
+    def explain(self, x: Any) -> Region:
+        """The region of one point ``x`` (any row, covered or not) from its own pattern."""
+        X = np.asarray(x, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[None, :]
+        if X.shape[0] != 1:
+            raise ValueError(f"explain takes one point, got {X.shape[0]} rows")
+        k = self.to_klein(X)
+        ir = self.tree_.network
+        pattern = ir.pattern(k)[0]
+        c = collapse(ir, pattern)
+        normals = np.concatenate([W.T for W in c.weights[:-1]], axis=0)
+        offsets = np.concatenate(c.offsets[:-1])
+        layer = np.repeat(np.arange(len(ir.hidden_sizes)), ir.hidden_sizes)
+        leaf = self._region_numbers().get(np.packbits(pattern).tobytes(), -1)
+        return Region(
+            pattern=pattern,
+            klein_normals=normals,
+            klein_offsets=offsets,
+            side=np.where(pattern, 1, -1),
+            minkowski_normals=np.concatenate([-offsets[:, None], normals], axis=1),
+            affine_weights=c.weights[-1],
+            affine_offset=c.offsets[-1],
+            layer=layer,
+            covered=leaf >= 0,
+            region=leaf,
+            klein=k[0],
+        )
+
+
+def region_tree(network: Any, X: Any) -> RegionTree:
+    """The region tree of a fitted hyperbolic MLP, holding the regions the points ``X`` reach.
+
+    ``X`` are points in the network's input geometry (training points, or a
+    sample of the data it will see). See `RegionTree`.
+    """
+    return RegionTree(network, X)

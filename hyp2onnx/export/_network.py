@@ -1,0 +1,212 @@
+"""Compile a hyperbolic MLP, or its region tree, into one ONNX graph.
+
+The graph takes raw points ``X`` [N, D] in the model's input geometry,
+projects them to float64 Klein coordinates as the Python model does
+(`hyp2onnx.emit.projection`), evaluates the network
+(`hyp2onnx.emit.network`) and returns ``label`` + ``probabilities``
+(classifiers) or ``variable`` (regressors); a region tree adds ``covered``
+(bool: the tree holds the row's region; else the network scored it) and
+``region`` (int64, -1 where uncovered). Only standard ONNX operators.
+
+Encodings: a network's ``"fast"`` (default) is the ``Gemm`` graph with its
+near-tie guard (labels exact, values within ``value_bound``), ``"exact"``
+the fixed-order chain (bit for bit); a region tree has one graph, which
+reproduces its Python model (labels exact; values bit for bit but for the
+runtime's ``exp`` in the link), recorded as ``"exact"``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from .._version import __version__ as _version
+from ..emit._graph import GraphBuilder, onnx_type
+from ..emit.network import (
+    emit_chain,
+    emit_guarded,
+    emit_klein,
+    emit_network_outputs,
+    emit_region_tree,
+)
+from ..errors import warn_user
+from ..ir import InputSpace, Task
+from ..ir.network import Network, error_bounds
+
+__all__ = ["NETWORK_ENCODINGS", "compile_network", "is_network", "network_value_bound"]
+
+#: The encodings a network takes, and what each builds.
+NETWORK_ENCODINGS = {
+    "fast": "Gemm per layer in the runtime's order, near-tie rows rescored in fixed order",
+    "exact": "every sum in the Python model's fixed order (bit for bit)",
+}
+_META_PREFIX = "hyp2onnx."
+
+
+#: The modules of the classes exported here (`hyp2onnx.estimators._mlp`, ``._regions``).
+_NETWORK_MODULES = ("hyp2onnx.estimators._mlp", "hyp2onnx.estimators._regions")
+
+
+def is_network(model: Any) -> bool:
+    """Whether ``model`` is a hyperbolic MLP or a region tree (exported here).
+
+    Decided without importing the estimators: they import scikit-learn, which
+    the scoring commands (inspect, predict), reaching this module through the
+    export package, must not load (tests/test_layout.py). A class defined in
+    their modules is one of them only if its module is already imported.
+    """
+    for name in _NETWORK_MODULES:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        classes = tuple(
+            getattr(module, n) for n in ("_HyperbolicMLP", "RegionTree") if hasattr(module, n)
+        )
+        if isinstance(model, classes):
+            return True
+    return False
+
+
+def network_value_bound(network: Network) -> float:
+    """Largest difference between a ``Gemm`` graph's logit and the fixed-order one.
+
+    Both lie within `hyp2onnx.ir.network.error_bounds` of the exact
+    value, whatever their order: twice that bound, largest over the outputs.
+    """
+    return float(2.0 * error_bounds(network)[0][-1].max(initial=0.0))
+
+
+def compile_network(
+    model: Any,
+    *,
+    dtype: str | None,
+    encoding: str,
+    opset: int,
+    name: str | None = None,
+    **stated: Any,
+) -> onnx.ModelProto:
+    """Emit, check and return the ONNX model of a fitted hyperbolic MLP or region tree."""
+    # Imported here: the estimators import scikit-learn, which importing the export
+    # package must not load (see is_network).
+    from ..estimators._regions import RegionTree
+
+    tree = isinstance(model, RegionTree)
+    dtype = _check_request(model, dtype, encoding, stated, fitted_check=not tree)
+    network = model.tree_.network if tree else model.network()
+    space = InputSpace(
+        geometry=model.input_geometry,
+        curvature=float(model.curvature),
+        timelike_dim=int(model.timelike_dim),
+        n_input_features=int(model.n_features_in_),
+    )
+    g = GraphBuilder(opset)
+    g.reserve("X", "label", "probabilities", "variable", "covered", "region")
+    k = emit_klein(g, "X", space, input_dtype=dtype)
+    extra: dict[str, str] = {"hidden_layer_sizes": json.dumps(list(network.hidden_sizes))}
+    outputs_extra: list[helper.ValueInfoProto] = []
+    if tree:
+        logits, _, _ = emit_region_tree(g, k, model.tree_)
+        outputs_extra = [
+            helper.make_tensor_value_info("covered", onnx.TensorProto.BOOL, ["N"]),
+            helper.make_tensor_value_info("region", onnx.TensorProto.INT64, ["N"]),
+        ]
+        encoding = "exact"
+        extra["network_bound"] = repr(model.tree_.value_bound)
+        extra["n_regions"] = str(model.tree_.n_regions)
+    elif encoding == "exact":
+        logits = emit_chain(g, k, network)
+    else:
+        bound = network_value_bound(network)
+        logits = emit_guarded(g, k, network, bound)
+        extra["value_bound"] = repr(bound)
+        extra["tie_margin"] = repr((1.0 if network.output == "logistic" else 2.0) * bound)
+    outputs = emit_network_outputs(g, logits, network) + outputs_extra
+    estimator_class = "RegionTree" if tree else type(model).__name__
+    graph = helper.make_graph(
+        g.nodes,
+        name or f"hyp2onnx_{estimator_class}",
+        [helper.make_tensor_value_info("X", onnx_type(dtype), ["N", space.n_input_features])],
+        outputs,
+        g.initializers,
+    )
+    facts = {"estimator_class": estimator_class, "encoding": encoding, "input_dtype": dtype}
+    return _finish(graph, opset, network, space, {**facts, **extra})
+
+
+def _check_request(
+    model: Any, dtype: str | None, encoding: str, stated: dict[str, Any], *, fitted_check: bool
+) -> str:
+    """The input dtype to emit (float64 by default), after refusing what cannot be exported."""
+    from sklearn.utils.validation import check_is_fitted  # see compile_network
+
+    if any(v is not None for v in stated.values()):
+        raise ValueError(
+            f"{type(model).__name__} records its own geometry: leave out input_geometry, "
+            "curvature and timelike_dim."
+        )
+    if fitted_check:
+        check_is_fitted(model)
+    if encoding not in NETWORK_ENCODINGS:
+        raise ValueError(
+            f"a network's encoding must be one of {tuple(NETWORK_ENCODINGS)}, got {encoding!r}; "
+            "its graphs use standard ONNX operators only, so every runtime that runs them "
+            "runs either."
+        )
+    if dtype == "float32":
+        warn_user(
+            "float32 input rounds the points before they are projected: near a boundary "
+            "between the network's regions, or a tie, labels will differ from the model's "
+            "on float64 input. Use dtype='float64' (the default here)."
+        )
+    return dtype or "float64"
+
+
+def _finish(
+    graph: onnx.GraphProto,
+    opset: int,
+    network: Network,
+    space: InputSpace,
+    facts: dict[str, str],
+) -> onnx.ModelProto:
+    """The checked model: opset, doc string and hyp2onnx's metadata (the trees' keys)."""
+    opsets = [helper.make_opsetid("", opset)]
+    onnx_model = helper.make_model(
+        graph,
+        opset_imports=opsets,
+        producer_name="hyp2onnx",
+        producer_version=_version,
+        ir_version=helper.find_min_ir_version_for(opsets),
+        doc_string=(
+            f"{facts['estimator_class']} (ReLU network on Klein coordinates, hidden layers "
+            f"{list(network.hidden_sizes)}) exported by hyp2onnx {_version}. Input X: points "
+            f"in the {space.geometry} model of hyperbolic space of curvature "
+            f"{space.curvature:g}, {space.n_input_features} columns. Encoding: "
+            f"{facts['encoding']}."
+        ),
+    )
+    entries = {
+        "input_geometry": space.geometry,
+        "curvature": repr(float(space.curvature)),
+        "timelike_dim": str(space.timelike_dim),
+        "n_features_in": str(space.n_input_features),
+        "backend": "sklearn-mlp",
+        "task": str(Task.CLASSIFICATION if network.is_classifier else Task.REGRESSION),
+        "classes": json.dumps(
+            None if network.classes is None else np.asarray(network.classes).tolist()
+        ),
+        "n_trees": "1",
+        "sum_dtype": "float64",
+        "post_transform": network.output,
+        "version": _version,
+        **facts,
+    }
+    for key, value in entries.items():
+        prop = onnx_model.metadata_props.add()
+        prop.key, prop.value = _META_PREFIX + key, value
+    onnx.checker.check_model(onnx_model, full_check=True)
+    return onnx_model

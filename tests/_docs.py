@@ -1,0 +1,98 @@
+"""Running the documentation's code blocks: what test_docs.py and the files that share
+its pages use.
+
+Every ```python block of README.md and docs/*.md runs, a page's blocks in
+order in one namespace, in a fresh temporary folder per page; every
+```bash/console block runs there too, after the Python blocks before it,
+line by line, and each line must be a ``hyp2onnx`` command that exits 0.
+A block that cannot run here says so in an HTML comment right before it,
+``<!-- not run: reason -->``, with a reason.
+
+The pages whose blocks take longest run from files of their own
+(``SLOW_PAGES``): the suite runs one file per worker at a time, so one file
+holding them all would bound the whole run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: Page (relative to the root) -> the test file that runs its blocks; the rest: test_docs.py.
+SLOW_PAGES = {
+    "docs/distributed.md": "test_docs_distributed.py",
+    "docs/cli.md": "test_docs_deploy.py",
+    "docs/deploy.md": "test_docs_deploy.py",
+}
+
+#: A fenced block with the line before it: (marker line or "", language, body).
+_FENCE = re.compile(
+    r"(?:^(<!--.*?-->)[ \t]*\n)?^```([A-Za-z]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S
+)
+NOT_RUN = re.compile(r"<!--\s*not run:\s*(.*?)\s*-->")
+#: The command line of the package, for the current interpreter and checkout.
+_CLI = [sys.executable, "-c", "import sys; from hyp2onnx.cli import main; sys.exit(main())"]
+
+
+def page_id(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+def pages_for(test_file: str | Path) -> list[Path]:
+    """The pages whose blocks ``test_file`` runs."""
+    name = Path(test_file).name
+    return [p for p in PAGES if SLOW_PAGES.get(page_id(p), "test_docs.py") == name]
+
+
+def blocks(page: Path) -> list[tuple[str, str, str | None]]:
+    """``(language, body, reason not run or None)`` of each fenced block of ``page``."""
+    found = []
+    for marker, language, body in _FENCE.findall(page.read_text()):
+        reason = None
+        if marker:
+            m = NOT_RUN.fullmatch(marker.strip())
+            assert m, f"{page.name}: a comment before a block must read '<!-- not run: reason -->'"
+            reason = m.group(1)
+            assert reason, f"{page.name}: '<!-- not run: -->' needs a reason"
+        found.append((language, body, reason))
+    return found
+
+
+def env() -> dict[str, str]:
+    """The environment of a subprocess that imports this checkout's hyp2onnx."""
+    out = dict(os.environ)
+    out["PYTHONPATH"] = os.pathsep.join([str(ROOT), out.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    out.setdefault("PYSPARK_PYTHON", sys.executable)
+    return out
+
+
+def run_page(page: Path, tmp_path: Path, monkeypatch) -> None:
+    """Run every block of ``page`` that is not marked, in ``tmp_path``."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(ROOT))
+    namespace: dict = {"__name__": "__main__"}
+    for number, (language, body, reason) in enumerate(blocks(page), 1):
+        where = f"{page.name}, block {number}"
+        if reason is not None:
+            continue
+        if language == "python":
+            exec(compile(body, where, "exec"), namespace)
+        elif language in ("bash", "console", "sh", "shell"):
+            for line in body.splitlines():
+                words = shlex.split(line, comments=True)
+                if not words:
+                    continue
+                assert words[0] == "hyp2onnx", (
+                    f"{where}: '{line}' is not a hyp2onnx command; "
+                    "mark the block '<!-- not run: reason -->' if it cannot run in the tests"
+                )
+                done = subprocess.run(
+                    [*_CLI, *words[1:]], env=env(), capture_output=True, text=True
+                )
+                assert done.returncode == 0, f"{where}: {line}\n{done.stdout}{done.stderr}"

@@ -1,0 +1,493 @@
+"""Hyperbolic MLPs and their region trees: the Python model, the graphs, the tree, explain.
+
+Oracles independent of the code under test: the network's forward pass in
+plain Python floats (left-to-right sums over ``coefs_``), activation patterns
+brute-forced on a dense grid of the Klein disk with numpy's own product, and
+the hyperboloid's geometry from its definitions (geodesics as combinations
+of two points with ``sinh`` weights).
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from _cli import cli
+from _data import labels, points, targets
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
+
+import hyp2onnx
+from hyp2onnx.verify import run_onnx
+
+
+def _fit(model, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return model.fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def four_classes():
+    X, k = points(800, 2, seed=3, max_radius=2.5)
+    y = labels(k, 4, seed=3)
+    model = hyp2onnx.HyperbolicMLPClassifier(
+        hidden_layer_sizes=(16, 16), max_iter=150, random_state=0
+    )
+    return _fit(model, X[:500], y[:500]), X, y
+
+
+@pytest.fixture(scope="module")
+def two_classes():
+    X, k = points(600, 3, seed=4, max_radius=2.5)
+    y = np.where(labels(k, 2, seed=4) == 1, "b", "a")
+    model = hyp2onnx.HyperbolicMLPClassifier(
+        hidden_layer_sizes=(12, 8), max_iter=150, random_state=1
+    )
+    return _fit(model, X[:400], y[:400]), X, y
+
+
+# -- an independent oracle -------------------------------------------------------------------
+
+
+def oracle_logits(coefs, intercepts, k):
+    """The forward pass in plain Python floats: each sum left to right, then the bias."""
+    out = []
+    for row in k:
+        a = [float(v) for v in row]
+        for i, (W, b) in enumerate(zip(coefs, intercepts)):
+            z = []
+            for j in range(W.shape[1]):
+                s = a[0] * float(W[0, j])
+                for f in range(1, len(a)):
+                    s = s + a[f] * float(W[f, j])
+                z.append(s + float(b[j]))
+            a = z if i == len(coefs) - 1 else [max(v, 0.0) for v in z]
+        out.append(a)
+    return np.array(out)
+
+
+def to_hyperboloid(k):
+    x0 = 1.0 / np.sqrt(1.0 - np.einsum("ij,ij->i", k, k))
+    return np.concatenate([x0[:, None], k * x0[:, None]], axis=1)
+
+
+def bisect(f, a, b, steps=70):
+    """Klein rows on both sides of where the bool ``f`` changes along ``a -> b`` (row by row)."""
+    lo, hi = a.copy(), b.copy()
+    flo = f(lo)
+    for _ in range(steps):
+        mid = (lo + hi) / 2.0
+        same = f(mid) == flo
+        lo = np.where(same[:, None], mid, lo)
+        hi = np.where(same[:, None], hi, mid)
+    return np.concatenate([lo, hi])
+
+
+def hard_rows(model, X, seed=0, n=60):
+    """Held-out rows, rows at radius 10 to 15, rows where a hidden unit's computed
+    pre-activation changes sign and rows where the label changes (both sides, one ulp apart
+    along the segment), and rows whose first-layer pre-activation is exactly 0."""
+    rng = np.random.default_rng(seed)
+    k = model.to_klein(X)
+    net = model.network()
+    i, j = rng.integers(0, len(k), (2, n))
+    a, b = k[i], k[j]
+    pa, pb = net.pattern(a), net.pattern(b)
+    unit = np.array([rng.choice(np.flatnonzero(r)) if r.any() else 0 for r in pa != pb])
+    kink = bisect(lambda q: net.pattern(q)[np.arange(len(q)) % n, unit], a, b)
+    la = model.predict(to_hyperboloid(a))
+    tie = bisect(lambda q: model.predict(to_hyperboloid(q)) == la[np.arange(len(q)) % n], a, b)
+    v = rng.standard_normal((100, k.shape[1]))
+    r = rng.uniform(10.0, 15.0, 100)
+    far = np.concatenate(
+        [np.cosh(r)[:, None], np.sinh(r)[:, None] * v / np.linalg.norm(v, axis=1, keepdims=True)],
+        axis=1,
+    )
+    return np.concatenate(
+        [X, far, to_hyperboloid(kink), to_hyperboloid(tie), to_hyperboloid(zero_rows(net))]
+    )
+
+
+def zero_rows(net, n=20):
+    """Klein rows where a first-layer unit's fixed-order pre-activation is exactly 0, or
+    within a few ulps of it (k_1 moved ulp by ulp around the solution)."""
+    W, b = net.weights[0], net.biases[0]
+    rows = []
+    for u in range(min(n, W.shape[1])):
+        k0 = 0.05 * (u % 5)
+        k1 = -(b[u] + k0 * W[0, u]) / W[1, u]
+        if abs(k1) > 0.6:
+            continue
+        for step in range(-4, 5):
+            c = np.nextafter(k1, np.inf if step > 0 else -np.inf)
+            x = k1
+            for _ in range(abs(step)):
+                x = np.nextafter(x, c if step else x)
+            row = np.zeros(W.shape[0])
+            row[0], row[1] = k0, x
+            rows.append(row)
+    return np.array(rows)
+
+
+# -- the Python model ------------------------------------------------------------------------
+
+
+def test_forward_pass_is_the_oracles_bit_for_bit(four_classes, two_classes):
+    for model, X, _ in (four_classes, two_classes):
+        k = model.to_klein(X[:150])
+        want = oracle_logits(model.coefs_, model.intercepts_, k)
+        assert np.array_equal(model.decision_function(X[:150]), want)
+        if want.shape[1] == 1:
+            index = (want[:, 0] > 0).astype(int)
+        else:
+            index = np.argmax(want, axis=1)
+        assert np.array_equal(model.predict(X[:150]), model.classes_[index])
+
+
+def test_zero_rows_hit_exact_zero(four_classes):
+    model, _, _ = four_classes
+    net = model.network()
+    k = zero_rows(net)
+    z = net.forward(k)[1][0]
+    assert np.any(z == 0.0)  # the construction reaches the kink itself
+
+
+def test_estimator_conventions(four_classes):
+    model, X, y = four_classes
+    params = model.get_params()
+    assert params["input_geometry"] == "hyperboloid" and params["activation"] == "relu"
+    assert clone(model).get_params()["hidden_layer_sizes"] == (16, 16)
+    with pytest.raises(ValueError, match="only 'relu'"):
+        hyp2onnx.HyperbolicMLPClassifier(activation="tanh").fit(X[:50], y[:50])
+    with pytest.raises(ValueError, match="1d array"):
+        hyp2onnx.HyperbolicMLPClassifier().fit(X[:50], np.eye(2)[y[:50] % 2])
+    probabilities = model.predict_proba(X[:20])
+    assert np.allclose(probabilities.sum(axis=1), 1.0)
+    assert probabilities.shape == (20, 4)
+
+
+# -- the graphs ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", ["fast", "exact"])
+def test_graph_labels_are_the_models_on_hard_rows(four_classes, two_classes, encoding):
+    for model, X, _ in (four_classes, two_classes):
+        rows = hard_rows(model, X[400:])
+        onnx_model = hyp2onnx.to_onnx(model, encoding=encoding)
+        got = run_onnx(onnx_model, rows)
+        assert np.array_equal(got["label"], model.predict(rows))
+        report = hyp2onnx.verify(model, onnx_model, rows)
+        assert report.ok, report
+        if encoding == "exact":  # the chain: the logits bit for bit (softmax by the runtime)
+            assert report.max_abs_diff["probabilities"] <= 1e-15
+
+
+def test_fast_graph_rescores_rows_within_its_bound(four_classes):
+    model, X, _ = four_classes
+    onnx_model = hyp2onnx.to_onnx(model)
+    bound = hyp2onnx.read_metadata(onnx_model)["value_bound"]
+    assert 0 < bound < 1e-10
+    # Rows whose top two logits are equal: the graph must take the first, as numpy does.
+    rows = hard_rows(model, X[400:], seed=5)
+    logits = model.decision_function(rows)
+    top = np.sort(logits, axis=1)
+    assert np.any(top[:, -1] - top[:, -2] <= 2 * bound)  # the guard's branch is exercised
+    assert np.array_equal(run_onnx(onnx_model, rows)["label"], model.predict(rows))
+
+
+@pytest.mark.parametrize(
+    ("geometry", "curvature", "timelike_dim"),
+    [
+        ("poincare", -2.0, 0),
+        ("klein", -0.5, 0),
+        ("hyperboloid", -1.0, 0),
+        ("hyperboloid", -3.0, 1),  # the spacelike columns are not one run: Gather
+        ("hyperboloid", -1.0, 2),  # the last column: Slice
+    ],
+)
+def test_geometries_and_a_regressor_verify(geometry, curvature, timelike_dim):
+    X, k = points(300, 2, geometry, curvature=curvature, timelike_dim=timelike_dim, seed=7)
+    model = _fit(
+        hyp2onnx.HyperbolicMLPRegressor(
+            hidden_layer_sizes=(8,),
+            max_iter=100,
+            random_state=0,
+            input_geometry=geometry,
+            curvature=curvature,
+            timelike_dim=timelike_dim,
+        ),
+        X,
+        np.stack([targets(k), targets(k, seed=1)], axis=1),
+    )
+    for encoding in ("fast", "exact"):
+        onnx_model = hyp2onnx.to_onnx(model, encoding=encoding)
+        assert hyp2onnx.verify(model, onnx_model, X).ok
+    tree = hyp2onnx.region_tree(model, X)
+    report = hyp2onnx.verify(tree, hyp2onnx.to_onnx(tree), X)
+    assert report.ok and report.max_abs_diff["variable"] == 0.0
+
+
+def test_graphs_take_empty_and_single_row_batches(two_classes):
+    model, X, _ = two_classes
+    tree = hyp2onnx.region_tree(model, X[:400])
+    for onnx_model in (hyp2onnx.to_onnx(model), hyp2onnx.to_onnx(tree)):
+        assert run_onnx(onnx_model, X[:0])["label"].shape == (0,)
+        assert run_onnx(onnx_model, X[:1])["label"][0] == model.predict(X[:1])[0]
+
+
+def test_export_refuses_what_it_cannot_do(four_classes):
+    model, _, _ = four_classes
+    with pytest.raises(ValueError, match="encoding must be one of"):
+        hyp2onnx.to_onnx(model, encoding="compat")
+    with pytest.raises(ValueError, match="records its own geometry"):
+        hyp2onnx.to_onnx(model, input_geometry="klein")
+    with pytest.raises(hyp2onnx.UnsupportedModelError, match="fitted HyperbolicMLP"):
+        hyp2onnx.region_tree(object(), np.zeros((1, 3)))
+
+
+# -- the region tree -------------------------------------------------------------------------
+
+
+def grid(n=121):
+    t = np.linspace(-0.995, 0.995, n)
+    k = np.stack(np.meshgrid(t, t), axis=-1).reshape(-1, 2)
+    return k[np.einsum("ij,ij->i", k, k) < 0.99]
+
+
+def oracle_patterns(model, k):
+    """Hidden-unit signs by numpy's own products, and each row's smallest |pre-activation|."""
+    a, signs, least = k, [], np.full(len(k), np.inf)
+    for W, b in zip(model.coefs_[:-1], model.intercepts_[:-1]):
+        z = a @ W + b
+        signs.append(z > 0)
+        least = np.minimum(least, np.abs(z).min(axis=1))
+        a = np.maximum(z, 0)
+    return np.concatenate(signs, axis=1), least
+
+
+def test_tree_leaves_are_the_brute_force_regions_of_a_grid(four_classes):
+    model, _, _ = four_classes
+    k = grid()
+    tree = hyp2onnx.region_tree(model, to_hyperboloid(k))
+    want, least = oracle_patterns(model, k)
+    clear = least > 1e-9  # rows further than any rounding from every boundary
+    leaf = tree.apply(to_hyperboloid(k))
+    assert np.all(leaf >= 0)  # built from the grid: every grid row is covered
+    assert np.array_equal(tree.tree_.patterns[leaf[clear]], want[clear])
+    assert {r.tobytes() for r in want[clear]} <= {r.tobytes() for r in tree.tree_.patterns}
+    assert tree.n_regions_ <= tree.max_regions_ == 2**32
+
+
+def test_tree_labels_are_the_networks_and_values_within_the_bound(four_classes):
+    model, X, _ = four_classes
+    tree = hyp2onnx.region_tree(model, X[:500])
+    rows = hard_rows(model, X[500:], seed=2)
+    assert np.array_equal(tree.predict(rows), model.predict(rows))
+    k = model.to_klein(rows)
+    leaf = tree.tree_.leaf(k)
+    covered = leaf > 0
+    gap = np.abs(tree.tree_.leaf_outputs(k, leaf) - model.decision_function(rows))[covered]
+    assert gap.max() <= tree.value_bound_ < 1e-9
+    onnx_model = hyp2onnx.to_onnx(tree)
+    report = hyp2onnx.verify(tree, onnx_model, rows)
+    assert report.ok and report.label_mismatches == 0
+    got = run_onnx(onnx_model, rows)
+    assert np.array_equal(got["label"], model.predict(rows))
+    assert np.array_equal(got["region"], tree.apply(rows))
+
+
+def test_uncovered_rows_fall_back_to_the_network_and_say_so(four_classes):
+    model, X, _ = four_classes
+    tree = hyp2onnx.region_tree(model, X[:20])  # few points: few regions
+    rest = X[20:]
+    covered = tree.covered(rest)
+    assert 0 < covered.sum() < len(rest)
+    got = run_onnx(hyp2onnx.to_onnx(tree), rest)
+    assert np.array_equal(got["covered"], covered)
+    assert np.array_equal(got["region"] < 0, ~covered)
+    assert np.array_equal(got["label"], model.predict(rest))
+    assert np.allclose(got["probabilities"], model.predict_proba(rest), rtol=0, atol=1e-15)
+
+
+def test_every_node_is_a_geodesic_hyperplane(four_classes):
+    """Two points of each node's Klein hyperplane, the geodesic between them on the
+    hyperboloid (sinh-weighted combinations), and the node's Minkowski normal: the geodesic
+    stays on the normal's hyperplane, and the network's own pre-activation vanishes there."""
+    model, X, _ = four_classes
+    tree = hyp2onnx.region_tree(model, X[:300])
+    e = tree.tree_.ensemble
+    internal = np.flatnonzero(e.feature >= 0)
+    s = np.linspace(0.0, 1.0, 7)[:, None]
+    checked = 0
+    for node in internal:
+        w = e.projection[:, e.feature[node]]
+        c = -e.threshold[node]
+        norm = np.linalg.norm(w)
+        if norm == 0 or abs(c) >= 0.9 * norm:
+            continue  # the hyperplane misses the disk (or nearly)
+        foot = -c * w / norm**2
+        along = np.array([-w[1], w[0]]) / norm
+        half = 0.9 * np.sqrt(1.0 - foot @ foot)
+        a, b = to_hyperboloid(np.stack([foot - half * along, foot + half * along]))
+        D = np.arccosh(a[0] * b[0] - a[1:] @ b[1:])
+        path = (np.sinh((1 - s) * D) * a + np.sinh(s * D) * b) / np.sinh(D)
+        region = tree.explain(path[3])  # a point of the boundary: its own region
+        n = region.minkowski_normals
+        # <n, x>_L = -n_0 x_0 + n_s . x_s for the hyperplane the node tests
+        matching = np.flatnonzero(
+            np.all(np.isclose(region.klein_normals, w, rtol=1e-9, atol=1e-12), axis=1)
+        )
+        if not matching.size:
+            continue  # the boundary point's own pattern differs in an earlier unit
+        normal = n[matching[0]]
+        lorentz = -normal[0] * path[:, 0] + path[:, 1:] @ normal[1:]
+        assert np.all(np.abs(lorentz) <= 1e-9 * np.abs(normal).sum() * path[:, 0])
+        checked += 1
+    assert checked >= 10
+
+
+def test_explain_works_for_every_row(four_classes):
+    model, X, _ = four_classes
+    tree = hyp2onnx.region_tree(model, X[:20])
+    rows = X[20:120]
+    covered = tree.covered(rows)
+    for x in rows:
+        r = tree.explain(x)
+        k = model.to_klein(x[None, :])
+        assert r.contains(k)[0]
+        assert np.allclose(
+            k @ r.affine_weights + r.affine_offset,
+            model.decision_function(x[None, :]),
+            rtol=0,
+            atol=1e-12,
+        )
+        assert np.array_equal(r.pattern, model.activation_pattern(x[None, :])[0])
+        assert r.minkowski_normals.shape == (32, 3) and set(np.unique(r.side)) <= {-1, 1}
+        if r.covered:
+            assert np.array_equal(tree.tree_.patterns[r.region], r.pattern)
+        else:
+            assert r.region == -1
+    assert not covered.all()
+    with pytest.raises(ValueError, match="one point"):
+        tree.explain(rows[:2])
+
+
+def test_explain_draws_the_region_in_the_poincare_disk(four_classes):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    model, X, _ = four_classes
+    tree = hyp2onnx.region_tree(model, X[:200])
+    ax = tree.explain(X[300]).plot(resolution=80)
+    assert len(ax.lines) > 2
+
+
+def test_command_line_converts_and_checks(tmp_path, two_classes):
+    model, X, _ = two_classes
+    tree = hyp2onnx.region_tree(model, X[:400])
+    np.save(tmp_path / "sample.npy", X[400:])
+    for name, obj in (("mlp", model), ("tree", tree)):
+        path = tmp_path / f"{name}.pkl"
+        path.write_bytes(pickle.dumps(obj))
+        out = tmp_path / f"{name}.onnx"
+        code, stdout, err = cli("convert", path, "-o", out, "--check", tmp_path / "sample.npy")
+        assert code == 0, err
+        code, _, err = cli("predict", out, tmp_path / "sample.npy", "-o", tmp_path / f"{name}.csv")
+        assert code == 0, err
+        code, shown, err = cli("inspect", out)
+        assert code == 0 and "hidden layers [12, 8]" in shown, err
+        lines = (tmp_path / f"{name}.csv").read_text().splitlines()
+        assert len(lines) == 1 + len(X) - 400
+
+
+def test_uncovered_regressor_rows_get_the_networks_values():
+    X, k = points(400, 2, seed=8)
+    model = _fit(
+        hyp2onnx.HyperbolicMLPRegressor(hidden_layer_sizes=(8, 8), max_iter=100, random_state=0),
+        X,
+        targets(k),
+    )
+    tree = hyp2onnx.region_tree(model, X[:15])
+    got = run_onnx(hyp2onnx.to_onnx(tree), X)
+    uncovered = ~got["covered"]
+    assert uncovered.sum() > 10
+    want = model.predict(X)[:, None]
+    assert np.array_equal(got["variable"][uncovered], want[uncovered])  # the chain, bit for bit
+    assert np.abs(got["variable"] - want).max() <= tree.value_bound_
+
+
+@pytest.mark.parametrize("hidden", [(24,), (3, 30), (6, 5, 4), (24, 4)])
+def test_region_tree_graph_takes_every_route_through_its_levels(hidden):
+    """A first layer of more than 20 units walks every level (no table of 2**m nodes); a
+    small one takes the table, then the second layer's signs at once, then walks any
+    third layer level by level."""
+    X, k = points(400, 2, seed=9)
+    model = _fit(
+        hyp2onnx.HyperbolicMLPClassifier(hidden_layer_sizes=hidden, max_iter=60, random_state=0),
+        X,
+        labels(k, 3, seed=9),
+    )
+    tree = hyp2onnx.region_tree(model, X[:200])
+    got = run_onnx(hyp2onnx.to_onnx(tree), X)
+    assert np.array_equal(got["region"], tree.apply(X))
+    assert np.array_equal(got["label"], model.predict(X))
+
+
+def test_an_encoder_composes_in_front_of_networks_and_region_trees(tmp_path):
+    """An onnx.helper encoder (a linear map, then the exponential map to the Poincare disk)
+    in front of an MLP and of its region tree: one graph, checked by verify."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weights = {
+        "W": (0.5 * rng.normal(size=(4, 2))).astype(np.float32),
+        "axes": np.array([1], dtype=np.int64),
+        "eps": np.array(1e-30, dtype=np.float32),
+    }
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["v"]),
+        helper.make_node("Mul", ["v", "v"], ["vv"]),
+        helper.make_node("ReduceSum", ["vv", "axes"], ["s"]),
+        helper.make_node("Add", ["s", "eps"], ["s_eps"]),
+        helper.make_node("Sqrt", ["s_eps"], ["n"]),
+        helper.make_node("Tanh", ["n"], ["t"]),
+        helper.make_node("Div", ["t", "n"], ["f"]),
+        helper.make_node("Mul", ["f", "v"], ["points"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "encoder",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("points", TensorProto.FLOAT, ["N", 2])],
+        [numpy_helper.from_array(v, n) for n, v in weights.items()],
+    )
+    encoder = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    raw = rng.normal(size=(600, 4)).astype(np.float32)
+    points = run_onnx_plain(encoder, raw)
+    y = (points[:, 0] > 0.1).astype(int) + (points[:, 1] > 0).astype(int)
+    model = _fit(
+        hyp2onnx.HyperbolicMLPClassifier(
+            hidden_layer_sizes=(8, 8), max_iter=100, input_geometry="poincare", random_state=0
+        ),
+        points,
+        y,
+    )
+    for obj in (model, hyp2onnx.region_tree(model, points[:300])):
+        composed = hyp2onnx.compose(encoder, obj)
+        report = hyp2onnx.verify(obj, composed, raw)
+        assert report.ok and report.label_mismatches == 0, report
+    assert onnx.checker.check_model(composed) is None
+
+
+def run_onnx_plain(onnx_model, x):
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(
+        onnx_model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, {"x": x})[0]
