@@ -26,6 +26,7 @@ CASES = [
     pytest.param("bench_compose.py", "compose.md", None),
     pytest.param("bench_multiclass.py", "multiclass.md", None),
     pytest.param("bench_standard_compaction.py", "standard_compaction.md", None),
+    pytest.param("bench_label_rules.py", "label_rules.md", None),
 ]
 
 

@@ -9,7 +9,11 @@ float32 ulp either side of every border.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import pickle
+import struct
+import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from _cli import CLI, assert_usage_error, cli
 from catboost import CatBoostClassifier, CatBoostRegressor
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -253,6 +258,107 @@ def test_damaged_cbm_files_give_only_our_error(
     assert refused >= 5
 
 
+def _with_nan_leaf(blob: bytes, leaf: float) -> bytes:
+    """``blob`` with the first copy of the float64 leaf value ``leaf`` made NaN."""
+    at = blob.find(struct.pack("<d", leaf))
+    assert at > 0, "leaf value not found in the file"
+    return blob[:at] + struct.pack("<d", float("nan")) + blob[at + 8 :]
+
+
+def test_a_nan_leaf_is_a_damaged_file_not_an_internal_error(tmp_path: Path) -> None:
+    """CatBoost loads such a file, then refuses to write it out ("JSON writer: invalid float
+    value: nan"): that was "unexpected CatBoostError ... report the traceback"."""
+    k = _klein(100, 2, seed=7)
+    plain = CatBoostClassifier(**PARAMS, allow_writing_files=False).fit(k, k[:, 0] > 0)
+    plain.save_model(str(tmp_path / "model.cbm"))
+    blob = (tmp_path / "model.cbm").read_bytes()
+    (tmp_path / "nan.cbm").write_bytes(_with_nan_leaf(blob, plain.get_leaf_values()[0]))
+    code, out, err = cli("convert", tmp_path / "nan.cbm", "--geometry", "klein")
+    assert_usage_error(code, err, match="nan.cbm: not a catboost model file, or a damaged one")
+    assert "invalid float value: nan" in err and out == ""
+    # A hyperbolic estimator's pickle holding such a model.
+    model = h.HyperbolicCatBoostClassifier(**PARAMS).fit(_hyperboloid(k), k[:, 0] > 0)
+    leaf = model.estimator_.get_leaf_values()[0]
+    (tmp_path / "nan.pkl").write_bytes(_with_nan_leaf(pickle.dumps(model), leaf))
+    code, out, err = cli("convert", tmp_path / "nan.pkl")
+    assert_usage_error(code, err, match="nan.pkl: holds a damaged CatBoost model (")
+    # The same model in a .skops file (a zip; the CatBoost model is one member's bytes).
+    import zipfile
+
+    import skops.io as sio
+
+    sio.dump(model, tmp_path / "model.skops")
+    with (
+        zipfile.ZipFile(tmp_path / "model.skops") as source,
+        zipfile.ZipFile(tmp_path / "nan.skops", "w") as damaged,
+    ):
+        found = 0
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if struct.pack("<d", leaf) in data:
+                data, found = _with_nan_leaf(data, leaf), found + 1
+            damaged.writestr(item, data)
+    assert found == 1
+    code, out, err = cli("convert", tmp_path / "nan.skops")
+    assert_usage_error(code, err, match="nan.skops: holds a damaged CatBoost model (")
+    assert not list(tmp_path.glob("*.onnx"))
+    # In Python, without the command's child process: an error saying so.
+    loaded = CatBoostClassifier()
+    loaded.load_model(str(tmp_path / "nan.cbm"))
+    with pytest.raises(h.UnsupportedModelError, match="^the CatBoost model is damaged.*nan"):
+        h.to_onnx(loaded, input_geometry="klein")
+
+
+def test_a_cbm_file_that_crashes_catboost_is_one_error(tmp_path: Path) -> None:
+    """With this byte flipped (in the trees' split table of this model, for the catboost
+    version these tests pin) CatBoost crashes its process loading the file: main's convert
+    died with exit 139. Whatever CatBoost does with it, the command answers or refuses."""
+    X, y = h.datasets.make_wrapped_normal_mixture(200, 2, 3, random_state=0)
+    params = {"iterations": 10, "depth": 3, "verbose": 0, "random_seed": 0, "thread_count": 1}
+    model = h.HyperbolicCatBoostClassifier(**params).fit(X, y)
+    model.estimator_.save_model(str(tmp_path / "model.cbm"))
+    blob = bytearray((tmp_path / "model.cbm").read_bytes())
+    blob[9407] ^= 0xFF
+    (tmp_path / "bad.cbm").write_bytes(bytes(blob))
+    done = subprocess.run(
+        [*CLI, "convert", "bad.cbm", "--geometry", "hyperboloid"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert_usage_error(done.returncode, done.stderr, match="bad.cbm: ")
+    assert "damaged" in done.stderr, done.stderr
+    assert not (tmp_path / "bad.onnx").exists()
+
+
+class _CrashOnLoad:
+    """Unpickling this reads address 0: the process dies with SIGSEGV, as CatBoost's own
+    loading does on some damaged trees."""
+
+    def __reduce__(self) -> tuple:
+        return (ctypes.string_at, (0,))
+
+
+def test_a_pickle_naming_catboost_that_crashes_is_one_error(tmp_path: Path) -> None:
+    """Pickles holding CatBoost models are read in a child first, as XGBoost's are: the
+    crash ends the child, and the command says the file is damaged (exit 2, not 139)."""
+    with (tmp_path / "crash.pkl").open("wb") as f:
+        pickle.dump({"catboost": _CrashOnLoad()}, f)
+    done = subprocess.run(
+        [*CLI, "convert", "crash.pkl"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert_usage_error(done.returncode, done.stderr, match="crash.pkl: damaged pickle/joblib file")
+    assert "crashed (SIGSEGV)" in done.stderr
+    assert not list(tmp_path.glob("*.onnx")) and not list(tmp_path.glob(".*"))
+
+
 @pytest.mark.parametrize(
     ("params", "match"),
     [
@@ -295,3 +401,24 @@ def expected_failed_checks(estimator: Any) -> dict[str, str]:
 @parametrize_with_checks(CHECKED, expected_failed_checks=expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator: Any, check: Any) -> None:
     check(estimator)
+
+
+def test_multiclass_labels_follow_catboosts_raw_scores() -> None:
+    """CatBoost labels a row by its first largest raw score; two scores one ulp apart
+    round to one softmax probability, where an ArgMax of probabilities takes the first
+    class. The rows of two classes repeated under each other's label make such rows."""
+    from hyp2onnx.datasets import make_wrapped_normal_mixture
+
+    X, y = make_wrapped_normal_mixture(3000, 3, 4, random_state=0)
+    a, b = X[y == 0], X[y == 1]
+    X = np.concatenate([X, a, b])
+    y = np.concatenate([y, np.ones(len(a), int), np.zeros(len(b), int)])
+    model = h.HyperbolicCatBoostClassifier(iterations=50, depth=4, verbose=0, thread_count=1)
+    model.fit(X, y)
+    want = model.predict(X)
+    raw = model.estimator_.predict(model._tree_input(X), prediction_type="RawFormulaVal")
+    top = np.sort(raw, axis=1)
+    assert np.any((top[:, -1] > top[:, -2]) & (top[:, -1] - top[:, -2] < 1e-15))  # near ties
+    for encoding in ("fast", "exact", "standard"):
+        got = run_onnx(h.to_onnx(model, encoding=encoding), X)["label"]
+        assert np.array_equal(got, want), (encoding, np.flatnonzero(got != want)[:5])

@@ -582,6 +582,30 @@ def test_fit_and_model_predict_name_bad_rows_by_global_row(client):
         model.predict(unknown).compute()
 
 
+def test_bad_sample_weights_are_refused_naming_their_global_rows(client):
+    """XGBoost gave "Ring allreduce" (negative) or a quantile.cc check (all zero) on the
+    cluster; the weights are checked first, their rows named as in the whole array."""
+    k, X, y, _ = _data("binary", seed=7)
+    Xd, yd = da.from_array(X, chunks=(CHUNKS, -1)), da.from_array(y, chunks=(CHUNKS,))
+    model = hdask.HyperbolicDaskXGBClassifier(client=client, **_native_params("XGB"))
+    for value, match in [
+        (-1.0, r"negative at row 1750\b"),
+        (np.nan, r"NaN at row 1750\b"),
+        (np.inf, r"infinite at row 1750\b"),
+    ]:
+        w = np.ones(len(y))
+        w[1750] = value  # partition 2, its row 750
+        with pytest.raises(ValueError, match=match):
+            model.fit(Xd, yd, sample_weight=da.from_array(w, chunks=(CHUNKS,)))
+    with pytest.raises(ValueError, match="every weight is zero"):
+        model.fit(Xd, yd, sample_weight=da.zeros(len(y), chunks=(CHUNKS,)))
+    # LightGBM defines negative weights (they scale gradients): accepted there.
+    w = np.ones(len(y))
+    w[1750] = -1.0
+    lgbm = hdask.HyperbolicDaskLGBMClassifier(client=client, n_estimators=2, verbose=-1)
+    lgbm.fit(Xd, yd, sample_weight=da.from_array(w, chunks=(CHUNKS,)))
+
+
 # -- LightGBM: classes per worker checked before training; no training can hang ----------
 
 

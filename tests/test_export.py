@@ -61,6 +61,16 @@ def adversarial_klein(model, k_base: np.ndarray, *, steps: int = 2) -> np.ndarra
     )
 
 
+def _assert_default(model, onx, X):
+    """The default graph: labels exactly the model's, values within the bound it records
+    (a forest of more than two classes gives its probabilities rounded once to float32)."""
+    got = run_onnx(onx, X)
+    Xt = X.astype(np.float32 if onx.graph.input[0].type.tensor_type.elem_type == 1 else np.float64)
+    np.testing.assert_array_equal(got["label"], model.predict(Xt))
+    report = h.verify(model, onx, X)
+    assert report.ok and report.label_mismatches == 0, report
+
+
 def _fit(est, kind, X, k, *, n_classes=3, seed=0):
     y = labels(k, n_classes, seed=seed) if kind == "clf" else targets(k, seed=seed)
     return est.fit(X, y)
@@ -222,7 +232,8 @@ def test_export_is_deterministic_and_carries_metadata(tmp_path):
     umask = os.umask(0o022)
     os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's owner-only 0600
-    _assert_exact(model, onnx.load(path), X)
+    _assert_default(model, onnx.load(path), X)
+    _assert_exact(model, to_onnx(model, encoding="exact"), X)
 
 
 def test_empty_batch_and_single_row():
@@ -230,14 +241,16 @@ def test_empty_batch_and_single_row():
     model = h.HyperbolicRandomForestClassifier(n_estimators=3, random_state=0).fit(X, labels(k))
     got = run_onnx(to_onnx(model), X[:0])
     assert got["label"].shape == (0,) and got["probabilities"].shape == (0, 3)
-    _assert_exact(model, to_onnx(model), X[:1])
+    _assert_default(model, to_onnx(model), X[:1])
+    _assert_exact(model, to_onnx(model, encoding="exact"), X[:1])
 
 
 def test_large_batch_crosses_row_blocks():
     X, k = points(500, 3, seed=14)
     model = h.HyperbolicRandomForestClassifier(n_estimators=5, random_state=0).fit(X, labels(k))
     X_big, _ = points(5000, 3, seed=15)  # several blocks of CHUNK_ROWS and a partial one
-    _assert_exact(model, to_onnx(model), X_big)
+    _assert_exact(model, to_onnx(model, encoding="exact"), X_big)
+    _assert_default(model, to_onnx(model), X_big)
 
 
 @pytest.mark.parametrize("regressor", [False, True])
@@ -361,9 +374,10 @@ def test_verify_compares_with_tree_order_sums_for_threaded_forests():
     X, k = points(600, 3, seed=24)
     model = h.HyperbolicRandomForestClassifier(n_estimators=60, n_jobs=2, random_state=0)
     model.fit(X, labels(k, 4, noise=0.3))
-    report = h.verify(model, to_onnx(model), X)
+    report = h.verify(model, to_onnx(model, encoding="exact"), X)
     assert report.ok and report.max_abs_diff["probabilities"] == 0.0
     assert model.estimator_.n_jobs == 2
+    assert h.verify(model, to_onnx(model), X).ok  # the default: within its recorded bound
 
 
 def test_verify_report_raises_on_disagreement():

@@ -203,6 +203,68 @@ def test_the_guard_cannot_be_removed() -> None:
     assert np.all(labels_of(False, 2) == 1)
 
 
+def test_the_guard_follows_xgboosts_float32_threshold() -> None:
+    """XGBoost's binary label is a float32 margin above ``1.5 * 2**-24`` (its own sigmoid's
+    ``p > 0.5``): the guard looks at the margin's distance to that threshold.
+
+    Tree 0 adds 1, the last -1, the others ``2**-24``: in tree order each ``2**-24`` is lost
+    against 1 (ties to even) and the float32 margin is exactly 0, label 0. Summed in two
+    halves, the second half's ``2**-24`` survive against -1 and the margin is about
+    ``49 * 2**-24``, far above the threshold: label 1 without the guard.
+    """
+    k = klein_points(400, 3, seed=47)
+    model = h.HyperbolicXGBClassifier(
+        n_estimators=100, max_depth=2, n_jobs=1, base_score=0.5, **KLEIN
+    ).fit(k, labels(k, 2))
+    described = describe(model)
+    assert described.ensemble.label_rule == "above"
+    per_tree = np.full(described.ensemble.n_trees, 2.0**-24)
+    per_tree[0], per_tree[-1] = 1.0, -1.0
+    described = _with_leaf_values(describe(model), per_tree)
+    margin = np.float32(0.0)
+    for v in per_tree.astype(np.float32):  # the model's own arithmetic: float32, tree order
+        margin = np.float32(margin + v)
+    assert margin == 0.0
+
+    def labels_of(guard: bool, threads: int) -> np.ndarray:
+        graph = _compile_fast(described, guard=guard)
+        return run_onnx(graph, k[:200], threads=threads)["label"]
+
+    for threads in (1, 2):
+        assert np.all(labels_of(True, threads) == 0)
+    assert np.all(labels_of(False, 2) == 1)  # the runtime's order needs the guard here
+
+
+def test_the_guard_of_labels_on_raw_scores_cannot_be_removed() -> None:
+    """Labels decided on raw scores (CatBoost's rule): the guard looks at the top two
+    scores. Three classes whose trees each feed one class (a LightGBM model's IR with
+    CatBoost's rule): classes 0 and 2 score 0, class 1 the near-tie sum of
+    ``_near_tie_model`` (exactly 0 in tree order, ``49 * 2**-53`` in two halves)."""
+    k = klein_points(400, 3, seed=48)
+    model = h.HyperbolicLGBMClassifier(
+        n_estimators=100, num_leaves=4, min_child_samples=2, verbose=-1, n_jobs=1, **KLEIN
+    ).fit(k, labels(k, 3))
+    described = describe(model)
+    e = described.ensemble
+    rounds = e.n_trees // 3
+    per_round = np.full(rounds, 2.0**-53)
+    per_round[0], per_round[-1] = 1.0, -1.0
+    leaf = e.feature < 0
+    tree = tree_of_node(e)
+    value = np.zeros_like(e.value)
+    ones = leaf & (e.tree_target[tree] == 1)
+    value[ones, 1] = per_round[tree[ones] // 3]
+    described = replace(described, ensemble=replace(e, value=value, label_rule="scores"))
+
+    def labels_of(guard: bool, threads: int) -> np.ndarray:
+        graph = _compile_fast(described, guard=guard)
+        return run_onnx(graph, k[:200], threads=threads)["label"]
+
+    for threads in (1, 2):
+        assert np.all(labels_of(True, threads) == 0)  # an exact tie: the first class
+    assert np.all(labels_of(False, 2) == 1)
+
+
 def test_the_binary_forest_guard_cannot_be_removed() -> None:
     """Binary forests add the class-1 fractions alone and give class 0 as 1 - p1.
 

@@ -296,11 +296,26 @@ CASES = {case.id: case for case in _cases()}
 # -- hashing ---------------------------------------------------------------------------------
 
 
+#: Fields added to the IR after the hashes were written, with their defaults: a field at its
+#: default is left out of the hash, so descriptions that do not use it hash as before.
+ADDED_FIELDS = {"label_rule": "probabilities", "label_threshold": 0.0}
+
+
+def _at_default(value: Any, field: dataclasses.Field) -> bool:
+    """Whether ``field`` is one of ``ADDED_FIELDS`` and ``value`` its default."""
+    if field.name not in ADDED_FIELDS:
+        return False
+    default = ADDED_FIELDS[field.name]
+    return type(value) is type(default) and value == default
+
+
 def _feed(digest: Any, value: Any) -> None:
     """Feed ``value`` (dataclasses, arrays, containers, scalars) into ``digest``, typed."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         digest.update(type(value).__name__.encode())
         for field in dataclasses.fields(value):
+            if _at_default(getattr(value, field.name), field):
+                continue
             digest.update(field.name.encode())
             _feed(digest, getattr(value, field.name))
     elif isinstance(value, np.ndarray):

@@ -10,9 +10,13 @@ subprocess shows.
 from __future__ import annotations
 
 import csv
+import os
 import pickle
+import re
 import signal
+import stat
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -589,3 +593,98 @@ def test_formula_like_labels_are_escaped_in_prediction_csvs(tmp_path):
         not s.startswith(("=", "+", "-", "@", "\t", "\r")) for s in got
     )
     assert rows[0][1:] == [f"probability_{c}" for c in model.classes_]  # headers never start so
+
+
+def test_an_output_that_cannot_be_created_is_named_not_its_temporary_file(made, tmp_path):
+    """The write goes through a temporary file beside the output; the error names the output."""
+    unwritable = [tmp_path / "no-folder" / "x.csv"]
+    if Path("/proc").is_dir():
+        unwritable.append(Path("/proc/x.csv"))  # a folder where no file can be created
+    for path in unwritable:
+        f = made["folder"]
+        code, _, err = cli("predict", f / "rf32.onnx", f / "X.npy", "-o", path, "--force")
+        assert_usage_error(code, err, match=f"{path}:")
+        assert ".tmp" not in err and f".{path.name}." not in err, err
+        with pytest.raises(OSError, match=re.escape(str(path))) as raised:
+            h.save_onnx(made["rf"], path)
+        assert ".tmp" not in str(raised.value)
+
+
+def test_a_symbolic_link_is_written_through_and_a_fifo_is_never_replaced(made, tmp_path):
+    """The API's atomic writes follow the CLI's rule: only a regular file is replaced."""
+    (tmp_path / "target.onnx").write_bytes(b"old")
+    (tmp_path / "link.onnx").symlink_to("target.onnx")
+    h.save_onnx(made["rf"], tmp_path / "link.onnx")
+    assert (tmp_path / "link.onnx").is_symlink()
+    assert onnx.load(str(tmp_path / "target.onnx")).graph.input
+    (tmp_path / "dangling.onnx").symlink_to("nowhere.onnx")
+    with pytest.raises(OSError, match="dangling.onnx: is a symbolic link to nowhere.onnx"):
+        h.save_onnx(made["rf"], tmp_path / "dangling.onnx")
+    assert not (tmp_path / "nowhere.onnx").exists()
+    os.mkfifo(tmp_path / "fifo")
+    received: list[bytes] = []
+
+    def read() -> None:
+        with open(tmp_path / "fifo", "rb") as f:
+            received.append(f.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    h.save_onnx(made["rf"], tmp_path / "fifo", overwrite=False)  # nothing is replaced
+    reader.join(10)
+    assert stat.S_ISFIFO(os.lstat(tmp_path / "fifo").st_mode)
+    assert onnx.load_from_string(received[0]).graph.input
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"splits": "axis", "threshold_law": "klein"}], ids=["own-trees", "sklearn"]
+)
+def test_inspect_counts_the_nodes_of_isolation_forests(made, tmp_path, params):
+    """Oracle: the Python model's own node arrays. Walked trees have no tree operator (the
+    count was 0); trees held in both branches of an If were counted twice."""
+    model = h.HyperbolicIsolationForest(n_estimators=3, random_state=0, **params).fit(made["X"])
+    h.save_onnx(model, tmp_path / "iso.onnx")
+    code, out, err = cli("inspect", tmp_path / "iso.onnx", "--json")
+    assert code == 0, err
+    import json
+
+    expected = sum(len(tree.left) for tree in model.trees_)
+    assert json.loads(out)["tree_nodes"] == expected > 3
+
+
+def test_an_npz_archive_named_npy_is_refused_as_an_archive(made, tmp_path):
+    np.savez(tmp_path / "points", made["X"])  # writes points.npz
+    (tmp_path / "points.npz").rename(tmp_path / "points.npy")
+    f = made["folder"]
+    code, _, err = cli(
+        "predict", f / "rf32.onnx", tmp_path / "points.npy", "-o", tmp_path / "p.csv"
+    )
+    assert_usage_error(code, err, match="points.npy: is a .npz archive of 1 array(s) (arr_0)")
+    assert "None" not in err
+    assert not (tmp_path / "p.csv").exists()
+
+
+def test_an_open_descriptor_is_written_in_place_as_a_stream(made, tmp_path):
+    """``-o /proc/self/fd/1`` (what ``/dev/stdout`` leads to): the output goes through the
+    descriptor, wherever it points, and the report line to stderr. Tested through /proc,
+    never /dev/stdout: before the fix a rename over /dev/stdout would replace that link."""
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("no /proc/self/fd here")
+    f = made["folder"]
+    command = [*CLI, "predict", str(f / "rf32.onnx"), str(f / "X.npy"), "-o", "/proc/self/fd/1"]
+    piped = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert piped.returncode == 0, piped.stderr
+    expected = (tmp_path / "expected.csv").resolve()
+    code, _, err = cli("predict", f / "rf32.onnx", f / "X.npy", "-o", expected)
+    assert code == 0, err
+    assert piped.stdout == expected.read_text()  # the CSV alone: no report line in it
+    assert "wrote /proc/self/fd/1" in piped.stderr
+    # Into a file the caller opened for appending (a shell's >>): appended, not replaced.
+    out = tmp_path / "log.csv"
+    out.write_text("earlier line\n")
+    inode = out.stat().st_ino
+    with out.open("a") as appended:
+        done = subprocess.run(command, stdout=appended, stderr=subprocess.PIPE, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == "earlier line\n" + expected.read_text()
+    assert out.stat().st_ino == inode

@@ -16,10 +16,16 @@ minute.
 
 from __future__ import annotations
 
+import copy
 import csv
+import json
+import os
 import pickle
+import stat
 import subprocess
+import sys
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 
@@ -28,7 +34,7 @@ import onnx
 import pytest
 from _cli import CLI, assert_usage_error, cli
 from _data import isometric_copy, labels, points, random_isometry
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -541,6 +547,208 @@ def test_far_points_verify_with_the_default_dtype(far_model, rows, jitter):
         assert verify(model, graph, Q).ok
 
 
+# -- output paths of every file kind (issue 31) -----------------------------------------------
+#
+# The oracle, written from the documented rule (docs/cli.md): only a regular file is ever
+# replaced, through a symbolic link to it if one is given; a FIFO or character device is
+# written in place; anything else is refused and left as it was. Every node is made in a
+# temporary folder: the system's own /dev/null is never touched (CI runs as root).
+
+OUTPUT_KINDS = ["regular", "missing", "link", "dangling", "fifo", "device", "folder"]
+
+
+@pytest.fixture(scope="module")
+def reference_outputs(world, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Each command's output written to a plain new file, and whether device nodes work here."""
+    folder = tmp_path_factory.mktemp("reference")
+    f = world["folder"]
+    out = {}
+    for name, args in {
+        "predict": ["predict", f / "rf32.onnx", f / "X.npy", "-o"],
+        "convert": ["convert", f / "rf.pkl", "-o"],
+    }.items():
+        code, _, err = cli(*args, folder / f"{name}.out")
+        assert code == 0, err
+        out[name] = (args, (folder / f"{name}.out").read_bytes())
+    try:  # a copy of the null device: needs root (CI) and a folder not mounted nodev
+        os.mknod(folder / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        with open(folder / "null", "wb") as null:
+            null.write(b"x")
+        devices = True
+    except OSError:
+        devices = False
+    return {"commands": out, "devices": devices}
+
+
+def _make_output(folder: Path, kind: str) -> Path:
+    path = folder / "out"
+    if kind == "regular":
+        path.write_bytes(b"old")
+    elif kind == "link":
+        (folder / "target").write_bytes(b"old")
+        path.symlink_to("target")
+    elif kind == "dangling":
+        path.symlink_to("nowhere")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    elif kind == "folder":
+        path.mkdir()
+        (path / "inside").write_bytes(b"old")
+    return path
+
+
+def _snapshot(folder: Path) -> dict:
+    """Every entry's kind, link target and content (files) or device number."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        st = os.lstat(p)
+        kind = stat.S_IFMT(st.st_mode)
+        detail: object = None
+        if stat.S_ISLNK(st.st_mode):
+            detail = os.readlink(p)
+        elif stat.S_ISREG(st.st_mode):
+            detail = p.read_bytes()
+        elif stat.S_ISCHR(st.st_mode):
+            detail = st.st_rdev
+        out[p.relative_to(folder)] = (kind, detail)
+    return out
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(
+    kind=st.sampled_from(OUTPUT_KINDS),
+    command=st.sampled_from(["predict", "convert"]),
+    force=st.booleans(),
+)
+def test_output_paths_of_every_kind_are_written_as_documented(
+    reference_outputs, kind, command, force
+):
+    if kind == "device" and not reference_outputs["devices"]:
+        event("device nodes not available here")
+        return
+    args, expected = reference_outputs["commands"][command]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        path = _make_output(folder, kind)
+        before = _snapshot(folder)
+        received: list[bytes] = []
+        reader = None
+        if kind == "fifo":  # a reader, as a user's `cat out` would be
+
+            def read() -> None:
+                with open(path, "rb") as f:
+                    received.append(f.read())
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+        code, stdout, err = cli(*args, path, *(["--force"] if force else []))
+        if reader is not None:
+            if reader.is_alive() and not received:  # the command never opened it: let go
+                with open(path, "wb"):
+                    pass
+            reader.join(5)
+        after = _snapshot(folder)
+        event(f"{kind}: exit {code}")
+        assert "Traceback" not in err and ".tmp" not in err, err
+        if kind in ("dangling", "folder") or (kind in ("regular", "link") and not force):
+            assert_usage_error(code, err, match=str(path))
+            assert after == before  # nothing replaced, nothing created
+            return
+        assert code == 0, err
+        if kind in ("fifo", "device"):
+            assert after == before  # still the same node, nothing beside it
+            assert stdout == ""  # the report goes to stderr beside a stream
+            assert "wrote" in err
+            if kind == "fifo":
+                assert received == [expected]
+            return
+        written = folder / ("target" if kind == "link" else "out")
+        assert written.read_bytes() == expected
+        assert stat.S_ISREG(os.lstat(written).st_mode)
+        if kind == "link":
+            assert os.readlink(path) == "target"  # the link stays a link to the same file
+        assert {p.name for p in folder.iterdir()} == {p.name for p in before} | {"out"}
+
+
+# -- byte flips through whole CatBoost files and pickles, in a child process (issue 31) -----
+#
+# CatBoost loads some damaged .cbm files and then crashes its process in the JSON export or
+# in predict: the commands read such files in a child first. Each example runs its commands
+# in one child process (a crash there is a negative return code, not the end of this run).
+
+_CHILD = """
+import contextlib, io, json, sys
+from hyp2onnx.cli import main
+for command in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(command)
+    print(json.dumps([code, err.getvalue()]), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def catboost_files(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    from catboost import CatBoostClassifier
+
+    folder = tmp_path_factory.mktemp("catboost")
+    X, k = points(200, 3, seed=51)
+    y = labels(k, 3, seed=51)
+    params = {"iterations": 8, "depth": 3, "verbose": 0, "random_seed": 0, "thread_count": 1}
+    CatBoostClassifier(**params, allow_writing_files=False).fit(k, y).save_model(
+        str(folder / "plain.cbm")
+    )
+    model = h.HyperbolicCatBoostClassifier(**params).fit(X, y)
+    with (folder / "model.pkl").open("wb") as f:
+        pickle.dump(model, f)
+    np.save(folder / "X.npy", X[:50])
+    return {"folder": folder}
+
+
+@settings(max_examples=2, **SETTINGS)
+@given(
+    cases=st.lists(
+        st.tuples(
+            st.sampled_from(["plain.cbm", "model.pkl"]),
+            st.sampled_from(["flip", "flip", "flip", "truncate", "insert", "zero"]),
+            st.floats(0.0, 1.0),
+            st.binary(min_size=1, max_size=8),
+        ),
+        min_size=2,
+        max_size=2,
+    )
+)
+def test_damaged_catboost_files_give_an_answer_or_one_error_in_a_child(catboost_files, cases):
+    source = catboost_files["folder"]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        commands = []
+        for i, (name, how, where, junk) in enumerate(cases):
+            case = folder / str(i)
+            case.mkdir()
+            path = case / f"damaged{Path(name).suffix}"
+            path.write_bytes(_damage((source / name).read_bytes(), how, where, junk))
+            geometry = ["--geometry", "hyperboloid"] if name.endswith(".cbm") else []
+            check = ["--check", str(source / "X.npy"), "-o", str(case / "out.onnx")]
+            commands.append(["convert", str(path), *geometry, *check])
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD, json.dumps(commands)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
+        results = [json.loads(line) for line in done.stdout.splitlines()]
+        crashed = cases[len(results)] if len(results) < len(cases) else None
+        assert done.returncode == 0, (done.returncode, crashed, done.stderr[-500:])
+        for (name, how, *_), (code, err), command in zip(cases, results, commands):
+            case = Path(command[-1]).parent
+            assert_contract(code, err, case, {Path(command[1]).name}, Path(command[-1]))
+            event(f"{name} {how}: exit {code}")
+
+
 # -- far training sets for every centred design -------------------------------------------------
 #
 # Isolation and rotation forests centre their work on Lorentzian centroids, so moving the
@@ -619,3 +827,189 @@ def test_far_training_sets_keep_the_rotation_forests_predictions(d, seed, rapidi
     assert all(np.isfinite(M).all() for M in after.frames_)
     same = before.predict(X[200:]) == after.predict(Y[200:])
     assert same.mean() >= 0.97, (same.mean(), radius.max())
+
+
+# -- margins swept around each backend's decision point ---------------------------------------
+#
+# Each library's predict decides on its own quantity (docs/math.md, "How each backend turns
+# scores into labels"): XGBoost's binary label is p > 0.5 of its float32 sigmoid, LightGBM's
+# the argmax of [1 - p, p] of its float64 sigmoid, CatBoost's the sign of the raw score or its
+# first largest raw score, scikit-learn's the first largest probability. Leaf values set
+# through each library's own model (tests/_margins.py) put every row's score at, and one ulp
+# around, that decision point; the graph's labels must be the library's, in every encoding
+# that promises exact labels. Trees 0 and 1 add A and -A before the swept leaves of the last
+# tree: in the library's order the sum is the swept value exactly, in another order it is
+# not, so the graphs must add in the library's order (or rescore, tests/test_fast.py shows
+# the guard at work where the runtime's order differs).
+
+#: Decision points of the binary rules: the margins above which the label is 1.
+XGB_THRESHOLD = 1.5 * 2.0**-24
+LGBM_THRESHOLD = 1.5 * 2.0**-53
+LABEL_ENCODINGS = ("fast", "exact", "standard")
+
+
+def _ulps(center: float, offsets: np.ndarray, dtype: str) -> np.ndarray:
+    """``center`` moved by each of ``offsets`` ulps of ``dtype`` (through zero too)."""
+    one = np.dtype(dtype).type
+    out = []
+    for k in offsets.tolist():
+        x = one(center)
+        for _ in range(abs(k)):
+            x = np.nextafter(x, one(np.inf if k > 0 else -np.inf))
+        out.append(x)
+    return np.array(out, dtype=np.float64)
+
+
+@pytest.fixture(scope="module")
+def margin_models() -> dict:
+    from _margins import set_leaves  # noqa: F401  (imported here: fails early if missing)
+
+    X, k = points(400, 2, seed=31)
+    y2, y3 = labels(k, 2, seed=31), labels(k, 3, seed=31)
+    boosters = {
+        "xgboost": lambda: h.HyperbolicXGBClassifier(n_estimators=3, max_depth=4, n_jobs=1),
+        "lightgbm": lambda: h.HyperbolicLGBMClassifier(
+            n_estimators=3, num_leaves=16, min_child_samples=2, verbose=-1, n_jobs=1
+        ),
+        "catboost": lambda: h.HyperbolicCatBoostClassifier(
+            iterations=3, depth=4, verbose=0, thread_count=1
+        ),
+        "forest": lambda: h.HyperbolicRandomForestClassifier(
+            n_estimators=3, max_depth=4, random_state=0
+        ),
+    }
+    models = {}
+    for name, make in boosters.items():
+        models[name, 2] = make().fit(X, y2)
+        models[name, 3] = make().fit(X, y3)
+    return models, X
+
+
+def _labels_agree(model, X: np.ndarray) -> None:
+    want = np.asarray(model.predict(X))
+    for encoding in LABEL_ENCODINGS:
+        got = run_onnx(h.to_onnx(model, encoding=encoding), X)["label"]
+        differ = np.flatnonzero(got != want)
+        assert differ.size == 0, (encoding, differ.size, differ[:5])
+
+
+@pytest.mark.parametrize("center", ["threshold", "-threshold", 0.0, 1e-6, -1e-6])
+@pytest.mark.parametrize("backend", ["xgboost", "lightgbm", "catboost"])
+@settings(max_examples=3, **SETTINGS)
+@given(shift=st.integers(-8, 8), big=st.sampled_from([1.0, 0.0, 0.75, 3.0, 2.0**-20]))
+def test_binary_labels_follow_the_library_around_its_threshold(
+    margin_models, backend, center, shift, big
+):
+    """The last tree's leaves run through ``center`` in one-ulp steps (the leaf count, 8 to
+    16, either side of it, moved by ``shift``): the library's threshold, zero, and +-1e-6."""
+    from _margins import set_leaves
+
+    models, X = margin_models
+    model = copy.deepcopy(models[backend, 2])
+    threshold = {"xgboost": XGB_THRESHOLD, "lightgbm": LGBM_THRESHOLD}.get(backend, 0.0)
+    if isinstance(center, str):
+        center = -threshold if center.startswith("-") else threshold
+    dtype = "float32" if backend == "xgboost" else "float64"
+
+    def values(tree: int, column: int, n: int) -> np.ndarray:
+        if tree < 2:
+            return np.full(n, big if tree == 0 else -big)
+        return _ulps(center, np.arange(n) - n // 2 + shift, dtype)
+
+    set_leaves(model, values)
+    _labels_agree(model, X)
+
+
+@settings(max_examples=4, **SETTINGS)
+@example(shift=0, spread=1)
+@given(shift=st.integers(-8, 8), spread=st.integers(0, 3))
+def test_binary_forest_labels_follow_scikit_learn_at_one_half(margin_models, shift, spread):
+    """scikit-learn's label is the first class of highest averaged fraction: class-1
+    fractions ``p`` one ulp at a time through 1/2 (class 0 holds ``1 - p``, exact there),
+    each tree shifted by ``spread`` ulps from the one before."""
+    from _margins import set_leaves
+
+    models, X = margin_models
+    model = copy.deepcopy(models["forest", 2])
+
+    def values(tree: int, column: int, n: int) -> np.ndarray:
+        p1 = _ulps(0.5, np.arange(n) - n // 2 + shift + spread * (tree - 1), "float64")
+        return p1 if column == 1 else 1.0 - p1
+
+    set_leaves(model, values)
+    _labels_agree(model, X)
+
+
+@pytest.mark.parametrize("swept", [1, 2])
+@pytest.mark.parametrize("backend", ["xgboost", "lightgbm", "catboost", "forest"])
+@settings(max_examples=3, **SETTINGS)
+@example(base=0.3, other=0, shift=0, big=1.0)  # two classes one ulp apart: one probability
+@example(base=7.0, other=-1, shift=3, big=0.75)
+@given(
+    base=st.sampled_from([0.3, 0.0, -2.5, 1e-6, 7.0, 0.5]),
+    other=st.integers(-1, 1),
+    shift=st.integers(-8, 8),
+    big=st.sampled_from([1.0, 0.0, 0.75, 3.0]),
+)
+def test_multiclass_labels_follow_the_library_at_near_ties(
+    margin_models, backend, base, swept, other, shift, big
+):
+    """Class ``swept``'s score runs through ``base`` in one-ulp steps; the other two classes
+    score ``base``, the one after ``swept`` ``other`` ulps off: exact ties, and ties one ulp
+    apart, with the larger score after the smaller (a first-of-equal-probabilities rule
+    would pick the earlier class there)."""
+    from _margins import set_leaves
+
+    models, X = margin_models
+    model = copy.deepcopy(models[backend, 3])
+    dtype = "float32" if backend == "xgboost" else "float64"
+    # A forest's or CatBoost's tree holds every class; XGBoost and LightGBM grow a tree per
+    # class and round, round by round. Three rounds either way.
+    per_class = 1 if backend in ("forest", "catboost") else 3
+
+    def values(tree: int, column: int, n: int) -> np.ndarray:
+        round_ = tree // per_class
+        if round_ < 2:
+            return np.full(n, big if round_ == 0 else -big)
+        if column == swept:
+            return _ulps(base, np.arange(n) - n // 2 + shift, dtype)
+        return np.full(
+            n, _ulps(base, np.array([other if column == (swept + 1) % 3 else 0]), dtype)[0]
+        )
+
+    set_leaves(model, values)
+    _labels_agree(model, X)
+
+
+@pytest.fixture(scope="module")
+def graph_exp():
+    """onnxruntime running the graph's `exp_correctly_rounded` on a float64 vector."""
+    from onnx import TensorProto, helper
+
+    from hyp2onnx._runtime import session
+    from hyp2onnx.emit._graph import GraphBuilder
+    from hyp2onnx.emit.outputs import exp_correctly_rounded
+
+    g = GraphBuilder(17)
+    g.rename(exp_correctly_rounded(g, "x"), "y")
+    vector = lambda name: helper.make_tensor_value_info(name, TensorProto.DOUBLE, [None])
+    graph = helper.make_graph(g.nodes, "exp", [vector("x")], [vector("y")], g.initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return lambda x: session(model, threads=1).run(None, {"x": x})[0]
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(
+    x=hnp.arrays(np.float64, 64, elements=st.floats(-745.0, 0.0)),
+    k=st.integers(1, 199),
+    n=st.integers(18, 61),
+)
+def test_the_graphs_exp_is_correctly_rounded(graph_exp, x, k, n):
+    """Shifts anywhere in [-745, 0] and those near ties make (``-k 2**-n``): the graph's
+    exponentials for rows near a tie equal the correctly rounded ones (60-digit decimal)."""
+    import decimal
+
+    x = np.append(x, [-k * 2.0**-n, -(k + 0.5) * 2.0**-n])
+    with decimal.localcontext(decimal.Context(prec=60)):
+        want = np.array([float(decimal.Decimal(float(v)).exp()) for v in x])
+    np.testing.assert_array_equal(graph_exp(x), want)

@@ -411,3 +411,47 @@ def test_the_default_dtype_keeps_every_training_label_when_the_input_is_rounded(
     report = h.verify(model, h.to_onnx(model), X)
     assert report.ok, report
     assert model.input_dtype_ == "float64"
+
+
+# -- sample weights (issue 31) ---------------------------------------------------------------
+
+#: Each estimator, small, and whether its library defines a negative weight.
+WEIGHTED = [
+    ("HyperbolicDecisionTreeClassifier", {"max_depth": 3}, False),
+    ("HyperbolicRandomForestClassifier", {"n_estimators": 3, "max_depth": 3}, False),
+    # A regressor's leaf value is a weighted mean, defined for negative weights too; a
+    # random forest draws its bootstrap samples with the weights as probabilities.
+    ("HyperbolicDecisionTreeRegressor", {"max_depth": 3}, True),
+    ("HyperbolicRandomForestRegressor", {"n_estimators": 3, "max_depth": 3}, False),
+    ("HyperbolicXGBClassifier", {"n_estimators": 2, "max_depth": 2}, False),
+    ("HyperbolicLGBMClassifier", {"n_estimators": 2, "num_leaves": 4, "verbose": -1}, True),
+    ("HyperbolicCatBoostClassifier", {"iterations": 2, "depth": 2, "verbose": 0}, False),
+    ("HyperbolicHouseholderTreeClassifier", {"max_depth": 2}, False),
+    ("HyperbolicRotationForestClassifier", {"n_estimators": 2, "max_depth": 2}, False),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "negative_ok"), WEIGHTED)
+def test_bad_sample_weights_are_refused_naming_the_rows(name, params, negative_ok) -> None:
+    """Before this check XGBoost raised its raw "Weights must be positive values ... Stack
+    trace", and a forest with a negative weight predicted negative "probabilities"."""
+    X, y = h.datasets.make_wrapped_normal_mixture(60, 2, 2, random_state=0)
+    make = getattr(h, name)
+    cases = [(np.nan, "NaN at rows 7, 40"), (np.inf, "infinite at rows 7, 40")]
+    if not negative_ok:
+        cases.append((-0.5, "negative at rows 7, 40"))
+    for value, match in cases:
+        w = np.ones(len(y))
+        w[[7, 40]] = value
+        with pytest.raises(ValueError, match=match):
+            make(**params).fit(X, y, sample_weight=w)
+    with pytest.raises(ValueError, match=r"every weight is zero \(60 rows\)"):
+        make(**params).fit(X, y, sample_weight=np.zeros(len(y)))
+    if negative_ok:  # LightGBM, scikit-learn regressors: defined for any sign
+        w = np.ones(len(y))
+        w[7] = -0.5
+        make(**params).fit(X, y, sample_weight=w)
+    many = np.ones(len(y))
+    many[10:20] = np.nan
+    with pytest.raises(ValueError, match=r"NaN at rows 10, 11, 12, 13, 14 and 5 more"):
+        make(**params).fit(X, y, sample_weight=many)

@@ -130,6 +130,49 @@ def test_spark_refuses_bad_rows_naming_them(spark):
         hspark.predict(graph, df, ["x0", "x1", "x2"], bad_rows="skip")
 
 
+def test_spark_fit_names_missing_columns_null_labels_and_bad_weights(spark):
+    """Checked on the driver before xgboost.spark runs: it failed with a bare KeyError, a
+    TypeError comparing None, or "failed barrier ResultStage" for every bad weight."""
+    import pandas as pd
+    from pyspark.ml.feature import VectorAssembler
+    from pyspark.sql import functions as F
+
+    X, y, _ = _training_data("multiclass")
+    frame = pd.DataFrame(X[:200], columns=["x0", "x1", "x2"]).assign(
+        y=y[:200], w=np.ones(200), id=np.arange(200)
+    )
+    df = spark.createDataFrame(frame).coalesce(2)
+    est = hspark.HyperbolicSparkXGBClassifier
+    with pytest.raises(ValueError, match=r"featuresCol: .*no column 'features'; its columns: x0"):
+        est(labelCol="y").fit(df)
+    with pytest.raises(ValueError, match=r"no column 'x9'; its columns: x0, x1, x2, y, w, id"):
+        est(featuresCol=["x0", "x1", "x9"], labelCol="y").fit(df)
+    with pytest.raises(ValueError, match=r"labelCol: .*no column 'label'"):
+        est(featuresCol=["x0", "x1", "x2"]).fit(df)
+    vectors = VectorAssembler(inputCols=["x0", "x1", "x2"], outputCol="v").transform(df)
+    with pytest.raises(ValueError, match=r"no column 'features'; its columns: .*\bv\b"):
+        est(labelCol="y").fit(vectors)
+    cols = ["x0", "x1", "x2"]
+    nulls = df.withColumn("y", F.when(F.col("id").isin(3, 150), None).otherwise(F.col("y")))
+    with pytest.raises(ValueError, match=r"labelCol 'y' holds nulls at rows 3, 150\b"):
+        est(featuresCol=cols, labelCol="y").fit(nulls)
+    bad = df.withColumn(
+        "w",
+        F.when(F.col("id") == 4, F.lit(None))
+        .when(F.col("id").isin(7, 120), F.lit(float("nan")))
+        .when(F.col("id") == 130, F.lit(float("inf")))
+        .when(F.col("id").isin(9, 199), F.lit(-1.0))
+        .otherwise(F.col("w")),
+    )
+    with pytest.raises(ValueError, match=r"weightCol 'w' must be finite and non-negative") as e:
+        est(featuresCol=cols, labelCol="y", weightCol="w").fit(bad)
+    for found in ("null at row 4;", "NaN at rows 7, 120;", "infinite at row 130;"):
+        assert found in str(e.value), e.value
+    assert "negative at rows 9, 199." in str(e.value), e.value
+    with pytest.raises(ValueError, match=r"every weight is zero \(200 rows\)"):
+        est(featuresCol=cols, labelCol="y", weightCol="w").fit(df.withColumn("w", F.lit(0.0)))
+
+
 @pytest.mark.parametrize("task", ["multiclass", "regression"])
 def test_spark_gives_null_outputs_for_bad_rows_on_request(spark, task):
     graph, X = _model(task)

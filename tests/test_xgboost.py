@@ -343,3 +343,22 @@ BALL = {"input_geometry": "klein", "curvature": -1e-6, "n_estimators": 5, "n_job
 @parametrize_with_checks([HyperbolicXGBClassifier(**BALL), HyperbolicXGBRegressor(**BALL)])
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+def test_binary_labels_follow_xgboosts_float32_sigmoid() -> None:
+    """XGBoost's label is ``p > 0.5`` of its float32 sigmoid: 1 for margins above
+    ``1.5 * 2**-24``, where onnxruntime's Sigmoid still gives exactly 0.5 (up to about
+    1.2e-7). Margins of about 1e-7 (a tiny learning rate) land there."""
+    from hyp2onnx.datasets import make_wrapped_normal_mixture
+    from hyp2onnx.verify import run_onnx
+
+    X, y = make_wrapped_normal_mixture(1000, 3, 2, random_state=0)
+    model = HyperbolicXGBClassifier(
+        n_estimators=2, learning_rate=1e-7, base_score=0.5, max_depth=3, n_jobs=1
+    ).fit(X, y)
+    margin = model.estimator_.predict(model._tree_input(X), output_margin=True)
+    assert np.any((margin > 1.5 * 2.0**-24) & (margin < 1.2e-7))
+    want = model.predict(X)
+    for encoding in ("fast", "exact", "standard"):
+        got = run_onnx(to_onnx(model, encoding=encoding), X)["label"]
+        assert np.array_equal(got, want), (encoding, np.flatnonzero(got != want)[:5])

@@ -18,7 +18,7 @@ from typing import IO, Any, Protocol, TypeVar
 
 import click
 
-from .._atomic import atomic_write
+from .._atomic import UnwritableOutputError, atomic_write, output_target
 
 __all__ = [
     "EXIT_CODES_HELP",
@@ -30,9 +30,11 @@ __all__ = [
     "atomic_output",
     "check_output",
     "debug_option",
+    "echo_written",
     "error_lines",
     "first_line",
     "existing_file",
+    "is_stream",
     "progress",
     "run",
     "tolerance_options",
@@ -102,16 +104,46 @@ def with_suffix(path: Path, suffix: str, what: str) -> Path:
 
 
 def check_output(path: Path, *, force: bool) -> Path:
-    """Fail early if ``path`` exists (without ``force``) or its folder does not."""
-    if path.is_dir():
-        raise InputError(path, "is a folder", "give a file name with -o")
-    if path.exists() and not force:
+    """Fail early unless ``path`` can be written (see `hyp2onnx._atomic`).
+
+    A regular file, or a symbolic link to one, is replaced only with
+    ``force``, and its folder must exist; a FIFO or character device is
+    written as a stream, with or without ``force``; anything else (a
+    folder, a dangling link, a block device, a socket) is refused.
+    """
+    try:
+        out = output_target(path)
+    except UnwritableOutputError as exc:
+        fix = "give a file name with -o" if exc.problem == "is a folder" else exc.fix
+        raise InputError(path, exc.problem, fix) from None
+    if out.stream:
+        return path
+    if out.exists and not force:
         raise InputError(
             path, "already exists; not overwritten", "pass --force to replace it, or choose -o"
         )
-    if not path.parent.is_dir():
-        raise InputError(path, f"folder {path.parent} does not exist", "create it or choose -o")
+    if not out.target.parent.is_dir():
+        raise InputError(
+            path, f"folder {out.target.parent} does not exist", "create it or choose -o"
+        )
     return path
+
+
+def is_stream(path: Path) -> bool:
+    """Whether ``path`` is written as a stream (a FIFO, a device, ``/dev/stdout``)."""
+    try:
+        return output_target(path).stream
+    except UnwritableOutputError:
+        return False
+
+
+def echo_written(path: Path, line: str) -> None:
+    """Print a command's "wrote ..." line: on stdout, or on stderr when ``path`` is a stream.
+
+    Written into ``/dev/stdout`` or a pipe, the output must not end with
+    the report line.
+    """
+    click.echo(line, err=is_stream(path))
 
 
 @contextmanager
@@ -123,6 +155,8 @@ def atomic_output(path: Path, *, force: bool, binary: bool = False) -> Iterator[
             yield f
     except FileExistsError:
         raise InputError(path, "appeared while writing; not overwritten", "pass --force") from None
+    except UnwritableOutputError as exc:
+        raise InputError(exc.path, exc.problem, exc.fix) from None
 
 
 def progress(total: int | None, desc: str) -> Any:
@@ -186,9 +220,16 @@ def first_line(exc: BaseException) -> str:
 def error_lines(exc: BaseException) -> list[str]:
     if isinstance(exc, InputError):
         return exc.lines()
+    if isinstance(exc, UnwritableOutputError):
+        return InputError(exc.path, exc.problem, exc.fix).lines()
     message = first_line(exc)
     if isinstance(exc, (ValueError, TypeError, OSError)):
         return [f"error: {message}"]
+    if type(exc).__name__ == "CatBoostError":  # CatBoost refusing its own model: a damaged one
+        return [
+            f"error: CatBoost refused the model: {message}",
+            "  fix: the model file is damaged; save the fitted model again",
+        ]
     return [
         f"error: unexpected {type(exc).__name__}: {message}",
         "  fix: rerun with --debug and report the traceback",

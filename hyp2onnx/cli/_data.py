@@ -93,7 +93,17 @@ def _npy(path: Path) -> np.ndarray:
             f"not a readable .npy array ({first_line(exc)})",
             "save the points with numpy.save as a numeric array",
         ) from exc
-    if not isinstance(array, np.ndarray) or array.ndim != 2:
+    if not isinstance(array, np.ndarray):  # np.load reads a .npz archive whatever its name
+        names = list(getattr(array, "files", []))
+        if hasattr(array, "close"):
+            array.close()
+        raise InputError(
+            path,
+            f"is a .npz archive of {len(names)} array(s) ({', '.join(names[:5])}), "
+            "not a .npy array",
+            "save the points alone with numpy.save(path, X)",
+        )
+    if array.ndim != 2:
         shape = getattr(array, "shape", None)
         raise InputError(
             path,

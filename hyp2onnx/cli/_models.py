@@ -137,7 +137,7 @@ def _load_pickle(path: Path) -> Any:
     import joblib
 
     if _may_hold_native_models(path.read_bytes()):
-        _probe_in_child(path, _PICKLE_PROBE, "pickle/joblib", _PICKLE_FIX)
+        _probe_in_child(path, "pickle", "pickle/joblib", _PICKLE_FIX)
     try:
         return joblib.load(path)
     except Exception as exc:
@@ -149,27 +149,42 @@ def _load_pickle(path: Path) -> Any:
 
 
 _PICKLE_FIX = "pass a file written by pickle.dump or joblib.dump of a fitted model"
-#: Unpickling an XGBoost or LightGBM model hands its bytes to the native library.
-_PICKLE_PROBE = "import sys, joblib\njoblib.load(sys.argv[1])\n"
-_SKOPS_PROBE = (
-    "import sys, skops.io as sio\n"
-    "from hyp2onnx.cli._models import trusted_types\n"
-    "sio.load(sys.argv[1], trusted=trusted_types())\n"
-)
 
 
 def _may_hold_native_models(data: bytes) -> bool:
-    """Whether a pickle may hold XGBoost/LightGBM models: it names them, or is compressed."""
+    """Whether a pickle may hold XGBoost/LightGBM/CatBoost models: it names them, or is compressed."""
     compressed = data[:2] in (b"\x1f\x8b", b"BZ", b"\xfd7") or data[:1] in (b"\x78", b"\x04")
-    return compressed or b"xgboost" in data or b"lightgbm" in data
+    return compressed or any(name in data for name in (b"xgboost", b"lightgbm", b"catboost"))
 
 
-def _probe_in_child(path: Path, code: str, what: str, fix: str) -> None:
-    """Load ``path`` with ``code`` in a child Python first; an `InputError` if it dies.
+def _probe_in_child(path: Path, kind: str, what: str, fix: str) -> None:
+    """Read ``path`` in a child first (`hyp2onnx.cli._model_probe`); raise if it fails.
 
-    For model files whose loading hands bytes to XGBoost or LightGBM,
-    which crash their process on some damaged input.
+    ``kind`` is "cbm", "pickle" or "skops". Unpickling (and skops' loading)
+    hands XGBoost and LightGBM models to their native libraries, and CatBoost crashes its process on
+    some damaged trees only later, in its JSON export or ``predict``: the
+    child makes those calls too. A crash, or CatBoost refusing a model,
+    becomes an `InputError` saying the file is damaged.
     """
+    # Run as a file, not a module (no hyp2onnx import for a .cbm), and without its folder,
+    # which holds inspect.py, on the module path.
+    done = _run_child(path, ["-c", _RUN_FILE, str(_MODEL_PROBE), kind], what, fix)
+    if done.returncode == 3:
+        reason = _native_error(done)
+        if kind == "cbm":
+            raise InputError(path, f"not a catboost model file, or a damaged one ({reason})", fix)
+        raise InputError(path, f"holds a damaged CatBoost model ({reason})", fix)
+
+
+#: The child's script, named by path: it is run, never imported here (it imports this module).
+_MODEL_PROBE = Path(__file__).with_name("_model_probe.py")
+_RUN_FILE = (
+    "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+def _run_child(path: Path, args: list[str], what: str, fix: str) -> Any:
+    """Run ``python ARGS PATH`` with this process's module path; an `InputError` on a crash."""
     import os
     import signal
     import subprocess
@@ -178,7 +193,7 @@ def _probe_in_child(path: Path, code: str, what: str, fix: str) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
         done = subprocess.run(
-            [sys.executable, "-c", code, str(path.resolve())],
+            [sys.executable, *args, str(path.resolve())],
             capture_output=True,
             text=True,
             errors="replace",
@@ -190,7 +205,8 @@ def _probe_in_child(path: Path, code: str, what: str, fix: str) -> None:
         raise InputError(path, "loading it did not finish in 10 minutes", fix) from exc
     if done.returncode < 0:
         name = signal.Signals(-done.returncode).name
-        raise InputError(path, f"not a readable {what} file (loading it crashed: {name})", fix)
+        raise InputError(path, f"damaged {what} file: loading it crashed ({name})", fix)
+    return done
 
 
 def trusted_types() -> list[str]:
@@ -248,8 +264,8 @@ def _load_skops(path: Path) -> Any:
         ) from exc
     allowed = trusted_types()
     refused = sorted(set(untrusted) - set(allowed))
-    if not refused and any(t.startswith(("xgboost.", "lightgbm.")) for t in untrusted):
-        _probe_in_child(path, _SKOPS_PROBE, ".skops", "pass a file written by skops.io.dump")
+    if not refused and any(t.startswith(("xgboost.", "lightgbm.", "catboost.")) for t in untrusted):
+        _probe_in_child(path, "skops", ".skops", "pass a file written by skops.io.dump")
     if refused:
         raise InputError(
             path,
@@ -319,8 +335,9 @@ def _native_error(done: Any) -> str:
     fatal = [line.split("[Fatal]", 1)[1] for line in lines if "[Fatal]" in line]
     errors = [line.split("Error: ", 1)[1] for line in lines if line.startswith("Error: ")]
     text = (fatal or errors or [line for line in lines if line] or ["it could not be read"])[0]
-    # XGBoost's messages start "[12:00:00] /path/to/json.cc:518: "
-    return re.sub(r"^\[[0-9:]+\]\s+\S+:\d+:\s*", "", text.strip())[:200]
+    # XGBoost's messages start "[12:00:00] /path/to/json.cc:518: ", CatBoost's "path/x.cpp:507: "
+    text = re.sub(r"^\[[0-9:]+\]\s+\S+:\d+:\s*", "", text.strip())
+    return re.sub(r"^\S+\.(?:cpp|h|pyx):\d+:\s*", "", text)[:200]
 
 
 def _load_native(path: Path) -> Any:
@@ -334,6 +351,8 @@ def _load_native(path: Path) -> Any:
     fix = f"pass a file written by {backend.name}'s save_model ({'/'.join(spec.formats)})"
     if spec.library in _PROBED:  # libraries that crash their process on damaged files
         _probe_native(path, _PROBED[spec.library], fix)
+    elif spec.library == "catboost":  # the same, later: in its JSON export or predict
+        _probe_in_child(path, "cbm", "CatBoost model", fix)
     try:
         return backend.load_file(path)
     except Exception as exc:

@@ -20,6 +20,7 @@ from ._common import (
     debug_option,
     existing_file,
     first_line,
+    is_stream,
     run,
     subcommand,
     tolerance_options,
@@ -275,10 +276,11 @@ def _with_encoder(model: Any, options: ConvertOptions, export_kwargs: dict[str, 
 
 
 def report_convert(result: ConvertResult) -> None:
-    """Print what was written (stdout) or why not (stderr)."""
+    """Print what was written (stdout, or stderr when OUT is a stream) or why not (stderr)."""
     meta = result.metadata
+    err = is_stream(result.intended_output)  # written into /dev/stdout: report beside it
     if result.check is not None:
-        click.echo(f"check on {result.check_path}: {result.check}")
+        click.echo(f"check on {result.check_path}: {result.check}", err=err)
     if result.output is None:
         click.echo(
             f"error: {result.intended_output} not written: the graph disagrees with "
@@ -289,7 +291,8 @@ def report_convert(result: ConvertResult) -> None:
     click.echo(
         f"wrote {result.output} ({result.n_bytes} bytes): {meta['estimator_class']}, "
         f"{meta['n_trees']} trees, {meta['input_geometry']} input, "
-        f"{meta['encoding']} encoding, {meta['input_dtype']}"
+        f"{meta['encoding']} encoding, {meta['input_dtype']}",
+        err=err,
     )
     if "encoder_sha256" in meta:
         click.echo(
@@ -297,9 +300,9 @@ def report_convert(result: ConvertResult) -> None:
             f"{meta['encoder_sha256'][:16]}...): it takes the encoder's raw inputs"
         )
     if result.data_output is not None:
-        click.echo(f"wrote its tensors to {result.data_output} (external data)")
+        click.echo(f"wrote its tensors to {result.data_output} (external data)", err=err)
     if result.ort_output is not None:
-        click.echo(f"wrote {result.ort_output} and {result.config_output}")
+        click.echo(f"wrote {result.ort_output} and {result.config_output}", err=err)
 
 
 def _negative(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -314,7 +317,9 @@ MODEL is a hyp2onnx estimator saved as .pkl/.pickle/.joblib or .skops, or a
 plain tree model trained on unit-ball Klein coordinates (scikit-learn
 pickle, {NATIVE_FORMATS_HELP}), which then needs --geometry.
 The graph is written to OUT (default: MODEL with .onnx) only if every step
-succeeds; an existing file is replaced only with --force.
+succeeds; an existing file is replaced only with --force. A symbolic
+link is written through to its target; a FIFO or device (/dev/stdout) is
+written as a stream, without --force.
 
 A pickle runs arbitrary code when it is loaded: convert only pickles you
 trust. Prefer .skops files (skops.io.dump), which are loaded with an

@@ -40,7 +40,9 @@ class Inspection:
     inputs: list[dict[str, Any]]
     outputs: list[dict[str, Any]]
     operators: dict[str, int]  #: "domain/OpType" -> count, subgraphs included
-    tree_nodes: int  #: nodes (splits and leaves) in the graph's tree operators
+    #: nodes (splits and leaves) of the model's trees, from hyp2onnx's metadata (graphs
+    #: without it: counted in the graph's tree operators)
+    tree_nodes: int
     hyp2onnx: dict[str, Any] | None  #: hyp2onnx's metadata; None if not exported by it
     runtimes: list[str] = field(default_factory=list)
 
@@ -169,6 +171,16 @@ def _tree_nodes(node: Any) -> int:
     return len(attrs["nodes_nodeids"].ints)
 
 
+def _count_tree_nodes(nodes: list[Any], meta: dict[str, Any] | None) -> int:
+    """The model's tree nodes as its metadata records them, else those of the graph's tree
+    operators: graphs that walk their trees with ``Gather`` (isolation forests, oblique
+    trees) have none, and one that holds its trees in both branches of an ``If`` has
+    each twice."""
+    if meta is not None and str(meta.get("n_nodes", "")).isdigit():
+        return int(meta["n_nodes"])
+    return sum(_tree_nodes(n) for n in nodes if n.op_type in _TREE_OPS)
+
+
 def inspect_file(path: Path) -> Inspection:
     """Describe the ONNX graph in ``path``."""
     from ..export import read_metadata
@@ -196,7 +208,7 @@ def inspect_file(path: Path) -> Inspection:
         inputs=[_value_info(v) for v in model.graph.input],
         outputs=[_value_info(v) for v in model.graph.output],
         operators=dict(sorted(operators.items())),
-        tree_nodes=sum(_tree_nodes(n) for n in nodes if n.op_type in _TREE_OPS),
+        tree_nodes=_count_tree_nodes(nodes, meta),
         hyp2onnx=meta,
         runtimes=_runtimes(model, meta),
     )

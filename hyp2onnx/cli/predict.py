@@ -17,6 +17,7 @@ from ._common import (
     atomic_output,
     check_output,
     debug_option,
+    echo_written,
     progress,
     run,
     subcommand,
@@ -211,6 +212,8 @@ for classifiers, value (value_0, ... for several targets) for regressors,
 label (+1 inlier, -1 outlier), score and path_length for isolation forests.
 It is written to PREDICTIONS (default: DATA with .predictions.csv) only if
 every chunk succeeds; an existing file is replaced only with --force.
+A symbolic link is written through to its target; a FIFO or device
+(/dev/stdout) is written as a stream, without --force.
 
 \b
 Examples:
@@ -253,7 +256,7 @@ def command(
 ) -> int:
 
     def report(result: PredictResult) -> None:
-        click.echo(f"wrote {result.output} ({result.rows} rows)")
+        echo_written(result.output, f"wrote {result.output} ({result.rows} rows)")
 
     return run(
         lambda: predict_file(

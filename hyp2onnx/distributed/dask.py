@@ -68,6 +68,7 @@ from ..estimators._base import GEOMETRY_DEFAULTS, comparison_of, generate_init, 
 from ..estimators._booster import BoosterBackend
 from ..estimators._interface import Backend
 from ..estimators._registry import backend_for
+from ..estimators._weights import weight_error, weight_problems
 from ..geometry import n_klein_features, to_klein
 from ..ir.trees import TreeArrays
 from . import _scoring
@@ -172,6 +173,36 @@ def _raise_partition_errors(persisted: Any) -> None:
     for future in futures:
         if future.status == "error":
             future.result()  # raises the partition's own exception
+
+
+def _check_weights(client: Any, w: Any, backend: Backend) -> None:
+    """A ValueError naming the rows (global row numbers) of unusable sample weights.
+
+    Checked before training: XGBoost's and LightGBM's own failures on a
+    cluster ("Ring allreduce", a quantile check) name neither the weights
+    nor the rows. One pass over the persisted weights; the weights come to
+    the driver only when some are bad, to name their rows.
+    """
+    da = _dask().array
+    negative_ok = backend.negative_weights
+    bad = ~da.isfinite(w) if negative_ok else ~da.isfinite(w) | (w < 0)
+    n_bad, n_nonzero, n_rows = client.compute(
+        [bad.sum(), da.count_nonzero(w), w.map_blocks(np.ones_like, dtype=np.int64).sum()],
+        sync=True,
+    )
+    problems = []
+    if n_bad:
+        values = np.asarray(client.compute(w, sync=True))
+        problems = weight_problems(values, negative_ok=negative_ok)
+    error = weight_error(
+        problems,
+        int(n_nonzero),
+        int(n_rows),
+        negative_ok=negative_ok,
+        backend=f"{backend.name} models",
+    )
+    if error is not None:
+        raise error
 
 
 def _blockwise(f: Any) -> Any:
@@ -661,6 +692,8 @@ class _DaskModel:
         Xt = self._klein(rows, reset=False).map_blocks(as_klein, dtype=np.float64)
         Xt, y, w = client.persist([Xt, y, w]) if w is not None else (*client.persist([Xt, y]), None)
         _raise_partition_errors(Xt)  # invalid points, named, before any training
+        if w is not None:
+            _check_weights(client, w, backend)
         backend.check_fit(estimator, y, fit_params)
         backend.warn_subsampling(estimator)
         # The learner's input: the Klein coordinates, or far out their quantile buckets.

@@ -52,6 +52,7 @@ from ..correction import SplitSummary, correct, from_summary, klein_space, summa
 from ..errors import InvalidPointError
 from ..estimators._base import GEOMETRY_DEFAULTS, comparison_of, write_back
 from ..estimators._registry import backend_for
+from ..estimators._weights import rows_text, weight_error
 from ..geometry import n_klein_features, to_klein
 from . import _scoring
 from ._rows import training_rows
@@ -217,6 +218,7 @@ def _points(df: Any, features: Any) -> tuple[Any, list[str]]:
     entries of the vector (or array) column ``features``, spread into columns."""
     sql = _pyspark()
     types = sql.types
+    _check_columns(df, [features] if isinstance(features, str) else list(features), "featuresCol")
     if isinstance(features, str):
         field = df.schema[features].dataType
         from pyspark.ml.functions import vector_to_array
@@ -237,6 +239,71 @@ def _points(df: Any, features: Any) -> tuple[Any, list[str]]:
     names = list(features)
     _check_numeric(df, names)
     return df, names
+
+
+def _check_columns(df: Any, names: list[str], param: str) -> None:
+    """A ValueError naming the columns ``param`` gives that ``df`` lacks, and those it has."""
+    missing = [n for n in names if n not in df.columns]
+    if missing:
+        shown = ", ".join(map(repr, missing))
+        raise ValueError(
+            f"{param}: the DataFrame has no column {shown}; its columns: "
+            f"{', '.join(df.columns) or '(none)'}."
+        )
+
+
+def _check_labels_and_weights(df: Any, label: str, weight: str | None) -> None:
+    """A ValueError naming the rows whose label is null or whose weight is unusable.
+
+    One aggregate pass; on a failure a second one finds the first rows,
+    numbered from 0 in the DataFrame's own order (partition by partition).
+    Without this, xgboost.spark fails with "failed barrier ResultStage"
+    and the label set with a TypeError comparing None.
+    """
+    F = _pyspark().functions
+    kinds = {"label null": F.col(label).isNull()}
+    if weight is not None:
+        w = F.col(weight).cast("double")
+        kinds.update(
+            {
+                "null": w.isNull(),
+                "NaN": F.isnan(w),
+                "infinite": w.isin(float("inf"), float("-inf")),
+                "negative": w < 0,
+            }
+        )
+    counts = [F.sum(F.coalesce(c, F.lit(False)).cast("long")).alias(k) for k, c in kinds.items()]
+    counts.append(F.count(F.lit(1)).alias("rows"))
+    if weight is not None:
+        counts.append(F.sum((F.col(weight).cast("double") != 0).cast("long")).alias("nonzero"))
+    found = df.agg(*counts).first().asDict()
+    bad = [k for k in kinds if found[k]]
+    first: dict[str, list[int]] = {k: [] for k in bad}
+    if bad:  # only now: where they are
+        flags = df.select(*[F.coalesce(kinds[k], F.lit(False)).alias(k) for k in bad])
+        for row, i in flags.rdd.zipWithIndex().filter(lambda r: any(r[0])).take(100):
+            for k in bad:
+                if row[k] and len(first[k]) < 5:
+                    first[k].append(i)
+    if "label null" in bad:
+        raise ValueError(
+            f"labelCol {label!r} holds nulls at {rows_text(first['label null'], found['label null'])} "
+            "(counting from 0 in the DataFrame's order): every training row needs a label; "
+            "drop or fill them first, e.g. df.dropna(subset=[labelCol])."
+        )
+    if weight is None:
+        return
+    problems = [f"{k} at {rows_text(first[k], found[k])}" for k in bad]
+    error = weight_error(
+        problems,
+        int(found["nonzero"] or 0),
+        int(found["rows"]),
+        negative_ok=False,
+        what=f"weightCol {weight!r}",
+        backend="xgboost models",
+    )
+    if error is not None:
+        raise ValueError(f"{error} (rows counted from 0 in the DataFrame's order)")
 
 
 class _Projection:
@@ -376,7 +443,11 @@ class _SparkEstimator:
         from xgboost import spark as xspark
 
         sql = _pyspark()
+        _check_columns(df, [self.labelCol], "labelCol")
+        if self.weightCol is not None:
+            _check_columns(df, [self.weightCol], "weightCol")
         points, columns = _points(df, self.featuresCol)
+        _check_labels_and_weights(points, self.labelCol, self.weightCol)
         n_features = len(columns)
         local_class = xgboost.XGBClassifier if self._classifier else xgboost.XGBRegressor
         known = set(local_class().get_params())

@@ -51,6 +51,14 @@ the exact operator in row blocks), writes their exact scores back with
 ``ScatterND`` and applies the link again: those rows get the exact graph's
 probabilities and label, exact ties included (a tie has gap 0, and
 ``ArgMax`` then takes the first class as numpy does).
+
+Where the library decides its label on the raw scores (the ensemble's
+``label_rule``: binary boosters against a threshold, CatBoost's largest
+score), the guard looks at those instead (`_score_guard`): the margin's
+distance to the threshold against the bound, or the top two scores' gap
+against twice the bound; the near rows' scores are rescored, and the link
+and the label (`hyp2onnx.emit.outputs.class_index`) taken once, after the
+``If``.
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ from onnx import TensorProto, helper
 
 from ..ir import Ensemble
 from ._graph import GraphBuilder, onnx_type
+from .outputs import class_index
 from .trees import (
     ExactScorer,
     TreePlan,
@@ -297,8 +306,11 @@ def emit_fast(
     refine: Refine | None = None
     if guard and ensemble.classes is not None and len(ensemble.classes) > 1:
         inputs = _GuardInputs(k=k, k_dtype=k_dtype, exact=exact, margin=margin)
-        chosen = _binary_guard if complement else _rounded_guard if widened else _guard
-        refine = partial(chosen, inputs=inputs)
+        if ensemble.label_rule != "probabilities":  # the label is decided on the scores
+            refine = partial(_score_guard, inputs=inputs, bound=bound)
+        else:
+            chosen = _binary_guard if complement else _rounded_guard if widened else _guard
+            refine = partial(chosen, inputs=inputs)
     return Guarded(
         scores=scores,
         bound=bound,
@@ -460,6 +472,58 @@ def _guard(builder: GraphBuilder, scores: str, link: Link, *, inputs: _GuardInpu
     return _branch(
         builder, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype
     )
+
+
+def _rounded_up(value: float, dtype: str) -> np.ndarray:
+    """``value`` in ``dtype``, rounded toward +inf (a limit no smaller than ``value``)."""
+    held = np.asarray(value, dtype=dtype)
+    if float(held) < value:
+        held = np.nextafter(held, np.asarray(np.inf, dtype=dtype))
+    return held
+
+
+def _score_guard(
+    builder: GraphBuilder, scores: str, link: Link, *, inputs: _GuardInputs, bound: float
+) -> tuple[str, str]:
+    """``(probabilities, class index)`` from the scores with the rows whose label may
+    depend on the order recomputed exactly, for labels decided on the raw scores
+    (``label_rule`` ``"above"`` or ``"scores"``).
+
+    Each score lies within ``bound`` of the exact one. ``"above"``: the label can
+    differ only where ``|s - threshold| <= bound``; ``"scores"``: only where the
+    top two scores lie within ``2 bound`` (a larger gap keeps the same strict
+    order). Both distances are one rounding of the exact one, and rounding is
+    monotone, so comparing them with the limit rounded up misses no row. On
+    every call: the distances, their smallest value (``ReduceMin``) and an
+    ``If`` that rescores the near rows only when there are some; then the link
+    and the label, once, on the scores the label is decided on.
+    """
+    ensemble = inputs.ensemble
+    dtype = ensemble.sum_dtype
+    if ensemble.label_rule == "above":
+        threshold = builder.const(GUARD_STAGE, "label_threshold", ensemble.label_threshold, dtype)
+        offset = builder.op(
+            GUARD_STAGE, "Abs", [builder.op(GUARD_STAGE, "Sub", [scores, threshold])]
+        )
+        flat = builder.const(GUARD_STAGE, "flat", [-1], np.int64)
+        distance = builder.op(GUARD_STAGE, "Reshape", [offset, flat])
+        limit = _rounded_up(bound, dtype)
+    else:
+        distance = _top_two_gap(builder, scores, dtype)
+        limit = _rounded_up(2.0 * bound, dtype)
+    near_limit = builder.const(GUARD_STAGE, "score_margin", limit, dtype)
+    least = builder.op(GUARD_STAGE, "ReduceMin", [distance], keepdims=0)
+    any_near = builder.op(GUARD_STAGE, "LessOrEqual", [least, near_limit])
+
+    redo = builder.child()
+    near = redo.op(GUARD_STAGE, "LessOrEqual", [distance, near_limit])
+    redone = _rescore(redo, near, scores, inputs)
+    keep = builder.child()
+    kept = keep.op(GUARD_STAGE, "Identity", [scores])
+    decided = _branch(
+        builder, any_near, near_ties=(redo, redone), no_near_ties=(keep, kept), dtype=dtype
+    )
+    return link(builder, decided), class_index(builder, decided, ensemble, dtype)
 
 
 def _binary_guard(builder: GraphBuilder, p1: str, link: Link, *, inputs: _GuardInputs) -> str:

@@ -26,7 +26,7 @@ from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import Tags, get_tags
 from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..blocks import as_blocks, categorical_features, feature_kinds, to_features
 from ..correction import (
@@ -43,6 +43,7 @@ from ..geometry import GEOMETRIES, to_klein
 from ..ir import InputSpace, Model
 from ._interface import Backend
 from ._registry import backend_for
+from ._weights import checked_weights
 
 #: Parameters every hyperbolic model takes, with their defaults.
 GEOMETRY_DEFAULTS: dict[str, Any] = {
@@ -188,11 +189,16 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         X, y = validate_data(
             self, X, y, dtype=np.float64, multi_output=multi_output, ensure_all_finite=False
         )
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X)
-        Xk = self._features(X)
         estimator = self._make_estimator()
         backend = backend_for(estimator)
+        if sample_weight is not None:  # checked, rows named, before any library sees them
+            sample_weight = checked_weights(
+                sample_weight,
+                X,
+                negative_ok=backend.takes_negative_weights(estimator),
+                backend=f"{backend.name} {'classifiers' if is_classifier(self) else 'regressors'}",
+            )
+        Xk = self._features(X)
         blocks = self._blocks()
         if blocks is not None and not (backend.takes_blocks and backend.feature_splits):
             raise ValueError(

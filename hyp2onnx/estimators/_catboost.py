@@ -28,6 +28,7 @@ corrected JSON is loaded, put back with ``set_leaf_values``.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -65,18 +66,47 @@ def _quiet() -> Any:
     return fixup(io.StringIO(), io.StringIO())
 
 
+def _damaged(exc: Exception) -> UnsupportedModelError:
+    """A CatBoost model its own library cannot write out: damaged, not a hyp2onnx bug.
+
+    An UnsupportedModelError (a TypeError), not a ValueError, which export
+    reads as "not fitted"."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    text = re.sub(r"^\S+\.(?:cpp|h):\d+:\s*", "", text)  # "catboost/libs/x.cpp:507: "
+    return UnsupportedModelError(
+        f"the CatBoost model is damaged: CatBoost cannot write it out ({text}); "
+        "fit it again or save an undamaged copy"
+    )
+
+
 def _loss(model: Any) -> str:
     return str(model.get_all_params()["loss_function"]).split(":")[0]
+
+
+def _check_probability_threshold(fitted: Any) -> None:
+    """Refuse a binary model whose labels use another probability threshold than 1/2."""
+    threshold = fitted.get_probability_threshold()
+    if threshold != 0.5:
+        raise UnsupportedModelError(
+            f"the CatBoost model labels rows with probability threshold {threshold}; the "
+            "graph's labels follow the default 0.5 (raw score above 0). Call "
+            "set_probability_threshold(0.5) before exporting, and compare the graph's "
+            "probabilities with your threshold instead."
+        )
 
 
 class _Model:
     """A CatBoost model as its JSON export states it, with exact leaf values."""
 
     def __init__(self, fitted: Any) -> None:
-        with tempfile.TemporaryDirectory() as folder:
-            path = Path(folder) / "model.json"
-            fitted.save_model(str(path), format="json")
-            self.json = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            with tempfile.TemporaryDirectory() as folder:
+                path = Path(folder) / "model.json"
+                fitted.save_model(str(path), format="json")
+                self.json = json.loads(path.read_text(encoding="utf-8"))
+            leaf_values = fitted.get_leaf_values()
+        except catboost.CatBoostError as exc:  # e.g. "JSON writer: invalid float value: nan"
+            raise _damaged(exc) from exc
         if "oblivious_trees" not in self.json:
             raise UnsupportedModelError(
                 "only symmetric CatBoost trees are supported; fit with "
@@ -98,7 +128,7 @@ class _Model:
         self.scale = float(scale)
         self.bias = np.atleast_1d(np.asarray(bias, dtype=np.float64))
         self.trees = self.json["oblivious_trees"]
-        self.leaf_values = np.asarray(fitted.get_leaf_values(), dtype=np.float64)
+        self.leaf_values = np.asarray(leaf_values, dtype=np.float64)
         self.n_features = max((f["flat_feature_index"] + 1 for f in self.floats), default=0)
         for tree in self.trees:
             for split in tree["splits"]:
@@ -288,6 +318,12 @@ class CatBoostBackend(Backend):
             value[n_internal:] = leaf_values.reshape(n_leaves, n_outputs)
             values.append(value)
         classifier = isinstance(fitted, catboost.CatBoostClassifier)
+        # CatBoost's predict decides on the raw scores (its PrepareEval): the first
+        # class of highest score, or, for one score, class 1 iff it exceeds the
+        # logit of the model's probability threshold (0 for the default 1/2).
+        rule = "scores" if n_outputs > 1 else "above"
+        if classifier and n_outputs == 1:
+            _check_probability_threshold(fitted)
         return self.ensemble(
             trees,
             values,
@@ -297,6 +333,7 @@ class CatBoostBackend(Backend):
             post_transform=post,
             sum_dtype="float64",
             classes=np.asarray(fitted.classes_) if classifier else None,
+            label_rule=rule if classifier else "probabilities",
         )
 
 

@@ -48,6 +48,13 @@ class Backend(ABC):
     feature_splits: ClassVar[bool] = True
     #: The learner takes ``input_blocks`` (each feature its own midpoint rule).
     takes_blocks: ClassVar[bool] = True
+    #: The library defines negative sample weights for every model (LightGBM scales a
+    #: row's gradient and hessian by its weight); see `takes_negative_weights`.
+    negative_weights: ClassVar[bool] = False
+
+    def takes_negative_weights(self, estimator: Any) -> bool:
+        """Whether ``estimator`` defines negative sample weights; if not, `fit` refuses them."""
+        return self.negative_weights
 
     @classmethod
     def handles(cls, estimator: Any) -> bool:

@@ -76,6 +76,7 @@ from ..ir import Ensemble, Model, Task
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply, as_compared
 from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, generate_init, input_space
+from ._weights import checked_weights
 
 __all__ = [
     "HyperbolicIsolationForest",
@@ -558,6 +559,8 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
                 "sample_weight is supported with splits='axis', threshold_law='klein' only "
                 "(scikit-learn's IsolationForest); leave it out."
             )
+        if sample_weight is not None:  # scikit-learn's forest: negative weights are refused
+            sample_weight = checked_weights(sample_weight, X, negative_ok=False)
         if self._uses_sklearn:
             self._fit_sklearn(k, sample_weight)
         else:

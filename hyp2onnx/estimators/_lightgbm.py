@@ -33,7 +33,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.class_weight import compute_sample_weight
 
 from ..errors import UnsupportedModelError
-from ..ir import Ensemble
+from ..ir import LIGHTGBM_LOGISTIC_THRESHOLD, Ensemble
 from ..ir.trees import CategorySets, TreeArrays
 from ._base import HyperbolicClassifierMixin
 from ._booster import BoosterBackend, BoostingModel, boosting_doc
@@ -209,6 +209,7 @@ class LightGBMBackend(BoosterBackend):
     title = "LightGBM"
     native = (lightgbm.LGBMClassifier, lightgbm.LGBMRegressor)
     zero_band = ZERO_THRESHOLD
+    negative_weights = True
 
     @classmethod
     def trusted_types(cls) -> list[type]:
@@ -395,6 +396,7 @@ class LightGBMBackend(BoosterBackend):
         model = self._model(fitted)
         classifier = type(fitted) is lightgbm.LGBMClassifier
         n_outputs, post = self.outputs(fitted, model)
+        binary = classifier and post == "logistic"
         n_used = len(model.trees)
         best = int(getattr(fitted.booster_, "best_iteration", 0) or 0)
         if best > 0:
@@ -420,6 +422,9 @@ class LightGBMBackend(BoosterBackend):
             sum_dtype="float64",
             classes=np.asarray(fitted.classes_) if classifier else None,
             tree_target=np.asarray(targets, dtype=np.int64) if n_outputs > 1 else None,
+            # binary: LGBMClassifier.predict takes the argmax of [1 - p, p], p its float64 sigmoid
+            label_rule="above" if binary else "probabilities",
+            label_threshold=LIGHTGBM_LOGISTIC_THRESHOLD if binary else 0.0,
         )
 
 

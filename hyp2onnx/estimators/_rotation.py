@@ -67,7 +67,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..correction import TreeSpace, correct, from_rows
 from ..errors import FarPointError
@@ -91,6 +91,7 @@ from ._base import (
 )
 from ._isolation import lorentz_boost_to_origin
 from ._sklearn import SklearnBackend
+from ._weights import checked_weights
 
 __all__ = [
     "HyperbolicRotationForestClassifier",
@@ -357,8 +358,8 @@ class _RotationForest(HyperbolicTreeModel):
 
         self._validate_params()
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=False)
-        if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X)
+        if sample_weight is not None:  # scikit-learn trees: negative weights are refused
+            sample_weight = checked_weights(sample_weight, X, negative_ok=False)
         k = self._features(X)
         n, d = k.shape
         classes = None

@@ -53,6 +53,12 @@ class SklearnBackend(Backend):
     threshold_dtype = "float64"
     native = _TREES + _FORESTS
 
+    def takes_negative_weights(self, estimator: Any) -> bool:
+        """Regressors that do not bootstrap: a leaf's value is the weighted mean, defined
+        for negative weights too. Classifiers make negative "probabilities" of them, and a
+        bootstrapping forest draws its samples with the weights as probabilities."""
+        return not is_classifier(estimator) and not getattr(estimator, "bootstrap", False)
+
     @classmethod
     def trusted_types(cls) -> list[type]:
         from sklearn.tree._tree import Tree

@@ -38,7 +38,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..errors import UnsupportedModelError
-from ..ir import Ensemble, Model
+from ..ir import XGBOOST_LOGISTIC_THRESHOLD, Ensemble, Model
 from ..ir.trees import CategorySets, TreeArrays
 from ._base import HyperbolicClassifierMixin
 from ._booster import BoosterBackend, BoostingModel, boosting_doc
@@ -414,6 +414,7 @@ class XGBoostBackend(BoosterBackend):
         model = self._model(fitted)
         classifier = type(fitted) is xgboost.XGBClassifier
         n_outputs, post = self.outputs(fitted, model)
+        binary = classifier and post == "logistic"
         base = model.base_margin()
         if base.size != n_outputs:
             base = np.broadcast_to(base, (n_outputs,)).astype(np.float32)
@@ -443,6 +444,9 @@ class XGBoostBackend(BoosterBackend):
             sum_dtype="float32",
             classes=np.arange(max(model.n_classes, 2)) if classifier else None,
             tree_target=targets.astype(np.int64) if n_outputs > 1 else None,
+            # binary: XGBClassifier.predict takes p > 0.5 of its float32 sigmoid
+            label_rule="above" if binary else "probabilities",
+            label_threshold=XGBOOST_LOGISTIC_THRESHOLD if binary else 0.0,
         )
 
 

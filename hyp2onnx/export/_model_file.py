@@ -23,7 +23,7 @@ from onnx.external_data_helper import (
     uses_external_data,
 )
 
-from .._atomic import atomic_write
+from .._atomic import atomic_write, output_target
 from .._version import __version__ as _version
 from ..blocks import blocks_from_json, blocks_to_json, describe_blocks
 from ..errors import DamagedMetadataError
@@ -106,6 +106,7 @@ def _write_metadata(
         "task": ir_model.task.value,
         "classes": json.dumps(classes),
         "n_trees": str(ensemble.n_trees),
+        "n_nodes": str(ensemble.n_nodes),  # for `inspect`: walked trees have no tree operator
         "encoding": encoding,
         "input_dtype": dtype,
         # What the verification tolerance follows from (hyp2onnx.verify.default_tolerance).
@@ -202,13 +203,15 @@ def save_with_external_data(onnx_model: onnx.ModelProto, path: Path, *, overwrit
     ]
     raw = [t.raw_data for t in moved]
     placed: list[Path] = []
+    data_target = output_target(data_path)
     try:
         with atomic_write(data_path, overwrite=overwrite) as f:
             for tensor, data in zip(moved, raw):
                 set_external_data(tensor, data_path.name, offset=f.tell(), length=len(data))
                 f.write(data)
                 tensor.ClearField("raw_data")
-        placed.append(data_path)
+        if not data_target.stream:  # a FIFO or device is never removed
+            placed.append(data_target.target)
         with atomic_write(path, overwrite=overwrite) as f:
             f.write(onnx_model.SerializeToString())
     except BaseException:

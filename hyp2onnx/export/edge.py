@@ -31,7 +31,7 @@ from pathlib import Path
 import onnx
 
 from .. import _runtime
-from .._atomic import atomic_write
+from .._atomic import atomic_write, output_target
 
 __all__ = [
     "OrtPackage",
@@ -145,14 +145,17 @@ def write_all(contents: Mapping[Path, bytes], *, overwrite: bool) -> None:
     """
     if not overwrite:
         for path in contents:
-            if path.exists():
+            out = output_target(path)
+            if out.exists and not out.stream:
                 raise FileExistsError(f"{path} exists; not overwritten")
     written: list[Path] = []
     try:
         for path, data in contents.items():
+            out = output_target(path)
             with atomic_write(path, overwrite=overwrite) as f:
                 f.write(data)
-            written.append(path)
+            if not out.stream:  # a FIFO or device is never removed
+                written.append(out.target)
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)

@@ -26,7 +26,33 @@ from .frames import Frames, frame_features
 from .projection import project
 from .trees import CategorySets, Op, TreeArrays, apply, as_compared
 
-__all__ = ["Ensemble", "InputSpace", "Model", "Task", "predict_output", "predict_scores"]
+__all__ = [
+    "XGBOOST_LOGISTIC_THRESHOLD",
+    "LIGHTGBM_LOGISTIC_THRESHOLD",
+    "Ensemble",
+    "InputSpace",
+    "LabelRule",
+    "Model",
+    "Task",
+    "predict_output",
+    "predict_scores",
+]
+
+#: How a classifier's own ``predict`` turns raw scores into a label (docs/math.md,
+#: "How each backend turns scores into labels"): ``"probabilities"``, the first
+#: class of highest probability (scikit-learn; XGBoost and LightGBM with more than two
+#: classes); ``"scores"``, the first class of highest raw score (CatBoost with more
+#: than two classes); ``"above"``, the second class iff the one raw score exceeds
+#: ``label_threshold`` (binary boosters).
+LabelRule = Literal["probabilities", "scores", "above"]
+#: XGBoost's binary label is 1 iff its float32 ``1 / (expf(-x) + 1 + 1e-16)``
+#: exceeds 0.5, iff ``expf(-x) <= 1 - 2**-23`` (a float32 ``1 - 2**-24`` gives a
+#: denominator rounded to 2), iff the float32 margin ``x`` exceeds ``1.5 * 2**-24``.
+XGBOOST_LOGISTIC_THRESHOLD = 1.5 * 2.0**-24
+#: LightGBM's binary label is 1 iff its float64 ``p = 1 / (1 + exp(-x))`` exceeds
+#: ``1 - p`` (numpy's argmax of ``[1 - p, p]``), iff ``p > 1/2``, iff
+#: ``exp(-x) <= 1 - 2**-52``, iff the margin ``x`` exceeds ``1.5 * 2**-53``.
+LIGHTGBM_LOGISTIC_THRESHOLD = 1.5 * 2.0**-53
 
 
 class Task(StrEnum):
@@ -116,6 +142,10 @@ class Ensemble:
     #: Splits in other frames (rotation forests): node ``j`` then tests column
     #: ``feature[j]`` of ``frame_features(k, frames)`` (see `hyp2onnx.ir.frames`).
     frames: Frames | None = None
+    #: How the library's ``predict`` picks the label from the raw scores (classifiers).
+    label_rule: LabelRule = "probabilities"
+    #: ``label_rule == "above"``: the second class iff the raw score exceeds this.
+    label_threshold: float = 0.0
 
     def __post_init__(self) -> None:
         n = self.feature.shape[0]
@@ -146,6 +176,8 @@ class Ensemble:
             raise ValueError(f"Ensemble.categories must mark each of the {n} nodes")
         if self.post_transform == "logistic" and self.n_outputs != 1:
             raise ValueError("the logistic post-transform takes one score column")
+        if self.label_rule == "above" and self.n_outputs != 1:
+            raise ValueError("the 'above' label rule takes one score column")
         if self.classes is not None:
             scored = 2 if self.post_transform == "logistic" else self.n_outputs
             if len(self.classes) != scored:
