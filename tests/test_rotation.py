@@ -82,7 +82,12 @@ def test_each_split_is_one_flat_hyperplane_in_klein_coordinates(rotation: str) -
     d = 3
     Xtr, _, ytr, _ = _mixture(300, d, geometry="klein")
     model = h.HyperbolicRotationForestClassifier(
-        n_estimators=3, max_depth=3, rotation=rotation, input_geometry="klein", random_state=0
+        n_estimators=3,
+        max_depth=3,
+        rotation=rotation,
+        input_geometry="klein",
+        routing="frames",
+        random_state=0,
     ).fit(Xtr, ytr)
     rng = np.random.default_rng(0)
     checked = 0
@@ -186,7 +191,12 @@ def test_rows_at_every_frame_threshold_and_one_ulp_either_side(
 ) -> None:
     Xtr, Xte, ytr, _ = _mixture(400, 3, geometry="klein")
     model = h.HyperbolicRotationForestClassifier(
-        n_estimators=6, max_depth=4, rotation=rotation, input_geometry="klein", random_state=0
+        n_estimators=6,
+        max_depth=4,
+        rotation=rotation,
+        input_geometry="klein",
+        routing="frames",
+        random_state=0,
     ).fit(Xtr, ytr)
     model._fit_points = Xtr
     rows = _rows_at_thresholds(model, np.random.default_rng(1))
@@ -311,7 +321,9 @@ def test_far_frames_ask_for_float64_input() -> None:
 
 def test_graph_computes_only_the_frame_columns_trees_read() -> None:
     Xtr, _, ytr, _ = _mixture(300, 8)
-    model = h.HyperbolicRotationForestClassifier(n_estimators=4, max_depth=2, random_state=0)
+    model = h.HyperbolicRotationForestClassifier(
+        n_estimators=4, max_depth=2, routing="frames", random_state=0
+    )
     model.fit(Xtr, ytr)
     ensemble = model.to_ir().ensemble
     read = np.unique(ensemble.feature[ensemble.feature >= 0])

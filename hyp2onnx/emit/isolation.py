@@ -251,11 +251,11 @@ def _perfect_tables(ensemble) -> tuple[list[np.ndarray], list[np.ndarray], np.nd
         at = slot[node], tree[node]
         normals[level[node]][:, at[0], at[1]] = ensemble.projection[:, ensemble.feature[node]]
         thresholds[level[node]][at] = ensemble.threshold[node]
-    values = np.zeros((1 << bottom, n_trees))
+    values = np.zeros((1 << bottom, n_trees, ensemble.n_outputs))
     for node in np.flatnonzero(~internal).tolist():
         span = 1 << int(bottom - level[node])
         first = int(slot[node]) * span
-        values[first : first + span, tree[node]] = ensemble.value[node, 0]
+        values[first : first + span, tree[node]] = ensemble.value[node]
     return normals, thresholds, values
 
 
@@ -298,7 +298,7 @@ def emit_perfect_walk(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ens
         for depth in range(bottom)
     ]
     t = [builder.const(WALK, f"threshold_{depth}", thresholds[depth]) for depth in range(bottom)]
-    value = builder.const(WALK, "value", values)
+    value = builder.const(WALK, "value", values[..., 0])
     width = builder.const(WALK, "n_trees", [n_trees], np.int64) if bottom == 0 else ""
 
     def walk(block: GraphBuilder, rows: str) -> str:

@@ -29,6 +29,7 @@ from . import encoding as registered
 from ._graph import GraphBuilder
 from .fast import FastLayout, Guarded, complement_defect, emit_fast, fast_layout, value_bound
 from .frames import emit_frames, frame_chain, remap_frames
+from .hyperplanes import emit_forest_walk, forest_walk_applies
 from .isolation import emit_oblique_walk, emit_perfect_walk, perfect_applies, walk_applies
 from .oblique import emit_normals, remap_projection
 from .projection import projection_dtype
@@ -120,7 +121,8 @@ def choose_graph(
     3. **Tree emitter**, a function: `TREE_EMITTERS` by encoding, or for
        oblique isolation forests (not compat) a level-by-level walk,
        ``emit_perfect_walk`` while its tables stay within
-       ``PERFECT_MAX_ENTRIES``, else ``emit_oblique_walk``.
+       ``PERFECT_MAX_ENTRIES``, else ``emit_oblique_walk``; rotation forests
+       routed by hyperplanes, ``emit_forest_walk`` where it fits (`_walk`).
     4. **Tree operator** (`plan_trees`): legacy opset-1
        ``TreeEnsembleRegressor`` (compat; float32 comparisons) or opset-5
        ``TreeEnsemble`` in double (float64 comparisons, categorical splits,
@@ -142,10 +144,9 @@ def choose_graph(
     ensemble, used = _remap(model.ensemble)
     features = _features(ensemble, spec)
     trees: TreeEmitter = TREE_EMITTERS[spec.name]
-    if model.task == Task.ANOMALY and not spec.float32 and walk_applies(ensemble):
-        # Perfect tables where they stay small, else the node walk: the same sums, bit for bit.
-        trees = emit_perfect_walk if perfect_applies(ensemble) else emit_oblique_walk
-        features = "klein"
+    walk = _walk(model, ensemble, spec)
+    if walk is not None:
+        trees, spec, features = *walk, "klein"
     operator = None
     if spec.tree_operator and trees in TREE_EMITTERS.values():
         operator = plan_trees(
@@ -161,6 +162,38 @@ def choose_graph(
         layout=fast_layout(ensemble, operator) if trees is emit_fast and operator else None,
         klein_dtype=_klein_dtype(model, ensemble, spec, input_dtype),
         task=model.task,
+    )
+
+
+def _walk(model: Model, ensemble: Ensemble, spec: Encoding) -> tuple[TreeEmitter, Encoding] | None:
+    """The level walk and its encoding for ``ensemble``, if it takes one (step 3).
+
+    Oblique isolation forests: perfect tables where they stay small, else the
+    node walk (the same sums, bit for bit). Rotation forests routed by
+    hyperplanes: `_walks_hyperplanes`; their sums are exact, so asked for
+    fast they get the exact encoding (bound 0).
+    """
+    if model.task == Task.ANOMALY and not spec.float32 and walk_applies(ensemble):
+        return (emit_perfect_walk if perfect_applies(ensemble) else emit_oblique_walk), spec
+    if _walks_hyperplanes(model, ensemble, spec):
+        return emit_forest_walk, registered("exact")
+    return None
+
+
+def _walks_hyperplanes(model: Model, ensemble: Ensemble, spec: Encoding) -> bool:
+    """Whether a rotation forest routed by hyperplanes gets the level walk (step 3).
+
+    The walk computes ``depth x (d + 1)`` products a tree, on the row's path;
+    projecting onto every split's normal for the tree operator computes
+    ``n_splits x (d + 1)``. Both give the Python model's routing bit for
+    bit; the walk is faster wherever its perfect tables fit (docs/rotation.md
+    measures both), and deeper forests keep the projections. The compat and
+    standard encodings keep their own tree stages.
+    """
+    return (
+        model.backend == "sklearn-rotation"
+        and spec.name in ("fast", "exact")
+        and forest_walk_applies(ensemble)
     )
 
 

@@ -105,6 +105,12 @@ __all__ = [
 
 ROTATIONS = ("pca", "haar", "identity")
 CENTRES = ("class_subset", "origin")
+ROUTINGS = ("auto", "hyperplanes", "frames")
+#: ``routing="auto"`` routes by hyperplanes only when every tree is at most this
+#: deep: the exported walk then computes a row's path only, while deeper trees
+#: (thousands of splits, each a normal of its own) keep their frames, whose few
+#: frame columns every split of a tree shares (docs/rotation.md measures both).
+HYPERPLANE_MAX_DEPTH = 8
 _MAX_INT = np.iinfo(np.int32).max
 #: Mixed into each tree's seed for the frame's own random stream.
 _FRAME_STREAM = 0x726F74
@@ -288,6 +294,7 @@ class _RotationForest(HyperbolicTreeModel):
         "remove_proportion": [Interval(Real, 0.0, 1.0, closed="left")],
         "rotation": [StrOptions(set(ROTATIONS))],
         "centre": [StrOptions(set(CENTRES))],
+        "routing": [StrOptions(set(ROUTINGS))],
         "bootstrap": ["boolean"],
         "max_samples": [
             None,
@@ -322,6 +329,7 @@ class _RotationForest(HyperbolicTreeModel):
             "remove_proportion": 0.5,
             "rotation": "pca",
             "centre": "class_subset",
+            "routing": "auto",
             "criterion": cls._defaults["criterion"],
             **_TREE_DEFAULTS,
             "bootstrap": False,
@@ -423,8 +431,108 @@ class _RotationForest(HyperbolicTreeModel):
         self.split_indices_ = [g[2] for g in grown]
         self.corrections_ = [g[3] for g in grown]
         self.n_outputs_ = 1
+        self.hyperplanes_ = [self._hyperplanes_of(t) for t in range(len(self.estimators_))]
+        self.routing_ = self._choose_routing(k)
         self.input_dtype_ = "float32" if self._float32_keeps(X, k) else "float64"
         return self
+
+    def _choose_routing(self, k: np.ndarray) -> str:
+        """``"hyperplanes"`` or ``"frames"``, as ``routing`` asks, checked on the training rows.
+
+        Hyperplane routing is a model of its own: a row within a rounding of a
+        split can fall on the other side of ``w . k <= c`` than of
+        ``k' <= T``. It is taken only where every training row reaches the
+        same leaf of every tree both ways, so the fitted leaves stay those
+        the trees were grown and corrected with; ``"auto"`` otherwise keeps
+        the frames (for the whole forest), ``"hyperplanes"`` raises.
+        """
+        if self.routing == "frames":
+            return "frames"
+        if self.routing == "auto" and any(
+            tree.get_depth() > HYPERPLANE_MAX_DEPTH for tree in self.estimators_
+        ):
+            return "frames"
+        every = self._frame_features(k)
+        for t, tree in enumerate(self.estimators_):
+            framed = tree.apply(np.ascontiguousarray(self._tree_features(k, t, every), np.float32))
+            moved = np.flatnonzero(framed != self._hyperplane_leaves(k, t))
+            if moved.size == 0:
+                continue
+            if self.routing == "auto":
+                return "frames"
+            raise ValueError(
+                f"routing='hyperplanes': {moved.size} training rows (first: row {moved[0]}) "
+                f"reach another leaf of tree {t} through its split hyperplanes than through "
+                "its frame coordinates (they lie within a rounding of a split); fit with "
+                "routing='frames' or routing='auto' to keep the frames."
+            )
+        return "hyperplanes"
+
+    def _split_thresholds(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Tree ``t``'s frame columns and float64 thresholds: node ``j`` tests ``k'_col <= T``."""
+        tree = self.estimators_[t]
+        (a,) = SklearnBackend().read_trees(tree)
+        internal = a.feature >= 0
+        index = self.split_indices_[t]
+        if index is None:  # the tree compares float32(k') with float64 thresholds
+            threshold = float32_cut(a.threshold)
+        else:
+            threshold = index.klein_thresholds(a.feature, a.threshold)
+        return np.where(internal, a.feature, -1), np.where(internal, threshold, 0.0)
+
+    def _hyperplanes_of(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        """Tree ``t``'s splits as hyperplanes ``w . k <= c`` of Klein coordinates.
+
+        ``k'_j <= T`` with ``k'_j = (M_j . (1, k)) / (M_0 . (1, k))`` and a
+        positive denominator is ``(M_j - T M_0) . (1, k) <= 0``: ``w`` is that
+        normal's Klein part and ``c = -(M_j0 - T M_00)``, each rounded once
+        from the float64 products. Returns ``[d, n_nodes]`` normals and
+        ``[n_nodes]`` offsets, zero at leaves.
+        """
+        M = self.frames_[t]
+        column, threshold = self._split_thresholds(t)
+        internal = column >= 0
+        rows = M[1 + np.where(internal, column, 0)]  # [n_nodes, d + 1]
+        normal = rows - threshold[:, None] * M[0][None, :]
+        normal[~internal] = 0.0
+        return np.ascontiguousarray(normal[:, 1:].T), -normal[:, 0]
+
+    def _hyperplane_leaves(self, k: np.ndarray, t: int) -> np.ndarray:
+        """``[n]``: the leaf of tree ``t`` each Klein row reaches by hyperplane routing.
+
+        Node by node along each row's path: ``w . k`` added in feature order
+        (``k_0 w_0``, then ``+ k_1 w_1``, ...: `hyp2onnx.ir.projection.project`'s
+        order, which the exported walk repeats), then ``<= c`` goes left.
+        """
+        normals, offsets = self.hyperplanes_[t]
+        tree = self.estimators_[t].tree_
+        node = np.zeros(k.shape[0], dtype=np.int64)
+        for _ in range(tree.max_depth):
+            rows = np.flatnonzero(tree.children_left[node] >= 0)
+            if rows.size == 0:
+                break
+            at = node[rows]
+            w = normals[:, at]
+            p = k[rows, 0] * w[0]
+            for f in range(1, k.shape[1]):
+                p += k[rows, f] * w[f]
+            node[rows] = np.where(p <= offsets[at], tree.children_left[at], tree.children_right[at])
+        return node
+
+    def _leaves(self, k: np.ndarray, every: np.ndarray | None = None) -> np.ndarray:
+        """``[n, n_estimators]`` leaves of Klein rows ``k`` by the fitted routing."""
+        if getattr(self, "routing_", "frames") == "hyperplanes":  # pickles before routing_
+            return np.stack(
+                [self._hyperplane_leaves(k, t) for t in range(len(self.estimators_))], axis=1
+            )
+        every = self._frame_features(k) if every is None else every
+        return np.stack(
+            [
+                tree.apply(np.ascontiguousarray(self._tree_features(k, t, every), np.float32))
+                for t, tree in enumerate(self.estimators_)
+            ],
+            axis=1,
+        )
 
     def _grow(
         self,
@@ -471,6 +579,9 @@ class _RotationForest(HyperbolicTreeModel):
         if np.array_equal(rounded, X):
             return True
         k32 = to_klein(rounded, self.input_geometry, self.curvature, self.timelike_dim, check=False)
+        if getattr(self, "routing_", "frames") == "hyperplanes":  # pickles before routing_
+            moved = np.flatnonzero(np.any(k32 != k, axis=1))
+            return bool(np.array_equal(self._leaves(k[moved]), self._leaves(k32[moved])))
         here, there = self._frame_features(k), self._frame_features(k32)
         for t, tree in enumerate(self.estimators_):
             a, b = self._tree_features(k, t, here), self._tree_features(k32, t, there)
@@ -524,26 +635,31 @@ class _RotationForest(HyperbolicTreeModel):
         """The trees' outputs added in tree order in float64, divided by their number."""
         check_is_fitted(self)
         k = self._klein(X, reset=False)
-        every = self._frame_features(k)
+        if getattr(self, "routing_", "frames") == "hyperplanes":  # pickles before routing_
+            per_tree = self._leaf_outputs(self._leaves(k))
+        else:
+            every = self._frame_features(k)
+            per_tree = (
+                getattr(tree, method)(self._tree_features(k, t, every))
+                for t, tree in enumerate(self.estimators_)
+            )
         total: np.ndarray | None = None
-        for t, tree in enumerate(self.estimators_):
-            out = getattr(tree, method)(self._tree_features(k, t, every))
+        for out in per_tree:
             total = out.astype(np.float64) if total is None else total + out
         assert total is not None  # a fitted forest has at least one tree
         return total / len(self.estimators_)
 
+    def _leaf_outputs(self, leaves: np.ndarray) -> Any:
+        """Each tree's output at its ``leaves`` column, as its ``predict`` or
+        ``predict_proba`` gives it for a row reaching that leaf."""
+        for t, tree in enumerate(self.estimators_):
+            value = tree.tree_.value[leaves[:, t], 0]
+            yield value[:, : len(self.classes_)] if is_classifier(self) else value[:, 0]
+
     def apply(self, X: Any) -> np.ndarray:
         """``[n, n_estimators]``: the leaf each point reaches in each tree."""
         check_is_fitted(self)
-        k = self._klein(X, reset=False)
-        every = self._frame_features(k)
-        return np.stack(
-            [
-                tree.apply(self._tree_features(k, t, every))
-                for t, tree in enumerate(self.estimators_)
-            ],
-            axis=1,
-        )
+        return self._leaves(self._klein(X, reset=False))
 
     @property
     def feature_importances_(self) -> np.ndarray:
@@ -558,25 +674,29 @@ class _RotationForest(HyperbolicTreeModel):
     # -- export --------------------------------------------------------------
 
     def to_ir(self) -> Model:
-        """The forest as an `Model`: float64 comparisons of frame coordinates."""
+        """The forest as an `Model`: float64 comparisons of frame coordinates, or, routed
+        by hyperplanes, oblique splits ``w . k <= c`` (`hyp2onnx.ir.projection`)."""
         check_is_fitted(self)
         d = self.frames_[0].shape[0] - 1
         classifier = is_classifier(self)
-        arrays, values = [], []
+        hyperplanes = getattr(self, "routing_", "frames") == "hyperplanes"
+        arrays, values, normals = [], [], []
+        n_columns = 0
         for t, tree in enumerate(self.estimators_):
             (a,) = SklearnBackend().read_trees(tree)
             internal = a.feature >= 0
-            index = self.split_indices_[t]
-            if index is None:  # the tree compares float32(k') with float64 thresholds
-                threshold = float32_cut(a.threshold)
+            if hyperplanes:
+                w, c = self.hyperplanes_[t]
+                column = np.full(a.feature.shape, -1, dtype=np.int64)
+                column[internal] = n_columns + np.arange(int(internal.sum()))
+                n_columns += int(internal.sum())
+                normals.append(w[:, internal])
+                arrays.append(a._replace(feature=column, threshold=np.where(internal, c, 0.0)))
             else:
-                threshold = index.klein_thresholds(a.feature, a.threshold)
-            arrays.append(
-                a._replace(
-                    feature=np.where(internal, a.feature + t * d, -1),
-                    threshold=np.where(internal, threshold, 0.0),
+                column, threshold = self._split_thresholds(t)
+                arrays.append(
+                    a._replace(feature=np.where(internal, column + t * d, -1), threshold=threshold)
                 )
-            )
             v = tree.tree_.value
             leaf = v[:, 0, : len(self.classes_)] if classifier else v[:, :, 0]
             values.append(np.where(internal[:, None], 0.0, leaf))
@@ -592,12 +712,14 @@ class _RotationForest(HyperbolicTreeModel):
             post_transform="identity",
             sum_dtype="float64",
             classes=np.asarray(self.classes_) if classifier else None,
-            frames=self._frames(self.frames_),
+            frames=None if hyperplanes else self._frames(self.frames_),
+            projection=np.ascontiguousarray(np.concatenate(normals, axis=1))
+            if hyperplanes
+            else None,
         )
-        space = input_space(self)
         return Model(
             ensemble=ensemble,
-            space=space,
+            space=input_space(self),
             backend="sklearn-rotation",
             estimator_class=type(self).__name__,
             input_dtype="float64" if self.input_dtype_ == "float64" else "float32",
