@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
 
 import hyp2onnx
 from hyp2onnx.cli import main
 from hyp2onnx.geometry import from_klein
+from hyp2onnx.verify import run_onnx
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "hyp2onnx.cli"]
@@ -284,8 +286,10 @@ def test_round_trip_classifiers(runs: Runs, work: Work, name: str) -> None:
 def test_predictions_from_csv_in_chunks_are_exact(runs: Runs, work: Work) -> None:
     folder, objects = work
     _, table = _read_csv(folder / "rf.csv")  # X.csv in 50-row chunks; float64 written exactly
-    expected = objects["rf"].predict_proba(objects["X"].astype(np.float32))
-    np.testing.assert_array_equal(table[:, 1:], expected)
+    X = objects["X"].astype(np.float32)
+    graph = run_onnx(onnx.load(folder / "rf.onnx"), X)  # the default graph, whole
+    np.testing.assert_array_equal(table[:, 1:], graph["probabilities"])
+    np.testing.assert_array_equal(table[:, 0], objects["rf"].predict(X))
 
 
 def test_regressor_compat_float64_poincare(runs: Runs, work: Work) -> None:

@@ -230,7 +230,7 @@ def test_without_row_blocks_inlines_the_nested_loops_of_a_large_model(models, ro
     monkeypatch.setattr(strategy, "SHORT_PATH_MAX_NODES", 0)
     monkeypatch.setattr(trees, "OPERATOR_BLOCK_ROWS", 2048)
     model, X = models["forest_clf"], rows["forest_clf"]
-    onx = to_onnx(model)
+    onx = to_onnx(model, encoding="exact")
     assert {op for _, op in _graph_ops(onx.graph)} >= {"Loop"} and edge.has_row_blocks(onx)
     flat = edge.without_row_blocks(onx)
     assert not {op for _, op in _graph_ops(flat.graph)} & {"Loop", "If", "SplitToSequence"}

@@ -71,9 +71,9 @@ def test_forced_external_data_gives_the_same_outputs(forest, tmp_path: Path) -> 
 def test_opset5_tree_attributes_move_to_the_data_file(forest, tmp_path: Path, monkeypatch) -> None:
     """Past LEGACY_MAX_NODES the exact encoding uses TreeEnsemble, whose tensors move out."""
     model, X = forest
-    reference = h.to_onnx(model)
+    reference = h.to_onnx(model, encoding="exact")
     monkeypatch.setattr(strategy, "LEGACY_MAX_NODES", 10)
-    onx = h.to_onnx(model)
+    onx = h.to_onnx(model, encoding="exact")
     assert {n.op_type for n in all_nodes(onx.graph)} >= {"TreeEnsemble"}
     path = tmp_path / "big.onnx"
     save_onnx(onx, path, external_data=True)
