@@ -72,15 +72,17 @@ def env() -> dict[str, str]:
     return out
 
 
-def run_page(page: Path, tmp_path: Path, monkeypatch) -> None:
-    """Run every block of ``page`` that is not marked, in ``tmp_path``."""
+def run_page(page: Path, tmp_path: Path, monkeypatch) -> int:
+    """Run every block of ``page`` that is not marked, in ``tmp_path``; the number run."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(ROOT))
     namespace: dict = {"__name__": "__main__"}
+    ran = 0
     for number, (language, body, reason) in enumerate(blocks(page), 1):
         where = f"{page.name}, block {number}"
         if reason is not None:
             continue
+        ran += 1
         if language == "python":
             exec(compile(body, where, "exec"), namespace)
         elif language in ("bash", "console", "sh", "shell"):
@@ -96,3 +98,4 @@ def run_page(page: Path, tmp_path: Path, monkeypatch) -> None:
                     [*_CLI, *words[1:]], env=env(), capture_output=True, text=True
                 )
                 assert done.returncode == 0, f"{where}: {line}\n{done.stdout}{done.stderr}"
+    return ran

@@ -53,8 +53,9 @@ def run(args: list[str]) -> subprocess.CompletedProcess:
     )
 
 
-def check_quick_mode(tmp_path: Path, script: str, markdown: str, figure: str | None) -> None:
-    """``script --quick --out tmp_path`` exits 0 and writes ``markdown`` (and ``figure``)."""
+def check_quick_mode(tmp_path: Path, script: str, markdown: str, figure: str | None) -> str:
+    """``script --quick --out tmp_path`` exits 0 and writes ``markdown`` (and ``figure``);
+    returns the Markdown written."""
     done = run([str(ROOT / "benchmarks" / script), "--quick", "--out", str(tmp_path)])
     assert done.returncode == 0, done.stdout + done.stderr
     text = (tmp_path / markdown).read_text(encoding="utf-8")
@@ -63,3 +64,4 @@ def check_quick_mode(tmp_path: Path, script: str, markdown: str, figure: str | N
     if figure is not None and HAVE_MATPLOTLIB:
         assert (tmp_path / figure).stat().st_size > 10_000
         assert f"]({figure})" in text
+    return text

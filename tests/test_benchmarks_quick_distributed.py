@@ -18,4 +18,4 @@ CASES = [
 
 @pytest.mark.parametrize(("script", "markdown", "figure"), CASES)
 def test_quick_mode_runs(tmp_path: Path, script: str, markdown: str, figure: str | None) -> None:
-    check_quick_mode(tmp_path, script, markdown, figure)
+    assert check_quick_mode(tmp_path, script, markdown, figure).startswith("# ")
