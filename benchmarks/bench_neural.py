@@ -39,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _report
+from bench_isolation import exp_origin, log_origin, on_manifold, random_isometry
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
@@ -49,45 +50,6 @@ from hyp2onnx.geometry import hyperboloid_to_poincare
 from hyp2onnx.verify import run_onnx
 
 BOOST = 3.0
-
-
-# -- geometry --------------------------------------------------------------------------------
-
-
-def exp_origin(v: np.ndarray) -> np.ndarray:
-    """Unit-hyperboloid points ``exp_o(v)`` of tangent vectors ``v`` [n, d] at the origin."""
-    r = np.linalg.norm(v, axis=1, keepdims=True)
-    safe = np.where(r > 0, r, 1.0)
-    return np.concatenate([np.cosh(r), np.sinh(r) * v / safe], axis=1)
-
-
-def log_origin(x: np.ndarray) -> np.ndarray:
-    """Tangent vectors at the origin of unit-hyperboloid points ``x``."""
-    r = np.arccosh(np.maximum(x[:, 0], 1.0))
-    norm = np.linalg.norm(x[:, 1:], axis=1)
-    return x[:, 1:] * (r / np.where(norm > 0, norm, 1.0))[:, None]
-
-
-def random_isometry(d: int, rng: np.random.Generator, rapidity: float = BOOST) -> np.ndarray:
-    """A rotation, a boost of ``rapidity`` along the first axis, a rotation."""
-
-    def rotation() -> np.ndarray:
-        q, r = np.linalg.qr(rng.standard_normal((d, d)))
-        R = np.eye(d + 1)
-        R[1:, 1:] = q * np.sign(np.diag(r))
-        return R
-
-    B = np.eye(d + 1)
-    B[0, 0] = B[1, 1] = np.cosh(rapidity)
-    B[0, 1] = B[1, 0] = np.sinh(rapidity)
-    return rotation() @ B @ rotation()
-
-
-def on_manifold(x: np.ndarray) -> np.ndarray:
-    """``x_0`` recomputed from the spacelike part (rounding drift after an isometry)."""
-    return np.concatenate(
-        [np.sqrt(1.0 + (x[:, 1:] ** 2).sum(axis=1, keepdims=True)), x[:, 1:]], axis=1
-    )
 
 
 def hierarchy(d: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -319,7 +281,7 @@ def accuracy(quick: bool, seeds: int) -> list[list[Any]]:
         for seed in range(seeds):
             X, y = make(seed)
             y = np.unique(y, return_inverse=True)[1]
-            G = random_isometry(X.shape[1] - 1, np.random.default_rng(1000 + seed))
+            G = random_isometry(X.shape[1] - 1, np.random.default_rng(1000 + seed), BOOST)
             moved = on_manifold(X @ G.T)
             for which, data in enumerate((X, moved)):
                 Xtr, Xte, ytr, yte = train_test_split(
