@@ -450,20 +450,60 @@ def lorentzian_centroid(x: np.ndarray) -> np.ndarray:
     result's ``x_0`` is recomputed from its spatial part.
     """
     x = np.asarray(x, dtype=np.float64)
-    m = x.sum(axis=0)
+    return _centroid_of_sum(x.sum(axis=0), x[:, 0], *_centroid_row_terms(x))
+
+
+def _centroid_row_terms(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The terms of [lorentzian_centroid][hyp2onnx.geometry.lorentzian_centroid] that depend
+    on each row alone: ``|x_s|``, ``x_s / |x_s|`` and ``1 / (x_0 + |x_s|)``.
+
+    Computed once for many centroids of subsets of the same rows (the nodes
+    of a tree), they give each centroid bit for bit (every term is row-wise).
+    """
+    spatial = _norms(x[:, 1:])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        unit = x[:, 1:] / spatial[:, None]
+        inverse = 1.0 / (x[:, 0] + spatial)
+    return spatial, unit, inverse
+
+
+def _centroid_of_sum(
+    m: np.ndarray,
+    x0: np.ndarray,
+    spatial: np.ndarray,
+    unit: np.ndarray,
+    inverse: np.ndarray,
+    *,
+    all_spatial: bool = False,
+) -> np.ndarray:
+    """The centroid of rows whose sum is ``m``, from their `_centroid_row_terms` and ``x_0``.
+
+    ``all_spatial`` says that every row has ``|x_s| > 0`` (no row at the
+    origin), which spares selecting ``x_0`` for the others.
+    """
     ms = m[1:]
-    s = math.hypot(*ms)
+    s = math.hypot(*ms.tolist())
+    m0 = float(m[0])
     if s > 0:
-        spatial = _norms(x[:, 1:])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            unit = x[:, 1:] / spatial[:, None]
-            diff = unit - ms / s
-            gap = 1.0 / (x[:, 0] + spatial) + spatial * np.einsum("ij,ij->i", diff, diff) / 2.0
-        lower = float(np.sum(np.where(spatial > 0, gap, x[:, 0])))
+        if s < math.inf:  # nothing below can divide by zero or make a NaN of numbers
+            direction = ms / s
+        else:  # the rows' sum overflowed
+            with np.errstate(invalid="ignore"):
+                direction = ms / s
+        diff = unit - direction
+        # inverse + spatial * |diff|^2 / 2, in place (products and sums commute exactly)
+        gap = np.einsum("ij,ij->i", diff, diff)
+        gap *= spatial
+        gap /= 2.0
+        gap += inverse
+        lower = float((gap if all_spatial else np.where(spatial > 0, gap, x0)).sum())
     else:
-        lower = float(m[0])
-    mu_s = ms / (math.sqrt(lower) * math.sqrt(float(m[0]) + s))
-    return np.concatenate([[math.hypot(1.0, *mu_s)], mu_s])
+        lower = m0
+    mu_s = ms / (math.sqrt(lower) * math.sqrt(m0 + s))
+    mu = np.empty(m.shape[0])
+    mu[0] = math.hypot(1.0, *mu_s.tolist())
+    mu[1:] = mu_s
+    return mu
 
 
 def move_to_origin(x: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -483,17 +523,41 @@ def move_to_origin(x: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """
     x = np.asarray(x, dtype=np.float64)
     mu = np.asarray(mu, dtype=np.float64)
-    a = mu[1:] / (1.0 + mu[0])
-    ta = 2.0 / (1.0 + mu[0])
-    b = x[:, 1:] / (1.0 + x[:, :1])
-    tb = 2.0 / (1.0 + x[:, 0])
-    diff = b - a
-    dd = np.einsum("ij,ij->i", diff, diff)
-    ratio = dd / ta / tb  # sinh^2(d / 2)
-    z0 = 1.0 + 2.0 * ratio
-    y = (ta * diff - dd[:, None] * a) / (dd + ta * tb)[:, None]
+    ratio, z0, y = _mobius_to_origin(*_ball_terms(x), mu)
     moved = np.concatenate([z0[:, None], (1.0 + z0)[:, None] * y], axis=1)
     return moved, 2.0 * np.arcsinh(np.sqrt(ratio))
+
+
+def _ball_terms(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's Poincare point ``b = x_s / (1 + x_0)`` and ``1 - |b|^2 = 2 / (1 + x_0)``.
+
+    Row-wise, so computed once for many moves of subsets of the same rows.
+    """
+    return x[:, 1:] / (1.0 + x[:, :1]), 2.0 / (1.0 + x[:, 0])
+
+
+def _mobius_to_origin(
+    b: np.ndarray, tb: np.ndarray, mu: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The move of [move_to_origin][hyp2onnx.geometry.move_to_origin] from the rows'
+    `_ball_terms`: ``sinh^2(d / 2)``, the moved ``x_0`` and the moved Poincare point."""
+    m0 = float(mu[0])
+    a = mu[1:] / (1.0 + m0)
+    ta = 2.0 / (1.0 + m0)
+    diff = b - a
+    dd = np.einsum("ij,ij->i", diff, diff)
+    ratio = dd / ta
+    ratio /= tb  # sinh^2(d / 2)
+    z0 = 2.0 * ratio
+    z0 += 1.0
+    # y = (ta diff - dd a) / (dd + ta tb), in place (products and sums commute exactly)
+    y = diff
+    y *= ta
+    y -= dd[:, None] * a
+    denominator = ta * tb
+    denominator += dd
+    y /= denominator[:, None]
+    return ratio, z0, y
 
 
 def hyperbolic_radius(x: np.ndarray) -> np.ndarray:

@@ -51,6 +51,7 @@ the floats); the graph makes the same comparison, so labels are identical.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -66,9 +67,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..errors import FarPointError, FarPointWarning, warn_user
 from ..geometry import (
     CENTRED_RADIUS,
+    _ball_terms,
+    _centroid_of_sum,
+    _centroid_row_terms,
+    _mobius_to_origin,
     hyperbolic_radius,
-    lorentzian_centroid,
-    move_to_origin,
     name_far_rows,
     unit_hyperboloid,
 )
@@ -115,14 +118,24 @@ def lorentz_boost_to_origin(mu: np.ndarray) -> np.ndarray:
     ``J = diag(-1, 1, ..., 1)``.
     """
     mu = np.asarray(mu, dtype=np.float64)
-    m0, ms = mu[0], mu[1:]
+    ms = mu[1:]
     d = ms.shape[0]
     M = np.empty((d + 1, d + 1))
-    M[0, 0] = m0
-    M[0, 1:] = -ms
-    M[1:, 0] = -ms
-    M[1:, 1:] = np.eye(d) + np.outer(ms, ms) / (1.0 + m0)
+    M[0, 0] = mu[0]
+    M[0, 1:] = M[1:, 0] = -ms
+    block = M[1:, 1:]
+    np.multiply(ms[:, None], ms, out=block)  # the outer product, written in place
+    block /= 1.0 + float(mu[0])
+    block += _identity(d)
     return M
+
+
+@functools.cache
+def _identity(d: int) -> np.ndarray:
+    """``np.eye(d)``, made once per dimension and read-only."""
+    eye = np.eye(d)
+    eye.flags.writeable = False
+    return eye
 
 
 def _check_far_rows(x: np.ndarray) -> None:
@@ -188,7 +201,7 @@ def _draw(lo: float, hi: float, law: str, rng: np.random.RandomState) -> float:
     else:
         a, b = math.atanh(max(lo, -1.0 + 1e-16)), math.atanh(min(hi, 1.0 - 1e-16))
         t = math.tanh(a + (b - a) * u)
-    return min(max(t, lo), float(np.nextafter(hi, -np.inf)))
+    return min(max(t, lo), math.nextafter(hi, -math.inf))
 
 
 @dataclass(frozen=True, eq=False)
@@ -269,8 +282,10 @@ class _Nodes:
     def tree(self, *, centred: bool, d: int) -> IsolationTree:
         normal = None
         if centred:
-            rows = [np.zeros(d) if w is None else w for w in self.normals]
-            normal = np.array(rows).reshape(len(self.normals), d)
+            normal = np.zeros((len(self.normals), d))
+            for j, w in enumerate(self.normals):
+                if w is not None:
+                    normal[j] = w
         return IsolationTree(
             feature=np.array(self.feature, dtype=np.int64),
             threshold=np.array(self.threshold, dtype=np.float64),
@@ -295,6 +310,7 @@ def _grow(
 ) -> IsolationTree:
     """Grow one isolation tree on the Klein rows ``k`` (a subsample, repeats allowed)."""
     nodes = _Nodes()
+    frame = None if lorentz is None else _CentredRows(k, lorentz)
     stack = [(nodes.new(k.shape[0], 0), np.arange(k.shape[0]))]
     while stack:
         node, rows = stack.pop()
@@ -304,19 +320,25 @@ def _grow(
         if splits == "axis":
             goes_left = _axis_split(k, rows, features, node, law, rng, nodes)
         else:
-            assert lorentz is not None  # centred trees get the hyperboloid rows
+            assert frame is not None  # centred trees get the hyperboloid rows
             goes_left = _centred_split(
-                k[rows], lorentz[rows], node, law, n_directions, rng, nodes.threshold, nodes.normals
+                frame, rows, node, law, n_directions, rng, nodes.threshold, nodes.normals
             )
             if goes_left is not None:
                 nodes.feature[node] = 0
         if goes_left is None:
             continue
-        lc = nodes.new(int(goes_left.sum()), level + 1)
-        rc = nodes.new(int(rows.size - goes_left.sum()), level + 1)
+        n_left = int(np.count_nonzero(goes_left))
+        n_right = rows.size - n_left
+        lc = nodes.new(n_left, level + 1)
+        rc = nodes.new(n_right, level + 1)
         nodes.left[node], nodes.right[node] = lc, rc
-        stack.append((rc, rows[~goes_left]))
-        stack.append((lc, rows[goes_left]))
+        if level + 1 >= max_depth:  # both children are leaves
+            continue
+        if n_right > 1:
+            stack.append((rc, rows[~goes_left]))
+        if n_left > 1:
+            stack.append((lc, rows[goes_left]))
     return nodes.tree(centred=splits == "centred", d=k.shape[1])
 
 
@@ -331,7 +353,7 @@ def _axis_split(
 ) -> np.ndarray | None:
     """Split ``node`` on a random varying feature (recorded in ``nodes``); which of its
     ``rows`` go left, or None if no feature varies there."""
-    sub = k[rows][:, features]
+    sub = k[rows] if features.size == k.shape[1] else k[rows][:, features]
     lo, hi = sub.min(axis=0), sub.max(axis=0)
     varying = np.flatnonzero(lo < hi)
     if varying.size == 0:
@@ -339,12 +361,69 @@ def _axis_split(
     j = varying[rng.randint(varying.size)]
     t = _draw(float(lo[j]), float(hi[j]), law, rng)
     nodes.feature[node], nodes.threshold[node] = int(features[j]), t
-    return k[rows, features[j]] <= t
+    return sub[:, j] <= t
+
+
+class _CentredRows:
+    """What the centred splits of one tree need of its rows, computed once per tree.
+
+    Each node's centroid and move to the origin use row-wise terms (norms,
+    unit vectors, Poincare-ball points: `hyp2onnx.geometry`'s
+    `_centroid_row_terms` and `_ball_terms`) that do not depend on the node.
+    They are held side by side in one table, so a node gathers its rows
+    once, and its arithmetic is, operation for operation, what
+    [lorentzian_centroid][hyp2onnx.geometry.lorentzian_centroid] and
+    [move_to_origin][hyp2onnx.geometry.move_to_origin] compute on those rows.
+    """
+
+    def __init__(self, k: np.ndarray, lorentz: np.ndarray) -> None:
+        d = k.shape[1]
+        spatial, unit, inverse = _centroid_row_terms(lorentz)
+        ball, ball_scale = _ball_terms(lorentz)
+        self.d = d
+        self.all_spatial = bool((spatial > 0).all())
+        # columns: x (d + 1) | x_s / |x_s| (d) | ball point (d) | k (d) | |x_s|
+        #          | 1 / (x_0 + |x_s|) | 2 / (1 + x_0)
+        self.table = np.concatenate(
+            [lorentz, unit, ball, k, spatial[:, None], inverse[:, None], ball_scale[:, None]],
+            axis=1,
+        )
+
+    def split_terms(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The node's centroid ``mu`` (``lorentzian_centroid(lorentz[rows])``), its rows'
+        Klein coordinates after the move of ``mu`` to the origin (those of
+        ``move_to_origin(lorentz[rows], mu)[0]``) and their original Klein coordinates."""
+        d = self.d
+        t = self.table[rows]
+        m = t[:, : d + 1].sum(axis=0)
+        spatial = t[:, 4 * d + 1]
+        mu = _centroid_of_sum(
+            m,
+            t[:, 0],
+            spatial,
+            t[:, d + 1 : 2 * d + 1],
+            t[:, 4 * d + 2],
+            all_spatial=self.all_spatial,
+        )
+        _, z0, y = _mobius_to_origin(t[:, 2 * d + 1 : 3 * d + 1], t[:, 4 * d + 3], mu)
+        # the moved rows' Klein coordinates ((1 + z0) y) / z0, in place
+        y *= (1.0 + z0)[:, None]
+        y /= z0[:, None]
+        return mu, y, t[:, 3 * d + 1 : 4 * d + 1]
+
+
+def _project(k: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``project(k, w[:, None])[:, 0]``: the same products, added in feature order."""
+    terms = k * w
+    p = terms[:, 0]
+    for f in range(1, terms.shape[1]):
+        p = p + terms[:, f]
+    return p
 
 
 def _centred_split(
-    k: np.ndarray,
-    lorentz: np.ndarray,
+    frame: _CentredRows,
+    rows: np.ndarray,
     node: int,
     law: str,
     n_directions: int,
@@ -352,17 +431,19 @@ def _centred_split(
     threshold: list,
     normals: list,
 ) -> np.ndarray | None:
-    """Draw the node-centred split of one node; store it and return the rows going left."""
-    d = k.shape[1]
-    mu = lorentzian_centroid(lorentz)
+    """Draw the node-centred split of one node (its ``rows`` of the tree); store it and
+    return which of them go left."""
+    d = frame.d
+    mu, k_moved, k = frame.split_terms(rows)
     M = lorentz_boost_to_origin(mu)
-    moved, _ = move_to_origin(lorentz, mu)
-    k_moved = moved[:, 1:] / moved[:, :1]
     for _ in range(_DIRECTION_TRIES):
-        u = np.zeros(d)
-        axes = np.arange(d) if n_directions >= d else rng.choice(d, n_directions, replace=False)
-        u[axes] = rng.standard_normal(axes.size)
-        norm = np.linalg.norm(u)
+        if n_directions >= d:  # all axes: the draws the branch below makes when it fills them all
+            u = np.asarray(rng.standard_normal(d))
+        else:
+            u = np.zeros(d)
+            axes = rng.choice(d, n_directions, replace=False)
+            u[axes] = rng.standard_normal(axes.size)
+        norm = math.sqrt(u.dot(u))  # np.linalg.norm's own arithmetic
         if norm == 0:
             continue
         u /= norm
@@ -376,15 +457,16 @@ def _centred_split(
             else lo / 2 + hi / 2
         )
         n = -s * M[0] + u @ M[1:]
-        scale = float(np.linalg.norm(n[1:]))
-        w, tau = n[1:] / scale, -n[0] / scale
+        spatial = n[1:]
+        scale = math.sqrt(spatial.dot(spatial))
+        w, tau = spatial / scale, -n[0] / scale
         # The stored split is what routes, in Python and in the graph: the float64
         # projection of the original Klein rows, kept strictly inside their range.
-        p = project(k, w[:, None])[:, 0]
+        p = _project(k, w)
         p_lo, p_hi = float(p.min()), float(p.max())
         if not p_lo < p_hi:
             continue
-        tau = min(max(tau, p_lo), float(np.nextafter(p_hi, -np.inf)))
+        tau = min(max(tau, p_lo), math.nextafter(p_hi, -math.inf))
         threshold[node], normals[node] = tau, w
         return p <= tau
     return None
