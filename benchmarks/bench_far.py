@@ -40,6 +40,7 @@ import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -170,8 +171,9 @@ def dask_ray_cell(client, backend: str, space: str, dname: str, r0: float, n_tra
     return float(np.mean(predicted == yt)), differences, probe.shape[0]
 
 
-def dask_cells(tasks: list[tuple]) -> dict:
-    """Every Dask cell, in this process, on one 2-worker LocalCluster."""
+def dask_cells(tasks: list[tuple], *, processes: bool = True) -> dict:
+    """Every Dask cell, in this process, on one 2-worker LocalCluster (of worker processes,
+    or of threads in this process with ``processes=False``)."""
     import logging
 
     from distributed import Client, LocalCluster
@@ -181,7 +183,7 @@ def dask_cells(tasks: list[tuple]) -> dict:
     started = time.perf_counter()
     with (
         LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+            n_workers=2, threads_per_worker=1, processes=processes, dashboard_address=":0"
         ) as cluster,
         Client(cluster) as client,
     ):
@@ -233,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_output_args(parser)
     parser.add_argument("--radii", type=float, nargs="+", default=list(range(2, 17)))
-    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
+    parser.add_argument(
+        "--jobs", type=int, help="worker processes (default 2; 1 runs the cells in this process)"
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--no-dask", action="store_true", help="leave the Dask rows out")
     which.add_argument(
@@ -243,8 +247,14 @@ def main(argv: list[str] | None = None) -> int:
     n_train, n_test = 6000, 2000
     dirs = directions()
     if args.quick:
-        args.radii, n_train, n_test = [3.0, 10.0], 1500, 500
+        # Every backend, tree space, Dask estimator and precision variant once: one
+        # ray, one radius, the cells in this process (a pool's start would outlast them)
+        args.radii, n_train, n_test = [10.0], 1500, 500
         dirs = {k: dirs[k] for k in ("angle pi/4",)}
+    if args.jobs is None:
+        args.jobs = 1 if args.quick else 2
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}.")
     out = output_dir(args)
     variants = {
         "hyperboloid": ("float64", "float32", "float32, x0 recomputed"),
@@ -279,9 +289,11 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     started = time.perf_counter()
-    results = dask_cells(dask_tasks) if dask_tasks else {}
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        done = pool.map(run_task, tasks, chunksize=1)
+    # --quick: worker threads, as starting two worker processes would take most of its time
+    # (the suite's Dask tests run on worker processes)
+    results = dask_cells(dask_tasks, processes=not args.quick) if dask_tasks else {}
+    with ProcessPoolExecutor(max_workers=args.jobs) if args.jobs > 1 else nullcontext() as pool:
+        done = map(run_task, tasks) if pool is None else pool.map(run_task, tasks, chunksize=1)
         for i, (task, result) in enumerate(done, start=1):
             results[task] = result
             if i % max(1, len(tasks) // 20) == 0 or i == len(tasks):
@@ -353,8 +365,11 @@ def main(argv: list[str] | None = None) -> int:
             "# Far from the origin: the ray test",
             __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0],
             f"Accuracy below {GOAL} in bold. {n_train} training and {n_test} test rows. "
-            f"{len(tasks) + len(dask_tasks)} cells in {elapsed:.0f} s with {args.jobs} workers "
-            f"(Dask cells: one 2-worker LocalCluster). {environment()}",
+            f"{len(tasks) + len(dask_tasks)} cells in {elapsed:.0f} s "
+            + (f"with {args.jobs} workers " if args.jobs > 1 else "in one process ")
+            + "(Dask cells: one 2-worker LocalCluster"
+            + (" of threads). " if args.quick else "). ")
+            + environment(),
             "## Accuracy by backend and tree space (Python model; the graph's labels equal "
             "the Python model's wherever the last column says 0)",
             *sections,
