@@ -31,6 +31,7 @@ from ..emit.network import (
     emit_chain,
     emit_guarded,
     emit_klein,
+    emit_klein_with_ones,
     emit_network_outputs,
     emit_region_tree,
 )
@@ -106,7 +107,7 @@ def compile_network(
     )
     g = GraphBuilder(opset)
     g.reserve("X", "label", "probabilities", "variable", "covered", "region")
-    k = emit_klein(g, "X", space, input_dtype=dtype)
+    k, ones_column = _klein_rows(g, space, dtype, whole_rows=not tree and encoding == "fast")
     extra: dict[str, str] = {"hidden_layer_sizes": json.dumps(list(network.hidden_sizes))}
     outputs_extra: list[helper.ValueInfoProto] = []
     if tree:
@@ -122,7 +123,7 @@ def compile_network(
         logits = emit_chain(g, k, network)
     else:
         bound = network_value_bound(network)
-        logits = emit_guarded(g, k, network, bound)
+        logits = emit_guarded(g, k, network, bound, ones_column=ones_column)
         extra["value_bound"] = repr(bound)
         extra["tie_margin"] = repr((1.0 if network.output == "logistic" else 2.0) * bound)
     outputs = emit_network_outputs(g, logits, network) + outputs_extra
@@ -136,6 +137,17 @@ def compile_network(
     )
     facts = {"estimator_class": estimator_class, "encoding": encoding, "input_dtype": dtype}
     return _finish(graph, opset, network, space, {**facts, **extra})
+
+
+def _klein_rows(
+    g: GraphBuilder, space: InputSpace, dtype: str, *, whole_rows: bool
+) -> tuple[str, int | None]:
+    """The Klein rows the network reads, and their column of ones if ``whole_rows`` asks for
+    hyperboloid rows divided by ``x_0`` whole and the input allows it (`emit_klein_with_ones`)."""
+    with_ones = emit_klein_with_ones(g, "X", space, input_dtype=dtype) if whole_rows else None
+    if with_ones is None:
+        return emit_klein(g, "X", space, input_dtype=dtype), None
+    return with_ones
 
 
 def _check_request(
