@@ -158,7 +158,7 @@ def run_onnx(
     take float rows ``X``), or a mapping {input name: array} naming every
     input of a graph with several (a composed graph takes its encoder's
     inputs). Each array is checked against its input and cast to its type
-    only where nothing is lost ([`hyp2onnx._feeds.feeds`][hyp2onnx._feeds.feeds]):
+    only where nothing is lost (`hyp2onnx._feeds.feeds`):
     NaN, infinity, and values a float input cannot hold (float32 overflow)
     raise [`InvalidPointError`][hyp2onnx.errors.InvalidPointError] naming the rows
     ([`hyp2onnx.geometry.check_representable`][hyp2onnx.geometry.check_representable]), as do
