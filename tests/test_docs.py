@@ -8,8 +8,9 @@
   ``[name][hyp2onnx.path]`` of the package's source, rendered or not, names
   an object of the API pages, and the source holds no Sphinx role;
 * every ```python and ```bash block of README.md and docs/*.md runs (how:
-  _docs.py); the slowest pages run from test_docs_distributed.py and
-  test_docs_deploy.py, so that the suite's workers share them;
+  _docs.py); the slowest pages, or their sections, run from
+  test_docs_distributed.py, test_docs_spark.py and test_docs_deploy.py, so
+  that the suite's workers share them;
 * every public class and function of the public modules has a docstring.
 """
 
