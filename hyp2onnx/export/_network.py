@@ -38,6 +38,7 @@ from ..emit.network import (
 from ..errors import warn_user
 from ..ir import InputSpace, Task
 from ..ir.network import Network, error_bounds
+from ._model_file import wrap_model
 
 __all__ = ["NETWORK_ENCODINGS", "compile_network", "is_network", "network_value_bound"]
 
@@ -46,7 +47,6 @@ NETWORK_ENCODINGS = {
     "fast": "Gemm per layer in the runtime's order, near-tie rows rescored in fixed order",
     "exact": "every sum in the Python model's fixed order (bit for bit)",
 }
-_META_PREFIX = "hyp2onnx."
 
 
 #: The modules of the classes exported here (`hyp2onnx.estimators._mlp`, ``._regions``).
@@ -186,21 +186,6 @@ def _finish(
     facts: dict[str, str],
 ) -> onnx.ModelProto:
     """The checked model: opset, doc string and hyp2onnx's metadata (the trees' keys)."""
-    opsets = [helper.make_opsetid("", opset)]
-    onnx_model = helper.make_model(
-        graph,
-        opset_imports=opsets,
-        producer_name="hyp2onnx",
-        producer_version=_version,
-        ir_version=helper.find_min_ir_version_for(opsets),
-        doc_string=(
-            f"{facts['estimator_class']} (ReLU network on Klein coordinates, hidden layers "
-            f"{list(network.hidden_sizes)}) exported by hyp2onnx {_version}. Input X: points "
-            f"in the {space.geometry} model of hyperbolic space of curvature "
-            f"{space.curvature:g}, {space.n_input_features} columns. Encoding: "
-            f"{facts['encoding']}."
-        ),
-    )
     entries = {
         "input_geometry": space.geometry,
         "curvature": repr(float(space.curvature)),
@@ -217,8 +202,12 @@ def _finish(
         "version": _version,
         **facts,
     }
-    for key, value in entries.items():
-        prop = onnx_model.metadata_props.add()
-        prop.key, prop.value = _META_PREFIX + key, value
-    onnx.checker.check_model(onnx_model, full_check=True)
-    return onnx_model
+    doc_string = (
+        f"{facts['estimator_class']} (ReLU network on Klein coordinates, hidden layers "
+        f"{list(network.hidden_sizes)}) exported by hyp2onnx {_version}. Input X: points "
+        f"in the {space.geometry} model of hyperbolic space of curvature "
+        f"{space.curvature:g}, {space.n_input_features} columns. Encoding: "
+        f"{facts['encoding']}."
+    )
+    opsets = [helper.make_opsetid("", opset)]
+    return wrap_model(graph, opsets=opsets, doc_string=doc_string, metadata=entries)
