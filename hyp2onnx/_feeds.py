@@ -25,7 +25,7 @@ from .geometry import check_representable, raise_rows
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["InputSpec", "feeds", "input_specs", "prepare", "split_problem"]
+__all__ = ["InputSpec", "check_dims", "feeds", "input_specs", "prepare", "split_problem"]
 
 #: ONNX element types hyp2onnx feeds, as numpy types (onnx is not imported here).
 NP_TYPES: dict[int, Any] = {
@@ -143,20 +143,25 @@ def feeds(specs: list[InputSpec], X: Any) -> dict[str, np.ndarray]:
         s.name: prepare(s, arrays[s.name], label=None if plain else f"input {s.name!r}")
         for s in specs
     }
+    check_dims(specs, out)
+    return out
+
+
+def check_dims(specs: list[InputSpec], arrays: Mapping[str, Any]) -> None:
+    """ValueError unless every symbolic dimension has one size across ``arrays``."""
     seen: dict[str, tuple[int, str, int]] = {}
     for s in specs:
+        shape = np.shape(arrays[s.name])
         for axis, dim in enumerate(s.dims or ()):
-            if not isinstance(dim, str):
+            if not isinstance(dim, str) or axis >= len(shape):
                 continue
-            size = out[s.name].shape[axis]
-            first = seen.setdefault(dim, (size, s.name, axis))
-            if first[0] != size:
+            first = seen.setdefault(dim, (shape[axis], s.name, axis))
+            if first[0] != shape[axis]:
                 raise ValueError(
                     f"dimension {dim!r} is {first[0]} in input {first[1]!r} (axis {first[2]}) "
-                    f"but {size} in input {s.name!r} (axis {axis}); the graph declares them "
-                    f"equal. Its inputs are {_listing(specs)}."
+                    f"but {shape[axis]} in input {s.name!r} (axis {axis}); the graph declares "
+                    f"them equal. Its inputs are {_listing(specs)}."
                 )
-    return out
 
 
 def prepare(spec: InputSpec, value: Any, *, label: str | None = None) -> np.ndarray:

@@ -393,6 +393,10 @@ def test_cli_errors_name_the_file_and_the_input(files, exp_case):
             {**data, "scale": np.where(np.arange(30)[:, None] == 17, np.nan, 1.0)},
             "(rows 17)",
         ),
+        "short": (
+            {**data, "scale": data["scale"][:29]},
+            "dimension 'N' is 30 in input 'x' (axis 0) but 29 in input 'scale'",
+        ),
     }
     for name, (arrays, match) in cases.items():
         np.savez(files / f"{name}.npz", **arrays)

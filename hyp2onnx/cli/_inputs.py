@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .._feeds import InputSpec, feeds, input_specs, split_problem
+from .._feeds import InputSpec, check_dims, feeds, input_specs, split_problem
 from ._common import InputError, existing_file, first_line
 from ._data import DataSource, _file_rows, _parts, check_points_in, check_width, open_data
 
@@ -200,4 +200,8 @@ def match_data(
                 "save a 2-D array; a single point as X.reshape(1, -1)",
             )
         check_width(DataSource(source.path, X.shape[0], X.shape[1]), metadata)
+    try:  # before any chunk is cut: a length mismatch is the file's, whole
+        check_dims(specs, arrays)
+    except ValueError as exc:
+        raise InputError(source.path, first_line(exc), _savez_fix(specs)) from exc
     return GraphData(source.path, specs, metadata, None, arrays, split_problem(specs, arrays))
