@@ -413,12 +413,9 @@ class _CentredRows:
 
 
 def _project(k: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``project(k, w[:, None])[:, 0]``: the same products, added in feature order."""
-    terms = k * w
-    p = terms[:, 0]
-    for f in range(1, terms.shape[1]):
-        p = p + terms[:, f]
-    return p
+    """``project(k, w[:, None])[:, 0]``: the same products, added in feature order (a running
+    sum's last column, ``((k_0 w_0 + k_1 w_1) + k_2 w_2) + ...``, in one call)."""
+    return np.add.accumulate(k * w, axis=1)[:, -1]
 
 
 def _centred_split(
