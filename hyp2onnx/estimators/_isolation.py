@@ -382,34 +382,37 @@ class _CentredRows:
         ball, ball_scale = _ball_terms(lorentz)
         self.d = d
         self.all_spatial = bool((spatial > 0).all())
-        # columns: x (d + 1) | x_s / |x_s| (d) | ball point (d) | k (d) | |x_s|
-        #          | 1 / (x_0 + |x_s|) | 2 / (1 + x_0)
         self.table = np.concatenate(
             [lorentz, unit, ball, k, spatial[:, None], inverse[:, None], ball_scale[:, None]],
             axis=1,
         )
+        # the table's columns
+        self.x = slice(0, d + 1)  # the hyperboloid row
+        self.unit = slice(d + 1, 2 * d + 1)  # x_s / |x_s|
+        self.ball = slice(2 * d + 1, 3 * d + 1)  # x_s / (1 + x_0)
+        self.klein = slice(3 * d + 1, 4 * d + 1)  # k
+        self.spatial = 4 * d + 1  # |x_s|
+        self.inverse = 4 * d + 2  # 1 / (x_0 + |x_s|)
+        self.ball_scale = 4 * d + 3  # 2 / (1 + x_0)
 
     def split_terms(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The node's centroid ``mu`` (``lorentzian_centroid(lorentz[rows])``), its rows'
         Klein coordinates after the move of ``mu`` to the origin (those of
         ``move_to_origin(lorentz[rows], mu)[0]``) and their original Klein coordinates."""
-        d = self.d
         t = self.table[rows]
-        m = t[:, : d + 1].sum(axis=0)
-        spatial = t[:, 4 * d + 1]
         mu = _centroid_of_sum(
-            m,
+            t[:, self.x].sum(axis=0),
             t[:, 0],
-            spatial,
-            t[:, d + 1 : 2 * d + 1],
-            t[:, 4 * d + 2],
+            t[:, self.spatial],
+            t[:, self.unit],
+            t[:, self.inverse],
             all_spatial=self.all_spatial,
         )
-        _, z0, y = _mobius_to_origin(t[:, 2 * d + 1 : 3 * d + 1], t[:, 4 * d + 3], mu)
+        _, z0, y = _mobius_to_origin(t[:, self.ball], t[:, self.ball_scale], mu)
         # the moved rows' Klein coordinates ((1 + z0) y) / z0, in place
         y *= (1.0 + z0)[:, None]
         y /= z0[:, None]
-        return mu, y, t[:, 3 * d + 1 : 4 * d + 1]
+        return mu, y, t[:, self.klein]
 
 
 def _project(k: np.ndarray, w: np.ndarray) -> np.ndarray:
