@@ -54,7 +54,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -256,45 +256,8 @@ class IsolationTree:
         return apply(self.arrays(), values, "<=")
 
 
-@dataclass
-class _Nodes:
-    """An isolation tree's node arrays while it grows (a new node is a leaf)."""
-
-    feature: list[int] = field(default_factory=list)
-    threshold: list[float] = field(default_factory=list)
-    left: list[int] = field(default_factory=list)
-    right: list[int] = field(default_factory=list)
-    count: list[int] = field(default_factory=list)
-    depth: list[int] = field(default_factory=list)
-    normals: list[np.ndarray | None] = field(default_factory=list)
-
-    def new(self, n: int, level: int) -> int:
-        """A new leaf holding ``n`` rows at depth ``level``; its index."""
-        self.feature.append(-1)
-        self.threshold.append(0.0)
-        self.left.append(-1)
-        self.right.append(-1)
-        self.count.append(n)
-        self.depth.append(level)
-        self.normals.append(None)
-        return len(self.feature) - 1
-
-    def tree(self, *, centred: bool, d: int) -> IsolationTree:
-        normal = None
-        if centred:
-            normal = np.zeros((len(self.normals), d))
-            for j, w in enumerate(self.normals):
-                if w is not None:
-                    normal[j] = w
-        return IsolationTree(
-            feature=np.array(self.feature, dtype=np.int64),
-            threshold=np.array(self.threshold, dtype=np.float64),
-            left=np.array(self.left, dtype=np.int64),
-            right=np.array(self.right, dtype=np.int64),
-            n_node_samples=np.array(self.count, dtype=np.int64),
-            depth=np.array(self.depth, dtype=np.int64),
-            normal=normal,
-        )
+#: A node's split: ``(feature, threshold, normal or None, which of its rows go left)``.
+_Split = tuple[int, float, np.ndarray | None, np.ndarray]
 
 
 def _grow(
@@ -308,51 +271,67 @@ def _grow(
     n_directions: int,
     rng: np.random.RandomState,
 ) -> IsolationTree:
-    """Grow one isolation tree on the Klein rows ``k`` (a subsample, repeats allowed)."""
-    nodes = _Nodes()
+    """Grow one isolation tree on the Klein rows ``k`` (a subsample, repeats allowed).
+
+    Depth first, left child first (the order of the random draws); a node is
+    split unless it lies at ``max_depth`` or holds fewer than two rows.
+    """
     frame = None if lorentz is None else _CentredRows(k, lorentz)
-    stack = [(nodes.new(k.shape[0], 0), np.arange(k.shape[0]))]
+    n, d = k.shape
+    count, depth = [n], [0]
+    split_nodes: list[int] = []
+    found: list[_Split] = []
+    children: list[tuple[int, int]] = []
+    stack = [(0, 0, np.arange(n))] if max_depth > 0 and n > 1 else []
     while stack:
-        node, rows = stack.pop()
-        level = nodes.depth[node]
-        if level >= max_depth or rows.size <= 1:
-            continue
-        if splits == "axis":
-            goes_left = _axis_split(k, rows, features, node, law, rng, nodes)
+        node, level, rows = stack.pop()
+        if frame is None:
+            split = _axis_split(k, rows, features, law, rng)
         else:
-            assert frame is not None  # centred trees get the hyperboloid rows
-            goes_left = _centred_split(
-                frame, rows, node, law, n_directions, rng, nodes.threshold, nodes.normals
-            )
-            if goes_left is not None:
-                nodes.feature[node] = 0
-        if goes_left is None:
+            split = _centred_split(frame, rows, law, n_directions, rng)
+        if split is None:
             continue
+        goes_left = split[3]
         n_left = int(np.count_nonzero(goes_left))
         n_right = rows.size - n_left
-        lc = nodes.new(n_left, level + 1)
-        rc = nodes.new(n_right, level + 1)
-        nodes.left[node], nodes.right[node] = lc, rc
-        if level + 1 >= max_depth:  # both children are leaves
-            continue
-        if n_right > 1:
-            stack.append((rc, rows[~goes_left]))
-        if n_left > 1:
-            stack.append((lc, rows[goes_left]))
-    return nodes.tree(centred=splits == "centred", d=k.shape[1])
+        lc = len(count)
+        count += (n_left, n_right)
+        depth += (level + 1, level + 1)
+        split_nodes.append(node)
+        found.append(split)
+        children.append((lc, lc + 1))
+        if level + 1 < max_depth:
+            if n_right > 1:
+                stack.append((lc + 1, level + 1, rows[~goes_left]))
+            if n_left > 1:
+                stack.append((lc, level + 1, rows[goes_left]))
+    n_nodes = len(count)
+    feature = np.full(n_nodes, -1, dtype=np.int64)
+    threshold = np.zeros(n_nodes)
+    left = np.full(n_nodes, -1, dtype=np.int64)
+    right = np.full(n_nodes, -1, dtype=np.int64)
+    normal = None if frame is None else np.zeros((n_nodes, d))
+    if split_nodes:
+        feature[split_nodes] = [f for f, _, _, _ in found]
+        threshold[split_nodes] = [t for _, t, _, _ in found]
+        left[split_nodes], right[split_nodes] = np.array(children).T
+        if normal is not None:
+            normal[split_nodes] = [w for _, _, w, _ in found]
+    return IsolationTree(
+        feature=feature,
+        threshold=threshold,
+        left=left,
+        right=right,
+        n_node_samples=np.array(count, dtype=np.int64),
+        depth=np.array(depth, dtype=np.int64),
+        normal=normal,
+    )
 
 
 def _axis_split(
-    k: np.ndarray,
-    rows: np.ndarray,
-    features: np.ndarray,
-    node: int,
-    law: str,
-    rng: np.random.RandomState,
-    nodes: _Nodes,
-) -> np.ndarray | None:
-    """Split ``node`` on a random varying feature (recorded in ``nodes``); which of its
-    ``rows`` go left, or None if no feature varies there."""
+    k: np.ndarray, rows: np.ndarray, features: np.ndarray, law: str, rng: np.random.RandomState
+) -> _Split | None:
+    """A node's split on a random varying feature, or None if no feature varies there."""
     sub = k[rows] if features.size == k.shape[1] else k[rows][:, features]
     lo, hi = sub.min(axis=0), sub.max(axis=0)
     varying = np.flatnonzero(lo < hi)
@@ -360,8 +339,7 @@ def _axis_split(
         return None
     j = varying[rng.randint(varying.size)]
     t = _draw(float(lo[j]), float(hi[j]), law, rng)
-    nodes.feature[node], nodes.threshold[node] = int(features[j]), t
-    return sub[:, j] <= t
+    return int(features[j]), t, None, sub[:, j] <= t
 
 
 class _CentredRows:
@@ -422,17 +400,10 @@ def _project(k: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def _centred_split(
-    frame: _CentredRows,
-    rows: np.ndarray,
-    node: int,
-    law: str,
-    n_directions: int,
-    rng: np.random.RandomState,
-    threshold: list,
-    normals: list,
-) -> np.ndarray | None:
-    """Draw the node-centred split of one node (its ``rows`` of the tree); store it and
-    return which of them go left."""
+    frame: _CentredRows, rows: np.ndarray, law: str, n_directions: int, rng: np.random.RandomState
+) -> _Split | None:
+    """The node-centred split of the node holding ``rows`` of the tree (feature 0: column
+    ``j`` of the projections), or None if no direction separates its rows."""
     d = frame.d
     mu, k_moved, k = frame.split_terms(rows)
     M = lorentz_boost_to_origin(mu)
@@ -467,8 +438,7 @@ def _centred_split(
         if not p_lo < p_hi:
             continue
         tau = min(max(tau, p_lo), math.nextafter(p_hi, -math.inf))
-        threshold[node], normals[node] = tau, w
-        return p <= tau
+        return 0, tau, w, p <= tau
     return None
 
 
