@@ -1,5 +1,4 @@
-"""Running the command line in-process or in processes, and checking its error contract,
-for the test modules."""
+"""The command line for the test modules: run in-process or in processes; its error contract."""
 
 from __future__ import annotations
 
@@ -13,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+
+from _cli_runner import TIMEOUT_S
 
 from hyp2onnx.cli import main
 
@@ -102,7 +103,7 @@ class CommandRunner:
             report = json.loads(line)
             name = report["name"]
             if report["timed_out"]:
-                raise subprocess.TimeoutExpired(self._jobs[name], 300)
+                raise subprocess.TimeoutExpired(self._jobs[name], TIMEOUT_S)
             self._done[name] = subprocess.CompletedProcess(
                 self._jobs[name],
                 report["returncode"],

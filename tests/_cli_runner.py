@@ -56,6 +56,9 @@ POLL_S = 0.005
 
 _PACKAGE = "hyp2onnx.cli"
 
+#: This script's folder, which the interpreter put first on the module path.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
 
 def _redirect(job: dict[str, Any]) -> None:
     """fd 0 from /dev/null, fds 1 and 2 to the job's files (created or emptied)."""
@@ -84,7 +87,7 @@ def _run_module_as_main(job: dict[str, Any], close: list[int]) -> int:
     os.chdir(job["cwd"])
     _redirect(job)
     sys.argv = ["-m", *job["argv"]]  # runpy puts the script's path in sys.argv[0]
-    sys.path[0] = os.getcwd()  # as -m does, in place of this script's folder
+    sys.path[sys.path.index(_HERE)] = os.getcwd()  # as -m does, in place of this script's folder
     try:
         runpy.run_module(_PACKAGE, run_name="__main__", alter_sys=True)
         status = 0

@@ -216,8 +216,11 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Work:
 
 @pytest.fixture(scope="module")
 def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CommandRunner]:
-    """Started before the files are made (``runs`` asks for it first): its imports overlap that."""
+    """Started before the files are made (``runs`` asks for it first), so that its imports
+    and the quickstart example, which needs none of the files, run meanwhile."""
     with CommandRunner(tmp_path_factory.mktemp("cli_streams"), PRELOAD) as started:
+        quickstart = [sys.executable, str(ROOT / "examples" / "quickstart.py")]
+        started.submit("quickstart", quickstart, tmp_path_factory.mktemp("quickstart"), fresh=True)
         yield started
 
 
@@ -233,8 +236,6 @@ def runs(runner: CommandRunner, work: Work) -> Runs:
     """Every command's result; the second batch starts when the first batch's graphs exist."""
     folder, _ = work
     python = sys.executable
-    quickstart = [python, str(ROOT / "examples" / "quickstart.py")]
-    runner.submit("quickstart", quickstart, folder, fresh=True)
     entry_point = [_entry_point(), "convert", "rf.pkl", "-o", "entry.onnx"]
     runner.submit("entry_point", entry_point, folder, fresh=True)
     _submit(runner, FIRST, folder)
