@@ -2,7 +2,7 @@
 
 Sections (each writes a table of ``neural.md``):
 
-- **exactness**: labels of the exported graphs (``fast``: ``MatMul`` and a
+- **exactness**: labels of the exported graphs (``fast``: ``Gemm`` and a
   near-tie guard; ``exact``: the fixed-order chain; the region tree's graph)
   against the Python model on held-out points, on points at hyperbolic
   radius 10 to 15, and on rows found by bisection where a hidden unit's
@@ -23,7 +23,10 @@ Sections (each writes a table of ``neural.md``):
   at 1 and 2 onnxruntime threads, each graph timed in turn, repeats
   interleaved; the region tree's graph against the network's.
 
-    python benchmarks/bench_neural.py [--quick] [--out DIR] [--seeds N]
+    python benchmarks/bench_neural.py [--quick] [--out DIR] [--seeds N] [--only speed]
+
+``--only speed`` reruns the speed section alone and replaces it in an
+existing ``neural.md`` (the other sections stay as measured).
 """
 
 from __future__ import annotations
@@ -311,7 +314,7 @@ def speed(quick: bool) -> list[list[Any]]:
     from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
 
     n_rows = 2000 if quick else 50000
-    repeats = 2 if quick else 15
+    repeats = 2 if quick else 25
 
     def session(onnx_model: Any, threads: int) -> Any:
         options = ort.SessionOptions()
@@ -381,11 +384,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     _report.add_output_args(parser)
     parser.add_argument("--seeds", type=int, default=None, help="seeds of the accuracy table")
+    parser.add_argument(
+        "--only", choices=["speed"], default=None, help="rerun the speed section alone"
+    )
     args = parser.parse_args()
     out = _report.output_dir(args)
     seeds = args.seeds or (1 if args.quick else 5)
     environment = _report.environment()
     start = time.perf_counter()
+    if args.only == "speed":
+        rerun_speed(out / "neural.md", args.quick, environment)
+        return
     exact_rows = exactness(args.quick)
     print(_report.text_table(EXACT_HEADERS, exact_rows))
     cover_rows, growth_rows = coverage(args.quick)
@@ -429,16 +438,33 @@ forests: {20 if args.quick else 100} trees, default depth.
 
 {_report.md_table(ACCURACY_HEADERS, accuracy_rows, "llrrr")}
 
-## Speed
+{speed_section(speed_rows, args.quick)}"""
+    _report.write(out / "neural.md", text)
 
-Millions of rows per second, {2000 if args.quick else 50000} rows a call, median of interleaved
+
+def speed_section(rows: list[list[Any]], quick: bool, measured: str = "") -> str:
+    return f"""## Speed
+
+Millions of rows per second, {2000 if quick else 50000} rows a call, median of interleaved
 repeats; our graphs take raw hyperboloid points (float64), skl2onnx's graphs of the same
 `MLPClassifier` take precomputed Klein coordinates (float64, or float32). Ratios: ours over
 skl2onnx's float64 graph; `fast` over the float32 one; the region tree's graph over `fast`.
-
-{_report.md_table(SPEED_HEADERS, speed_rows)}
+{measured}
+{_report.md_table(SPEED_HEADERS, rows)}
 """
-    _report.write(out / "neural.md", text)
+
+
+def rerun_speed(path: Path, quick: bool, environment: str) -> None:
+    """Measure the speed section again and put it in place of the one in ``path``."""
+    if not path.exists():
+        sys.exit(f"{path} does not exist: run the whole benchmark first")
+    head, marker, _ = path.read_text().partition("## Speed")
+    if not marker:
+        sys.exit(f"{path} has no speed section: run the whole benchmark again")
+    rows = speed(quick)
+    print(_report.text_table(SPEED_HEADERS, rows))
+    measured = f"Re-measured alone (`--only speed`): {environment}\n"
+    _report.write(path, head + speed_section(rows, quick, measured))
 
 
 EXACT_HEADERS = [

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _runtime
+from ._feeds import feeds, input_specs, named_arrays
 from .errors import VerificationError
-from .geometry import check_representable, raise_rows, to_klein
+from .geometry import raise_rows, to_klein
 from .ir import Task
 
 if TYPE_CHECKING:
@@ -39,9 +40,6 @@ __all__ = [
 #: Isolation forests: accepted difference of a graph's anomaly score from numpy's
 #: (scores lie in [-1, 0); 4 ulps of 1). The summed path lengths and labels are exact.
 ANOMALY_SCORE_ATOL = 4.5e-16
-
-#: onnx.TensorProto.FLOAT and DOUBLE (this module is imported with hyp2onnx, onnx is not).
-_NP_TYPES = {1: np.float32, 11: np.float64}
 
 
 @dataclass(frozen=True)
@@ -152,25 +150,25 @@ def default_rtol(metadata: dict[str, Any]) -> float:
 
 
 def run_onnx(
-    onnx_model: onnx.ModelProto, X: np.ndarray, *, threads: int | None = None
+    onnx_model: onnx.ModelProto, X: Any, *, threads: int | None = None
 ) -> dict[str, np.ndarray]:
-    """Run ``onnx_model`` in onnxruntime on ``X`` (cast to its input type); outputs by name.
+    """Run ``onnx_model`` in onnxruntime on ``X``; outputs by name.
 
-    NaN, infinity, and values the input type cannot hold (float32
-    overflow) raise [`InvalidPointError`][hyp2onnx.errors.InvalidPointError] naming the
-    rows ([`hyp2onnx.geometry.check_representable`][hyp2onnx.geometry.check_representable]): the graph itself
-    cannot refuse them and would return confident labels.
+    ``X`` is one array for a graph with one input (hyp2onnx's own graphs
+    take float rows ``X``), or a mapping {input name: array} naming every
+    input of a graph with several (a composed graph takes its encoder's
+    inputs). Each array is checked against its input and cast to its type
+    only where nothing is lost (`hyp2onnx._feeds.feeds`):
+    NaN, infinity, and values a float input cannot hold (float32 overflow)
+    raise [`InvalidPointError`][hyp2onnx.errors.InvalidPointError] naming the rows
+    ([`hyp2onnx.geometry.check_representable`][hyp2onnx.geometry.check_representable]), as do
+    fractional or out-of-range values for an integer input; a wrong rank,
+    dimension, element kind or input name raises ValueError. The graph
+    itself cannot refuse such values and would return confident labels.
     """
     session = _runtime.session(onnx_model, threads=threads)
-    graph_input = onnx_model.graph.input[0]
-    dtype = _input_type(onnx_model)
-    X = check_representable(X, dtype)
-    dims = graph_input.type.tensor_type.shape.dim
-    if len(dims) == 2 and dims[1].dim_value and X.shape[1] != dims[1].dim_value:
-        raise ValueError(
-            f"X must have shape (n_samples, {dims[1].dim_value}) for this graph, got {X.shape}."
-        )
-    outputs = session.run(None, {graph_input.name: X})
+    fed = feeds(input_specs(onnx_model), X)
+    outputs = session.run(None, fed)
     named = {o.name: value for o, value in zip(session.get_outputs(), outputs, strict=True)}
     refuse_off_manifold(named)
     return named
@@ -192,17 +190,6 @@ def refuse_off_manifold(outputs: dict[str, np.ndarray]) -> None:
             "The encoder's points must lie on the manifold the model was trained for: check "
             "the encoder's output geometry, curvature and timelike column, and its inputs.",
         )
-
-
-def _input_type(onnx_model: onnx.ModelProto) -> Any:
-    """numpy type of the graph's first input: float32 or float64, else a ValueError."""
-    elem = onnx_model.graph.input[0].type.tensor_type.elem_type
-    if elem not in _NP_TYPES:
-        raise ValueError(
-            f"the graph's input {onnx_model.graph.input[0].name!r} is not float32 or float64 "
-            f"(ONNX element type {elem}); hyp2onnx runs graphs that take float rows only."
-        )
-    return _NP_TYPES[elem]
 
 
 def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
@@ -243,18 +230,14 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
     return ReferenceEvaluator(onnx_model, new_ops=[GatherElements, TreeEnsembleRegressor])
 
 
-def _graph_width(onnx_model: onnx.ModelProto) -> int | None:
-    dims = onnx_model.graph.input[0].type.tensor_type.shape.dim
-    return dims[1].dim_value if len(dims) == 2 and dims[1].dim_value else None
-
-
 def _encoder_points(
     composed: onnx.ModelProto,
     metadata: dict[str, Any],
-    X: np.ndarray,
+    fed: dict[str, np.ndarray],
     encoder: onnx.ModelProto | str | os.PathLike | None,
 ) -> np.ndarray:
-    """The encoder's outputs for ``X`` (float64), run in onnxruntime on their own."""
+    """The encoder's outputs (float64) for the arrays ``fed`` to the composed graph, run
+    in onnxruntime on their own."""
     from .export.compose import encoder_of, encoder_sha256
 
     if encoder is None:
@@ -267,10 +250,8 @@ def _encoder_points(
                 f"(sha256 {metadata['encoder_sha256'][:16]}...)."
             )
         part, output = _runtime.load(encoder), metadata["encoder_output"]
-    session = _runtime.session(part)
-    first = session.get_inputs()[0]
-    dtype = np.float64 if first.type == "tensor(double)" else np.float32
-    (points,) = session.run([output], {first.name: X.astype(dtype)})
+    # the composed graph's inputs are the encoder's, by name and type
+    (points,) = _runtime.session(part).run([output], feeds(input_specs(part), fed))
     return np.asarray(points, dtype=np.float64)
 
 
@@ -330,6 +311,34 @@ def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict
         return {"variable": np.asarray(model.predict(points)), **covered}
 
 
+def _both_sides(
+    model: Any,
+    onnx_model: onnx.ModelProto,
+    metadata: dict[str, Any],
+    X: Any,
+    encoder: onnx.ModelProto | str | os.PathLike | None,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
+    """The graph's outputs, the Python model's, and the number of rows (the graph's)."""
+    from .export.compose import is_composed
+
+    specs = input_specs(onnx_model)
+    if is_composed(metadata):  # the encoder's inputs, one array or a mapping by name
+        fed = feeds(specs, X)  # checked and cast as in use, before either side runs
+        got = run_onnx(onnx_model, fed)
+        points = _encoder_points(onnx_model, metadata, fed, encoder)
+        return got, _python_outputs(model, points, metadata), int(points.shape[0])
+    if encoder is not None:
+        raise ValueError("encoder= is for composed graphs; this graph has no encoder.")
+    X = np.asarray(named_arrays(specs, X)[0][specs[0].name])  # {"X": array} is X too
+    width = metadata["n_features_in"]
+    if X.ndim != 2 or X.shape[1] != width:
+        raise ValueError(f"X must have shape (n_samples, {width}) for this model, got {X.shape}.")
+    feeds(specs, X)  # refuse NaN, inf and overflow before either side runs
+    X = np.asarray(X, dtype=np.float64)  # the data as the user holds it
+    got = run_onnx(onnx_model, X)  # cast to the graph's input type, as in use
+    return got, _python_outputs(model, X, metadata), int(X.shape[0])
+
+
 def verify(
     model: Any,
     onnx_model_or_path: onnx.ModelProto | str | os.PathLike,
@@ -353,7 +362,11 @@ def verify(
     the default ``atol``. Label differences are counted exactly.
 
     A composed graph (`hyp2onnx.compose`) takes the encoder's raw
-    inputs ``X``: the model then answers on the encoder's outputs, run in
+    inputs ``X``: one array for an encoder with one input, else a mapping
+    {input name: array} naming each (integer and bool inputs included, each
+    checked against its declared type, rank and dimensions as
+    [`run_onnx`][hyp2onnx.verify.run_onnx] does). The number of rows is the
+    graph's: the rows of the encoder's output. The model answers on the encoder's outputs, run in
     onnxruntime from ``encoder`` (the encoder file or model, which must be
     the one composed: its sha256 is checked) or, without it, from the
     encoder part cut out of the graph. Routing and labels are thus checked
@@ -361,24 +374,10 @@ def verify(
     manifold are refused (`refuse_off_manifold`).
     """
     from .export import read_metadata
-    from .export.compose import is_composed
 
     onnx_model = _runtime.load(onnx_model_or_path)
     metadata = read_metadata(onnx_model)
-    composed = is_composed(metadata)
-    if encoder is not None and not composed:
-        raise ValueError("encoder= is for composed graphs; this graph has no encoder.")
-    X = np.asarray(X)
-    width = _graph_width(onnx_model) if composed else metadata["n_features_in"]
-    if X.ndim != 2 or (width is not None and X.shape[1] != width):
-        what = "graph (the encoder's inputs)" if composed else "model"
-        raise ValueError(f"X must have shape (n_samples, {width}) for this {what}, got {X.shape}.")
-    dtype = _input_type(onnx_model)
-    check_representable(X, dtype)  # refuse NaN, inf and overflow before either side runs
-    X = np.asarray(X, dtype=np.float64)  # the data as the user holds it
-    got = run_onnx(onnx_model, X)  # cast to the graph's input type, as in use
-    points = _encoder_points(onnx_model, metadata, X, encoder) if composed else X
-    want = _python_outputs(model, points, metadata)
+    got, want, n_rows = _both_sides(model, onnx_model, metadata, X, encoder)
     tolerance = default_tolerance(metadata) if atol is None else float(atol)
     relative = (
         float(rtol) if rtol is not None else (default_rtol(metadata) if atol is None else 0.0)
@@ -387,7 +386,7 @@ def verify(
         raise ValueError(f"atol and rtol must be >= 0, got {tolerance} and {relative}.")
 
     label_mismatches = None
-    row_error = np.zeros(X.shape[0])
+    row_error = np.zeros(n_rows)
     diffs: dict[str, float] = {}
     beyond: dict[str, int] = {}
     own_atol: dict[str, float] = {}
@@ -412,7 +411,7 @@ def verify(
             row_error = np.maximum(row_error, delta.max(axis=1) if delta.size else row_error)
     worst = [int(i) for i in np.argsort(-row_error, kind="stable")[:5] if row_error[i] > 0]
     return VerifyReport(
-        rows=int(X.shape[0]),
+        rows=n_rows,
         atol=tolerance,
         label_mismatches=label_mismatches,
         max_abs_diff=diffs,

@@ -8,8 +8,9 @@
   ``[name][hyp2onnx.path]`` of the package's source, rendered or not, names
   an object of the API pages, and the source holds no Sphinx role;
 * every ```python and ```bash block of README.md and docs/*.md runs (how:
-  _docs.py); the slowest pages run from test_docs_distributed.py and
-  test_docs_deploy.py, so that the suite's workers share them;
+  _docs.py); the slowest pages, or their sections, run from
+  test_docs_distributed.py, test_docs_spark.py and test_docs_deploy.py, so
+  that the suite's workers share them;
 * every public class and function of the public modules has a docstring.
 """
 
@@ -25,7 +26,18 @@ import zlib
 from pathlib import Path
 
 import pytest
-from _docs import NOT_RUN, PAGES, ROOT, SLOW_PAGES, blocks, env, page_id, pages_for, run_page
+from _docs import (
+    NOT_RUN,
+    PAGES,
+    ROOT,
+    SLOW_PAGES,
+    blocks,
+    env,
+    headings,
+    page_id,
+    pages_for,
+    run_page,
+)
 
 
 def _docs_extension():
@@ -124,15 +136,27 @@ def test_every_block_of_the_page_runs(page, tmp_path, monkeypatch):
 
 def test_every_page_is_run_by_one_file():
     """The pages whose blocks take longest run from files of their own, so that the
-    suite's workers (one file each at a time) share the load; none is left out."""
+    suite's workers (one file each at a time) share the load; none is left out, and every
+    block of a page split by heading is run by exactly one of its parts."""
     tests = Path(__file__).parent
-    for page, name in SLOW_PAGES.items():
+    for key, name in SLOW_PAGES.items():
+        page, _, heading = key.partition("#")
         assert (ROOT / page).exists(), f"{page} is no page"
-        assert (tests / name).exists(), f"{name}, which runs {page}, is missing"
+        assert (tests / name).exists(), f"{name}, which runs {key}, is missing"
         assert "pages_for(__file__)" in (tests / name).read_text(), name
-    assert set(PAGES) == {
-        p for f in {"test_docs.py", *SLOW_PAGES.values()} for p in pages_for(tests / f)
-    }
+        if heading:
+            assert heading in headings(ROOT / page), f"{page} has no heading {heading!r}"
+    parts = [p for f in {"test_docs.py", *SLOW_PAGES.values()} for p in pages_for(tests / f)]
+    assert {page for page, _ in parts} == set(PAGES)
+    for page in PAGES:
+        split = [heading for p, heading in parts if p == page and heading is not None]
+        if not split:
+            continue
+        for number, ((_, _, reason), under) in enumerate(
+            zip(blocks(page), headings(page), strict=True), 1
+        ):
+            if reason is None:
+                assert split.count(under) == 1, f"{page.name}, block {number}: run by no part"
 
 
 def test_markers_name_a_reason_and_precede_a_block():

@@ -1,5 +1,5 @@
-"""The blocks of the documentation pages that take longest to run, in a file of their own
-so that the suite's workers share the load (see _docs.py; test_docs.py runs the rest)."""
+"""The Dask section of docs/distributed.md, in a file of its own so that the suite's workers
+share the load (see _docs.py; test_docs_spark.py runs the Spark sections)."""
 
 from __future__ import annotations
 

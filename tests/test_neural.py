@@ -198,6 +198,27 @@ def test_fast_graph_rescores_rows_within_its_bound(four_classes):
     assert np.array_equal(run_onnx(onnx_model, rows)["label"], model.predict(rows))
 
 
+@pytest.mark.parametrize("timelike_dim", [0, -1])
+def test_fast_graph_carries_the_bias_on_the_timelike_column(four_classes, timelike_dim):
+    """Hyperboloid rows are divided by ``x_0`` whole, so the first layer's bias rides on the
+    column of ones where the timelike column was: first or last, near ties included."""
+    model, X, y = four_classes
+    rows = hard_rows(model, X[400:], seed=5)
+    if timelike_dim == -1:
+        X, rows = np.roll(X, -1, axis=1), np.roll(rows, -1, axis=1)
+        model = _fit(clone(model).set_params(timelike_dim=-1), X[:500], y[:500])
+    onnx_model = hyp2onnx.to_onnx(model)
+    ops = [node.op_type for node in onnx_model.graph.node]
+    assert ops[:3] == ["Slice", "Div", "Gemm"]  # one Div of the whole row
+    logits = model.decision_function(rows)
+    top = np.sort(logits, axis=1)
+    assert np.any(top[:, -1] - top[:, -2] == 0.0)  # exact ties: only the rescoring gets them
+    got = run_onnx(onnx_model, rows)
+    assert np.array_equal(got["label"], model.predict(rows))
+    report = hyp2onnx.verify(model, onnx_model, rows)
+    assert report.ok and report.max_abs_diff["probabilities"] <= 1e-12, report
+
+
 @pytest.mark.parametrize(
     ("geometry", "curvature", "timelike_dim"),
     [

@@ -24,7 +24,6 @@ from ._common import InputError, existing_file, first_line, progress
 __all__ = [
     "DATA_FORMATS",
     "DataSource",
-    "as_graph_input",
     "check_points_in",
     "check_width",
     "open_data",
@@ -321,22 +320,6 @@ def check_points_in(
                 f"{metadata['curvature']:g}, the geometry this graph was exported for"
             )
         raise InputError(path, message, fix) from exc
-
-
-def as_graph_input(chunk: np.ndarray, dtype: Any, path: Path, first_row: int) -> np.ndarray:
-    """``chunk`` in the graph's input type; NaN, inf or overflow is an error naming file rows.
-
-    Checked whatever ``--no-manifold-check`` says: the graph cannot refuse
-    such values and would score them ([`hyp2onnx.geometry.check_representable`][hyp2onnx.geometry.check_representable]).
-    """
-    from ..errors import InvalidPointError
-    from ..geometry import check_representable
-
-    try:
-        return check_representable(chunk, dtype)
-    except InvalidPointError as exc:
-        message, fix = _parts(exc)
-        raise InputError(path, _file_rows(message, first_row), fix and fix.rstrip(".")) from exc
 
 
 def _file_rows(message: str, first_row: int) -> str:

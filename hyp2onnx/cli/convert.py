@@ -26,7 +26,7 @@ from ._common import (
     tolerance_options,
     with_suffix,
 )
-from ._data import check_points_in, check_width, open_data
+from ._inputs import match_data, open_inputs
 from ._models import NATIVE_FORMATS_HELP, check_convertible, load_model, model_kind
 
 __all__ = [
@@ -114,7 +114,7 @@ def convert_file(
     the check (if any) finds no disagreement.
     """
     extra = _check_outputs(model_path, output, force=force, ort=ort)
-    source = open_data(check_data) if check_data is not None else None
+    source = open_inputs(check_data) if check_data is not None else None
     model, onnx_model = _export(model_path, options)
     from ..export import needs_external_data, read_metadata
 
@@ -213,9 +213,10 @@ def _check(
     """``--check``: the graph against the model on the points of ``source``."""
     from ..verify import verify
 
-    check_width(source, metadata)
-    X = source.read_all()
-    check_points_in(X, metadata, source.path, 0)
+    data = match_data(source, onnx_model, metadata, options.encoder or source.path)
+    X = data.read_all()
+    data.check_points(X, 0)
+    data.feeds(X, 0)  # the data's faults, named as the data file's
     try:
         return verify(
             model, onnx_model, X, atol=options.atol, rtol=options.rtol, encoder=options.encoder
@@ -334,6 +335,7 @@ Examples:
   hyp2onnx convert forest.pkl --encoding standard         # OpenVINO, tract
   hyp2onnx convert booster.json --geometry poincare --curvature -0.5
   hyp2onnx convert forest.pkl --encoder encoder.onnx --check raw.npy
+  hyp2onnx convert forest.pkl --encoder encoder.onnx --check inputs.npz
 
 {EXIT_CODES_HELP}
 """
@@ -376,7 +378,8 @@ Examples:
     "check_data",
     type=click.Path(path_type=Path),
     help="Points (.npy/.csv/.parquet) to verify the graph on; nothing is written on "
-    "any disagreement.",
+    "any disagreement. With --encoder: the encoder's raw inputs, as an .npz file with one "
+    "array per input name where it takes several, or integer or bool ones.",
 )
 @click.option(
     "--ort",

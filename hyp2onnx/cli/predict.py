@@ -23,14 +23,8 @@ from ._common import (
     subcommand,
     with_suffix,
 )
-from ._data import (
-    DEFAULT_CHUNK_ROWS,
-    as_graph_input,
-    check_points_in,
-    check_width,
-    open_data,
-    refuse_flagged_rows,
-)
+from ._data import DEFAULT_CHUNK_ROWS, refuse_flagged_rows
+from ._inputs import match_data, open_inputs
 from ._models import load_onnx, onnx_metadata, onnx_session
 
 __all__ = [
@@ -153,46 +147,50 @@ def predict_file(
     data_path: Path,
     output: Path,
     *,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_rows: int | None = None,
     force: bool = False,
     check_manifold: bool = True,
 ) -> PredictResult:
     """Write the graph's outputs for every row of ``data_path`` to the CSV ``output``.
 
-    Rows are read, checked and scored ``chunk_rows`` at a time, so memory
-    stays bounded. ``output`` appears complete or not at all.
+    Rows are read, checked and scored ``chunk_rows`` (default
+    `DEFAULT_CHUNK_ROWS`) at a time, so memory stays bounded. An ``.npz``
+    whose inputs cannot be split into rows (`hyp2onnx.cli._inputs`) is
+    scored whole; asking for ``chunk_rows`` then is an error. ``output``
+    appears complete or not at all.
     """
     check_output(output, force=force)
     if output.resolve() in (data_path.resolve(), onnx_path.resolve()):
         raise InputError(output, "is one of the input files", "choose another name with -o")
     onnx_model = load_onnx(onnx_path)
     metadata = onnx_metadata(onnx_model, onnx_path)
-    source = open_data(data_path)
-    check_width(source, metadata)
-
+    data = match_data(open_inputs(data_path), onnx_model, metadata, onnx_path)
+    if chunk_rows is not None and data.split_problem is not None:
+        raise InputError(
+            data_path,
+            f"--chunk-rows cannot split these inputs into rows: {data.split_problem}",
+            "leave out --chunk-rows; the file is then scored whole",
+        )
     session = onnx_session(onnx_model, onnx_path)
-    chunk_rows = chunk_rows_for(onnx_model, metadata, chunk_rows)
-    graph_input = session.get_inputs()[0]
-    dtype = np.float64 if graph_input.type == "tensor(double)" else np.float32
+    size = chunk_rows_for(onnx_model, metadata, chunk_rows or DEFAULT_CHUNK_ROWS)
     names = [o.name for o in session.get_outputs()]
 
     rows = 0
-    with atomic_output(output, force=force) as f, progress(source.n_rows, "predict") as bar:
+    with atomic_output(output, force=force) as f, progress(data.n_rows, "predict") as bar:
         header_written = False
-        for chunk in source.chunks(chunk_rows):
-            check_points_in(chunk, metadata, data_path, rows, manifold=check_manifold)
-            points = as_graph_input(chunk, dtype, data_path, rows)
-            outputs = dict(zip(names, session.run(None, {graph_input.name: points})))
-            refuse_flagged_rows(outputs, data_path, rows)
+        for first, chunk in data.chunks(size):
+            data.check_points(chunk, first, manifold=check_manifold)
+            outputs = dict(zip(names, session.run(None, data.feeds(chunk, first))))
+            refuse_flagged_rows(outputs, data_path, first)
             if not header_written:
                 f.write(",".join(map(_field, _header(metadata, outputs))) + "\n")
                 header_written = True
             f.write(_lines(metadata, outputs))
-            rows += chunk.shape[0]
-            bar.update(chunk.shape[0])
+            n = int(np.shape(outputs[names[0]])[0])  # the graph's rows
+            rows += n
+            bar.update(n)
         if not header_written:  # no rows: still a valid CSV with its header
-            empty = np.zeros((0, source.n_cols), dtype=dtype)
-            outputs = dict(zip(names, session.run(None, {graph_input.name: empty})))
+            outputs = dict(zip(names, session.run(None, data.feeds(data.empty(), 0))))
             f.write(",".join(map(_field, _header(metadata, outputs))) + "\n")
     return PredictResult(onnx_path, data_path, output, rows)
 
@@ -202,7 +200,14 @@ HELP = f"""Score the points in DATA with ONNX graph OUT and write the prediction
 DATA (.npy, .csv or .parquet) is read at most CHUNK_ROWS rows at a time,
 fewer for wide graphs (many trees times classes), so scoring takes at most
 about 256 MiB beyond the libraries' own memory whatever the file's size; a
-progress bar is shown when stderr is a terminal. Points are checked to lie
+progress bar is shown when stderr is a terminal. A graph with an encoder in
+front that takes several inputs, or integer or bool ones, reads DATA as an
+.npz file (numpy.savez) with one array per input, named after it (an .npz
+of one array serves a one-input graph); it is read into memory whole. Its
+arrays are cut into row chunks only if every input's first axis is the rows
+(the same named first dimension in every input, and nowhere else); other
+inputs (an edge list beside node features) are scored whole, and
+--chunk-rows is then an error. Points are checked to lie
 on the graph's manifold first (--no-manifold-check skips that for trusted
 data); NaN, infinity, values the graph's input type cannot hold and
 invalid categorical codes are refused either way. Labels starting with =, +, -, @, tab or carriage return
@@ -219,6 +224,7 @@ A symbolic link is written through to its target; a FIFO or device
 Examples:
   hyp2onnx predict forest.onnx points.npy -o predictions.csv
   hyp2onnx predict forest.onnx points.parquet --chunk-rows 100000 --force
+  hyp2onnx predict composed.onnx inputs.npz -o predictions.csv
 
 {EXIT_CODES_HELP}
 """
@@ -233,9 +239,9 @@ Examples:
 @click.option(
     "--chunk-rows",
     type=click.IntRange(min=1),
-    default=DEFAULT_CHUNK_ROWS,
-    show_default=True,
-    help="Most rows scored at a time (fewer when the graph is wide).",
+    default=None,
+    help=f"Most rows scored at a time (fewer when the graph is wide) [default: "
+    f"{DEFAULT_CHUNK_ROWS}]. An error for .npz inputs that cannot be split into rows.",
 )
 @click.option(
     "--no-manifold-check",
@@ -249,7 +255,7 @@ def command(
     onnx_file: Path,
     data: Path,
     output: Path | None,
-    chunk_rows: int,
+    chunk_rows: int | None,
     no_manifold_check: bool,
     force: bool,
     debug: bool,

@@ -20,7 +20,7 @@ from ._common import (
     subcommand,
     tolerance_options,
 )
-from ._data import check_points_in, check_width, open_data
+from ._inputs import match_data, open_inputs
 from ._models import load_model, load_onnx, onnx_metadata, onnx_session
 
 __all__ = ["VerifyResult", "command", "verify_files"]
@@ -60,8 +60,7 @@ def verify_files(
     onnx_model = load_onnx(onnx_path)
     metadata = onnx_metadata(onnx_model, onnx_path)
     onnx_session(onnx_model, onnx_path)  # a graph onnxruntime refuses is the file's fault
-    source = open_data(data_path)
-    check_width(source, metadata)
+    data = match_data(open_inputs(data_path), onnx_model, metadata, onnx_path)
     model = load_model(model_path)
     if type(model).__name__ != metadata["estimator_class"]:
         raise InputError(
@@ -70,8 +69,9 @@ def verify_files(
             f"{type(model).__name__}",
             "pass the model file the graph was converted from",
         )
-    X = source.read_all()
-    check_points_in(X, metadata, data_path, 0)
+    X = data.read_all()
+    data.check_points(X, 0)
+    data.feeds(X, 0)  # the data's faults, named as the data file's
 
     from ..verify import verify
 
@@ -95,12 +95,17 @@ absolute tolerance).
 
 MODEL is read as by 'hyp2onnx convert'; a pickle runs arbitrary code when
 loaded, so pass only pickles you trust (prefer .skops). DATA is .npy,
-.csv or .parquet and is read into memory.
+.csv or .parquet and is read into memory. A graph with an encoder in front
+takes the encoder's raw inputs: for several inputs, or integer or bool
+ones, DATA is an .npz file (numpy.savez) with one array per input, named
+after it; the encoder is run on them in onnxruntime, then MODEL on its
+outputs.
 
 \b
 Examples:
   hyp2onnx verify forest.pkl forest.onnx --data sample.npy
   hyp2onnx verify forest.skops forest.onnx --data sample.csv --json
+  hyp2onnx verify forest.pkl composed.onnx --data inputs.npz
 
 {EXIT_CODES_HELP}
 """
@@ -122,7 +127,8 @@ def _report_json(result: VerifyResult) -> None:
     "data",
     required=True,
     type=click.Path(path_type=Path),
-    help="Points to compare on (.npy/.csv/.parquet).",
+    help="Points to compare on (.npy/.csv/.parquet), or a composed graph's inputs "
+    "(.npz, one array per input name).",
 )
 @tolerance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")

@@ -252,13 +252,16 @@ def _check_columns(df: Any, names: list[str], param: str) -> None:
         )
 
 
-def _check_labels_and_weights(df: Any, label: str, weight: str | None) -> None:
-    """A ValueError naming the rows whose label is null or whose weight is unusable.
+def _check_labels_and_weights(
+    df: Any, label: str, weight: str | None, *, classes: bool = False
+) -> list[Any] | None:
+    """A ValueError naming the rows whose label is null or whose weight is unusable; with
+    ``classes``, the distinct labels (else None).
 
-    One aggregate pass; on a failure a second one finds the first rows,
-    numbered from 0 in the DataFrame's own order (partition by partition).
-    Without this, xgboost.spark fails with "failed barrier ResultStage"
-    and the label set with a TypeError comparing None.
+    One aggregate pass, which also gathers the labels; on a failure a second
+    one finds the first rows, numbered from 0 in the DataFrame's own order
+    (partition by partition). Without this, xgboost.spark fails with "failed
+    barrier ResultStage" and the label set with a TypeError comparing None.
     """
     F = _pyspark().functions
     kinds = {"label null": F.col(label).isNull()}
@@ -276,6 +279,8 @@ def _check_labels_and_weights(df: Any, label: str, weight: str | None) -> None:
     counts.append(F.count(F.lit(1)).alias("rows"))
     if weight is not None:
         counts.append(F.sum((F.col(weight).cast("double") != 0).cast("long")).alias("nonzero"))
+    if classes:
+        counts.append(F.collect_set(F.col(label)).alias("classes"))
     found = df.agg(*counts).first().asDict()
     bad = [k for k in kinds if found[k]]
     first: dict[str, list[int]] = {k: [] for k in bad}
@@ -291,8 +296,9 @@ def _check_labels_and_weights(df: Any, label: str, weight: str | None) -> None:
             "(counting from 0 in the DataFrame's order): every training row needs a label; "
             "drop or fill them first, e.g. df.dropna(subset=[labelCol])."
         )
+    labels = list(found["classes"]) if classes else None
     if weight is None:
-        return
+        return labels
     problems = [f"{k} at {rows_text(first[k], found[k])}" for k in bad]
     error = weight_error(
         problems,
@@ -304,6 +310,7 @@ def _check_labels_and_weights(df: Any, label: str, weight: str | None) -> None:
     )
     if error is not None:
         raise ValueError(f"{error} (rows counted from 0 in the DataFrame's order)")
+    return labels
 
 
 class _Projection:
@@ -447,7 +454,9 @@ class _SparkEstimator:
         if self.weightCol is not None:
             _check_columns(df, [self.weightCol], "weightCol")
         points, columns = _points(df, self.featuresCol)
-        _check_labels_and_weights(points, self.labelCol, self.weightCol)
+        found = _check_labels_and_weights(
+            points, self.labelCol, self.weightCol, classes=self._classifier
+        )
         n_features = len(columns)
         local_class = xgboost.XGBClassifier if self._classifier else xgboost.XGBRegressor
         known = set(local_class().get_params())
@@ -465,9 +474,8 @@ class _SparkEstimator:
         model.n_features_in_ = n_features
         d = n_klein_features(n_features, self.input_geometry)
         labels = None
-        if self._classifier:
-            found = points.select(self.labelCol).distinct().collect()
-            labels = np.unique(np.array([r[0] for r in found]))
+        if found is not None:
+            labels = np.unique(np.array(found))
             from sklearn.utils.multiclass import check_classification_targets
 
             check_classification_targets(labels)

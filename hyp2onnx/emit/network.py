@@ -52,6 +52,7 @@ __all__ = [
     "emit_chain",
     "emit_guarded",
     "emit_klein",
+    "emit_klein_with_ones",
     "emit_matmul",
     "emit_network_outputs",
     "emit_region_tree",
@@ -61,8 +62,14 @@ STAGE = "network"
 GUARD = "guard"
 
 
-def _chain_rows(network: Network, g: GraphBuilder) -> Callable[[GraphBuilder, str], str]:
-    """``rows [b, d] -> logits [b, C]`` in the Python model's order (module doc)."""
+def _chain_rows(
+    network: Network, g: GraphBuilder, *, ones_column: int | None = None
+) -> Callable[[GraphBuilder, str], str]:
+    """``rows [b, d] -> logits [b, C]`` in the Python model's order (module doc).
+
+    With ``ones_column``, the rows are `emit_klein_with_ones`'s ``[b, d + 1]``
+    and that column is left out.
+    """
     columns = [
         [g.const(STAGE, f"layer{i}_w{f}", W[f].astype(np.float64)[:, None]) for f in range(len(W))]
         for i, W in enumerate(network.weights)
@@ -76,12 +83,14 @@ def _chain_rows(network: Network, g: GraphBuilder) -> Callable[[GraphBuilder, st
     def chain(b: GraphBuilder, rows: str) -> str:
         a = b.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [d, b]
         for i, weights in enumerate(columns):
-            n = len(weights)
+            n = len(weights) + (i == 0 and ones_column is not None)
             if n == 1:
                 parts = [a]
             else:
                 count: dict[str, Any] = {"num_outputs": n} if b.opset >= 18 else {}
                 parts = b.op(STAGE, "Split", [a], n_outputs=n, axis=0, **count)
+            if i == 0 and ones_column is not None:
+                parts = [p for j, p in enumerate(parts) if j != ones_column]
             total = None
             for part, w in zip(parts, weights, strict=True):
                 term = b.op(STAGE, "Mul", [part, w])  # [1, b] * [m, 1] -> [m, b]
@@ -99,15 +108,26 @@ def emit_chain(g: GraphBuilder, k: str, network: Network) -> str:
     return by_row_blocks(g, k, _chain_rows(network, g), network.n_outputs, "float64")
 
 
-def emit_matmul(g: GraphBuilder, k: str, network: Network) -> str:
+def emit_matmul(
+    g: GraphBuilder, k: str, network: Network, *, ones_column: int | None = None
+) -> str:
     """Logits ``[N, C]`` by one ``Gemm`` (product and bias) and a ``Relu`` per layer: the
-    runtime's order of additions."""
+    runtime's order of additions.
+
+    With ``ones_column`` (rows from `emit_klein_with_ones`), the first layer's
+    bias is the row of its weights that meets the column of ones: the same
+    ``d + 1`` terms, summed in the runtime's order, so the same bound.
+    """
     a = k
     last = len(network.weights) - 1
     for i, (W, b) in enumerate(zip(network.weights, network.biases, strict=True)):
-        weights = g.const(STAGE, f"W{i}", W.astype(np.float64))
-        bias = g.const(STAGE, f"b{i}", b.astype(np.float64))
-        z = g.op(STAGE, "Gemm", [a, weights, bias])
+        W, b = W.astype(np.float64), b.astype(np.float64)
+        if i == 0 and ones_column is not None:
+            weights = g.const(STAGE, "W0", np.insert(W, ones_column, b, axis=0))
+            z = g.op(STAGE, "Gemm", [a, weights])
+        else:
+            weights, bias = g.const(STAGE, f"W{i}", W), g.const(STAGE, f"b{i}", b)
+            z = g.op(STAGE, "Gemm", [a, weights, bias])
         a = z if i == last else g.op(STAGE, "Relu", [z])
     return a
 
@@ -139,6 +159,32 @@ def emit_klein(g: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str) 
     spacelike = cut(start, start + n - 1, "spacelike")
     timelike = cut(t, t + 1, "timelike")
     return g.op("klein", "Div", [spacelike, timelike])
+
+
+def emit_klein_with_ones(
+    g: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str
+) -> tuple[str, int] | None:
+    """``X / x_0`` ``[N, d + 1]`` and where its column of ones is, for hyperboloid input whose
+    timelike column is the first or the last (else None).
+
+    Every other column is the Klein coordinate `emit_klein` gives, the same
+    correctly rounded quotient, and ``x_0 / x_0`` is 1 exactly; one ``Div`` of
+    the whole row replaces cutting out the spacelike columns, and the ones
+    carry the first layer's bias (`emit_matmul`). ``max |X / x_0|`` is then the
+    guard's ``max(1, |k_f|)`` itself.
+    """
+    n = space.n_input_features
+    t = space.timelike_dim % n if space.geometry == "hyperboloid" else -1
+    if t not in (0, n - 1) or n < 2:
+        return None
+    if input_dtype != "float64":
+        x = g.cast("klein", x, np.float64)
+    bounds = [
+        g.const("klein", f"timelike_{key}", [value], np.int64)
+        for key, value in (("start", t), ("stop", t + 1), ("axis", 1))
+    ]
+    timelike = g.op("klein", "Slice", [x, *bounds])
+    return g.op("klein", "Div", [x, timelike]), t
 
 
 def _near(g: GraphBuilder, logits: str, network: Network, margin: str) -> tuple[str, str]:
@@ -202,6 +248,8 @@ def _rescore(
     k: str,
     redo: Callable[[GraphBuilder], str],
     network: Network,
+    *,
+    ones_column: int | None = None,
 ) -> str:
     """``logits`` with the rows where ``redo`` ``[N]`` holds replaced by the chain's, inside
     an ``If`` on ``condition`` (true whenever some row needs it)."""
@@ -210,7 +258,7 @@ def _rescore(
     where = branch.op(GUARD, "NonZero", [redo(branch)])  # [1, M]
     index = branch.op(GUARD, "Transpose", [where], perm=[1, 0])  # [M, 1]
     rows = branch.op(GUARD, "GatherND", [k, index])  # [M, d]
-    exact = _chain_rows(network, branch)(branch, rows)
+    exact = _chain_rows(network, branch, ones_column=ones_column)(branch, rows)
     redone = branch.op(GUARD, "ScatterND", [logits, index, exact])
     keep = g.child()
     kept = keep.op(GUARD, "Identity", [logits])
@@ -220,24 +268,30 @@ def _rescore(
     return g.op(GUARD, "If", [condition], then_branch=then_graph, else_branch=else_graph)
 
 
-def emit_guarded(g: GraphBuilder, k: str, network: Network, bound: float) -> str:
+def emit_guarded(
+    g: GraphBuilder, k: str, network: Network, bound: float, *, ones_column: int | None = None
+) -> str:
     """`emit_matmul`'s logits with the rows near a tie rescored by the chain.
 
     The bound holds for ``|k_f| <= 1`` and grows at most in proportion to
     ``max(1, |k_f|)`` beyond (every term of `hyp2onnx.ir.network.error_bounds`
-    does), so the margin is scaled by the batch's largest ``|k_f|`` (at least 1).
+    does), so the margin is scaled by the batch's largest ``|k_f|`` (at least 1:
+    with ``ones_column``, the rows' own column of ones sees to that).
     """
-    logits = emit_matmul(g, k, network)
+    logits = emit_matmul(g, k, network, ones_column=ones_column)
     if not network.is_classifier:
         return logits
     factor = 1.0 if network.output == "logistic" else 2.0
-    largest = _reduce(g, "ReduceMax", g.op(GUARD, "Abs", [k]), None)
-    scale = g.op(GUARD, "Max", [largest, g.const(GUARD, "one", 1.0)])
+    scale = _reduce(g, "ReduceMax", g.op(GUARD, "Abs", [k]), None)
+    if ones_column is None:
+        scale = g.op(GUARD, "Max", [scale, g.const(GUARD, "one", 1.0)])
     margin = g.op(GUARD, "Mul", [scale, g.const(GUARD, "margin", factor * bound)])
     condition, found = _near(g, logits, network, margin)
-    return _rescore(
-        g, condition, logits, k, lambda b: _rows_near(b, found, network, margin), network
-    )
+
+    def redo(b: GraphBuilder) -> str:
+        return _rows_near(b, found, network, margin)
+
+    return _rescore(g, condition, logits, k, redo, network, ones_column=ones_column)
 
 
 #: The first hidden layer's units are looked up in one table of ``2 ** m`` nodes up to this ``m``.

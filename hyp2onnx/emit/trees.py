@@ -500,26 +500,40 @@ def legacy_regressor(
     to column ``target_ids[i]``; returns [N, n_targets] float32 (divided by the
     tree count where ``average``)."""
     leaf = ensemble.feature < 0
-    tree = tree_of_node(ensemble)
-    local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
     return builder.op(
         STAGE,
         "TreeEnsembleRegressor",
         [k],
         domain=ML_DOMAIN,
-        aggregate_function="AVERAGE" if average else "SUM",
-        post_transform="NONE",
-        n_targets=n_targets,
         nodes_modes=[b"LEAF" if x else _LEGACY_MODES[ensemble.op].encode() for x in leaf],
         nodes_values=np.where(leaf, 0.0, _thresholds(ensemble, "float32"))
         .astype(np.float32)
         .tolist(),
-        target_treeids=tree[leaf_nodes].tolist(),
-        target_nodeids=local[leaf_nodes].tolist(),
-        target_ids=np.asarray(target_ids).tolist(),
         target_weights=np.asarray(weights, dtype=np.float32).tolist(),
-        **_legacy_nodes(ensemble),
+        **_regressor_attributes(ensemble, leaf_nodes, target_ids, n_targets, average),
     )
+
+
+def _regressor_attributes(
+    ensemble: Ensemble,
+    leaf_nodes: np.ndarray,
+    target_ids: np.ndarray,
+    n_targets: int,
+    average: bool,
+) -> dict[str, Any]:
+    """The attributes both TreeEnsembleRegressor forms share: the aggregation, the targets
+    (leaf ``leaf_nodes[i]`` adds to column ``target_ids[i]``) and the node lists."""
+    tree = tree_of_node(ensemble)
+    local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
+    return {
+        "aggregate_function": "AVERAGE" if average else "SUM",
+        "post_transform": "NONE",
+        "n_targets": n_targets,
+        "target_treeids": tree[leaf_nodes].tolist(),
+        "target_nodeids": local[leaf_nodes].tolist(),
+        "target_ids": np.asarray(target_ids, dtype=np.int64).tolist(),
+        **_legacy_nodes(ensemble),
+    }
 
 
 def _double_splits(ensemble: Ensemble, boundaries: bool) -> tuple[np.ndarray, list[bytes]]:
@@ -558,24 +572,16 @@ def double_regressor(
     ``boundaries``: ``k`` is float64 that the model would round to float32 first,
     and the thresholds are `float32_boundaries`.
     """
-    tree = tree_of_node(ensemble)
-    local = np.arange(ensemble.n_nodes) - ensemble.roots[tree]
     splits, modes = _double_splits(ensemble, boundaries)
     return builder.op(
         STAGE,
         "TreeEnsembleRegressor",
         [k],
         domain=ML_DOMAIN,
-        aggregate_function="AVERAGE" if average else "SUM",
-        post_transform="NONE",
-        n_targets=n_targets,
         nodes_modes=modes,
         nodes_values_as_tensor=splits,
-        target_treeids=tree[leaf_nodes].tolist(),
-        target_nodeids=local[leaf_nodes].tolist(),
-        target_ids=np.asarray(target_ids, dtype=np.int64).tolist(),
         target_weights_as_tensor=np.asarray(weights, dtype=np.float64),
-        **_legacy_nodes(ensemble),
+        **_regressor_attributes(ensemble, leaf_nodes, target_ids, n_targets, average),
     )
 
 

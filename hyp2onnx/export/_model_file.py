@@ -45,16 +45,34 @@ def finish_model(
     extra_metadata: dict[str, str] | None = None,
 ) -> onnx.ModelProto:
     """Wrap ``graph`` in a model with its opsets, doc string and metadata; check it."""
-    opsets = [helper.make_opsetid("", opset), *extra_opsets]
+    return wrap_model(
+        graph,
+        opsets=[helper.make_opsetid("", opset), *extra_opsets],
+        doc_string=_doc_string(ir_model, encoding),
+        metadata=_metadata(ir_model, encoding, dtype, extra_metadata or {}),
+    )
+
+
+def wrap_model(
+    graph: onnx.GraphProto,
+    *,
+    opsets: list[onnx.OperatorSetIdProto],
+    doc_string: str,
+    metadata: dict[str, str],
+) -> onnx.ModelProto:
+    """The checked model of ``graph``: its opsets, the lowest IR version they allow, the doc
+    string, and ``metadata`` under hyp2onnx's prefix (what `read_metadata` reads)."""
     onnx_model = helper.make_model(
         graph,
         opset_imports=opsets,
         producer_name="hyp2onnx",
         producer_version=_version,
         ir_version=helper.find_min_ir_version_for(opsets),
-        doc_string=_doc_string(ir_model, encoding),
+        doc_string=doc_string,
     )
-    _write_metadata(onnx_model, ir_model, encoding, dtype, extra_metadata or {})
+    for key, value in metadata.items():
+        prop = onnx_model.metadata_props.add()
+        prop.key, prop.value = _META_PREFIX + key, value
     check_model(onnx_model)
     return onnx_model
 
@@ -91,9 +109,7 @@ def _doc_string(ir_model: Model, encoding: str) -> str:
     )
 
 
-def _write_metadata(
-    onnx_model: onnx.ModelProto, ir_model: Model, encoding: str, dtype: str, extra: dict[str, str]
-) -> None:
+def _metadata(ir_model: Model, encoding: str, dtype: str, extra: dict[str, str]) -> dict[str, str]:
     space, ensemble = ir_model.space, ir_model.ensemble
     classes = None if ensemble.classes is None else np.asarray(ensemble.classes).tolist()
     entries = {
@@ -120,9 +136,7 @@ def _write_metadata(
     # value_bound (fast encoding): how far any raw score may be from the exact
     # one; tie_margin: rows whose top two probabilities are closer get exact scores.
     entries.update(extra)
-    for key, value in entries.items():
-        prop = onnx_model.metadata_props.add()
-        prop.key, prop.value = _META_PREFIX + key, value
+    return entries
 
 
 def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[str, Any]:

@@ -31,12 +31,14 @@ from ..emit.network import (
     emit_chain,
     emit_guarded,
     emit_klein,
+    emit_klein_with_ones,
     emit_network_outputs,
     emit_region_tree,
 )
 from ..errors import warn_user
 from ..ir import InputSpace, Task
 from ..ir.network import Network, error_bounds
+from ._model_file import wrap_model
 
 __all__ = ["NETWORK_ENCODINGS", "compile_network", "is_network", "network_value_bound"]
 
@@ -45,7 +47,6 @@ NETWORK_ENCODINGS = {
     "fast": "Gemm per layer in the runtime's order, near-tie rows rescored in fixed order",
     "exact": "every sum in the Python model's fixed order (bit for bit)",
 }
-_META_PREFIX = "hyp2onnx."
 
 
 #: The modules of the classes exported here (`hyp2onnx.estimators._mlp`, ``._regions``).
@@ -106,7 +107,7 @@ def compile_network(
     )
     g = GraphBuilder(opset)
     g.reserve("X", "label", "probabilities", "variable", "covered", "region")
-    k = emit_klein(g, "X", space, input_dtype=dtype)
+    k, ones_column = _klein_rows(g, space, dtype, whole_rows=not tree and encoding == "fast")
     extra: dict[str, str] = {"hidden_layer_sizes": json.dumps(list(network.hidden_sizes))}
     outputs_extra: list[helper.ValueInfoProto] = []
     if tree:
@@ -122,7 +123,7 @@ def compile_network(
         logits = emit_chain(g, k, network)
     else:
         bound = network_value_bound(network)
-        logits = emit_guarded(g, k, network, bound)
+        logits = emit_guarded(g, k, network, bound, ones_column=ones_column)
         extra["value_bound"] = repr(bound)
         extra["tie_margin"] = repr((1.0 if network.output == "logistic" else 2.0) * bound)
     outputs = emit_network_outputs(g, logits, network) + outputs_extra
@@ -136,6 +137,17 @@ def compile_network(
     )
     facts = {"estimator_class": estimator_class, "encoding": encoding, "input_dtype": dtype}
     return _finish(graph, opset, network, space, {**facts, **extra})
+
+
+def _klein_rows(
+    g: GraphBuilder, space: InputSpace, dtype: str, *, whole_rows: bool
+) -> tuple[str, int | None]:
+    """The Klein rows the network reads, and their column of ones if ``whole_rows`` asks for
+    hyperboloid rows divided by ``x_0`` whole and the input allows it (`emit_klein_with_ones`)."""
+    with_ones = emit_klein_with_ones(g, "X", space, input_dtype=dtype) if whole_rows else None
+    if with_ones is None:
+        return emit_klein(g, "X", space, input_dtype=dtype), None
+    return with_ones
 
 
 def _check_request(
@@ -174,21 +186,6 @@ def _finish(
     facts: dict[str, str],
 ) -> onnx.ModelProto:
     """The checked model: opset, doc string and hyp2onnx's metadata (the trees' keys)."""
-    opsets = [helper.make_opsetid("", opset)]
-    onnx_model = helper.make_model(
-        graph,
-        opset_imports=opsets,
-        producer_name="hyp2onnx",
-        producer_version=_version,
-        ir_version=helper.find_min_ir_version_for(opsets),
-        doc_string=(
-            f"{facts['estimator_class']} (ReLU network on Klein coordinates, hidden layers "
-            f"{list(network.hidden_sizes)}) exported by hyp2onnx {_version}. Input X: points "
-            f"in the {space.geometry} model of hyperbolic space of curvature "
-            f"{space.curvature:g}, {space.n_input_features} columns. Encoding: "
-            f"{facts['encoding']}."
-        ),
-    )
     entries = {
         "input_geometry": space.geometry,
         "curvature": repr(float(space.curvature)),
@@ -205,8 +202,12 @@ def _finish(
         "version": _version,
         **facts,
     }
-    for key, value in entries.items():
-        prop = onnx_model.metadata_props.add()
-        prop.key, prop.value = _META_PREFIX + key, value
-    onnx.checker.check_model(onnx_model, full_check=True)
-    return onnx_model
+    doc_string = (
+        f"{facts['estimator_class']} (ReLU network on Klein coordinates, hidden layers "
+        f"{list(network.hidden_sizes)}) exported by hyp2onnx {_version}. Input X: points "
+        f"in the {space.geometry} model of hyperbolic space of curvature "
+        f"{space.curvature:g}, {space.n_input_features} columns. Encoding: "
+        f"{facts['encoding']}."
+    )
+    opsets = [helper.make_opsetid("", opset)]
+    return wrap_model(graph, opsets=opsets, doc_string=doc_string, metadata=entries)
