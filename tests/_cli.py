@@ -23,6 +23,19 @@ CLI = [sys.executable, "-m", "hyp2onnx.cli"]
 #: The script of `CommandRunner`'s process.
 RUNNER = Path(__file__).with_name("_cli_runner.py")
 
+#: What the commands load, imported once by `CommandRunner`'s process; not onnxruntime
+#: (see _cli_runner.py), which a command imports in a few milliseconds.
+PRELOAD = (
+    "hyp2onnx.cli",
+    "hyp2onnx.export",
+    "hyp2onnx.estimators._sklearn",
+    "hyp2onnx.estimators._xgboost",
+    "hyp2onnx.estimators._lightgbm",
+    "sklearn.linear_model",
+    "joblib",
+    "skops.io",
+)
+
 Done = subprocess.CompletedProcess[str]
 
 
@@ -50,14 +63,23 @@ class CommandRunner:
     `submit` queues a command: by default ``python -m hyp2onnx.cli ARGV``,
     run in a child forked from an interpreter that imported ``preload``
     once; with ``fresh=True`` ``argv`` itself, as a new program. At most
-    ``max_running`` run at once. `wait` returns their results as
-    `subprocess.run` does (stdin from ``/dev/null``, text output).
+    ``max_running`` run at once, in ``env`` (default: this process's
+    environment as the runner starts). `wait` returns their results as
+    `subprocess.run` does (stdin from ``/dev/null``, text output); `run`
+    submits one command and waits for it.
     `finish` checks that the runner itself printed nothing (an import that
     warns would otherwise warn only there, not in each command) and exited 0.
     Use it as a context manager; leaving kills whatever still runs.
     """
 
-    def __init__(self, streams: Path, preload: Sequence[str], *, max_running: int = 4) -> None:
+    def __init__(
+        self,
+        streams: Path,
+        preload: Sequence[str] = PRELOAD,
+        *,
+        max_running: int = 4,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self._streams = streams  # each job's stdout and stderr files, and the runner's stderr
         self._own_err = streams / "runner.stderr"
         with self._own_err.open("wb") as err:
@@ -68,12 +90,16 @@ class CommandRunner:
                 stderr=err,
                 text=True,
                 start_new_session=True,  # leaving kills the runner's children too
+                env=env,
             )
         self._jobs: dict[str, list[str]] = {}
         self._done: dict[str, Done] = {}
 
-    def submit(self, name: str, argv: Sequence[str], cwd: Path, *, fresh: bool = False) -> None:
-        """Queue one command; ``argv`` are hyp2onnx's arguments, or a whole program's if ``fresh``."""
+    def submit(
+        self, name: str, argv: Sequence[str], cwd: Path, *, fresh: bool = False, priority: int = 0
+    ) -> None:
+        """Queue one command; ``argv`` are hyp2onnx's arguments, or a whole program's if ``fresh``.
+        Of the commands waiting, those of highest ``priority`` start first."""
         assert name not in self._jobs, name
         self._jobs[name] = [*CLI, *argv] if not fresh else list(argv)
         job = {
@@ -83,6 +109,7 @@ class CommandRunner:
             "stdout": str(self._streams / f"{name}.stdout"),
             "stderr": str(self._streams / f"{name}.stderr"),
             "fresh": fresh,
+            "priority": priority,
         }
         assert self._process.stdin is not None
         self._process.stdin.write(json.dumps(job) + "\n")
@@ -93,24 +120,35 @@ class CommandRunner:
         """Every command submitted, in order."""
         return list(self._jobs)
 
+    def run(self, argv: Sequence[str], cwd: Path) -> Done:
+        """``python -m hyp2onnx.cli ARGV`` in ``cwd``, forked, once it has ended."""
+        name = f"command{len(self._jobs)}"
+        self.submit(name, argv, cwd)
+        return self.wait([name])[name]
+
     def wait(self, names: Sequence[str]) -> dict[str, Done]:
         """The results of the commands ``names``, once each has ended."""
-        assert self._process.stdout is not None
         while missing := [n for n in names if n not in self._done]:
-            line = self._process.stdout.readline()
-            if not line:
-                raise RuntimeError(f"the runner ended before {missing}: {self._own_errors()}")
-            report = json.loads(line)
-            name = report["name"]
-            if report["timed_out"]:
-                raise subprocess.TimeoutExpired(self._jobs[name], TIMEOUT_S)
-            self._done[name] = subprocess.CompletedProcess(
-                self._jobs[name],
-                report["returncode"],
-                (self._streams / f"{name}.stdout").read_text(),
-                (self._streams / f"{name}.stderr").read_text(),
-            )
+            self.next_done(missing)
         return {name: self._done[name] for name in names}
+
+    def next_done(self, awaited: Sequence[str] = ()) -> str:
+        """Wait for the next command to end (of those submitted); its name."""
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the runner ended before {awaited}: {self._own_errors()}")
+        report = json.loads(line)
+        name = report["name"]
+        if report["timed_out"]:
+            raise subprocess.TimeoutExpired(self._jobs[name], TIMEOUT_S)
+        self._done[name] = subprocess.CompletedProcess(
+            self._jobs[name],
+            report["returncode"],
+            (self._streams / f"{name}.stdout").read_text(),
+            (self._streams / f"{name}.stderr").read_text(),
+        )
+        return name
 
     def finish(self) -> None:
         """Wait for every command, end the runner; an error if it printed anything or failed."""

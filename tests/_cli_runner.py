@@ -4,11 +4,13 @@ already imported the libraries they load.
 ``python _cli_runner.py MAX_RUNNING MODULE...`` imports the MODULEs, then reads
 jobs from stdin, one JSON object a line::
 
-    {"name": ..., "argv": [...], "cwd": ..., "stdout": FILE, "stderr": FILE, "fresh": false}
+    {"name": ..., "argv": [...], "cwd": ..., "stdout": FILE, "stderr": FILE, "fresh": false,
+     "priority": 0}
 
 and writes one line ``{"name": ..., "returncode": ..., "timed_out": ...}`` on
-stdout as each job ends, at most MAX_RUNNING running at once; it exits when
-stdin is closed and every job has ended.
+stdout as each job ends, at most MAX_RUNNING running at once: the waiting
+job of highest priority starts next, in the order read among equals. It
+exits when stdin is closed and every job has ended.
 
 A job with ``"fresh": false`` is ``python -m hyp2onnx.cli ARGV``: a child
 forked from this process changes to ``cwd``, reads stdin from ``/dev/null``,
@@ -35,6 +37,7 @@ fresh process would have written it into every command's stderr).
 from __future__ import annotations
 
 import atexit
+import heapq
 import importlib
 import json
 import os
@@ -45,7 +48,6 @@ import subprocess
 import sys
 import time
 import traceback
-from collections import deque
 from typing import Any
 
 #: A job running longer than this is killed and reported with ``"timed_out": true``.
@@ -149,12 +151,12 @@ def _kill(process: Any) -> int:
 def serve(max_running: int, jobs_fd: int, reports_fd: int) -> None:
     """Run the jobs read from ``jobs_fd``; report each on ``reports_fd`` as it ends."""
     reports = os.fdopen(reports_fd, "w", buffering=1)
-    queue: deque[dict[str, Any]] = deque()
+    queue: list[tuple[int, int, dict[str, Any]]] = []  # (-priority, order read, job)
     running: dict[str, tuple[Any, float]] = {}
-    pending, done_reading = b"", False
+    pending, done_reading, read = b"", False, 0
     while not done_reading or queue or running:
         while queue and len(running) < max_running:
-            job = queue.popleft()
+            _, _, job = heapq.heappop(queue)
             running[job["name"]] = (_start(job, [jobs_fd, reports_fd]), time.monotonic())
         if not done_reading:
             ready, _, _ = select.select([jobs_fd], [], [], POLL_S if running else None)
@@ -163,7 +165,9 @@ def serve(max_running: int, jobs_fd: int, reports_fd: int) -> None:
                 done_reading = not chunk
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
-                queue.extend(json.loads(line) for line in lines if line.strip())
+                for job in (json.loads(line) for line in lines if line.strip()):
+                    heapq.heappush(queue, (-job["priority"], read, job))
+                    read += 1
         else:
             time.sleep(POLL_S)
         for name, (process, started) in list(running.items()):

@@ -12,9 +12,10 @@ installed ``hyp2onnx`` script, ``examples/quickstart.py``, a command with
 pyarrow blocked before anything is imported (which a preloaded
 interpreter cannot do), and the commands in ``TWINS`` a second time as a
 fresh ``python -m hyp2onnx.cli``, whose outputs must equal the forked
-ones byte for byte. The first batch needs only the files made in-process
-here (models, data), the second the graphs the first wrote. Each test then
-checks one command's output, exit status and files.
+ones byte for byte. The commands of the first batch need only the files
+made in-process here (models, data); each of the second reads a graph
+that one of the first writes, and starts once that one has ended. Each
+test then checks one command's output, exit status and files.
 """
 
 from __future__ import annotations
@@ -119,19 +120,6 @@ def _make_files(work: Path) -> dict[str, Any]:
 
 Runs = dict[str, Done]
 
-#: What the commands load, imported once by the runner they are forked from; not onnxruntime
-#: (see tests/_cli_runner.py), which the commands import in a few milliseconds.
-PRELOAD = [
-    "hyp2onnx.cli",
-    "hyp2onnx.export",
-    "hyp2onnx.estimators._sklearn",
-    "hyp2onnx.estimators._xgboost",
-    "hyp2onnx.estimators._lightgbm",
-    "sklearn.linear_model",
-    "joblib",
-    "skops.io",
-]
-
 
 def _entry_point() -> str:
     script = Path(sys.executable).with_name("hyp2onnx")
@@ -146,8 +134,6 @@ BLOCK_PYARROW = (
 
 PLAIN = ["--geometry", "hyperboloid", "--check", "X.npy"]  # a plain Klein model's options
 
-# Each batch starts with the commands that read an XGBoost or LightGBM pickle: the longest,
-# as loading one reads it in a child process first.
 FIRST: dict[str, list[str]] = {
     # round trips: train -> file -> convert (checked)
     "convert_xgb": ["convert", "xgb.pkl", "--check", "X.npy"],
@@ -218,40 +204,61 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Work:
 def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CommandRunner]:
     """Started before the files are made (``runs`` asks for it first), so that its imports
     and the quickstart example, which needs none of the files, run meanwhile."""
-    with CommandRunner(tmp_path_factory.mktemp("cli_streams"), PRELOAD) as started:
+    with CommandRunner(tmp_path_factory.mktemp("cli_streams")) as started:
         quickstart = [sys.executable, str(ROOT / "examples" / "quickstart.py")]
         started.submit("quickstart", quickstart, tmp_path_factory.mktemp("quickstart"), fresh=True)
         yield started
 
 
-def _submit(runner: CommandRunner, batch: dict[str, list[str]], folder: Path) -> None:
-    for name, args in batch.items():
-        runner.submit(name, args, folder)
-        if name in TWINS:
-            runner.submit(name + FRESH, [*CLI, *args], folder, fresh=True)
+#: Files whose commands start first: the longest, as loading an XGBoost or LightGBM pickle
+#: reads it in a child process first.
+SLOW = {"xgb.pkl", "lgb.pkl"}
+
+#: The command of the first batch that writes each graph the second batch reads.
+WRITERS = {
+    "rf.onnx": "convert_rf",
+    "rf_skops.onnx": "convert_skops",
+    "reg.onnx": "convert_reg",
+    "xgb.onnx": "convert_xgb",
+    "lgb.onnx": "convert_lgb",
+}
+
+
+def _submit(
+    runner: CommandRunner, name: str, argv: list[str], folder: Path, *, fresh: bool = False
+) -> None:
+    runner.submit(name, argv, folder, fresh=fresh, priority=int(bool(SLOW & set(argv))))
+    if name in TWINS:
+        runner.submit(name + FRESH, [*CLI, *argv], folder, fresh=True)
 
 
 @pytest.fixture(scope="module")
 def runs(runner: CommandRunner, work: Work) -> Runs:
-    """Every command's result; the second batch starts when the first batch's graphs exist."""
+    """Every command's result; a command of the second batch starts once the commands that
+    write the graphs it reads have ended."""
     folder, _ = work
-    python = sys.executable
     entry_point = [_entry_point(), "convert", "rf.pkl", "-o", "entry.onnx"]
     runner.submit("entry_point", entry_point, folder, fresh=True)
-    _submit(runner, FIRST, folder)
-    runner.wait(list(FIRST))
+    for name, args in FIRST.items():
+        _submit(runner, name, args, folder)
+
+    second = {name: (args, False) for name, args in SECOND.items()}
     (folder / "any.parquet").write_bytes(b"PAR1")  # never read: pyarrow is blocked first
-    parquet_missing = ["predict", "rf.onnx", "any.parquet", "-o", "pq.csv"]
-    runner.submit(
-        "parquet_missing", [python, "-c", BLOCK_PYARROW, *parquet_missing], folder, fresh=True
-    )
-    second = dict(SECOND)
+    blocked = [sys.executable, "-c", BLOCK_PYARROW, "predict", "rf.onnx", "any.parquet"]
+    second["parquet_missing"] = ([*blocked, "-o", "pq.csv"], True)
     if _has_pyarrow():
         _write_parquet(folder)
-        second["predict_parquet"] = ["predict", "rf.onnx", "X.parquet", "-o", "pq_ok.csv"]
-    _submit(runner, second, folder)
+        second["predict_parquet"] = (["predict", "rf.onnx", "X.parquet", "-o", "pq_ok.csv"], False)
+    ended: set[str] = set()
+    while second:
+        for name, (argv, fresh) in list(second.items()):
+            if {WRITERS[a] for a in argv if a in WRITERS} <= ended:
+                del second[name]
+                _submit(runner, name, argv, folder, fresh=fresh)
+        if second:
+            ended.add(runner.next_done())
     runner.finish()
-    return runner.wait(list(runner.names))
+    return runner.wait(runner.names)
 
 
 def _has_pyarrow() -> bool:
