@@ -17,8 +17,9 @@ forked from this process changes to ``cwd``, reads stdin from ``/dev/null``,
 writes stdout and stderr to the two files, and runs the package's
 ``__main__`` as ``-m`` does (``sys.argv[0]`` the script, ``sys.path[0]`` the
 folder); it then ends as the interpreter does: the status ``SystemExit``
-carries, or 1 after printing the traceback of any other exception, exit
-handlers run and the streams flushed. A job with ``"fresh": true`` runs
+carries, or 1 after printing the traceback of any other exception, once
+threads that are not daemons have ended, exit handlers have run and the
+streams are flushed. A job with ``"fresh": true`` runs
 ``argv`` as a new program (a subprocess, as `subprocess.run` starts it).
 
 Why: a fresh interpreter spends most of a short command importing
@@ -46,6 +47,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from typing import Any
@@ -104,6 +106,9 @@ def _run_module_as_main(job: dict[str, Any], close: list[int]) -> int:
     except BaseException:
         traceback.print_exc()
         status = 1
+    # Then as the interpreter ends (and as multiprocessing ends a forked child): wait for
+    # the threads that are not daemons, run the exit handlers, flush the streams.
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
