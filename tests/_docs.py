@@ -4,7 +4,9 @@ its pages use.
 Every ```python block of README.md and docs/*.md runs, a page's blocks in
 order in one namespace, in a fresh temporary folder per page; every
 ```bash/console block runs there too, after the Python blocks before it,
-line by line, and each line must be a ``hyp2onnx`` command that exits 0.
+line by line, and each line must be a ``hyp2onnx`` command that exits 0
+(the test files run them through `command_runner`, which spares each
+command the imports of a fresh interpreter).
 A block that cannot run here says so in an HTML comment right before it,
 ``<!-- not run: reason -->``, with a reason.
 
@@ -25,6 +27,8 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+from _cli import CommandRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -107,9 +111,16 @@ def env() -> dict[str, str]:
     return out
 
 
-def run_page(part: Part, tmp_path: Path, monkeypatch) -> int:
+def command_runner(streams: Path) -> CommandRunner:
+    """A runner of the pages' commands, forked from one interpreter that imported what they
+    load (see _cli.py), in the environment of `env`; one at a time, as a page runs them."""
+    return CommandRunner(streams, env=env(), max_running=1)
+
+
+def run_page(part: Part, tmp_path: Path, monkeypatch, runner: CommandRunner | None = None) -> int:
     """Run every block of the page (or of its part) that is not marked, in ``tmp_path``;
-    the number run."""
+    the number run. The ``hyp2onnx`` commands run through ``runner`` if given (see
+    `command_runner`), else each in a fresh interpreter."""
     page, heading = part
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(ROOT))
@@ -132,8 +143,11 @@ def run_page(part: Part, tmp_path: Path, monkeypatch) -> int:
                     f"{where}: '{line}' is not a hyp2onnx command; "
                     "mark the block '<!-- not run: reason -->' if it cannot run in the tests"
                 )
-                done = subprocess.run(
-                    [*_CLI, *words[1:]], env=env(), capture_output=True, text=True
-                )
+                if runner is not None:
+                    done = runner.run(words[1:], tmp_path)
+                else:
+                    done = subprocess.run(
+                        [*_CLI, *words[1:]], env=env(), capture_output=True, text=True
+                    )
                 assert done.returncode == 0, f"{where}: {line}\n{done.stdout}{done.stderr}"
     return ran

@@ -1,10 +1,21 @@
-"""The ``hyp2onnx`` command line, driven as a user drives it: in subprocesses.
+"""The ``hyp2onnx`` command line, driven as a user drives it: each command in a process.
 
-Every command runs as ``python -m hyp2onnx.cli`` (once as the installed
-``hyp2onnx`` script). Start-up costs about 1.5 s per process, so the
-commands run in two parallel batches: the first needs only the files made
-in-process here (models, data), the second the graphs the first wrote.
-Each test then checks one command's output, exit status and files.
+Most commands run as ``python -m hyp2onnx.cli ARGS`` in a child forked from
+one runner (`_cli.CommandRunner`, ``tests/_cli_runner.py``) that imported
+the command line, scikit-learn, XGBoost, LightGBM and skops once: a fresh
+interpreter spends most of a short command on those imports. Each child is
+still a process of its own, with its own exit status, stdout, stderr and
+working folder, and runs the package's ``__main__`` as ``-m`` does.
+
+A few run as fresh processes, so the real entry points stay covered: the
+installed ``hyp2onnx`` script, ``examples/quickstart.py`` (in its own test), a command with
+pyarrow blocked before anything is imported (which a preloaded
+interpreter cannot do), and the commands in ``TWINS`` a second time as a
+fresh ``python -m hyp2onnx.cli``, whose outputs must equal the forked
+ones byte for byte. The commands of the first batch need only the files
+made in-process here (models, data); each of the second reads a graph
+that one of the first writes, and starts once that one has ended. Each
+test then checks one command's output, exit status and files.
 """
 
 from __future__ import annotations
@@ -15,13 +26,14 @@ import pickle
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 import pytest
+from _cli import CLI, CommandRunner, Done
 
 import hyp2onnx
 from hyp2onnx.cli import main
@@ -29,7 +41,6 @@ from hyp2onnx.geometry import from_klein
 from hyp2onnx.verify import run_onnx
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-m", "hyp2onnx.cli"]
 N_ROWS = 120
 EXIT_OK, EXIT_DISAGREE, EXIT_USAGE = 0, 1, 2
 KEEP = b"an existing file that must survive"
@@ -108,21 +119,7 @@ def _make_files(work: Path) -> dict[str, Any]:
 # -- running --------------------------------------------------------------------
 
 
-Done = subprocess.CompletedProcess[str]
 Runs = dict[str, Done]
-
-
-def _run(args: list[str], cwd: Path) -> Done:
-    return subprocess.run(
-        args, cwd=cwd, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL
-    )
-
-
-def _batch(commands: dict[str, list[str]], cwd: Path) -> dict[str, Done]:
-    """Run every command at once (each a fresh process), results by name."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {name: pool.submit(_run, args, cwd) for name, args in commands.items()}
-        return {name: future.result() for name, future in futures.items()}
 
 
 def _entry_point() -> str:
@@ -140,6 +137,8 @@ PLAIN = ["--geometry", "hyperboloid", "--check", "X.npy"]  # a plain Klein model
 
 FIRST: dict[str, list[str]] = {
     # round trips: train -> file -> convert (checked)
+    "convert_xgb": ["convert", "xgb.pkl", "--check", "X.npy"],
+    "convert_lgb": ["convert", "lgb.pkl", "--check", "X.npy"],
     "convert_rf": ["convert", "rf.pkl", "--check", "X.npy"],
     "convert_skops": ["convert", "rf.skops", "-o", "rf_skops.onnx", "--check", "X.csv"],
     "convert_reg": [
@@ -152,8 +151,6 @@ FIRST: dict[str, list[str]] = {
         "--check",
         "P.npy",
     ],
-    "convert_xgb": ["convert", "xgb.pkl", "--check", "X.npy"],
-    "convert_lgb": ["convert", "lgb.pkl", "--check", "X.npy"],
     "convert_plain": ["convert", "plain.pkl", *PLAIN],
     "convert_plain_xgb": ["convert", "plain_xgb.json", *PLAIN],
     "convert_plain_lgb": ["convert", "plain_lgb.txt", *PLAIN],
@@ -169,13 +166,16 @@ FIRST: dict[str, list[str]] = {
     "check_off": ["convert", "rf.pkl", "-o", "check_off.onnx", "--check", "Xoff.npy"],
     "debug": ["convert", "garbage.pkl", "--debug"],
     "inspect_not_onnx": ["inspect", "rf.pkl"],
+    # what click itself answers
+    "unknown_option": ["convert", "rf.pkl", "--no-such-option"],
+    "convert_help": ["convert", "--help"],
 }
 
 SECOND: dict[str, list[str]] = {
-    "verify_rf": ["verify", "rf.pkl", "rf.onnx", "--data", "X.csv"],
-    "verify_skops_json": ["verify", "rf.skops", "rf_skops.onnx", "--data", "X.npy", "--json"],
     "verify_xgb": ["verify", "xgb.pkl", "xgb.onnx", "--data", "X.npy"],
     "verify_lgb": ["verify", "lgb.pkl", "lgb.onnx", "--data", "X.npy"],
+    "verify_rf": ["verify", "rf.pkl", "rf.onnx", "--data", "X.csv"],
+    "verify_skops_json": ["verify", "rf.skops", "rf_skops.onnx", "--data", "X.npy", "--json"],
     "verify_mismatch": ["verify", "other.pkl", "rf.onnx", "--data", "X.npy"],
     "verify_wrong_model": ["verify", "rf.pkl", "xgb.onnx", "--data", "X.npy"],
     "predict_rf": ["predict", "rf.onnx", "X.csv", "-o", "rf.csv", "--chunk-rows", "50"],
@@ -189,6 +189,11 @@ SECOND: dict[str, list[str]] = {
     "inspect_lgb_json": ["inspect", "lgb.onnx", "--json"],
 }
 
+#: Commands run a second time as a fresh ``python -m hyp2onnx.cli``, under NAME + FRESH:
+#: the outputs must be the same, byte for byte (exit 0 and 2, stdout and stderr, a traceback).
+TWINS = ["debug", "unknown_option", "convert_help", "inspect_rf"]
+FRESH = "_fresh"
+
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> Work:
@@ -197,29 +202,62 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Work:
 
 
 @pytest.fixture(scope="module")
-def runs(work: Work) -> Runs:
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CommandRunner]:
+    """Started before the files are made (``runs`` asks for it first), so that its imports
+    run meanwhile."""
+    with CommandRunner(tmp_path_factory.mktemp("cli_streams")) as started:
+        yield started
+
+
+#: Files whose commands start first: the longest, as loading an XGBoost or LightGBM pickle
+#: reads it in a child process first.
+SLOW = {"xgb.pkl", "lgb.pkl"}
+
+#: The command of the first batch that writes each graph the second batch reads.
+WRITERS = {
+    "rf.onnx": "convert_rf",
+    "rf_skops.onnx": "convert_skops",
+    "reg.onnx": "convert_reg",
+    "xgb.onnx": "convert_xgb",
+    "lgb.onnx": "convert_lgb",
+}
+
+
+def _submit(
+    runner: CommandRunner, name: str, argv: list[str], folder: Path, *, fresh: bool = False
+) -> None:
+    runner.submit(name, argv, folder, fresh=fresh, priority=int(bool(SLOW & set(argv))))
+    if name in TWINS:
+        runner.submit(name + FRESH, [*CLI, *argv], folder, fresh=True)
+
+
+@pytest.fixture(scope="module")
+def runs(runner: CommandRunner, work: Work) -> Runs:
+    """Every command's result; a command of the second batch starts once the commands that
+    write the graphs it reads have ended."""
     folder, _ = work
-    first = {name: CLI + args for name, args in FIRST.items()}
-    first["entry_point"] = [_entry_point(), "convert", "rf.pkl", "-o", "entry.onnx"]
-    first["quickstart"] = [sys.executable, str(ROOT / "examples" / "quickstart.py")]
-    done = _batch(first, folder)
-    second = {name: CLI + args for name, args in SECOND.items()}
+    entry_point = [_entry_point(), "convert", "rf.pkl", "-o", "entry.onnx"]
+    runner.submit("entry_point", entry_point, folder, fresh=True)
+    for name, args in FIRST.items():
+        _submit(runner, name, args, folder)
+
+    second = {name: (args, False) for name, args in SECOND.items()}
     (folder / "any.parquet").write_bytes(b"PAR1")  # never read: pyarrow is blocked first
-    second["parquet_missing"] = [
-        sys.executable,
-        "-c",
-        BLOCK_PYARROW,
-        "predict",
-        "rf.onnx",
-        "any.parquet",
-        "-o",
-        "pq.csv",
-    ]
+    blocked = [sys.executable, "-c", BLOCK_PYARROW, "predict", "rf.onnx", "any.parquet"]
+    second["parquet_missing"] = ([*blocked, "-o", "pq.csv"], True)
     if _has_pyarrow():
         _write_parquet(folder)
-        second["predict_parquet"] = CLI + ["predict", "rf.onnx", "X.parquet", "-o", "pq_ok.csv"]
-    done.update(_batch(second, folder))
-    return done
+        second["predict_parquet"] = (["predict", "rf.onnx", "X.parquet", "-o", "pq_ok.csv"], False)
+    ended: set[str] = set()
+    while second:
+        for name, (argv, fresh) in list(second.items()):
+            if {WRITERS[a] for a in argv if a in WRITERS} <= ended:
+                del second[name]
+                _submit(runner, name, argv, folder, fresh=fresh)
+        if second:
+            ended.add(runner.next_done())
+    runner.finish()
+    return runner.wait(runner.names)
 
 
 def _has_pyarrow() -> bool:
@@ -328,8 +366,19 @@ def test_installed_entry_point(runs: Runs, work: Work) -> None:
     assert (folder / "entry.onnx").read_bytes() == (folder / "rf.onnx").read_bytes()
 
 
-def test_quickstart_example_uses_the_cli(runs: Runs) -> None:
-    out = _ok(runs["quickstart"])
+def test_quickstart_example_uses_the_cli(tmp_path: Path) -> None:
+    """The README's first command runs this example; a fresh process of its own, here rather
+    than in the module's setup, so that the setup stays short."""
+    quickstart = [sys.executable, str(ROOT / "examples" / "quickstart.py")]
+    done = subprocess.run(
+        quickstart,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    out = _ok(done)
     assert "check on" in out and ": OK:" in out
     assert "label agreement ONNX/Python: 100.00%" in out
     accuracy = float(re.search(r"accuracy on held-out points: ([0-9.]+)", out).group(1))
@@ -459,6 +508,25 @@ def test_debug_shows_traceback(runs: Runs) -> None:
     assert result.returncode == EXIT_USAGE
     assert result.stderr.startswith("Traceback") and "joblib.load" in result.stderr
     assert result.stderr.strip().splitlines()[-2].startswith("error: garbage.pkl:")
+
+
+def test_click_usage_errors_and_help(runs: Runs) -> None:
+    _error(runs["unknown_option"], EXIT_USAGE, "No such option", "--no-such-option")
+    assert runs["unknown_option"].stderr.splitlines()[1] == "  fix: see 'hyp2onnx convert --help'"
+    out = _ok(runs["convert_help"])
+    assert out.startswith("Usage: hyp2onnx convert [OPTIONS] MODEL") and "Exit status:" in out
+
+
+@pytest.mark.parametrize("name", TWINS)
+def test_forked_command_answers_as_a_fresh_process(runs: Runs, name: str) -> None:
+    """The runner's forked child and a fresh ``python -m hyp2onnx.cli``: the same bytes."""
+    forked, fresh = runs[name], runs[name + FRESH]
+    assert fresh.args[: len(CLI)] == CLI
+    assert (forked.returncode, forked.stdout, forked.stderr) == (
+        fresh.returncode,
+        fresh.stdout,
+        fresh.stderr,
+    )
 
 
 # -- in-process: main(argv) parses like the script -----------------------------------------------
