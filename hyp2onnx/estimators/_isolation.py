@@ -402,8 +402,9 @@ def _project(k: np.ndarray, w: np.ndarray) -> np.ndarray:
 def _centred_split(
     frame: _CentredRows, rows: np.ndarray, law: str, n_directions: int, rng: np.random.RandomState
 ) -> _Split | None:
-    """The node-centred split of the node holding ``rows`` of the tree (feature 0: column
-    ``j`` of the projections), or None if no direction separates its rows."""
+    """The node-centred split of the node holding ``rows`` of the tree, or None if no
+    direction separates them (its feature is 0: each centred node tests its own projection,
+    numbered by `IsolationTree.columns`)."""
     d = frame.d
     mu, k_moved, k = frame.split_terms(rows)
     M = lorentz_boost_to_origin(mu)
