@@ -1,7 +1,14 @@
-"""Fixtures the Dask and Spark test modules share: a real cluster and a real session.
+"""Fixtures the Dask and Spark test modules share, and how the suite's workers share the files.
 
-The Dask cluster is module-scoped (a module runs on one worker, ``--dist
-loadfile``): one left running beside a docs page's own LocalCluster made the
+Scheduling (``--dist loadfile --no-loadscope-reorder``, pyproject.toml):
+a test file runs on one worker, so its module fixtures are built once; the
+files that start Spark go to one worker together (`pytest_xdist_make_scheduler`),
+so that its one Spark session serves them all (each start of a session
+costs several seconds). Files are handed out in collection order, which
+`pytest_collection_modifyitems` makes the slowest first (`SLOWEST_FIRST`),
+so that no long file starts last and runs alone.
+
+The Dask cluster is module-scoped (a module runs on one worker): one left running beside a docs page's own LocalCluster made the
 page's XGBoost training hang. The Spark session is built once per pytest
 worker and shared by every module it runs; a docs page that stops its own
 session stops this one too (``getOrCreate`` hands it the live one), so each
@@ -16,6 +23,57 @@ import shutil
 import sys
 
 import pytest
+
+#: Files whose tests use a Spark session: one group. The docs page stops its session
+#: (``spark.stop()``), so it runs last in the group.
+SPARK_FILES = ("test_spark.py", "test_distributed_property.py", "test_docs_spark.py")
+
+#: Files (the Spark files as "spark") by their seconds in a whole run (``--durations=0``), longest first; the rest follow
+#: in file order. Only the suite's wall time depends on this list.
+SLOWEST_FIRST = (
+    "spark",
+    "test_dask.py",
+    "test_benchmarks_quick.py",
+    "test_isolation.py",
+    "test_guarantees_property.py",
+    "test_catboost.py",
+    "test_standard.py",
+    "test_cli.py",
+    "test_examples_quick.py",
+    "test_benchmarks_quick_distributed.py",
+    "test_rotation.py",
+    "test_guarantees.py",
+    "test_docs.py",
+    "test_blocks.py",
+    "test_export_boosting.py",
+    "test_js.py",
+)
+
+
+def _group(item: pytest.Item) -> str:
+    name = item.path.name
+    return "spark" if name in SPARK_FILES else name
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slowest groups first (the Spark files in their order), the rest as collected."""
+    rank = {group: i for i, group in enumerate(SLOWEST_FIRST)}
+    spark_order = {name: i for i, name in enumerate(SPARK_FILES)}
+    items.sort(
+        key=lambda item: (rank.get(_group(item), len(rank)), spark_order.get(item.path.name, 0))
+    )
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's file-by-file scheduler, with the Spark files as one unit of work."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class SparkTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "spark" if scope.rsplit("/", 1)[-1] in SPARK_FILES else scope
+
+    return SparkTogether(config, log)
 
 
 @pytest.fixture(scope="module")
