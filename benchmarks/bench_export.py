@@ -100,7 +100,9 @@ def time_graphs(
 
     ``graphs`` maps a name to (model, its input batch). Each of ``repeats``
     rounds runs every graph's batch once, then every graph's single-row
-    calls; the medians over rounds are returned.
+    calls; the medians over rounds are returned. With several threads each
+    timed batch follows an untimed one of the same graph: the previous
+    graph's threads may still be spinning on the same cores.
     """
     sessions = {name: (session(model, threads), x) for name, (model, x) in graphs.items()}
     batch: dict[str, list[float]] = {name: [] for name in graphs}
@@ -110,6 +112,8 @@ def time_graphs(
         s.run(None, {"X": x})
     for _ in range(repeats):
         for name, (s, x) in sessions.items():
+            if threads > 1:
+                s.run(None, {"X": x})
             t = time.perf_counter()
             s.run(None, {"X": x})
             batch[name].append(len(x) / (time.perf_counter() - t))
@@ -433,7 +437,8 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
         f"31 leaves), {DIM} Klein features, trained on {n_train:,} rows; throughput on one batch "
         f"of {n_test:,} rows and the time of a single-row call, at "
         f"{', '.join(map(str, thread_counts))} onnxruntime threads on {cpu_model()} "
-        f"({all_cores} cores); medians of {repeats} rounds in which every graph runs in turn; "
+        f"({all_cores} cores); medians of {repeats} rounds in which every graph runs in turn "
+        "(with several threads, each timed batch after an untimed one); "
         "ratios to the peer from the same rounds. Conversion: `hyp2onnx.to_onnx` or the peer's "
         "converter, seconds.",
         "",
