@@ -45,7 +45,7 @@ from ..ir.network import Network
 from ..ir.regions import RegionTree
 from ._graph import GraphBuilder, onnx_type
 from .outputs import label_tensor
-from .projection import emit_projection
+from .projection import emit_projection, emit_whole_rows, whole_rows_column
 from .trees import by_row_blocks
 
 __all__ = [
@@ -168,23 +168,15 @@ def emit_klein_with_ones(
     timelike column is the first or the last (else None).
 
     Every other column is the Klein coordinate `emit_klein` gives, the same
-    correctly rounded quotient, and ``x_0 / x_0`` is 1 exactly; one ``Div`` of
-    the whole row replaces cutting out the spacelike columns, and the ones
-    carry the first layer's bias (`emit_matmul`). ``max |X / x_0|`` is then the
+    correctly rounded quotient, and ``x_0 / x_0`` is 1 exactly
+    (`hyp2onnx.emit.projection.whole_rows_column`); the ones carry the
+    first layer's bias (`emit_matmul`), and ``max |X / x_0|`` is then the
     guard's ``max(1, |k_f|)`` itself.
     """
-    n = space.n_input_features
-    t = space.timelike_dim % n if space.geometry == "hyperboloid" else -1
-    if t not in (0, n - 1) or n < 2:
+    t = whole_rows_column(space, np.arange(space.n_klein_features))
+    if t is None:
         return None
-    if input_dtype != "float64":
-        x = g.cast("klein", x, np.float64)
-    bounds = [
-        g.const("klein", f"timelike_{key}", [value], np.int64)
-        for key, value in (("start", t), ("stop", t + 1), ("axis", 1))
-    ]
-    timelike = g.op("klein", "Slice", [x, *bounds])
-    return g.op("klein", "Div", [x, timelike]), t
+    return emit_whole_rows(g, x, space, input_dtype=input_dtype, dtype="float64"), t
 
 
 def _near(g: GraphBuilder, logits: str, network: Network, margin: str) -> tuple[str, str]:

@@ -116,6 +116,40 @@ def sum_of_squares(builder: GraphBuilder, q: str, width: int, dtype: str) -> str
     return s
 
 
+def whole_rows_column(space: InputSpace, used: np.ndarray) -> int | None:
+    """The column of ones of ``X / x_0``, if the trees can read hyperboloid rows divided whole.
+
+    That is one hyperboloid (no input blocks) whose timelike column is the
+    first or the last, every spacelike column used: ``X / x_0`` then holds
+    every Klein coordinate as the same correctly rounded quotient that
+    `emit_projection` gives, beside ``x_0 / x_0 = 1`` exactly, and one
+    ``Div`` of the whole row replaces cutting the spacelike columns out (a
+    copy of the batch). The trees read feature ``f`` at column ``f + 1``
+    when the timelike column is first. None otherwise.
+    """
+    n = space.n_input_features
+    if space.geometry != "hyperboloid" or space.blocks is not None or n < 2:
+        return None
+    t = space.timelike_dim % n
+    if t not in (0, n - 1) or not np.array_equal(used, np.arange(n - 1)):
+        return None
+    return t
+
+
+def emit_whole_rows(
+    builder: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str, dtype: str
+) -> str:
+    """``X / x_0`` ``[N, D]`` in ``dtype``, for a space `whole_rows_column` accepts."""
+    t = space.timelike_dim % space.n_input_features
+    if input_dtype != dtype:
+        x = builder.cast(STAGE, x, dtype)
+    bounds = [
+        builder.const(STAGE, f"timelike_{key}", [value], np.int64)
+        for key, value in (("start", t), ("stop", t + 1), ("axis", 1))
+    ]
+    return builder.op(STAGE, "Div", [x, builder.op(STAGE, "Slice", [x, *bounds])])
+
+
 def emit_projection(
     builder: GraphBuilder,
     x: str,

@@ -17,7 +17,7 @@ both: no emitter imports this module.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -32,7 +32,7 @@ from .frames import emit_frames, frame_chain, remap_frames
 from .hyperplanes import emit_forest_walk, forest_walk_applies
 from .isolation import emit_oblique_walk, emit_perfect_walk, perfect_applies, walk_applies
 from .oblique import emit_normals, remap_projection
-from .projection import projection_dtype
+from .projection import projection_dtype, whole_rows_column
 from .standard import emit_standard
 from .trees import Batching, TreePlan, emit_compat, emit_exact, per_class_trees, remap_features
 
@@ -93,6 +93,9 @@ class GraphStrategy:
     guard: bool = True
     #: the precision the projection computes the Klein coordinates in
     klein_dtype: str
+    #: the trees read ``X / x_0`` whole, its column of ones at this index (their
+    #: features shifted past it), or None: the used Klein columns alone
+    ones_column: int | None = None
     #: the model's task: isolation forests output labels, scores and path lengths
     task: Task
 
@@ -117,7 +120,7 @@ def choose_graph(
        in the precision the trees compare (`_klein_dtype`): oblique
        trees project onto their normals, rotation forests map to their frames
        (for fast and exact block by block); isolation forests' walks project
-       by themselves.
+       by themselves; tree operators may read ``X / x_0`` whole (`_whole_rows`).
     3. **Tree emitter**, a function: `TREE_EMITTERS` by encoding, or for
        oblique isolation forests (not compat) a level-by-level walk,
        ``emit_perfect_walk`` while its tables stay within
@@ -137,8 +140,7 @@ def choose_graph(
     7. **Outputs**, by the model's task: label and probabilities, values, or
        an isolation forest's label, scores and path lengths.
 
-    ``legacy_only`` (skl2onnx hosts: ai.onnx.ml below opset 5) keeps to the
-    legacy operator, raising ValueError where it cannot.
+    ``legacy_only`` (skl2onnx hosts: ai.onnx.ml below opset 5) keeps to the legacy operator.
     """
     spec = _encoding_for(model, encoding)
     ensemble, used = _remap(model.ensemble)
@@ -147,11 +149,11 @@ def choose_graph(
     walk = _walk(model, ensemble, spec)
     if walk is not None:
         trees, spec, features = *walk, "klein"
+    ensemble, ones_column = _whole_rows(model, ensemble, used, features, trees)
     operator = None
     if spec.tree_operator and trees in TREE_EMITTERS.values():
-        operator = plan_trees(
-            ensemble, spec.name, legacy_only=legacy_only, by_block=features == "frames_by_block"
-        )
+        by_block = features == "frames_by_block"
+        operator = plan_trees(ensemble, spec.name, legacy_only=legacy_only, by_block=by_block)
     return GraphStrategy(
         encoding=spec,
         ensemble=ensemble,
@@ -161,8 +163,25 @@ def choose_graph(
         operator=operator,
         layout=fast_layout(ensemble, operator) if trees is emit_fast and operator else None,
         klein_dtype=_klein_dtype(model, ensemble, spec, input_dtype),
+        ones_column=ones_column,
         task=model.task,
     )
+
+
+def _whole_rows(
+    model: Model, ensemble: Ensemble, used: np.ndarray, features: Features, trees: TreeEmitter
+) -> tuple[Ensemble, int | None]:
+    """The trees reading ``X / x_0`` whole and its column of ones, where the tree operators
+    read Klein coordinates that allow it (step 2); else as they were, and None."""
+    if features != "klein" or trees not in TREE_EMITTERS.values():
+        return ensemble, None
+    ones_column = whole_rows_column(model.space, used)
+    if ones_column is None:
+        return ensemble, None
+    shift = 1 if ones_column == 0 else 0  # feature f at column f + 1 after the ones
+    feature = np.where(ensemble.feature >= 0, ensemble.feature + shift, -1).astype(np.int64)
+    width = model.space.n_input_features
+    return replace(ensemble, feature=feature, n_features=width), ones_column
 
 
 def _walk(model: Model, ensemble: Ensemble, spec: Encoding) -> tuple[TreeEmitter, Encoding] | None:

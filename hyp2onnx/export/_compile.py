@@ -24,7 +24,7 @@ from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
 from ..emit.fast import Guarded
 from ..emit.isolation import emit_anomaly_outputs
 from ..emit.outputs import emit_outputs
-from ..emit.projection import emit_projection
+from ..emit.projection import emit_projection, emit_whole_rows
 from ..emit.strategy import GraphStrategy, choose_graph, emit_trees
 from ..errors import CompatRoutingWarning, UnsupportedModelError, warn_user
 from ..estimators import backend_for
@@ -313,7 +313,10 @@ def compile_model(
     builder = GraphBuilder(opset)
     builder.reserve("X", *GRAPH_OUTPUTS)
     k_dtype = strategy.klein_dtype
-    k = emit_projection(builder, "X", space, strategy.used, input_dtype=dtype, dtype=k_dtype)
+    if strategy.ones_column is None:
+        k = emit_projection(builder, "X", space, strategy.used, input_dtype=dtype, dtype=k_dtype)
+    else:
+        k = emit_whole_rows(builder, "X", space, input_dtype=dtype, dtype=k_dtype)
     scores, ensemble = emit_trees(builder, k, k_dtype, strategy)
     out_dtype = "float32" if strategy.encoding.float32 else ensemble.sum_dtype
     if strategy.task == Task.ANOMALY:
