@@ -8,8 +8,9 @@ costs several seconds). Files are handed out in collection order, which
 `pytest_collection_modifyitems` makes the slowest first (`SLOWEST_FIRST`),
 so that no long file starts last and runs alone.
 
-The Dask cluster is module-scoped (a module runs on one worker): one left running beside a docs page's own LocalCluster made the
-page's XGBoost training hang. The Spark session is built once per pytest
+The Dask cluster is module-scoped (a module runs on one worker): one left
+running beside a docs page's own LocalCluster made the page's XGBoost
+training hang. The Spark session is built once per pytest
 worker and shared by every module it runs; a docs page that stops its own
 session stops this one too (``getOrCreate`` hands it the live one), so each
 module asks for the live session again and gets a new one if it was
@@ -24,12 +25,13 @@ import sys
 
 import pytest
 
-#: Files whose tests use a Spark session: one group. The docs page stops its session
-#: (``spark.stop()``), so it runs last in the group.
+#: Files whose tests use a Spark session: one unit of work. The docs page stops its
+#: session (``spark.stop()``), so it runs last of them.
 SPARK_FILES = ("test_spark.py", "test_distributed_property.py", "test_docs_spark.py")
 
-#: Files (the Spark files as "spark") by their seconds in a whole run (``--durations=0``), longest first; the rest follow
-#: in file order. Only the suite's wall time depends on this list.
+#: Files (the Spark files as "spark") by their seconds in a whole run
+#: (``--durations=0``), longest first; the rest follow in file order. Only the
+#: suite's wall time depends on this list.
 SLOWEST_FIRST = (
     "spark",
     "test_dask.py",
@@ -56,7 +58,8 @@ def _group(item: pytest.Item) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The slowest groups first (the Spark files in their order), the rest as collected."""
+    """The slowest files first (the Spark files together, in their order), the rest as
+    collected."""
     rank = {group: i for i, group in enumerate(SLOWEST_FIRST)}
     spark_order = {name: i for i, name in enumerate(SPARK_FILES)}
     items.sort(
