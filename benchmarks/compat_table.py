@@ -823,16 +823,11 @@ What OpenVINO's CPU plugin does differently, measured with one-node graphs
 So in OpenVINO the standard graph serves labels and values on rows away
 from thresholds: they differ only on rows within a float32 step or two of a
 threshold (a held-out row can lie there too, by chance), and its values
-carry float32 rounding. tract gives the Python model's labels on every row
-for every kind of model but the XGBoost classifiers, whose standard graphs it
-fails to run (binary: "Unsupported DatumType in the public API TDim"; more
-classes: "Evaluating If"; the graphs that decide XGBoost's labels by its own
-float32 rule, near ties included, hold nodes tract does not evaluate); its
-sums of forest probabilities and regression values differ from the exact
-encoding's in the last bits (it adds in another order). Where labels must
-equal the Python model's on every row, use onnxruntime (any build with
-`ai.onnx.ml`, or the standard encoding in a build without it), or tract for
-the models it runs.
+carry float32 rounding. tract gives the Python model's labels on every row;
+its sums of forest probabilities and regression values differ from the
+exact encoding's in the last bits (it adds in another order). Where labels must equal
+the Python model's on every row, use onnxruntime (any build with
+`ai.onnx.ml`, or the standard encoding in a build without it) or tract.
 
 ## Differences
 

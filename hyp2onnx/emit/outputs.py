@@ -113,13 +113,19 @@ def _exp_reduce(builder: GraphBuilder, x: str) -> tuple[str, str, str, str, str]
     c1, c2, c3 = k_["c"]
     const = lambda name, value: builder.const(STAGE, name, value, "float64")
     op = lambda kind, inputs: builder.op(STAGE, kind, inputs)
-    kd = op("Round", [op("Mul", [x, const("exp_inv_step", k_["inv"])])])
+    # Round half to even by adding and taking away 1.5 * 2**52 (exact for |v| <= 2**51;
+    # beyond, exp underflows whatever k is): tract has no float64 Round.
+    magic = const("exp_round", 1.5 * 2.0**52)
+    kd = op("Sub", [op("Add", [op("Mul", [x, const("exp_inv_step", k_["inv"])]), magic]), magic])
     r1 = op("Sub", [x, op("Mul", [kd, const("exp_c1", c1)])])  # exact (Sterbenz)
     r_hi, r_lo = _two_sum(builder, r1, op("Neg", [op("Mul", [kd, const("exp_c2", c2)])]))
     r_lo = op("Sub", [r_lo, op("Mul", [kd, const("exp_c3", c3)])])
     k = builder.op(STAGE, "Cast", [kd], to=TensorProto.INT64)
     n = builder.const(STAGE, "exp_table_size", _EXP_TABLE, np.int64)
-    j = builder.op(STAGE, "Mod", [k, n])  # in [0, N): the divisor's sign
+    # k >= -746 N / ln 2 (the floor in exp_correctly_rounded): moved up by a multiple of N
+    # past that, k mod N is the same whichever sign convention a runtime's Mod follows
+    offset = builder.const(STAGE, "exp_k_offset", 2048 * _EXP_TABLE, np.int64)
+    j = builder.op(STAGE, "Mod", [builder.op(STAGE, "Add", [k, offset]), n])  # in [0, N)
     power = builder.op(STAGE, "Cast", [op("Div", [op("Sub", [k, j]), n])], to=TensorProto.DOUBLE)
     t_hi = builder.op(STAGE, "Gather", [const("exp_table_hi", k_["hi"]), j], axis=0)
     t_lo = builder.op(STAGE, "Gather", [const("exp_table_lo", k_["lo"]), j], axis=0)
@@ -152,7 +158,8 @@ def _dekker_product(builder: GraphBuilder, a: str, b: str) -> tuple[str, str]:
 
 def exp_correctly_rounded(builder: GraphBuilder, x: str) -> str:
     """``exp(x)`` in float64, correctly rounded but where it lies within about
-    ``2**-70`` of a rounding midpoint (``x`` in ``[-745, 0]``).
+    ``2**-70`` of a rounding midpoint, for ``x`` in ``[-708, 0]`` (normal results;
+    below, a subnormal result may come out as 0, and 0 below -746).
 
     ``x = k ln2/N + r`` (``k`` rounded to nearest; ``r = r_hi + r_lo`` exact to
     ``2**-100``, the product ``k`` times the first two parts of ``ln2/N`` exact),
@@ -165,6 +172,9 @@ def exp_correctly_rounded(builder: GraphBuilder, x: str) -> str:
     """
     const = lambda name, value: builder.const(STAGE, name, value, "float64")
     op = lambda kind, inputs: builder.op(STAGE, kind, inputs)
+    # exp(x) rounds to 0 below -745.2: clamping there keeps k within int64 and the
+    # rounding's exact range (far smaller shifts gave NaN)
+    x = op("Max", [x, const("exp_floor", -746.0)])
     r_hi, r_lo, power, t_hi, t_lo = _exp_reduce(builder, x)
     poly = const("exp_p6", 1.0 / 720.0)
     for i, coefficient in enumerate((1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5)):
@@ -289,7 +299,11 @@ def class_index(
         threshold = builder.const(STAGE, "label_threshold", ensemble.label_threshold, dtype)
         above = builder.op(STAGE, "Greater", [decided, threshold])  # [N, 1]
         flat = builder.op(STAGE, "Reshape", [above, builder.const(STAGE, "flat", [-1], np.int64)])
-        return builder.op(STAGE, "Cast", [flat], to=TensorProto.INT64, outputs=outputs)
+        # Where, not a Cast of the bools: tract gives a Cast to int64 its shape type
+        one, zero = (
+            builder.const(STAGE, name, v, np.int64) for name, v in (("one", 1), ("zero", 0))
+        )
+        return builder.op(STAGE, "Where", [flat, one, zero], outputs=outputs)
     return builder.op(STAGE, "ArgMax", [decided], axis=1, keepdims=0, outputs=outputs)
 
 
