@@ -21,11 +21,10 @@ are the Python model's bit for bit.
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
 
 from ..ir import Ensemble
 from ._graph import GraphBuilder
-from .isolation import PERFECT_MAX_ENTRIES, _depth, _perfect_tables
+from .isolation import PERFECT_MAX_ENTRIES, _depth, _perfect_tables, level_step
 from .trees import by_row_blocks, cast_to, finish_scores
 
 STAGE = "hyperplanes"
@@ -86,7 +85,7 @@ def emit_forest_walk(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ense
             columns = block.op(STAGE, "Split", [k_t], n_outputs=d, axis=0, **count)  # d x [1, b]
         slot: str | None = None
         for depth in range(bottom):
-            slot = _level(block, columns, slot, w[depth], t[depth])
+            slot = level_step(block, columns, slot, w[depth], t[depth], stage=STAGE, axis=1)
         assert slot is not None  # forest_walk_applies: some tree splits
         leaf = block.op(STAGE, "Add", [slot, first])  # [T, b]: row of the leaf table
         per_tree = block.op(STAGE, "Gather", [table, leaf], axis=0)  # [T, b, C]
@@ -95,26 +94,3 @@ def emit_forest_walk(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ense
 
     raw = by_row_blocks(builder, k, walk, width, "float64")
     return finish_scores(builder, raw, ensemble, "float64")
-
-
-def _level(
-    block: GraphBuilder, columns: list[str], slot: str | None, weights: list[str], threshold: str
-) -> str:
-    """One level: each (tree, row) pair's slot ``[T, b]`` on the next level (``2 j``, plus
-    one where the row goes right); ``slot`` None at the root, whose ``[T, 1]`` weights
-    broadcast without a gather. ``p <= c`` goes left (``Not`` of it right, so a NaN
-    projection goes right, as in the Python model)."""
-    projection: str | None = None
-    for column, weight in zip(columns, weights, strict=True):
-        if slot is not None:
-            weight = block.op(STAGE, "GatherElements", [weight, slot], axis=1)  # [T, b]
-        term = block.op(STAGE, "Mul", [column, weight])
-        projection = term if projection is None else block.op(STAGE, "Add", [projection, term])
-    if slot is not None:
-        threshold = block.op(STAGE, "GatherElements", [threshold, slot], axis=1)
-    assert projection is not None  # an oblique ensemble reads a feature
-    goes_left = block.op(STAGE, "LessOrEqual", [projection, threshold])
-    right = block.op(STAGE, "Cast", [block.op(STAGE, "Not", [goes_left])], to=TensorProto.INT64)
-    if slot is None:
-        return right
-    return block.op(STAGE, "Add", [block.op(STAGE, "Add", [slot, slot]), right])

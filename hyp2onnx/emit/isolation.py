@@ -309,7 +309,7 @@ def emit_perfect_walk(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ens
             columns = block.op(WALK, "Split", [rows], n_outputs=d, axis=1, **count)  # d x [b, 1]
         slot: str | None = None
         for depth in range(bottom):
-            slot = _perfect_level(block, columns, slot, w[depth], t[depth])
+            slot = level_step(block, columns, slot, w[depth], t[depth])
         if slot is None:  # every tree a single leaf: the [1, T] values for every row
             shape = block.op(WALK, "Concat", [block.n_rows(WALK, rows), width], axis=0)
             leaf_values = block.op(WALK, "Expand", [value, shape])
@@ -320,23 +320,33 @@ def emit_perfect_walk(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ens
     return by_row_blocks(builder, k, walk, 1, "float64")
 
 
-def _perfect_level(
-    block: GraphBuilder, columns: list[str], slot: str | None, weights: list[str], threshold: str
+def level_step(
+    block: GraphBuilder,
+    columns: list[str],
+    slot: str | None,
+    weights: list[str],
+    threshold: str,
+    *,
+    stage: str = WALK,
+    axis: int = 0,
 ) -> str:
-    """One level of the perfect walk: each (row, tree) pair's slot on the next level
-    (``2 j`` plus one where the row goes right); ``slot`` None at the root."""
+    """One level of a perfect walk: each (row, tree) pair's slot on the next level (``2 j``
+    plus one where the row goes right); ``slot`` None at the root, whose weights
+    broadcast without a gather. The tables are ``[b, T]`` (``axis`` 0, the isolation
+    walk) or ``[T, b]`` (``axis`` 1, the rotation forests' walk). ``p <= c`` goes left
+    (``Not`` of it right, so a NaN projection goes right, as in the Python models)."""
     projection: str | None = None
     for column, weight in zip(columns, weights, strict=True):
         if slot is not None:
-            weight = block.op(WALK, "GatherElements", [weight, slot], axis=0)  # [b, T]
-        term = block.op(WALK, "Mul", [column, weight])
-        projection = term if projection is None else block.op(WALK, "Add", [projection, term])
+            weight = block.op(stage, "GatherElements", [weight, slot], axis=axis)
+        term = block.op(stage, "Mul", [column, weight])
+        projection = term if projection is None else block.op(stage, "Add", [projection, term])
     if slot is not None:
-        threshold = block.op(WALK, "GatherElements", [threshold, slot], axis=0)
+        threshold = block.op(stage, "GatherElements", [threshold, slot], axis=axis)
     assert projection is not None  # d >= 1: an oblique ensemble reads a feature
-    goes_left = block.op(WALK, "LessOrEqual", [projection, threshold])
-    goes_right = block.op(WALK, "Not", [goes_left])
-    right = block.op(WALK, "Cast", [goes_right], to=TensorProto.INT64)
+    goes_left = block.op(stage, "LessOrEqual", [projection, threshold])
+    goes_right = block.op(stage, "Not", [goes_left])
+    right = block.op(stage, "Cast", [goes_right], to=TensorProto.INT64)
     if slot is None:
         return right
-    return block.op(WALK, "Add", [block.op(WALK, "Add", [slot, slot]), right])
+    return block.op(stage, "Add", [block.op(stage, "Add", [slot, slot]), right])
