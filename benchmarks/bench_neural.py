@@ -314,13 +314,14 @@ def speed(quick: bool) -> list[list[Any]]:
     from skl2onnx.common.data_types import DoubleTensorType, FloatTensorType
 
     n_rows = 2000 if quick else 50000
-    repeats = 2 if quick else 25
+    repeats = 2 if quick else 60
 
-    def session(onnx_model: Any, threads: int) -> Any:
+    def session(onnx_model: Any, threads: int, spinning: bool) -> Any:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        options.add_session_config_entry("session.intra_op.allow_spinning", str(int(spinning)))
         return ort.InferenceSession(
             onnx_model.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
@@ -353,8 +354,10 @@ def speed(quick: bool) -> list[list[Any]]:
                 k.astype(np.float32),
             ),
         }
-        for threads in (1, 2):
-            sessions = {name: session(g, threads) for name, (g, _) in graphs.items()}
+        # onnxruntime's default lets idle pool threads spin; off, a session's threads do not
+        # take the cores from the next session's, and two-thread ratios repeat.
+        for threads, spinning in ((1, True), (2, True), (2, False)):
+            sessions = {name: session(g, threads, spinning) for name, (g, _) in graphs.items()}
             times: dict[str, list[float]] = {name: [] for name in graphs}
             for name, s in sessions.items():  # warm up
                 s.run(None, {s.get_inputs()[0].name: graphs[name][1]})
@@ -373,6 +376,7 @@ def speed(quick: bool) -> list[list[Any]]:
                 [
                     f"d = {d}",
                     threads,
+                    "on" if spinning else "off",
                     *(f"{rate[name] / 1e6:.2f}" for name in graphs),
                     f"{rate['fast'] / peer:.2f}x",
                     f"{rate['exact'] / peer:.2f}x",
@@ -453,6 +457,8 @@ repeats (each timed call after an untimed one of the same graph, as another sess
 may still be spinning); our graphs take raw hyperboloid points (float64), skl2onnx's graphs of the same
 `MLPClassifier` take precomputed Klein coordinates (float64, or float32). Ratios: ours over
 skl2onnx's float64 graph; `fast` over the float32 one; the region tree's graph over `fast`.
+Spinning: onnxruntime's `session.intra_op.allow_spinning`, on by default; with it off, idle
+pool threads sleep and do not take the cores from the next session's.
 {measured}
 {_report.md_table(SPEED_HEADERS, rows)}
 """
@@ -487,6 +493,7 @@ ACCURACY_HEADERS = ["data", "model", "accuracy", "after isometry", "change"]
 SPEED_HEADERS = [
     "d",
     "threads",
+    "spinning",
     "fast",
     "exact",
     "region tree",

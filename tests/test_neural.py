@@ -13,6 +13,7 @@ import pickle
 import warnings
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 from _cli import cli
 from _data import labels, points, targets
@@ -209,7 +210,7 @@ def test_fast_graph_carries_the_bias_on_the_timelike_column(four_classes, timeli
         model = _fit(clone(model).set_params(timelike_dim=-1), X[:500], y[:500])
     onnx_model = hyp2onnx.to_onnx(model)
     ops = [node.op_type for node in onnx_model.graph.node]
-    assert ops[:3] == ["Slice", "Div", "Gemm"]  # one Div of the whole row
+    assert ops[:3] == ["MatMul", "Div", "Gemm"]  # x_0 = X e_t, one Div of the whole row
     logits = model.decision_function(rows)
     top = np.sort(logits, axis=1)
     assert np.any(top[:, -1] - top[:, -2] == 0.0)  # exact ties: only the rescoring gets them
@@ -217,6 +218,44 @@ def test_fast_graph_carries_the_bias_on_the_timelike_column(four_classes, timeli
     assert np.array_equal(got["label"], model.predict(rows))
     report = hyp2onnx.verify(model, onnx_model, rows)
     assert report.ok and report.max_abs_diff["probabilities"] <= 1e-12, report
+
+
+def test_fast_graph_rescores_rows_off_the_unit_cube(four_classes):
+    """Rows no point gives (``|x_f| > x_0``, so ``|k_f| > 1``) get the chain's labels too:
+    the bound grows with ``|k_f|``, and the graph scales its margin by the batch's largest
+    ``|k_f|``, here a negative coordinate (run in onnxruntime directly: hyp2onnx's runners
+    refuse such rows)."""
+    model, _, _ = four_classes
+    net = model.network()
+    rng = np.random.default_rng(9)
+    a, b = -rng.uniform(0.0, 4e4, (2, 80, 2))  # the largest |k_f| is a negative k_f
+    first = np.argmax(net.logits(a), axis=1)
+    k = bisect(lambda q: np.argmax(net.logits(q), axis=1) == first[np.arange(len(q)) % 80], a, b)
+    rows = np.concatenate([np.ones((len(k), 1)), k], axis=1)  # x_0 = 1: X / x_0 is k itself
+    want = model.classes_[np.argmax(oracle_logits(model.coefs_, model.intercepts_, k), axis=1)]
+    onnx_model = hyp2onnx.to_onnx(model)
+    session = ort.InferenceSession(onnx_model.SerializeToString())
+    label, _ = session.run(["label", "probabilities"], {"X": rows})
+    assert len(np.unique(first)) > 1 and np.array_equal(label, want)
+
+
+@pytest.mark.parametrize("n_classes", [8, 10])
+def test_fast_graph_guard_with_many_classes(n_classes):
+    """Up to 8 classes the guard takes every pair's gap in one MatMul, beyond it each logit
+    against the largest: both must flag the rows that only the rescoring gets right."""
+    X, k = points(900, 2, seed=11, max_radius=2.5)
+    y = labels(k, n_classes, seed=11)
+    model = hyp2onnx.HyperbolicMLPClassifier(hidden_layer_sizes=(12,), max_iter=100, random_state=0)
+    model = _fit(model, X[:600], y[:600])
+    assert len(model.classes_) == n_classes
+    onnx_model = hyp2onnx.to_onnx(model)
+    ops = {node.op_type for node in onnx_model.graph.node}
+    assert ("GreaterOrEqual" in ops) == (n_classes > 8)
+    rows = hard_rows(model, X[600:], seed=2)
+    top = np.sort(model.decision_function(rows), axis=1)
+    bound = hyp2onnx.read_metadata(onnx_model)["value_bound"]
+    assert np.any(top[:, -1] - top[:, -2] <= 2 * bound)  # the guard's branch is exercised
+    assert np.array_equal(run_onnx(onnx_model, rows)["label"], model.predict(rows))
 
 
 @pytest.mark.parametrize(

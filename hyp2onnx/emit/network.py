@@ -17,8 +17,8 @@ Two graphs of a network (`hyp2onnx.ir.network.Network`):
     order's distance from the exact value) of the Python model's. A label can
     change only on a row whose logits are that close to a tie, or off the
     unit cube (``|k_f| > 1``, no point of the space) where the bound does not
-    hold: on every call the graph takes the batch's smallest top-two gap
-    (``TopK``, ``MatMul``; one logistic logit: ``|z|``) and largest ``|k_f|``,
+    hold: on every call the graph takes the batch's smallest gap between two
+    logits (`_near`; one logistic logit: ``|z|``) and largest ``|k_f|``,
     and an ``If`` that only when some row needs it rescores those rows
     with the chain (``NonZero``, ``GatherND``, ``ScatterND``), as the fast tree
     graph's guard does. Labels are the Python model's on every row.
@@ -179,35 +179,59 @@ def emit_klein_with_ones(
     return emit_whole_rows(g, x, space, input_dtype=input_dtype, dtype="float64"), t
 
 
+#: Up to this many classes the guard takes the gap of every pair of logits in one ``MatMul``
+#: (``C (C - 1) / 2`` columns); beyond, each logit against the row's largest.
+PAIRWISE_CLASSES = 8
+
+
+def _pair_differences(n_classes: int) -> np.ndarray:
+    """``[C, C (C - 1) / 2]``: column ``(i, j)`` is ``e_i - e_j``, for ``i < j``."""
+    first, second = np.triu_indices(n_classes, 1)
+    columns = np.arange(first.size)
+    differences = np.zeros((n_classes, first.size))
+    differences[first, columns] = 1.0
+    differences[second, columns] = -1.0
+    return differences
+
+
 def _near(g: GraphBuilder, logits: str, network: Network, margin: str) -> tuple[str, str]:
     """Whether some row's label could change if its logits moved by ``margin`` (a tensor
     name), and what `_rows_near` finds the rows from: the batch test runs on every
     call, the rows are found only when needed.
 
-    One logistic logit: ``|z| <= margin``. Several: some logit other than the
-    first largest has ``z_j + margin >= max z`` (rounding is monotone and the
-    maximum a float, so every row whose exact top-two gap is at most
-    ``margin`` is found): the row holds two or more such logits, and over the
-    batch the count of such logits exceeds the number of rows. ``TopK`` gives
-    the gap too, at several times the cost.
+    One logistic logit: ``|z| <= margin``. Up to `PAIRWISE_CLASSES` logits:
+    some pair has ``|z_i - z_j| <= margin``, the gaps from one ``MatMul``
+    against `_pair_differences`. Each of its columns has one product by 1,
+    one by -1 and zeros, all exact, so the gap is ``z_i - z_j`` rounded
+    once, whatever order the runtime adds in; rounding is monotone and the
+    margin a float, so every row whose exact top-two gap is at most the
+    margin is flagged (and some whose other logits are that close: they are
+    rescored too, which is exact, only slower). More logits: some logit
+    other than the first largest has ``z_j + margin >= max z``, counted
+    over the batch against the number of rows. Both are cheaper than
+    ``TopK``'s gap.
     """
     if network.output == "logistic":
-        distance = g.op(GUARD, "Abs", [logits])
-        least = _reduce(g, "ReduceMin", distance, None)  # +inf for an empty batch
-        return g.op(GUARD, "LessOrEqual", [least, margin]), distance
-    largest = _reduce(g, "ReduceMax", logits, [1], keepdims=1)
-    close = g.op(GUARD, "GreaterOrEqual", [g.op(GUARD, "Add", [logits, margin]), largest])
-    counted = g.cast(GUARD, close, np.float64)
-    total = _reduce(g, "ReduceSum", counted, None)
-    rows = g.cast(GUARD, g.n_rows(GUARD, logits), np.float64)
-    return g.op(GUARD, "Greater", [total, rows]), counted
+        gaps = g.op(GUARD, "Abs", [logits])
+    elif network.n_outputs <= PAIRWISE_CLASSES:
+        pairs = g.const(GUARD, "pair_differences", _pair_differences(network.n_outputs))
+        gaps = g.op(GUARD, "Abs", [g.op(GUARD, "MatMul", [logits, pairs])])
+    else:
+        largest = _reduce(g, "ReduceMax", logits, [1], keepdims=1)
+        close = g.op(GUARD, "GreaterOrEqual", [g.op(GUARD, "Add", [logits, margin]), largest])
+        counted = g.cast(GUARD, close, np.float64)
+        total = _reduce(g, "ReduceSum", counted, None)
+        rows = g.cast(GUARD, g.n_rows(GUARD, logits), np.float64)
+        return g.op(GUARD, "Greater", [total, rows]), counted
+    least = _reduce(g, "ReduceMin", gaps, None)  # +inf for an empty batch
+    return g.op(GUARD, "LessOrEqual", [least, margin]), gaps
 
 
 def _rows_near(b: GraphBuilder, found: str, network: Network, margin: str) -> str:
     """``[N]`` bool: the rows `_near` flags, from its second result."""
-    if network.output == "logistic":
-        near = b.op(GUARD, "LessOrEqual", [found, margin])
-        return b.op(GUARD, "Squeeze", [near, _axes(b, [1])])
+    if network.output == "logistic" or network.n_outputs <= PAIRWISE_CLASSES:
+        least = _reduce(b, "ReduceMin", found, [1])
+        return b.op(GUARD, "LessOrEqual", [least, margin])
     per_row = _reduce(b, "ReduceSum", found, [1])
     return b.op(GUARD, "Greater", [per_row, b.const(GUARD, "one_close", 1.5)])
 
@@ -243,21 +267,36 @@ def _rescore(
     *,
     ones_column: int | None = None,
 ) -> str:
-    """``logits`` with the rows where ``redo`` ``[N]`` holds replaced by the chain's, inside
-    an ``If`` on ``condition`` (true whenever some row needs it)."""
+    """``logits`` with the rows where ``redo`` ``[N]`` holds replaced by the chain's.
+
+    An ``If`` on ``condition`` (true whenever some row needs it) gives the
+    rows' indices ``[M, 1]`` and their chain logits ``[M, C]``, or none of
+    either, and one ``ScatterND`` after it puts them in place. The ``If``
+    returns only the few rows: an ``If`` returning the whole ``[N, C]``
+    batch copied it in both branches (an ``Identity`` of the logits, then
+    the ``If``'s output), a fifth of the graph's time at two threads.
+    """
     out_info = helper.make_tensor_value_info
     branch = g.child()
     where = branch.op(GUARD, "NonZero", [redo(branch)])  # [1, M]
     index = branch.op(GUARD, "Transpose", [where], perm=[1, 0])  # [M, 1]
     rows = branch.op(GUARD, "GatherND", [k, index])  # [M, d]
     exact = _chain_rows(network, branch, ones_column=ones_column)(branch, rows)
-    redone = branch.op(GUARD, "ScatterND", [logits, index, exact])
     keep = g.child()
-    kept = keep.op(GUARD, "Identity", [logits])
-    elem = onnx_type(np.float64)
-    then_graph = helper.make_graph(branch.nodes, "rescore", [], [out_info(redone, elem, None)])
-    else_graph = helper.make_graph(keep.nodes, "keep", [], [out_info(kept, elem, None)])
-    return g.op(GUARD, "If", [condition], then_branch=then_graph, else_branch=else_graph)
+    no_rows = keep.op(GUARD, "Identity", [g.const(GUARD, "no_rows", np.zeros((0, 1), np.int64))])
+    no_logits = g.const(GUARD, "no_logits", np.zeros((0, network.n_outputs)))
+    none = keep.op(GUARD, "Identity", [no_logits])
+    elem, int64 = onnx_type(np.float64), TensorProto.INT64
+    then_graph = helper.make_graph(
+        branch.nodes, "rescore", [], [out_info(index, int64, None), out_info(exact, elem, None)]
+    )
+    else_graph = helper.make_graph(
+        keep.nodes, "keep", [], [out_info(no_rows, int64, None), out_info(none, elem, None)]
+    )
+    found = g.op(
+        GUARD, "If", [condition], then_branch=then_graph, else_branch=else_graph, n_outputs=2
+    )
+    return g.op(GUARD, "ScatterND", [logits, *found])
 
 
 def emit_guarded(
@@ -274,7 +313,9 @@ def emit_guarded(
     if not network.is_classifier:
         return logits
     factor = 1.0 if network.output == "logistic" else 2.0
-    scale = _reduce(g, "ReduceMax", g.op(GUARD, "Abs", [k]), None)
+    # max |k_f| as max(max k, -min k): two reductions cost less than Abs and one.
+    highest, lowest = (_reduce(g, op, k, None) for op in ("ReduceMax", "ReduceMin"))
+    scale = g.op(GUARD, "Max", [highest, g.op(GUARD, "Neg", [lowest])])
     if ones_column is None:
         scale = g.op(GUARD, "Max", [scale, g.const(GUARD, "one", 1.0)])
     margin = g.op(GUARD, "Mul", [scale, g.const(GUARD, "margin", factor * bound)])
