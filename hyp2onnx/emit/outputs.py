@@ -246,9 +246,13 @@ def library_softmax(builder: GraphBuilder, scores: str, dtype: str) -> str:
     probabilities = _softmax_of(
         builder, builder, wide, lambda block, x: block.op(STAGE, "Exp", [x]), dtype
     )
-    gap = builder.op(
-        STAGE, "MatMul", [top_two, builder.const(STAGE, "first_minus_second", [1, -1], dtype)]
+    # The top-two gap [N] by Gather and Sub, not a MatMul against [1, -1]: the same rounding,
+    # and no matrix product, which OpenVINO may compute in bfloat16 (standard graphs have none).
+    first, second = (
+        builder.op(STAGE, "Gather", [top_two, builder.const(STAGE, label, i, np.int64)], axis=1)
+        for label, i in (("first_column", 0), ("second_column", 1))
     )
+    gap = builder.op(STAGE, "Sub", [first, second])
     return _redo_near_ties(builder, probabilities, wide, gap, dtype)
 
 

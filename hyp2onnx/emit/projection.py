@@ -137,24 +137,39 @@ def whole_rows_column(space: InputSpace, used: np.ndarray) -> int | None:
 
 
 def emit_whole_rows(
-    builder: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str, dtype: str
+    builder: GraphBuilder,
+    x: str,
+    space: InputSpace,
+    *,
+    input_dtype: str,
+    dtype: str,
+    matmul: bool = True,
 ) -> str:
     """``X / x_0`` ``[N, D]`` in ``dtype``, for a space `whole_rows_column` accepts.
 
-    ``x_0`` ``[N, 1]`` is ``X`` times the unit column ``e_t``, one ``MatMul``:
-    its products are ``x_0 * 1`` and ``x_i * 0``, and the zeros add exactly
-    in any order, so it is ``x_0`` itself for finite rows (a non-finite
-    ``x_i`` makes the row NaN, where ``Slice`` would give an infinite Klein
-    coordinate; neither is a point). It is cheaper than the strided copy a
-    ``Slice`` of one column makes, most of all with several threads.
+    With ``matmul``, ``x_0`` ``[N, 1]`` is ``X`` times the unit column
+    ``e_t``, one ``MatMul``: its products are ``x_0 * 1`` and ``x_i * 0``,
+    and the zeros add exactly in any order, so it is ``x_0`` itself for
+    finite rows (a non-finite ``x_i`` makes the row NaN, where ``Slice``
+    would give an infinite Klein coordinate; neither is a point). It is
+    cheaper than the strided copy a ``Slice`` of one column makes, most of
+    all with several threads. Without it, ``Slice``: for graphs meant for
+    runtimes that may compute matrix products in lower precision (OpenVINO
+    under a bfloat16 hint), which no other node of those graphs has.
     """
     t = space.timelike_dim % space.n_input_features
     if input_dtype != dtype:
         x = builder.cast(STAGE, x, dtype)
-    unit = np.zeros((space.n_input_features, 1))
-    unit[t] = 1.0
-    timelike = builder.op(STAGE, "MatMul", [x, builder.const(STAGE, "timelike_unit", unit, dtype)])
-    return builder.op(STAGE, "Div", [x, timelike])
+    if matmul:
+        unit = np.zeros((space.n_input_features, 1))
+        unit[t] = 1.0
+        unit_column = builder.const(STAGE, "timelike_unit", unit, dtype)
+        return builder.op(STAGE, "Div", [x, builder.op(STAGE, "MatMul", [x, unit_column])])
+    bounds = [
+        builder.const(STAGE, f"timelike_{key}", [value], np.int64)
+        for key, value in (("start", t), ("stop", t + 1), ("axis", 1))
+    ]
+    return builder.op(STAGE, "Div", [x, builder.op(STAGE, "Slice", [x, *bounds])])
 
 
 def emit_projection(

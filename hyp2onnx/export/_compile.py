@@ -316,7 +316,9 @@ def compile_model(
     if strategy.ones_column is None:
         k = emit_projection(builder, "X", space, strategy.used, input_dtype=dtype, dtype=k_dtype)
     else:
-        k = emit_whole_rows(builder, "X", space, input_dtype=dtype, dtype=k_dtype)
+        # Graphs with the tree operator run in onnxruntime's family, where MatMul is exact.
+        matmul = strategy.encoding.tree_operator
+        k = emit_whole_rows(builder, "X", space, input_dtype=dtype, dtype=k_dtype, matmul=matmul)
     scores, ensemble = emit_trees(builder, k, k_dtype, strategy)
     out_dtype = "float32" if strategy.encoding.float32 else ensemble.sum_dtype
     if strategy.task == Task.ANOMALY:
