@@ -56,6 +56,8 @@ __all__ = [
     "emit_matmul",
     "emit_network_outputs",
     "emit_region_tree",
+    "network_head",
+    "network_output_infos",
 ]
 
 STAGE = "network"
@@ -266,43 +268,61 @@ def _rescore(
     network: Network,
     *,
     ones_column: int | None = None,
-) -> str:
-    """``logits`` with the rows where ``redo`` ``[N]`` holds replaced by the chain's.
+) -> list[str]:
+    """The graph's outputs (`network_head`) of ``logits``, with the rows where ``redo``
+    ``[N]`` holds scored by the chain instead.
 
-    An ``If`` on ``condition`` (true whenever some row needs it) gives the
-    rows' indices ``[M, 1]`` and their chain logits ``[M, C]``, or none of
-    either, and one ``ScatterND`` after it puts them in place. The ``If``
-    returns only the few rows: an ``If`` returning the whole ``[N, C]``
-    batch copied it in both branches (an ``Identity`` of the logits, then
-    the ``If``'s output), a fifth of the graph's time at two threads.
+    An ``If`` on ``condition`` (true whenever some row needs it): one branch
+    puts the chain's logits of those rows in place (``ScatterND``), and each
+    branch computes the outputs itself. An ``If`` that returned the logits
+    copied them in the branch that keeps them (an ``Identity``: 6% of the
+    graph's time at two threads); one that returned only the rescored rows
+    gives its branches outputs of different sizes, which tract refuses.
     """
-    out_info = helper.make_tensor_value_info
     branch = g.child()
-    where = branch.op(GUARD, "NonZero", [redo(branch)])  # [1, M]
-    index = branch.op(GUARD, "Transpose", [where], perm=[1, 0])  # [M, 1]
-    rows = branch.op(GUARD, "GatherND", [k, index])  # [M, d]
-    exact = _chain_rows(network, branch, ones_column=ones_column)(branch, rows)
+    exact, index = _chain_of_rows(branch, redo(branch), k, network, ones_column)
+    redone = network_head(branch, branch.op(GUARD, "ScatterND", [logits, index, exact]), network)
     keep = g.child()
-    no_rows = keep.op(GUARD, "Identity", [g.const(GUARD, "no_rows", np.zeros((0, 1), np.int64))])
-    no_logits = g.const(GUARD, "no_logits", np.zeros((0, network.n_outputs)))
-    none = keep.op(GUARD, "Identity", [no_logits])
-    elem, int64 = onnx_type(np.float64), TensorProto.INT64
-    then_graph = helper.make_graph(
-        branch.nodes, "rescore", [], [out_info(index, int64, None), out_info(exact, elem, None)]
-    )
-    else_graph = helper.make_graph(
-        keep.nodes, "keep", [], [out_info(no_rows, int64, None), out_info(none, elem, None)]
-    )
+    kept = network_head(keep, logits, network)
+    if kept == [logits]:  # a regressor's values: a branch returns its own tensor
+        kept = [keep.op(GUARD, "Identity", [logits])]
+    infos = network_output_infos(network)
+
+    def branch_graph(nodes: list[Any], label: str, names: list[str]) -> Any:
+        outputs = [
+            helper.make_tensor_value_info(name, info.type.tensor_type.elem_type, None)
+            for name, info in zip(names, infos, strict=True)
+        ]
+        return helper.make_graph(nodes, label, [], outputs)
+
+    then_graph = branch_graph(branch.nodes, "rescore", redone)
+    else_graph = branch_graph(keep.nodes, "keep", kept)
     found = g.op(
-        GUARD, "If", [condition], then_branch=then_graph, else_branch=else_graph, n_outputs=2
+        GUARD,
+        "If",
+        [condition],
+        then_branch=then_graph,
+        else_branch=else_graph,
+        n_outputs=len(infos),
     )
-    return g.op(GUARD, "ScatterND", [logits, *found])
+    return [found] if isinstance(found, str) else found
+
+
+def _chain_of_rows(
+    b: GraphBuilder, redo: str, k: str, network: Network, ones_column: int | None
+) -> tuple[str, str]:
+    """The chain's logits ``[M, C]`` of the rows where ``redo`` ``[N]`` holds, and their
+    indices ``[M, 1]``."""
+    index = b.op(GUARD, "Transpose", [b.op(GUARD, "NonZero", [redo])], perm=[1, 0])
+    rows = b.op(GUARD, "GatherND", [k, index])  # [M, d]
+    return _chain_rows(network, b, ones_column=ones_column)(b, rows), index
 
 
 def emit_guarded(
     g: GraphBuilder, k: str, network: Network, bound: float, *, ones_column: int | None = None
-) -> str:
-    """`emit_matmul`'s logits with the rows near a tie rescored by the chain.
+) -> list[str]:
+    """The outputs (`network_head`) of `emit_matmul`'s logits, with the rows near a tie
+    scored by the chain.
 
     The bound holds for ``|k_f| <= 1`` and grows at most in proportion to
     ``max(1, |k_f|)`` beyond (every term of `hyp2onnx.ir.network.error_bounds`
@@ -311,7 +331,7 @@ def emit_guarded(
     """
     logits = emit_matmul(g, k, network, ones_column=ones_column)
     if not network.is_classifier:
-        return logits
+        return network_head(g, logits, network)
     factor = 1.0 if network.output == "logistic" else 2.0
     # max |k_f| as max(max k, -min k): two reductions cost less than Abs and one.
     highest, lowest = (_reduce(g, op, k, None) for op in ("ReduceMax", "ReduceMin"))
@@ -445,9 +465,9 @@ def _count(g: GraphBuilder, n: int) -> dict[str, Any]:
     return {"num_outputs": n} if g.opset >= 18 else {}
 
 
-def emit_region_tree(g: GraphBuilder, k: str, tree: RegionTree) -> tuple[str, str, str]:
-    """Logits ``[N, C]``, and the graph outputs ``covered`` ``[N]`` (bool) and ``region``
-    ``[N]`` (int64, -1: none), under those names."""
+def emit_region_tree(g: GraphBuilder, k: str, tree: RegionTree) -> tuple[list[str], str, str]:
+    """The outputs (`network_head`), and the graph outputs ``covered`` ``[N]`` (bool) and
+    ``region`` ``[N]`` (int64, -1: none), under those names."""
     network = tree.network
     d = network.n_features
     leaf = _walk(g, k, tree)  # [N]: leaf number + 1, 0 missing
@@ -483,41 +503,50 @@ def emit_region_tree(g: GraphBuilder, k: str, tree: RegionTree) -> tuple[str, st
     return _rescore(g, condition, logits, k, redo_near, network), covered, region
 
 
-def emit_network_outputs(
-    g: GraphBuilder, logits: str, network: Network
-) -> list[helper.ValueInfoProto]:
-    """``label`` and ``probabilities`` (classifiers) or ``variable`` from the logits.
+def network_head(b: GraphBuilder, logits: str, network: Network) -> list[str]:
+    """The outputs of ``logits`` in ``b``: ``[label, probabilities]`` (classifiers) or
+    ``[logits]`` (regressors' values), in `network_output_infos`' order.
 
     The label is decided on the logits, as the Python model decides it:
     ``ArgMax`` (first largest, numpy's rule) or ``z > 0`` for one logistic logit.
     """
-    elem = onnx_type(np.float64)
     if not network.is_classifier:
-        g.rename(logits, "variable")
-        return [helper.make_tensor_value_info("variable", elem, ["N", network.n_outputs])]
+        return [logits]
     assert network.classes is not None
     if network.output == "logistic":
-        p = g.op("output", "Sigmoid", [logits])
-        q = g.op("output", "Sub", [g.const("output", "one", np.ones((1, 1))), p])
-        probabilities = g.op("output", "Concat", [q, p], axis=1)
-        positive = g.op("output", "Greater", [logits, g.const("output", "zero", 0.0)])
-        index = g.op("output", "Squeeze", [g.cast("output", positive, np.int64), _axes(g, [1])])
+        p = b.op("output", "Sigmoid", [logits])
+        q = b.op("output", "Sub", [b.const("output", "one", np.ones((1, 1))), p])
+        probabilities = b.op("output", "Concat", [q, p], axis=1)
+        positive = b.op("output", "Greater", [logits, b.const("output", "zero", 0.0)])
+        index = b.op("output", "Squeeze", [b.cast("output", positive, np.int64), _axes(b, [1])])
     else:
-        probabilities = g.op("output", "Softmax", [logits], axis=1)
-        index = g.op("output", "ArgMax", [logits], axis=1, keepdims=0)
-    g.rename(probabilities, "probabilities")
+        probabilities = b.op("output", "Softmax", [logits], axis=1)
+        index = b.op("output", "ArgMax", [logits], axis=1, keepdims=0)
     labels, label_type = label_tensor(network.classes)
     if label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(len(labels))):
-        g.op("output", "Identity", [index], outputs=["label"])
-    else:
-        g.op(
-            "output",
-            "Gather",
-            [g.const("output", "classes", labels), index],
-            axis=0,
-            outputs=["label"],
-        )
+        return [index, probabilities]
+    label = b.op("output", "Gather", [b.const("output", "classes", labels), index], axis=0)
+    return [label, probabilities]
+
+
+def network_output_infos(network: Network) -> list[helper.ValueInfoProto]:
+    """The graph outputs `network_head` gives, named and typed."""
+    elem = onnx_type(np.float64)
+    if not network.is_classifier:
+        return [helper.make_tensor_value_info("variable", elem, ["N", network.n_outputs])]
+    assert network.classes is not None
+    _, label_type = label_tensor(network.classes)
     return [
         helper.make_tensor_value_info("label", label_type, ["N"]),
         helper.make_tensor_value_info("probabilities", elem, ["N", len(network.classes)]),
     ]
+
+
+def emit_network_outputs(
+    g: GraphBuilder, head: list[str], network: Network
+) -> list[helper.ValueInfoProto]:
+    """Name the tensors `network_head` (or an ``If`` around it) gave as the graph outputs."""
+    infos = network_output_infos(network)
+    for name, info in zip(head, infos, strict=True):
+        g.rename(name, info.name)
+    return infos

@@ -34,6 +34,7 @@ from ..emit.network import (
     emit_klein_with_ones,
     emit_network_outputs,
     emit_region_tree,
+    network_head,
 )
 from ..errors import warn_user
 from ..ir import InputSpace, Task
@@ -111,7 +112,7 @@ def compile_network(
     extra: dict[str, str] = {"hidden_layer_sizes": json.dumps(list(network.hidden_sizes))}
     outputs_extra: list[helper.ValueInfoProto] = []
     if tree:
-        logits, _, _ = emit_region_tree(g, k, model.tree_)
+        head, _, _ = emit_region_tree(g, k, model.tree_)
         outputs_extra = [
             helper.make_tensor_value_info("covered", onnx.TensorProto.BOOL, ["N"]),
             helper.make_tensor_value_info("region", onnx.TensorProto.INT64, ["N"]),
@@ -120,13 +121,13 @@ def compile_network(
         extra["network_bound"] = repr(model.tree_.value_bound)
         extra["n_regions"] = str(model.tree_.n_regions)
     elif encoding == "exact":
-        logits = emit_chain(g, k, network)
+        head = network_head(g, emit_chain(g, k, network), network)
     else:
         bound = network_value_bound(network)
-        logits = emit_guarded(g, k, network, bound, ones_column=ones_column)
+        head = emit_guarded(g, k, network, bound, ones_column=ones_column)
         extra["value_bound"] = repr(bound)
         extra["tie_margin"] = repr((1.0 if network.output == "logistic" else 2.0) * bound)
-    outputs = emit_network_outputs(g, logits, network) + outputs_extra
+    outputs = emit_network_outputs(g, head, network) + outputs_extra
     estimator_class = "RegionTree" if tree else type(model).__name__
     graph = helper.make_graph(
         g.nodes,
@@ -166,8 +167,8 @@ def _check_request(
     if encoding not in NETWORK_ENCODINGS:
         raise ValueError(
             f"a network's encoding must be one of {tuple(NETWORK_ENCODINGS)}, got {encoding!r}; "
-            "its graphs use standard ONNX operators only, so every runtime that runs them "
-            "runs either."
+            "both use standard ONNX operators only (docs/compatibility.md lists the "
+            "runtimes that run each)."
         )
     if dtype == "float32":
         warn_user(
