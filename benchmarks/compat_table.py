@@ -59,6 +59,7 @@ import onnx
 
 import hyp2onnx as h
 from hyp2onnx import edge, geometry
+from hyp2onnx.cli._runtimes import NETWORK_KINDS, network_kind
 from hyp2onnx.export import read_metadata
 from hyp2onnx.verify import (
     ANOMALY_SCORE_ATOL,
@@ -508,11 +509,34 @@ def kind_models(quick: bool) -> dict[str, Any]:
             y,
         ),
         "isolation forest": (h.HyperbolicIsolationForest(n_estimators=n, random_state=0), None),
+        "MLP 4 classes": (
+            h.HyperbolicMLPClassifier(
+                hidden_layer_sizes=(16, 16), max_iter=50 if quick else 300, random_state=0
+            ),
+            y,
+        ),
+        "MLP regressor": (
+            h.HyperbolicMLPRegressor(
+                hidden_layer_sizes=(16,), max_iter=50 if quick else 300, random_state=0
+            ),
+            y_reg,
+        ),
     }
-    return {
-        name: model.fit(X) if target is None else model.fit(X, target.astype(target.dtype))
-        for name, (model, target) in fits.items()
-    }
+    with warnings.catch_warnings():  # a network may stop before it converges
+        warnings.simplefilter("ignore")
+        models = {
+            name: model.fit(X) if target is None else model.fit(X, target.astype(target.dtype))
+            for name, (model, target) in fits.items()
+        }
+    mlp = models["MLP 4 classes"]
+    models["MLP 4 classes, exact chain"] = mlp
+    models["MLP region tree"] = h.region_tree(mlp, X)
+    return models
+
+
+#: The networks' graphs in the kind table: their standard-operator graphs have no
+#: ``standard`` encoding of their own (`hyp2onnx.to_onnx` refuses it).
+NETWORK_ENCODINGS = dict(zip(NETWORK_KINDS, ("fast", "fast", "exact", "exact"), strict=True))
 
 
 def kind_rows(model: Any, quick: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -523,9 +547,10 @@ def kind_rows(model: Any, quick: bool) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(1)
     held_out, _ = make_wrapped_normal_mixture(1000 if quick else 5000, 4, 4, random_state=1)
     k = held_out[:, 1:] / held_out[:, :1]
-    ens = model.to_ir().ensemble
     at = np.empty((0, 4))
-    if ens.projection is None and ens.frames is None:
+    if hasattr(model, "hidden_layer_sizes") or hasattr(model, "network_"):  # MLP, region tree
+        at = kink_rows(model, k, rng, 100 if quick else 300)
+    elif (ens := model.to_ir().ensemble).projection is None and ens.frames is None:
         internal = np.flatnonzero(ens.feature >= 0)
         pick = rng.choice(internal, size=min(internal.size, 100 if quick else 300), replace=False)
         t32 = ens.threshold[pick].astype(np.float32)
@@ -540,6 +565,25 @@ def kind_rows(model: Any, quick: bool) -> tuple[np.ndarray, np.ndarray]:
     rows = np.concatenate([held_out, geometry.from_klein(np.concatenate([at, far]), "hyperboloid")])
     which = np.repeat([0, 1, 2], [len(held_out), len(at), len(far)])
     return rows, which
+
+
+def kink_rows(model: Any, k: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Klein rows where a first-layer unit's pre-activation is 0, and one float32 step to
+    either side along the coordinate solved for: a network's thresholds."""
+    network = model.tree_.network if hasattr(model, "tree_") else model.network()
+    W, b = network.weights[0], network.biases[0]
+    rows = k[rng.integers(0, len(k), size=n)] * 0.5
+    unit = rng.integers(0, W.shape[1], size=n)
+    f = np.argmax(np.abs(W[:, unit]), axis=0)
+    w = W[:, unit].T  # [n, d]
+    rest = np.einsum("nd,nd->n", rows, w) - rows[np.arange(n), f] * w[np.arange(n), f]
+    solved = (-(b[unit] + rest) / w[np.arange(n), f]).astype(np.float32)
+    values = np.concatenate(
+        [solved, np.nextafter(solved, np.float32(-1)), np.nextafter(solved, np.float32(1))]
+    )
+    at = np.tile(rows, (3, 1))
+    at[np.arange(3 * n), np.tile(f, 3)] = values
+    return at[np.linalg.norm(at, axis=1) < 1]
 
 
 def compare_kinds(
@@ -587,11 +631,14 @@ def measure_kinds(quick: bool, work: Path, runtimes: list[Runtime]) -> dict[str,
         for variant in variants:
             with warnings.catch_warnings():  # far rows: "float32 cannot separate some splits"
                 warnings.simplefilter("ignore")
-                graph = h.to_onnx(model, encoding=variant.encoding, dtype=variant.dtype)
+                encoding = NETWORK_ENCODINGS.get(name, variant.encoding)
+                graph = h.to_onnx(model, encoding=encoding, dtype=variant.dtype)
             graph = edge.without_row_blocks(graph)  # no Loop or sequences: what they run
             path = work / f"kind-{variant.key}.onnx"
             h.save_onnx(graph, path)
             metadata = read_metadata(graph)
+            if name in NETWORK_ENCODINGS and network_kind(metadata) != name:
+                raise RuntimeError(f"hyp2onnx inspect would look {name!r} up as a network kind")
             atol, rtol = default_tolerance(metadata), default_rtol(metadata)
             X = rows.astype(variant.dtype)
             want = python_outputs_for_verify(model, X, metadata)
@@ -619,6 +666,8 @@ def measure_kinds(quick: bool, work: Path, runtimes: list[Runtime]) -> dict[str,
 
 def kind_cell_text(cell: dict[str, Any]) -> str:
     """agrees, fails, or per kind of row the labels and values that differ."""
+    if cell["status"] == "fails":
+        return f"fails: {cell['error']}"
     if cell["status"] != "runs":
         return {"agrees": "**agrees**"}.get(cell["status"], cell["status"])
     parts = []
@@ -799,6 +848,11 @@ classes), rows at a threshold or one float32 step beside it (axis-aligned
 splits only), and rows at hyperbolic radius 6 to 12. Cells count the labels
 that differ from the Python model's on each kind of row, and give the
 largest value difference where it exceeds `hyp2onnx.verify`'s tolerance.
+Networks have no standard encoding: their graphs use standard operators
+only, and they are run as exported (`fast`, or the `exact` chain where the
+row says so; a region tree's graph is its only one), and their rows "at
+thresholds" are rows where a first-layer unit's pre-activation is 0, or one
+float32 step beside it.
 
 {kind_table}
 
@@ -828,6 +882,13 @@ its sums of forest probabilities and regression values differ from the
 exact encoding's in the last bits (it adds in another order). Where labels must equal
 the Python model's on every row, use onnxruntime (any build with
 `ai.onnx.ml`, or the standard encoding in a build without it) or tract.
+
+Networks: OpenVINO gives the Python model's labels on every row measured,
+kinks included, with values in float32. tract gives the labels of the
+`exact` chain and of region trees on every row, with probabilities within
+4e-15 (its softmax), but cannot run the `fast` graph: its `Gemm` with a bias
+fails on float64 tensors ("tensor is F32, accessed as F64" in a constant
+pass); export with `encoding="exact"` for tract.
 
 ## Differences
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _data import labels, points
 
 import hyp2onnx as h
-from hyp2onnx.cli._runtimes import compatibility, runtimes_for
+from hyp2onnx.cli._runtimes import NETWORK_KINDS, compatibility, network_kind, runtimes_for
+from hyp2onnx.cli.inspect import inspect_file
 from hyp2onnx.emit import ENCODINGS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,7 +131,11 @@ def test_inspect_says_where_labels_differ():
     data = compatibility()
     for variant in ("standard", "standard-float64"):
         for runtime in ("openvino", "tract"):
-            cells = [per[variant][runtime] for per in data["kinds"].values()]
+            cells = [
+                per[variant][runtime]
+                for kind, per in data["kinds"].items()
+                if kind not in NETWORK_KINDS  # networks have no standard encoding
+            ]
             if any(c["status"] not in ("agrees", "runs") for c in cells):
                 continue
             entry = next(
@@ -153,3 +160,32 @@ def test_inspect_says_where_labels_differ():
                 assert "labels differ at thresholds only" in entry
             else:
                 assert "labels agree" in entry
+
+
+def test_inspect_names_where_network_graphs_run(tmp_path):
+    """A network's graph is looked up in the table of every model kind, not as a tree
+    encoding of the same name: each runtime that ran that kind's graph is listed, and
+    none that failed it (tract fails the fast graph, runs the exact chain). Planted:
+    inspect looking networks up by encoding (OpenVINO, which runs them, went missing)."""
+    data = compatibility()
+    X, k = points(300, 2, seed=5)
+    mlp = h.HyperbolicMLPClassifier(hidden_layer_sizes=(6,), max_iter=30, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # stopped before convergence
+        mlp.fit(X, labels(k, 3, seed=5))
+    graphs = {
+        "MLP 4 classes": h.to_onnx(mlp),
+        "MLP 4 classes, exact chain": h.to_onnx(mlp, encoding="exact"),
+        "MLP region tree": h.to_onnx(h.region_tree(mlp, X)),
+    }
+    for kind, graph in graphs.items():
+        assert network_kind(h.read_metadata(graph)) == kind
+        path = tmp_path / "network.onnx"
+        h.save_onnx(graph, path)
+        listed = inspect_file(path).runtimes
+        cells = data["kinds"][kind]["standard-float64"]
+        for key, cell in cells.items():
+            name = data["runtimes"][key]["name"]
+            shown = any(entry.startswith(name + " ") for entry in listed)
+            assert shown == (cell["status"] in ("agrees", "runs")), (kind, key, listed)
+    assert network_kind({"encoding": "fast", "n_trees": 3}) is None

@@ -13,9 +13,11 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["compatibility", "runtimes_for"]
+__all__ = ["NETWORK_KINDS", "compatibility", "network_kind", "runtimes_for", "runtimes_for_kind"]
 
 _RUNS = ("agrees", "runs")
+#: Rows of the table of every model kind that hold networks' graphs (`network_kind`).
+NETWORK_KINDS = ("MLP 4 classes", "MLP regressor", "MLP 4 classes, exact chain", "MLP region tree")
 
 
 @lru_cache(maxsize=1)
@@ -45,8 +47,8 @@ def _how_it_differs(data: dict[str, Any], variant: str, runtime: str) -> str:
     model kind: where its labels differ, and how far its values are off elsewhere."""
     cells = [
         per_variant[variant][runtime]
-        for per_variant in data.get("kinds", {}).values()
-        if runtime in per_variant.get(variant, {})
+        for kind, per_variant in data.get("kinds", {}).items()
+        if runtime in per_variant.get(variant, {}) and kind not in NETWORK_KINDS
     ]
     if not cells or any(c["status"] not in _RUNS for c in cells):
         return "outputs differ"
@@ -109,4 +111,45 @@ def runtimes_for(
         extra = [v for k, v in _running(data, flat).items() if k not in running] if flat else []
         if extra:
             out.append(f"without row blocks (convert --no-row-blocks) also: {', '.join(extra)}")
+    return out
+
+
+def network_kind(metadata: dict[str, Any]) -> str | None:
+    """The row of the table of every model kind that measured a network's graph like this
+    one (None: not a network's graph). Networks have no encodings to tell apart there."""
+    if "hidden_layer_sizes" not in metadata:
+        return None
+    classifier, regressor, chain, region_tree = NETWORK_KINDS
+    if metadata.get("estimator_class") == "RegionTree":
+        return region_tree
+    if metadata.get("encoding") == "exact":
+        return chain
+    return regressor if metadata.get("task") == "regression" else classifier
+
+
+def _cell_differences(cell: dict[str, Any]) -> str:
+    rows = [cell[k] for k in ("held-out", "at thresholds", "far") if k in cell]
+    labels = sum(r["labels_differ"] for r in rows)
+    worst = max((r["max_abs_diff"] for r in rows if r["values_beyond"]), default=0.0)
+    parts = [f"{labels} of {sum(r['rows'] for r in rows)} labels differ"] if labels else []
+    parts += [f"values by up to {worst:.1g}"] if worst else []
+    return ", ".join(parts) or "outputs differ"
+
+
+def runtimes_for_kind(kind: str, *, dtype: str = "float32") -> list[str]:
+    """The runtimes the graph of one row of the table of every model kind (``kind``, see
+    `network_kind`) is known to run in, for input of ``dtype``."""
+    data = compatibility()
+    measured = data.get("kinds", {}).get(kind, {})
+    same_type = [v for v in measured if data["variants"][v].get("dtype", "float32") == dtype]
+    cells = measured[same_type[0]] if same_type else {}
+    out = []
+    for key, cell in cells.items():
+        if cell["status"] not in _RUNS:
+            continue
+        runtime = data["runtimes"][key]
+        name = f"{runtime['name']} {runtime['version']}"
+        out.append(
+            name if cell["status"] == "agrees" else f"{name} (runs; {_cell_differences(cell)})"
+        )
     return out

@@ -20,7 +20,7 @@ from ._common import (
     subcommand,
 )
 from ._models import load_onnx
-from ._runtimes import runtimes_for
+from ._runtimes import network_kind, runtimes_for, runtimes_for_kind
 
 __all__ = ["Inspection", "command", "inspect_file"]
 
@@ -220,6 +220,9 @@ def _runtimes(model: Any, meta: dict[str, Any] | None) -> list[str]:
         return []
     from ..export.edge import has_row_blocks
 
+    kind = network_kind(meta)
+    if kind is not None:  # measured as a model kind: networks have no encodings to compare
+        return runtimes_for_kind(kind, dtype=meta["input_dtype"])
     return runtimes_for(
         meta["encoding"], row_blocks=has_row_blocks(model), dtype=meta["input_dtype"]
     )
