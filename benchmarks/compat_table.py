@@ -884,11 +884,10 @@ the Python model's on every row, use onnxruntime (any build with
 `ai.onnx.ml`, or the standard encoding in a build without it) or tract.
 
 Networks: OpenVINO gives the Python model's labels on every row measured,
-kinks included, with values in float32. tract gives the labels of the
-`exact` chain and of region trees on every row, with probabilities within
-4e-15 (its softmax), but cannot run the `fast` graph: its `Gemm` with a bias
-fails on float64 tensors ("tensor is F32, accessed as F64" in a constant
-pass); export with `encoding="exact"` for tract.
+kinks included, with values in float32. tract gives them too, with values
+within a few units of 1e-15 (its `exp` and sums). It cannot run a float64
+`Gemm` with a bias input ("tensor is F32, accessed as F64" in a constant
+pass), so the `fast` graph carries its biases on a column of ones.
 
 ## Differences
 

@@ -11,8 +11,8 @@ Two graphs of a network (`hyp2onnx.ir.network.Network`):
     Python model's bit for bit.
 
 ``emit_matmul`` (the ``fast`` encoding, default)
-    ``Gemm`` (product and bias) and ``Relu`` per layer, in the runtime's order of
-    additions: every logit within ``value_bound``
+    ``Gemm`` (product, the bias on a column of ones) and ``Relu`` per layer,
+    in the runtime's order of additions: every logit within ``value_bound``
     (`hyp2onnx.ir.network.error_bounds`, twice the bound on either
     order's distance from the exact value) of the Python model's. A label can
     change only on a row whose logits are that close to a tie, or off the
@@ -113,23 +113,39 @@ def emit_chain(g: GraphBuilder, k: str, network: Network) -> str:
 def emit_matmul(
     g: GraphBuilder, k: str, network: Network, *, ones_column: int | None = None
 ) -> str:
-    """Logits ``[N, C]`` by one ``Gemm`` (product and bias) and a ``Relu`` per layer: the
-    runtime's order of additions.
+    """Logits ``[N, C]`` by one product and a ``Relu`` per layer: the runtime's order of
+    additions.
 
-    With ``ones_column`` (rows from `emit_klein_with_ones`), the first layer's
-    bias is the row of its weights that meets the column of ones: the same
-    ``d + 1`` terms, summed in the runtime's order, so the same bound.
+    The biases ride on a column of ones (homogeneous coordinates): every
+    hidden layer's output gets one more column, exactly 1 (a product by 1
+    and zeros, then ``Relu``), and the next layer's weights get the bias as
+    the row that meets it (and a column that carries the 1 on). Each output
+    is then the same ``n + 1`` terms, summed in the runtime's order, so the
+    same bound. With ``ones_column`` (rows from `emit_klein_with_ones`) the
+    input has that column already; otherwise the first layer is ``MatMul``
+    and ``Add`` (the ones column's bias 1 on zero weights). Every later
+    product is a ``Gemm`` without a bias input: cheaper than one with it in
+    onnxruntime (5% of the graph at d = 8), and tract cannot run a float64
+    ``Gemm`` with a bias.
     """
     a = k
     last = len(network.weights) - 1
     for i, (W, b) in enumerate(zip(network.weights, network.biases, strict=True)):
         W, b = W.astype(np.float64), b.astype(np.float64)
-        if i == 0 and ones_column is not None:
-            weights = g.const(STAGE, "W0", np.insert(W, ones_column, b, axis=0))
-            z = g.op(STAGE, "Gemm", [a, weights])
+        carry = i < last  # this layer's output carries a column of ones on
+        if i == 0 and ones_column is None:
+            weights = np.concatenate([W, np.zeros((W.shape[0], 1))], axis=1) if carry else W
+            bias = np.append(b, 1.0) if carry else b
+            product = g.op(STAGE, "MatMul", [a, g.const(STAGE, "W0", weights)])
+            z = g.op(STAGE, "Add", [product, g.const(STAGE, "b0", bias)])
         else:
-            weights, bias = g.const(STAGE, f"W{i}", W), g.const(STAGE, f"b{i}", b)
-            z = g.op(STAGE, "Gemm", [a, weights, bias])
+            ones = ones_column if i == 0 else W.shape[0]  # where the input's ones are
+            weights = np.insert(W, ones, b, axis=0)
+            if carry:
+                unit = np.zeros((weights.shape[0], 1))
+                unit[ones] = 1.0
+                weights = np.concatenate([weights, unit], axis=1)
+            z = g.op(STAGE, "Gemm", [a, g.const(STAGE, f"W{i}", weights)])
         a = z if i == last else g.op(STAGE, "Relu", [z])
     return a
 
