@@ -139,7 +139,8 @@ def emit_matmul(
             product = g.op(STAGE, "MatMul", [a, g.const(STAGE, "W0", weights)])
             z = g.op(STAGE, "Add", [product, g.const(STAGE, "b0", bias)])
         else:
-            ones = ones_column if i == 0 else W.shape[0]  # where the input's ones are
+            # where the input's ones are: rows' own column, or the one the last layer added
+            ones = int(W.shape[0] if ones_column is None or i > 0 else ones_column)
             weights = np.insert(W, ones, b, axis=0)
             if carry:
                 unit = np.zeros((weights.shape[0], 1))
