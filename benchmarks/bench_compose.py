@@ -3,8 +3,9 @@
 An MLP encoder (32 raw features, 64 ReLU units, then the exponential map
 onto the hyperboloid H^8, float32, built with ``onnx.helper``) feeds two
 models fitted on its points: a 100-tree depth-8 random forest classifier
-(8 classes) and a 100-tree depth-8 random forest regressor, exported with
-the default (fast) encoding. For each model and thread count:
+(8 classes), a 100-tree depth-8 random forest regressor and a ReLU MLP
+classifier (hidden layers 16 and 16, 8 classes), exported with the default
+(fast) encoding. For each model and thread count:
 
 * **sequential**: the encoder's session, then the model graph's session on
   the encoder's output (what a user runs without ``hyp2onnx.compose``);
@@ -128,6 +129,11 @@ def main() -> None:
             n_estimators=n_trees, max_depth=depth, random_state=0
         ).fit(E, target),
     }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a network may stop before it converges
+        models["MLP classifier (8 classes)"] = h.HyperbolicMLPClassifier(
+            hidden_layer_sizes=(16, 16), max_iter=20 if quick else 200, random_state=0
+        ).fit(E, classes)
 
     rows = []
     inputs: dict[str, str] = {}
@@ -212,7 +218,8 @@ def main() -> None:
         + (" (--quick)" if quick else "")
         + f". {environment()}\n\n"
         + f"Encoder: MLP {N_IN} → {HIDDEN} (ReLU) → {DIM}, exponential map onto H^{DIM}, "
-        + f"float32. Models: {n_trees} trees of depth {depth}, fast encoding; batch of "
+        + f"float32. Models: forests of {n_trees} trees of depth {depth}, an MLP with hidden "
+        + "layers 16 and 16, fast encoding; batch of "
         + f"{n_test:,} rows; latency: mean of {single_calls} single-row calls. Each of "
         + f"{repeats} rounds times every system once, in an order rotated from round to "
         + "round; rows/s and µs are medians over the rounds, ratios the median of the "
