@@ -341,6 +341,45 @@ def test_tree_leaves_are_the_brute_force_regions_of_a_grid(four_classes):
     assert tree.n_regions_ <= tree.max_regions_ == 2**32
 
 
+def test_certified_regions_hold_their_witnesses_and_cover_the_ball(four_classes, capsys):
+    """Regions added by ``certify_radius`` are sound (each witness lies in the ball and the
+    oracle's forward pass gives it the region's pattern, one X did not reach) and, at d = 2,
+    cover the regions a dense grid of the ball finds that a few points missed. Planted: the
+    witness's pattern check dropped (with the programs' sides reversed), the radius check
+    dropped, one flip in two skipped."""
+    model, X, _ = four_classes
+    radius = 2.0  # hyperbolic; Klein radius tanh(2) = 0.964
+    few = X[:40]
+    plain = hyp2onnx.region_tree(model, few)
+    tree = hyp2onnx.region_tree(model, few, certify_radius=radius)
+    assert tree.n_certified_ > 0 and tree.n_regions_ == plain.n_regions_ + tree.n_certified_
+    certified = ~np.isnan(tree.witnesses_[:, 0])
+    assert certified.sum() == tree.n_certified_ and np.all(tree.counts_[certified] == 0)
+    assert tree.counts_.sum() == len(few) and np.all(tree.counts_[~certified] > 0)
+    witnesses = tree.witnesses_[certified]
+    assert np.all(np.einsum("ij,ij->i", witnesses, witnesses) < np.tanh(radius) ** 2)
+    want, _ = oracle_patterns(model, witnesses)
+    assert np.array_equal(tree.tree_.patterns[certified], want)
+    reached = {r.tobytes() for r in plain.tree_.patterns}
+    assert not reached & {r.tobytes() for r in want}
+    k = grid()
+    k = k[np.einsum("ij,ij->i", k, k) < np.tanh(radius) ** 2]
+    inside, least = oracle_patterns(model, k)
+    clear = least > 1e-9
+    held = {r.tobytes() for r in tree.tree_.patterns}
+    found = np.array([r.tobytes() in held for r in inside[clear]])
+    before = np.array([r.tobytes() in reached for r in inside[clear]])
+    assert before.mean() < 0.95 and found.mean() >= 0.999, (before.mean(), found.mean())
+    assert np.array_equal(tree.predict(to_hyperboloid(k)), model.predict(to_hyperboloid(k)))
+    assert hyp2onnx.verify(tree, hyp2onnx.to_onnx(tree), to_hyperboloid(k)).ok
+    for bad in (0.0, -1.0, float("nan"), True, "2"):
+        with pytest.raises(ValueError, match="certify_radius"):
+            hyp2onnx.region_tree(model, few, certify_radius=bad)
+    capped = hyp2onnx.region_tree(model, few, certify_radius=radius, max_certified=3, verbose=1)
+    assert capped.n_certified_ == 3
+    assert "region_tree: round 1, " in capsys.readouterr().err
+
+
 def test_tree_labels_are_the_networks_and_values_within_the_bound(four_classes):
     model, X, _ = four_classes
     tree = hyp2onnx.region_tree(model, X[:500])
