@@ -153,9 +153,11 @@ def emit_whole_rows(
     finite rows (a non-finite ``x_i`` makes the row NaN, where ``Slice``
     would give an infinite Klein coordinate; neither is a point). It is
     cheaper than the strided copy a ``Slice`` of one column makes, most of
-    all with several threads. Without it, ``Slice``: for graphs meant for
-    runtimes that may compute matrix products in lower precision (OpenVINO
-    under a bfloat16 hint), which no other node of those graphs has.
+    all with several threads (the networks' graphs, where it was measured
+    faster). Without it, ``Slice``: the trees' graphs, where the ``MatMul``
+    was no faster in batches (d = 16) and cost 0.5 to 1 us a single-row
+    call, and where the standard encoding must not hold a matrix product
+    (OpenVINO may compute those in bfloat16).
     """
     t = space.timelike_dim % space.n_input_features
     if input_dtype != dtype:
