@@ -44,7 +44,8 @@ def _variant(
 
 def _how_it_differs(data: dict[str, Any], variant: str, runtime: str) -> str:
     """How a runtime that runs ``variant`` with other outputs differs, from the table of every
-    model kind: where its labels differ, and how far its values are off elsewhere."""
+    model kind: where its labels differ (at thresholds, at near ties: rows whose top two
+    scores lie closest), and how far its values are off elsewhere."""
     cells = [
         per_variant[variant][runtime]
         for kind, per_variant in data.get("kinds", {}).items()
@@ -56,9 +57,13 @@ def _how_it_differs(data: dict[str, Any], variant: str, runtime: str) -> str:
     away = [c[k] for c in ran for k in ("held-out", "far")]
     if any(r["labels_differ"] for r in away):
         return "outputs differ"
-    at = sum(c["at thresholds"]["labels_differ"] for c in ran)
+    where = [
+        place
+        for place, key in (("thresholds", "at thresholds"), ("near ties", "near ties"))
+        if sum(c[key]["labels_differ"] for c in ran if key in c)
+    ]
     worst = max((r["max_abs_diff"] for r in away if r["values_beyond"]), default=0.0)
-    labels = "labels differ at thresholds only" if at else "labels agree"
+    labels = f"labels differ at {' and '.join(where)} only" if where else "labels agree"
     return labels + (f"; values by up to {worst:.1g} elsewhere" if worst else "")
 
 
@@ -128,7 +133,7 @@ def network_kind(metadata: dict[str, Any]) -> str | None:
 
 
 def _cell_differences(cell: dict[str, Any]) -> str:
-    rows = [cell[k] for k in ("held-out", "at thresholds", "far") if k in cell]
+    rows = [cell[k] for k in ("held-out", "at thresholds", "far", "near ties") if k in cell]
     labels = sum(r["labels_differ"] for r in rows)
     worst = max((r["max_abs_diff"] for r in rows if r["values_beyond"]), default=0.0)
     parts = [f"{labels} of {sum(r['rows'] for r in rows)} labels differ"] if labels else []
