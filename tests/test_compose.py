@@ -414,17 +414,6 @@ def test_convert_with_an_encoder_then_predict(hyperboloid, tmp_path):
     assert not (tmp_path / "q.csv").exists()
 
 
-def test_distributed_scorers_refuse_composed_graphs(hyperboloid):
-    """Dask and Spark check rows as points: a composed graph's raw inputs are not."""
-    from hyp2onnx.distributed._scoring import OutputSpec, RowCheck
-
-    _, enc_model, forest = hyperboloid
-    blob = compose(enc_model, forest).SerializeToString()
-    for spec in (RowCheck, OutputSpec):
-        with pytest.raises(ValueError, match="encoder in front"):
-            spec.of(blob)
-
-
 def test_an_encoder_whose_output_is_its_input(hyperboloid):
     """A graph passing its input through (output named as the input) composes and verifies."""
     _, enc_model, forest = hyperboloid

@@ -82,16 +82,22 @@ def default_predictions(data_path: Path) -> Path:
     return with_suffix(data_path, ".predictions.csv", "data")
 
 
+#: Per-row outputs written after the answer's columns, under their own names: a region
+#: tree's ``covered`` (whether a region holds the row) and ``region`` (its number, -1: none).
+EXTRA_OUTPUTS = ("covered", "region")
+
+
 def _header(metadata: dict[str, Any], outputs: dict[str, Any]) -> list[str]:
+    extra = [name for name in EXTRA_OUTPUTS if name in outputs]
     if metadata["task"] == Task.ANOMALY:  # isolation forests
-        return ["label", "score", "path_length"]
+        return ["label", "score", "path_length", *extra]
     if metadata["task"] == Task.CLASSIFICATION:
         classes = metadata["classes"]
         n = outputs["probabilities"].shape[1]
         names = classes if classes is not None and len(classes) == n else list(range(n))
-        return ["label", *(f"probability_{c}" for c in names)]
+        return ["label", *(f"probability_{c}" for c in names), *extra]
     n = outputs["variable"].shape[1] if outputs["variable"].ndim == 2 else 1
-    return ["value"] if n == 1 else [f"value_{i}" for i in range(n)]
+    return (["value"] if n == 1 else [f"value_{i}" for i in range(n)]) + extra
 
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP, CSV injection).
@@ -139,6 +145,9 @@ def _lines(metadata: dict[str, Any], outputs: dict[str, Any]) -> str:
     else:
         fmt = "%s," + fmt
         rows = [fmt % (a, *r) for a, r in zip(first, values.astype(np.float64).tolist())]
+    extra = [np.asarray(outputs[name]).tolist() for name in EXTRA_OUTPUTS if name in outputs]
+    if extra:  # bool as True/False, integers as they are
+        rows = [",".join([row, *map(str, more)]) for row, *more in zip(rows, *extra, strict=True)]
     return "".join(row + "\n" for row in rows)
 
 
@@ -214,7 +223,9 @@ invalid categorical codes are refused either way. Labels starting with =, +, -, 
 are written with a leading ' so spreadsheets do not run them as formulas. The CSV has a header
 and one row per point: label and one probability_<class> column per class
 for classifiers, value (value_0, ... for several targets) for regressors,
-label (+1 inlier, -1 outlier), score and path_length for isolation forests.
+label (+1 inlier, -1 outlier), score and path_length for isolation forests;
+a region tree's graph adds covered (True where one of its regions holds the
+row) and region (the region's number, -1 for none).
 It is written to PREDICTIONS (default: DATA with .predictions.csv) only if
 every chunk succeeds; an existing file is replaced only with --force.
 A symbolic link is written through to its target; a FIFO or device

@@ -83,25 +83,32 @@ def _spark_type(dtype: np.dtype) -> Any:
     types = _pyspark().types
     if dtype == np.dtype(object):
         return types.StringType()
-    if dtype == np.dtype(np.int64):
+    if dtype.kind == "b":
+        return types.BooleanType()
+    if dtype.kind in "iu":
         return types.LongType()
     return types.DoubleType()  # float32 outputs are widened exactly
 
 
 def _column_dtype(dtype: np.dtype) -> np.dtype:
     """The pandas column dtype matching `_spark_type`."""
-    return dtype if dtype.kind in "iO" else np.dtype(np.float64)
+    if dtype.kind in "iu":
+        return np.dtype(np.int64)
+    return dtype if dtype.kind in "Ob" else np.dtype(np.float64)
 
 
-def _check_numeric(df: Any, columns: list[str]) -> None:
-    """A TypeError naming the point columns that are not numeric (before Spark runs)."""
+def _check_numeric(df: Any, columns: list[str], *, booleans: bool = False) -> None:
+    """A TypeError naming the point columns that are not numeric (``booleans``: nor
+    boolean), before Spark runs."""
     types = _pyspark().types
     fields = {f.name: f.dataType for f in df.schema.fields}
-    bad = [c for c in columns if not isinstance(fields[c], types.NumericType)]
+    kinds = (types.NumericType, types.BooleanType) if booleans else types.NumericType
+    bad = [c for c in columns if not isinstance(fields[c], kinds)]
     if bad:
         shown = ", ".join(f"{c} ({fields[c].simpleString()})" for c in bad[:5])
         raise TypeError(
-            f"the point columns must be numeric; not numeric: {shown}. Cast them first, e.g. "
+            f"the {'input' if booleans else 'point'} columns must be numeric; not numeric: "
+            f"{shown}. Cast them first, e.g. "
             "df.withColumn(name, pyspark.sql.functions.col(name).cast('double'))."
         )
 
@@ -109,7 +116,7 @@ def _check_numeric(df: Any, columns: list[str]) -> None:
 def predict(
     graph: Any,
     df: Any,
-    columns: list[str],
+    columns: Any = None,
     *,
     threads: int = 1,
     output_prefix: str = "",
@@ -120,20 +127,30 @@ def predict(
 
     ``graph`` is an ONNX model exported by hyp2onnx (``onnx.ModelProto``,
     bytes or a path); ``columns`` names ``df``'s point columns, in the
-    graph's input order. The appended columns are ``label`` (string or long)
+    graph's input order (default: all). The appended columns are ``label`` (string or long)
     and ``probability_<i>`` (double, one per class in the graph's ``classes``
-    order), or ``variable`` (``variable_<j>`` for several targets), each
+    order), or ``variable`` (``variable_<j>`` for several targets), and any
+    other output under its own name (a region tree's ``covered``, boolean,
+    and ``region``, long), each
     name preceded by ``output_prefix``. ``threads`` is the intra-op thread
     count of each session (Spark already runs one task per core). Lazy, like
     any Spark transformation.
+
+    A composed graph (`hyp2onnx.compose`) takes its encoder's inputs:
+    ``columns`` = {input name: column or list of columns} (default: the
+    input's name, ``<name>_<i>`` for the columns of a matrix input); numeric
+    and boolean columns; its ``on_manifold`` output is appended too.
 
     Every batch is checked first, as ``hyp2onnx predict`` checks a file:
     points on the graph's manifold (its geometry or input blocks; skipped
     with ``check_manifold=False``), finite (an SQL null is a missing value:
     refused like NaN), representable in the graph's input type, valid
-    categorical codes. Non-numeric point columns are refused at once
-    (TypeError). ``bad_rows="error"`` (the default): running the result
-    fails with hyp2onnx's [`InvalidPointError`][hyp2onnx.errors.InvalidPointError],
+    categorical codes; a composed graph's inputs each against its type, and
+    its rows are also bad where the graph fails on them (an id past an
+    embedding table) or returns ``on_manifold`` false. Non-numeric point
+    columns are refused at once (TypeError). ``bad_rows="error"`` (the
+    default): running the result fails with hyp2onnx's
+    [`InvalidPointError`][hyp2onnx.errors.InvalidPointError],
     naming the rows by Spark partition and row within it (Spark reports it as
     a ``PythonException`` whose message holds that line).
     ``bad_rows="null"``: those rows get null outputs, the others their
@@ -143,11 +160,16 @@ def predict(
     bad_rows = _scoring.check_bad_rows(bad_rows)
     blob = _scoring.graph_bytes(graph)
     spec = _scoring.OutputSpec.of(blob)
-    check = _scoring.RowCheck.of(blob, check_manifold=check_manifold)
+    check = _scoring.check_of(blob, check_manifold=check_manifold)
     key = _scoring.graph_key(blob)
-    columns = list(columns)
-    names = spec.table_columns(list(df.columns), columns, output_prefix)
-    _check_numeric(df, columns)
+    layout = check.layout(list(df.columns), columns)
+    names = spec.table_columns(list(df.columns), output_prefix)
+    points = isinstance(layout, list)
+    _check_numeric(
+        df,
+        layout if points else [c for cs in layout.values() for c in cs],
+        booleans=not points,
+    )
     dtypes = {name: dtype for name, dtype, _ in spec.outputs}
     nullable = bad_rows == "null"
     added = [
@@ -157,12 +179,12 @@ def predict(
     ]
     schema = sql.types.StructType([*df.schema.fields, *added])
     shared = df.sparkSession.sparkContext.broadcast(blob)
-    # A numpy dtype, or the name of pandas' nullable integer dtype ("Int64").
+    # A numpy dtype, or the name of a pandas nullable dtype ("Int64", "boolean").
     casts: dict[str, np.dtype | str] = {
         col: _column_dtype(dtypes[out]) for out, cols in names.items() for col in cols
     }
-    if nullable:  # integer labels as pandas' nullable Int64: <NA> becomes an SQL null
-        casts = {c: "Int64" if np.dtype(d).kind == "i" else d for c, d in casts.items()}
+    if nullable:  # integer and bool outputs as pandas' nullable dtypes: <NA> is an SQL null
+        casts = {c: _NULLABLE.get(np.dtype(d).kind, d) for c, d in casts.items()}
 
     def score(batches: Any) -> Any:
         from pyspark import TaskContext
@@ -172,10 +194,9 @@ def predict(
         partition = context.partitionId() if context is not None else 0
         row = 0  # this partition's rows so far
         for batch in batches:
-            points = batch[columns].to_numpy(dtype=np.float64, na_value=np.nan)
             result = _scoring.score(
                 session,
-                points,
+                check.frame_rows(batch, layout),
                 check,
                 spec,
                 bad_rows,
@@ -189,11 +210,15 @@ def predict(
     return df.mapInPandas(score, schema)
 
 
+#: pandas' nullable dtypes of integer and bool outputs that may hold nulls.
+_NULLABLE = {"i": "Int64", "b": "boolean"}
+
+
 def _as_column(values: np.ndarray, dtype: Any) -> Any:
-    if dtype == "Int64":
+    if dtype in ("Int64", "boolean"):
         import pandas as pd
 
-        return pd.array(values, dtype="Int64")  # NaN becomes <NA>
+        return pd.array(values, dtype=dtype)  # NaN becomes <NA>
     return np.asarray(values, dtype=dtype)
 
 
