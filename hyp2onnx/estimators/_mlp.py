@@ -21,6 +21,8 @@ thus differ from ``predict`` on rows within rounding of a tie.
 
 from __future__ import annotations
 
+import inspect
+import re
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -151,6 +153,28 @@ class _HyperbolicMLP(BaseEstimator):
         return self.estimator_.intercepts_
 
 
+def _native_rows(wrapped: type) -> str:
+    """One numpydoc row per parameter of ``wrapped``: its own type line and the first
+    sentence of its own description (``activation`` takes "relu" only)."""
+    section = (wrapped.__doc__ or "").partition("Parameters\n    ----------\n")[2]
+    rows = {
+        m.group(1): (
+            m.group(2),
+            re.split(r"(?<=\.)\s", " ".join(m.group(3).split()), maxsplit=1)[0],
+        )
+        for m in re.finditer(r"^    (\w+) : ([^\n]*)\n((?:(?:        [^\n]*)?\n)*)", section, re.M)
+    }
+    rows["activation"] = (
+        '{"relu"}, default="relu"',
+        "Only ReLU keeps the pieces affine in Klein coordinates.",
+    )
+    return "\n".join(
+        f"    {name} : {rows.get(name, ('', ''))[0]}\n        {rows.get(name, ('', ''))[1]}"
+        for name in inspect.signature(wrapped.__init__).parameters
+        if name != "self"
+    )
+
+
 _DOC = """{summary}
 
     scikit-learn's ``{wrapped}`` with ReLU activations, fitted on the unit-ball
@@ -168,8 +192,7 @@ _DOC = """{summary}
         Column of the timelike coordinate ``x_0`` (hyperboloid input only).
     check_manifold : bool, default=True
         Refuse points off the manifold, naming the rows.
-    hidden_layer_sizes, activation, solver, alpha, ...
-        ``{wrapped}``'s own parameters and defaults; ``activation`` must be "relu".
+{native}
 
     Attributes
     ----------
@@ -183,6 +206,7 @@ class HyperbolicMLPClassifier(ClassifierMixin, _HyperbolicMLP):
     __doc__ = _DOC.format(
         summary="Hyperbolic MLP classifier: a ReLU network on Klein coordinates.",
         wrapped="MLPClassifier",
+        native=_native_rows(MLPClassifier),
     )
     _wrapped = MLPClassifier
     _classifier = True
@@ -211,6 +235,7 @@ class HyperbolicMLPRegressor(RegressorMixin, _HyperbolicMLP):
     __doc__ = _DOC.format(
         summary="Hyperbolic MLP regressor: a ReLU network on Klein coordinates.",
         wrapped="MLPRegressor",
+        native=_native_rows(MLPRegressor),
     )
     _wrapped = MLPRegressor
 

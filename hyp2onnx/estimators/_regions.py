@@ -126,7 +126,7 @@ def _chord(w: np.ndarray, c: float, n: int = 200) -> np.ndarray | None:
 class RegionTree:
     """A hyperbolic MLP's region tree, built from the patterns of given points.
 
-    Made by `hyp2onnx.region_tree`.
+    Made by [`region_tree`][hyp2onnx.region_tree].
     It predicts as the network does (labels equal on every row; values
     within ``value_bound_``), exports with ``hyp2onnx.to_onnx`` and is
     checked with ``hyp2onnx.verify`` like every model.
@@ -286,10 +286,12 @@ def region_tree(
     sample of the data it will see). With ``certify_radius`` (a hyperbolic
     distance from the origin, in the network's curvature) the tree also holds
     regions no point of ``X`` reached but that meet the ball of that radius,
-    each certified by a witness point (`certified_witnesses`), up to
-    ``max_certified`` of them; ``verbose`` prints each round's progress to
-    stderr (at d = 4, 16 + 16 units, about 6,700 regions take four minutes).
-    See `RegionTree`.
+    each certified by a witness point inside it (the tree's ``witnesses_``), up
+    to ``max_certified`` of them; ``verbose`` prints each round's progress to
+    stderr (certifying can take minutes: benchmarks/results/neural.md). Returns a
+    [`RegionTree`][hyp2onnx.RegionTree]; its
+    [`explain`][hyp2onnx.RegionTree.explain] gives any point's
+    [`Region`][hyp2onnx.Region].
     """
     return RegionTree(
         network, X, certify_radius=certify_radius, max_certified=max_certified, verbose=verbose
