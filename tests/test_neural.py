@@ -499,12 +499,38 @@ def test_command_line_converts_and_checks(tmp_path, two_classes):
         out = tmp_path / f"{name}.onnx"
         code, stdout, err = cli("convert", path, "-o", out, "--check", tmp_path / "sample.npy")
         assert code == 0, err
+        # says what the model is (a network records one "tree" for the metadata's sake)
+        assert "ReLU network, hidden layers [12, 8]" in stdout and "trees" not in stdout, stdout
+        assert ("region tree of" in stdout) == (name == "tree"), stdout
         code, _, err = cli("predict", out, tmp_path / "sample.npy", "-o", tmp_path / f"{name}.csv")
         assert code == 0, err
         code, shown, err = cli("inspect", out)
         assert code == 0 and "hidden layers [12, 8]" in shown, err
+        # OpenVINO's differences said as what they are: a region number on a boundary
+        assert "values by up to 1)" not in shown and "values by up to 1;" not in shown, shown
+        if name == "tree":
+            assert "neighbouring region number" in shown, shown
         lines = (tmp_path / f"{name}.csv").read_text().splitlines()
         assert len(lines) == 1 + len(X) - 400
+
+
+def test_command_line_says_a_model_file_or_data_is_no_graph(tmp_path, two_classes):
+    """A model file given as a graph, and data given as an encoder: one error line naming
+    what the file is and one fix line, nothing of protobuf's."""
+    model, X, _ = two_classes
+    (tmp_path / "mlp.pkl").write_bytes(pickle.dumps(model))
+    np.save(tmp_path / "sample.npy", X[:20])
+    for args, said in (
+        (("inspect", tmp_path / "mlp.pkl"), "this is a model file"),
+        (("predict", tmp_path / "mlp.pkl", tmp_path / "sample.npy"), "this is a model file"),
+        (("convert", tmp_path / "mlp.pkl", "--encoder", tmp_path / "sample.npy"), "not an ONNX"),
+    ):
+        code, _, err = cli(*args)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 2, err
+        assert lines[0].startswith("error: ") and said in lines[0], err
+        assert lines[1].strip().startswith("fix: ") and "Wire format" not in err, err
+    assert not list(tmp_path.glob("*.onnx"))
 
 
 def test_uncovered_regressor_rows_get_the_networks_values():

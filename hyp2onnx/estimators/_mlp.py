@@ -170,7 +170,7 @@ def _native_rows(wrapped: type) -> str:
     )
     return "\n".join(
         f"    {name} : {rows.get(name, ('', ''))[0]}\n        {rows.get(name, ('', ''))[1]}"
-        for name in inspect.signature(wrapped.__init__).parameters
+        for name in inspect.signature(wrapped).parameters
         if name != "self"
     )
 
