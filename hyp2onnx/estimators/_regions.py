@@ -70,43 +70,100 @@ class Region:
         s = np.atleast_2d(k) @ self.klein_normals.T + self.klein_offsets
         return np.all(np.where(self.side > 0, s > 0, s <= 0), axis=1)
 
-    def plot(self, ax: Any = None, *, resolution: int = 400) -> Any:
-        """Draw the region in the Poincaré disk (d = 2): its boundaries are geodesic arcs.
+    def faces(self, n: int = 400) -> list[tuple[int, np.ndarray]]:
+        """The region's own faces at d = 2: ``(half-space, Klein points of its edge)``.
 
-        Needs matplotlib (``pip install 'hyp2onnx[plot]'``). Returns the axes.
+        A half-space is a face where a stretch of its boundary line inside
+        the disk satisfies every other half-space (to ``1e-12``); the others
+        are implied by these. Each edge is sampled at ``n`` points of its line.
         """
+        self._need_2d()
+        faces = []
+        for h, (w, c) in enumerate(zip(self.klein_normals, self.klein_offsets, strict=True)):
+            line = _chord(w, c, n)
+            if line is None:
+                continue
+            values = line @ self.klein_normals.T + self.klein_offsets  # [n, h]
+            ok = np.all((self.side * values >= -1e-12) | (np.arange(self.side.size) == h), axis=1)
+            if ok.any():
+                faces.append((h, line[ok]))
+        return faces
+
+    def _need_2d(self) -> None:
         if self.klein.shape[0] != 2:
             raise ValueError(
                 f"a picture needs d = 2, this region lives in d = {self.klein.shape[0]}"
             )
+
+    def plot(
+        self,
+        ax: Any = None,
+        *,
+        points: Any = None,
+        labels: Any = None,
+        resolution: int = 400,
+    ) -> Any:
+        """Draw the region in the Poincaré disk (d = 2): its faces are geodesic arcs.
+
+        The region is shaded, its own faces drawn in the colour of their
+        hidden layer (the other half-spaces, which do not touch it, faintly),
+        the row it was made from starred; ``points`` (Klein coordinates,
+        e.g. ``RegionTree.to_klein(X)``) are drawn over it, coloured by
+        ``labels``. Needs matplotlib (``pip install 'hyp2onnx[plot]'``).
+        Returns the axes.
+        """
+        self._need_2d()
         try:
-            import matplotlib.pyplot as plt
-        except ModuleNotFoundError as exc:
+            from ..plot import disk_grid, draw_disk, plt
+        except ImportError as exc:
             raise MissingExtraError(
                 "Region.plot needs matplotlib: pip install 'hyp2onnx[plot]'"
             ) from exc
         if ax is None:
-            ax = plt.figure(figsize=(5, 5)).add_subplot()
-        t = np.linspace(-1.0, 1.0, resolution)
-        px, py = np.meshgrid(t, t)
-        p = np.stack([px.ravel(), py.ravel()], axis=1)
-        inside = np.einsum("ij,ij->i", p, p) < 1.0
-        k = 2.0 * p / (1.0 + np.einsum("ij,ij->i", p, p))[:, None]
-        mask = np.zeros(p.shape[0], dtype=bool)
-        mask[inside] = self.contains(k[inside])
-        ax.contourf(px, py, mask.reshape(px.shape).astype(float), levels=[0.5, 1.5], alpha=0.35)
-        s = np.linspace(0.0, 2.0 * np.pi, 400)
-        ax.plot(np.cos(s), np.sin(s), color="black", lw=1)
+            ax = plt.figure(figsize=(5.5, 5)).add_subplot()
+        xx, yy, inside, k = disk_grid(resolution, "poincare")
+        mask = np.zeros(xx.shape)
+        mask[inside] = self.contains(k)
+        ax.contourf(xx, yy, mask, levels=[0.5, 1.5], colors=["tab:blue"], alpha=0.3)
         for w, c in zip(self.klein_normals, self.klein_offsets, strict=True):
-            arc = _chord(w, c)
-            if arc is not None:
-                q = klein_to_poincare(arc)
-                ax.plot(q[:, 0], q[:, 1], color="grey", lw=0.6)
+            line = _chord(w, c)
+            if line is not None:
+                q = klein_to_poincare(line)
+                ax.plot(q[:, 0], q[:, 1], color="0.8", lw=0.4, zorder=1)
+        colors = plt.get_cmap("tab10")(np.arange(10))
+        for h, edge in self.faces():
+            q = klein_to_poincare(edge)
+            layer = int(self.layer[h])
+            ax.plot(
+                q[:, 0],
+                q[:, 1],
+                color=colors[(layer + 1) % 10],
+                lw=2.2,
+                zorder=3,
+                label=f"face, hidden layer {layer + 1}",
+            )
+        if points is not None:
+            q = klein_to_poincare(np.asarray(points, dtype=np.float64))
+            ax.scatter(
+                q[:, 0],
+                q[:, 1],
+                s=8,
+                c=None if labels is None else np.unique(np.asarray(labels), return_inverse=True)[1],
+                cmap="tab10",
+                vmin=0,
+                vmax=9,
+                edgecolors="black",
+                linewidths=0.2,
+                zorder=4,
+            )
         here = klein_to_poincare(self.klein[None, :])[0]
-        ax.plot(*here, "k*", ms=10)
-        ax.set_aspect("equal")
-        ax.set_xlim(-1.05, 1.05)
-        ax.set_ylim(-1.05, 1.05)
+        ax.plot(*here, "k*", ms=12, zorder=5, label="the row explained")
+        draw_disk(ax, "poincare")
+        handles, names = ax.get_legend_handles_labels()
+        unique = dict(zip(names, handles, strict=True))
+        ax.legend(
+            unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8
+        )
         ax.set_title(f"region {self.region}" if self.covered else "region not in the tree")
         return ax
 
@@ -241,6 +298,23 @@ class RegionTree:
         if not self.is_classifier:
             raise AttributeError("predict_proba: this region tree is a regressor's")
         return link(self.tree_.network, self.decision_function(X))
+
+    def plot(
+        self, X: Any = None, *, disk: str = "poincare", resolution: int = 300, ax: Any = None
+    ) -> Any:
+        """Draw the tree's partition at d = 2: each region of the disk in its own colour
+        (the network's regions the tree lacks in grey), with the points ``X`` coloured by
+        their region. A [`DecisionRegionDisplay`][hyp2onnx.plot.DecisionRegionDisplay] of
+        `apply`; needs matplotlib (``pip install 'hyp2onnx[plot]'``)."""
+        try:
+            from ..plot import DecisionRegionDisplay
+        except ImportError as exc:
+            raise MissingExtraError(
+                "RegionTree.plot needs matplotlib: pip install 'hyp2onnx[plot]'"
+            ) from exc
+        return DecisionRegionDisplay.from_estimator(
+            self, X, disk=disk, resolution=resolution, response_method="apply", ax=ax
+        )
 
     def explain(self, x: Any) -> Region:
         """The region of one point ``x`` (any row, covered or not) from its own pattern."""
