@@ -47,6 +47,7 @@ PUBLIC = (
     "hyp2onnx.export",
     "hyp2onnx.geometry",
     "hyp2onnx.hyperdt",
+    "hyp2onnx.plot",
     "hyp2onnx.spark",
     "hyp2onnx.verify",
 )
