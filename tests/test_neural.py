@@ -9,7 +9,9 @@ of two points with ``sinh`` weights).
 
 from __future__ import annotations
 
+import io
 import pickle
+import sys
 import warnings
 
 import numpy as np
@@ -531,6 +533,40 @@ def test_command_line_says_a_model_file_or_data_is_no_graph(tmp_path, two_classe
         assert lines[0].startswith("error: ") and said in lines[0], err
         assert lines[1].strip().startswith("fix: ") and "Wire format" not in err, err
     assert not list(tmp_path.glob("*.onnx"))
+
+
+class _Terminal(io.StringIO):
+    """stderr as a terminal (progress bars are drawn only there)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_certifying_shows_progress_on_a_terminal_only(two_classes, monkeypatch, terminal):
+    """A bar per round with the candidates looked at, the regions certified and the time
+    left on a terminal; nothing in a log file. Planted: the bar shown everywhere."""
+    model, X, _ = two_classes
+    stderr = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    tree = hyp2onnx.region_tree(model, X[:20], certify_radius=1.0, max_certified=3)
+    shown = stderr.getvalue()
+    if terminal:
+        assert "certify, round 1" in shown and "candidates" in shown, shown
+        assert tree.n_certified_ > 0 and "certified=" in shown, shown
+    else:
+        assert shown == "", shown
+
+
+def test_fitted_state_is_readable(two_classes):
+    """The network's loss curve is its own attribute, and a region tree says what it is."""
+    model, X, _ = two_classes
+    assert model.loss_curve_ == model.estimator_.loss_curve_ and len(model.loss_curve_) > 1
+    assert model.best_loss_ == min(model.loss_curve_)
+    tree = hyp2onnx.region_tree(model, X[:50])
+    said = repr(tree)
+    assert said.startswith("RegionTree(HyperbolicMLPClassifier(hidden_layer_sizes=(12, 8))")
+    assert f"{tree.n_regions_} regions of at most 2**20" in said, said
 
 
 def test_uncovered_regressor_rows_get_the_networks_values():

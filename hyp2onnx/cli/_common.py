@@ -19,6 +19,7 @@ from typing import IO, Any, Protocol, TypeVar
 import click
 
 from .._atomic import UnwritableOutputError, atomic_write, output_target
+from .._progress import bar
 
 __all__ = [
     "EXIT_CODES_HELP",
@@ -161,17 +162,7 @@ def atomic_output(path: Path, *, force: bool, binary: bool = False) -> Iterator[
 
 def progress(total: int | None, desc: str) -> Any:
     """A tqdm bar on stderr, shown only when stderr is a terminal."""
-    from tqdm import tqdm
-
-    return tqdm(
-        total=total,
-        desc=desc,
-        unit="rows",
-        unit_scale=True,
-        file=sys.stderr,
-        disable=not sys.stderr.isatty(),
-        leave=False,
-    )
+    return bar(total, desc)
 
 
 def tolerance_options(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -152,6 +152,20 @@ class _HyperbolicMLP(BaseEstimator):
         check_is_fitted(self)
         return self.estimator_.intercepts_
 
+    @property
+    def loss_curve_(self) -> list[float]:
+        """The training loss after each iteration (``estimator_.loss_curve_``; not kept by
+        ``solver="lbfgs"``)."""
+        check_is_fitted(self)
+        return self.estimator_.loss_curve_
+
+    @property
+    def best_loss_(self) -> float | None:
+        """The lowest training loss reached (``estimator_.best_loss_``; None with
+        ``early_stopping``, whose best is a validation score)."""
+        check_is_fitted(self)
+        return self.estimator_.best_loss_
+
 
 def _native_rows(wrapped: type) -> str:
     """One numpydoc row per parameter of ``wrapped``: its own type line and the first

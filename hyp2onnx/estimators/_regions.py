@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from .._progress import bar
 from ..errors import MissingExtraError, UnsupportedModelError
 from ..geometry import curvature_radius, klein_to_poincare
 from ..ir.network import Network, collapse, label_indices, link
@@ -256,6 +257,16 @@ class RegionTree:
         if network._classifier:
             self.classes_ = network.classes_
 
+    def __repr__(self) -> str:
+        network = self.network_
+        sizes = tuple(getattr(network, "hidden_layer_sizes", ()))
+        certified = f", {self.n_certified_} certified" if self.n_certified_ else ""
+        return (
+            f"RegionTree({type(network).__name__}(hidden_layer_sizes={sizes}): "
+            f"{self.n_regions_} regions of at most 2**{sum(self.tree_.network.hidden_sizes)}"
+            f"{certified}, {self.n_nodes_} nodes, value_bound_={self.value_bound_:.3g})"
+        )
+
     def _region_numbers(self) -> dict[bytes, int]:
         """Each region's number, by its packed pattern."""
         numbers = getattr(self, "_numbers", None)
@@ -397,7 +408,8 @@ def certified_witnesses(
     candidate is certified only if that point lies in the ball and the
     network's own forward pass gives it the candidate's pattern: the
     programs only propose, the network decides. Returns ``[n, d]`` points,
-    at most ``limit``.
+    at most ``limit``. On a terminal a progress bar per round counts the
+    candidates looked at and the regions certified, with the time left.
     """
     from scipy.optimize import linprog
 
@@ -415,20 +427,25 @@ def certified_witnesses(
                 file=sys.stderr,
             )
         next_frontier = []
-        for pattern in frontier:
-            for unit in range(pattern.size):
-                candidate = pattern.copy()
-                candidate[unit] = not candidate[unit]
-                key = np.packbits(candidate).tobytes()
-                if key in known:
-                    continue
-                known.add(key)
-                point = _witness(network, candidate, klein_radius, linprog)
-                if point is not None:
-                    found.append(point)
-                    next_frontier.append(candidate)
-                    if len(found) == limit:
-                        return np.array(found)
+        with bar(
+            len(frontier) * frontier[0].size, f"certify, round {rounds}", "candidates"
+        ) as shown:
+            for pattern in frontier:
+                for unit in range(pattern.size):
+                    shown.update()
+                    candidate = pattern.copy()
+                    candidate[unit] = not candidate[unit]
+                    key = np.packbits(candidate).tobytes()
+                    if key in known:
+                        continue
+                    known.add(key)
+                    point = _witness(network, candidate, klein_radius, linprog)
+                    if point is not None:
+                        found.append(point)
+                        next_frontier.append(candidate)
+                        shown.set_postfix(certified=len(found), refresh=False)
+                        if len(found) == limit:
+                            return np.array(found)
         frontier = next_frontier
     return np.array(found).reshape(-1, d)
 
