@@ -213,6 +213,10 @@ _DOC = """{summary}
     estimator_ : {wrapped}
         The network fitted on Klein coordinates (its ``predict`` uses a BLAS
         product; this model's outputs do not).
+    loss_curve_ : list of float
+        The training loss after each iteration (not kept by ``solver="lbfgs"``).
+    best_loss_ : float or None
+        The lowest training loss (None with ``early_stopping``).
 """
 
 
