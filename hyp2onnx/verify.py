@@ -5,7 +5,7 @@
 graph's outputs in onnxruntime on what the graph receives (the points cast
 to its input type), labels and every numeric output. Casting the model's
 input too would hide what the cast loses: a float32 graph that misroutes
-categorical codes above 2**24 or far points would pass. Tests, the command
+categorical codes above ``2**24`` or far points would pass. Tests, the command
 line and users share it.
 """
 
@@ -198,7 +198,7 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
 
     onnx's reference GatherElements (1.23) is built on ``np.choose``, which
     takes at most 64 choices, and its fallback reads the wrong elements for
-    larger tables (ours have up to 2**12 rows); this class follows the
+    larger tables (ours have up to ``2**12`` rows); this class follows the
     operator's definition with ``np.take_along_axis``.
     """
     from onnx.reference import ReferenceEvaluator

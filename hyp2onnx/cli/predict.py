@@ -204,7 +204,7 @@ def predict_file(
     return PredictResult(onnx_path, data_path, output, rows)
 
 
-HELP = f"""Score the points in DATA with ONNX graph OUT and write the predictions as CSV.
+HELP = f"""Score the points in DATA with ONNX graph GRAPH and write the predictions as CSV.
 
 DATA (.npy, .csv or .parquet) is read at most CHUNK_ROWS rows at a time,
 fewer for wide graphs (many trees times classes), so scoring takes at most
@@ -242,7 +242,7 @@ Examples:
 
 
 @subcommand("predict", HELP, "Score a data file in chunks with a graph; write CSV.")
-@click.argument("onnx_file", metavar="OUT", type=click.Path(path_type=Path))
+@click.argument("onnx_file", metavar="GRAPH", type=click.Path(path_type=Path))
 @click.argument("data", type=click.Path(path_type=Path))
 @click.option(
     "-o", "--output", metavar="PREDICTIONS", type=click.Path(path_type=Path), help="Output CSV."

@@ -21,6 +21,8 @@ thus differ from ``predict`` on rows within rounding of a tie.
 
 from __future__ import annotations
 
+import inspect
+import re
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -150,6 +152,42 @@ class _HyperbolicMLP(BaseEstimator):
         check_is_fitted(self)
         return self.estimator_.intercepts_
 
+    @property
+    def loss_curve_(self) -> list[float]:
+        """The training loss after each iteration (``estimator_.loss_curve_``; not kept by
+        ``solver="lbfgs"``)."""
+        check_is_fitted(self)
+        return self.estimator_.loss_curve_
+
+    @property
+    def best_loss_(self) -> float | None:
+        """The lowest training loss reached (``estimator_.best_loss_``; None with
+        ``early_stopping``, whose best is a validation score)."""
+        check_is_fitted(self)
+        return self.estimator_.best_loss_
+
+
+def _native_rows(wrapped: type) -> str:
+    """One numpydoc row per parameter of ``wrapped``: its own type line and the first
+    sentence of its own description (``activation`` takes "relu" only)."""
+    section = (wrapped.__doc__ or "").partition("Parameters\n    ----------\n")[2]
+    rows = {
+        m.group(1): (
+            m.group(2),
+            re.split(r"(?<=\.)\s", " ".join(m.group(3).split()), maxsplit=1)[0],
+        )
+        for m in re.finditer(r"^    (\w+) : ([^\n]*)\n((?:(?:        [^\n]*)?\n)*)", section, re.M)
+    }
+    rows["activation"] = (
+        '{"relu"}, default="relu"',
+        "Only ReLU keeps the pieces affine in Klein coordinates.",
+    )
+    return "\n".join(
+        f"    {name} : {rows.get(name, ('', ''))[0]}\n        {rows.get(name, ('', ''))[1]}"
+        for name in inspect.signature(wrapped).parameters
+        if name != "self"
+    )
+
 
 _DOC = """{summary}
 
@@ -168,14 +206,17 @@ _DOC = """{summary}
         Column of the timelike coordinate ``x_0`` (hyperboloid input only).
     check_manifold : bool, default=True
         Refuse points off the manifold, naming the rows.
-    hidden_layer_sizes, activation, solver, alpha, ...
-        ``{wrapped}``'s own parameters and defaults; ``activation`` must be "relu".
+{native}
 
     Attributes
     ----------
     estimator_ : {wrapped}
         The network fitted on Klein coordinates (its ``predict`` uses a BLAS
         product; this model's outputs do not).
+    loss_curve_ : list of float
+        The training loss after each iteration (not kept by ``solver="lbfgs"``).
+    best_loss_ : float or None
+        The lowest training loss (None with ``early_stopping``).
 """
 
 
@@ -183,6 +224,7 @@ class HyperbolicMLPClassifier(ClassifierMixin, _HyperbolicMLP):
     __doc__ = _DOC.format(
         summary="Hyperbolic MLP classifier: a ReLU network on Klein coordinates.",
         wrapped="MLPClassifier",
+        native=_native_rows(MLPClassifier),
     )
     _wrapped = MLPClassifier
     _classifier = True
@@ -211,6 +253,7 @@ class HyperbolicMLPRegressor(RegressorMixin, _HyperbolicMLP):
     __doc__ = _DOC.format(
         summary="Hyperbolic MLP regressor: a ReLU network on Klein coordinates.",
         wrapped="MLPRegressor",
+        native=_native_rows(MLPRegressor),
     )
     _wrapped = MLPRegressor
 

@@ -264,9 +264,9 @@ def input_dtype(ir_model: Model) -> Literal["float32", "float64"]:
     rows (hyperbolic estimators record this when fitted, see
     `hyp2onnx.correction.tree_space`), else float32; for models that do not
     record it (plain tree models, HyperDT's), the precision they compare in.
-    Categorical codes count too: float32 holds every integer up to 2**24
-    only, so a membership split with a code from 2**24 on would see a
-    neighbouring code (2**24 + 1 reads as 2**24) as its own: float64.
+    Categorical codes count too: float32 holds every integer up to ``2**24``
+    only, so a membership split with a code from ``2**24`` on would see a
+    neighbouring code (``2**24 + 1`` reads as ``2**24``) as its own: float64.
     A plain model given points it must first project (not unit-ball Klein
     points) needs float64 too: in Python the projection of the user's float64
     points is rounded to the model's precision after it, not before.
