@@ -21,6 +21,7 @@ import numpy as np
 
 from . import _runtime
 from ._feeds import feeds, input_specs, named_arrays
+from ._progress import bar
 from .errors import VerificationError
 from .geometry import raise_rows, to_klein
 from .ir import Task
@@ -335,8 +336,37 @@ def _both_sides(
         raise ValueError(f"X must have shape (n_samples, {width}) for this model, got {X.shape}.")
     feeds(specs, X)  # refuse NaN, inf and overflow before either side runs
     X = np.asarray(X, dtype=np.float64)  # the data as the user holds it
+    if X.shape[0] > CHUNK_ROWS:
+        return (*_in_chunks(model, onnx_model, metadata, X), int(X.shape[0]))
     got = run_onnx(onnx_model, X)  # cast to the graph's input type, as in use
     return got, _python_outputs(model, X, metadata), int(X.shape[0])
+
+
+#: Rows per step when verify compares large data (a progress bar counts them on a terminal).
+CHUNK_ROWS = 65_536
+
+
+def _in_chunks(
+    model: Any, onnx_model: onnx.ModelProto, metadata: dict[str, Any], X: np.ndarray
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Both sides, ``CHUNK_ROWS`` rows at a time (one session), with a progress bar on a
+    terminal; each output joined over the chunks."""
+    session = _runtime.session(onnx_model)
+    specs = input_specs(onnx_model)
+    got: list[dict[str, np.ndarray]] = []
+    want: list[dict[str, np.ndarray]] = []
+    with bar(X.shape[0], "verify") as shown:
+        for start in range(0, X.shape[0], CHUNK_ROWS):
+            part = X[start : start + CHUNK_ROWS]
+            outputs = session.run(None, feeds(specs, part))
+            got.append({o.name: v for o, v in zip(session.get_outputs(), outputs, strict=True)})
+            want.append(_python_outputs(model, part, metadata))
+            shown.update(part.shape[0])
+    return _joined(got), _joined(want)
+
+
+def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {name: np.concatenate([np.asarray(p[name]) for p in parts]) for name in parts[0]}
 
 
 def verify(
@@ -359,7 +389,9 @@ def verify(
     differs by at most ``atol + rtol * |expected|``. Neither given: by
     encoding and backend ([`default_tolerance`][hyp2onnx.verify.default_tolerance], [`default_rtol`][hyp2onnx.verify.default_rtol]);
     ``atol`` alone: that absolute tolerance (``rtol`` 0); ``rtol`` alone:
-    the default ``atol``. Label differences are counted exactly.
+    the default ``atol``. Label differences are counted exactly. More than
+    ``CHUNK_ROWS`` rows are compared a chunk at a time, with a progress bar
+    on a terminal (a plain graph's; a composed graph's run whole).
 
     A composed graph (`hyp2onnx.compose`) takes the encoder's raw
     inputs ``X``: one array for an encoder with one input, else a mapping
