@@ -21,18 +21,22 @@ thus differ from ``predict`` on rows within rounding of a tie.
 
 from __future__ import annotations
 
+import copy
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..geometry import GEOMETRIES, to_klein
 from ..ir.network import Network, label_indices, link
 from ._base import GEOMETRY_DEFAULTS, generate_init
+from ._transaction import FitTransaction, transactional
+from ._weights import checked_weights
 
 __all__ = ["HyperbolicMLPClassifier", "HyperbolicMLPRegressor"]
 
@@ -43,7 +47,7 @@ NETWORK_GEOMETRY: dict[str, Any] = {
 }
 
 
-class _HyperbolicMLP(BaseEstimator):
+class _HyperbolicMLP(FitTransaction, BaseEstimator):
     """Shared fitting, prediction and description of the two hyperbolic MLPs."""
 
     _wrapped: ClassVar[Any]
@@ -80,7 +84,38 @@ class _HyperbolicMLP(BaseEstimator):
     # -- training ------------------------------------------------------------
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None):
-        """Fit the network on the Klein coordinates of hyperbolic points ``X``."""
+        """Fit the network on the Klein coordinates of hyperbolic points ``X``.
+
+        With ``warm_start=True`` a fitted network goes on from its weights, as
+        scikit-learn's MLPs do; a refused fit leaves the model as it was.
+        """
+        warm = bool(self.warm_start) and hasattr(self, "estimator_")
+        k, y, sample_weight = self._training_data(X, y, sample_weight, reset=not warm)
+        native = self._native(continued=warm)
+        kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
+        self._fitted(native.fit(k, y, **kwargs))
+        return self
+
+    @available_if(lambda self: self.solver in ("sgd", "adam"))
+    @transactional
+    def partial_fit(self, X: Any, y: Any, sample_weight: Any = None, **kwargs: Any):
+        """One pass over ``X``, from the current weights (stochastic solvers, as in scikit-learn).
+
+        The classifier's first call needs ``classes``, every class the network
+        will see; later calls must give rows of those classes only.
+        """
+        continued = hasattr(self, "estimator_")
+        k, y, sample_weight = self._training_data(X, y, sample_weight, reset=not continued)
+        native = self._native(continued=continued)
+        if sample_weight is not None:
+            kwargs["sample_weight"] = sample_weight
+        self._fitted(native.partial_fit(k, y, **kwargs))
+        return self
+
+    def _training_data(
+        self, X: Any, y: Any, sample_weight: Any, *, reset: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Checked parameters, Klein coordinates, labels and weights (rows named on a bad one)."""
         if getattr(self, "activation", "relu") != "relu":
             raise ValueError(
                 f"activation={self.activation!r}: only 'relu' keeps the network piecewise "
@@ -93,16 +128,33 @@ class _HyperbolicMLP(BaseEstimator):
             self,
             X,
             y,
+            reset=reset,
             dtype=np.float64,
             multi_output=not self._classifier,
             ensure_all_finite=False,
         )
+        if sample_weight is not None:  # a weighted loss: negative weights make it unbounded
+            kind = "classifiers" if self._classifier else "regressors"
+            sample_weight = checked_weights(
+                sample_weight, X, negative_ok=False, backend=f"MLP {kind}"
+            )
         k = to_klein(
             X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
         )
-        native = self._wrapped(**{name: getattr(self, name) for name in self._wrapped_params})
-        kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
-        self.estimator_ = native.fit(k, y, **kwargs)
+        return k, y, sample_weight
+
+    def _native(self, *, continued: bool) -> Any:
+        """The scikit-learn network to train: new, or a copy of the fitted one to go on from.
+
+        A copy, so that a refused continuation leaves the previous fit whole.
+        """
+        params = {name: getattr(self, name) for name in self._wrapped_params}
+        if not continued:
+            return self._wrapped(**params)
+        return copy.deepcopy(self.estimator_).set_params(**params)
+
+    def _fitted(self, native: Any) -> None:
+        """Take the trained scikit-learn network as this model's weights."""
         if self._classifier:
             if len(native.classes_) < 2:
                 raise ValueError(
@@ -110,9 +162,9 @@ class _HyperbolicMLP(BaseEstimator):
                     f"one class only: {native.classes_[0]!r}."
                 )
             self.classes_ = native.classes_
+        self.estimator_ = native
         self.n_outputs_ = int(native.n_outputs_)
         self.n_iter_ = native.n_iter_
-        return self
 
     # -- the model's arithmetic ------------------------------------------------
 
@@ -170,6 +222,9 @@ _DOC = """{summary}
         Refuse points off the manifold, naming the rows.
     hidden_layer_sizes, activation, solver, alpha, ...
         ``{wrapped}``'s own parameters and defaults; ``activation`` must be "relu".
+        ``warm_start=True`` and ``partial_fit`` (stochastic solvers) go on from
+        the fitted weights, with scikit-learn's arithmetic and rules.
+        Sample weights must be finite and non-negative (the rows are named).
 
     Attributes
     ----------

@@ -802,7 +802,8 @@ class HyperbolicRotationForestClassifier(ClassifierMixin, _RotationForest):
 
     def predict(self, X: Any) -> np.ndarray:
         """The first class of highest mean probability for each point."""
-        return self.classes_.take(np.argmax(self.predict_proba(X), axis=1))
+        proba = self.predict_proba(X)  # first: it says when the model is not fitted
+        return self.classes_.take(np.argmax(proba, axis=1))
 
 
 class HyperbolicRotationForestRegressor(RegressorMixin, _RotationForest):
