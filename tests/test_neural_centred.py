@@ -290,6 +290,29 @@ def test_explain_gives_half_spaces_in_the_points_own_coordinates(centred):
     assert checked > 1000
 
 
+def test_certified_regions_of_a_centred_network_lie_around_its_centroid():
+    """A centred network's tree holds the regions of the points it is built from, and
+    ``certify_radius`` is measured from the network's origin, the training centroid: each
+    witness is a network input within the radius whose pattern is its region's, and the tree
+    answers as the network on rows near the centroid."""
+    X, k = _cluster(400, 2, 6.0, seed=11, spread=1.2)
+    y = labels(k, 3, seed=11)
+    model = _fit(_mlp(hidden_layer_sizes=(8, 8)), X[:300], y[:300])
+    plain = hyp2onnx.region_tree(model, X[:20])
+    assert plain.covered(X[:20]).all()  # the regions of the points it was built from
+    tree = hyp2onnx.region_tree(model, X[:20], certify_radius=1.2, max_certified=200)
+    assert tree.n_certified_ > 0
+    certified = ~np.isnan(tree.witnesses_[:, 0])
+    w = tree.witnesses_[certified]
+    assert np.all(np.linalg.norm(w, axis=1) < math.tanh(1.2))
+    net = model.network()
+    assert np.array_equal(net.pattern(w), tree.tree_.patterns[certified])
+    assert np.array_equal(tree.predict(X[300:]), model.predict(X[300:]))
+    assert (
+        tree.covered(X[300:]).mean() > hyp2onnx.region_tree(model, X[:20]).covered(X[300:]).mean()
+    )
+
+
 def _collapsed(net, pattern):
     from hyp2onnx.ir.network import collapse
 
