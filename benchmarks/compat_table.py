@@ -673,8 +673,9 @@ def kink_rows(model: Any, k: np.ndarray, rng: np.random.Generator, n: int) -> np
     """Klein rows where a first-layer unit's pre-activation is 0, and one float32 step to
     either side along the coordinate solved for: a network's thresholds."""
     network = model.tree_.network if hasattr(model, "tree_") else model.network()
+    mlp = model.network_ if hasattr(model, "network_") else model
     W, b = network.weights[0], network.biases[0]
-    rows = k[rng.integers(0, len(k), size=n)] * 0.5
+    rows = mlp.network_input(_hyperboloid(k))[rng.integers(0, len(k), size=n)] * 0.5
     unit = rng.integers(0, W.shape[1], size=n)
     f = np.argmax(np.abs(W[:, unit]), axis=0)
     w = W[:, unit].T  # [n, d]
@@ -685,7 +686,21 @@ def kink_rows(model: Any, k: np.ndarray, rng: np.random.Generator, n: int) -> np
     )
     at = np.tile(rows, (3, 1))
     at[np.arange(3 * n), np.tile(f, 3)] = values
-    return at[np.linalg.norm(at, axis=1) < 1]
+    at = at[np.linalg.norm(at, axis=1) < 1]
+    L = getattr(mlp, "centring_", None)
+    if L is None:
+        return at
+    # A centred network's kinks lie in its input k' = Klein(L x): back to the points' own
+    # Klein coordinates by L^-1 = J L^T J (within rounding of the kink once centred again).
+    J = np.diag([-1.0] + [1.0] * at.shape[1])
+    x = _hyperboloid(at) @ (J @ L.T @ J).T
+    return x[:, 1:] / x[:, :1]
+
+
+def _hyperboloid(k: np.ndarray) -> np.ndarray:
+    """Hyperboloid rows of unit-ball Klein rows ``k``."""
+    x0 = 1.0 / np.sqrt(1.0 - np.einsum("ij,ij->i", k, k))
+    return np.concatenate([x0[:, None], k * x0[:, None]], axis=1)
 
 
 def compare_kinds(

@@ -4,7 +4,9 @@ Oracles independent of the code under test: the network's forward pass in
 plain Python floats (left-to-right sums over ``coefs_``), activation patterns
 brute-forced on a dense grid of the Klein disk with numpy's own product, and
 the hyperboloid's geometry from its definitions (geodesics as combinations
-of two points with ``sinh`` weights).
+of two points with ``sinh`` weights). The fixtures' networks read Klein coordinates
+(``centre="origin"``), which these oracles take; tests/test_neural_centred.py holds the
+centred networks (the default) to the same graphs.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def four_classes():
     X, k = points(800, 2, seed=3, max_radius=2.5)
     y = labels(k, 4, seed=3)
     model = hyp2onnx.HyperbolicMLPClassifier(
-        hidden_layer_sizes=(16, 16), max_iter=150, random_state=0
+        hidden_layer_sizes=(16, 16), max_iter=150, random_state=0, centre="origin"
     )
     return _fit(model, X[:500], y[:500]), X, y
 
@@ -47,7 +49,7 @@ def two_classes():
     X, k = points(600, 3, seed=4, max_radius=2.5)
     y = np.where(labels(k, 2, seed=4) == 1, "b", "a")
     model = hyp2onnx.HyperbolicMLPClassifier(
-        hidden_layer_sizes=(12, 8), max_iter=150, random_state=1
+        hidden_layer_sizes=(12, 8), max_iter=150, random_state=1, centre="origin"
     )
     return _fit(model, X[:400], y[:400]), X, y
 

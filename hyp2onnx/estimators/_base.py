@@ -43,6 +43,7 @@ from ..geometry import GEOMETRIES, to_klein
 from ..ir import InputSpace, Model
 from ._interface import Backend
 from ._registry import backend_for
+from ._transaction import FitTransaction, refuse_continuation
 from ._weights import checked_weights
 
 #: Parameters every hyperbolic model takes, with their defaults.
@@ -72,7 +73,7 @@ GEOMETRY_PARAMS_DOC = """
 """
 
 
-class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
+class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
     """Shared fit/predict logic; subclasses say which native model to wrap.
 
     Fitted attributes: ``estimator_`` (the corrected native model),
@@ -180,9 +181,12 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
     def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
         """Fit on hyperbolic points ``X`` and correct every threshold.
 
-        ``fit_params`` are passed to the native model's ``fit``.
+        ``fit_params`` are passed to the native model's ``fit``. A refused fit
+        leaves the model as it was (`FitTransaction`); a previous fit cannot be
+        continued (``warm_start``, ``xgb_model``, ``init_model`` are refused).
         """
         self._validate_params()
+        refuse_continuation(self, fit_params)
         # Single-output models (every classifier) ravel a column y with
         # scikit-learn's DataConversionWarning and reject a 2-D one here.
         multi_output = get_tags(self).target_tags.multi_output

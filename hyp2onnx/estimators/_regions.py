@@ -51,7 +51,11 @@ class Region:
     ``<n, x>_L = -n_0 x_0 + n_1 x_1 + ... + n_d x_d`` (``x_0`` the timelike
     coordinate, listed first whatever the model's ``timelike_dim``): the
     normal is ``(-offset, w)``. In the region the outputs (logits, or values)
-    are ``k @ affine_weights + affine_offset``.
+    are ``k' @ affine_weights + affine_offset`` for ``k'`` the network's input
+    (``network_input``: ``k`` itself for ``centre="origin"``, else the Klein
+    coordinates of ``L x``). A centred network's half-spaces are given in the
+    point's own coordinates: ``w . k' + c`` has the sign of ``(c, w) L x``, so
+    the normal is ``(c, w) L`` (``L^T`` applied to it).
     """
 
     pattern: np.ndarray
@@ -204,7 +208,7 @@ class RegionTree:
     n_certified_ : int
         Regions no point of ``X`` reached, added by ``certify_radius``.
     witnesses_ : ndarray
-        ``[n_regions_, d]``: for a certified region, the Klein coordinates of a
+        ``[n_regions_, d]``: for a certified region, the network input (``network_input``) of a
         point inside it and within the radius, whose pattern the network
         computes as the region's (NaN for the regions ``X`` reached).
     value_bound_ : float
@@ -228,7 +232,7 @@ class RegionTree:
         check_is_fitted(network)
         self.network_ = network
         ir = network.network()
-        patterns = ir.pattern(network.to_klein(X))
+        patterns = ir.pattern(network.network_input(X))
         witnesses = np.zeros((0, ir.n_features))
         if certify_radius is not None:
             klein_radius = _klein_radius(certify_radius, float(network.curvature))
@@ -285,9 +289,13 @@ class RegionTree:
         """Unit-ball Klein coordinates of points ``X`` (the network's geometry)."""
         return self.network_.to_klein(X)
 
+    def network_input(self, X: Any) -> np.ndarray:
+        """What the tree reads: the network's input (centred Klein coordinates, if centred)."""
+        return self.network_.network_input(X)
+
     def apply(self, X: Any) -> np.ndarray:
         """The region (0-based) each point's row reaches in the tree; -1 where the tree lacks it."""
-        return self.tree_.leaf(self.to_klein(X)) - 1
+        return self.tree_.leaf(self.network_input(X)) - 1
 
     def covered(self, X: Any) -> np.ndarray:
         """Whether the tree holds each point's region (else the network scores it)."""
@@ -295,7 +303,7 @@ class RegionTree:
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Leaf outputs, or the network's where the row is uncovered or near a tie."""
-        return self.tree_.logits(self.to_klein(X))[0]
+        return self.tree_.logits(self.network_input(X))[0]
 
     def predict(self, X: Any) -> np.ndarray:
         """Labels (the network's, on every row) or values (within ``value_bound_`` of them)."""
@@ -336,10 +344,14 @@ class RegionTree:
             raise ValueError(f"explain takes one point, got {X.shape[0]} rows")
         k = self.to_klein(X)
         ir = self.tree_.network
-        pattern = ir.pattern(k)[0]
+        pattern = ir.pattern(self.network_input(X))[0]
         c = collapse(ir, pattern)
         normals = np.concatenate([W.T for W in c.weights[:-1]], axis=0)
         offsets = np.concatenate(c.offsets[:-1])
+        L = getattr(self.network_, "centring_", None)
+        if L is not None:  # w . k' + c on L x is (c, w) . L x: the normal (c, w) L in x's frame
+            ambient = np.concatenate([offsets[:, None], normals], axis=1) @ L
+            offsets, normals = ambient[:, 0], ambient[:, 1:]
         layer = np.repeat(np.arange(len(ir.hidden_sizes)), ir.hidden_sizes)
         leaf = self._region_numbers().get(np.packbits(pattern).tobytes(), -1)
         return Region(
@@ -369,7 +381,8 @@ def region_tree(
 
     ``X`` are points in the network's input geometry (training points, or a
     sample of the data it will see). With ``certify_radius`` (a hyperbolic
-    distance from the origin, in the network's curvature) the tree also holds
+    distance from the network's origin, in its curvature: the training
+    rows' centroid for a centred network) the tree also holds
     regions no point of ``X`` reached but that meet the ball of that radius,
     each certified by a witness point inside it (the tree's ``witnesses_``), up
     to ``max_certified`` of them; ``verbose`` prints each round's progress to

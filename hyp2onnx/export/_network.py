@@ -27,6 +27,7 @@ from onnx import helper
 
 from .._version import __version__ as _version
 from ..emit._graph import GraphBuilder, onnx_type
+from ..emit.frames import frames_map
 from ..emit.network import (
     emit_chain,
     emit_guarded,
@@ -106,10 +107,16 @@ def compile_network(
         timelike_dim=int(model.timelike_dim),
         n_input_features=int(model.n_features_in_),
     )
+    frames = (model.network_ if tree else model).frames()
     g = GraphBuilder(opset)
     g.reserve("X", "label", "probabilities", "variable", "covered", "region")
-    k, ones_column = _klein_rows(g, space, dtype, whole_rows=not tree and encoding == "fast")
+    whole_rows = not tree and encoding == "fast" and frames is None
+    k, ones_column = _klein_rows(g, space, dtype, whole_rows=whole_rows)
+    if frames is not None:  # a centred network reads the Klein coordinates of L x
+        k = frames_map(g, "float64", frames)(g, k)
     extra: dict[str, str] = {"hidden_layer_sizes": json.dumps(list(network.hidden_sizes))}
+    if frames is not None:
+        extra["centre"] = "centroid"
     outputs_extra: list[helper.ValueInfoProto] = []
     if tree:
         head, _, _ = emit_region_tree(g, k, model.tree_)
