@@ -1,7 +1,8 @@
 """``.skops`` files of the estimators that belong to no backend load in the command line.
 
 Isolation and rotation forests hold hyp2onnx types of their own (the
-estimator, ``IsolationTree``), which the trusted list of
+estimator, ``IsolationTree``), and networks fitted by a stochastic solver
+hold scikit-learn's optimiser, which the trusted list of
 `hyp2onnx.cli._models.trusted_types` must name; before it did, their
 files were refused with a fix ("save only the fitted estimator") that the
 user had already followed.
@@ -29,6 +30,13 @@ MODELS = {
     ),
     "rotation regressor": lambda: h.HyperbolicRotationForestRegressor(
         n_estimators=4, max_depth=4, random_state=0
+    ),
+    # a stochastic solver keeps its optimiser (scikit-learn's AdamOptimizer / SGDOptimizer)
+    "mlp adam": lambda: h.HyperbolicMLPClassifier(
+        hidden_layer_sizes=(8,), max_iter=20, random_state=0
+    ),
+    "mlp sgd regressor": lambda: h.HyperbolicMLPRegressor(
+        hidden_layer_sizes=(8,), solver="sgd", max_iter=20, random_state=0
     ),
 }
 
