@@ -387,11 +387,18 @@ def with_nulls(sess: Any, X: np.ndarray, check: Any, spec: OutputSpec) -> dict[s
 
     A clean partition costs one check and one run.
     """
-    keep = np.flatnonzero(~bad_row_mask(X, check))
+    from ..errors import InvalidPointError
+
+    keep = np.arange(X.shape[0])
+    try:
+        feeds = check(X)
+    except InvalidPointError:  # find the rows, check the others again
+        keep = keep[~bad_row_mask(X, check)]
+        feeds = check(X[keep])
     result = None
     if keep.size:
         try:
-            result = run(sess, check(X[keep]))
+            result = run(sess, feeds)
         except Exception:  # onnxruntime's own errors: find the rows, score the others
             keep = keep[~failing_rows(sess, X[keep], check)]
             result = run(sess, check(X[keep])) if keep.size else None
