@@ -21,7 +21,9 @@ import hyp2onnx as h
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.verify import ANOMALY_SCORE_ATOL
 
-sio = pytest.importorskip("skops.io")
+sio = pytest.importorskip(
+    "skops.io", reason="skops is not installed (pip install skops): the CLI's .skops files"
+)
 
 MODELS = {
     "isolation": lambda: h.HyperbolicIsolationForest(n_estimators=5, random_state=0),

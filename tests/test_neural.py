@@ -483,7 +483,7 @@ def test_explain_works_for_every_row(four_classes):
 
 
 def test_explain_draws_the_region_in_the_poincare_disk(four_classes):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="matplotlib (extra 'plot') is not installed")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -21,7 +21,7 @@ from _data import labels, points
 import hyp2onnx
 from hyp2onnx.errors import MissingExtraError
 
-matplotlib = pytest.importorskip("matplotlib")
+matplotlib = pytest.importorskip("matplotlib", reason="matplotlib (extra 'plot') is not installed")
 matplotlib.use("Agg")
 
 from hyp2onnx.plot import DecisionRegionDisplay
