@@ -70,6 +70,17 @@ class UnsupportedModelError(Hyp2OnnxError, TypeError):
     """The estimator or model file is not one hyp2onnx can train, correct or export."""
 
 
+class DamagedModelError(UnsupportedModelError, ValueError):
+    """A model breaks an invariant of its own format: a damaged file or a hand-edited model.
+
+    Trees whose children lie outside the tree or have two parents, NaN or
+    infinite thresholds or leaf values, CatBoost borders out of order: the
+    library may still load and predict such a model, but a graph cannot
+    agree with it (its reading of the model is undefined). The message says
+    what is wrong and where.
+    """
+
+
 class VerificationError(Hyp2OnnxError):
     """An exported graph does not agree with the model it came from."""
 
