@@ -81,6 +81,20 @@ class DamagedModelError(UnsupportedModelError, ValueError):
     """
 
 
+class GraphRunError(Hyp2OnnxError, ValueError):
+    """A graph failed to compute on the data: an error in the data, not in hyp2onnx.
+
+    A node of the graph (an encoder's ``Gather`` given an id beyond its
+    table) refused the values it was handed. ``inputs`` names the inputs
+    that make it fail and ``rows`` the failing rows, where bisecting the
+    batch finds them (empty otherwise); the message says both.
+    """
+
+    def __init__(self, problem: str, fix: str, inputs: list[str], rows: list[int]) -> None:
+        super().__init__(f"{problem}; {fix}")
+        self.problem, self.fix, self.inputs, self.rows = problem, fix, inputs, rows
+
+
 class VerificationError(Hyp2OnnxError):
     """An exported graph does not agree with the model it came from."""
 
