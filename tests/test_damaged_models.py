@@ -71,7 +71,9 @@ def test_out_of_order_borders_are_refused_naming_the_feature(tmp_path: Path) -> 
     Before the fix, convert wrote the graph with exit 0."""
     X, y = h.datasets.make_wrapped_normal_mixture(600, 3, 3, random_state=0)
     k = _klein_of(X)
-    plain = catboost.CatBoostClassifier(**{**PARAMS, "iterations": 30, "depth": 4})
+    plain = catboost.CatBoostClassifier(
+        **{**PARAMS, "iterations": 30, "depth": 4}, allow_writing_files=False
+    )
     plain.fit(k, y)
     plain.save_model(str(tmp_path / "model.cbm"))
     borders = dict(_borders(plain, tmp_path))[1]
