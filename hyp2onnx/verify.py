@@ -169,7 +169,7 @@ def run_onnx(
     """
     session = _runtime.session(onnx_model, threads=threads)
     fed = feeds(input_specs(onnx_model), X)
-    outputs = session.run(None, fed)
+    outputs = _runtime.run(session, fed)
     named = {o.name: value for o, value in zip(session.get_outputs(), outputs, strict=True)}
     refuse_off_manifold(named)
     return named
@@ -252,7 +252,9 @@ def _encoder_points(
             )
         part, output = _runtime.load(encoder), metadata["encoder_output"]
     # the composed graph's inputs are the encoder's, by name and type
-    (points,) = _runtime.session(part).run([output], feeds(input_specs(part), fed))
+    (points,) = _runtime.run(
+        _runtime.session(part), feeds(input_specs(part), fed), outputs=[output]
+    )
     return np.asarray(points, dtype=np.float64)
 
 

@@ -189,7 +189,7 @@ def predict_file(
         header_written = False
         for first, chunk in data.chunks(size):
             data.check_points(chunk, first, manifold=check_manifold)
-            outputs = dict(zip(names, session.run(None, data.feeds(chunk, first))))
+            outputs = dict(zip(names, _scored(session, data.feeds(chunk, first), data_path, first)))
             refuse_flagged_rows(outputs, data_path, first)
             if not header_written:
                 f.write(",".join(map(_field, _header(metadata, outputs))) + "\n")
@@ -202,6 +202,18 @@ def predict_file(
             outputs = dict(zip(names, session.run(None, data.feeds(data.empty(), 0))))
             f.write(",".join(map(_field, _header(metadata, outputs))) + "\n")
     return PredictResult(onnx_path, data_path, output, rows)
+
+
+def _scored(session: Any, feeds: dict[str, Any], data_path: Path, first: int) -> list[Any]:
+    """The graph's outputs for one chunk; an `InputError` naming the data's rows and input
+    where the graph fails on them (an encoder given an id beyond its table)."""
+    from .._runtime import run
+    from ..errors import GraphRunError
+
+    try:
+        return run(session, feeds, first_row=first)
+    except GraphRunError as exc:
+        raise InputError(data_path, exc.problem, exc.fix) from exc
 
 
 HELP = f"""Score the points in DATA with ONNX graph GRAPH and write the predictions as CSV.

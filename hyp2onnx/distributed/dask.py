@@ -68,7 +68,7 @@ from ..estimators._base import GEOMETRY_DEFAULTS, comparison_of, generate_init, 
 from ..estimators._booster import BoosterBackend
 from ..estimators._interface import Backend
 from ..estimators._registry import backend_for
-from ..estimators._weights import weight_error, weight_problems
+from ..estimators._weights import rows_text, weight_error, weight_problems
 from ..geometry import n_klein_features, to_klein
 from ..ir.trees import TreeArrays
 from . import _scoring
@@ -175,7 +175,59 @@ def _raise_partition_errors(persisted: Any) -> None:
             future.result()  # raises the partition's own exception
 
 
-def _check_weights(client: Any, w: Any, backend: Backend) -> None:
+def _nulls(block: Any) -> np.ndarray:
+    """Where a partition holds None, NaN or pandas' <NA> (object and nullable columns too)."""
+    import pandas as pd
+
+    return np.asarray(pd.isna(np.asarray(block, dtype=object)), dtype=bool)
+
+
+def _as_numbers(block: Any) -> np.ndarray:
+    """A partition of an object or nullable column as float64 (nulls NaN); a ValueError for
+    any other value that is not a number (a string)."""
+    import pandas as pd
+
+    values = pd.Series(np.asarray(block, dtype=object).reshape(-1))
+    numbers = pd.to_numeric(values, errors="coerce")
+    wrong = numbers.isna() & values.notna()
+    if wrong.any():
+        raise ValueError(f"sample_weight must hold numbers; it holds {values[wrong].iloc[0]!r}.")
+    return numbers.to_numpy(dtype=np.float64, na_value=np.nan).reshape(np.shape(block))
+
+
+def _numeric_weights(w: Any) -> tuple[Any, Any]:
+    """Weights as float64, and where they were null (None for a numeric dask array)."""
+    if w.dtype.kind in "fiub":
+        return w, None
+    return w.map_blocks(_as_numbers, dtype=np.float64), w.map_blocks(_nulls, dtype=bool)
+
+
+def _check_labels(client: Any, y: Any, *, regression: bool) -> Any:
+    """``y``, float64 for a regressor; a ValueError naming the (global) rows of missing
+    labels (None, NaN, <NA>), or of infinite targets.
+
+    Checked before training: the boosters' own failures on a cluster
+    ("Label contains NaN", "boolean value of NA is ambiguous") name no rows.
+    """
+    da = _dask().array
+    null = y.map_blocks(_nulls, dtype=bool)
+    if regression:
+        y = y if y.dtype.kind in "fiub" else y.map_blocks(_as_numbers, dtype=np.float64)
+        null = null | da.isinf(y.astype(np.float64))
+    if null.ndim == 2:
+        null = null.any(axis=1)
+    n_bad = int(client.compute(null.sum(), sync=True))
+    if n_bad:
+        rows = np.flatnonzero(client.compute(null, sync=True))  # one byte a row, only now
+        what = "targets" if regression else "labels"
+        raise ValueError(
+            f"y holds missing {what} (None, NaN or <NA>{', or infinite' if regression else ''}) "
+            f"at {rows_text(rows, n_bad)}; drop those rows or give them {what}."
+        )
+    return y
+
+
+def _check_weights(client: Any, w: Any, backend: Backend, null: Any = None) -> None:
     """A ValueError naming the rows (global row numbers) of unusable sample weights.
 
     Checked before training: XGBoost's and LightGBM's own failures on a
@@ -193,7 +245,8 @@ def _check_weights(client: Any, w: Any, backend: Backend) -> None:
     problems = []
     if n_bad:
         values = np.asarray(client.compute(w, sync=True))
-        problems = weight_problems(values, negative_ok=negative_ok)
+        nulls = None if null is None else np.asarray(client.compute(null, sync=True))
+        problems = weight_problems(values, negative_ok=negative_ok, null=nulls)
     error = weight_error(
         problems,
         int(n_nonzero),
@@ -690,10 +743,13 @@ class _DaskModel:
         # "klein" space does), computed per partition: what the correction searches.
         as_klein = TreeSpace("klein", backend.compare_dtype, (), (), backend.zero_band).transform
         Xt = self._klein(rows, reset=False).map_blocks(as_klein, dtype=np.float64)
+        w, null = (None, None) if w is None else _numeric_weights(w)
         Xt, y, w = client.persist([Xt, y, w]) if w is not None else (*client.persist([Xt, y]), None)
         _raise_partition_errors(Xt)  # invalid points, named, before any training
+        y = _check_labels(client, y, regression=not self._is_classifier())
         if w is not None:
-            _check_weights(client, w, backend)
+            _raise_partition_errors(w)  # weights that are not numbers
+            _check_weights(client, w, backend, null)
         backend.check_fit(estimator, y, fit_params)
         backend.warn_subsampling(estimator)
         # The learner's input: the Klein coordinates, or far out their quantile buckets.

@@ -271,9 +271,13 @@ def _check_columns(df: Any, names: list[str], param: str) -> None:
     missing = [n for n in names if n not in df.columns]
     if missing:
         shown = ", ".join(map(repr, missing))
+        # Spark itself resolves names case-insensitively by default; these are matched exactly.
+        lower = {c.lower(): c for c in df.columns}
+        near = [lower[n.lower()] for n in missing if n.lower() in lower]
+        hint = f" (names are matched exactly: {', '.join(map(repr, near))}?)" if near else ""
         raise ValueError(
             f"{param}: the DataFrame has no column {shown}; its columns: "
-            f"{', '.join(df.columns) or '(none)'}."
+            f"{', '.join(df.columns) or '(none)'}{hint}."
         )
 
 
@@ -288,13 +292,20 @@ def _check_labels_and_weights(
     (partition by partition). Without this, xgboost.spark fails with "failed
     barrier ResultStage" and the label set with a TypeError comparing None.
     """
-    F = _pyspark().functions
-    kinds = {"label null": F.col(label).isNull()}
+    sql = _pyspark()
+    F = sql.functions
+    missing = F.col(label).isNull()
+    if isinstance(df.schema[label].dataType, (sql.types.DoubleType, sql.types.FloatType)):
+        missing = missing | F.isnan(F.col(label))  # NaN: no label either
+        if not classes:  # a regressor's target must be finite too
+            missing = missing | F.col(label).isin(float("inf"), float("-inf"))
+    kinds = {"label null": missing}
     if weight is not None:
-        w = F.col(weight).cast("double")
+        w = F.col(weight).try_cast("double")  # cast() fails on text in ANSI mode
         kinds.update(
             {
-                "null": w.isNull(),
+                "not a number": F.col(weight).isNotNull() & w.isNull(),
+                "null": F.col(weight).isNull(),
                 "NaN": F.isnan(w),
                 "infinite": w.isin(float("inf"), float("-inf")),
                 "negative": w < 0,
@@ -303,7 +314,7 @@ def _check_labels_and_weights(
     counts = [F.sum(F.coalesce(c, F.lit(False)).cast("long")).alias(k) for k, c in kinds.items()]
     counts.append(F.count(F.lit(1)).alias("rows"))
     if weight is not None:
-        counts.append(F.sum((F.col(weight).cast("double") != 0).cast("long")).alias("nonzero"))
+        counts.append(F.sum((F.col(weight).try_cast("double") != 0).cast("long")).alias("nonzero"))
     if classes:
         counts.append(F.collect_set(F.col(label)).alias("classes"))
     found = df.agg(*counts).first().asDict()
@@ -318,7 +329,8 @@ def _check_labels_and_weights(
     if "label null" in bad:
         raise ValueError(
             f"labelCol {label!r} holds nulls at {rows_text(first['label null'], found['label null'])} "
-            "(counting from 0 in the DataFrame's order): every training row needs a label; "
+            f"(null or NaN{'' if classes else ' or infinite'}; counting from 0 in the DataFrame's "
+            "order): every training row needs a label; "
             "drop or fill them first, e.g. df.dropna(subset=[labelCol])."
         )
     labels = list(found["classes"]) if classes else None

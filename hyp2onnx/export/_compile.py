@@ -26,7 +26,7 @@ from ..emit.isolation import emit_anomaly_outputs
 from ..emit.outputs import emit_outputs
 from ..emit.projection import emit_projection, emit_whole_rows
 from ..emit.strategy import GraphStrategy, choose_graph, emit_trees
-from ..errors import CompatRoutingWarning, UnsupportedModelError, warn_user
+from ..errors import CompatRoutingWarning, DamagedModelError, UnsupportedModelError, warn_user
 from ..estimators import backend_for
 from ..geometry import GEOMETRIES, check_timelike_dim, curvature_radius
 from ..ir import Ensemble, InputSpace, Model, Task
@@ -119,6 +119,8 @@ def _plain_model(
         raise ValueError(f"input_geometry must be one of {GEOMETRIES}, got {input_geometry!r}.")
     try:
         ensemble = backend.to_ensemble(model)
+    except DamagedModelError:
+        raise  # fitted, but damaged: its own message says where
     except (AttributeError, ValueError) as exc:
         raise UnsupportedModelError(
             f"{type(model).__name__} does not look fitted ({exc}); fit it before exporting."
