@@ -149,14 +149,12 @@ def choose_graph(
        each tree's leaf value or its leaf's row in a value table.
     5. **Leaf layout** of the fast encoding (``fast_layout``): a target per
        output column, class 1 alone with class 0 as ``1 - p1``, C fractions a
-       leaf (``TreePlan.class_weights``), or else the exact graph (bound 0).
-    6. **Short batches** of the fast encoding (`short_batch_rows`): up to
-       a crossover per leaf layout, the exact scores (no guard) behind an
-       ``If`` on the batch size; longer batches the fast scores and guard.
-    7. **Row batching** of the exact sums (`row_batching`): the whole
+       leaf (``TreePlan.class_weights``), or else the exact graph (bound 0);
+       batches of up to `short_batch_rows` rows take the exact scores (an ``If``).
+    6. **Row batching** of the exact sums (`row_batching`): the whole
        batch for one tree; an ``If`` sending short batches past the row-block
        ``Loop`` up to `SHORT_PATH_MAX_NODES` nodes; the ``Loop`` beyond.
-    8. **Outputs**, by the model's task: label and probabilities, values, or
+    7. **Outputs**, by the model's task: label and probabilities, values, or
        an isolation forest's label, scores and path lengths.
 
     ``legacy_only`` (skl2onnx hosts: ai.onnx.ml below opset 5) keeps to the legacy operator.
@@ -169,10 +167,7 @@ def choose_graph(
     if walk is not None:
         trees, spec, features = *walk, "klein"
     ensemble, ones_column = _whole_rows(model, ensemble, used, features, trees)
-    operator = None
-    if spec.tree_operator and trees in TREE_EMITTERS.values():
-        by_block = features == "frames_by_block"
-        operator = plan_trees(ensemble, spec.name, legacy_only=legacy_only, by_block=by_block)
+    operator = _operator_plan(ensemble, spec, trees, features, legacy_only=legacy_only)
     layout = fast_layout(ensemble, operator) if trees is emit_fast and operator else None
     return GraphStrategy(
         encoding=spec,
@@ -187,6 +182,16 @@ def choose_graph(
         ones_column=ones_column,
         task=model.task,
     )
+
+
+def _operator_plan(
+    ensemble: Ensemble, spec: Encoding, trees: TreeEmitter, features: Features, *, legacy_only: bool
+) -> TreePlan | None:
+    """The tree operator's plan (step 4), or None for emitters without one."""
+    if not (spec.tree_operator and trees in TREE_EMITTERS.values()):
+        return None
+    by_block = features == "frames_by_block"
+    return plan_trees(ensemble, spec.name, legacy_only=legacy_only, by_block=by_block)
 
 
 def _whole_rows(
@@ -327,7 +332,7 @@ SHORT_BATCH_ROWS: dict[FastLayout, int] = {"class_values": 8}
 
 
 def short_batch_rows(layout: FastLayout | None, ensemble: Ensemble) -> int:
-    """Batches of up to this many rows take the exact scores (step 6); 0: none do.
+    """Batches of up to this many rows take the exact scores (step 5); 0: none do.
 
     The exact scores' ordered sums cost a row more than the runtime's own
     sums, but a classifier's near-tie guard (``TopK``, ``MatMul``,
@@ -341,7 +346,7 @@ def short_batch_rows(layout: FastLayout | None, ensemble: Ensemble) -> int:
 
 
 def row_batching(ensemble: Ensemble, *, by_block: bool = False) -> Batching:
-    """How the exact sums meet a batch (step 7): see `Batching`.
+    """How the exact sums meet a batch (step 6): see `Batching`.
 
     ``by_block``: the features are made block by block, so rows always go
     in blocks (never the whole batch at once).
