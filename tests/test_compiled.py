@@ -131,3 +131,32 @@ def test_without_lleaves_the_error_names_the_extra(monkeypatch, cache) -> None:
     model = h.HyperbolicLGBMRegressor(num_leaves=4, verbose=-1, **BOOST).fit(k, targets(k))
     with pytest.raises(MissingExtraError, match=r"hyp2onnx\[compiled\]"):
         compiled.compile_model_lleaves(model, cache_dir=cache)
+
+
+def test_predict_scores_with_the_compiled_trees(tmp_path, cache, monkeypatch) -> None:
+    """``hyp2onnx predict OUT DATA --compiled MODEL``: the CSV the graph writes, from the
+    compiled trees; a model file the graph did not come from is refused, nothing written."""
+    import joblib
+    import onnx
+    from _cli import assert_usage_error, cli
+
+    monkeypatch.setenv("HYP2ONNX_CACHE", str(cache))
+    k = _rows()
+    model = MODELS["lgbm_multi"]().fit(k, labels(k, 3))
+    other = MODELS["lgbm_multi"]().fit(k, labels(k, 3, seed=5))
+    for name, m in (("model.pkl", model), ("other.pkl", other)):
+        joblib.dump(m, tmp_path / name)
+    onnx.save(h.to_onnx(model, dtype="float64"), tmp_path / "model.onnx")
+    np.save(tmp_path / "X.npy", k)
+    args = ["predict", tmp_path / "model.onnx", tmp_path / "X.npy", "--chunk-rows", "100"]
+    code, _, err = cli(*args, "-o", tmp_path / "graph.csv")
+    assert code == 0, err
+    code, _, err = cli(*args, "-o", tmp_path / "compiled.csv", "--compiled", tmp_path / "model.pkl")
+    assert code == 0, err
+    graph = np.loadtxt(tmp_path / "graph.csv", delimiter=",", skiprows=1)
+    mine = np.loadtxt(tmp_path / "compiled.csv", delimiter=",", skiprows=1)
+    assert np.array_equal(mine[:, 0], graph[:, 0])  # labels
+    assert np.max(np.abs(mine[:, 1:] - graph[:, 1:])) <= 1e-15
+    code, _, err = cli(*args, "-o", tmp_path / "bad.csv", "--compiled", tmp_path / "other.pkl")
+    assert_usage_error(code, err, match="do not give the graph's outputs")
+    assert not (tmp_path / "bad.csv").exists()

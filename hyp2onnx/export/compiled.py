@@ -330,12 +330,15 @@ class CompiledScorer:
         raw = self.booster().predict(data, n_jobs=max(1, int(threads)))
         return raw.reshape(len(k), e.n_outputs).astype(e.sum_dtype, copy=False)
 
-    def predict_outputs(self, X: Any, *, threads: int = 1) -> dict[str, np.ndarray]:
+    def predict_outputs(
+        self, X: Any, *, threads: int = 1, check: bool = True
+    ) -> dict[str, np.ndarray]:
         """The graph's outputs for points ``X``: ``label`` and ``probabilities``, or
-        ``variable``, as `hyp2onnx.verify.run_onnx` names them."""
+        ``variable``, as `hyp2onnx.verify.run_onnx` names them. ``check`` False skips
+        the manifold check (as a graph does; ``hyp2onnx predict`` checks first)."""
         space = self.model.space
         X = np.asarray(X, dtype=np.float64)
-        k = to_klein(X, space.geometry, space.curvature, space.timelike_dim, check=True)
+        k = to_klein(X, space.geometry, space.curvature, space.timelike_dim, check=check)
         e = self.model.ensemble
         scores = self.raw_scores(k, threads=threads)
         dt = np.dtype(e.sum_dtype)
