@@ -160,3 +160,23 @@ def test_predict_scores_with_the_compiled_trees(tmp_path, cache, monkeypatch) ->
     code, _, err = cli(*args, "-o", tmp_path / "bad.csv", "--compiled", tmp_path / "other.pkl")
     assert_usage_error(code, err, match="do not give the graph's outputs")
     assert not (tmp_path / "bad.csv").exists()
+
+
+def test_dask_scores_with_the_compiled_trees(cache) -> None:
+    """``hyp2onnx.dask.predict(graph, data, compiled=scorer)``: the graph's outputs from the
+    compiled trees in every partition; a scorer of another model is refused."""
+    dask_array = pytest.importorskip("dask.array", reason="dask is not installed")
+    from hyp2onnx.dask import predict
+
+    k = _rows()
+    model = MODELS["rf_multi"]().fit(k, labels(k, 3))
+    other = MODELS["rf_multi"]().fit(k, labels(k, 3, seed=5))
+    graph = h.to_onnx(model, dtype="float64")
+    scorer = compiled.compile_model_lleaves(model, cache_dir=cache)
+    data = dask_array.from_array(k, chunks=(100, k.shape[1]))
+    got = predict(graph, data, compiled=scorer)
+    label, p = (got[name].compute(scheduler="threads") for name in ("label", "probabilities"))
+    assert np.array_equal(label, model.predict(k))
+    assert np.array_equal(p, model.predict_proba(k))  # bit for bit, as the exact graph
+    with pytest.raises(ValueError, match="not the graph's model"):
+        predict(graph, data, compiled=compiled.compile_model_lleaves(other, cache_dir=cache))

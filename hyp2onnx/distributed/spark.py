@@ -115,6 +115,7 @@ def predict(
     output_prefix: str = "",
     bad_rows: str = "error",
     check_manifold: bool = True,
+    compiled: Any = None,
 ) -> Any:
     """``df`` with the graph's outputs appended, computed by ``mapInPandas``.
 
@@ -138,6 +139,10 @@ def predict(
     a ``PythonException`` whose message holds that line).
     ``bad_rows="null"``: those rows get null outputs, the others their
     answers.
+
+    ``compiled``: the graph's model as a compiled scorer
+    (``hyp2onnx.export.compiled.compile_model_lleaves``), which then scores the
+    rows in place of the graph, its compiled trees loaded once per worker process.
     """
     sql = _pyspark()
     bad_rows = _scoring.check_bad_rows(bad_rows)
@@ -145,6 +150,10 @@ def predict(
     spec = _scoring.OutputSpec.of(blob)
     check = _scoring.RowCheck.of(blob, check_manifold=check_manifold)
     key = _scoring.graph_key(blob)
+    if compiled is not None:
+        from ..verify import default_tolerance
+
+        compiled.check_graph(blob, default_tolerance)
     columns = list(columns)
     names = spec.table_columns(list(df.columns), columns, output_prefix)
     _check_numeric(df, columns)
@@ -167,7 +176,10 @@ def predict(
     def score(batches: Any) -> Any:
         from pyspark import TaskContext
 
-        session = _scoring.session(key, lambda: shared.value, threads)
+        if compiled is not None:  # compiled trees, loaded once per worker process
+            session = compiled.as_session()
+        else:
+            session = _scoring.session(key, lambda: shared.value, threads)
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         row = 0  # this partition's rows so far

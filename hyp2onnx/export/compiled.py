@@ -36,6 +36,7 @@ import math
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -46,7 +47,7 @@ import numpy as np
 from ..emit.outputs import NEAR_TIE
 from ..emit.trees import float32_boundaries
 from ..errors import MissingExtraError, UnsupportedModelError
-from ..geometry import to_klein
+from ..geometry import from_klein, to_klein
 from ..ir import Ensemble, Model, Task
 
 __all__ = [
@@ -66,6 +67,8 @@ SUPPORTED = (
     "axis-aligned numeric splits on the Klein coordinates of one hyperbolic geometry "
     "(no oblique or rotated splits, categorical splits, input blocks or isolation forests)"
 )
+#: Points on which a graph and a compiled model must agree to be taken for one model.
+AGREEMENT_POINTS = 256
 #: Compiled boosters of this process, by `model_key` (one per worker).
 _LOADED: dict[str, Any] = {}
 _LOCK = threading.Lock()
@@ -316,6 +319,57 @@ class CompiledScorer:
         entries["compiled"] = self.key
         return entries
 
+    def check_graph(self, graph: bytes, tolerance: Callable[..., float]) -> None:
+        """Refuse a graph (serialized) of another model than this scorer's: the Dask and
+        Spark scorers take the graph's columns and checks, and these trees.
+
+        The two must describe the same model (metadata) and give the same labels, and
+        values within ``tolerance(metadata, rows=n)`` (``hyp2onnx.verify.default_tolerance``),
+        on `AGREEMENT_POINTS` points spread over the ball (a fixed seed).
+        """
+        import onnx
+
+        from .._runtime import session
+        from ._model_file import read_metadata
+
+        metadata = read_metadata(onnx.load_from_string(graph))
+        mine = self.metadata()
+        keys = ["backend", "estimator_class", "n_trees", "n_features_in", "classes"]
+        keys += ["input_geometry", "curvature", "timelike_dim", "sum_dtype", "post_transform"]
+        differ = [key for key in keys if metadata.get(key) != mine.get(key)]
+        if not differ:
+            space = self.model.space
+            d = space.n_klein_features
+            rng = np.random.default_rng(0)
+            k = rng.normal(size=(AGREEMENT_POINTS, d))
+            k *= rng.uniform(0, 0.95, (AGREEMENT_POINTS, 1)) / np.linalg.norm(k, axis=1)[:, None]
+            X = from_klein(k, space.geometry, space.curvature, space.timelike_dim)
+            run = session(graph, threads=1)
+            dtype = np.float32 if run.get_inputs()[0].type == "tensor(float)" else np.float64
+            want = dict(
+                zip([o.name for o in run.get_outputs()], run.run(None, {"X": X.astype(dtype)}))
+            )
+            got = self.predict_outputs(X.astype(dtype), check=False)
+            bound = tolerance(metadata, rows=AGREEMENT_POINTS) + 1e-15
+            for name, value in want.items():
+                same = (
+                    np.array_equal(got[name], value)
+                    if name == "label"
+                    else np.all(np.abs(got[name] - value) <= bound * (1 + np.abs(value)))
+                )
+                if not same:
+                    differ.append(f"{name} on {AGREEMENT_POINTS} points")
+        if differ:
+            raise ValueError(
+                f"the compiled model is not the graph's model (they differ in {', '.join(differ)})"
+                "; compile the model the graph was exported from."
+            )
+
+    def as_session(self) -> _Session:
+        """An object run like an onnxruntime session of the graph (one input ``X``, the
+        graph's outputs), scoring with the compiled trees: for the Dask and Spark scorers."""
+        return _Session(self)
+
     def booster(self) -> Any:
         """The compiled booster (compiled, or loaded from the cache, on first use)."""
         if self._booster is None:
@@ -346,6 +400,35 @@ class CompiledScorer:
             scores = scores / dt.type(e.n_trees)
         scores = (scores + e.base_values.astype(dt)).astype(np.float64)
         return _outputs(e, scores)
+
+
+@dataclass(frozen=True)
+class _Port:
+    name: str
+    type: str = "tensor(double)"
+
+
+@dataclass(frozen=True)
+class _Session:
+    """`CompiledScorer.as_session`: ``get_inputs``, ``get_outputs`` and ``run`` of a
+    session, the points read as float64 and not checked (the caller checks them)."""
+
+    scorer: CompiledScorer
+
+    def get_inputs(self) -> list[_Port]:
+        return [_Port("X")]
+
+    def get_outputs(self) -> list[_Port]:
+        names = (
+            ["variable"]
+            if self.scorer.model.ensemble.classes is None
+            else ["label", "probabilities"]
+        )
+        return [_Port(name) for name in names]
+
+    def run(self, names: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        outputs = self.scorer.predict_outputs(feeds["X"], check=False)
+        return [outputs[port.name] for port in self.get_outputs()]
 
 
 def _outputs(e: Ensemble, scores: np.ndarray) -> dict[str, np.ndarray]:
