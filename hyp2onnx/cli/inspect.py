@@ -117,6 +117,9 @@ def _values(meta: dict[str, Any]) -> str:
     if meta.get("values_rounded_to"):
         how = f"double sums in the runtime's order, rounded once to {meta['values_rounded_to']}"
     labels = "; labels exact" if meta["classes"] is not None else ""
+    short = meta.get("short_batch_rows")
+    if short:  # batches of up to that many rows take the exact scores
+        how = f"batches of up to {short} rows: the exact encoding's; longer ones: {how}"
     return f"{how}, within {bound:.3g} of the model's{labels}"
 
 

@@ -1054,8 +1054,16 @@ def __dir__() -> list[str]:
 # -- scoring exported graphs -------------------------------------------------------------
 
 
+def _session(graph: Any, key: str, threads: int) -> Any:
+    """The worker's session of the graph, or the compiled scorer's stand-in for one (its
+    compiled trees loaded once per worker process, `hyp2onnx.export.compiled`)."""
+    if isinstance(graph, bytes):
+        return _scoring.session(key, graph, threads)
+    return graph.as_session()
+
+
 def _score_block(
-    graph: bytes,
+    graph: Any,
     key: str,
     block: Any,
     threads: int,
@@ -1064,7 +1072,7 @@ def _score_block(
     bad_rows: str,
     where: dict,
 ) -> dict[str, np.ndarray]:
-    session = _scoring.session(key, graph, threads)
+    session = _session(graph, key, threads)
     return _scoring.score(session, check.block_rows(block), check, spec, bad_rows, **where)
 
 
@@ -1094,6 +1102,7 @@ def predict(
     output_prefix: str = "",
     bad_rows: str = "error",
     check_manifold: bool = True,
+    compiled: Any = None,
 ) -> Any:
     """Score dask points with an exported graph, one onnxruntime session per worker process.
 
@@ -1134,6 +1143,10 @@ def predict(
     rows get NaN outputs (None for string labels; integer labels and bool
     outputs become float64 so they can hold NaN, and pandas' nullable
     ``Int64`` and ``boolean`` in a DataFrame), the others their answers.
+
+    ``compiled``: the graph's model as a compiled scorer
+    (``hyp2onnx.export.compiled.compile_model_lleaves``), which then scores the
+    points in place of the graph, its compiled trees loaded once per worker.
     """
     dask = _dask()
     bad_rows = _scoring.check_bad_rows(bad_rows)
@@ -1141,7 +1154,11 @@ def predict(
     spec = _scoring.OutputSpec.of(blob)
     check = _scoring.check_of(blob, check_manifold=check_manifold)
     key = _scoring.graph_key(blob)
-    shipped = dask.delayed(blob, pure=True)
+    if compiled is not None:
+        from ..verify import default_tolerance
+
+        compiled.check_graph(blob, default_tolerance)
+    shipped = dask.delayed(blob if compiled is None else compiled, pure=True)
     if isinstance(data, dask.dataframe.DataFrame):
         return _predict_frame(
             data, spec, shipped, key, columns, threads, output_prefix, check, bad_rows
@@ -1237,7 +1254,7 @@ def _input_blocks(data: Any, check: Any) -> tuple[list[dict[str, Any]], tuple]:
 
 
 def _score_frame(
-    graph: bytes,
+    graph: Any,
     key: str,
     part: Any,
     layout: Any,
@@ -1249,7 +1266,7 @@ def _score_frame(
     bad_rows: str,
     partition: int,
 ) -> Any:
-    session = _scoring.session(key, graph, threads)
+    session = _session(graph, key, threads)
     result = _scoring.score(
         session,
         check.frame_rows(part, layout),

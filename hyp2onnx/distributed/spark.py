@@ -122,6 +122,7 @@ def predict(
     output_prefix: str = "",
     bad_rows: str = "error",
     check_manifold: bool = True,
+    compiled: Any = None,
 ) -> Any:
     """``df`` with the graph's outputs appended, computed by ``mapInPandas``.
 
@@ -155,6 +156,10 @@ def predict(
     a ``PythonException`` whose message holds that line).
     ``bad_rows="null"``: those rows get null outputs, the others their
     answers.
+
+    ``compiled``: the graph's model as a compiled scorer
+    (``hyp2onnx.export.compiled.compile_model_lleaves``), which then scores the
+    rows in place of the graph, its compiled trees loaded once per worker process.
     """
     sql = _pyspark()
     bad_rows = _scoring.check_bad_rows(bad_rows)
@@ -162,6 +167,10 @@ def predict(
     spec = _scoring.OutputSpec.of(blob)
     check = _scoring.check_of(blob, check_manifold=check_manifold)
     key = _scoring.graph_key(blob)
+    if compiled is not None:
+        from ..verify import default_tolerance
+
+        compiled.check_graph(blob, default_tolerance)
     layout = check.layout(list(df.columns), columns)
     names = spec.table_columns(list(df.columns), output_prefix)
     points = isinstance(layout, list)
@@ -189,7 +198,10 @@ def predict(
     def score(batches: Any) -> Any:
         from pyspark import TaskContext
 
-        session = _scoring.session(key, lambda: shared.value, threads)
+        if compiled is not None:  # compiled trees, loaded once per worker process
+            session = compiled.as_session()
+        else:
+            session = _scoring.session(key, lambda: shared.value, threads)
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         row = 0  # this partition's rows so far
