@@ -40,7 +40,7 @@ def models() -> dict[str, Any]:
         "mlp_classifier": clf,
         "mlp_regressor": reg,
         "region_classifier": h.region_tree(clf, X),
-        "region_regressor": h.region_tree(reg, X[:150]),  # some rows uncovered
+        "region_regressor": h.region_tree(reg, X[:5]),  # some rows uncovered (checked below)
     }
 
 

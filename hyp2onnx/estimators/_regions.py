@@ -456,7 +456,7 @@ def certified_witnesses(
                     if point is not None:
                         found.append(point)
                         next_frontier.append(candidate)
-                        shown.set_postfix(certified=len(found), refresh=False)
+                        shown.set_postfix(certified=len(found))  # drawn now: a region is rare
                         if len(found) == limit:
                             return np.array(found)
         frontier = next_frontier

@@ -415,6 +415,12 @@ class XGBoostBackend(BoosterBackend):
         classifier = type(fitted) is xgboost.XGBClassifier
         n_outputs, post = self.outputs(fitted, model)
         binary = classifier and post == "logistic"
+        if binary and getattr(fitted, "n_classes_", 2) < 2:  # its margins are infinite
+            raise ValueError(
+                "this XGBoost classifier was trained on one class; XGBoost and LightGBM "
+                "classifiers need at least two classes in y: train on data with two or more "
+                "classes"
+            )
         base = model.base_margin()
         if base.size != n_outputs:
             base = np.broadcast_to(base, (n_outputs,)).astype(np.float32)

@@ -127,24 +127,9 @@ def compile_network(
     extra: dict[str, str] = {"hidden_layer_sizes": json.dumps(list(network.hidden_sizes))}
     if frames is not None:
         extra["centre"] = "centroid"
-    outputs_extra: list[helper.ValueInfoProto] = []
-    if tree:
-        assert region_tree is not None
-        head, _, _ = emit_region_tree(g, k, region_tree)
-        outputs_extra = [
-            helper.make_tensor_value_info("covered", onnx.TensorProto.BOOL, ["N"]),
-            helper.make_tensor_value_info("region", onnx.TensorProto.INT64, ["N"]),
-        ]
-        encoding = "exact"
-        extra["network_bound"] = repr(model.tree_.value_bound)
-        extra["n_regions"] = str(model.tree_.n_regions)
-    elif encoding == "exact":
-        head = network_head(g, emit_chain(g, k, network), network)
-    else:
-        bound = network_value_bound(network)
-        head = emit_guarded(g, k, network, bound, ones_column=ones_column)
-        extra["value_bound"] = repr(bound)
-        extra["tie_margin"] = repr((1.0 if network.output == "logistic" else 2.0) * bound)
+    head, outputs_extra, encoding = _emit_head(
+        g, k, network, region_tree, encoding, ones_column, extra
+    )
     outputs = emit_network_outputs(g, head, network) + outputs_extra
     estimator_class = "RegionTree" if tree else type(model).__name__
     graph = helper.make_graph(
@@ -156,6 +141,35 @@ def compile_network(
     )
     facts = {"estimator_class": estimator_class, "encoding": encoding, "input_dtype": dtype}
     return _finish(graph, opset, network, space, {**facts, **extra})
+
+
+def _emit_head(
+    g: GraphBuilder,
+    k: str,
+    network: Any,
+    region_tree: Any,
+    encoding: str,
+    ones_column: int | None,
+    extra: dict[str, str],
+) -> tuple[Any, list[helper.ValueInfoProto], str]:
+    """The network's last layer (or the region tree's), its extra outputs and the encoding
+    the graph records; the bounds it states go into ``extra``."""
+    if region_tree is not None:
+        head, _, _ = emit_region_tree(g, k, region_tree)
+        outputs_extra = [
+            helper.make_tensor_value_info("covered", onnx.TensorProto.BOOL, ["N"]),
+            helper.make_tensor_value_info("region", onnx.TensorProto.INT64, ["N"]),
+        ]
+        extra["network_bound"] = repr(region_tree.value_bound)
+        extra["n_regions"] = str(region_tree.n_regions)
+        return head, outputs_extra, "exact"
+    if encoding == "exact":
+        return network_head(g, emit_chain(g, k, network), network), [], encoding
+    bound = network_value_bound(network)
+    head = emit_guarded(g, k, network, bound, ones_column=ones_column)
+    extra["value_bound"] = repr(bound)
+    extra["tie_margin"] = repr((1.0 if network.output == "logistic" else 2.0) * bound)
+    return head, [], encoding
 
 
 def _klein_rows(

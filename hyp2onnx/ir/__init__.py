@@ -170,6 +170,8 @@ class Ensemble:
         member = None if self.categories is None else self.categories.member
         args = (self.feature, self.threshold, self.left, self.right, self.roots, n_tested, member)
         damage = structure_damage(*args)
+        if damage is None:  # a sound model trained on one class: say so, not "damaged"
+            self._check_class_count()
         if damage is None and not np.all(np.isfinite(self.value[~internal])):
             bad = np.flatnonzero(~internal & ~np.all(np.isfinite(self.value), axis=1))
             damage = f"{where_node(self.roots, bad)} has leaf value {self.value[bad[0]].tolist()}"
@@ -185,15 +187,19 @@ class Ensemble:
             raise ValueError("the logistic post-transform takes one score column")
         if self.label_rule == "above" and self.n_outputs != 1:
             raise ValueError("the 'above' label rule takes one score column")
-        if self.classes is not None:
-            scored = 2 if self.post_transform == "logistic" else self.n_outputs
-            if len(self.classes) != scored:
-                raise ValueError(
-                    f"the trees score {scored} classes but the model lists "
-                    f"{len(self.classes)} ({np.asarray(self.classes).tolist()[:5]}); XGBoost "
-                    "and LightGBM classifiers need at least two classes in y: train on data "
-                    "with two or more classes"
-                )
+
+    def _check_class_count(self) -> None:
+        """The classes listed are the classes the trees score (one-class boosters are not)."""
+        if self.classes is None:
+            return
+        scored = 2 if self.post_transform == "logistic" else self.n_outputs
+        if len(self.classes) != scored:
+            raise ValueError(
+                f"the trees score {scored} classes but the model lists "
+                f"{len(self.classes)} ({np.asarray(self.classes).tolist()[:5]}); XGBoost "
+                "and LightGBM classifiers need at least two classes in y: train on data "
+                "with two or more classes"
+            )
 
     @classmethod
     def from_trees(
