@@ -41,6 +41,7 @@ from ..correction import (
 from ..errors import InvalidPointError
 from ..geometry import GEOMETRIES, to_klein
 from ..ir import InputSpace, Model
+from ..ir.crossings import Splits, rows_that_may_cross
 from ._interface import Backend
 from ._registry import backend_for
 from ._weights import checked_weights
@@ -225,17 +226,18 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         fitted = backend.fit(
             estimator, Xt, y, sample_weight, **self._fit_params(fit_params, to_tree)
         )
-        self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = self._correct(
-            backend, fitted, Xt, y, sample_weight, space
-        )
+        corrected, splits = self._correct(backend, fitted, Xt, y, sample_weight, space)
+        self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = corrected
         if is_classifier(self):
             self.classes_ = self._classes(fitted)
         self.n_outputs_ = 1 if np.ndim(y) == 1 else np.shape(y)[1]
-        if self.input_dtype_ == "float32" and not self._float32_keeps_outputs(X):
+        if self.input_dtype_ == "float32" and not self._float32_keeps_outputs(X, backend, splits):
             self.input_dtype_ = "float64"
         return self
 
-    def _float32_keeps_outputs(self, X: np.ndarray) -> bool:
+    def _float32_keeps_outputs(
+        self, X: np.ndarray, backend: Backend, splits: Splits | None
+    ) -> bool:
         """Whether the training points rounded to float32 get the model's own outputs.
 
         A float32 graph receives exactly those rounded points and projects them
@@ -243,17 +245,35 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         arithmetic on the training rows. The correction's check (float32 keeps
         each split's two nearest Klein values apart) misses that rounding the
         *input* moves a Klein value by up to about two float32 steps.
+
+        The library's ``predict`` runs only on the rows that some split of
+        ``splits`` (the native model's, None for oblique splits: every moved
+        row) may route apart (`hyp2onnx.ir.crossings`); every other row takes
+        the same path in every tree, so gets the same outputs.
         """
         rounded = X.astype(np.float32).astype(np.float64)
         moved = np.flatnonzero((rounded != X).any(axis=1))
         if moved.size == 0:
             return True
-        outputs = getattr(self.estimator_, "predict_proba", self.estimator_.predict)
         try:
-            seen = outputs(self._tree_input(rounded[moved]))
+            seen_in = self._tree_input(rounded[moved])
         except InvalidPointError:  # rounding put a point off the manifold: keep float64
             return False
-        return bool(np.array_equal(seen, outputs(self._tree_input(X[moved]))))
+        own_in = self._tree_input(X[moved])
+        if splits is not None:
+            rows = rows_that_may_cross(
+                splits,
+                own_in,
+                seen_in,
+                op=backend.op,
+                compare_dtype=backend.compare_dtype,
+                zero_band=backend.zero_band,
+            )
+            if rows.size == 0:
+                return True
+            seen_in, own_in = seen_in[rows], own_in[rows]
+        outputs = getattr(self.estimator_, "predict_proba", self.estimator_.predict)
+        return bool(np.array_equal(outputs(seen_in), outputs(own_in)))
 
     def _fit_params(
         self, fit_params: dict[str, Any], to_tree: Callable[[np.ndarray], np.ndarray]
@@ -318,11 +338,13 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         y: np.ndarray,
         sample_weight: np.ndarray | None,
         space: TreeSpace,
-    ) -> tuple[Any, Any, Any, str]:
+    ) -> tuple[tuple[Any, Any, Any, str], Splits | None]:
         """Correct the thresholds of ``fitted``, trained on ``Xt`` (``space`` of the Klein rows).
 
         Returns the corrected model, the report, the split index (or None) and
-        the input dtype that keeps every split (see `hyp2onnx.correction.correct`).
+        the input dtype that keeps every split (see `hyp2onnx.correction.correct`),
+        then the native model's splits (None for oblique splits, which compare
+        projections), for `_float32_keeps_outputs`.
         """
         # The values each tree compared, held in the backend's precision (float32
         # stays float32: half the memory of widening; the correction widens the
@@ -332,9 +354,11 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         comparison = comparison_of(backend)
         rows = backend.training_rows(fitted, y, sample_weight)
         neighbours = from_rows(trees, Xc, rows, comparison, self._midpoint_rules())
-        return write_back(
-            backend, fitted, correct(trees, space, neighbours, comparison, self._midpoint_rules())
-        )
+        done = correct(trees, space, neighbours, comparison, self._midpoint_rules())
+        splits = None
+        if backend.feature_splits:
+            splits = Splits.of(trees, done.thresholds, backend.threshold_dtype)
+        return write_back(backend, fitted, done), splits
 
     # -- prediction ----------------------------------------------------------
 

@@ -1,0 +1,275 @@
+"""Issue 40's faster fit gives today's answers bit for bit.
+
+The reference is the old code, kept verbatim in ``_fit_reference.py``. On
+adversarial points (Klein values on a threshold, one float64 step and one
+or two float32 steps either side of it, duplicated rows, points at radius
+16, weighted fits, categorical columns), for every backend that splits on
+features:
+
+- the float32 decision of `HyperbolicTreeModel._float32_keeps_outputs` is the
+  old one (which ran the library's ``predict`` on every moved row);
+- every row whose outputs change when rounded to float32 is among the rows
+  `rows_that_may_cross` hands to ``predict`` (the property the decision
+  rests on, checked row by row);
+- a fit gives the same ``input_dtype_`` with the old check as with the new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from _fit_reference import old_float32_keeps_outputs
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.tree import DecisionTreeClassifier
+
+import hyp2onnx as h
+from hyp2onnx import geometry
+from hyp2onnx.blocks import Categorical, Hyperbolic
+from hyp2onnx.errors import InvalidPointError
+from hyp2onnx.estimators._base import HyperbolicTreeModel
+from hyp2onnx.estimators._registry import backend_for
+from hyp2onnx.ir.crossings import Splits, rows_that_may_cross
+from hyp2onnx.ir.trees import CategorySets, Op, TreeArrays, apply, as_compared
+
+BLOCKS = [Hyperbolic(2, model="klein"), Categorical(1)]
+BLOCKS_HYPERBOLOID = [Hyperbolic(2), Categorical(1)]
+
+
+def _klein(n: int, d: int, radius: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=(n, d))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    return u * np.tanh(rng.uniform(0.0, radius, size=(n, 1)))
+
+
+def _labels(k: np.ndarray) -> np.ndarray:
+    return (np.arctan2(k[:, 1], k[:, 0]) > 0.3).astype(int) + (k[:, 0] > 0.5)
+
+
+# name -> (model factory, geometry ("hyperboloid", "klein" or "blocks"), radius, weighted)
+CASES: dict[str, tuple[Callable[[], Any], str, float, bool]] = {
+    "tree": (lambda: h.HyperbolicDecisionTreeClassifier(max_depth=6), "hyperboloid", 3.0, False),
+    "tree_klein": (
+        lambda: h.HyperbolicDecisionTreeClassifier(max_depth=6, input_geometry="klein"),
+        "klein",
+        3.0,
+        False,
+    ),
+    "forest_weights": (
+        lambda: h.HyperbolicEstimator(RandomForestClassifier(5, max_depth=5, random_state=0)),
+        "hyperboloid",
+        3.0,
+        True,
+    ),
+    "tree_far": (
+        lambda: h.HyperbolicEstimator(DecisionTreeClassifier(max_depth=6, random_state=0)),
+        "hyperboloid",
+        16.0,
+        False,
+    ),
+    "xgboost": (
+        lambda: h.HyperbolicXGBClassifier(n_estimators=4, max_depth=4, n_jobs=1),
+        "hyperboloid",
+        3.0,
+        True,
+    ),
+    "xgboost_categorical": (
+        lambda: h.HyperbolicXGBClassifier(
+            n_estimators=4, max_depth=4, n_jobs=1, input_blocks=BLOCKS_HYPERBOLOID
+        ),
+        "blocks_hyperboloid",
+        3.0,
+        False,
+    ),
+    "lightgbm_klein": (
+        lambda: h.HyperbolicLGBMClassifier(
+            n_estimators=4, num_leaves=15, min_child_samples=2, verbose=-1, input_geometry="klein"
+        ),
+        "klein",
+        3.0,
+        True,
+    ),
+    "lightgbm_categorical": (
+        lambda: h.HyperbolicLGBMClassifier(
+            n_estimators=4, num_leaves=15, min_child_samples=2, verbose=-1, input_blocks=BLOCKS
+        ),
+        "blocks",
+        3.0,
+        False,
+    ),
+    "catboost": (
+        lambda: h.HyperbolicCatBoostClassifier(iterations=4, depth=3, verbose=0, thread_count=1),
+        "hyperboloid",
+        3.0,
+        False,
+    ),
+}
+
+
+def _inputs(k: np.ndarray, kind: str, codes: np.ndarray) -> np.ndarray:
+    if kind == "blocks":
+        return np.column_stack([k, codes])
+    if kind == "blocks_hyperboloid":
+        return np.column_stack([geometry.from_klein(k), codes])
+    return geometry.from_klein(k, kind)
+
+
+def _training(kind: str, radius: float, weighted: bool) -> tuple[np.ndarray, ...]:
+    k = _klein(400, 2, radius, seed=1)
+    codes = np.arange(400) % 4
+    y = _labels(k)
+    if kind.startswith("blocks"):
+        y = (y + (codes == 2)) % 3
+    w = np.random.default_rng(2).uniform(0.0, 3.0, 400) if weighted else None
+    if w is not None:
+        w[::7] = 0.0
+    return _inputs(k, kind, codes), y, w, codes
+
+
+def _probes(model: Any, kind: str, radius: float) -> np.ndarray:
+    """Klein points on, and a float64 step and one or two float32 steps beside,
+    thresholds of the fitted model; rows duplicated."""
+    backend = backend_for(model.estimator_)
+    rng = np.random.default_rng(3)
+    rows = []
+    for tree in backend.read_trees(model.estimator_):
+        numeric = (tree.feature >= 0) & (tree.feature < 2)
+        if tree.categories is not None:
+            numeric &= ~tree.categories.member
+        feature, threshold = tree.feature[numeric], tree.threshold[numeric]
+        if model.split_index_ is not None:
+            threshold = model.split_index_.klein_thresholds(feature, threshold)
+        for f, t in zip(feature, threshold, strict=True):
+            t32 = np.float32(t)
+            near = [t, np.nextafter(t, -1.0), np.nextafter(t, 1.0)]
+            near += [float(t32), float(np.nextafter(t32, np.float32(-1)))]
+            near += [float(np.nextafter(np.nextafter(t32, np.float32(1)), np.float32(1)))]
+            for v in near:
+                other = rng.uniform(-1.0, 1.0) * np.sqrt(max(1.0 - v * v, 0.0)) * 0.9
+                row = np.empty(2)
+                row[f], row[1 - f] = v, other
+                if np.sum(row * row) < 1.0:
+                    rows.append(row)
+    k = np.array(rows)
+    k = np.concatenate([k, k[: len(k) // 3]])  # duplicates
+    codes = rng.integers(0, 4, size=k.shape[0])
+    return _inputs(k, kind, codes)
+
+
+def _splits(model: Any) -> Splits:
+    backend = backend_for(model.estimator_)
+    trees = backend.read_trees(model.estimator_)
+    return Splits.of(trees, [t.threshold for t in trees], backend.threshold_dtype)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_float32_decision_is_the_old_one(name: str) -> None:
+    make, kind, radius, weighted = CASES[name]
+    X, y, w, _ = _training(kind, radius, weighted)
+    model = make().fit(X, y, sample_weight=w)
+    backend = backend_for(model.estimator_)
+    splits = _splits(model)
+    for probe in (X, _probes(model, kind, radius)):
+        old = old_float32_keeps_outputs(model, probe)
+        assert model._float32_keeps_outputs(probe, backend, splits) == old
+        rounded = probe.astype(np.float32).astype(np.float64)
+        try:
+            seen_in = model._tree_input(rounded)
+        except InvalidPointError:
+            continue
+        own_in = model._tree_input(probe)
+        outputs = getattr(model.estimator_, "predict_proba", model.estimator_.predict)
+        changed = np.flatnonzero(
+            np.any(np.atleast_2d((outputs(own_in) != outputs(seen_in)).T).T, axis=-1)
+        )
+        crossing = rows_that_may_cross(
+            splits,
+            own_in,
+            seen_in,
+            op=backend.op,
+            compare_dtype=backend.compare_dtype,
+            zero_band=backend.zero_band,
+        )
+        assert np.isin(changed, crossing).all(), (name, np.setdiff1d(changed, crossing))
+    # The probes reach across thresholds: the filter is exercised, not bypassed
+    # (float32 Klein input is what a float32 comparison sees anyway: nothing moves).
+    assert crossing.size > 0 or name == "tree_klein"
+
+
+def test_the_probes_change_outputs() -> None:
+    """Some probes do get other outputs in float32 (the check can say no)."""
+    make, kind, radius, weighted = CASES["lightgbm_klein"]
+    X, y, w, _ = _training(kind, radius, weighted)
+    model = make().fit(X, y, sample_weight=w)
+    assert not old_float32_keeps_outputs(model, _probes(model, kind, radius))
+
+
+@pytest.mark.parametrize("name", ["tree", "forest_weights", "xgboost", "lightgbm_klein"])
+def test_fit_decides_as_before(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    make, kind, radius, weighted = CASES[name]
+    X, y, w, _ = _training(kind, radius, weighted)
+    new = make().fit(X, y, sample_weight=w).input_dtype_
+    monkeypatch.setattr(
+        HyperbolicTreeModel,
+        "_float32_keeps_outputs",
+        lambda self, X, backend, splits: old_float32_keeps_outputs(self, X),
+    )
+    assert make().fit(X, y, sample_weight=w).input_dtype_ == new
+
+
+def _random_tree(rng: np.random.Generator, values: np.ndarray, depth: int) -> TreeArrays:
+    """A full tree of ``depth`` levels: thresholds drawn from ``values`` (feature 0 or 1),
+    the nodes on feature 2 set-membership splits of a few codes."""
+    n_internal = 2**depth - 1
+    n = 2 * n_internal + 1
+    feature = np.full(n, -1)
+    feature[:n_internal] = rng.integers(0, 3, n_internal)
+    threshold = np.zeros(n)
+    threshold[:n_internal] = rng.choice(values, n_internal)
+    left, right = np.full(n, -1), np.full(n, -1)
+    left[:n_internal] = 2 * np.arange(n_internal) + 1
+    right[:n_internal] = 2 * np.arange(n_internal) + 2
+    codes = np.array([3.0, 2.0**24, 2.0**24 + 1])
+    sets = {int(j): rng.choice(codes, 2, replace=False) for j in np.flatnonzero(feature == 2)}
+    return TreeArrays(feature, threshold, left, right, CategorySets.from_sets(n, sets))
+
+
+@pytest.mark.parametrize(
+    ("op", "compare_dtype"), [("<=", "float32"), ("<", "float32"), ("<=", "float64")]
+)
+def test_rows_that_may_cross_hold_every_changed_path(op: Op, compare_dtype: str) -> None:
+    """Oracle: the IR's own walk (`hyp2onnx.ir.trees.apply`) of both versions of each row.
+
+    Rows sit on thresholds and one float32/float64 step beside them, codes at
+    2**24 + 1 (float32 rounds it to 2**24), values duplicated; each moves by a
+    float32 or float64 step or two."""
+    rng = np.random.default_rng(5)
+    base = rng.uniform(-1.0, 1.0, 40)
+    steps = [
+        np.nextafter(base.astype(np.float32), np.float32(s)).astype(np.float64) for s in (-1, 1)
+    ]
+    values = np.concatenate([base, base.astype(np.float32).astype(np.float64), *steps])
+    trees = [_random_tree(rng, values, 5) for _ in range(6)]
+    near = np.concatenate([values, np.nextafter(values, -2.0), np.nextafter(values, 2.0)])
+    a = np.column_stack(
+        [rng.choice(near, 3000), rng.choice(near, 3000), rng.choice([3.0, 2.0**24 + 1], 3000)]
+    )
+    a = np.concatenate([a, a[:500]])
+    # b: a moved by up to two float32 steps, or a float64 step, or rounded to float32,
+    # as projecting a float32-rounded input moves a Klein value.
+    b32 = a.astype(np.float32)
+    for _ in range(2):
+        b32 = np.nextafter(b32, np.where(rng.random(a.shape) < 0.5, -2, 2).astype(np.float32))
+    moves = [b32.astype(np.float64), np.nextafter(a, -2.0), a.astype(np.float32).astype(float)]
+    b = np.choose(rng.integers(0, 3, a.shape), moves)
+    A, B = as_compared(a, compare_dtype), as_compared(b, compare_dtype)
+    changed = np.zeros(a.shape[0], dtype=bool)
+    for tree in trees:
+        changed |= apply(tree, A, op) != apply(tree, B, op)
+    splits = Splits.of(trees, [t.threshold for t in trees], "float64")
+    crossing = rows_that_may_cross(splits, a, b, op=op, compare_dtype=compare_dtype)
+    assert changed.any()
+    assert np.isin(np.flatnonzero(changed), crossing).all()
