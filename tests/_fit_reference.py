@@ -7,11 +7,12 @@ Each function is the old body, lifted out of its class or module: do not
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numpy as np
 
-from hyp2onnx.errors import InvalidPointError
+from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
 
 
 def old_float32_keeps_outputs(model: Any, X: np.ndarray) -> bool:
@@ -27,3 +28,68 @@ def old_float32_keeps_outputs(model: Any, X: np.ndarray) -> bool:
     except InvalidPointError:  # rounding put a point off the manifold: keep float64
         return False
     return bool(np.array_equal(seen, outputs(model._tree_input(X[moved]))))
+
+
+# -- XGBoost's UBJSON model, as hyp2onnx.estimators._xgboost read it -----------
+
+_NUMBERS = {
+    "i": ("i1", "b"),
+    "U": ("u1", "B"),
+    "I": ("i2", "h"),
+    "l": ("i4", "i"),
+    "L": ("i8", "q"),
+    "d": ("f4", "f"),
+    "D": ("f8", "d"),
+}
+_ARRAYS = {ord(m): np.dtype(">" + dtype) for m, (dtype, _) in _NUMBERS.items()}
+_SCALARS = {ord(m): struct.Struct(">" + code) for m, (_, code) in _NUMBERS.items()}
+
+
+def old_ubj_load(buf: bytearray) -> Any:
+    """Parse UBJSON; typed numeric arrays become numpy views into ``buf``."""
+
+    def length(i: int) -> tuple[int, int]:
+        s = _SCALARS[buf[i]]
+        return s.unpack_from(buf, i + 1)[0], i + 1 + s.size
+
+    def value(i: int, marker: int) -> tuple[Any, int]:
+        if marker in _SCALARS:
+            s = _SCALARS[marker]
+            return s.unpack_from(buf, i)[0], i + s.size
+        if marker == ord("S"):
+            k, i = length(i)
+            return bytes(buf[i : i + k]).decode(), i + k
+        if marker in (ord("T"), ord("F"), ord("Z")):
+            return {ord("T"): True, ord("F"): False, ord("Z"): None}[marker], i
+        if marker not in (ord("["), ord("{")):
+            raise UnsupportedModelError(
+                f"unexpected UBJSON marker {chr(marker)!r} in the XGBoost model"
+            )
+        typed = count = None
+        if buf[i] == ord("$"):
+            typed, i = buf[i + 1], i + 2
+        if buf[i] == ord("#"):
+            count, i = length(i + 1)
+        end = ord("]") if marker == ord("[") else ord("}")
+        if marker == ord("[") and typed in _ARRAYS:
+            if count is None:  # UBJSON gives a typed container its count ($ then #)
+                raise UnsupportedModelError(
+                    "a typed UBJSON array without a count in the XGBoost model"
+                )
+            dt = _ARRAYS[typed]
+            return np.frombuffer(buf, dt, count, i), i + count * dt.itemsize
+        items: list[Any] = []
+        while (len(items) < count) if count is not None else (buf[i] != end):
+            if marker == ord("{"):
+                k, i = length(i)
+                key, i = bytes(buf[i : i + k]).decode(), i + k
+            if typed is None:
+                item_marker, i = buf[i], i + 1
+            else:
+                item_marker = typed
+            item, i = value(i, item_marker)
+            items.append((key, item) if marker == ord("{") else item)
+        i += 1 if count is None else 0
+        return (dict(items) if marker == ord("{") else items), i
+
+    return value(1, buf[0])[0]

@@ -16,21 +16,23 @@ features:
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
-from _fit_reference import old_float32_keeps_outputs
+from _fit_reference import old_float32_keeps_outputs, old_ubj_load
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.blocks import Categorical, Hyperbolic
-from hyp2onnx.errors import InvalidPointError
+from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
 from hyp2onnx.estimators._base import HyperbolicTreeModel
 from hyp2onnx.estimators._registry import backend_for
+from hyp2onnx.estimators._xgboost import _ubj_load
 from hyp2onnx.ir.crossings import Splits, rows_that_may_cross
 from hyp2onnx.ir.trees import CategorySets, Op, TreeArrays, apply, as_compared
 
@@ -273,3 +275,65 @@ def test_rows_that_may_cross_hold_every_changed_path(op: Op, compare_dtype: str)
     crossing = rows_that_may_cross(splits, a, b, op=op, compare_dtype=compare_dtype)
     assert changed.any()
     assert np.isin(np.flatnonzero(changed), crossing).all()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal structure, types, keys in order, and arrays of equal dtype and bytes."""
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    if isinstance(a, dict):
+        return isinstance(b, dict) and list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))
+    return type(a) is type(b) and (a == b or (a != a and b != b))
+
+
+#: Hand-made UBJSON: containers with and without counts, typed objects and arrays,
+#: strings, constants, every number type, NaN, an empty typed array.
+HAND_MADE = bytearray(
+    b"{U\x01a[$d#U\x02"
+    + struct.pack(">ff", np.nan, -0.0)
+    + b"U\x01b[i\xffU\x05I\x01\x00l\x00\x00\x01\x00L"
+    + struct.pack(">q", -(2**40))
+    + b"D"
+    + struct.pack(">d", 1e-300)
+    + b"d"
+    + struct.pack(">f", 3.5)
+    + b"SU\x03abcTFZ[$l#U\x00]"
+    + b"U\x01c{$S#U\x02U\x01xU\x02hiU\x01yU\x00"
+    + b"U\x01d[#U\x02{}[]"
+    + b"U\x01e[$U#U\x03\x01\x02\x03}"
+)
+
+
+@pytest.mark.parametrize("kind", ["binary", "multiclass", "two_targets", "categorical"])
+def test_ubjson_reads_as_before(kind: str) -> None:
+    """The parser reads every XGBoost model as the old one did; arrays stay views into
+    the buffer (written thresholds reach the booster)."""
+    X, y, _, codes = _training("hyperboloid", 3.0, False)
+    params = {"n_estimators": 3, "max_depth": 3, "n_jobs": 1}
+    if kind == "categorical":
+        X = np.column_stack([X, codes])
+        params["input_blocks"] = BLOCKS_HYPERBOLOID
+    if kind == "two_targets":
+        model = h.HyperbolicXGBRegressor(**params).fit(X, np.column_stack([y, -y]))
+    else:
+        model = h.HyperbolicXGBClassifier(**params).fit(X, y > 0 if kind == "binary" else y)
+    raw = model.estimator_.get_booster().save_raw(raw_format="ubj")
+    new, old = _ubj_load(raw), old_ubj_load(raw)
+    assert _same(new, old)
+    conditions = new["learner"]["gradient_booster"]["model"]["trees"][0]["split_conditions"]
+    conditions[0] = 0.25
+    assert old_ubj_load(raw)["learner"]["gradient_booster"]["model"]["trees"][0][
+        "split_conditions"
+    ][0] == np.float32(0.25)
+
+
+def test_ubjson_hand_made_and_errors() -> None:
+    assert _same(_ubj_load(HAND_MADE), old_ubj_load(HAND_MADE))
+    for bad in (b"[X]", b"[$dU\x01]", b"{U\x01a[$lU\x01}"):
+        with pytest.raises(UnsupportedModelError) as new_error:
+            _ubj_load(bytearray(bad))
+        with pytest.raises(UnsupportedModelError) as old_error:
+            old_ubj_load(bytearray(bad))
+        assert str(new_error.value) == str(old_error.value)
