@@ -12,7 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from hyp2onnx.correction.midpoints import CorrectionReport, Midpoint, Placer, correct_tree
+from hyp2onnx.correction.shared_rows import correct_shared_rows, shared_rows
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
+from hyp2onnx.ir.trees import Op, TreeArrays
 
 
 def old_float32_keeps_outputs(model: Any, X: np.ndarray) -> bool:
@@ -93,3 +96,36 @@ def old_ubj_load(buf: bytearray) -> Any:
         return (dict(items) if marker == ord("{") else items), i
 
     return value(1, buf[0])[0]
+
+
+# -- the threshold correction's per-tree path ----------------------------------
+
+
+def old_correct_trees(
+    trees: list[TreeArrays],
+    X: np.ndarray,
+    rows: list[np.ndarray],
+    *,
+    op: Op,
+    threshold_dtype: str = "float64",
+    midpoint: Midpoint | np.ndarray = "einstein",
+    place: Placer | None = None,
+) -> tuple[list[np.ndarray], CorrectionReport]:
+    """``hyp2onnx.correction.shared_rows.correct_trees`` before issue 40: trees that do
+    not share their rows placed one by one."""
+    thresholds_only = all(t.categories is None for t in trees)
+    common = shared_rows(rows) if len(trees) > 1 and thresholds_only else None
+    if common is not None:
+        seen = X if common.size == X.shape[0] else X[common]
+        return correct_shared_rows(
+            trees, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
+        )
+    out, report = [], CorrectionReport()
+    for tree, r in zip(trees, rows, strict=True):
+        seen = X if r.size == X.shape[0] else X[r]
+        thresholds, tree_report = correct_tree(
+            tree, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
+        )
+        out.append(thresholds)
+        report = report + tree_report
+    return out, report

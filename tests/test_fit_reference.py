@@ -22,13 +22,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _fit_reference import old_float32_keeps_outputs, old_ubj_load
-from sklearn.ensemble import RandomForestClassifier
+from _fit_reference import old_correct_trees, old_float32_keeps_outputs, old_ubj_load
+from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
 import hyp2onnx as h
 from hyp2onnx import geometry
-from hyp2onnx.blocks import Categorical, Hyperbolic
+from hyp2onnx.blocks import Categorical, Euclidean, Hyperbolic
+from hyp2onnx.correction import _correct as _correct_module
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
 from hyp2onnx.estimators._base import HyperbolicTreeModel
 from hyp2onnx.estimators._registry import backend_for
@@ -337,3 +338,69 @@ def test_ubjson_hand_made_and_errors() -> None:
         with pytest.raises(UnsupportedModelError) as old_error:
             old_ubj_load(bytearray(bad))
         assert str(new_error.value) == str(old_error.value)
+
+
+def _fitted_state(model: Any) -> tuple[Any, ...]:
+    backend = backend_for(model.estimator_)
+    trees = backend.read_trees(model.estimator_)
+    index = model.split_index_
+    return (
+        [t.threshold.tobytes() for t in trees],
+        model.correction_,
+        model.input_dtype_,
+        None
+        if index is None
+        else index.klein_thresholds(trees[0].feature, trees[0].threshold).tobytes(),
+    )
+
+
+MIXED_BLOCKS = [Hyperbolic(2, model="klein"), Euclidean(1), Categorical(1)]
+
+CORRECTION_CASES: dict[str, tuple[Callable[[], Any], str, float, bool]] = {
+    **{k: CASES[k] for k in ("tree", "forest_weights", "tree_far", "lightgbm_categorical")},
+    "extra_trees_bootstrap": (
+        lambda: h.HyperbolicEstimator(
+            ExtraTreesClassifier(6, bootstrap=True, max_depth=6, random_state=0)
+        ),
+        "hyperboloid",
+        3.0,
+        True,
+    ),
+    "forest_far_arithmetic": (
+        lambda: h.HyperbolicRandomForestClassifier(
+            n_estimators=4, max_depth=8, random_state=0, midpoint="arithmetic"
+        ),
+        "hyperboloid",
+        16.0,
+        False,
+    ),
+    "forest_klein_space": (
+        lambda: h.HyperbolicRandomForestClassifier(
+            n_estimators=4, max_depth=8, random_state=0, tree_space="klein"
+        ),
+        "hyperboloid",
+        3.0,
+        False,
+    ),
+    "forest_blocks": (
+        lambda: h.HyperbolicRandomForestClassifier(
+            n_estimators=4, max_depth=6, random_state=0, input_blocks=MIXED_BLOCKS
+        ),
+        "mixed",
+        3.0,
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CORRECTION_CASES))
+def test_correction_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every corrected threshold, the report, the split index and the input dtype,
+    bit for bit, with the old per-tree correction and the new batched one."""
+    make, kind, radius, weighted = CORRECTION_CASES[name]
+    X, y, w, codes = _training("klein" if kind == "mixed" else kind, radius, weighted)
+    if kind == "mixed":
+        X = np.column_stack([X, np.random.default_rng(4).normal(size=len(X)), codes])
+    new = _fitted_state(make().fit(X, y, sample_weight=w))
+    monkeypatch.setattr(_correct_module, "correct_trees", old_correct_trees)
+    assert _fitted_state(make().fit(X, y, sample_weight=w)) == new

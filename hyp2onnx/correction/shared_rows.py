@@ -97,15 +97,42 @@ def correct_trees(
         return correct_shared_rows(
             trees, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
         )
-    out, report = [], CorrectionReport()
-    for tree, r in zip(trees, rows, strict=True):
+    if not trees:
+        return [], CorrectionReport()
+    # Each tree routes its own rows; the thresholds of all trees are then placed
+    # in one call (placement is per split, so this is `correct_tree` tree by tree).
+    nodes = Nodes.of(trees)
+    largest_left = np.empty(nodes.feature.shape[0])
+    smallest_right = np.empty(nodes.feature.shape[0])
+    for tree, r, start, size in zip(trees, rows, nodes.starts, nodes.sizes, strict=True):
         seen = X if r.size == X.shape[0] else X[r]
-        thresholds, tree_report = correct_tree(
-            tree, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
+        at = slice(start, start + size)
+        largest_left[at], smallest_right[at] = tree_neighbours(tree, seen, op)
+    fixed = None
+    if not thresholds_only:
+        fixed = np.concatenate(
+            [
+                np.zeros(t.feature.shape[0], bool) if t.categories is None else t.categories.member
+                for t in trees
+            ]
         )
-        out.append(thresholds)
-        report = report + tree_report
-    return out, report
+    new, internal, reached = thresholds_from_neighbours(
+        nodes.feature,
+        nodes.threshold,
+        largest_left,
+        smallest_right,
+        op=op,
+        threshold_dtype=threshold_dtype,
+        midpoint=midpoint,
+        place=place,
+        fixed=fixed,
+    )
+    report = CorrectionReport(
+        n_splits=int(internal.sum()),
+        n_moved=int(np.sum(new[internal] != nodes.threshold[internal])),
+        n_unreached=int(np.sum(internal & ~reached)),
+    )
+    return np.split(new, nodes.starts[1:]), report
 
 
 def correct_shared_rows(

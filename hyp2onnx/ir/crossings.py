@@ -83,9 +83,11 @@ def rows_that_may_cross(
     bounds = np.searchsorted(feature, used, side="left"), np.searchsorted(feature, used, "right")
     categorical = np.isin(used, splits.feature[split & splits.member])
     for c, (lo, hi) in enumerate(zip(*bounds, strict=True)):
+        # Equal values cross nothing: search only the rows whose value moved.
+        moved = np.flatnonzero(A[:, c] != B[:, c])
         if categorical[c]:
-            differ |= A[:, c] != B[:, c]
-        if hi > lo:
-            t = threshold[lo:hi]
-            differ |= np.searchsorted(t, A[:, c], side) != np.searchsorted(t, B[:, c], side)
+            differ[moved] = True
+        if hi > lo and moved.size:
+            t, a_c, b_c = threshold[lo:hi], A[moved, c], B[moved, c]
+            differ[moved] |= np.searchsorted(t, a_c, side) != np.searchsorted(t, b_c, side)
     return np.flatnonzero(differ)
