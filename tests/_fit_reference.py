@@ -14,6 +14,7 @@ import numpy as np
 
 from hyp2onnx.correction.midpoints import CorrectionReport, Midpoint, Placer, correct_tree
 from hyp2onnx.correction.shared_rows import correct_shared_rows, shared_rows
+from hyp2onnx.correction.tree_space import TreeSpace
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
 from hyp2onnx.ir.trees import Op, TreeArrays
 
@@ -129,3 +130,25 @@ def old_correct_trees(
         out.append(thresholds)
         report = report + tree_report
     return out, report
+
+
+def old_tree_space(
+    model: Any, backend: Any, Xk: np.ndarray, sample_weight: np.ndarray | None
+) -> TreeSpace:
+    """``HyperbolicTreeModel._tree_space`` before issue 40 (``fit`` then mapped the
+    training rows with ``transform``)."""
+    if not backend.feature_splits:
+        space = getattr(model, "tree_space", "klein")
+        if space != "klein":
+            raise ValueError(
+                f"{backend.name} trees split on projections of the Klein coordinates, "
+                f"which tree_space={space!r} does not keep; use tree_space='klein'."
+            )
+        return TreeSpace.fit(Xk[:0], "klein", backend.compare_dtype)
+    weighted = None if sample_weight is None else sample_weight != 0
+    return TreeSpace.fit(
+        Xk if weighted is None or not weighted.any() else Xk[weighted],
+        model.tree_space,
+        backend.compare_dtype,
+        backend.zero_band,
+    )

@@ -22,7 +22,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _fit_reference import old_correct_trees, old_float32_keeps_outputs, old_ubj_load
+from _fit_reference import (
+    old_correct_trees,
+    old_float32_keeps_outputs,
+    old_tree_space,
+    old_ubj_load,
+)
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 from sklearn.tree import DecisionTreeClassifier
 
@@ -54,9 +59,16 @@ def _labels(k: np.ndarray) -> np.ndarray:
 
 # name -> (model factory, geometry ("hyperboloid", "klein" or "blocks"), radius, weighted)
 CASES: dict[str, tuple[Callable[[], Any], str, float, bool]] = {
-    "tree": (lambda: h.HyperbolicDecisionTreeClassifier(max_depth=6), "hyperboloid", 3.0, False),
+    "tree": (
+        lambda: h.HyperbolicDecisionTreeClassifier(max_depth=6, random_state=0),
+        "hyperboloid",
+        3.0,
+        False,
+    ),
     "tree_klein": (
-        lambda: h.HyperbolicDecisionTreeClassifier(max_depth=6, input_geometry="klein"),
+        lambda: h.HyperbolicDecisionTreeClassifier(
+            max_depth=6, random_state=0, input_geometry="klein"
+        ),
         "klein",
         3.0,
         False,
@@ -404,3 +416,34 @@ def test_correction_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPatch) -
     new = _fitted_state(make().fit(X, y, sample_weight=w))
     monkeypatch.setattr(_correct_module, "correct_trees", old_correct_trees)
     assert _fitted_state(make().fit(X, y, sample_weight=w)) == new
+
+
+@pytest.mark.parametrize("space", ["ranks", "rapidity", "klein"])
+@pytest.mark.parametrize("backend_name", ["sklearn", "lightgbm"])
+@pytest.mark.parametrize("weights", [None, "some zero", "all zero"])
+def test_tree_space_is_the_old_one(space: str, backend_name: str, weights: str | None) -> None:
+    """The map and the learner's input, bit for bit: ranks in one pass now."""
+    rng = np.random.default_rng(6)
+    k = _klein(300, 3, 3.0, seed=6)
+    k[:40] = k[40:80]  # duplicate rows
+    k[80:90, 0] = [0.0, -0.0, 1e-36, -1e-36, 5e-324, -5e-324, 1e-35, 2e-35, -1e-35, 0.0]
+    k[90:95, 1] = np.nextafter(k[95:100, 1], 1.0)  # one float64 step apart
+    w = {None: None, "some zero": rng.uniform(0, 2, 300), "all zero": np.zeros(300)}[weights]
+    if weights == "some zero":
+        w[::5] = 0.0
+    model = (
+        h.HyperbolicLGBMClassifier(tree_space=space)
+        if backend_name == "lightgbm"
+        else h.HyperbolicDecisionTreeClassifier(tree_space=space)
+    )
+    backend = backend_for(model._make_estimator())
+    new, Xt = model._tree_space(backend, k, w)
+    old = old_tree_space(model, backend, k, w)
+    assert Xt.tobytes() == old.transform(k).tobytes()
+    assert (new.space, new.compare_dtype, new.zero_band) == (
+        old.space,
+        old.compare_dtype,
+        old.zero_band,
+    )
+    for a, b in zip((*new.klein, *new.image), (*old.klein, *old.image), strict=True):
+        assert a.tobytes() == b.tobytes()

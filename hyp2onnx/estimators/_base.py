@@ -207,7 +207,7 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
                 "leave input_blocks=None and give one hyperbolic geometry, or use a "
                 "scikit-learn, XGBoost or LightGBM model for inputs made of blocks."
             )
-        space = self._tree_space(backend, Xk, sample_weight)
+        space, Xt = self._tree_space(backend, Xk, sample_weight)
         native_categorical = False
         if blocks is not None:
             native_categorical = backend.use_categorical(estimator, categorical_features(blocks))
@@ -222,7 +222,8 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
                 out[:, codes] = F[:, codes]
                 return out
 
-        Xt = to_tree(Xk)
+        if native_categorical:
+            Xt[:, codes] = Xk[:, codes]
         fitted = backend.fit(
             estimator, Xt, y, sample_weight, **self._fit_params(fit_params, to_tree)
         )
@@ -303,8 +304,9 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
 
     def _tree_space(
         self, backend: Backend, Xk: np.ndarray, sample_weight: np.ndarray | None
-    ) -> TreeSpace:
-        """The map from Klein coordinates to what the learner is fitted on."""
+    ) -> tuple[TreeSpace, np.ndarray]:
+        """The map from Klein coordinates to what the learner is fitted on, and its
+        image of ``Xk`` (in one pass when the map is fitted on every row)."""
         if not backend.feature_splits:
             # Oblique splits compare projections of all Klein coordinates, which
             # no per-feature map keeps: such learners see the coordinates.
@@ -314,17 +316,20 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
                     f"{backend.name} trees split on projections of the Klein coordinates, "
                     f"which tree_space={space!r} does not keep; use tree_space='klein'."
                 )
-            return TreeSpace.fit(Xk[:0], "klein", backend.compare_dtype)
+            klein = TreeSpace.fit(Xk[:0], "klein", backend.compare_dtype)
+            return klein, klein.transform(Xk)
         # The map is fitted on the rows the learner learns from: a row of zero
         # weight must not change where the others are (random splitters draw
         # thresholds in the space they see).
         weighted = None if sample_weight is None else sample_weight != 0
-        return TreeSpace.fit(
-            Xk if weighted is None or not weighted.any() else Xk[weighted],
-            self.tree_space,
-            backend.compare_dtype,
-            backend.zero_band,
+        if weighted is None or weighted.all() or not weighted.any():
+            return TreeSpace.fit_transform(
+                Xk, self.tree_space, backend.compare_dtype, backend.zero_band
+            )
+        space = TreeSpace.fit(
+            Xk[weighted], self.tree_space, backend.compare_dtype, backend.zero_band
         )
+        return space, space.transform(Xk)
 
     def _classes(self, fitted: Any) -> np.ndarray:
         """Hook: the class labels in output order."""
