@@ -45,6 +45,7 @@ from .midpoints import (
     Midpoint,
     Placer,
     correct_tree,
+    placed_with_report,
     thresholds_from_neighbours,
     tree_neighbours,
 )
@@ -116,7 +117,7 @@ def correct_trees(
                 for t in trees
             ]
         )
-    new, internal, reached = thresholds_from_neighbours(
+    new, report = placed_with_report(
         nodes.feature,
         nodes.threshold,
         largest_left,
@@ -126,11 +127,6 @@ def correct_trees(
         midpoint=midpoint,
         place=place,
         fixed=fixed,
-    )
-    report = CorrectionReport(
-        n_splits=int(internal.sum()),
-        n_moved=int(np.sum(new[internal] != nodes.threshold[internal])),
-        n_unreached=int(np.sum(internal & ~reached)),
     )
     return np.split(new, nodes.starts[1:]), report
 
