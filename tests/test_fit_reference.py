@@ -132,13 +132,15 @@ def _inputs(k: np.ndarray, kind: str, codes: np.ndarray) -> np.ndarray:
     return geometry.from_klein(k, kind)
 
 
-def _training(kind: str, radius: float, weighted: bool) -> tuple[np.ndarray, ...]:
-    k = _klein(400, 2, radius, seed=1)
-    codes = np.arange(400) % 4
+def _training(kind: str, radius: float, weighted: bool, n: int = 400) -> tuple[np.ndarray, ...]:
+    k = _klein(n, 2, radius, seed=1)
+    codes = np.arange(n) % 4
     y = _labels(k)
     if kind.startswith("blocks"):
         y = (y + (codes == 2)) % 3
-    w = np.random.default_rng(2).uniform(0.0, 3.0, 400) if weighted else None
+    if n > 400:  # noisy labels: bushy trees
+        y = np.where(np.random.default_rng(7).random(n) < 0.3, codes % 3, y)
+    w = np.random.default_rng(2).uniform(0.0, 3.0, n) if weighted else None
     if w is not None:
         w[::7] = 0.0
     return _inputs(k, kind, codes), y, w, codes
@@ -386,6 +388,13 @@ CORRECTION_CASES: dict[str, tuple[Callable[[], Any], str, float, bool]] = {
         16.0,
         False,
     ),
+    # trees sharing their rows, over 255 splits each: routed, not searched
+    "extra_trees_shared_bushy": (
+        lambda: h.HyperbolicEstimator(ExtraTreesClassifier(3, random_state=0)),
+        "hyperboloid_large",
+        3.0,
+        True,
+    ),
     "forest_klein_space": (
         lambda: h.HyperbolicRandomForestClassifier(
             n_estimators=4, max_depth=8, random_state=0, tree_space="klein"
@@ -410,10 +419,16 @@ def test_correction_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPatch) -
     """Every corrected threshold, the report, the split index and the input dtype,
     bit for bit, with the old per-tree correction and the new batched one."""
     make, kind, radius, weighted = CORRECTION_CASES[name]
-    X, y, w, codes = _training("klein" if kind == "mixed" else kind, radius, weighted)
+    if kind == "hyperboloid_large":
+        X, y, w, codes = _training("hyperboloid", radius, weighted, n=3000)
+    else:
+        X, y, w, codes = _training("klein" if kind == "mixed" else kind, radius, weighted)
     if kind == "mixed":
         X = np.column_stack([X, np.random.default_rng(4).normal(size=len(X)), codes])
-    new = _fitted_state(make().fit(X, y, sample_weight=w))
+    model = make().fit(X, y, sample_weight=w)
+    if kind == "hyperboloid_large":  # the case is what it says
+        assert min(t.tree_.node_count for t in model.estimator_.estimators_) > 2 * 255
+    new = _fitted_state(model)
     monkeypatch.setattr(_correct_module, "correct_trees", old_correct_trees)
     assert _fitted_state(make().fit(X, y, sample_weight=w)) == new
 

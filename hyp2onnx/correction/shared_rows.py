@@ -59,6 +59,9 @@ _GROWTH = 2
 #: many candidates per training row and tree level (a candidate costs about
 #: half of what routing one row one level does).
 _ROUTING_BUDGET = 1.0
+#: Trees sharing their rows are searched while they average at most this many
+#: splits (about 8 full levels), routed otherwise (`_searched`).
+_SEARCH_MAX_SPLITS = 255
 #: Largest rank table (entries) also kept in walking order for the first check.
 _IN_ORDER_MAX = 1 << 24
 
@@ -86,8 +89,9 @@ def correct_trees(
     """Corrected thresholds of every tree, each on its rows ``X[rows[i]]``.
 
     ``X`` holds the training rows in the backend's comparison precision.
-    Several trees that share their rows are corrected in one pass (a single
-    tree is cheaper to route than to sort its rows for).
+    Several small trees that share their rows are searched in one pass
+    (`_searched`); other trees route their rows (a single tree is cheaper to
+    route than to sort its rows for).
     """
     # The rank search knows threshold splits only: trees with set-membership
     # splits (categorical codes) are routed.
@@ -95,9 +99,11 @@ def correct_trees(
     common = shared_rows(rows) if len(trees) > 1 and thresholds_only else None
     if common is not None:
         seen = X if common.size == X.shape[0] else X[common]
-        return correct_shared_rows(
-            trees, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
-        )
+        if _searched(trees):
+            return correct_shared_rows(
+                trees, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
+            )
+        X, rows = seen, [np.arange(seen.shape[0])] * len(trees)
     if not trees:
         return [], CorrectionReport()
     # Each tree routes its own rows; the thresholds of all trees are then placed
@@ -129,6 +135,18 @@ def correct_trees(
         fixed=fixed,
     )
     return np.split(new, nodes.starts[1:]), report
+
+
+def _searched(trees: list[TreeArrays]) -> bool:
+    """Whether trees that share their rows are cheaper searched than routed.
+
+    A walk costs about the same per split whatever the tree's depth, routing
+    costs per row and level: deep, bushy trees (forests without bootstrap,
+    extra trees) have far more splits than levels and are routed; boosters'
+    small trees are searched. Both give the same neighbours, exactly.
+    """
+    splits = sum(int(np.count_nonzero(t.feature >= 0)) for t in trees)
+    return splits <= _SEARCH_MAX_SPLITS * len(trees)
 
 
 def correct_shared_rows(
