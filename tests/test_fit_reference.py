@@ -36,6 +36,7 @@ from hyp2onnx import geometry
 from hyp2onnx.blocks import Categorical, Euclidean, Hyperbolic
 from hyp2onnx.correction import _correct as _correct_module
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
+from hyp2onnx.estimators import _base as _base_module
 from hyp2onnx.estimators._base import HyperbolicTreeModel
 from hyp2onnx.estimators._registry import backend_for
 from hyp2onnx.estimators._xgboost import _ubj_load
@@ -183,7 +184,7 @@ def _splits(model: Any) -> Splits:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_float32_decision_is_the_old_one(name: str) -> None:
+def test_float32_decision_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     make, kind, radius, weighted = CASES[name]
     X, y, w, _ = _training(kind, radius, weighted)
     model = make().fit(X, y, sample_weight=w)
@@ -192,6 +193,9 @@ def test_float32_decision_is_the_old_one(name: str) -> None:
     for probe in (X, _probes(model, kind, radius)):
         old = old_float32_keeps_outputs(model, probe)
         assert model._float32_keeps_outputs(probe, backend, splits) == old
+        with monkeypatch.context() as small_blocks:  # the check in blocks of 7 rows
+            small_blocks.setattr(_base_module, "_CHECK_ROWS", 7)
+            assert model._float32_keeps_outputs(probe, backend, splits) == old
         rounded = probe.astype(np.float32).astype(np.float64)
         try:
             seen_in = model._tree_input(rounded)

@@ -46,6 +46,9 @@ from ._interface import Backend
 from ._registry import backend_for
 from ._weights import checked_weights
 
+#: Rows the float32 check takes at a time (`HyperbolicTreeModel._float32_keeps_outputs`).
+_CHECK_ROWS = 1 << 15
+
 #: Parameters every hyperbolic model takes, with their defaults.
 GEOMETRY_DEFAULTS: dict[str, Any] = {
     "input_geometry": "hyperboloid",
@@ -250,8 +253,16 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
         The library's ``predict`` runs only on the rows that some split of
         ``splits`` (the native model's, None for oblique splits: every moved
         row) may route apart (`hyp2onnx.ir.crossings`); every other row takes
-        the same path in every tree, so gets the same outputs.
+        the same path in every tree, so gets the same outputs. Rows go in
+        blocks, so that the check's copies stay small beside the training data.
         """
+        return all(
+            self._float32_keeps_block(X[start : start + _CHECK_ROWS], backend, splits)
+            for start in range(0, X.shape[0], _CHECK_ROWS)
+        )
+
+    def _float32_keeps_block(self, X: np.ndarray, backend: Backend, splits: Splits | None) -> bool:
+        """`_float32_keeps_outputs` for one block of rows."""
         rounded = X.astype(np.float32).astype(np.float64)
         moved = np.flatnonzero((rounded != X).any(axis=1))
         if moved.size == 0:
