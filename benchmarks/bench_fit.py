@@ -11,7 +11,9 @@ the input dtype), the library on the coordinates themselves. Pairs:
   the wrapped class with the same parameters;
 - oblique (HHCART) tree: one scikit-learn tree of the same depth (no library
   grows HHCART trees, so its ratio is the cost of the oblique search);
-- isolation forest: scikit-learn's ``IsolationForest``;
+- isolation forest: scikit-learn's ``IsolationForest``, against the default
+  (centred splits, grown by hyp2onnx) and against ``splits="axis",
+  threshold_law="klein"`` (which is scikit-learn's forest, same draws);
 - rotation forest: as many scikit-learn trees of the same depth, each on the
   coordinates times a random orthogonal matrix;
 - MLP: scikit-learn's ``MLPClassifier``.
@@ -83,6 +85,7 @@ def pairs(threads: int, trees: int) -> dict[str, tuple[Factory, Factory]]:
     forest = {"n_estimators": trees, "max_depth": 10, "random_state": 0, "n_jobs": threads}
     boost = {"n_estimators": trees, "random_state": 0, "n_jobs": threads}
     cat = {"iterations": trees, "depth": 6, "thread_count": threads, "verbose": 0}
+    cat["allow_writing_files"] = False  # no catboost_info folder
     iso = {"random_state": 0, "n_jobs": threads}
     mlp = {"hidden_layer_sizes": (32,), "max_iter": 20, "random_state": 0}
     return {
@@ -116,6 +119,12 @@ def pairs(threads: int, trees: int) -> dict[str, tuple[Factory, Factory]]:
         ),
         "isolation forest": (
             lambda: h.HyperbolicIsolationForest(n_estimators=5 * trees, **iso, **k),
+            lambda: ensemble.IsolationForest(n_estimators=5 * trees, **iso),
+        ),
+        "isolation forest, axis": (
+            lambda: h.HyperbolicIsolationForest(
+                n_estimators=5 * trees, splits="axis", threshold_law="klein", **iso, **k
+            ),
             lambda: ensemble.IsolationForest(n_estimators=5 * trees, **iso),
         ),
         "rotation forest": (
