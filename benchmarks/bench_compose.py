@@ -22,6 +22,10 @@ machine drifting between rounds cancels), with their quartiles.
 sequential one's.
 
     python benchmarks/bench_compose.py [--quick]
+
+``--distributed [--rows N ...]``: composed graphs from raw columns on a Dask
+cluster, against the encoder and the model graph in turn on the same
+workers (`_compose_distributed.py`, written to compose_distributed.md).
 """
 
 from __future__ import annotations
@@ -63,27 +67,69 @@ def encoder(seed: int = 0) -> onnx.ModelProto:
         helper.make_node("Relu", ["h1"], ["h"]),
         helper.make_node("MatMul", ["h", "W2"], ["v0"]),
         helper.make_node("Add", ["v0", "b2"], ["v"]),
-        helper.make_node("Mul", ["v", "v"], ["vv"]),
+        *exponential_map("v"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", N_IN])]
+    return _model("encoder", nodes, inputs, w)
+
+
+def exponential_map(v: str) -> list[onnx.NodeProto]:
+    """Nodes from tangent vectors ``v`` to ``points`` = (cosh|v|, sinh|v| v/|v|) (float32;
+    reads the initializers ``eps`` and ``axes``)."""
+    return [
+        helper.make_node("Mul", [v, v], ["vv"]),
         helper.make_node("ReduceSum", ["vv", "axes"], ["ss"], keepdims=1),
         helper.make_node("Add", ["ss", "eps"], ["ss_eps"]),
         helper.make_node("Sqrt", ["ss_eps"], ["n"]),
         helper.make_node("Cosh", ["n"], ["x0"]),
         helper.make_node("Sinh", ["n"], ["s"]),
         helper.make_node("Div", ["s", "n"], ["f"]),
-        helper.make_node("Mul", ["f", "v"], ["xs"]),
+        helper.make_node("Mul", ["f", v], ["xs"]),
         helper.make_node("Concat", ["x0", "xs"], ["points"], axis=1),
     ]
+
+
+def _model(name: str, nodes: list, inputs: list, weights: dict) -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes,
-        "encoder",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", N_IN])],
+        name,
+        inputs,
         [helper.make_tensor_value_info("points", TensorProto.FLOAT, ["N", DIM + 1])],
-        [numpy_helper.from_array(v, k) for k, v in w.items()],
+        [numpy_helper.from_array(v, k) for k, v in weights.items()],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)
     return model
+
+
+def id_encoder(n_entities: int, n_features: int, seed: int = 0) -> onnx.ModelProto:
+    """Raw columns to H^DIM: an entity id (int64 [N]) into an embedding table, a bool flag
+    [N] that negates the embedding where false (``Where``), and float32 features [N, F]
+    through one linear layer, summed, then the exponential map (float32)."""
+    rng = np.random.default_rng(seed)
+    f32 = np.float32
+    w = {
+        "table": (rng.normal(size=(n_entities, DIM)) * 0.7).astype(f32),
+        "W": (rng.normal(size=(n_features, DIM)) * 0.5 / np.sqrt(n_features)).astype(f32),
+        "eps": np.array(1e-30, dtype=f32),
+        "axes": np.array([1], dtype=np.int64),
+    }
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["e"], axis=0),
+        helper.make_node("Neg", ["e"], ["minus_e"]),
+        helper.make_node("Unsqueeze", ["flag", "axes"], ["flag2"]),
+        helper.make_node("Where", ["flag2", "e", "minus_e"], ["signed"]),
+        helper.make_node("MatMul", ["x", "W"], ["xw"]),
+        helper.make_node("Add", ["signed", "xw"], ["v"]),
+        *exponential_map("v"),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("ids", TensorProto.INT64, ["N"]),
+        helper.make_tensor_value_info("flag", TensorProto.BOOL, ["N"]),
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", n_features]),
+    ]
+    return _model("id_encoder", nodes, inputs, w)
 
 
 def session(model: onnx.ModelProto, threads: int) -> ort.InferenceSession:
@@ -104,7 +150,20 @@ def spread(ratios: np.ndarray) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_output_args(parser)
+    parser.add_argument(
+        "--distributed",
+        action="store_true",
+        help="score a composed graph on a Dask LocalCluster instead (compose_distributed.md)",
+    )
+    parser.add_argument(
+        "--rows", type=int, nargs="+", help="rows scored with --distributed [1000000]"
+    )
     args = parser.parse_args()
+    if args.distributed:
+        from _compose_distributed import run_distributed
+
+        run_distributed(args, id_encoder)
+        return
     quick = args.quick
     n_train, n_test = (2_000, 2_000) if quick else (20_000, 50_000)
     n_trees, depth = (10, 4) if quick else (100, 8)

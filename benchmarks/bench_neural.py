@@ -53,6 +53,7 @@ from sklearn.neural_network import MLPClassifier
 import hyp2onnx as h
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.geometry import hyperboloid_to_poincare
+from hyp2onnx.ir.frames import frame_features
 from hyp2onnx.verify import run_onnx
 
 BOOST = 3.0
@@ -121,16 +122,18 @@ def sign_changes(f: Any, a: np.ndarray, b: np.ndarray, steps: int = 70) -> np.nd
 
 def boundary_rows(model: Any, k: np.ndarray, rng: np.random.Generator, n: int) -> dict:
     """Rows where a hidden unit's pre-activation changes sign, and where the label changes."""
-    net = model.network()
+    net, inputs = model.network(), _inputs(model)
     rows: dict[str, list[np.ndarray]] = {"pre-activation 0": [], "label tie": []}
     for _ in range(n):
         i, j = rng.integers(0, k.shape[0], 2)
         a, b = k[i : i + 1], k[j : j + 1]
-        pa, pb = net.pattern(a)[0], net.pattern(b)[0]
+        pa, pb = net.pattern(inputs(a))[0], net.pattern(inputs(b))[0]
         units = np.flatnonzero(pa != pb)
         if units.size:
             u = int(rng.choice(units))
-            rows["pre-activation 0"].append(sign_changes(lambda q: net.pattern(q)[:, u], a, b))
+            rows["pre-activation 0"].append(
+                sign_changes(lambda q: net.pattern(inputs(q))[:, u], a, b)
+            )
         la, lb = model.predict(_hyper(a)), model.predict(_hyper(b))
         if la[0] != lb[0]:
             rows["label tie"].append(
@@ -146,24 +149,42 @@ def _hyper(k: np.ndarray) -> np.ndarray:
     return np.concatenate([x0, k * x0], axis=1)
 
 
-def fit_mlp(X: np.ndarray, y: np.ndarray, hidden: tuple[int, ...], seed: int, iters: int) -> Any:
+def fit_mlp(
+    X: np.ndarray,
+    y: np.ndarray,
+    hidden: tuple[int, ...],
+    seed: int,
+    iters: int,
+    centre: str = "origin",
+) -> Any:
+    """``HyperbolicMLPClassifier``; ``centre="origin"`` (Klein coordinates) unless asked."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return h.HyperbolicMLPClassifier(
-            hidden_layer_sizes=hidden, max_iter=iters, random_state=seed
+            hidden_layer_sizes=hidden, max_iter=iters, random_state=seed, centre=centre
         ).fit(X, y)
+
+
+def _inputs(model: Any) -> Any:
+    """The map from Klein rows to what the network reads (its centring, if any)."""
+    frames = model.frames()
+    return (lambda q: q) if frames is None else (lambda q: frame_features(q, frames))
 
 
 # -- sections --------------------------------------------------------------------------------
 
 
-def exactness(quick: bool) -> list[list[Any]]:
+CENTRES = ("centroid", "origin")
+
+
+def exactness(quick: bool, centres: tuple[str, ...] = CENTRES) -> list[list[Any]]:
     rng = np.random.default_rng(1)
     rows = []
-    for d, classes in ((2, 4),) if quick else ((2, 4), (8, 2)):
+    cases = [(d, c, centre) for d, c in ((2, 4), (8, 2)) for centre in centres]
+    for d, classes, centre in cases[:1] if quick else cases:
         X, y = make_wrapped_normal_mixture(600 if quick else 3000, d, classes, random_state=d)
         Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.5, random_state=0)
-        model = fit_mlp(Xtr, ytr, (16, 16), 0, 60 if quick else 300)
+        model = fit_mlp(Xtr, ytr, (16, 16), 0, 60 if quick else 300, centre)
         tree = h.region_tree(model, Xtr)
         k = model.to_klein(Xte)
         sets = {
@@ -183,13 +204,14 @@ def exactness(quick: bool) -> list[list[Any]]:
             tree_vs_own = int((got_tree["label"] != tree.predict(points)).sum())
             tree_vs_net = int((got_tree["label"] != want).sum())
             covered = got_tree["covered"]
-            leaf = tree.tree_.leaf(model.to_klein(points))
+            inputs = model.network_input(points)
+            leaf = tree.tree_.leaf(inputs)
             net = model.decision_function(points)
-            own = tree.tree_.leaf_outputs(model.to_klein(points), leaf)
+            own = tree.tree_.leaf_outputs(inputs, leaf)
             value_gap = float(np.abs(own - net)[covered].max(initial=0.0))
             rows.append(
                 [
-                    f"d = {d}, {classes} classes",
+                    f"d = {d}, {classes} classes, {centre}",
                     name,
                     len(points),
                     *diffs,
@@ -270,7 +292,13 @@ def certified(quick: bool) -> list[list[Any]]:
     return rows
 
 
-def accuracy(quick: bool, seeds: int) -> list[list[Any]]:
+def accuracy(
+    quick: bool, seeds: int, jobs: int = 1, only: tuple[str, ...] | None = None
+) -> list[list[Any]]:
+    """Accuracy before and after an isometry, per data set and model; seeds run in ``jobs``
+    processes."""
+    from joblib import Parallel, delayed
+
     hidden, iters = (16, 16), (30 if quick else 500)
     datasets = {
         "wrapped normals d = 2": lambda s: make_wrapped_normal_mixture(1000, 2, 8, random_state=s),
@@ -291,8 +319,11 @@ def accuracy(quick: bool, seeds: int) -> list[list[Any]]:
 
         return fit_score
 
-    def ours(Xtr, ytr, Xte, yte, seed):
-        return fit_mlp(Xtr, ytr, hidden, seed, iters).score(Xte, yte)
+    def ours(centre: str) -> Any:
+        def fit_score(Xtr, ytr, Xte, yte, seed):
+            return fit_mlp(Xtr, ytr, hidden, seed, iters, centre).score(Xte, yte)
+
+        return fit_score
 
     def forest(Xtr, ytr, Xte, yte, seed):
         return (
@@ -309,37 +340,47 @@ def accuracy(quick: bool, seeds: int) -> list[list[Any]]:
         )
 
     models = {
-        "MLP on Klein (ours)": ours,
+        "MLP centred (ours, default)": ours("centroid"),
+        "MLP on Klein (centre='origin')": ours("origin"),
         "MLP on Poincaré": plain_mlp(hyperboloid_to_poincare),
         "MLP on log-map": plain_mlp(log_origin),
         "Fast-HyperRF": forest,
         "Fast-HyperXGB": xgb,
     }
+    if only is not None:
+        models = {name: fit for name, fit in models.items() if name.startswith(only)}
     rows = []
     for data_name, make in datasets.items():
-        scores = {name: ([], []) for name in models}
-        for seed in range(seeds):
+
+        def one_seed(seed: int, make: Any = make) -> dict[str, tuple[float, float]]:
             X, y = make(seed)
             y = np.unique(y, return_inverse=True)[1]
             G = random_isometry(X.shape[1] - 1, np.random.default_rng(1000 + seed), BOOST)
             moved = on_manifold(X @ G.T)
-            for which, data in enumerate((X, moved)):
+            got: dict[str, list[float]] = {name: [] for name in models}
+            for data in (X, moved):
                 Xtr, Xte, ytr, yte = train_test_split(
                     data, y, test_size=0.2, random_state=seed, stratify=y
                 )
                 for name, fit_score in models.items():
-                    scores[name][which].append(100.0 * fit_score(Xtr, ytr, Xte, yte, seed))
-        for name, (plain, moved) in scores.items():
-            a, b = np.array(plain), np.array(moved)
+                    got[name].append(100.0 * fit_score(Xtr, ytr, Xte, yte, seed))
+            return {name: (v[0], v[1]) for name, v in got.items()}
+
+        per_seed = Parallel(n_jobs=jobs)(delayed(one_seed)(seed) for seed in range(seeds))
+        for name in models:
+            a = np.array([got[name][0] for got in per_seed])
+            b = np.array([got[name][1] for got in per_seed])
             se = a.std(ddof=1) / np.sqrt(a.size) if a.size > 1 else float("nan")
             change = b - a
+            sd = change.std(ddof=1) if change.size > 1 else float("nan")
             rows.append(
                 [
                     data_name,
                     name,
                     f"{a.mean():.1f} ± {se:.1f}",
                     f"{b.mean():.1f}",
-                    f"{change.mean():+.1f} ± {change.std(ddof=1) / np.sqrt(change.size) if change.size > 1 else float('nan'):.1f}",
+                    f"{change.mean():+.1f} ± {sd / np.sqrt(change.size):.1f}",
+                    f"{sd:.1f} ({change.min():+.1f} to {change.max():+.1f})",
                 ]
             )
     return rows
@@ -428,8 +469,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     _report.add_output_args(parser)
     parser.add_argument("--seeds", type=int, default=None, help="seeds of the accuracy table")
+    parser.add_argument("--jobs", type=int, default=1, help="processes for the accuracy seeds")
     parser.add_argument(
-        "--only", choices=["speed"], default=None, help="rerun the speed section alone"
+        "--centred-only",
+        action="store_true",
+        help="with --only exactness/accuracy: rerun the centred networks (exactness) or the "
+        "MLPs (accuracy) alone, keeping the other rows as last measured",
+    )
+    parser.add_argument(
+        "--only",
+        choices=["speed", "exactness", "accuracy"],
+        default=None,
+        help="rerun one section alone, in place in an existing neural.md",
     )
     args = parser.parse_args()
     out = _report.output_dir(args)
@@ -439,6 +490,30 @@ def main() -> None:
     if args.only == "speed":
         rerun_speed(out / "neural.md", args.quick, environment)
         return
+    if args.only is not None:
+        measured = f"Re-measured alone (`--only {args.only}`): {environment}\n"
+        if args.only == "exactness":
+            rows = exactness(args.quick, ("centroid",) if args.centred_only else CENTRES)
+            if args.centred_only:  # the networks on Klein coordinates as last measured
+                earlier = earlier_rows(out / "neural.md", "exactness")
+                rows += [
+                    [r[0] if r[0].endswith("origin") else f"{r[0]}, origin", *r[1:]]
+                    for r in earlier
+                    if not r[0].endswith("centroid")
+                ]
+                measured += "Rows of `origin` networks: from the last full run.\n"
+            text = exactness_section(rows, measured)
+        else:
+            only = ("MLP",) if args.centred_only else None
+            rows = accuracy(args.quick, seeds, args.jobs, only)
+            if args.centred_only:  # the forests as last measured
+                earlier = earlier_rows(out / "neural.md", "accuracy")
+                earlier = [r[:5] for r in earlier if not r[1].startswith("MLP")]
+                rows = merge_earlier(rows, earlier, "(last full run: 5 seeds, not rerun)")
+            text = accuracy_section(rows, seeds, args.quick, measured)
+        print(text)
+        rerun_section(out / "neural.md", args.only, text)
+        return
     exact_rows = exactness(args.quick)
     print(_report.text_table(EXACT_HEADERS, exact_rows))
     cover_rows, growth_rows = coverage(args.quick)
@@ -447,7 +522,7 @@ def main() -> None:
     print(_report.text_table(CERTIFIED_HEADERS, certified_rows))
     speed_rows = speed(args.quick)
     print(_report.text_table(SPEED_HEADERS, speed_rows))
-    accuracy_rows = accuracy(args.quick, seeds)
+    accuracy_rows = accuracy(args.quick, seeds, args.jobs)
     print(_report.text_table(ACCURACY_HEADERS, accuracy_rows))
     text = f"""# Hyperbolic MLPs and their region trees
 
@@ -455,19 +530,7 @@ def main() -> None:
 {time.perf_counter() - start:.0f} s. Networks: scikit-learn's `MLPClassifier` with ReLU on
 Klein coordinates (`HyperbolicMLPClassifier`), hidden layers as stated.
 
-## Exactness
-
-Label differences of each exported graph against the Python model (`fast`: `Gemm` with its
-near-tie guard; `exact`: the fixed-order chain), and of the region tree's graph against the
-region tree's Python model and against the network. Boundary rows are found by bisection
-between two held-out points (on both sides of where a hidden unit's computed pre-activation
-changes sign, or the label changes). The last column is the largest difference between a
-covered row's leaf outputs (before the label guard) and the network's logits, against the
-stated bound (`value_bound_`).
-
-{_report.md_table(EXACT_HEADERS, exact_rows)}
-
-## Coverage
+{exactness_section(exact_rows)}## Coverage
 
 Share of 10,000 held-out rows (same distribution) whose region the tree holds, for trees built
 from the first `n` training points; regions reached against Aytekin's `2^(Σm)` bound, nodes of
@@ -484,17 +547,83 @@ the certified tree's build time in seconds. Labels equal the network's on every 
 
 {_report.md_table(CERTIFIED_HEADERS, certified_rows)}
 
-## Accuracy and isometry
+{accuracy_section(accuracy_rows, seeds, args.quick)}{speed_section(speed_rows, args.quick)}"""
+    _report.write(out / "neural.md", text)
+
+
+def exactness_section(rows: list[list[Any]], measured: str = "") -> str:
+    return f"""## Exactness
+
+Label differences of each exported graph against the Python model (`fast`: `Gemm` with its
+near-tie guard; `exact`: the fixed-order chain), and of the region tree's graph against the
+region tree's Python model and against the network. Boundary rows are found by bisection
+between two held-out points (on both sides of where a hidden unit's computed pre-activation
+changes sign, or the label changes). The last column is the largest difference between a
+covered row's leaf outputs (before the label guard) and the network's logits, against the
+stated bound (`value_bound_`). Networks: centred (`centroid`, the default: the training rows'
+Lorentzian centroid moved to the origin, principal axes turned onto the coordinate axes) and
+on Klein coordinates (`origin`); rows at radius 10 to 15 from the origin. The coverage,
+certified-region and speed sections measure networks on Klein coordinates (`centre="origin"`).
+
+{measured}
+{_report.md_table(EXACT_HEADERS, rows)}
+"""
+
+
+def accuracy_section(rows: list[list[Any]], seeds: int, quick: bool, measured: str = "") -> str:
+    return f"""## Accuracy and isometry
 
 Test accuracy (%, mean ± standard error over {seeds} seed(s), 80/20 split), before and after one
 random isometry of the data (a rotation, a boost of rapidity {BOOST:g}, a rotation), and the
-paired change. MLPs: hidden layers [16, 16], Adam, `max_iter` {30 if args.quick else 500};
-forests: {20 if args.quick else 100} trees, default depth.
+paired change (mean ± standard error), and its spread over the seeds (standard deviation,
+smallest and largest). MLPs: hidden layers [16, 16], Adam, `max_iter` {30 if quick else 500};
+ours centred (the default) and on Klein coordinates (`centre="origin"`); forests:
+{20 if quick else 100} trees, default depth.
 
-{_report.md_table(ACCURACY_HEADERS, accuracy_rows, "llrrr")}
+{measured}
+{_report.md_table(ACCURACY_HEADERS, rows, "llrrrr")}
+"""
 
-{speed_section(speed_rows, args.quick)}"""
-    _report.write(out / "neural.md", text)
+
+#: The sections ``--only`` reruns: their title, and the title of the section after them.
+SECTIONS = {
+    "exactness": ("## Exactness", "## Coverage"),
+    "accuracy": ("## Accuracy and isometry", "## Speed"),
+}
+
+
+def rerun_section(path: Path, which: str, text: str) -> None:
+    """Put the section ``which`` (measured again, ``text``) in place of the one in ``path``."""
+    if not path.exists():
+        sys.exit(f"{path} does not exist: run the whole benchmark first")
+    title, after = SECTIONS[which]
+    head, marker, rest = path.read_text().partition(title)
+    _, marker_after, tail = rest.partition(after)
+    if not (marker and marker_after):
+        sys.exit(f"{path} has no {which} section: run the whole benchmark again")
+    _report.write(path, head + text.rstrip("\n") + "\n\n" + after + tail)
+
+
+def earlier_rows(path: Path, which: str) -> list[list[str]]:
+    """The rows of the table in section ``which`` of ``path`` as it stands (cells as text)."""
+    if not path.exists():
+        return []
+    title, after = SECTIONS[which]
+    section = path.read_text().partition(title)[2].partition(after)[0]
+    lines = [line for line in section.splitlines() if line.startswith("| ")]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[1:]]
+    return [row for row in rows if not row[0].startswith((":--", "---"))]
+
+
+def merge_earlier(rows: list[list[Any]], earlier: list[list[str]], note: str) -> list[list[Any]]:
+    """``rows``, then each earlier row of the same data set (first cell) that ``rows`` lack
+    (second cell), ``note`` appended: rows kept from the last full run."""
+    have = {(str(r[0]), str(r[1])) for r in rows}
+    out: list[list[Any]] = []
+    for data in dict.fromkeys(str(r[0]) for r in rows):
+        out += [r for r in rows if str(r[0]) == data]
+        out += [[*r, note] for r in earlier if r[0] == data and (r[0], r[1]) not in have]
+    return out
 
 
 def speed_section(rows: list[list[Any]], quick: bool, measured: str = "") -> str:
@@ -537,7 +666,14 @@ EXACT_HEADERS = [
     "leaf vs network (max / bound)",
 ]
 GROWTH_HEADERS = ["network", "built from", "regions", "bound", "nodes", "coverage", "build s"]
-ACCURACY_HEADERS = ["data", "model", "accuracy", "after isometry", "change"]
+ACCURACY_HEADERS = [
+    "data",
+    "model",
+    "accuracy",
+    "after isometry",
+    "change",
+    "spread of the change (sd; min to max)",
+]
 CERTIFIED_HEADERS = [
     "network",
     "built from",

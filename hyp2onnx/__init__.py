@@ -38,6 +38,8 @@ _LAZY = {
         if n.startswith("Hyperbolic") and n != "HyperbolicTreeModel"
     },
     "region_tree": "estimators",
+    "RegionTree": "estimators",
+    "Region": "estimators._regions",
     "to_onnx": "export",
     "compose": "export",
     "save_onnx": "export",

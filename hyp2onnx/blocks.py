@@ -31,7 +31,7 @@ Points with ``x_0 <= 0`` have no gnomonic image, so they are refused, naming
 the rows; ``base_dim`` chooses which column is ``x_0`` (pick one on whose
 positive side all the data lie).
 
-Categorical columns hold non-negative integer codes (below 2**31). LightGBM
+Categorical columns hold non-negative integer codes (below ``2**31``). LightGBM
 and XGBoost split them natively (set membership); scikit-learn trees split
 the codes as numbers, at scikit-learn's own thresholds.
 """

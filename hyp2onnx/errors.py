@@ -70,6 +70,31 @@ class UnsupportedModelError(Hyp2OnnxError, TypeError):
     """The estimator or model file is not one hyp2onnx can train, correct or export."""
 
 
+class DamagedModelError(UnsupportedModelError, ValueError):
+    """A model breaks an invariant of its own format: a damaged file or a hand-edited model.
+
+    Trees whose children lie outside the tree or have two parents, NaN or
+    infinite thresholds or leaf values, CatBoost borders out of order: the
+    library may still load and predict such a model, but a graph cannot
+    agree with it (its reading of the model is undefined). The message says
+    what is wrong and where.
+    """
+
+
+class GraphRunError(Hyp2OnnxError, ValueError):
+    """A graph failed to compute on the data: an error in the data, not in hyp2onnx.
+
+    A node of the graph (an encoder's ``Gather`` given an id beyond its
+    table) refused the values it was handed. ``inputs`` names the inputs
+    that make it fail and ``rows`` the failing rows, where bisecting the
+    batch finds them (empty otherwise); the message says both.
+    """
+
+    def __init__(self, problem: str, fix: str, inputs: list[str], rows: list[int]) -> None:
+        super().__init__(f"{problem}; {fix}")
+        self.problem, self.fix, self.inputs, self.rows = problem, fix, inputs, rows
+
+
 class VerificationError(Hyp2OnnxError):
     """An exported graph does not agree with the model it came from."""
 

@@ -436,8 +436,9 @@ def unit_hyperboloid(
     return np.concatenate([x0[:, None], xs], axis=1)
 
 
-def lorentzian_centroid(x: np.ndarray) -> np.ndarray:
-    """``m / sqrt(-<m, m>_L)`` for ``m`` the sum of the unit-hyperboloid rows ``x``.
+def lorentzian_centroid(x: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:
+    """``m / sqrt(-<m, m>_L)`` for ``m`` the sum of the unit-hyperboloid rows ``x``
+    (each times its ``weight``, if given: non-negative, not all zero).
 
     ``-<m, m>_L = (m_0 - |m_s|)(m_0 + |m_s|)``, and ``m_0 - |m_s|``, a
     difference of two numbers as large as the rows (``e^r``), is summed
@@ -450,7 +451,11 @@ def lorentzian_centroid(x: np.ndarray) -> np.ndarray:
     result's ``x_0`` is recomputed from its spatial part.
     """
     x = np.asarray(x, dtype=np.float64)
-    return _centroid_of_sum(x.sum(axis=0), x[:, 0], *_centroid_row_terms(x))
+    if weight is None:
+        return _centroid_of_sum(x.sum(axis=0), x[:, 0], *_centroid_row_terms(x))
+    w = np.asarray(weight, dtype=np.float64)
+    m = (x * w[:, None]).sum(axis=0)
+    return _centroid_of_sum(m, x[:, 0], *_centroid_row_terms(x), weight=w)
 
 
 def _centroid_row_terms(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -475,6 +480,7 @@ def _centroid_of_sum(
     inverse: np.ndarray,
     *,
     all_spatial: bool = False,
+    weight: np.ndarray | None = None,
 ) -> np.ndarray:
     """The centroid of rows whose sum is ``m``, from their `_centroid_row_terms` and ``x_0``.
 
@@ -496,7 +502,8 @@ def _centroid_of_sum(
         gap *= spatial
         gap /= 2.0
         gap += inverse
-        lower = float((gap if all_spatial else np.where(spatial > 0, gap, x0)).sum())
+        terms = gap if all_spatial else np.where(spatial > 0, gap, x0)
+        lower = float((terms if weight is None else terms * weight).sum())
     else:
         lower = m0
     mu_s = ms / (math.sqrt(lower) * math.sqrt(m0 + s))

@@ -5,7 +5,7 @@
 graph's outputs in onnxruntime on what the graph receives (the points cast
 to its input type), labels and every numeric output. Casting the model's
 input too would hide what the cast loses: a float32 graph that misroutes
-categorical codes above 2**24 or far points would pass. Tests, the command
+categorical codes above ``2**24`` or far points would pass. Tests, the command
 line and users share it.
 """
 
@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from . import _runtime
 from ._feeds import feeds, input_specs, named_arrays
+from ._progress import bar
 from .errors import VerificationError
 from .geometry import raise_rows, to_klein
 from .ir import Task
@@ -57,14 +58,20 @@ class VerifyReport:
     #: per numeric output whose absolute tolerance is not ``atol``, the one it got
     #: (an isolation forest's ``scores``: ``atol`` + `ANOMALY_SCORE_ATOL`)
     output_atol: dict[str, float] = field(default_factory=dict)
+    #: the first ``short_batch_rows`` rows again, as one batch, against the short side's
+    #: tolerance (graphs whose short batches take the exact scores; None otherwise)
+    short_batch: VerifyReport | None = None
 
     @property
     def ok(self) -> bool:
-        """No label differs and every numeric value is within ``atol + rtol * |expected|``."""
-        return not self.label_mismatches and not any(self.beyond_tolerance.values())
+        """No label differs and every numeric value is within ``atol + rtol * |expected|``
+        (in the short batch too)."""
+        short_ok = self.short_batch is None or self.short_batch.ok
+        return short_ok and not self.label_mismatches and not any(self.beyond_tolerance.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "ok": self.ok}
+        short = None if self.short_batch is None else self.short_batch.to_dict()
+        return {**asdict(self), "ok": self.ok, "short_batch": short}
 
     def __str__(self) -> str:
         parts = [f"{self.rows} rows"]
@@ -79,6 +86,8 @@ class VerifyReport:
                 parts.append(f"{self.beyond_tolerance[name]} {name} values beyond it")
         if self.worst_rows and not self.ok:
             parts.append("worst rows " + ", ".join(map(str, self.worst_rows)))
+        if self.short_batch is not None:
+            parts.append(f"as one short batch, {self.short_batch}")
         return ("OK: " if self.ok else "MISMATCH: ") + "; ".join(parts)
 
     def raise_if_failed(self) -> VerifyReport:
@@ -88,7 +97,7 @@ class VerifyReport:
         return self
 
 
-def default_tolerance(metadata: dict[str, Any]) -> float:
+def default_tolerance(metadata: dict[str, Any], *, rows: int | None = None) -> float:
     """Largest output difference accepted for a graph, from how it computes.
 
     Follows from the model's description, which the export records: the
@@ -102,11 +111,15 @@ def default_tolerance(metadata: dict[str, Any]) -> float:
     that adds in float32 in its own order differs by float32 roundings of
     the sum (1e-5). An encoding that adds the trees in the runtime's order
     (``fast``) adds the bound it records in the metadata (``value_bound``):
-    the largest difference two orders of the sums can make.
+    the largest difference two orders of the sums can make; a batch of
+    ``rows`` rows, at most its ``short_batch_rows``, takes the ordered sums
+    instead (``short_batch_value_bound``, 0), and gets the tolerance of those.
     """
     base = _ordered_tolerance(metadata)
     if not _encoding_of(metadata).value_bound:
         return base
+    if rows is not None and rows <= metadata.get("short_batch_rows", 0):
+        return base + float(metadata["short_batch_value_bound"])
     if "value_bound" not in metadata:
         raise ValueError(
             "the graph's metadata lacks value_bound (exported by an older hyp2onnx): "
@@ -168,7 +181,7 @@ def run_onnx(
     """
     session = _runtime.session(onnx_model, threads=threads)
     fed = feeds(input_specs(onnx_model), X)
-    outputs = session.run(None, fed)
+    outputs = _runtime.run(session, fed)
     named = {o.name: value for o, value in zip(session.get_outputs(), outputs, strict=True)}
     refuse_off_manifold(named)
     return named
@@ -198,7 +211,7 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
 
     onnx's reference GatherElements (1.23) is built on ``np.choose``, which
     takes at most 64 choices, and its fallback reads the wrong elements for
-    larger tables (ours have up to 2**12 rows); this class follows the
+    larger tables (ours have up to ``2**12`` rows); this class follows the
     operator's definition with ``np.take_along_axis``.
     """
     from onnx.reference import ReferenceEvaluator
@@ -251,7 +264,9 @@ def _encoder_points(
             )
         part, output = _runtime.load(encoder), metadata["encoder_output"]
     # the composed graph's inputs are the encoder's, by name and type
-    (points,) = _runtime.session(part).run([output], feeds(input_specs(part), fed))
+    (points,) = _runtime.run(
+        _runtime.session(part), feeds(input_specs(part), fed), outputs=[output]
+    )
     return np.asarray(points, dtype=np.float64)
 
 
@@ -335,13 +350,42 @@ def _both_sides(
         raise ValueError(f"X must have shape (n_samples, {width}) for this model, got {X.shape}.")
     feeds(specs, X)  # refuse NaN, inf and overflow before either side runs
     X = np.asarray(X, dtype=np.float64)  # the data as the user holds it
+    if X.shape[0] > CHUNK_ROWS:
+        return (*_in_chunks(model, onnx_model, metadata, X), int(X.shape[0]))
     got = run_onnx(onnx_model, X)  # cast to the graph's input type, as in use
     return got, _python_outputs(model, X, metadata), int(X.shape[0])
 
 
+#: Rows per step when verify compares large data (a progress bar counts them on a terminal).
+CHUNK_ROWS = 65_536
+
+
+def _in_chunks(
+    model: Any, onnx_model: onnx.ModelProto, metadata: dict[str, Any], X: np.ndarray
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Both sides, ``CHUNK_ROWS`` rows at a time (one session), with a progress bar on a
+    terminal; each output joined over the chunks."""
+    session = _runtime.session(onnx_model)
+    specs = input_specs(onnx_model)
+    got: list[dict[str, np.ndarray]] = []
+    want: list[dict[str, np.ndarray]] = []
+    with bar(X.shape[0], "verify") as shown:
+        for start in range(0, X.shape[0], CHUNK_ROWS):
+            part = X[start : start + CHUNK_ROWS]
+            outputs = session.run(None, feeds(specs, part))
+            got.append({o.name: v for o, v in zip(session.get_outputs(), outputs, strict=True)})
+            want.append(_python_outputs(model, part, metadata))
+            shown.update(part.shape[0])
+    return _joined(got), _joined(want)
+
+
+def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {name: np.concatenate([np.asarray(p[name]) for p in parts]) for name in parts[0]}
+
+
 def verify(
     model: Any,
-    onnx_model_or_path: onnx.ModelProto | str | os.PathLike,
+    onnx_model_or_path: onnx.ModelProto | str | os.PathLike | Any,
     X: Any,
     *,
     atol: float | None = None,
@@ -359,7 +403,9 @@ def verify(
     differs by at most ``atol + rtol * |expected|``. Neither given: by
     encoding and backend ([`default_tolerance`][hyp2onnx.verify.default_tolerance], [`default_rtol`][hyp2onnx.verify.default_rtol]);
     ``atol`` alone: that absolute tolerance (``rtol`` 0); ``rtol`` alone:
-    the default ``atol``. Label differences are counted exactly.
+    the default ``atol``. Label differences are counted exactly. More than
+    ``CHUNK_ROWS`` rows are compared a chunk at a time, with a progress bar
+    on a terminal (a plain graph's; a composed graph's run whole).
 
     A composed graph (`hyp2onnx.compose`) takes the encoder's raw
     inputs ``X``: one array for an encoder with one input, else a mapping
@@ -372,13 +418,65 @@ def verify(
     encoder part cut out of the graph. Routing and labels are thus checked
     exactly given the encoder's outputs; rows whose encoder point is off the
     manifold are refused (`refuse_off_manifold`).
+
+    A compiled scorer (``hyp2onnx.export.compiled.CompiledScorer``) in place of
+    the graph is checked the same way, with the exact encoding's tolerance.
     """
     from .export import read_metadata
+    from .export.compiled import CompiledScorer
 
+    if isinstance(onnx_model_or_path, CompiledScorer):
+        return _verify_compiled(model, onnx_model_or_path, X, atol=atol, rtol=rtol)
     onnx_model = _runtime.load(onnx_model_or_path)
     metadata = read_metadata(onnx_model)
     got, want, n_rows = _both_sides(model, onnx_model, metadata, X, encoder)
-    tolerance = default_tolerance(metadata) if atol is None else float(atol)
+    report = _compare(got, want, n_rows, metadata, atol=atol, rtol=rtol)
+    short = metadata.get("short_batch_rows", 0)
+    if short and n_rows > short and encoder is None and not _composed(metadata):
+        # the exact side of the graph, and the bound recorded for it: its first rows as one batch
+        specs = input_specs(onnx_model)
+        first = np.asarray(named_arrays(specs, X)[0][specs[0].name])[:short]
+        got, want, rows = _both_sides(model, onnx_model, metadata, first, None)
+        report = replace(
+            report, short_batch=_compare(got, want, rows, metadata, atol=atol, rtol=rtol)
+        )
+    return report
+
+
+def _verify_compiled(
+    model: Any, scorer: Any, X: Any, *, atol: float | None, rtol: float | None
+) -> VerifyReport:
+    """`verify` of a compiled scorer (``hyp2onnx.export.compiled``): its outputs on the
+    points as the user holds them, with the exact encoding's tolerance."""
+    metadata = scorer.metadata()
+    X = np.asarray(X, dtype=np.float64)
+    width = metadata["n_features_in"]
+    if X.ndim != 2 or X.shape[1] != width:
+        raise ValueError(f"X must have shape (n_samples, {width}) for this model, got {X.shape}.")
+    got = scorer.predict_outputs(X)
+    return _compare(
+        got, _python_outputs(model, X, metadata), len(X), metadata, atol=atol, rtol=rtol
+    )
+
+
+def _composed(metadata: dict[str, Any]) -> bool:
+    from .export.compose import is_composed
+
+    return bool(is_composed(metadata))
+
+
+def _compare(
+    got: dict[str, np.ndarray],
+    want: dict[str, np.ndarray],
+    n_rows: int,
+    metadata: dict[str, Any],
+    *,
+    atol: float | None,
+    rtol: float | None,
+) -> VerifyReport:
+    """The graph's outputs ``got`` against the model's ``want`` on a batch of ``n_rows`` rows,
+    with the tolerance of that batch (`verify`)."""
+    tolerance = default_tolerance(metadata, rows=n_rows) if atol is None else float(atol)
     relative = (
         float(rtol) if rtol is not None else (default_rtol(metadata) if atol is None else 0.0)
     )

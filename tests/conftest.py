@@ -27,7 +27,12 @@ import pytest
 
 #: Files whose tests use a Spark session: one unit of work. The docs page stops its
 #: session (``spark.stop()``), so it runs last of them.
-SPARK_FILES = ("test_spark.py", "test_distributed_property.py", "test_docs_spark.py")
+SPARK_FILES = (
+    "test_spark.py",
+    "test_distributed_property.py",
+    "test_distributed_graphs.py",
+    "test_docs_spark.py",
+)
 
 #: Files (the Spark files as "spark") by their seconds in a whole run
 #: (``--durations=0``), longest first; the rest follow in file order. Only the

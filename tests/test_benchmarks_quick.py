@@ -10,10 +10,16 @@ test_examples_quick.py, so that the suite's workers share the load.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 from _quick import NEEDS_HYPERDT, check_quick_mode
+
+NEEDS_LLEAVES = pytest.mark.skipif(
+    importlib.util.find_spec("lleaves") is None,
+    reason="lleaves is not installed: pip install 'hyp2onnx[compiled]'",
+)
 
 # script, the Markdown it writes, the figure it writes (None: no figure)
 CASES = [
@@ -28,6 +34,8 @@ CASES = [
     pytest.param("bench_standard_compaction.py", "standard_compaction.md", None),
     pytest.param("bench_label_rules.py", "label_rules.md", None),
     pytest.param("bench_fit.py", "fit.md", None),
+    pytest.param("bench_short_batches.py", "short_batches.md", None),
+    pytest.param("bench_compiled.py", "compiled.md", None, marks=NEEDS_LLEAVES),
 ]
 
 

@@ -443,7 +443,7 @@ def test_every_feature_split_family_takes_blocks_and_the_others_refuse_them():
     assert not [name for name in takes if "Householder" in name]
     F = _features(60, seed=12)
     X, y = _block_rows(F, BLOCKS, exact=False), _targets(F, "clf")
-    pytest.importorskip("catboost")
+    pytest.importorskip("catboost", reason="catboost (extra 'catboost') is not installed")
     with pytest.raises(ValueError, match="catboost models do not take input_blocks"):
         h.HyperbolicCatBoostClassifier(iterations=2, input_blocks=BLOCKS).fit(X, y)
     from hyp2onnx.estimators._householder import HouseholderTreeClassifier

@@ -485,7 +485,12 @@ def test_predict_errors_write_nothing(runs: Runs, work: Work) -> None:
     # the bad row is row 36 of the second 64-row chunk: reported as the file's row 100
     _error(runs["predict_off"], EXIT_USAGE, "Xoff.npy: 1 row(s) are off", "(rows 100)")
     _error(runs["parquet_missing"], EXIT_USAGE, "any.parquet: reading .parquet needs pyarrow")
-    _error(runs["inspect_not_onnx"], EXIT_USAGE, "rf.pkl: not a readable ONNX file")
+    _error(
+        runs["inspect_not_onnx"],
+        EXIT_USAGE,
+        "rf.pkl: this is a model file",
+        "hyp2onnx convert rf.pkl",
+    )
     for name in ("width.csv", "off.csv", "pq.csv"):
         assert not (folder / name).exists()
 

@@ -1,7 +1,8 @@
 """``.skops`` files of the estimators that belong to no backend load in the command line.
 
 Isolation and rotation forests hold hyp2onnx types of their own (the
-estimator, ``IsolationTree``), which the trusted list of
+estimator, ``IsolationTree``), and networks fitted by a stochastic solver
+hold scikit-learn's optimiser, which the trusted list of
 `hyp2onnx.cli._models.trusted_types` must name; before it did, their
 files were refused with a fix ("save only the fitted estimator") that the
 user had already followed.
@@ -20,7 +21,9 @@ import hyp2onnx as h
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.verify import ANOMALY_SCORE_ATOL
 
-sio = pytest.importorskip("skops.io")
+sio = pytest.importorskip(
+    "skops.io", reason="skops is not installed (pip install skops): the CLI's .skops files"
+)
 
 MODELS = {
     "isolation": lambda: h.HyperbolicIsolationForest(n_estimators=5, random_state=0),
@@ -29,6 +32,13 @@ MODELS = {
     ),
     "rotation regressor": lambda: h.HyperbolicRotationForestRegressor(
         n_estimators=4, max_depth=4, random_state=0
+    ),
+    # a stochastic solver keeps its optimiser (scikit-learn's AdamOptimizer / SGDOptimizer)
+    "mlp adam": lambda: h.HyperbolicMLPClassifier(
+        hidden_layer_sizes=(8,), max_iter=20, random_state=0
+    ),
+    "mlp sgd regressor": lambda: h.HyperbolicMLPRegressor(
+        hidden_layer_sizes=(8,), solver="sgd", max_iter=20, random_state=0
     ),
 }
 

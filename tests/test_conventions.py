@@ -142,7 +142,7 @@ def _torch_points(R: float = 1.0, n: int = 16, d: int = 3):
 
 @pytest.mark.skipif(
     importlib.util.find_spec("geoopt") is None,
-    reason="geoopt (extra 'embeddings', needs torch) is not installed",
+    reason="geoopt is not installed (extra 'embeddings', left out of 'dev': it pulls in torch)",
 )
 @pytest.mark.parametrize("c", [0.3, 1.0, 2.5])
 def test_geoopt_poincare_ball(c: float) -> None:
@@ -162,7 +162,7 @@ def test_geoopt_poincare_ball(c: float) -> None:
 
 @pytest.mark.skipif(
     importlib.util.find_spec("geoopt") is None,
-    reason="geoopt (extra 'embeddings', needs torch) is not installed",
+    reason="geoopt is not installed (extra 'embeddings', left out of 'dev': it pulls in torch)",
 )
 @pytest.mark.parametrize("k", [0.5, 1.0, 3.0])
 def test_geoopt_lorentz(k: float) -> None:
@@ -184,7 +184,7 @@ def test_geoopt_lorentz(k: float) -> None:
 
 @pytest.mark.skipif(
     importlib.util.find_spec("geoopt") is None,
-    reason="geoopt (extra 'embeddings', needs torch) is not installed",
+    reason="geoopt is not installed (extra 'embeddings', left out of 'dev': it pulls in torch)",
 )
 def test_geoopt_sphere_is_refused() -> None:
     import geoopt
@@ -195,7 +195,7 @@ def test_geoopt_sphere_is_refused() -> None:
 
 @pytest.mark.skipif(
     importlib.util.find_spec("hypll") is None,
-    reason="hypll (extra 'embeddings', needs torch) is not installed",
+    reason="hypll is not installed (extra 'embeddings', left out of 'dev': it pulls in torch)",
 )
 @pytest.mark.parametrize("raw", [None, 0.5, 3.0])
 def test_hypll_poincare_ball(raw: float | None) -> None:

@@ -606,6 +606,51 @@ def test_bad_sample_weights_are_refused_naming_their_global_rows(client):
     lgbm.fit(Xd, yd, sample_weight=da.from_array(w, chunks=(CHUNKS,)))
 
 
+def test_missing_labels_and_weights_that_are_not_numbers_name_their_global_rows(client):
+    """Round 5 (issue 39, re-test): NaN labels gave scikit-learn's "Input y contains NaN"
+    without rows, None or <NA> labels "boolean value of NA is ambiguous", a NaN or infinite
+    regression target XGBoost's "Label contains NaN" from the cluster, and None or <NA>
+    weights "Parameters of such types are not supported by isfinite"."""
+    k, X, y, _ = _data("binary", seed=7)
+    Xd = da.from_array(X, chunks=(CHUNKS, -1))
+    frame = dd.from_pandas(pd.DataFrame(X, columns=["x0", "x1", "x2"]), npartitions=3)
+    clf = hdask.HyperbolicDaskXGBClassifier(client=client, **_native_params("XGB"))
+    reg = hdask.HyperbolicDaskLGBMRegressor(client=client, n_estimators=2, verbose=-1)
+    nan = y.astype(float)
+    nan[[5, 1750]] = np.nan
+    with pytest.raises(ValueError, match=r"y holds missing labels .* at rows 5, 1750;"):
+        clf.fit(Xd, da.from_array(nan, chunks=(CHUNKS,)))
+    for labels_ in (pd.Series(y, dtype="Int64"), pd.Series(y.astype(str), dtype=object)):
+        labels_[[5, 2999]] = None
+        with pytest.raises(ValueError, match=r"y holds missing labels .* at rows 5, 2999;"):
+            clf.fit(frame, dd.from_pandas(labels_, npartitions=3))
+    for bad in (np.nan, np.inf):
+        target = k[:, 0].copy()
+        target[1750] = bad
+        with pytest.raises(ValueError, match=r"y holds missing targets .* at row 1750;"):
+            reg.fit(Xd, da.from_array(target, chunks=(CHUNKS,)))
+    target = pd.Series(k[:, 0], dtype="Float64")
+    target[9] = pd.NA
+    with pytest.raises(ValueError, match=r"y holds missing targets .* at row 9;"):
+        reg.fit(frame, dd.from_pandas(target, npartitions=3))
+    w = pd.Series(np.ones(len(y)), dtype="Float64")
+    w[[11, 2000]] = pd.NA
+    with pytest.raises(ValueError, match=r"found null at rows 11, 2000\."):
+        clf.fit(
+            frame,
+            dd.from_pandas(pd.Series(y), npartitions=3),
+            sample_weight=dd.from_pandas(w, npartitions=3),
+        )
+    w = pd.Series(np.ones(len(y)), dtype=object)
+    w[12] = "heavy"
+    with pytest.raises(ValueError, match=r"sample_weight must hold numbers; it holds 'heavy'"):
+        clf.fit(
+            frame,
+            dd.from_pandas(pd.Series(y), npartitions=3),
+            sample_weight=dd.from_pandas(w, npartitions=3),
+        )
+
+
 # -- LightGBM: classes per worker checked before training; no training can hang ----------
 
 

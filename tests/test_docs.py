@@ -11,7 +11,12 @@
   _docs.py); the slowest pages, or their sections, run from
   test_docs_distributed.py, test_docs_spark.py and test_docs_deploy.py, so
   that the suite's workers share them;
-* every public class and function of the public modules has a docstring.
+* every public class and function of the public modules has a docstring;
+* the rendered pages (read by _site.py) show no asterisks of a bare ``2**31``
+  and no list marker inside a paragraph; every public name (and every public
+  class a public method returns) has an API entry, every parameter row its
+  own default; each guide page links the public names it writes as code;
+  every page is in the navigation.
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ import sys
 import zlib
 from pathlib import Path
 
+import _site
 import pytest
+import yaml
 from _docs import (
     NOT_RUN,
     PAGES,
@@ -188,3 +195,56 @@ def test_every_public_name_has_a_docstring(module_name):
         if (inspect.isclass(obj) or inspect.isfunction(obj)) and not (obj.__doc__ or "").strip():
             missing.append(name)
     assert not missing, f"{module_name}: no docstring for {missing}"
+
+
+# -- what a reader sees: the rendered text, the API reference, links and navigation --
+
+
+def test_no_page_shows_stray_asterisks_or_bold_glued_to_a_word(site):
+    """A bare ``2**31`` outside code is Markdown bold: ``2**24 ... 2**31`` shows as
+    "224 ... 231" with the text between in bold. Write powers as code."""
+    found = _site.stray_emphasis(site)
+    assert not found, "asterisks read as emphasis; put them in `code`:\n" + "\n".join(found)
+
+
+def test_no_list_marker_sits_inside_a_paragraph(site):
+    """A list item's continuation indented by 2 or 3 spaces after a blank line ends the
+    list, and the next item becomes text of a paragraph; indent it by 4."""
+    found = _site.merged_lists(site)
+    assert not found, "list items merged into paragraphs:\n" + "\n".join(found)
+
+
+def test_every_public_name_has_an_api_entry(site):
+    """``hyp2onnx.__all__`` and the public classes its functions and methods return."""
+    missing = _site.missing_entries(_identifiers(site), _site.api_names())
+    assert not missing, f"no API entry (add one to docs/reference/hyp2onnx.md): {missing}"
+
+
+def test_every_parameter_row_shows_its_own_default(site):
+    found = _site.wrong_defaults(site)
+    assert not found, "parameter tables that contradict the signatures:\n" + "\n".join(found)
+
+
+def test_guide_pages_link_the_public_names_they_use(site):
+    """Each public name a guide page writes as code is linked at least once on that page."""
+    found = _site.unlinked_names(site, _guide_pages(), _site.api_names())
+    assert not found, "write [`name`][hyp2onnx.name] once per page:\n" + "\n".join(found)
+
+
+def test_every_page_is_in_the_navigation(site):
+    found = _site.outside_navigation(site)
+    assert not found, f"pages the navigation does not list: {found}"
+
+
+def _guide_pages() -> list[str]:
+    """The home page and the pages of the navigation's "User guide" section."""
+    nav = yaml.load((ROOT / "mkdocs.yml").read_text(), _NavLoader)["nav"]
+    guide = next(entry["User guide"] for entry in nav if "User guide" in entry)
+    return ["index.md", *(page for entry in guide for page in entry.values())]
+
+
+class _NavLoader(yaml.SafeLoader):
+    """mkdocs.yml's loader for its ``nav``: tags (``!!python/name``) read as nothing."""
+
+
+_NavLoader.add_multi_constructor("", lambda loader, suffix, node: None)

@@ -112,7 +112,9 @@ def test_klein_tree_space_is_blind_there(backend) -> None:
     Xt, yt = ray(1000, 13.0, DIRECTION_D8, seed=2)
     if backend == "catboost":
         # Its float32 quantization merges each feature's training values into one.
-        catboost = pytest.importorskip("catboost")
+        catboost = pytest.importorskip(
+            "catboost", reason="catboost (extra 'catboost') is not installed"
+        )
         with pytest.raises(catboost.CatBoostError, match="constant"):
             MODELS[backend](tree_space="klein").fit(X, y)
         return

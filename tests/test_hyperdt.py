@@ -26,7 +26,9 @@ from hyp2onnx.verify import run_onnx
 hyperdt_tree = pytest.importorskip(
     "hyperdt.tree", reason="hyperdt==0.0.3 (extra 'bench') is not installed"
 )
-hyperdt_ensemble = pytest.importorskip("hyperdt.ensemble")
+hyperdt_ensemble = pytest.importorskip(
+    "hyperdt.ensemble", reason="hyperdt==0.0.3 (extra 'bench') is not installed"
+)
 
 N_TRAIN = 160
 

@@ -192,7 +192,7 @@ def _far_hyperdt_rows(n: int = 60) -> tuple[np.ndarray, np.ndarray]:
 def test_far_hyperdt_models_export_float64_and_keep_every_training_row() -> None:
     from hyp2onnx.verify import run_onnx
 
-    tree = pytest.importorskip("hyperdt.tree")
+    tree = pytest.importorskip("hyperdt.tree", reason="hyperdt (extra 'bench') is not installed")
     X, y = _far_hyperdt_rows()
     model = tree.HyperbolicDecisionTreeClassifier(max_depth=8).fit(X, y)
     # The oracle, HyperDT itself: rounded to float32, some training rows change sides.
@@ -337,7 +337,7 @@ def test_metadata_nested_too_deep_is_one_clear_error(tmp_path) -> None:
 def test_skl2onnx_advises_only_encodings_that_convert_a_categorical_model() -> None:
     import re
 
-    pytest.importorskip("skl2onnx")
+    pytest.importorskip("skl2onnx", reason="skl2onnx (extra 'skl2onnx') is not installed")
     from skl2onnx import convert_sklearn
     from skl2onnx.common.data_types import FloatTensorType
 

@@ -412,7 +412,8 @@ def test_benchmark_skip_speed_keeps_the_speed_section_it_finds(tmp_path: Path, m
 
 
 @pytest.mark.skipif(
-    __import__("importlib").util.find_spec("gensim") is None, reason="gensim (extra 'dev')"
+    __import__("importlib").util.find_spec("gensim") is None,
+    reason="gensim (extra 'dev') is not installed",
 )
 def test_hierarchy_example_finds_the_held_out_packages() -> None:
     """examples/isolation_hierarchy.py --quick: each package held out in turn is found

@@ -4,12 +4,16 @@ Oracles independent of the code under test: the network's forward pass in
 plain Python floats (left-to-right sums over ``coefs_``), activation patterns
 brute-forced on a dense grid of the Klein disk with numpy's own product, and
 the hyperboloid's geometry from its definitions (geodesics as combinations
-of two points with ``sinh`` weights).
+of two points with ``sinh`` weights). The fixtures' networks read Klein coordinates
+(``centre="origin"``), which these oracles take; tests/test_neural_centred.py holds the
+centred networks (the default) to the same graphs.
 """
 
 from __future__ import annotations
 
+import io
 import pickle
+import sys
 import warnings
 
 import numpy as np
@@ -35,7 +39,7 @@ def four_classes():
     X, k = points(800, 2, seed=3, max_radius=2.5)
     y = labels(k, 4, seed=3)
     model = hyp2onnx.HyperbolicMLPClassifier(
-        hidden_layer_sizes=(16, 16), max_iter=150, random_state=0
+        hidden_layer_sizes=(16, 16), max_iter=150, random_state=0, centre="origin"
     )
     return _fit(model, X[:500], y[:500]), X, y
 
@@ -45,7 +49,7 @@ def two_classes():
     X, k = points(600, 3, seed=4, max_radius=2.5)
     y = np.where(labels(k, 2, seed=4) == 1, "b", "a")
     model = hyp2onnx.HyperbolicMLPClassifier(
-        hidden_layer_sizes=(12, 8), max_iter=150, random_state=1
+        hidden_layer_sizes=(12, 8), max_iter=150, random_state=1, centre="origin"
     )
     return _fit(model, X[:400], y[:400]), X, y
 
@@ -479,7 +483,7 @@ def test_explain_works_for_every_row(four_classes):
 
 
 def test_explain_draws_the_region_in_the_poincare_disk(four_classes):
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="matplotlib (extra 'plot') is not installed")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -499,12 +503,72 @@ def test_command_line_converts_and_checks(tmp_path, two_classes):
         out = tmp_path / f"{name}.onnx"
         code, stdout, err = cli("convert", path, "-o", out, "--check", tmp_path / "sample.npy")
         assert code == 0, err
+        # says what the model is (a network records one "tree" for the metadata's sake)
+        assert "ReLU network, hidden layers [12, 8]" in stdout and "trees" not in stdout, stdout
+        assert ("region tree of" in stdout) == (name == "tree"), stdout
         code, _, err = cli("predict", out, tmp_path / "sample.npy", "-o", tmp_path / f"{name}.csv")
         assert code == 0, err
         code, shown, err = cli("inspect", out)
         assert code == 0 and "hidden layers [12, 8]" in shown, err
+        # OpenVINO's differences said as what they are: a region number on a boundary
+        assert "values by up to 1)" not in shown and "values by up to 1;" not in shown, shown
+        if name == "tree":
+            assert "neighbouring region number" in shown, shown
         lines = (tmp_path / f"{name}.csv").read_text().splitlines()
         assert len(lines) == 1 + len(X) - 400
+
+
+def test_command_line_says_a_model_file_or_data_is_no_graph(tmp_path, two_classes):
+    """A model file given as a graph, and data given as an encoder: one error line naming
+    what the file is and one fix line, nothing of protobuf's."""
+    model, X, _ = two_classes
+    (tmp_path / "mlp.pkl").write_bytes(pickle.dumps(model))
+    np.save(tmp_path / "sample.npy", X[:20])
+    for args, said in (
+        (("inspect", tmp_path / "mlp.pkl"), "this is a model file"),
+        (("predict", tmp_path / "mlp.pkl", tmp_path / "sample.npy"), "this is a model file"),
+        (("convert", tmp_path / "mlp.pkl", "--encoder", tmp_path / "sample.npy"), "not an ONNX"),
+    ):
+        code, _, err = cli(*args)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 2, err
+        assert lines[0].startswith("error: ") and said in lines[0], err
+        assert lines[1].strip().startswith("fix: ") and "Wire format" not in err, err
+    assert not list(tmp_path.glob("*.onnx"))
+
+
+class _Terminal(io.StringIO):
+    """stderr as a terminal (progress bars are drawn only there)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_certifying_shows_progress_on_a_terminal_only(two_classes, monkeypatch, terminal):
+    """A bar per round with the candidates looked at, the regions certified and the time
+    left on a terminal; nothing in a log file. Planted: the bar shown everywhere."""
+    model, X, _ = two_classes
+    stderr = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    tree = hyp2onnx.region_tree(model, X[:20], certify_radius=1.0, max_certified=3)
+    shown = stderr.getvalue()
+    if terminal:
+        assert "certify, round 1" in shown and "candidates" in shown, shown
+        assert tree.n_certified_ > 0 and "certified=" in shown, shown
+    else:
+        assert shown == "", shown
+
+
+def test_fitted_state_is_readable(two_classes):
+    """The network's loss curve is its own attribute, and a region tree says what it is."""
+    model, X, _ = two_classes
+    assert model.loss_curve_ == model.estimator_.loss_curve_ and len(model.loss_curve_) > 1
+    assert model.best_loss_ == min(model.loss_curve_)
+    tree = hyp2onnx.region_tree(model, X[:50])
+    said = repr(tree)
+    assert said.startswith("RegionTree(HyperbolicMLPClassifier(hidden_layer_sizes=(12, 8))")
+    assert f"{tree.n_regions_} regions of at most 2**20" in said, said
 
 
 def test_uncovered_regressor_rows_get_the_networks_values():

@@ -48,6 +48,12 @@ ESTIMATORS = [
     HyperbolicRandomForestRegressor(n_estimators=5, input_blocks=BALL_BLOCK),
     HyperbolicMLPClassifier(hidden_layer_sizes=(4,), max_iter=50, random_state=0, **BALL),
     HyperbolicMLPRegressor(hidden_layer_sizes=(4,), max_iter=50, random_state=0, **BALL),
+    HyperbolicMLPClassifier(
+        hidden_layer_sizes=(4,), max_iter=50, random_state=0, centre="origin", **BALL
+    ),
+    HyperbolicMLPRegressor(
+        hidden_layer_sizes=(4,), max_iter=50, random_state=0, centre="origin", **BALL
+    ),
     HyperbolicXGBClassifier(n_estimators=5, n_jobs=1, input_blocks=[(0.0, None)]),
     HyperbolicLGBMRegressor(n_estimators=20, n_jobs=1, input_blocks=BALL_BLOCK),
 ]
@@ -65,7 +71,16 @@ def expected_failed_checks(estimator: Any) -> dict[str, str]:
         # The checks' points divided by R = 1000 are tiny Klein coordinates, on which a small
         # network does not reach the checks' accuracy in 50 iterations.
         scaled = "inputs divided by R = 1000: a small network trains slowly on them"
-        return {"check_classifiers_train": scaled, "check_regressors_train": scaled}
+        failed = {"check_classifiers_train": scaled, "check_regressors_train": scaled}
+        if estimator.centre != "origin":
+            # 15 rows in 30 dimensions: the centred frame's axes in the 15 or more directions
+            # the rows do not span are not determined by them, so the weighted and the
+            # repeated rows get different axes there (the networks on Klein coordinates,
+            # below, pass this check).
+            failed["check_sample_weight_equivalence_on_dense_data"] = (
+                "fewer rows than dimensions leave the centred frame's trailing axes undetermined"
+            )
+        return failed
     if isinstance(estimator, HyperbolicRandomForestClassifier | HyperbolicRandomForestRegressor):
         return {"check_sample_weight_equivalence_on_dense_data": BOOTSTRAP_WEIGHTS}
     return {}

@@ -173,6 +173,38 @@ def test_spark_fit_names_missing_columns_null_labels_and_bad_weights(spark):
         est(featuresCol=cols, labelCol="y", weightCol="w").fit(df.withColumn("w", F.lit(0.0)))
 
 
+def test_spark_fit_names_nan_labels_infinite_targets_and_text_weights(spark):
+    """Round 5 (issue 39, re-test): a NaN label gave scikit-learn's "Input y contains NaN"
+    without rows, a NaN or infinite regression target a Py4JJavaError from the barrier
+    stage, a weight 'abc' Spark's own NumberFormatException; a column named in another
+    case, which Spark itself would resolve, is named with the exact match."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    X, y, _ = _training_data("regression")
+    frame = pd.DataFrame(X[:200], columns=["x0", "x1", "x2"]).assign(
+        y=(y[:200] > 0).astype(float), w=np.ones(200), id=np.arange(200)
+    )
+    df = spark.createDataFrame(frame).coalesce(2)
+    cols = ["x0", "x1", "x2"]
+    nan = df.withColumn("y", F.when(F.col("id").isin(3, 150), float("nan")).otherwise(F.col("y")))
+    with pytest.raises(ValueError, match=r"labelCol 'y' holds nulls at rows 3, 150 \(null or NaN;"):
+        hspark.HyperbolicSparkXGBClassifier(featuresCol=cols, labelCol="y").fit(nan)
+    inf = df.withColumn("y", F.when(F.col("id") == 4, float("-inf")).otherwise(F.col("y")))
+    for bad, rows in ((nan, "rows 3, 150"), (inf, "row 4")):
+        with pytest.raises(ValueError, match=rf"holds nulls at {rows} \(null or NaN or infinite;"):
+            hspark.HyperbolicSparkXGBRegressor(featuresCol=cols, labelCol="y").fit(bad)
+    text = df.withColumn(
+        "w", F.when(F.col("id") == 5, F.lit("abc")).otherwise(F.col("w").cast("string"))
+    )
+    with pytest.raises(ValueError, match=r"weightCol 'w' .* found not a number at row 5\."):
+        hspark.HyperbolicSparkXGBClassifier(featuresCol=cols, labelCol="y", weightCol="w").fit(text)
+    with pytest.raises(
+        ValueError, match=r"no column 'X0'; its columns: .* \(names are matched exactly: 'x0'\?\)"
+    ):
+        hspark.HyperbolicSparkXGBClassifier(featuresCol=["X0", "x1", "x2"], labelCol="y").fit(df)
+
+
 @pytest.mark.parametrize("task", ["multiclass", "regression"])
 def test_spark_gives_null_outputs_for_bad_rows_on_request(spark, task):
     graph, X = _model(task)

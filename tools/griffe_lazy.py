@@ -12,10 +12,17 @@ the wrapped library's parameters), so the source holds none either: each
 public class or function without a docstring in the source gets the one it
 has at run time, and a class whose ``__init__`` is generated (its
 parameters are the wrapped library's) gets its run-time signature.
+
+Defaults are shown as the objects have them at run time: a default the
+source writes as an expression (``GEOMETRY_DEFAULTS["curvature"]``) shows
+its value, and each name of a numpydoc row listing several parameters
+(``input_geometry, curvature, timelike_dim``) shows its own default (griffe
+gives every name of such a row the first one's).
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import sys
@@ -40,6 +47,7 @@ PUBLIC = (
     "hyp2onnx.export",
     "hyp2onnx.geometry",
     "hyp2onnx.hyperdt",
+    "hyp2onnx.plot",
     "hyp2onnx.spark",
     "hyp2onnx.verify",
 )
@@ -85,9 +93,17 @@ class LazyNames(griffe.Extension):
                 except KeyError:
                     continue
                 if not found.docstring:
-                    found.docstring = griffe.Docstring(inspect.cleandoc(obj.__doc__), parent=found)
+                    found.docstring = griffe.Docstring(
+                        inspect.cleandoc(obj.__doc__),
+                        parent=found,
+                        parser=loader.docstring_parser,
+                        parser_options=loader.docstring_options,
+                    )
                     if inspect.isclass(obj):
                         _set_signature(found, obj)
+                elif inspect.isclass(obj) and _generated(found, obj):
+                    _set_signature(found, obj)
+                _own_defaults(found, obj)
 
 
 _KINDS = {
@@ -113,3 +129,43 @@ def _set_signature(found: Any, cls: type) -> None:
         )
     )
     found.set_member("__init__", griffe.Function("__init__", parameters=parameters, parent=found))
+
+
+def _generated(found: Any, cls: type) -> bool:
+    """Whether ``cls.__init__`` takes parameters the source's ``__init__`` does not name."""
+    try:
+        names = {p.name for p in found.parameters}
+    except AttributeError:
+        names = set()
+    return bool(set(inspect.signature(cls.__init__).parameters) - names - {"self"})
+
+
+def _literal(text: str | None) -> bool:
+    try:
+        ast.literal_eval(text or "")
+    except (ValueError, SyntaxError):
+        return False
+    return True
+
+
+def _own_defaults(found: Any, obj: Any) -> None:
+    """Show each parameter's run-time default, in the signature and in its docstring row."""
+    try:
+        runtime = inspect.signature(obj.__init__ if inspect.isclass(obj) else obj).parameters
+        griffe_parameters = found.parameters
+    except (TypeError, ValueError, AttributeError):
+        return
+    for p in griffe_parameters:
+        value = runtime[p.name].default if p.name in runtime else inspect.Parameter.empty
+        if value is inspect.Parameter.empty:
+            continue
+        if not _literal(str(p.default)) and _literal(repr(value)):
+            p.default = repr(value)
+    if not found.docstring:
+        return
+    defaults = {p.name: p.default for p in griffe_parameters}
+    for section in found.docstring.parsed:
+        if section.kind is griffe.DocstringSectionKind.parameters:
+            for row in section.value:
+                if row.name in defaults:
+                    row.value = defaults[row.name]

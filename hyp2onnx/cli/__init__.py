@@ -41,10 +41,11 @@ COMMANDS: dict[str, click.Command] = {
     "predict": predict.command,
 }
 
-HELP = f"""Export hyperbolic tree models to ONNX and use the graphs.
+HELP = f"""Export hyperbolic models (trees, forests, networks) to ONNX and use the graphs.
 
 \b
   convert  trained model file -> .onnx graph taking raw hyperbolic points
+           (--encoder puts an encoder's ONNX graph in front)
   verify   check a graph against its model on data
   inspect  describe a graph: geometry, inputs/outputs, operators, runtimes
   predict  score a data file in chunks, write CSV

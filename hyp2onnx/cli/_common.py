@@ -19,6 +19,7 @@ from typing import IO, Any, Protocol, TypeVar
 import click
 
 from .._atomic import UnwritableOutputError, atomic_write, output_target
+from .._progress import bar
 
 __all__ = [
     "EXIT_CODES_HELP",
@@ -161,17 +162,7 @@ def atomic_output(path: Path, *, force: bool, binary: bool = False) -> Iterator[
 
 def progress(total: int | None, desc: str) -> Any:
     """A tqdm bar on stderr, shown only when stderr is a terminal."""
-    from tqdm import tqdm
-
-    return tqdm(
-        total=total,
-        desc=desc,
-        unit="rows",
-        unit_scale=True,
-        file=sys.stderr,
-        disable=not sys.stderr.isatty(),
-        leave=False,
-    )
+    return bar(total, desc)
 
 
 def tolerance_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -269,3 +260,15 @@ def subcommand(
 ) -> Callable[[Callable[..., Any]], click.Command]:
     """The click command ``name``: full help, one-line help, and help when given no arguments."""
     return click.command(name, help=help_text, short_help=short_help, no_args_is_help=True)
+
+
+def describe_contents(metadata: dict[str, Any]) -> str:
+    """What a hyp2onnx graph holds, from its metadata: a network (and its region tree) or
+    trees. Networks record one "tree" for the metadata's sake; that is no tree to show."""
+    if "hidden_layer_sizes" in metadata:
+        network = f"ReLU network, hidden layers {metadata['hidden_layer_sizes']}"
+        if "n_regions" in metadata:
+            network += f"; region tree of {metadata['n_regions']} regions"
+        return network
+    n = int(metadata["n_trees"])
+    return f"{n} tree" if n == 1 else f"{n} trees"

@@ -448,6 +448,12 @@ def load_onnx(path: Path) -> Any:
     try:
         model = onnx.load(str(path))
     except Exception as exc:
+        if path.suffix.lower() in MODEL_FORMATS:  # a trained model, not yet a graph
+            raise InputError(
+                path,
+                f"this is a model file ({MODEL_FORMATS[path.suffix.lower()]}), not an ONNX graph",
+                f"convert it first: hyp2onnx convert {path}",
+            ) from exc
         raise InputError(
             path, f"not a readable ONNX file ({type(exc).__name__}: {first_line(exc)})", fix
         ) from exc

@@ -44,7 +44,8 @@ def _variant(
 
 def _how_it_differs(data: dict[str, Any], variant: str, runtime: str) -> str:
     """How a runtime that runs ``variant`` with other outputs differs, from the table of every
-    model kind: where its labels differ, and how far its values are off elsewhere."""
+    model kind: where its labels differ (at thresholds, at near ties: rows whose top two
+    scores lie closest), and how far its values are off elsewhere."""
     cells = [
         per_variant[variant][runtime]
         for kind, per_variant in data.get("kinds", {}).items()
@@ -56,9 +57,13 @@ def _how_it_differs(data: dict[str, Any], variant: str, runtime: str) -> str:
     away = [c[k] for c in ran for k in ("held-out", "far")]
     if any(r["labels_differ"] for r in away):
         return "outputs differ"
-    at = sum(c["at thresholds"]["labels_differ"] for c in ran)
+    where = [
+        place
+        for place, key in (("thresholds", "at thresholds"), ("near ties", "near ties"))
+        if sum(c[key]["labels_differ"] for c in ran if key in c)
+    ]
     worst = max((r["max_abs_diff"] for r in away if r["values_beyond"]), default=0.0)
-    labels = "labels differ at thresholds only" if at else "labels agree"
+    labels = f"labels differ at {' and '.join(where)} only" if where else "labels agree"
     return labels + (f"; values by up to {worst:.1g} elsewhere" if worst else "")
 
 
@@ -127,11 +132,20 @@ def network_kind(metadata: dict[str, Any]) -> str | None:
     return regressor if metadata.get("task") == "regression" else classifier
 
 
-def _cell_differences(cell: dict[str, Any]) -> str:
-    rows = [cell[k] for k in ("held-out", "at thresholds", "far") if k in cell]
+def _cell_differences(cell: dict[str, Any], kind: str) -> str:
+    rows = [cell[k] for k in ("held-out", "at thresholds", "far", "near ties") if k in cell]
     labels = sum(r["labels_differ"] for r in rows)
-    worst = max((r["max_abs_diff"] for r in rows if r["values_beyond"]), default=0.0)
     parts = [f"{labels} of {sum(r['rows'] for r in rows)} labels differ"] if labels else []
+    if kind == NETWORK_KINDS[3]:  # a region tree: its region output on boundary rows
+        # off the boundaries only probabilities differ; on one, a runtime computing in
+        # float32 may route the row to the neighbouring region (its region number differs)
+        away = [cell[k] for k in ("held-out", "far") if k in cell]
+        worst = max((r["max_abs_diff"] for r in away if r["values_beyond"]), default=0.0)
+        parts += [f"probabilities within {worst:.1g}"] if worst else []
+        if cell.get("at thresholds", {}).get("max_abs_diff", 0.0) > max(worst, 1e-3):
+            parts.append("a row on a region boundary may get the neighbouring region number")
+        return ", ".join(parts) or "outputs differ"
+    worst = max((r["max_abs_diff"] for r in rows if r["values_beyond"]), default=0.0)
     parts += [f"values by up to {worst:.1g}"] if worst else []
     return ", ".join(parts) or "outputs differ"
 
@@ -150,6 +164,8 @@ def runtimes_for_kind(kind: str, *, dtype: str = "float32") -> list[str]:
         runtime = data["runtimes"][key]
         name = f"{runtime['name']} {runtime['version']}"
         out.append(
-            name if cell["status"] == "agrees" else f"{name} (runs; {_cell_differences(cell)})"
+            name
+            if cell["status"] == "agrees"
+            else f"{name} (runs; {_cell_differences(cell, kind)})"
         )
     return out

@@ -18,6 +18,7 @@ from ._common import (
     atomic_output,
     check_output,
     debug_option,
+    describe_contents,
     existing_file,
     first_line,
     is_stream,
@@ -273,6 +274,12 @@ def _with_encoder(model: Any, options: ConvertOptions, export_kwargs: dict[str, 
     try:
         return compose(options.encoder, model, output=options.encoder_output, **export_kwargs)
     except (ValueError, TypeError) as exc:
+        if type(exc.__cause__).__name__ == "DecodeError":  # protobuf cannot parse the file
+            raise InputError(
+                options.encoder,
+                "not an ONNX model (protobuf cannot read it)",
+                "pass the encoder's .onnx file to --encoder (the data go to --check)",
+            ) from exc
         raise InputError(options.encoder, first_line(exc)) from exc
 
 
@@ -291,7 +298,7 @@ def report_convert(result: ConvertResult) -> None:
         return
     click.echo(
         f"wrote {result.output} ({result.n_bytes} bytes): {meta['estimator_class']}, "
-        f"{meta['n_trees']} trees, {meta['input_geometry']} input, "
+        f"{describe_contents(meta)}, {meta['input_geometry']} input, "
         f"{meta['encoding']} encoding, {meta['input_dtype']}",
         err=err,
     )
@@ -334,6 +341,9 @@ Examples:
   hyp2onnx convert forest.pkl --ort        # also forest.ort + its operator list
   hyp2onnx convert forest.pkl --encoding standard         # OpenVINO, tract
   hyp2onnx convert booster.json --geometry poincare --curvature -0.5
+  hyp2onnx convert mlp.pkl --check sample.npy       # a HyperbolicMLPClassifier
+  hyp2onnx convert mlp.pkl --encoding exact     # bit for bit, not the fast default
+  hyp2onnx convert regions.pkl --check sample.npy  # hyp2onnx.region_tree(net, X)
   hyp2onnx convert forest.pkl --encoder encoder.onnx --check raw.npy
   hyp2onnx convert forest.pkl --encoder encoder.onnx --check inputs.npz
 

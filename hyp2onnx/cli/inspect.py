@@ -15,6 +15,7 @@ from ._common import (
     EXIT_OK,
     InputError,
     debug_option,
+    describe_contents,
     existing_file,
     run,
     subcommand,
@@ -89,10 +90,7 @@ class Inspection:
             for i, v in enumerate(values):
                 rows.append((label if i == 0 else "", f"{v['name']}  {v['type']} {_shape(v)}"))
         if meta is not None and "hidden_layer_sizes" in meta:  # a network or its region tree
-            network = f"ReLU, hidden layers {meta['hidden_layer_sizes']}"
-            if "n_regions" in meta:
-                network += f"; region tree of {meta['n_regions']} regions"
-            rows.append(("network", network))
+            rows.append(("network", describe_contents(meta)))
         else:
             trees = f"{self.tree_nodes} tree nodes"
             if meta is not None:
@@ -119,6 +117,9 @@ def _values(meta: dict[str, Any]) -> str:
     if meta.get("values_rounded_to"):
         how = f"double sums in the runtime's order, rounded once to {meta['values_rounded_to']}"
     labels = "; labels exact" if meta["classes"] is not None else ""
+    short = meta.get("short_batch_rows")
+    if short:  # batches of up to that many rows take the exact scores
+        how = f"batches of up to {short} rows: the exact encoding's; longer ones: {how}"
     return f"{how}, within {bound:.3g} of the model's{labels}"
 
 
@@ -228,24 +229,25 @@ def _runtimes(model: Any, meta: dict[str, Any] | None) -> list[str]:
     )
 
 
-HELP = f"""Describe ONNX graph OUT: what it takes and returns and what it contains.
+HELP = f"""Describe ONNX graph GRAPH: what it takes and returns and what it contains.
 
 Shows the input geometry and curvature, the classes, the inputs and
 outputs with their shapes and types, the operators and opsets, the number
-of trees and tree nodes, the file size, and the runtimes its encoding is
+of trees and tree nodes (or the network's layers and regions), the file size, and the runtimes its encoding is
 known to run in. --json prints the same as one JSON object.
 
 \b
 Examples:
   hyp2onnx inspect forest.onnx
   hyp2onnx inspect forest.onnx --json
+  hyp2onnx inspect mlp.onnx
 
 {EXIT_CODES_HELP}
 """
 
 
 @subcommand("inspect", HELP, "Describe a graph: geometry, inputs/outputs, operators, runtimes.")
-@click.argument("onnx_file", metavar="OUT", type=click.Path(path_type=Path))
+@click.argument("onnx_file", metavar="GRAPH", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @debug_option
 def command(onnx_file: Path, as_json: bool, debug: bool) -> int:

@@ -82,16 +82,22 @@ def default_predictions(data_path: Path) -> Path:
     return with_suffix(data_path, ".predictions.csv", "data")
 
 
+#: Per-row outputs written after the answer's columns, under their own names: a region
+#: tree's ``covered`` (whether a region holds the row) and ``region`` (its number, -1: none).
+EXTRA_OUTPUTS = ("covered", "region")
+
+
 def _header(metadata: dict[str, Any], outputs: dict[str, Any]) -> list[str]:
+    extra = [name for name in EXTRA_OUTPUTS if name in outputs]
     if metadata["task"] == Task.ANOMALY:  # isolation forests
-        return ["label", "score", "path_length"]
+        return ["label", "score", "path_length", *extra]
     if metadata["task"] == Task.CLASSIFICATION:
         classes = metadata["classes"]
         n = outputs["probabilities"].shape[1]
         names = classes if classes is not None and len(classes) == n else list(range(n))
-        return ["label", *(f"probability_{c}" for c in names)]
+        return ["label", *(f"probability_{c}" for c in names), *extra]
     n = outputs["variable"].shape[1] if outputs["variable"].ndim == 2 else 1
-    return ["value"] if n == 1 else [f"value_{i}" for i in range(n)]
+    return (["value"] if n == 1 else [f"value_{i}" for i in range(n)]) + extra
 
 
 #: First characters that make a spreadsheet read a cell as a formula (OWASP, CSV injection).
@@ -139,6 +145,9 @@ def _lines(metadata: dict[str, Any], outputs: dict[str, Any]) -> str:
     else:
         fmt = "%s," + fmt
         rows = [fmt % (a, *r) for a, r in zip(first, values.astype(np.float64).tolist())]
+    extra = [np.asarray(outputs[name]).tolist() for name in EXTRA_OUTPUTS if name in outputs]
+    if extra:  # bool as True/False, integers as they are
+        rows = [",".join([row, *map(str, more)]) for row, *more in zip(rows, *extra, strict=True)]
     return "".join(row + "\n" for row in rows)
 
 
@@ -150,6 +159,7 @@ def predict_file(
     chunk_rows: int | None = None,
     force: bool = False,
     check_manifold: bool = True,
+    compiled: Path | None = None,
 ) -> PredictResult:
     """Write the graph's outputs for every row of ``data_path`` to the CSV ``output``.
 
@@ -157,7 +167,9 @@ def predict_file(
     `DEFAULT_CHUNK_ROWS`) at a time, so memory stays bounded. An ``.npz``
     whose inputs cannot be split into rows (`hyp2onnx.cli._inputs`) is
     scored whole; asking for ``chunk_rows`` then is an error. ``output``
-    appears complete or not at all.
+    appears complete or not at all. ``compiled``: the fitted model file the
+    graph was exported from, scored instead by its compiled trees
+    (`_compiled_scorer`).
     """
     check_output(output, force=force)
     if output.resolve() in (data_path.resolve(), onnx_path.resolve()):
@@ -174,13 +186,18 @@ def predict_file(
     session = onnx_session(onnx_model, onnx_path)
     size = chunk_rows_for(onnx_model, metadata, chunk_rows or DEFAULT_CHUNK_ROWS)
     names = [o.name for o in session.get_outputs()]
+    score = lambda chunk, first: dict(
+        zip(names, _scored(session, data.feeds(chunk, first), data_path, first))
+    )
+    if compiled is not None:
+        score = _compiled_scorer(compiled, metadata, score)
 
     rows = 0
     with atomic_output(output, force=force) as f, progress(data.n_rows, "predict") as bar:
         header_written = False
         for first, chunk in data.chunks(size):
             data.check_points(chunk, first, manifold=check_manifold)
-            outputs = dict(zip(names, session.run(None, data.feeds(chunk, first))))
+            outputs = score(chunk, first)
             refuse_flagged_rows(outputs, data_path, first)
             if not header_written:
                 f.write(",".join(map(_field, _header(metadata, outputs))) + "\n")
@@ -195,7 +212,73 @@ def predict_file(
     return PredictResult(onnx_path, data_path, output, rows)
 
 
-HELP = f"""Score the points in DATA with ONNX graph OUT and write the predictions as CSV.
+def _scored(session: Any, feeds: dict[str, Any], data_path: Path, first: int) -> list[Any]:
+    """The graph's outputs for one chunk; an `InputError` naming the data's rows and input
+    where the graph fails on them (an encoder given an id beyond its table)."""
+    from .._runtime import run
+    from ..errors import GraphRunError
+
+    try:
+        return run(session, feeds, first_row=first)
+    except GraphRunError as exc:
+        raise InputError(data_path, exc.problem, exc.fix) from exc
+
+
+#: Rows of the first chunk the compiled scorer and the graph must agree on.
+AGREEMENT_ROWS = 256
+
+
+def _compiled_scorer(model_path: Path, metadata: dict[str, Any], graph: Any) -> Any:
+    """``score(chunk, first)`` by the compiled trees of the model in ``model_path``
+    (`hyp2onnx.export.compiled`), checked on the first chunk against the graph's
+    ``score``: the same labels and values within the graph's bound, else an error
+    (a model file the graph was not exported from)."""
+    from ..errors import MissingExtraError, UnsupportedModelError
+    from ..export import kind_of
+    from ..export.compiled import compile_model_lleaves
+    from ..verify import default_tolerance
+    from ._models import load_model
+
+    model = load_model(model_path)
+    stated = {}
+    if kind_of(model) == "plain":  # the graph's metadata says the points' geometry
+        stated = {k: metadata[k] for k in ("input_geometry", "curvature", "timelike_dim")}
+    try:
+        scorer = compile_model_lleaves(model, **stated)
+    except (MissingExtraError, UnsupportedModelError) as exc:
+        raise InputError(model_path, str(exc).rstrip("."), "score with the graph alone") from exc
+    name = "X"
+    checked = False
+
+    def score(chunk: dict[str, np.ndarray], first: int) -> dict[str, np.ndarray]:
+        nonlocal checked
+        points = np.asarray(chunk[name], dtype=np.float64)
+        outputs = scorer.predict_outputs(points, check=False)
+        if not checked:
+            head = {name: chunk[name][:AGREEMENT_ROWS]}
+            want = graph(head, first)
+            n = len(head[name])
+            tolerance = default_tolerance(metadata, rows=n) + 1e-15
+            agree = all(
+                np.array_equal(outputs[k][:n], want[k])
+                if k == "label"
+                else np.all(np.abs(outputs[k][:n] - want[k]) <= tolerance * (1 + np.abs(want[k])))
+                for k in want
+                if k in outputs
+            )
+            if not agree:
+                raise InputError(
+                    model_path,
+                    "its compiled trees do not give the graph's outputs on the first rows",
+                    "give --compiled the model file the graph was exported from",
+                )
+            checked = True
+        return outputs
+
+    return score
+
+
+HELP = f"""Score the points in DATA with ONNX graph GRAPH and write the predictions as CSV.
 
 DATA (.npy, .csv or .parquet) is read at most CHUNK_ROWS rows at a time,
 fewer for wide graphs (many trees times classes), so scoring takes at most
@@ -214,7 +297,13 @@ invalid categorical codes are refused either way. Labels starting with =, +, -, 
 are written with a leading ' so spreadsheets do not run them as formulas. The CSV has a header
 and one row per point: label and one probability_<class> column per class
 for classifiers, value (value_0, ... for several targets) for regressors,
-label (+1 inlier, -1 outlier), score and path_length for isolation forests.
+label (+1 inlier, -1 outlier), score and path_length for isolation forests;
+a region tree's graph adds covered (True where one of its regions holds the
+row) and region (the region's number, -1 for none).
+With --compiled MODEL (the fitted model file GRAPH was exported from), the
+points are scored by MODEL's trees compiled to machine code by lleaves (pip
+install 'hyp2onnx[compiled]'; compiled once, then cached): the same labels,
+values within the exact graph's bound, checked against GRAPH on the first rows.
 It is written to PREDICTIONS (default: DATA with .predictions.csv) only if
 every chunk succeeds; an existing file is replaced only with --force.
 A symbolic link is written through to its target; a FIFO or device
@@ -231,7 +320,7 @@ Examples:
 
 
 @subcommand("predict", HELP, "Score a data file in chunks with a graph; write CSV.")
-@click.argument("onnx_file", metavar="OUT", type=click.Path(path_type=Path))
+@click.argument("onnx_file", metavar="GRAPH", type=click.Path(path_type=Path))
 @click.argument("data", type=click.Path(path_type=Path))
 @click.option(
     "-o", "--output", metavar="PREDICTIONS", type=click.Path(path_type=Path), help="Output CSV."
@@ -250,6 +339,14 @@ Examples:
     "infinity are still checked).",
 )
 @click.option("--force", is_flag=True, help="Replace PREDICTIONS if it exists.")
+@click.option(
+    "--compiled",
+    metavar="MODEL",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Score with the compiled trees of MODEL, the fitted model file GRAPH came from "
+    "(the [compiled] extra; cached after the first compile).",
+)
 @debug_option
 def command(
     onnx_file: Path,
@@ -258,6 +355,7 @@ def command(
     chunk_rows: int | None,
     no_manifold_check: bool,
     force: bool,
+    compiled: Path | None,
     debug: bool,
 ) -> int:
 
@@ -272,6 +370,7 @@ def command(
             chunk_rows=chunk_rows,
             force=force,
             check_manifold=not no_manifold_check,
+            compiled=compiled,
         ),
         debug=debug,
         report=report,

@@ -82,7 +82,7 @@ def verify_files(
     return VerifyResult(model_path, onnx_path, data_path, report)
 
 
-HELP = f"""Check that ONNX graph OUT agrees with MODEL on the points in DATA.
+HELP = f"""Check that ONNX graph GRAPH agrees with MODEL on the points in DATA.
 
 Runs MODEL in Python on the points as DATA holds them (float64) and the
 graph in onnxruntime on what it receives (the points cast to its input
@@ -121,7 +121,7 @@ def _report_json(result: VerifyResult) -> None:
 
 @subcommand("verify", HELP, "Check a graph against its model on data.")
 @click.argument("model", type=click.Path(path_type=Path))
-@click.argument("onnx_file", metavar="OUT", type=click.Path(path_type=Path))
+@click.argument("onnx_file", metavar="GRAPH", type=click.Path(path_type=Path))
 @click.option(
     "--data",
     "data",

@@ -15,10 +15,18 @@ itself, so without this it would label NaN or an off-manifold point.
 ``bad_rows="error"`` raises [`InvalidPointError`][hyp2onnx.errors.InvalidPointError]
 naming the rows (`locate`); ``"null"`` scores the valid rows and gives
 the others null outputs (`null_outputs`).
+
+A graph with an encoder in front (`hyp2onnx.compose`) takes the encoder's
+inputs, not points: its rows are checked against its inputs instead
+(`hyp2onnx.distributed._composed.FeedCheck`), and a row is also bad where
+the graph fails on it (an id past an embedding table, found by halving the
+batch) or flags it (``on_manifold`` false). `evaluate` runs a graph and
+names such rows for every kind of graph alike.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -33,12 +41,17 @@ import numpy as np
 import onnx
 
 from .. import _runtime
+from .._feeds import NP_TYPES
+from ..export.compose import ON_MANIFOLD
+from ..geometry import raise_rows
 
 __all__ = [
     "BAD_ROWS",
     "OutputSpec",
     "RowCheck",
     "bad_row_mask",
+    "check_of",
+    "evaluate",
     "graph_bytes",
     "graph_key",
     "locate",
@@ -57,10 +70,9 @@ _LOCK = threading.Lock()
 _SESSIONS: OrderedDict[tuple[str, int], Any] = OrderedDict()
 _CREATED = [0]
 
+#: Element types of graph outputs, as numpy types: every numeric and bool type, and strings.
 _NP_TYPES: dict[int, np.dtype] = {
-    onnx.TensorProto.FLOAT: np.dtype(np.float32),
-    onnx.TensorProto.DOUBLE: np.dtype(np.float64),
-    onnx.TensorProto.INT64: np.dtype(np.int64),
+    **{elem: np.dtype(t) for elem, t in NP_TYPES.items()},
     onnx.TensorProto.STRING: np.dtype(object),
 }
 
@@ -110,11 +122,20 @@ def sessions_created() -> int:
     return _CREATED[0]
 
 
-def run(sess: Any, X: np.ndarray) -> dict[str, np.ndarray]:
-    """Outputs of ``sess`` on the points ``X`` (cast to the graph's input type), by name."""
-    graph_input = sess.get_inputs()[0]
-    dtype = np.float32 if graph_input.type == "tensor(float)" else np.float64
-    values = sess.run(None, {graph_input.name: np.ascontiguousarray(X, dtype=dtype)})
+@functools.cache
+def _quiet() -> Any:
+    """Run options that keep onnxruntime's own log lines of a failing run off stderr (the
+    failure is raised, naming the rows; its log would repeat it once per halving step)."""
+    import onnxruntime as ort
+
+    options = ort.RunOptions()
+    options.log_severity_level = 4  # fatal only
+    return options
+
+
+def run(sess: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Outputs of ``sess`` on ``feeds`` (checked arrays by input name, a check's result), by name."""
+    values = sess.run(None, feeds, _quiet())
     return {o.name: v for o, v in zip(sess.get_outputs(), values, strict=True)}
 
 
@@ -128,14 +149,6 @@ def check_bad_rows(bad_rows: Any) -> str:
     return bad_rows
 
 
-#: Why a composed graph (hyp2onnx.compose) is refused here.
-COMPOSED = (
-    "this graph has an encoder in front (hyp2onnx.compose): the Dask and Spark scorers "
-    "take hyperbolic points. Score the model's own graph on the encoder's outputs, or "
-    "the composed graph with onnxruntime or 'hyp2onnx predict'."
-)
-
-
 @dataclass(frozen=True)
 class RowCheck:
     """The checks ``hyp2onnx predict`` makes on a file's rows, for one graph.
@@ -144,7 +157,8 @@ class RowCheck:
     input blocks) and input type; picklable, so it travels to the workers.
     ``check_manifold=False`` skips the manifold test only: NaN, infinity,
     values the input type cannot hold and invalid categorical codes are
-    refused whatever it says.
+    refused whatever it says. The rows of a partition are a float64 matrix
+    of points.
     """
 
     geometry: str
@@ -153,6 +167,8 @@ class RowCheck:
     blocks: Any
     dtype: np.dtype
     check_manifold: bool = True
+    input_name: str = "X"
+    n_features: int = 0
 
     @classmethod
     def of(cls, blob: bytes, *, check_manifold: bool = True) -> RowCheck:
@@ -160,8 +176,6 @@ class RowCheck:
 
         model = onnx.load_from_string(blob)
         meta = read_metadata(model)
-        if "encoder_sha256" in meta:
-            raise ValueError(COMPOSED)
         elem = model.graph.input[0].type.tensor_type.elem_type
         return cls(
             geometry=meta["input_geometry"],
@@ -170,11 +184,13 @@ class RowCheck:
             blocks=meta["blocks"],
             dtype=np.dtype(np.float64 if elem == onnx.TensorProto.DOUBLE else np.float32),
             check_manifold=bool(check_manifold),
+            input_name=model.graph.input[0].name,
+            n_features=int(meta["n_features_in"]),
         )
 
-    def __call__(self, X: np.ndarray) -> np.ndarray:
-        """``X`` in the graph's input type; [`InvalidPointError`][hyp2onnx.errors.InvalidPointError] naming the rows of
-        ``X`` (numbered from 0) the model would refuse."""
+    def __call__(self, X: np.ndarray) -> dict[str, np.ndarray]:
+        """The graph's feeds: ``X`` in its input type; [`InvalidPointError`][hyp2onnx.errors.InvalidPointError]
+        naming the rows of ``X`` (numbered from 0) the model would refuse."""
         from ..geometry import check_points, check_representable
 
         if self.blocks is not None:
@@ -183,7 +199,103 @@ class RowCheck:
             to_features(X, self.blocks, check=self.check_manifold)  # codes always checked
         elif self.check_manifold:
             check_points(X, self.geometry, self.curvature, self.timelike_dim)
-        return check_representable(X, self.dtype)
+        return {self.input_name: np.ascontiguousarray(check_representable(X, self.dtype))}
+
+    def layout(self, existing: list[str], columns: Any) -> list[str]:
+        """The point columns of a table with columns ``existing`` (default: all, in order);
+        refuses unknown columns and a wrong count."""
+        columns = list(existing) if columns is None else list(columns)
+        missing = [c for c in columns if c not in existing]
+        if missing:
+            raise ValueError(f"columns {missing} are not in the DataFrame.")
+        if len(columns) != self.n_features:
+            raise ValueError(
+                f"{len(columns)} point columns given; the graph takes {self.n_features}."
+            )
+        return columns
+
+    def frame_rows(self, frame: Any, layout: list[str]) -> np.ndarray:
+        """A pandas partition's points, float64 (a missing value becomes NaN, refused later)."""
+        return frame[layout].to_numpy(dtype=np.float64, na_value=np.nan)
+
+    def block_rows(self, block: Any) -> np.ndarray:
+        """A dask array block's points."""
+        return np.asarray(block)
+
+
+def check_of(blob: bytes, *, check_manifold: bool = True) -> Any:
+    """The checks of a graph's rows: `RowCheck` for points, or for a composed graph
+    (hyp2onnx.compose) `hyp2onnx.distributed._composed.FeedCheck` for its encoder's inputs."""
+    from ..export import read_metadata
+    from ..export.compose import is_composed
+
+    model = onnx.load_from_string(blob)
+    if is_composed(read_metadata(model)):
+        from ._composed import FeedCheck
+
+        return FeedCheck.of(model, check_manifold=check_manifold)
+    return RowCheck.of(blob, check_manifold=check_manifold)
+
+
+def flagged(outputs: dict[str, np.ndarray], check: Any) -> np.ndarray | None:
+    """Rows the graph itself marks as no answers: a composed graph's ``on_manifold`` false
+    (None where nothing is flagged; ``check_manifold=False`` keeps them)."""
+    if ON_MANIFOLD not in outputs or not check.check_manifold:
+        return None
+    off = ~np.asarray(outputs[ON_MANIFOLD], dtype=bool)
+    return off if off.any() else None
+
+
+#: What a row that the graph flags off its manifold means, and what to do.
+_OFF_MANIFOLD = (
+    "give encoder outputs off the model's manifold (the graph's on_manifold is false)",
+    "The encoder's points must lie on the manifold the model was trained for: check the "
+    "encoder's output geometry, curvature and timelike column, and its inputs.",
+)
+
+
+def _failure(exc: Exception) -> str:
+    """onnxruntime's message, its first line, without its coloured prefix."""
+    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return line[:300]
+
+
+def _runs(sess: Any, feeds: dict[str, np.ndarray]) -> None:
+    """Run the graph; InvalidPointError if it fails (a slice `bad_row_mask` tests)."""
+    from ..errors import InvalidPointError
+
+    try:
+        sess.run(None, feeds, _quiet())
+    except Exception as exc:  # onnxruntime's own errors on these values
+        raise InvalidPointError(_failure(exc)) from None
+
+
+def failing_rows(sess: Any, X: np.ndarray, check: Any) -> np.ndarray:
+    """Which rows of ``X`` (already passed by ``check``) make the graph fail on their own.
+
+    A failure inside the graph on checked inputs (an id past an encoder's
+    embedding table) is an error in the data; halving finds its rows.
+    """
+    return bad_row_mask(X, lambda part: _runs(sess, check(part)))
+
+
+def evaluate(sess: Any, X: np.ndarray, check: Any) -> dict[str, np.ndarray]:
+    """The graph's outputs on the rows ``X``, or [`InvalidPointError`][hyp2onnx.errors.InvalidPointError]
+    naming the rows (of ``X``, from 0) that ``check`` refuses, that make the graph fail, or
+    that the graph flags (`flagged`)."""
+    feeds = check(X)
+    try:
+        outputs = run(sess, feeds)
+    except Exception as exc:  # onnxruntime's own errors: the graph failed on these values
+        failure = _failure(exc)
+        fix = "Check these rows' inputs against what the graph takes (ids within its tables, ...)."
+        raise_rows(failing_rows(sess, X, check), f"make the graph fail ({failure})", fix)
+        raise_rows(np.ones(len(X), bool), f"make the graph fail together ({failure})", fix)
+        raise  # unreachable: raise_rows raised
+    off = flagged(outputs, check)
+    if off is not None:
+        raise_rows(off, *_OFF_MANIFOLD)
+    return outputs
 
 
 def bad_row_mask(X: np.ndarray, check: Any) -> np.ndarray:
@@ -247,53 +359,79 @@ def locate(
 
 
 def null_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype of an output that may hold nulls: floats stay, int64 labels become
-    float64 (NaN; exact up to 2**53), strings stay objects (None)."""
+    """The dtype of an output that may hold nulls: floats stay, integer labels and bool
+    flags (``covered``) become float64 (NaN; integers exact up to 2**53), strings stay
+    objects (None)."""
     return dtype if dtype.kind in "fO" else np.dtype(np.float64)
 
 
 def null_outputs(
-    sess: Any, X: np.ndarray, bad: np.ndarray, spec: OutputSpec
+    result: dict[str, np.ndarray] | None, keep: np.ndarray, n: int, spec: OutputSpec
 ) -> dict[str, np.ndarray]:
-    """`run` on the rows of ``X`` not marked ``bad``; the others get NaN (None for
-    string labels), in the dtypes of `null_dtype`."""
-    good = ~bad
-    result = run(sess, X[good]) if good.any() else None
+    """The outputs of ``n`` rows: ``result`` (the outputs of the rows ``keep``) in their
+    places, NaN elsewhere (None for string labels), in the dtypes of `null_dtype`."""
     outputs = {}
     for name, dtype, width in spec.outputs:
-        shape = (X.shape[0],) if width is None else (X.shape[0], width)
+        shape = (n,) if width is None else (n, width)
         kind = null_dtype(dtype)
         full = np.full(shape, None if kind is object else np.nan, dtype=kind)
         if result is not None:
-            full[good] = result[name]
+            full[keep] = result[name]
         outputs[name] = full
     return outputs
 
 
+def with_nulls(sess: Any, X: np.ndarray, check: Any, spec: OutputSpec) -> dict[str, np.ndarray]:
+    """The outputs of the rows of ``X`` that the check passes, that the graph runs on and
+    does not flag (`flagged`); null outputs (`null_outputs`) for the others.
+
+    A clean partition costs one check and one run.
+    """
+    from ..errors import InvalidPointError
+
+    keep = np.arange(X.shape[0])
+    try:
+        feeds = check(X)
+    except InvalidPointError:  # find the rows, check the others again
+        keep = keep[~bad_row_mask(X, check)]
+        feeds = check(X[keep])
+    result = None
+    if keep.size:
+        try:
+            result = run(sess, feeds)
+        except Exception:  # onnxruntime's own errors: find the rows, score the others
+            keep = keep[~failing_rows(sess, X[keep], check)]
+            result = run(sess, check(X[keep])) if keep.size else None
+    off = None if result is None else flagged(result, check)
+    if off is not None and result is not None:
+        keep, result = keep[~off], {name: value[~off] for name, value in result.items()}
+    return null_outputs(result, keep, X.shape[0], spec)
+
+
 def score(
-    sess: Any, X: np.ndarray, check: RowCheck, spec: OutputSpec, bad_rows: str, **where: Any
+    sess: Any, X: np.ndarray, check: Any, spec: OutputSpec, bad_rows: str, **where: Any
 ) -> dict[str, np.ndarray]:
     """One partition's outputs, its rows checked first (``where``: see `locate`).
 
-    ``bad_rows="error"``: an [`InvalidPointError`][hyp2onnx.errors.InvalidPointError] naming the bad rows
-    where they lie in the whole data; ``"null"``: null outputs for them.
+    ``check`` is the graph's `check_of`. ``bad_rows="error"``: an
+    [`InvalidPointError`][hyp2onnx.errors.InvalidPointError] naming the bad rows (refused by
+    the check, failing in the graph or flagged by it, `evaluate`) where they lie in
+    the whole data; ``"null"``: null outputs for them (`with_nulls`).
     """
     from ..errors import InvalidPointError
 
     if bad_rows == "null":
-        return null_outputs(sess, X, bad_row_mask(X, check), spec)
+        return with_nulls(sess, X, check, spec)
     try:
-        X = check(X)
+        return evaluate(sess, X, check)
     except InvalidPointError as exc:
         raise InvalidPointError(locate(str(exc), **where)) from None
-    return run(sess, X)
 
 
 @dataclass(frozen=True)
 class OutputSpec:
-    """What a hyp2onnx graph takes and returns, read from the graph itself."""
+    """What a hyp2onnx graph returns, read from the graph itself (what it takes: `check_of`)."""
 
-    n_features: int
     #: (name, numpy dtype, columns or None for a vector), in the graph's order
     outputs: tuple[tuple[str, np.dtype, int | None], ...]
     classes: tuple | None
@@ -307,16 +445,20 @@ class OutputSpec:
                 "this ONNX model has no hyp2onnx metadata: score graphs exported by "
                 "hyp2onnx.to_onnx / save_onnx."
             )
-        if "hyp2onnx.encoder_sha256" in props:
-            raise ValueError(COMPOSED)
         outputs = []
         for o in model.graph.output:
             dims = o.type.tensor_type.shape.dim
             width = int(dims[1].dim_value) if len(dims) == 2 else None
-            outputs.append((o.name, _NP_TYPES[o.type.tensor_type.elem_type], width))
+            elem = o.type.tensor_type.elem_type
+            if elem not in _NP_TYPES or len(dims) > 2:
+                raise ValueError(
+                    f"the graph's output {o.name!r} ({onnx.helper.printable_type(o.type)}) is not "
+                    "a vector or matrix of numbers, booleans or strings, which the scorers return "
+                    "as columns."
+                )
+            outputs.append((o.name, _NP_TYPES[elem], width))
         classes = json.loads(props["hyp2onnx.classes"])
         return cls(
-            n_features=int(props["hyp2onnx.n_features_in"]),
             outputs=tuple(outputs),
             classes=None if classes is None else tuple(classes),
         )
@@ -332,18 +474,8 @@ class OutputSpec:
                 names[name] = [f"{prefix}{stem}_{i}" for i in range(width)]
         return names
 
-    def table_columns(
-        self, existing: list[str], points: list[str], prefix: str = ""
-    ) -> dict[str, list[str]]:
-        """`column_names` for a table with columns ``existing``, whose ``points`` columns
-        are scored; refuses unknown point columns, a wrong count and names already taken."""
-        missing = [c for c in points if c not in existing]
-        if missing:
-            raise ValueError(f"columns {missing} are not in the DataFrame.")
-        if len(points) != self.n_features:
-            raise ValueError(
-                f"{len(points)} point columns given; the graph takes {self.n_features}."
-            )
+    def table_columns(self, existing: list[str], prefix: str = "") -> dict[str, list[str]]:
+        """`column_names` for a table with columns ``existing``; refuses names already taken."""
         names = self.column_names(prefix)
         clash = sorted(set(existing) & {col for cols in names.values() for col in cols})
         if clash:

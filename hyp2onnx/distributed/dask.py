@@ -68,7 +68,7 @@ from ..estimators._base import GEOMETRY_DEFAULTS, comparison_of, generate_init, 
 from ..estimators._booster import BoosterBackend
 from ..estimators._interface import Backend
 from ..estimators._registry import backend_for
-from ..estimators._weights import weight_error, weight_problems
+from ..estimators._weights import rows_text, weight_error, weight_problems
 from ..geometry import n_klein_features, to_klein
 from ..ir.trees import TreeArrays
 from . import _scoring
@@ -175,7 +175,59 @@ def _raise_partition_errors(persisted: Any) -> None:
             future.result()  # raises the partition's own exception
 
 
-def _check_weights(client: Any, w: Any, backend: Backend) -> None:
+def _nulls(block: Any) -> np.ndarray:
+    """Where a partition holds None, NaN or pandas' <NA> (object and nullable columns too)."""
+    import pandas as pd
+
+    return np.asarray(pd.isna(np.asarray(block, dtype=object)), dtype=bool)
+
+
+def _as_numbers(block: Any) -> np.ndarray:
+    """A partition of an object or nullable column as float64 (nulls NaN); a ValueError for
+    any other value that is not a number (a string)."""
+    import pandas as pd
+
+    values = pd.Series(np.asarray(block, dtype=object).reshape(-1))
+    numbers = pd.to_numeric(values, errors="coerce")
+    wrong = numbers.isna() & values.notna()
+    if wrong.any():
+        raise ValueError(f"sample_weight must hold numbers; it holds {values[wrong].iloc[0]!r}.")
+    return numbers.to_numpy(dtype=np.float64, na_value=np.nan).reshape(np.shape(block))
+
+
+def _numeric_weights(w: Any) -> tuple[Any, Any]:
+    """Weights as float64, and where they were null (None for a numeric dask array)."""
+    if w.dtype.kind in "fiub":
+        return w, None
+    return w.map_blocks(_as_numbers, dtype=np.float64), w.map_blocks(_nulls, dtype=bool)
+
+
+def _check_labels(client: Any, y: Any, *, regression: bool) -> Any:
+    """``y``, float64 for a regressor; a ValueError naming the (global) rows of missing
+    labels (None, NaN, <NA>), or of infinite targets.
+
+    Checked before training: the boosters' own failures on a cluster
+    ("Label contains NaN", "boolean value of NA is ambiguous") name no rows.
+    """
+    da = _dask().array
+    null = y.map_blocks(_nulls, dtype=bool)
+    if regression:
+        y = y if y.dtype.kind in "fiub" else y.map_blocks(_as_numbers, dtype=np.float64)
+        null = null | da.isinf(y.astype(np.float64))
+    if null.ndim == 2:
+        null = null.any(axis=1)
+    n_bad = int(client.compute(null.sum(), sync=True))
+    if n_bad:
+        rows = np.flatnonzero(client.compute(null, sync=True))  # one byte a row, only now
+        what = "targets" if regression else "labels"
+        raise ValueError(
+            f"y holds missing {what} (None, NaN or <NA>{', or infinite' if regression else ''}) "
+            f"at {rows_text(rows, n_bad)}; drop those rows or give them {what}."
+        )
+    return y
+
+
+def _check_weights(client: Any, w: Any, backend: Backend, null: Any = None) -> None:
     """A ValueError naming the rows (global row numbers) of unusable sample weights.
 
     Checked before training: XGBoost's and LightGBM's own failures on a
@@ -193,7 +245,8 @@ def _check_weights(client: Any, w: Any, backend: Backend) -> None:
     problems = []
     if n_bad:
         values = np.asarray(client.compute(w, sync=True))
-        problems = weight_problems(values, negative_ok=negative_ok)
+        nulls = None if null is None else np.asarray(client.compute(null, sync=True))
+        problems = weight_problems(values, negative_ok=negative_ok, null=nulls)
     error = weight_error(
         problems,
         int(n_nonzero),
@@ -690,10 +743,13 @@ class _DaskModel:
         # "klein" space does), computed per partition: what the correction searches.
         as_klein = TreeSpace("klein", backend.compare_dtype, (), (), backend.zero_band).transform
         Xt = self._klein(rows, reset=False).map_blocks(as_klein, dtype=np.float64)
+        w, null = (None, None) if w is None else _numeric_weights(w)
         Xt, y, w = client.persist([Xt, y, w]) if w is not None else (*client.persist([Xt, y]), None)
         _raise_partition_errors(Xt)  # invalid points, named, before any training
+        y = _check_labels(client, y, regression=not self._is_classifier())
         if w is not None:
-            _check_weights(client, w, backend)
+            _raise_partition_errors(w)  # weights that are not numbers
+            _check_weights(client, w, backend, null)
         backend.check_fit(estimator, y, fit_params)
         backend.warn_subsampling(estimator)
         # The learner's input: the Klein coordinates, or far out their quantile buckets.
@@ -998,8 +1054,16 @@ def __dir__() -> list[str]:
 # -- scoring exported graphs -------------------------------------------------------------
 
 
+def _session(graph: Any, key: str, threads: int) -> Any:
+    """The worker's session of the graph, or the compiled scorer's stand-in for one (its
+    compiled trees loaded once per worker process, `hyp2onnx.export.compiled`)."""
+    if isinstance(graph, bytes):
+        return _scoring.session(key, graph, threads)
+    return graph.as_session()
+
+
 def _score_block(
-    graph: bytes,
+    graph: Any,
     key: str,
     block: Any,
     threads: int,
@@ -1008,8 +1072,8 @@ def _score_block(
     bad_rows: str,
     where: dict,
 ) -> dict[str, np.ndarray]:
-    session = _scoring.session(key, graph, threads)
-    return _scoring.score(session, np.asarray(block), check, spec, bad_rows, **where)
+    session = _session(graph, key, threads)
+    return _scoring.score(session, check.block_rows(block), check, spec, bad_rows, **where)
 
 
 def _numeric_or_refuse(dtypes: dict[str, Any], what: str) -> None:
@@ -1033,61 +1097,76 @@ def predict(
     graph: Any,
     data: Any,
     *,
-    columns: list[str] | None = None,
+    columns: Any = None,
     threads: int = 1,
     output_prefix: str = "",
     bad_rows: str = "error",
     check_manifold: bool = True,
+    compiled: Any = None,
 ) -> Any:
     """Score dask points with an exported graph, one onnxruntime session per worker process.
 
     ``graph`` is an ONNX model exported by hyp2onnx (``onnx.ModelProto``,
     bytes, or a path). ``data`` is a dask array of points (n, D): the result
     is a dict of dask arrays keyed by the graph's outputs (``label`` and
-    ``probabilities``, or ``variable``). For a dask DataFrame, ``columns``
+    ``probabilities``, or ``variable``; a region tree's ``covered`` and
+    ``region`` too). For a dask DataFrame, ``columns``
     names the point columns (default: all, in order) and the result is the
     DataFrame with the outputs appended as columns ``label`` and
     ``probability_<i>`` (one per class, in ``classes`` order of the graph's
-    metadata) or ``variable`` (``variable_<j>`` for several targets), each
+    metadata) or ``variable`` (``variable_<j>`` for several targets), and
+    any other output under its own name, each
     name preceded by ``output_prefix``. The graph is sent to each worker once;
     the session is cached there by the graph's hash. ``threads`` is the
     session's intra-op thread count (Dask already runs partitions in
     parallel). Compute the outputs together (``dask.compute(*out.values())``):
     each compute scores the partitions again.
 
+    A composed graph (`hyp2onnx.compose`) takes its encoder's inputs: ``data``
+    is a dict {input name: dask array} partitioned alike by rows (a single
+    dask array for a one-input graph), or a dask DataFrame whose columns are
+    named by ``columns`` = {input name: column or list of columns} (default:
+    the input's name, ``<name>_<i>`` for the columns of a matrix input).
+
     Every partition is checked first, as ``hyp2onnx predict`` checks a file:
     points on the graph's manifold (its geometry or input blocks; skipped
     with ``check_manifold=False``), finite, representable in the graph's
-    input type, valid categorical codes (see `hyp2onnx.distributed._scoring`).
+    input type, valid categorical codes (see `hyp2onnx.distributed._scoring`);
+    a composed graph's inputs each against its type (integers for ids, 0 or 1
+    for bool inputs), and its rows are also bad where the graph fails on them
+    or returns ``on_manifold`` false.
     Non-numeric point columns are refused at once (TypeError).
     ``bad_rows="error"`` (the default): computing the result raises
     `InvalidPointError` naming the bad rows by their
     global row numbers (the partition and its row where the partition sizes
     are unknown; a DataFrame's index labels too). ``bad_rows="null"``: those
-    rows get NaN outputs (None for string labels; integer labels become
-    float64 so they can hold NaN, and pandas' nullable ``Int64`` in a
-    DataFrame), the others their labels.
+    rows get NaN outputs (None for string labels; integer labels and bool
+    outputs become float64 so they can hold NaN, and pandas' nullable
+    ``Int64`` and ``boolean`` in a DataFrame), the others their answers.
+
+    ``compiled``: the graph's model as a compiled scorer
+    (``hyp2onnx.export.compiled.compile_model_lleaves``), which then scores the
+    points in place of the graph, its compiled trees loaded once per worker.
     """
     dask = _dask()
     bad_rows = _scoring.check_bad_rows(bad_rows)
     blob = _scoring.graph_bytes(graph)
     spec = _scoring.OutputSpec.of(blob)
-    check = _scoring.RowCheck.of(blob, check_manifold=check_manifold)
+    check = _scoring.check_of(blob, check_manifold=check_manifold)
     key = _scoring.graph_key(blob)
-    shipped = dask.delayed(blob, pure=True)
+    if compiled is not None:
+        from ..verify import default_tolerance
+
+        compiled.check_graph(blob, default_tolerance)
+    shipped = dask.delayed(blob if compiled is None else compiled, pure=True)
     if isinstance(data, dask.dataframe.DataFrame):
         return _predict_frame(
             data, spec, shipped, key, columns, threads, output_prefix, check, bad_rows
         )
     if columns is not None:
         raise ValueError("columns= is for dask DataFrames; pass the point columns as the array.")
-    if isinstance(data, dask.array.Array):
-        _numeric_or_refuse({"data": data.dtype}, "data")
-    rows = _as_rows(data, "data")
-    if rows.shape[1] != spec.n_features:
-        raise ValueError(f"data has {rows.shape[1]} columns; the graph takes {spec.n_features}.")
+    blocks, sizes = _blocks(data, check)
     score = dask.delayed(_score_block, pure=True)
-    sizes = rows.chunks[0]
     known = not any(np.isnan(sizes))
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) if known else None
     results = [
@@ -1101,7 +1180,7 @@ def predict(
             bad_rows,
             {"first_row": int(starts[i])} if starts is not None else {"partition": i},
         )
-        for i, block in enumerate(rows.to_delayed().ravel())
+        for i, block in enumerate(blocks)
     ]
     outputs = {}
     for name, dtype, width in spec.outputs:
@@ -1113,17 +1192,72 @@ def predict(
                 shape=(n,) if width is None else (n, width),
                 dtype=dtype,
             )
-            for result, n in zip(results, rows.chunks[0], strict=True)
+            for result, n in zip(results, sizes, strict=True)
         ]
         outputs[name] = dask.array.concatenate(pieces, axis=0)
     return outputs
 
 
+def _blocks(data: Any, check: Any) -> tuple[list[Any], tuple]:
+    """The row partitions of ``data`` as delayed blocks for ``check.block_rows``, and their
+    sizes: blocks of points, or of a composed graph's inputs ({input name: block})."""
+    dask = _dask()
+    if not isinstance(check, _scoring.RowCheck):
+        return _input_blocks(data, check)
+    if isinstance(data, dask.array.Array):
+        _numeric_or_refuse({"data": data.dtype}, "data")
+    rows = _as_rows(data, "data")
+    if rows.shape[1] != check.n_features:
+        raise ValueError(f"data has {rows.shape[1]} columns; the graph takes {check.n_features}.")
+    return list(rows.to_delayed().ravel()), rows.chunks[0]
+
+
+def _input_blocks(data: Any, check: Any) -> tuple[list[dict[str, Any]], tuple]:
+    """A composed graph's dask arrays by input name, partitioned alike by rows."""
+    from collections.abc import Mapping
+
+    array_type = _dask().array.Array
+    specs = {s.name: s for s in check.inputs}
+    listing = ", ".join(map(str, check.inputs))
+    if not isinstance(data, Mapping):
+        if len(specs) != 1 or not isinstance(data, array_type):
+            raise TypeError(
+                f"this graph has an encoder in front (hyp2onnx.compose) taking {listing}: pass "
+                "a dict {input name: dask array} or a dask DataFrame."
+            )
+        data = {next(iter(specs)): data}
+    if set(data) != set(specs):
+        raise ValueError(f"the arrays given are named {sorted(data)}; the graph takes {listing}.")
+    arrays: dict[str, Any] = {}
+    for name, spec in specs.items():
+        a = data[name]
+        if not isinstance(a, array_type):
+            raise TypeError(f"input {name!r} must be a dask array, got {type(a).__name__}.")
+        if a.ndim != len(spec.dims or ()):
+            raise ValueError(f"input {spec} has rank {len(spec.dims or ())}; got {a.ndim}-D.")
+        _numeric_or_refuse({name: a.dtype}, f"input {name!r}")
+        a = a.rechunk({axis: -1 for axis in range(1, a.ndim)}) if a.ndim > 1 else a
+        first = next(iter(arrays.values()), a)
+        if a.chunks[0] != first.chunks[0]:
+            if np.isnan(a.shape[0]) or np.isnan(first.shape[0]) or a.shape[0] != first.shape[0]:
+                raise ValueError(
+                    f"input {name!r} has {a.shape[0]} rows in {a.numblocks[0]} partitions and "
+                    f"{next(iter(arrays))!r} {first.shape[0]} in {first.numblocks[0]}: give "
+                    "every input the same rows (known chunk sizes are aligned here)."
+                )
+            a = a.rechunk({0: first.chunks[0]})
+        arrays[name] = a
+    delayed = {name: a.to_delayed().reshape(-1) for name, a in arrays.items()}
+    n = len(next(iter(delayed.values())))
+    blocks = [{name: d[i] for name, d in delayed.items()} for i in range(n)]
+    return blocks, next(iter(arrays.values())).chunks[0]
+
+
 def _score_frame(
-    graph: bytes,
+    graph: Any,
     key: str,
     part: Any,
-    columns: list[str],
+    layout: Any,
     threads: int,
     names: dict,
     dtypes: dict,
@@ -1132,10 +1266,10 @@ def _score_frame(
     bad_rows: str,
     partition: int,
 ) -> Any:
-    session = _scoring.session(key, graph, threads)
+    session = _session(graph, key, threads)
     result = _scoring.score(
         session,
-        part[columns].to_numpy(dtype=np.float64, na_value=np.nan),
+        check.frame_rows(part, layout),
         check,
         spec,
         bad_rows,
@@ -1146,22 +1280,28 @@ def _score_frame(
     return part.assign(**_scoring.columns_of(result, names)).astype(dtypes)
 
 
+#: pandas' nullable dtypes of integer and bool outputs that may hold nulls.
+_NULLABLE = {"i": "Int64", "u": "Int64", "b": "boolean"}
+
+
 def _predict_frame(data, spec, shipped, key, columns, threads, prefix, check, bad_rows):
     dask = _dask()
-    columns = list(data.columns) if columns is None else list(columns)
-    names = spec.table_columns(list(data.columns), columns, prefix)
-    _numeric_or_refuse({c: data._meta[c].dtype for c in columns}, "the point columns")
+    layout = check.layout(list(data.columns), columns)
+    names = spec.table_columns(list(data.columns), prefix)
+    used = layout if isinstance(layout, list) else [c for cs in layout.values() for c in cs]
+    what = "the point columns" if isinstance(layout, list) else "the input columns"
+    _numeric_or_refuse({c: data._meta[c].dtype for c in used}, what)
     empty = spec.empty_columns(prefix)
-    if bad_rows == "null":  # nulls: NaN in float columns, <NA> in integer ones
+    if bad_rows == "null":  # nulls: NaN in float columns, <NA> in integer and bool ones
         empty = {
-            col: value if value.dtype.kind in "fO" else value.astype("Int64")
+            col: value if value.dtype.kind in "fO" else value.astype(_NULLABLE[value.dtype.kind])
             for col, value in ((c, _as_series(v)) for c, v in empty.items())
         }
     meta = data._meta.assign(**empty)
     dtypes = {col: meta[col].dtype for col in empty}
     score = dask.delayed(_score_frame, pure=True)
     parts = [
-        score(shipped, key, part, columns, threads, names, dtypes, check, spec, bad_rows, i)
+        score(shipped, key, part, layout, threads, names, dtypes, check, spec, bad_rows, i)
         for i, part in enumerate(data.to_delayed())
     ]
     return dask.dataframe.from_delayed(parts, meta=meta, divisions=data.divisions)

@@ -83,25 +83,32 @@ def _spark_type(dtype: np.dtype) -> Any:
     types = _pyspark().types
     if dtype == np.dtype(object):
         return types.StringType()
-    if dtype == np.dtype(np.int64):
+    if dtype.kind == "b":
+        return types.BooleanType()
+    if dtype.kind in "iu":
         return types.LongType()
     return types.DoubleType()  # float32 outputs are widened exactly
 
 
 def _column_dtype(dtype: np.dtype) -> np.dtype:
     """The pandas column dtype matching `_spark_type`."""
-    return dtype if dtype.kind in "iO" else np.dtype(np.float64)
+    if dtype.kind in "iu":
+        return np.dtype(np.int64)
+    return dtype if dtype.kind in "Ob" else np.dtype(np.float64)
 
 
-def _check_numeric(df: Any, columns: list[str]) -> None:
-    """A TypeError naming the point columns that are not numeric (before Spark runs)."""
+def _check_numeric(df: Any, columns: list[str], *, booleans: bool = False) -> None:
+    """A TypeError naming the point columns that are not numeric (``booleans``: nor
+    boolean), before Spark runs."""
     types = _pyspark().types
     fields = {f.name: f.dataType for f in df.schema.fields}
-    bad = [c for c in columns if not isinstance(fields[c], types.NumericType)]
+    kinds = (types.NumericType, types.BooleanType) if booleans else types.NumericType
+    bad = [c for c in columns if not isinstance(fields[c], kinds)]
     if bad:
         shown = ", ".join(f"{c} ({fields[c].simpleString()})" for c in bad[:5])
         raise TypeError(
-            f"the point columns must be numeric; not numeric: {shown}. Cast them first, e.g. "
+            f"the {'input' if booleans else 'point'} columns must be numeric; not numeric: "
+            f"{shown}. Cast them first, e.g. "
             "df.withColumn(name, pyspark.sql.functions.col(name).cast('double'))."
         )
 
@@ -109,45 +116,69 @@ def _check_numeric(df: Any, columns: list[str]) -> None:
 def predict(
     graph: Any,
     df: Any,
-    columns: list[str],
+    columns: Any = None,
     *,
     threads: int = 1,
     output_prefix: str = "",
     bad_rows: str = "error",
     check_manifold: bool = True,
+    compiled: Any = None,
 ) -> Any:
     """``df`` with the graph's outputs appended, computed by ``mapInPandas``.
 
     ``graph`` is an ONNX model exported by hyp2onnx (``onnx.ModelProto``,
     bytes or a path); ``columns`` names ``df``'s point columns, in the
-    graph's input order. The appended columns are ``label`` (string or long)
+    graph's input order (default: all). The appended columns are ``label`` (string or long)
     and ``probability_<i>`` (double, one per class in the graph's ``classes``
-    order), or ``variable`` (``variable_<j>`` for several targets), each
+    order), or ``variable`` (``variable_<j>`` for several targets), and any
+    other output under its own name (a region tree's ``covered``, boolean,
+    and ``region``, long), each
     name preceded by ``output_prefix``. ``threads`` is the intra-op thread
     count of each session (Spark already runs one task per core). Lazy, like
     any Spark transformation.
+
+    A composed graph (`hyp2onnx.compose`) takes its encoder's inputs:
+    ``columns`` = {input name: column or list of columns} (default: the
+    input's name, ``<name>_<i>`` for the columns of a matrix input); numeric
+    and boolean columns; its ``on_manifold`` output is appended too.
 
     Every batch is checked first, as ``hyp2onnx predict`` checks a file:
     points on the graph's manifold (its geometry or input blocks; skipped
     with ``check_manifold=False``), finite (an SQL null is a missing value:
     refused like NaN), representable in the graph's input type, valid
-    categorical codes. Non-numeric point columns are refused at once
-    (TypeError). ``bad_rows="error"`` (the default): running the result
-    fails with hyp2onnx's [`InvalidPointError`][hyp2onnx.errors.InvalidPointError],
+    categorical codes; a composed graph's inputs each against its type, and
+    its rows are also bad where the graph fails on them (an id past an
+    embedding table) or returns ``on_manifold`` false. Non-numeric point
+    columns are refused at once (TypeError). ``bad_rows="error"`` (the
+    default): running the result fails with hyp2onnx's
+    [`InvalidPointError`][hyp2onnx.errors.InvalidPointError],
     naming the rows by Spark partition and row within it (Spark reports it as
     a ``PythonException`` whose message holds that line).
     ``bad_rows="null"``: those rows get null outputs, the others their
     answers.
+
+    ``compiled``: the graph's model as a compiled scorer
+    (``hyp2onnx.export.compiled.compile_model_lleaves``), which then scores the
+    rows in place of the graph, its compiled trees loaded once per worker process.
     """
     sql = _pyspark()
     bad_rows = _scoring.check_bad_rows(bad_rows)
     blob = _scoring.graph_bytes(graph)
     spec = _scoring.OutputSpec.of(blob)
-    check = _scoring.RowCheck.of(blob, check_manifold=check_manifold)
+    check = _scoring.check_of(blob, check_manifold=check_manifold)
     key = _scoring.graph_key(blob)
-    columns = list(columns)
-    names = spec.table_columns(list(df.columns), columns, output_prefix)
-    _check_numeric(df, columns)
+    if compiled is not None:
+        from ..verify import default_tolerance
+
+        compiled.check_graph(blob, default_tolerance)
+    layout = check.layout(list(df.columns), columns)
+    names = spec.table_columns(list(df.columns), output_prefix)
+    points = isinstance(layout, list)
+    _check_numeric(
+        df,
+        layout if points else [c for cs in layout.values() for c in cs],
+        booleans=not points,
+    )
     dtypes = {name: dtype for name, dtype, _ in spec.outputs}
     nullable = bad_rows == "null"
     added = [
@@ -157,25 +188,27 @@ def predict(
     ]
     schema = sql.types.StructType([*df.schema.fields, *added])
     shared = df.sparkSession.sparkContext.broadcast(blob)
-    # A numpy dtype, or the name of pandas' nullable integer dtype ("Int64").
+    # A numpy dtype, or the name of a pandas nullable dtype ("Int64", "boolean").
     casts: dict[str, np.dtype | str] = {
         col: _column_dtype(dtypes[out]) for out, cols in names.items() for col in cols
     }
-    if nullable:  # integer labels as pandas' nullable Int64: <NA> becomes an SQL null
-        casts = {c: "Int64" if np.dtype(d).kind == "i" else d for c, d in casts.items()}
+    if nullable:  # integer and bool outputs as pandas' nullable dtypes: <NA> is an SQL null
+        casts = {c: _NULLABLE.get(np.dtype(d).kind, d) for c, d in casts.items()}
 
     def score(batches: Any) -> Any:
         from pyspark import TaskContext
 
-        session = _scoring.session(key, lambda: shared.value, threads)
+        if compiled is not None:  # compiled trees, loaded once per worker process
+            session = compiled.as_session()
+        else:
+            session = _scoring.session(key, lambda: shared.value, threads)
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         row = 0  # this partition's rows so far
         for batch in batches:
-            points = batch[columns].to_numpy(dtype=np.float64, na_value=np.nan)
             result = _scoring.score(
                 session,
-                points,
+                check.frame_rows(batch, layout),
                 check,
                 spec,
                 bad_rows,
@@ -189,11 +222,15 @@ def predict(
     return df.mapInPandas(score, schema)
 
 
+#: pandas' nullable dtypes of integer and bool outputs that may hold nulls.
+_NULLABLE = {"i": "Int64", "b": "boolean"}
+
+
 def _as_column(values: np.ndarray, dtype: Any) -> Any:
-    if dtype == "Int64":
+    if dtype in ("Int64", "boolean"):
         import pandas as pd
 
-        return pd.array(values, dtype="Int64")  # NaN becomes <NA>
+        return pd.array(values, dtype=dtype)  # NaN becomes <NA>
     return np.asarray(values, dtype=dtype)
 
 
@@ -246,9 +283,13 @@ def _check_columns(df: Any, names: list[str], param: str) -> None:
     missing = [n for n in names if n not in df.columns]
     if missing:
         shown = ", ".join(map(repr, missing))
+        # Spark itself resolves names case-insensitively by default; these are matched exactly.
+        lower = {c.lower(): c for c in df.columns}
+        near = [lower[n.lower()] for n in missing if n.lower() in lower]
+        hint = f" (names are matched exactly: {', '.join(map(repr, near))}?)" if near else ""
         raise ValueError(
             f"{param}: the DataFrame has no column {shown}; its columns: "
-            f"{', '.join(df.columns) or '(none)'}."
+            f"{', '.join(df.columns) or '(none)'}{hint}."
         )
 
 
@@ -263,13 +304,20 @@ def _check_labels_and_weights(
     (partition by partition). Without this, xgboost.spark fails with "failed
     barrier ResultStage" and the label set with a TypeError comparing None.
     """
-    F = _pyspark().functions
-    kinds = {"label null": F.col(label).isNull()}
+    sql = _pyspark()
+    F = sql.functions
+    missing = F.col(label).isNull()
+    if isinstance(df.schema[label].dataType, (sql.types.DoubleType, sql.types.FloatType)):
+        missing = missing | F.isnan(F.col(label))  # NaN: no label either
+        if not classes:  # a regressor's target must be finite too
+            missing = missing | F.col(label).isin(float("inf"), float("-inf"))
+    kinds = {"label null": missing}
     if weight is not None:
-        w = F.col(weight).cast("double")
+        w = F.col(weight).try_cast("double")  # cast() fails on text in ANSI mode
         kinds.update(
             {
-                "null": w.isNull(),
+                "not a number": F.col(weight).isNotNull() & w.isNull(),
+                "null": F.col(weight).isNull(),
                 "NaN": F.isnan(w),
                 "infinite": w.isin(float("inf"), float("-inf")),
                 "negative": w < 0,
@@ -278,7 +326,7 @@ def _check_labels_and_weights(
     counts = [F.sum(F.coalesce(c, F.lit(False)).cast("long")).alias(k) for k, c in kinds.items()]
     counts.append(F.count(F.lit(1)).alias("rows"))
     if weight is not None:
-        counts.append(F.sum((F.col(weight).cast("double") != 0).cast("long")).alias("nonzero"))
+        counts.append(F.sum((F.col(weight).try_cast("double") != 0).cast("long")).alias("nonzero"))
     if classes:
         counts.append(F.collect_set(F.col(label)).alias("classes"))
     found = df.agg(*counts).first().asDict()
@@ -293,7 +341,8 @@ def _check_labels_and_weights(
     if "label null" in bad:
         raise ValueError(
             f"labelCol {label!r} holds nulls at {rows_text(first['label null'], found['label null'])} "
-            "(counting from 0 in the DataFrame's order): every training row needs a label; "
+            f"(null or NaN{'' if classes else ' or infinite'}; counting from 0 in the DataFrame's "
+            "order): every training row needs a label; "
             "drop or fill them first, e.g. df.dropna(subset=[labelCol])."
         )
     labels = list(found["classes"]) if classes else None

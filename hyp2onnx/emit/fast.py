@@ -268,23 +268,72 @@ def emit_fast(
     *,
     layout: FastLayout,
     guard: bool = True,
+    short_rows: int = 0,
     features: Callable[[GraphBuilder, str], str] | None = None,
-) -> Guarded:
+) -> Guarded | ShortBatches:
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` summed in the runtime's order.
 
     ``layout`` is `fast_layout`'s. ``guard`` False leaves out the
     near-tie guard, whose labels may then differ from the model's (tests
-    show such an input); the export always keeps it. ``features``: as for
-    `emit_exact` (a map of row blocks to the
-    float64 columns the ensemble reads).
+    show such an input); the export always keeps it. ``short_rows`` > 0:
+    batches of up to that many rows take the exact scores instead
+    (`ShortBatches`). ``features``: as for `emit_exact` (a map of row blocks
+    to the float64 columns the ensemble reads).
     """
     if layout == "exact":
         exact_scores = emit_exact(builder, k, k_dtype, ensemble, plan, features=features)
         return Guarded(scores=exact_scores, bound=0.0, margin=0.0, refine=None)
+    exact = ExactScorer.build(builder, ensemble, plan)
+    fast = partial(
+        _guarded, k=k, k_dtype=k_dtype, exact=exact, layout=layout, guard=guard, features=features
+    )
+    if short_rows <= 0:
+        return fast(builder)
+
+    def short_scores(branch: GraphBuilder) -> str:
+        rows = k if features is None else features(branch, k)
+        wide = k_dtype if features is None else "float64"
+        raw = exact.scores_of(branch, exact.operator_input(branch, rows, wide))
+        return finish_scores(branch, raw, ensemble, ensemble.sum_dtype)
+
+    return ShortBatches(rows=short_rows, k=k, short=short_scores, long=fast)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShortBatches:
+    """What `emit_fast` returns when short batches take the exact path.
+
+    A batch of at most ``rows`` rows gets the exact encoding's scores (sums in
+    tree order, the Python model's bit for bit: no guard, bound 0), a longer
+    one the fast scores and their guard; the outputs put the two behind an
+    ``If`` on the batch size (``hyp2onnx.export``), whose branches each build
+    one of them. A single row's guard (``TopK``, ``MatMul``, ``ReduceMin``,
+    ``If``) costs more than the ordered sums of its one row; a long batch's
+    guard costs little beside the sums it saves (benchmarks/bench_short_batches.py,
+    results in benchmarks/results/short_batches.md).
+    """
+
+    rows: int  #: the crossover: batches of up to this many rows take the exact scores
+    k: str  #: the Klein coordinates, whose row count decides
+    short: Callable[[GraphBuilder], str]  #: the exact scores, built in a branch
+    long: Callable[[GraphBuilder], Guarded]  #: the fast scores and guard, built in a branch
+
+
+def _guarded(
+    builder: GraphBuilder,
+    *,
+    k: str,
+    k_dtype: str,
+    exact: ExactScorer,
+    layout: FastLayout,
+    guard: bool,
+    features: Callable[[GraphBuilder, str], str] | None,
+) -> Guarded:
+    """The fast scores of every row, their bound and the label guard (see `emit_fast`)."""
+    ensemble = exact.ensemble
     if features is not None:  # the whole batch's columns, for the operator below
         k = by_row_blocks(builder, k, features, ensemble.n_features, "float64")
         k_dtype = "float64"
-    exact = ExactScorer.build(builder, ensemble, plan)
     bound = value_bound(ensemble)
     rounded_to = None
     if layout == "class_values":  # the opset-3 operator's double sums, rounded to float32

@@ -27,12 +27,13 @@ from typing import Any
 import numpy as np
 
 from ..ir import Ensemble
+from ..ir.frames import Frames
 from ._graph import GraphBuilder
 from .trees import by_row_blocks
 
 STAGE = "frames"
 
-__all__ = ["emit_frames", "frame_chain", "remap_frames"]
+__all__ = ["emit_frames", "frame_chain", "frames_map", "remap_frames"]
 
 
 def remap_frames(ensemble: Ensemble) -> tuple[Ensemble, np.ndarray]:
@@ -79,6 +80,16 @@ def frame_chain(
     frames = ensemble.frames
     if frames is None:
         raise ValueError("frame_chain takes an ensemble with frames")
+    chain = frames_map(builder, k_dtype, frames)
+    return chain, replace(ensemble, frames=None, n_features=frames.n_columns)
+
+
+def frames_map(
+    builder: GraphBuilder, k_dtype: str, frames: Frames
+) -> Callable[[GraphBuilder, str], str]:
+    """``[b, u]`` Klein rows -> ``[b, m]`` float64 coordinates of ``frames``, in the fixed
+    order of `hyp2onnx.ir.frames.frame_features` (module doc); the constants are made once
+    in ``builder``, the map may run in any of its row blocks."""
     n_features = frames.n_klein_features
     m, n_frames = frames.n_columns, frames.denominator.shape[1]
     # Numerators and denominators in one chain: [m + n_frames] sums per row.
@@ -113,7 +124,7 @@ def frame_chain(
             STAGE, "Transpose", [block.op(STAGE, "Div", [numerator, below])], perm=[1, 0]
         )
 
-    return chain, replace(ensemble, frames=None, n_features=m)
+    return chain
 
 
 def emit_frames(

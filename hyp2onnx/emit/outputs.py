@@ -113,10 +113,11 @@ def _exp_reduce(builder: GraphBuilder, x: str) -> tuple[str, str, str, str, str]
     c1, c2, c3 = k_["c"]
     const = lambda name, value: builder.const(STAGE, name, value, "float64")
     op = lambda kind, inputs: builder.op(STAGE, kind, inputs)
-    # Round half to even by adding and taking away 1.5 * 2**52 (exact for |v| <= 2**51;
-    # beyond, exp underflows whatever k is): tract has no float64 Round.
-    magic = const("exp_round", 1.5 * 2.0**52)
-    kd = op("Sub", [op("Add", [op("Mul", [x, const("exp_inv_step", k_["inv"])]), magic]), magic])
+    # k = floor(x N / ln 2 + 1/2), a nearest integer (exact in float64: |x N / ln 2| < 2**19).
+    # Floor, not the sum and difference with 1.5 * 2**52, which a runtime computing float64
+    # in float32 (OpenVINO) turns into k = 0; tract has Floor but no float64 Round.
+    scaled = op("Mul", [x, const("exp_inv_step", k_["inv"])])
+    kd = op("Floor", [op("Add", [scaled, const("exp_half", 0.5)])])
     r1 = op("Sub", [x, op("Mul", [kd, const("exp_c1", c1)])])  # exact (Sterbenz)
     r_hi, r_lo = _two_sum(builder, r1, op("Neg", [op("Mul", [kd, const("exp_c2", c2)])]))
     r_lo = op("Sub", [r_lo, op("Mul", [kd, const("exp_c3", c3)])])
@@ -161,7 +162,9 @@ def exp_correctly_rounded(builder: GraphBuilder, x: str) -> str:
     ``2**-70`` of a rounding midpoint, for ``x`` in ``[-708, 0]`` (normal results;
     below, a subnormal result may come out as 0, and 0 below -746).
 
-    ``x = k ln2/N + r`` (``k`` rounded to nearest; ``r = r_hi + r_lo`` exact to
+    ``x = k ln2/N + r`` (``k`` a nearest integer, by ``Floor``, so that the graph run in
+    float32 arithmetic, as OpenVINO runs float64, keeps ``|r| <= ln 2 / 2N`` and float32
+    accuracy; ``r = r_hi + r_lo`` exact to
     ``2**-100``, the product ``k`` times the first two parts of ``ln2/N`` exact),
     ``exp(x) = 2**(k // N) T_j (1 + q)`` with ``T_j = 2**(j/N)``, ``j = k mod N``,
     from a table of float64 pairs, and ``q = exp(r) - 1`` to degree 6 in ``r``

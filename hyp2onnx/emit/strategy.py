@@ -27,7 +27,15 @@ from ..ir import Ensemble, Model, Task
 from . import ENCODINGS, Encoding
 from . import encoding as registered
 from ._graph import GraphBuilder
-from .fast import FastLayout, Guarded, complement_defect, emit_fast, fast_layout, value_bound
+from .fast import (
+    FastLayout,
+    Guarded,
+    ShortBatches,
+    complement_defect,
+    emit_fast,
+    fast_layout,
+    value_bound,
+)
 from .frames import emit_frames, frame_chain, remap_frames
 from .hyperplanes import emit_forest_walk, forest_walk_applies
 from .isolation import emit_oblique_walk, emit_perfect_walk, perfect_applies, walk_applies
@@ -51,8 +59,8 @@ LEGACY_MAX_NODES = 30_000_000
 SHORT_PATH_MAX_NODES = 200_000
 
 #: ``emit(builder, k, k_dtype, ensemble, **options) -> raw scores`` (a name, or
-#: `Guarded` for the fast encoding).
-TreeEmitter = Callable[..., "str | Guarded"]
+#: `Guarded` or `ShortBatches` for the fast encoding).
+TreeEmitter = Callable[..., "str | Guarded | ShortBatches"]
 
 #: The tree emitter of each encoding. The registry ``hyp2onnx.emit.ENCODINGS``
 #: holds the names, help texts and properties only, so that the command line
@@ -91,6 +99,9 @@ class GraphStrategy:
     layout: FastLayout | None
     #: the fast encoding's near-tie guard (only tests build graphs without it)
     guard: bool = True
+    #: batches of up to this many rows take the exact scores instead of the fast
+    #: encoding's (`short_batch_rows`); 0: every batch takes the fast scores
+    short_rows: int = 0
     #: the precision the projection computes the Klein coordinates in
     klein_dtype: str
     #: the trees read ``X / x_0`` whole, its column of ones at this index (their
@@ -102,7 +113,12 @@ class GraphStrategy:
     def emitter_options(self) -> dict[str, Any]:
         """The keywords ``trees`` takes besides ``(builder, k, k_dtype, ensemble)``."""
         if self.trees is emit_fast:
-            return {"plan": self.operator, "layout": self.layout, "guard": self.guard}
+            return {
+                "plan": self.operator,
+                "layout": self.layout,
+                "guard": self.guard,
+                "short_rows": self.short_rows,
+            }
         return {} if self.operator is None else {"plan": self.operator}
 
 
@@ -133,7 +149,8 @@ def choose_graph(
        each tree's leaf value or its leaf's row in a value table.
     5. **Leaf layout** of the fast encoding (``fast_layout``): a target per
        output column, class 1 alone with class 0 as ``1 - p1``, C fractions a
-       leaf (``TreePlan.class_weights``), or else the exact graph (bound 0).
+       leaf (``TreePlan.class_weights``), or else the exact graph (bound 0);
+       batches of up to `short_batch_rows` rows take the exact scores (an ``If``).
     6. **Row batching** of the exact sums (`row_batching`): the whole
        batch for one tree; an ``If`` sending short batches past the row-block
        ``Loop`` up to `SHORT_PATH_MAX_NODES` nodes; the ``Loop`` beyond.
@@ -150,10 +167,8 @@ def choose_graph(
     if walk is not None:
         trees, spec, features = *walk, "klein"
     ensemble, ones_column = _whole_rows(model, ensemble, used, features, trees)
-    operator = None
-    if spec.tree_operator and trees in TREE_EMITTERS.values():
-        by_block = features == "frames_by_block"
-        operator = plan_trees(ensemble, spec.name, legacy_only=legacy_only, by_block=by_block)
+    operator = _operator_plan(ensemble, spec, trees, features, legacy_only=legacy_only)
+    layout = fast_layout(ensemble, operator) if trees is emit_fast and operator else None
     return GraphStrategy(
         encoding=spec,
         ensemble=ensemble,
@@ -161,11 +176,22 @@ def choose_graph(
         features=features,
         trees=trees,
         operator=operator,
-        layout=fast_layout(ensemble, operator) if trees is emit_fast and operator else None,
+        layout=layout,
+        short_rows=short_batch_rows(layout, ensemble),
         klein_dtype=_klein_dtype(model, ensemble, spec, input_dtype),
         ones_column=ones_column,
         task=model.task,
     )
+
+
+def _operator_plan(
+    ensemble: Ensemble, spec: Encoding, trees: TreeEmitter, features: Features, *, legacy_only: bool
+) -> TreePlan | None:
+    """The tree operator's plan (step 4), or None for emitters without one."""
+    if not (spec.tree_operator and trees in TREE_EMITTERS.values()):
+        return None
+    by_block = features == "frames_by_block"
+    return plan_trees(ensemble, spec.name, legacy_only=legacy_only, by_block=by_block)
 
 
 def _whole_rows(
@@ -287,12 +313,36 @@ def emit_features(
 
 def emit_trees(
     builder: GraphBuilder, k: str, k_dtype: str, strategy: GraphStrategy
-) -> tuple[str | Guarded, Ensemble]:
+) -> tuple[str | Guarded | ShortBatches, Ensemble]:
     """The raw scores of Klein coordinates ``k``, built as ``strategy`` says, and the
     ensemble they come from (for the outputs)."""
     columns, columns_dtype, ensemble, by_block = emit_features(builder, k, k_dtype, strategy)
     options = strategy.emitter_options() | by_block
     return strategy.trees(builder, columns, columns_dtype, ensemble, **options), ensemble
+
+
+#: The crossover of each fast leaf layout: batches of up to this many rows take the
+#: exact scores. Measured at one thread as the largest batch size up to which the
+#: exact scores were never slower than the fast ones with their guard
+#: (benchmarks/bench_short_batches.py, results in benchmarks/results/short_batches.md):
+#: forests of more than two classes (``"class_values"``). Binary forests
+#: (``"complement"``) and boosters (``"by_column"``) were faster on the fast side at
+#: every size, one row included, and keep it (no ``If``).
+SHORT_BATCH_ROWS: dict[FastLayout, int] = {"class_values": 8}
+
+
+def short_batch_rows(layout: FastLayout | None, ensemble: Ensemble) -> int:
+    """Batches of up to this many rows take the exact scores (step 5); 0: none do.
+
+    The exact scores' ordered sums cost a row more than the runtime's own
+    sums, but a classifier's near-tie guard (``TopK``, ``MatMul``,
+    ``ReduceMin``, ``If``) costs a call more than the sums of a few rows:
+    below the crossover the exact path is the faster, and its values are the
+    model's bit for bit. Regressors have no guard to save (the ``If`` would
+    only cost), nor layouts without a bound (``"exact"``).
+    """
+    classifier = ensemble.classes is not None and len(ensemble.classes) > 1
+    return SHORT_BATCH_ROWS.get(layout, 0) if layout is not None and classifier else 0
 
 
 def row_batching(ensemble: Ensemble, *, by_block: bool = False) -> Batching:

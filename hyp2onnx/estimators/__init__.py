@@ -42,9 +42,12 @@ def own_types() -> list[type]:
     What a ``.skops`` file of one of them may contain beyond skops' default
     types (the CLI's trusted list; the backends add their own).
     """
+    from sklearn.neural_network._stochastic_optimizers import AdamOptimizer, SGDOptimizer
+
     from ._isolation import IsolationTree
 
-    return [__getattr__(name) for name in _OWN] + [IsolationTree]
+    # a network fitted by a stochastic solver keeps scikit-learn's optimiser
+    return [__getattr__(name) for name in _OWN] + [IsolationTree, AdamOptimizer, SGDOptimizer]
 
 
 def __getattr__(name: str) -> Any:

@@ -44,6 +44,7 @@ from ..ir import InputSpace, Model
 from ..ir.crossings import Splits, rows_that_may_cross
 from ._interface import Backend
 from ._registry import backend_for
+from ._transaction import FitTransaction, refuse_continuation
 from ._weights import checked_weights
 
 #: Rows the float32 check takes at a time (`HyperbolicTreeModel._float32_keeps_outputs`).
@@ -76,7 +77,7 @@ GEOMETRY_PARAMS_DOC = """
 """
 
 
-class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
+class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
     """Shared fit/predict logic; subclasses say which native model to wrap.
 
     Fitted attributes: ``estimator_`` (the corrected native model),
@@ -184,9 +185,12 @@ class HyperbolicTreeModel(BaseEstimator, metaclass=ABCMeta):
     def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
         """Fit on hyperbolic points ``X`` and correct every threshold.
 
-        ``fit_params`` are passed to the native model's ``fit``.
+        ``fit_params`` are passed to the native model's ``fit``. A refused fit
+        leaves the model as it was (`FitTransaction`); a previous fit cannot be
+        continued (``warm_start``, ``xgb_model``, ``init_model`` are refused).
         """
         self._validate_params()
+        refuse_continuation(self, fit_params)
         # Single-output models (every classifier) ravel a column y with
         # scikit-learn's DataConversionWarning and reject a 2-D one here.
         multi_output = get_tags(self).target_tags.multi_output

@@ -38,7 +38,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 
-from ..errors import UnsupportedModelError
+from ..errors import DamagedModelError, UnsupportedModelError
 from ..ir import Ensemble
 from ..ir.trees import TreeArrays
 from ._base import HyperbolicClassifierMixin, WrappedParamsModel
@@ -66,21 +66,26 @@ def _quiet() -> Any:
     return fixup(io.StringIO(), io.StringIO())
 
 
-def _damaged(exc: Exception) -> UnsupportedModelError:
-    """A CatBoost model its own library cannot write out: damaged, not a hyp2onnx bug.
+def _damaged(exc: Exception, doing: str = "write it out") -> DamagedModelError:
+    """A CatBoost model its own library cannot read back: damaged, not a hyp2onnx bug.
 
-    An UnsupportedModelError (a TypeError), not a ValueError, which export
-    reads as "not fitted"."""
+    A `DamagedModelError`, which export passes on (other ValueErrors it
+    reads as "not fitted")."""
     text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     text = re.sub(r"^\S+\.(?:cpp|h):\d+:\s*", "", text)  # "catboost/libs/x.cpp:507: "
-    return UnsupportedModelError(
-        f"the CatBoost model is damaged: CatBoost cannot write it out ({text}); "
-        "fit it again or save an undamaged copy"
+    return DamagedModelError(
+        f"the CatBoost model is damaged: CatBoost cannot {doing} ({type(exc).__name__}: "
+        f"{text}); fit it again or save an undamaged copy"
     )
 
 
 def _loss(model: Any) -> str:
-    return str(model.get_all_params()["loss_function"]).split(":")[0]
+    """The model's loss function, as its parameters name it."""
+    try:
+        with _quiet():  # a damaged file's parameters: "There are invalid params ..."
+            return str(model.get_all_params()["loss_function"]).split(":")[0]
+    except (catboost.CatBoostError, KeyError) as exc:
+        raise _damaged(exc, "state its loss function") from exc
 
 
 def _check_probability_threshold(fitted: Any) -> None:
@@ -105,8 +110,18 @@ class _Model:
                 fitted.save_model(str(path), format="json")
                 self.json = json.loads(path.read_text(encoding="utf-8"))
             leaf_values = fitted.get_leaf_values()
-        except catboost.CatBoostError as exc:  # e.g. "JSON writer: invalid float value: nan"
+        # e.g. "JSON writer: invalid float value: nan"; bytes that are not UTF-8
+        except (catboost.CatBoostError, ValueError) as exc:
             raise _damaged(exc) from exc
+        try:
+            self._read(leaf_values)
+        except (KeyError, TypeError, IndexError, ValueError) as exc:
+            if isinstance(exc, UnsupportedModelError):
+                raise
+            raise _damaged(exc, "state its trees in its JSON format") from exc
+
+    def _read(self, leaf_values: Any) -> None:
+        """The fields export uses, from the JSON model."""
         if "oblivious_trees" not in self.json:
             raise UnsupportedModelError(
                 "only symmetric CatBoost trees are supported; fit with "
@@ -130,6 +145,7 @@ class _Model:
         self.trees = self.json["oblivious_trees"]
         self.leaf_values = np.asarray(leaf_values, dtype=np.float64)
         self.n_features = max((f["flat_feature_index"] + 1 for f in self.floats), default=0)
+        self._check_format(n_dims=self.bias.size)
         for tree in self.trees:
             for split in tree["splits"]:
                 i = split.get("split_index", -1)
@@ -139,6 +155,36 @@ class _Model:
                     raise UnsupportedModelError(
                         f"unsupported CatBoost split {split}: only float-feature borders are."
                     )
+
+    def _check_format(self, n_dims: int) -> None:
+        """Refuse a model that breaks what CatBoost's format promises (a damaged file).
+
+        CatBoost finds a value's bin by binary search over each feature's
+        borders, which it assumes finite and strictly increasing; a graph
+        compares each split's border directly. The two agree only on such
+        borders. The leaf values must fill every tree's ``2**depth`` leaves.
+        """
+        for f in self.floats:
+            b = np.asarray(f["borders"], dtype=np.float64)
+            bad = np.flatnonzero(~np.isfinite(b[:-1]) | ~(np.diff(b) > 0))
+            if b.size and not np.isfinite(b[-1]):
+                bad = np.append(bad, b.size - 1)
+            if bad.size:
+                i = int(bad[0])
+                shown = ", ".join(
+                    f"borders[{j}] = {b[j]:.6g}" for j in range(i, min(i + 2, b.size))
+                )
+                raise DamagedModelError(
+                    f"the CatBoost model is damaged: the borders of feature "
+                    f"{f['flat_feature_index']} are not finite and strictly increasing "
+                    f"({shown}); save an undamaged copy"
+                )
+        want = sum((1 << len(t["splits"])) * n_dims for t in self.trees)
+        if self.leaf_values.size != want:
+            raise DamagedModelError(
+                f"the CatBoost model is damaged: its {len(self.trees)} trees have {want} leaf "
+                f"values, but it holds {self.leaf_values.size}; save an undamaged copy"
+            )
 
     def splits(self, tree: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
         """Border indices of a tree's splits (bit order) and their features."""

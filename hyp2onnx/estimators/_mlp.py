@@ -5,9 +5,25 @@ hyperplane ``c x_0 + w . x_s = 0`` of the hyperboloid, so a ReLU network
 fitted on ``k`` is piecewise affine with geodesic boundaries between its
 pieces, in every layer (docs/math.md, "Networks on Klein coordinates").
 
-``fit`` projects the points to unit-ball Klein coordinates and fits
-scikit-learn's ``MLPClassifier`` / ``MLPRegressor`` (``estimator_``) on them;
-its weights are the model. Prediction does not call ``estimator_``: its
+Centred networks (``centre="centroid"``, the default). Hyperbolic embeddings
+fix no origin, and a network on Klein coordinates depends on where the
+embedding put it. ``fit`` therefore fits a Lorentz matrix ``L`` on the
+training rows (`centring_frame`: their Lorentzian centroid boosted to the
+origin, the tangent principal axes turned onto the coordinate axes) and the
+network reads ``k'``, the Klein coordinates of ``L x``: linear-fractional in
+``k`` (`hyp2onnx.ir.frames`), computed in one fixed order of float64
+operations that the graph repeats. Moving the data by an isometry ``G``
+moves ``L`` to ``L G^-1``, so the network sees the same inputs up to
+rounding. ``L`` is linear on the hyperboloid, so every boundary
+``w . k' + c = 0`` is still the geodesic hyperplane ``(c, w) L x = 0``.
+``centre="origin"`` reads ``k`` itself. Far points follow the rotation
+forests' frames: training rows with ``x_0 L_00`` past ``cosh(17)^2`` are
+refused (`FarPointError`), such rows to predict are named in a
+`FarPointWarning`.
+
+``fit`` projects the points to unit-ball Klein coordinates (then centres
+them) and fits scikit-learn's ``MLPClassifier`` / ``MLPRegressor``
+(``estimator_``) on them; its weights are the model. Prediction does not call ``estimator_``: its
 forward pass uses a BLAS product whose order of additions neither numpy nor
 onnxruntime promises. The model's outputs are defined by
 `hyp2onnx.ir.network.Network`'s fixed-order arithmetic (each sum
@@ -21,18 +37,34 @@ thus differ from ``predict`` on rows within rounding of a tie.
 
 from __future__ import annotations
 
+import copy
+import inspect
+import re
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.neural_network import MLPClassifier, MLPRegressor
+from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..geometry import GEOMETRIES, to_klein
+from ..errors import FarPointError, FarPointWarning, warn_user
+from ..geometry import (
+    GEOMETRIES,
+    lorentzian_centroid,
+    move_to_origin,
+    to_klein,
+    unit_hyperboloid,
+)
+from ..ir.frames import Frames, frame_features
 from ..ir.network import Network, label_indices, link
 from ._base import GEOMETRY_DEFAULTS, generate_init
+from ._isolation import lorentz_boost_to_origin
+from ._rotation import _log_at_origin, _pca_axes, check_frame_precision
+from ._transaction import FitTransaction, transactional
+from ._weights import checked_weights
 
 __all__ = ["HyperbolicMLPClassifier", "HyperbolicMLPRegressor"]
 
@@ -42,8 +74,48 @@ NETWORK_GEOMETRY: dict[str, Any] = {
     for name in ("input_geometry", "curvature", "timelike_dim", "check_manifold")
 }
 
+#: What the far-point messages call the network's frame.
+_FRAME = "the network's centred frame"
 
-class _HyperbolicMLP(BaseEstimator):
+#: Where the network's frame is centred (the rotation forests' vocabulary, module doc).
+CENTRES = ("centroid", "origin")
+
+
+def centring_frame(x: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:
+    """The Lorentz matrix ``L = diag(1, R) B`` that centres unit-hyperboloid rows ``x``.
+
+    ``B`` boosts their Lorentzian centroid to the origin; ``R``'s rows are
+    the principal axes of the log-map vectors at the centroid, by decreasing
+    variance, each signed so that the third moment of its projections is not
+    negative. Both are functions of the rows alone, computed without
+    cancellation (`hyp2onnx.geometry.lorentzian_centroid`,
+    `hyp2onnx.geometry.move_to_origin`), so moving the rows by an isometry
+    ``G`` gives ``L G^-1`` up to rounding. With ``weight`` (sample weights) the
+    centroid, the scatter and the third moments are weighted: a row of weight 2
+    counts as two rows.
+    """
+    mu = lorentzian_centroid(x, weight)
+    B = lorentz_boost_to_origin(mu)
+    moved, distance = move_to_origin(x, mu)
+    v = _log_at_origin(moved, distance)
+    R = (_pca_axes(v) if weight is None else _weighted_axes(v, weight)).T
+    L = np.empty_like(B)
+    L[0, :] = B[0, :]
+    L[1:, :] = R @ B[1:, :]
+    return L
+
+
+def _weighted_axes(v: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """`_pca_axes` of rows ``v`` with ``weight``: weighted mean, scatter and third moments."""
+    w = np.asarray(weight, dtype=np.float64)
+    centred = v - (w @ v) / w.sum()
+    _, vectors = np.linalg.eigh((centred * w[:, None]).T @ centred)
+    vectors = vectors[:, ::-1]
+    skew = w @ ((centred @ vectors) ** 3)
+    return vectors * np.where(skew < 0, -1.0, 1.0)
+
+
+class _HyperbolicMLP(FitTransaction, BaseEstimator):
     """Shared fitting, prediction and description of the two hyperbolic MLPs."""
 
     _wrapped: ClassVar[Any]
@@ -53,7 +125,9 @@ class _HyperbolicMLP(BaseEstimator):
         super().__init_subclass__(**kwargs)
         if "_wrapped" not in cls.__dict__:
             return
-        cls._wrapped_params = generate_init(cls, (cls._wrapped,), NETWORK_GEOMETRY)
+        cls._wrapped_params = generate_init(
+            cls, (cls._wrapped,), {**NETWORK_GEOMETRY, "centre": "centroid"}
+        )
         cls._parameter_constraints = {
             **cls._wrapped._parameter_constraints,
             "activation": [StrOptions({"relu"})],
@@ -61,6 +135,7 @@ class _HyperbolicMLP(BaseEstimator):
             "curvature": [Interval(Real, None, 0, closed="neither")],
             "timelike_dim": [Integral],
             "check_manifold": ["boolean"],
+            "centre": [StrOptions(set(CENTRES))],
         }
 
     # -- data ----------------------------------------------------------------
@@ -73,14 +148,98 @@ class _HyperbolicMLP(BaseEstimator):
         )
 
     def to_klein(self, X: Any) -> np.ndarray:
-        """Unit-ball Klein coordinates (float64) that the network reads for points ``X``."""
+        """Unit-ball Klein coordinates (float64) of points ``X``."""
         check_is_fitted(self)
         return self._klein(X, reset=False)
+
+    def frames(self) -> Frames | None:
+        """The centring as `hyp2onnx.ir.frames.Frames` (one frame), or None (``centre="origin"``)."""
+        check_is_fitted(self)
+        L = getattr(self, "centring_", None)
+        return None if L is None else Frames.from_lorentz([L])
+
+    def network_input(self, X: Any) -> np.ndarray:
+        """What the network reads for points ``X``: the Klein coordinates of ``L x``
+        (``centring_``; ``centre="origin"``: of ``x``), in fixed-order float64.
+
+        A centred network warns (`FarPointWarning`, rows named) of rows so far
+        from the training rows' centroid that float64 cannot hold their centred
+        coordinates (the frames' radius, `check_frame_precision`): their
+        outputs are still the graph's, but no longer a function of the point.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64, ensure_all_finite=False)
+        k = to_klein(
+            X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
+        )
+        L = getattr(self, "centring_", None)
+        if L is not None:
+            try:
+                check_frame_precision(
+                    L, unit_hyperboloid(X, *self._geometry()), frame=_FRAME, rows_are="row(s)"
+                )
+            except FarPointError as error:
+                warn_user(str(error), FarPointWarning)
+        return self._network_input(k)
+
+    def _geometry(self) -> tuple[str, float, int]:
+        return self.input_geometry, self.curvature, self.timelike_dim
+
+    def _network_input(self, k: np.ndarray) -> np.ndarray:
+        L = getattr(self, "centring_", None)
+        return k if L is None else frame_features(k, Frames.from_lorentz([L]))
+
+    def _fit_centring(self, X: np.ndarray, sample_weight: np.ndarray | None) -> None:
+        """``centring_`` from the training points, weighted (None for ``centre="origin"``).
+
+        Refuses (`FarPointError`, rows named) training rows so far from the
+        centroid that float64 cannot hold their centred coordinates, as the
+        rotation forests' frames do (`check_frame_precision`).
+        """
+        if self.centre == "origin":
+            self.centring_ = None
+            return
+        x = unit_hyperboloid(X, *self._geometry())
+        weighted = sample_weight is not None and bool(sample_weight.any())
+        L = centring_frame(x, sample_weight if weighted else None)
+        check_frame_precision(L, x, frame=_FRAME)
+        self.centring_ = L
 
     # -- training ------------------------------------------------------------
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None):
-        """Fit the network on the Klein coordinates of hyperbolic points ``X``."""
+        """Fit the network on the Klein coordinates of hyperbolic points ``X``.
+
+        With ``warm_start=True`` a fitted network goes on from its weights, as
+        scikit-learn's MLPs do; a refused fit leaves the model as it was.
+        """
+        warm = bool(self.warm_start) and hasattr(self, "estimator_")
+        k, y, sample_weight = self._training_data(X, y, sample_weight, reset=not warm)
+        native = self._native(continued=warm)
+        kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
+        self._fitted(native.fit(k, y, **kwargs))
+        return self
+
+    @available_if(lambda self: self.solver in ("sgd", "adam"))
+    @transactional
+    def partial_fit(self, X: Any, y: Any, sample_weight: Any = None, **kwargs: Any):
+        """One pass over ``X``, from the current weights (stochastic solvers, as in scikit-learn).
+
+        The classifier's first call needs ``classes``, every class the network
+        will see; later calls must give rows of those classes only.
+        """
+        continued = hasattr(self, "estimator_")
+        k, y, sample_weight = self._training_data(X, y, sample_weight, reset=not continued)
+        native = self._native(continued=continued)
+        if sample_weight is not None:
+            kwargs["sample_weight"] = sample_weight
+        self._fitted(native.partial_fit(k, y, **kwargs))
+        return self
+
+    def _training_data(
+        self, X: Any, y: Any, sample_weight: Any, *, reset: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """Checked parameters, the network's input, labels and weights (rows named on a bad one)."""
         if getattr(self, "activation", "relu") != "relu":
             raise ValueError(
                 f"activation={self.activation!r}: only 'relu' keeps the network piecewise "
@@ -93,16 +252,35 @@ class _HyperbolicMLP(BaseEstimator):
             self,
             X,
             y,
+            reset=reset,
             dtype=np.float64,
             multi_output=not self._classifier,
             ensure_all_finite=False,
         )
+        if sample_weight is not None:  # a weighted loss: negative weights make it unbounded
+            kind = "classifiers" if self._classifier else "regressors"
+            sample_weight = checked_weights(
+                sample_weight, X, negative_ok=False, backend=f"MLP {kind}"
+            )
         k = to_klein(
             X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
         )
-        native = self._wrapped(**{name: getattr(self, name) for name in self._wrapped_params})
-        kwargs = {} if sample_weight is None else {"sample_weight": sample_weight}
-        self.estimator_ = native.fit(k, y, **kwargs)
+        if reset:  # a new fit; a warm start or a later partial_fit keeps the first centring
+            self._fit_centring(X, sample_weight)
+        return self._network_input(k), y, sample_weight
+
+    def _native(self, *, continued: bool) -> Any:
+        """The scikit-learn network to train: new, or a copy of the fitted one to go on from.
+
+        A copy, so that a refused continuation leaves the previous fit whole.
+        """
+        params = {name: getattr(self, name) for name in self._wrapped_params}
+        if not continued:
+            return self._wrapped(**params)
+        return copy.deepcopy(self.estimator_).set_params(**params)
+
+    def _fitted(self, native: Any) -> None:
+        """Take the trained scikit-learn network as this model's weights."""
         if self._classifier:
             if len(native.classes_) < 2:
                 raise ValueError(
@@ -110,9 +288,9 @@ class _HyperbolicMLP(BaseEstimator):
                     f"one class only: {native.classes_[0]!r}."
                 )
             self.classes_ = native.classes_
+        self.estimator_ = native
         self.n_outputs_ = int(native.n_outputs_)
         self.n_iter_ = native.n_iter_
-        return self
 
     # -- the model's arithmetic ------------------------------------------------
 
@@ -132,11 +310,11 @@ class _HyperbolicMLP(BaseEstimator):
 
     def _outputs(self, X: Any) -> np.ndarray:
         """The last layer's outputs (logits, or the values), in the model's fixed order."""
-        return self.network().logits(self.to_klein(X))
+        return self.network().logits(self.network_input(X))
 
     def activation_pattern(self, X: Any) -> np.ndarray:
         """``[n, sum(hidden_layer_sizes)]`` bool: hidden units with a positive pre-activation."""
-        return self.network().pattern(self.to_klein(X))
+        return self.network().pattern(self.network_input(X))
 
     @property
     def coefs_(self) -> list[np.ndarray]:
@@ -150,6 +328,42 @@ class _HyperbolicMLP(BaseEstimator):
         check_is_fitted(self)
         return self.estimator_.intercepts_
 
+    @property
+    def loss_curve_(self) -> list[float]:
+        """The training loss after each iteration (``estimator_.loss_curve_``; not kept by
+        ``solver="lbfgs"``)."""
+        check_is_fitted(self)
+        return self.estimator_.loss_curve_
+
+    @property
+    def best_loss_(self) -> float | None:
+        """The lowest training loss reached (``estimator_.best_loss_``; None with
+        ``early_stopping``, whose best is a validation score)."""
+        check_is_fitted(self)
+        return self.estimator_.best_loss_
+
+
+def _native_rows(wrapped: type) -> str:
+    """One numpydoc row per parameter of ``wrapped``: its own type line and the first
+    sentence of its own description (``activation`` takes "relu" only)."""
+    section = (wrapped.__doc__ or "").partition("Parameters\n    ----------\n")[2]
+    rows = {
+        m.group(1): (
+            m.group(2),
+            re.split(r"(?<=\.)\s", " ".join(m.group(3).split()), maxsplit=1)[0],
+        )
+        for m in re.finditer(r"^    (\w+) : ([^\n]*)\n((?:(?:        [^\n]*)?\n)*)", section, re.M)
+    }
+    rows["activation"] = (
+        '{"relu"}, default="relu"',
+        "Only ReLU keeps the pieces affine in Klein coordinates.",
+    )
+    return "\n".join(
+        f"    {name} : {rows.get(name, ('', ''))[0]}\n        {rows.get(name, ('', ''))[1]}"
+        for name in inspect.signature(wrapped).parameters
+        if name != "self"
+    )
+
 
 _DOC = """{summary}
 
@@ -157,6 +371,9 @@ _DOC = """{summary}
     Klein coordinates of the points; every boundary between its linear pieces
     is a geodesic hyperplane. Its outputs follow the fixed-order arithmetic of
     `hyp2onnx.ir.network.Network`, which the exported graph reproduces.
+    ``warm_start=True`` and ``partial_fit`` (stochastic solvers) go on from the
+    fitted weights, with scikit-learn's arithmetic and rules; sample weights
+    must be finite and non-negative (the rows are named).
 
     Parameters
     ----------
@@ -168,14 +385,25 @@ _DOC = """{summary}
         Column of the timelike coordinate ``x_0`` (hyperboloid input only).
     check_manifold : bool, default=True
         Refuse points off the manifold, naming the rows.
-    hidden_layer_sizes, activation, solver, alpha, ...
-        ``{wrapped}``'s own parameters and defaults; ``activation`` must be "relu".
+    centre : {{"centroid", "origin"}}, default="centroid"
+        The network's frame: the training rows' Lorentzian centroid moved to
+        the origin and their tangent principal axes onto the coordinate axes
+        (predictions do not depend on where the embedding put its origin), or
+        the input's own Klein coordinates. Warm starts and ``partial_fit``
+        keep the frame of the first fit.
+{native}
 
     Attributes
     ----------
+    centring_ : ndarray of shape (d + 1, d + 1) or None
+        The Lorentz matrix ``L`` of the frame (None for ``centre="origin"``).
     estimator_ : {wrapped}
-        The network fitted on Klein coordinates (its ``predict`` uses a BLAS
+        The network fitted on (centred) Klein coordinates (its ``predict`` uses a BLAS
         product; this model's outputs do not).
+    loss_curve_ : list of float
+        The training loss after each iteration (not kept by ``solver="lbfgs"``).
+    best_loss_ : float or None
+        The lowest training loss (None with ``early_stopping``).
 """
 
 
@@ -183,6 +411,7 @@ class HyperbolicMLPClassifier(ClassifierMixin, _HyperbolicMLP):
     __doc__ = _DOC.format(
         summary="Hyperbolic MLP classifier: a ReLU network on Klein coordinates.",
         wrapped="MLPClassifier",
+        native=_native_rows(MLPClassifier),
     )
     _wrapped = MLPClassifier
     _classifier = True
@@ -194,7 +423,7 @@ class HyperbolicMLPClassifier(ClassifierMixin, _HyperbolicMLP):
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities (softmax, or logistic for two classes), in ``classes_`` order."""
         network = self.network()
-        return link(network, network.logits(self.to_klein(X)))
+        return link(network, network.logits(self.network_input(X)))
 
     def predict_log_proba(self, X: Any) -> np.ndarray:
         """Logarithm of `predict_proba`."""
@@ -204,13 +433,14 @@ class HyperbolicMLPClassifier(ClassifierMixin, _HyperbolicMLP):
     def predict(self, X: Any) -> np.ndarray:
         """The class of the first largest logit (two classes: ``z > 0``)."""
         network = self.network()
-        return self.classes_.take(label_indices(network, network.logits(self.to_klein(X))))
+        return self.classes_.take(label_indices(network, network.logits(self.network_input(X))))
 
 
 class HyperbolicMLPRegressor(RegressorMixin, _HyperbolicMLP):
     __doc__ = _DOC.format(
         summary="Hyperbolic MLP regressor: a ReLU network on Klein coordinates.",
         wrapped="MLPRegressor",
+        native=_native_rows(MLPRegressor),
     )
     _wrapped = MLPRegressor
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from .._progress import bar
 from ..errors import MissingExtraError, UnsupportedModelError
 from ..geometry import curvature_radius, klein_to_poincare
 from ..ir.network import Network, collapse, label_indices, link
@@ -50,7 +51,11 @@ class Region:
     ``<n, x>_L = -n_0 x_0 + n_1 x_1 + ... + n_d x_d`` (``x_0`` the timelike
     coordinate, listed first whatever the model's ``timelike_dim``): the
     normal is ``(-offset, w)``. In the region the outputs (logits, or values)
-    are ``k @ affine_weights + affine_offset``.
+    are ``k' @ affine_weights + affine_offset`` for ``k'`` the network's input
+    (``network_input``: ``k`` itself for ``centre="origin"``, else the Klein
+    coordinates of ``L x``). A centred network's half-spaces are given in the
+    point's own coordinates: ``w . k' + c`` has the sign of ``(c, w) L x``, so
+    the normal is ``(c, w) L`` (``L^T`` applied to it).
     """
 
     pattern: np.ndarray
@@ -70,43 +75,100 @@ class Region:
         s = np.atleast_2d(k) @ self.klein_normals.T + self.klein_offsets
         return np.all(np.where(self.side > 0, s > 0, s <= 0), axis=1)
 
-    def plot(self, ax: Any = None, *, resolution: int = 400) -> Any:
-        """Draw the region in the Poincaré disk (d = 2): its boundaries are geodesic arcs.
+    def faces(self, n: int = 400) -> list[tuple[int, np.ndarray]]:
+        """The region's own faces at d = 2: ``(half-space, Klein points of its edge)``.
 
-        Needs matplotlib (``pip install 'hyp2onnx[plot]'``). Returns the axes.
+        A half-space is a face where a stretch of its boundary line inside
+        the disk satisfies every other half-space (to ``1e-12``); the others
+        are implied by these. Each edge is sampled at ``n`` points of its line.
         """
+        self._need_2d()
+        faces = []
+        for h, (w, c) in enumerate(zip(self.klein_normals, self.klein_offsets, strict=True)):
+            line = _chord(w, c, n)
+            if line is None:
+                continue
+            values = line @ self.klein_normals.T + self.klein_offsets  # [n, h]
+            ok = np.all((self.side * values >= -1e-12) | (np.arange(self.side.size) == h), axis=1)
+            if ok.any():
+                faces.append((h, line[ok]))
+        return faces
+
+    def _need_2d(self) -> None:
         if self.klein.shape[0] != 2:
             raise ValueError(
                 f"a picture needs d = 2, this region lives in d = {self.klein.shape[0]}"
             )
+
+    def plot(
+        self,
+        ax: Any = None,
+        *,
+        points: Any = None,
+        labels: Any = None,
+        resolution: int = 400,
+    ) -> Any:
+        """Draw the region in the Poincaré disk (d = 2): its faces are geodesic arcs.
+
+        The region is shaded, its own faces drawn in the colour of their
+        hidden layer (the other half-spaces, which do not touch it, faintly),
+        the row it was made from starred; ``points`` (Klein coordinates,
+        e.g. ``RegionTree.to_klein(X)``) are drawn over it, coloured by
+        ``labels``. Needs matplotlib (``pip install 'hyp2onnx[plot]'``).
+        Returns the axes.
+        """
+        self._need_2d()
         try:
-            import matplotlib.pyplot as plt
-        except ModuleNotFoundError as exc:
+            from ..plot import disk_grid, draw_disk, plt
+        except ImportError as exc:
             raise MissingExtraError(
                 "Region.plot needs matplotlib: pip install 'hyp2onnx[plot]'"
             ) from exc
         if ax is None:
-            ax = plt.figure(figsize=(5, 5)).add_subplot()
-        t = np.linspace(-1.0, 1.0, resolution)
-        px, py = np.meshgrid(t, t)
-        p = np.stack([px.ravel(), py.ravel()], axis=1)
-        inside = np.einsum("ij,ij->i", p, p) < 1.0
-        k = 2.0 * p / (1.0 + np.einsum("ij,ij->i", p, p))[:, None]
-        mask = np.zeros(p.shape[0], dtype=bool)
-        mask[inside] = self.contains(k[inside])
-        ax.contourf(px, py, mask.reshape(px.shape).astype(float), levels=[0.5, 1.5], alpha=0.35)
-        s = np.linspace(0.0, 2.0 * np.pi, 400)
-        ax.plot(np.cos(s), np.sin(s), color="black", lw=1)
+            ax = plt.figure(figsize=(5.5, 5)).add_subplot()
+        xx, yy, inside, k = disk_grid(resolution, "poincare")
+        mask = np.zeros(xx.shape)
+        mask[inside] = self.contains(k)
+        ax.contourf(xx, yy, mask, levels=[0.5, 1.5], colors=["tab:blue"], alpha=0.3)
         for w, c in zip(self.klein_normals, self.klein_offsets, strict=True):
-            arc = _chord(w, c)
-            if arc is not None:
-                q = klein_to_poincare(arc)
-                ax.plot(q[:, 0], q[:, 1], color="grey", lw=0.6)
+            line = _chord(w, c)
+            if line is not None:
+                q = klein_to_poincare(line)
+                ax.plot(q[:, 0], q[:, 1], color="0.8", lw=0.4, zorder=1)
+        colors = plt.get_cmap("tab10")(np.arange(10))
+        for h, edge in self.faces():
+            q = klein_to_poincare(edge)
+            layer = int(self.layer[h])
+            ax.plot(
+                q[:, 0],
+                q[:, 1],
+                color=colors[(layer + 1) % 10],
+                lw=2.2,
+                zorder=3,
+                label=f"face, hidden layer {layer + 1}",
+            )
+        if points is not None:
+            q = klein_to_poincare(np.asarray(points, dtype=np.float64))
+            ax.scatter(
+                q[:, 0],
+                q[:, 1],
+                s=8,
+                c=None if labels is None else np.unique(np.asarray(labels), return_inverse=True)[1],
+                cmap="tab10",
+                vmin=0,
+                vmax=9,
+                edgecolors="black",
+                linewidths=0.2,
+                zorder=4,
+            )
         here = klein_to_poincare(self.klein[None, :])[0]
-        ax.plot(*here, "k*", ms=10)
-        ax.set_aspect("equal")
-        ax.set_xlim(-1.05, 1.05)
-        ax.set_ylim(-1.05, 1.05)
+        ax.plot(*here, "k*", ms=12, zorder=5, label="the row explained")
+        draw_disk(ax, "poincare")
+        handles, names = ax.get_legend_handles_labels()
+        unique = dict(zip(names, handles, strict=True))
+        ax.legend(
+            unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8
+        )
         ax.set_title(f"region {self.region}" if self.covered else "region not in the tree")
         return ax
 
@@ -126,7 +188,7 @@ def _chord(w: np.ndarray, c: float, n: int = 200) -> np.ndarray | None:
 class RegionTree:
     """A hyperbolic MLP's region tree, built from the patterns of given points.
 
-    Made by `hyp2onnx.region_tree`.
+    Made by [`region_tree`][hyp2onnx.region_tree].
     It predicts as the network does (labels equal on every row; values
     within ``value_bound_``), exports with ``hyp2onnx.to_onnx`` and is
     checked with ``hyp2onnx.verify`` like every model.
@@ -146,7 +208,7 @@ class RegionTree:
     n_certified_ : int
         Regions no point of ``X`` reached, added by ``certify_radius``.
     witnesses_ : ndarray
-        ``[n_regions_, d]``: for a certified region, the Klein coordinates of a
+        ``[n_regions_, d]``: for a certified region, the network input (``network_input``) of a
         point inside it and within the radius, whose pattern the network
         computes as the region's (NaN for the regions ``X`` reached).
     value_bound_ : float
@@ -170,7 +232,7 @@ class RegionTree:
         check_is_fitted(network)
         self.network_ = network
         ir = network.network()
-        patterns = ir.pattern(network.to_klein(X))
+        patterns = ir.pattern(network.network_input(X))
         witnesses = np.zeros((0, ir.n_features))
         if certify_radius is not None:
             klein_radius = _klein_radius(certify_radius, float(network.curvature))
@@ -199,6 +261,16 @@ class RegionTree:
         if network._classifier:
             self.classes_ = network.classes_
 
+    def __repr__(self) -> str:
+        network = self.network_
+        sizes = tuple(getattr(network, "hidden_layer_sizes", ()))
+        certified = f", {self.n_certified_} certified" if self.n_certified_ else ""
+        return (
+            f"RegionTree({type(network).__name__}(hidden_layer_sizes={sizes}): "
+            f"{self.n_regions_} regions of at most 2**{sum(self.tree_.network.hidden_sizes)}"
+            f"{certified}, {self.n_nodes_} nodes, value_bound_={self.value_bound_:.3g})"
+        )
+
     def _region_numbers(self) -> dict[bytes, int]:
         """Each region's number, by its packed pattern."""
         numbers = getattr(self, "_numbers", None)
@@ -217,9 +289,13 @@ class RegionTree:
         """Unit-ball Klein coordinates of points ``X`` (the network's geometry)."""
         return self.network_.to_klein(X)
 
+    def network_input(self, X: Any) -> np.ndarray:
+        """What the tree reads: the network's input (centred Klein coordinates, if centred)."""
+        return self.network_.network_input(X)
+
     def apply(self, X: Any) -> np.ndarray:
         """The region (0-based) each point's row reaches in the tree; -1 where the tree lacks it."""
-        return self.tree_.leaf(self.to_klein(X)) - 1
+        return self.tree_.leaf(self.network_input(X)) - 1
 
     def covered(self, X: Any) -> np.ndarray:
         """Whether the tree holds each point's region (else the network scores it)."""
@@ -227,7 +303,7 @@ class RegionTree:
 
     def decision_function(self, X: Any) -> np.ndarray:
         """Leaf outputs, or the network's where the row is uncovered or near a tie."""
-        return self.tree_.logits(self.to_klein(X))[0]
+        return self.tree_.logits(self.network_input(X))[0]
 
     def predict(self, X: Any) -> np.ndarray:
         """Labels (the network's, on every row) or values (within ``value_bound_`` of them)."""
@@ -242,6 +318,23 @@ class RegionTree:
             raise AttributeError("predict_proba: this region tree is a regressor's")
         return link(self.tree_.network, self.decision_function(X))
 
+    def plot(
+        self, X: Any = None, *, disk: str = "poincare", resolution: int = 300, ax: Any = None
+    ) -> Any:
+        """Draw the tree's partition at d = 2: each region of the disk in its own colour
+        (the network's regions the tree lacks in grey), with the points ``X`` coloured by
+        their region. A [`DecisionRegionDisplay`][hyp2onnx.plot.DecisionRegionDisplay] of
+        `apply`; needs matplotlib (``pip install 'hyp2onnx[plot]'``)."""
+        try:
+            from ..plot import DecisionRegionDisplay
+        except ImportError as exc:
+            raise MissingExtraError(
+                "RegionTree.plot needs matplotlib: pip install 'hyp2onnx[plot]'"
+            ) from exc
+        return DecisionRegionDisplay.from_estimator(
+            self, X, disk=disk, resolution=resolution, response_method="apply", ax=ax
+        )
+
     def explain(self, x: Any) -> Region:
         """The region of one point ``x`` (any row, covered or not) from its own pattern."""
         X = np.asarray(x, dtype=np.float64)
@@ -251,10 +344,14 @@ class RegionTree:
             raise ValueError(f"explain takes one point, got {X.shape[0]} rows")
         k = self.to_klein(X)
         ir = self.tree_.network
-        pattern = ir.pattern(k)[0]
+        pattern = ir.pattern(self.network_input(X))[0]
         c = collapse(ir, pattern)
         normals = np.concatenate([W.T for W in c.weights[:-1]], axis=0)
         offsets = np.concatenate(c.offsets[:-1])
+        L = getattr(self.network_, "centring_", None)
+        if L is not None:  # w . k' + c on L x is (c, w) . L x: the normal (c, w) L in x's frame
+            ambient = np.concatenate([offsets[:, None], normals], axis=1) @ L
+            offsets, normals = ambient[:, 0], ambient[:, 1:]
         layer = np.repeat(np.arange(len(ir.hidden_sizes)), ir.hidden_sizes)
         leaf = self._region_numbers().get(np.packbits(pattern).tobytes(), -1)
         return Region(
@@ -284,12 +381,15 @@ def region_tree(
 
     ``X`` are points in the network's input geometry (training points, or a
     sample of the data it will see). With ``certify_radius`` (a hyperbolic
-    distance from the origin, in the network's curvature) the tree also holds
+    distance from the network's origin, in its curvature: the training
+    rows' centroid for a centred network) the tree also holds
     regions no point of ``X`` reached but that meet the ball of that radius,
-    each certified by a witness point (`certified_witnesses`), up to
-    ``max_certified`` of them; ``verbose`` prints each round's progress to
-    stderr (at d = 4, 16 + 16 units, about 6,700 regions take four minutes).
-    See `RegionTree`.
+    each certified by a witness point inside it (the tree's ``witnesses_``), up
+    to ``max_certified`` of them; ``verbose`` prints each round's progress to
+    stderr (certifying can take minutes: benchmarks/results/neural.md). Returns a
+    [`RegionTree`][hyp2onnx.RegionTree]; its
+    [`explain`][hyp2onnx.RegionTree.explain] gives any point's
+    [`Region`][hyp2onnx.Region].
     """
     return RegionTree(
         network, X, certify_radius=certify_radius, max_certified=max_certified, verbose=verbose
@@ -321,7 +421,8 @@ def certified_witnesses(
     candidate is certified only if that point lies in the ball and the
     network's own forward pass gives it the candidate's pattern: the
     programs only propose, the network decides. Returns ``[n, d]`` points,
-    at most ``limit``.
+    at most ``limit``. On a terminal a progress bar per round counts the
+    candidates looked at and the regions certified, with the time left.
     """
     from scipy.optimize import linprog
 
@@ -339,20 +440,25 @@ def certified_witnesses(
                 file=sys.stderr,
             )
         next_frontier = []
-        for pattern in frontier:
-            for unit in range(pattern.size):
-                candidate = pattern.copy()
-                candidate[unit] = not candidate[unit]
-                key = np.packbits(candidate).tobytes()
-                if key in known:
-                    continue
-                known.add(key)
-                point = _witness(network, candidate, klein_radius, linprog)
-                if point is not None:
-                    found.append(point)
-                    next_frontier.append(candidate)
-                    if len(found) == limit:
-                        return np.array(found)
+        with bar(
+            len(frontier) * frontier[0].size, f"certify, round {rounds}", "candidates"
+        ) as shown:
+            for pattern in frontier:
+                for unit in range(pattern.size):
+                    shown.update()
+                    candidate = pattern.copy()
+                    candidate[unit] = not candidate[unit]
+                    key = np.packbits(candidate).tobytes()
+                    if key in known:
+                        continue
+                    known.add(key)
+                    point = _witness(network, candidate, klein_radius, linprog)
+                    if point is not None:
+                        found.append(point)
+                        next_frontier.append(candidate)
+                        shown.set_postfix(certified=len(found), refresh=False)
+                        if len(found) == limit:
+                            return np.array(found)
         frontier = next_frontier
     return np.array(found).reshape(-1, d)
 

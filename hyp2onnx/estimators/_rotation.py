@@ -216,7 +216,13 @@ def draw_frame(
     return M
 
 
-def check_frame_precision(M: np.ndarray, x: np.ndarray) -> None:
+def check_frame_precision(
+    M: np.ndarray,
+    x: np.ndarray,
+    *,
+    frame: str = "a tree's frame",
+    rows_are: str = "training row(s)",
+) -> None:
     """Refuse a frame whose coordinates float64 cannot hold for some row of ``x`` (FarPointError).
 
     A frame coordinate is a ratio of dot products of ``M``'s rows with a
@@ -240,8 +246,8 @@ def check_frame_precision(M: np.ndarray, x: np.ndarray) -> None:
     radii = hyperbolic_radius(x[rows])
     centre_radius = math.acosh(centre) if math.isfinite(centre) and centre >= 1 else math.inf
     error = FarPointError(
-        f"{rows.size} training row(s) lie too far from the origin for float64 to hold their "
-        f"coordinates in a tree's frame, centred at radius {centre_radius:.1f}: "
+        f"{rows.size} {rows_are} lie too far from the origin for float64 to hold their "
+        f"coordinates in {frame}, centred at radius {centre_radius:.1f}: "
         f"{name_far_rows(rows, radii)}. Frame coordinates are computed to about "
         f"2^-53 cosh(r) cosh(r_centre), which must stay below 2^-53 cosh({CENTRED_RADIUS:g})^2 "
         "(about 0.016; a point and a centre both at radius 17); beyond it predictions would "
@@ -802,7 +808,8 @@ class HyperbolicRotationForestClassifier(ClassifierMixin, _RotationForest):
 
     def predict(self, X: Any) -> np.ndarray:
         """The first class of highest mean probability for each point."""
-        return self.classes_.take(np.argmax(self.predict_proba(X), axis=1))
+        proba = self.predict_proba(X)  # first: it says when the model is not fitted
+        return self.classes_.take(np.argmax(proba, axis=1))
 
 
 class HyperbolicRotationForestRegressor(RegressorMixin, _RotationForest):

@@ -21,12 +21,12 @@ from .._atomic import atomic_write
 from ..emit import Encoding
 from ..emit import encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
-from ..emit.fast import Guarded
+from ..emit.fast import Guarded, ShortBatches
 from ..emit.isolation import emit_anomaly_outputs
 from ..emit.outputs import emit_outputs
 from ..emit.projection import emit_projection, emit_whole_rows
 from ..emit.strategy import GraphStrategy, choose_graph, emit_trees
-from ..errors import CompatRoutingWarning, UnsupportedModelError, warn_user
+from ..errors import CompatRoutingWarning, DamagedModelError, UnsupportedModelError, warn_user
 from ..estimators import backend_for
 from ..geometry import GEOMETRIES, check_timelike_dim, curvature_radius
 from ..ir import Ensemble, InputSpace, Model, Task
@@ -119,6 +119,8 @@ def _plain_model(
         raise ValueError(f"input_geometry must be one of {GEOMETRIES}, got {input_geometry!r}.")
     try:
         ensemble = backend.to_ensemble(model)
+    except DamagedModelError:
+        raise  # fitted, but damaged: its own message says where
     except (AttributeError, ValueError) as exc:
         raise UnsupportedModelError(
             f"{type(model).__name__} does not look fitted ({exc}); fit it before exporting."
@@ -264,9 +266,9 @@ def input_dtype(ir_model: Model) -> Literal["float32", "float64"]:
     rows (hyperbolic estimators record this when fitted, see
     `hyp2onnx.correction.tree_space`), else float32; for models that do not
     record it (plain tree models, HyperDT's), the precision they compare in.
-    Categorical codes count too: float32 holds every integer up to 2**24
-    only, so a membership split with a code from 2**24 on would see a
-    neighbouring code (2**24 + 1 reads as 2**24) as its own: float64.
+    Categorical codes count too: float32 holds every integer up to ``2**24``
+    only, so a membership split with a code from ``2**24`` on would see a
+    neighbouring code (``2**24 + 1`` reads as ``2**24``) as its own: float64.
     A plain model given points it must first project (not unit-ball Klein
     points) needs float64 too: in Python the projection of the user's float64
     points is rounded to the model's precision after it, not before.
@@ -351,14 +353,18 @@ GRAPH_OUTPUTS = ("label", "probabilities", "variable", "scores", "path_length")
 
 
 def _model_outputs(
-    builder: GraphBuilder, scores: str | Guarded, ensemble: Ensemble, dtype: str
+    builder: GraphBuilder, scores: str | Guarded | ShortBatches, ensemble: Ensemble, dtype: str
 ) -> tuple[list[onnx.ValueInfoProto], dict[str, str]]:
     """Labels and probabilities, or values, and the fast encoding's bound and margin.
 
     The fast encoding's emitter returns its scores as
     `Guarded` (sums in the runtime's order, their
-    bound and the label guard); the others return the scores' name.
+    bound and the label guard), or as `ShortBatches` (those for long
+    batches, the exact scores for short ones: `_short_or_long`); the others
+    return the scores' name.
     """
+    if isinstance(scores, ShortBatches):
+        return _short_or_long(builder, scores, ensemble, dtype)
     if not isinstance(scores, Guarded):
         return emit_outputs(builder, scores, ensemble, dtype), {}
     bounds = {"value_bound": repr(scores.bound), "tie_margin": repr(scores.margin)}
@@ -374,6 +380,44 @@ def _model_outputs(
         to_probabilities=scores.to_probabilities,
     )
     return outputs, bounds
+
+
+def _short_or_long(
+    builder: GraphBuilder, split: ShortBatches, ensemble: Ensemble, dtype: str
+) -> tuple[list[onnx.ValueInfoProto], dict[str, str]]:
+    """The outputs behind an ``If`` on the batch size: up to ``split.rows`` rows from the
+    exact scores, longer batches from the fast scores and their guard.
+
+    Each branch builds the whole of its outputs (link, guard, labels), so a short
+    batch runs none of the fast encoding's nodes. The metadata records the
+    crossover and each side's bound: ``value_bound`` and ``tie_margin`` are the
+    long batches' (the larger), ``short_batch_value_bound`` the short ones' (0).
+    """
+    rows = builder.n_rows("short_batch", split.k)
+    limit = builder.const("short_batch", "short_batch_rows", [split.rows], np.int64)
+    short = builder.op("short_batch", "LessOrEqual", [rows, limit])
+    branches: list[onnx.GraphProto] = []
+    bounds: dict[str, str] = {}
+    infos: list[onnx.ValueInfoProto] = []
+    for label, make in (("short_batch", split.short), ("long_batch", split.long)):
+        branch = builder.child()
+        infos, bounds = _model_outputs(branch, make(branch), ensemble, dtype)
+        outputs = []
+        for info in infos:  # the graph's output names belong to the If's outputs
+            inner = branch.rename(info.name, branch.unique(f"{label}/{info.name}"))
+            elem = info.type.tensor_type.elem_type
+            outputs.append(helper.make_tensor_value_info(inner, elem, None))
+        branches.append(helper.make_graph(branch.nodes, label, [], outputs))
+    builder.op(
+        "short_batch",
+        "If",
+        [short],
+        outputs=[info.name for info in infos],
+        then_branch=branches[0],
+        else_branch=branches[1],
+    )
+    bounds |= {"short_batch_rows": str(split.rows), "short_batch_value_bound": repr(0.0)}
+    return infos, bounds
 
 
 def compat_routes_exactly(ir_model: Model, dtype: str) -> bool:

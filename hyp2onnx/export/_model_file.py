@@ -134,7 +134,9 @@ def _metadata(ir_model: Model, encoding: str, dtype: str, extra: dict[str, str])
         entries["blocks"] = blocks_to_json(space.blocks)
     entries.update({k: v for k, v in ir_model.metadata.items() if k not in entries})
     # value_bound (fast encoding): how far any raw score may be from the exact
-    # one; tie_margin: rows whose top two probabilities are closer get exact scores.
+    # one; tie_margin: rows whose top two probabilities are closer get exact scores;
+    # short_batch_rows: batches of up to that many rows take the exact scores instead,
+    # within short_batch_value_bound (0).
     entries.update(extra)
     return entries
 
@@ -168,9 +170,11 @@ def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[st
             "this ONNX model's hyp2onnx metadata (classes or blocks) is nested too deeply to "
             "read: the file is damaged or was not written by hyp2onnx"
         ) from None
-    for key in ("value_bound", "tie_margin"):
+    for key in ("value_bound", "tie_margin", "short_batch_value_bound"):
         if key in raw:
             parsed[key] = float(raw[key])
+    if "short_batch_rows" in raw:
+        parsed["short_batch_rows"] = int(raw["short_batch_rows"])
     parsed["doc_string"] = onnx_model.doc_string
     return parsed
 

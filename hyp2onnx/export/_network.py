@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from onnx import helper
 
 from .._version import __version__ as _version
 from ..emit._graph import GraphBuilder, onnx_type
+from ..emit.frames import frames_map
 from ..emit.network import (
     emit_chain,
     emit_guarded,
@@ -90,9 +92,14 @@ def compile_network(
     encoding: str,
     opset: int,
     name: str | None = None,
+    class_indices: bool = False,
     **stated: Any,
 ) -> onnx.ModelProto:
-    """Emit, check and return the ONNX model of a fitted hyperbolic MLP or region tree."""
+    """Emit, check and return the ONNX model of a fitted hyperbolic MLP or region tree.
+
+    ``class_indices``: a classifier's labels are ``0 .. n-1`` instead of its
+    classes (skl2onnx's ``nocl`` option).
+    """
     # Imported here: the estimators import scikit-learn, which importing the export
     # package must not load (see is_network).
     from ..estimators._regions import RegionTree
@@ -100,19 +107,30 @@ def compile_network(
     tree = isinstance(model, RegionTree)
     dtype = _check_request(model, dtype, encoding, stated, fitted_check=not tree)
     network = model.tree_.network if tree else model.network()
+    region_tree = model.tree_ if tree else None
+    if class_indices and network.classes is not None:
+        network = replace(network, classes=np.arange(len(network.classes)))
+        region_tree = replace(model.tree_, network=network) if tree else None
     space = InputSpace(
         geometry=model.input_geometry,
         curvature=float(model.curvature),
         timelike_dim=int(model.timelike_dim),
         n_input_features=int(model.n_features_in_),
     )
+    frames = (model.network_ if tree else model).frames()
     g = GraphBuilder(opset)
     g.reserve("X", "label", "probabilities", "variable", "covered", "region")
-    k, ones_column = _klein_rows(g, space, dtype, whole_rows=not tree and encoding == "fast")
+    whole_rows = not tree and encoding == "fast" and frames is None
+    k, ones_column = _klein_rows(g, space, dtype, whole_rows=whole_rows)
+    if frames is not None:  # a centred network reads the Klein coordinates of L x
+        k = frames_map(g, "float64", frames)(g, k)
     extra: dict[str, str] = {"hidden_layer_sizes": json.dumps(list(network.hidden_sizes))}
+    if frames is not None:
+        extra["centre"] = "centroid"
     outputs_extra: list[helper.ValueInfoProto] = []
     if tree:
-        head, _, _ = emit_region_tree(g, k, model.tree_)
+        assert region_tree is not None
+        head, _, _ = emit_region_tree(g, k, region_tree)
         outputs_extra = [
             helper.make_tensor_value_info("covered", onnx.TensorProto.BOOL, ["N"]),
             helper.make_tensor_value_info("region", onnx.TensorProto.INT64, ["N"]),

@@ -16,7 +16,7 @@ model's graph into one:
 - a float32 encoder in front of a float64 model gets a ``Cast`` (exact: the
   precision was lost where the encoder computed in float32), a float64
   encoder in front of a float32 model a rounding ``Cast``; either is said in
-  a warning and in the metadata (``encoder_precision``);
+  the metadata (``encoder_precision``), and the rounding one in a warning;
 - the metadata keeps the model's and adds the encoder's sha256, the name of
   the output that holds the points and their geometry.
 
@@ -103,7 +103,9 @@ def _load_encoder(
         except OSError:
             raise
         except Exception as exc:  # protobuf's DecodeError and the like
-            raise ValueError(f"{os.fspath(encoder)} is not a readable ONNX model: {exc}") from exc
+            raise ValueError(
+                f"{os.fspath(encoder)} is not a readable ONNX model ({type(exc).__name__})"
+            ) from exc
     else:
         raise TypeError(
             f"encoder must be an onnx.ModelProto or the path of an .onnx file, got "
@@ -622,7 +624,8 @@ def _junction(
     warning), a width guard where the encoder leaves the width open."""
     points = junction
     if enc.dtype != model_dtype:
-        warnings.warn(f"compose: precision lost: {note}.", stacklevel=4)  # compose's caller
+        if enc.dtype == "float64":  # a rounding Cast; widening float32 is exact: no warning
+            warnings.warn(f"compose: precision lost: {note}.", stacklevel=4)  # compose's caller
         to = helper.np_dtype_to_tensor_dtype(np.dtype(model_dtype))
         points = n.op("Cast", [junction], to=to)
     if enc.width is None:

@@ -337,9 +337,13 @@ def _mode(V: np.ndarray) -> np.ndarray:
 def compile_hyperdt(
     model: Any, *, dtype: str, encoding: str, opset: int, name: str | None = None
 ) -> Any:
-    """The ONNX model of a HyperDT estimator, in an encoding that compares in float64."""
+    """The ONNX model of a HyperDT estimator, in an encoding that compares in float64.
+
+    ``model`` may also be its description (`read_hyperdt`), as the graph-hash
+    tests store it: the graph depends on nothing else.
+    """
     spec = _encoding_for(encoding)
-    hyperdt_model = read_hyperdt(model)
+    hyperdt_model = model if isinstance(model, HyperDTModel) else read_hyperdt(model)
     builder = GraphBuilder(opset)
     builder.reserve("X", "label", "probabilities", "variable")
     trees = _TreeStage(builder, _emit_split_columns(builder, hyperdt_model, dtype), spec)

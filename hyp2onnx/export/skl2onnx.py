@@ -1,16 +1,19 @@
 """skl2onnx converters for hyp2onnx estimators.
 
 After [`register_skl2onnx_converters`][hyp2onnx.register_skl2onnx_converters] (``hyp2onnx.register_skl2onnx_converters()``),
-``skl2onnx.to_onnx`` converts a hyperbolic estimator, alone or as a step of
-a scikit-learn ``Pipeline`` (after preprocessing steps skl2onnx converts,
-such as a ``FunctionTransformer`` or a scaler). skl2onnx is an optional
+``skl2onnx.to_onnx`` converts a hyperbolic estimator (every tree estimator
+of the installed backends, the hyperbolic MLPs and their region trees),
+alone or as a step of a scikit-learn ``Pipeline`` (after preprocessing
+steps skl2onnx converts, such as a ``FunctionTransformer`` or a scaler). skl2onnx is an optional
 extra (``pip install 'hyp2onnx[skl2onnx]'``). The converter compiles the
 estimator with `hyp2onnx.export.compile_model` and grafts that graph
 into skl2onnx's, renaming every tensor into skl2onnx's scope.
 
 Options (``options={id(model): {...}}`` or ``{type(model): {...}}``):
 
-* ``encoding``: ``"exact"`` (default), ``"compat"`` or ``"standard"``.
+* ``encoding``: for trees ``"exact"`` (default), ``"compat"`` or ``"standard"``;
+  for MLPs ``"fast"`` (default) or ``"exact"`` (region trees have one graph).
+  Networks use standard operators only, so any ml opset suits them.
   skl2onnx (1.20) accepts ai.onnx.ml opsets up to 3, so the exact encoding
   fits only models that compare in float32 (scikit-learn, XGBoost); export
   exact LightGBM graphs with [`hyp2onnx.to_onnx`][hyp2onnx.to_onnx] or pick another
@@ -20,7 +23,8 @@ Options (``options={id(model): {...}}`` or ``{type(model): {...}}``):
   classifiers; ``False``: the ``label`` and ``probabilities`` tensors;
   ``"columns"``: one output per class), ``nocl`` (labels are class
   indices ``0 .. n-1``) and ``output_class_labels`` (with
-  ``zipmap=False``, a third output listing the classes).
+  ``zipmap=False``, a third output listing the classes). A region tree's
+  ``covered`` and ``region`` outputs follow the classifier's.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from ..errors import MissingExtraError
 from ..estimators import BACKENDS
 from ..estimators._base import HyperbolicTreeModel
 from ._compile import DEFAULT_OPSET, compile_model, describe
+from ._network import compile_network, is_network
 
 _ML_DOMAIN = "ai.onnx.ml"
 _ENCODINGS = [*ENCODINGS, None]
@@ -54,19 +59,33 @@ _REGRESSOR_DEFAULTS = {"encoding": None}
 
 
 def _estimator_classes() -> list[type]:
-    """Every concrete hyperbolic estimator class of the installed backends."""
+    """Every concrete hyperbolic estimator class of the installed backends, the hyperbolic
+    MLPs and their region trees."""
+    from ..estimators._mlp import HyperbolicMLPClassifier, HyperbolicMLPRegressor
+    from ..estimators._regions import RegionTree
+
     for spec in BACKENDS:
         try:
             spec.load()
         except MissingExtraError:
             continue
-    found, todo = [], [HyperbolicTreeModel]
+    found: list[type] = [HyperbolicMLPClassifier, HyperbolicMLPRegressor, RegionTree]
+    todo: list[type] = [HyperbolicTreeModel]
     while todo:
         cls = todo.pop()
         todo.extend(cls.__subclasses__())
         if not getattr(cls, "__abstractmethods__", None) and not cls.__name__.startswith("_"):
             found.append(cls)
     return sorted(set(found), key=lambda c: c.__name__)
+
+
+def _is_classifier(model: Any) -> bool:
+    """A classifier (a region tree is its network's kind; it is no scikit-learn estimator)."""
+    return (
+        bool(model.is_classifier)
+        if is_network(model) and hasattr(model, "tree_")
+        else (is_classifier(model))
+    )
 
 
 def _opsets(target_opset: Any) -> tuple[int, int | None]:
@@ -86,6 +105,8 @@ def _compile(
     if elem not in (TensorProto.FLOAT, TensorProto.DOUBLE):
         raise RuntimeError("hyp2onnx estimators take float or double input tensors")
     dtype = "float64" if elem == TensorProto.DOUBLE else "float32"
+    if is_network(model):
+        return _compile_network(model, dtype, opset, options)
     ir_model = describe(model)
     if options.get("nocl") and ir_model.ensemble.classes is not None:
         n_classes = len(ir_model.ensemble.classes)
@@ -113,7 +134,27 @@ def _compile(
             f"{exc}: skl2onnx accepts ai.onnx.ml opsets up to 3 only. Export "
             f"{type(model).__name__} with hyp2onnx.to_onnx{advice}."
         ) from exc
-    if is_classifier(model) and options.get("zipmap", False) is not False:
+    if _is_classifier(model) and options.get("zipmap", False) is not False:
+        _float_probabilities(onx.graph)
+    return onx
+
+
+def _compile_network(
+    model: Any, dtype: str, opset: int, options: dict[str, Any]
+) -> onnx.ModelProto:
+    """A hyperbolic MLP's or region tree's graph (standard operators only: any ml opset)."""
+    encoding = options.get("encoding") or "fast"
+    try:
+        onx = compile_network(
+            model,
+            dtype=dtype,
+            encoding=encoding,
+            opset=opset,
+            class_indices=bool(options.get("nocl")),
+        )
+    except ValueError as exc:
+        raise RuntimeError(f"{exc} (skl2onnx option 'encoding')") from exc
+    if _is_classifier(model) and options.get("zipmap", False) is not False:
         _float_probabilities(onx.graph)
     return onx
 
@@ -152,6 +193,7 @@ def _float_probabilities(graph: onnx.GraphProto) -> None:
 
 def _parser(scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = None) -> list[Any]:
     from skl2onnx.common.data_types import (
+        BooleanTensorType,
         DoubleTensorType,
         FloatTensorType,
         Int64TensorType,
@@ -159,12 +201,13 @@ def _parser(scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = Non
     )
 
     kinds = {
+        TensorProto.BOOL: BooleanTensorType,
         TensorProto.FLOAT: FloatTensorType,
         TensorProto.DOUBLE: DoubleTensorType,
         TensorProto.INT64: Int64TensorType,
         TensorProto.STRING: StringTensorType,
     }
-    classifier = is_classifier(model)
+    classifier = _is_classifier(model)
     options = scope.get_options(model, dict(_DEFAULTS if classifier else _REGRESSOR_DEFAULTS))
     onx = _compile(model, inputs[0].type, scope.target_opset, options)
     operator = scope.declare_local_operator(_alias(type(model)), model)
@@ -182,7 +225,9 @@ def _parser(scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = Non
             raise RuntimeError("Option 'output_class_labels' needs option zipmap=False.")
         from skl2onnx._parse import _apply_zipmap
 
-        return list(_apply_zipmap(options["zipmap"], scope, model, inputs[0].type, outputs))
+        # a region tree's covered and region outputs follow the zipped two
+        zipped = _apply_zipmap(options["zipmap"], scope, model, inputs[0].type, outputs[:2])
+        return [*zipped, *outputs[2:]]
     if options["output_class_labels"]:
         from skl2onnx.common.utils_classifier import get_label_classes
 
@@ -207,7 +252,7 @@ def _shape_calculator(operator: Any) -> None:
 
 def _converter(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
-    classifier = is_classifier(model)
+    classifier = _is_classifier(model)
     options = container.get_options(model, dict(_DEFAULTS if classifier else _REGRESSOR_DEFAULTS))
     onx = _compile(model, operator.inputs[0].type, container.target_opset_all, options)
     graph = onx.graph
@@ -299,6 +344,7 @@ def register_skl2onnx_converters() -> list[type]:
 
     classes = _estimator_classes()
     for cls in classes:
+        # a region tree is either kind: it takes the classifiers' options
         regressor = issubclass(cls, RegressorMixin) and not issubclass(cls, ClassifierMixin)
         update_registered_converter(
             cls,

@@ -21,10 +21,11 @@ from typing import Literal
 import numpy as np
 
 from ..blocks import Block, n_features, n_input_columns
+from ..errors import DamagedModelError
 from ..geometry import check_timelike_dim, curvature_radius, n_klein_features
 from .frames import Frames, frame_features
 from .projection import project
-from .trees import CategorySets, Op, TreeArrays, apply, as_compared
+from .trees import CategorySets, Op, TreeArrays, apply, as_compared, structure_damage, where_node
 
 __all__ = [
     "XGBOOST_LOGISTIC_THRESHOLD",
@@ -166,10 +167,16 @@ class Ensemble:
             if self.projection is not None or self.frames.n_klein_features != self.n_features:
                 raise ValueError("Ensemble.frames: no projection, and one row per Klein feature")
             n_tested = self.frames.n_columns
-        if np.any(self.feature[internal] >= n_tested):
-            raise ValueError("a node tests a feature (or projection column) beyond the last one")
-        if np.any(self.left[internal] < 0) or np.any(self.right[internal] < 0):
-            raise ValueError("an internal node lacks a child")
+        member = None if self.categories is None else self.categories.member
+        args = (self.feature, self.threshold, self.left, self.right, self.roots, n_tested, member)
+        damage = structure_damage(*args)
+        if damage is None and not np.all(np.isfinite(self.value[~internal])):
+            bad = np.flatnonzero(~internal & ~np.all(np.isfinite(self.value), axis=1))
+            damage = f"{where_node(self.roots, bad)} has leaf value {self.value[bad[0]].tolist()}"
+        if damage is None and not np.all(np.isfinite(self.base_values)):
+            damage = f"the base scores {self.base_values.tolist()} are not finite"
+        if damage is not None:
+            raise DamagedModelError(f"the model is damaged: {damage}; save an undamaged copy")
         if self.tree_target is not None and self.tree_target.shape != self.roots.shape:
             raise ValueError("Ensemble.tree_target must have one entry per tree")
         if self.categories is not None and self.categories.member.shape != (n,):

@@ -171,3 +171,61 @@ def threshold_in(t: np.ndarray, dtype: str, op: Op) -> np.ndarray:
     a runtime that compares in ``dtype``.
     """
     return round_threshold(t, dtype, "down" if op == "<=" else "up").astype(dtype)
+
+
+def where_node(roots: np.ndarray, nodes: np.ndarray) -> str:
+    """``"tree T, node J"`` (local to the tree) of the first of ``nodes``."""
+    j = int(nodes[0])
+    t = int(np.searchsorted(roots, j, side="right")) - 1
+    more = f" (and {nodes.size - 1} more)" if nodes.size > 1 else ""
+    return f"tree {t}, node {j - int(roots[t])}{more}"
+
+
+def structure_damage(
+    feature: np.ndarray,
+    threshold: np.ndarray,
+    left: np.ndarray,
+    right: np.ndarray,
+    roots: np.ndarray,
+    n_tested: int,
+    member: np.ndarray | None = None,
+) -> str | None:
+    """What breaks the trees' invariants, or None: every format's trees promise them.
+
+    ``roots`` are the trees' first nodes (trees are contiguous). A node is a
+    leaf (feature -1, no children) or tests an existing feature with two
+    children inside its own tree; no node has two parents and no root has
+    one (so no walk loops); a threshold split's threshold is finite. A
+    library may load and predict a file that breaks them (it follows the
+    links unchecked), but a graph cannot agree with it.
+    """
+    n = feature.shape[0]
+    node = np.arange(n)
+    tree = np.searchsorted(roots, node, side="right") - 1
+    stop = np.append(roots[1:], n)[tree] if roots.size else node
+    start = roots[tree] if roots.size else node
+    internal = feature >= 0
+    if roots.size and (roots[0] != 0 or np.any(np.diff(roots) <= 0) or roots[-1] >= max(n, 1)):
+        return "the trees' first nodes are out of order"
+    checks = (
+        (feature < -1, "a negative feature index"),
+        (~internal & ((left != -1) | (right != -1)), "a leaf (feature -1) with children"),
+        (internal & (feature >= n_tested), f"a feature index beyond the last ({n_tested - 1})"),
+        (
+            internal & ((left < start) | (left >= stop) | (right < start) | (right >= stop)),
+            "a child outside its tree",
+        ),
+    )
+    for bad, what in checks:
+        if bad.any():
+            return f"{where_node(roots, np.flatnonzero(bad))} has {what}"
+    children = np.concatenate([left[internal], right[internal]])
+    parents = np.bincount(children, minlength=n)
+    parents[roots] += 1  # a root has no parent: one more makes it count twice
+    if np.any(parents > 1):
+        return f"{where_node(roots, np.flatnonzero(parents > 1))} is reached from two places"
+    thresholds = internal if member is None else internal & ~member
+    if not np.all(np.isfinite(threshold[thresholds])):
+        bad = np.flatnonzero(thresholds & ~np.isfinite(threshold))
+        return f"{where_node(roots, bad)} has threshold {threshold[bad[0]]}"
+    return None

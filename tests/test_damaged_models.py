@@ -1,0 +1,224 @@
+"""Damaged model files: refused with one clear error, or exported into a graph that agrees.
+
+A model file that breaks an invariant of its own format (CatBoost borders
+out of order, a child outside its tree, a NaN threshold) may still load
+and predict in its library; a graph of it then disagrees with that
+prediction. Such files must be refused, naming what is wrong. The byte
+flips here go through the CatBoost model that ``.cbm`` files, pickles and
+``.skops`` files hold, each read by its own library (``_byte_flips.py``,
+in a child process: CatBoost crashes its process on some damaged trees).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+import struct
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _cli import assert_usage_error, cli
+
+import hyp2onnx as h
+from hyp2onnx.errors import DamagedModelError
+
+catboost = pytest.importorskip("catboost")
+
+FLIPS = Path(__file__).with_name("_byte_flips.py")
+PARAMS = {"iterations": 4, "depth": 3, "verbose": 0, "random_seed": 0, "thread_count": 1}
+
+
+def _klein_of(X: np.ndarray) -> np.ndarray:
+    return X[:, 1:] / X[:, :1]
+
+
+def _hyperboloid(k: np.ndarray) -> np.ndarray:
+    x0 = 1.0 / np.sqrt(1.0 - np.sum(k * k, axis=1, keepdims=True))
+    return np.hstack([x0, k * x0])
+
+
+def _borders(native: Any, folder: Path) -> list[tuple[int, np.ndarray]]:
+    native.save_model(str(folder / "model.json"), format="json")
+    spec = json.loads((folder / "model.json").read_text())
+    return [
+        (f["flat_feature_index"], np.asarray(f["borders"], dtype=np.float32))
+        for f in spec["features_info"]["float_features"]
+    ]
+
+
+def _around_borders(native: Any, folder: Path, base: np.ndarray) -> np.ndarray:
+    """Klein rows on, and one float32 step either side of, every border."""
+    rows = []
+    for feature, borders in _borders(native, folder):
+        for b in borders:
+            for v in (np.nextafter(b, np.float32(-1)), b, np.nextafter(b, np.float32(1))):
+                row = base[len(rows) % base.shape[0]] * 0.5
+                row[feature] = float(v)
+                rows.append(row)
+    return np.array(rows)
+
+
+def test_out_of_order_borders_are_refused_naming_the_feature(tmp_path: Path) -> None:
+    """The issue's case: two borders of feature 1 of a 30-tree multiclass .cbm overwritten
+    (8 bytes), out of order. CatBoost loads it and predicts; the graph compared each border
+    directly and disagreed with CatBoost's binary search over the borders (4 of 200 rows).
+    Before the fix, convert wrote the graph with exit 0."""
+    X, y = h.datasets.make_wrapped_normal_mixture(600, 3, 3, random_state=0)
+    k = _klein_of(X)
+    plain = catboost.CatBoostClassifier(
+        **{**PARAMS, "iterations": 30, "depth": 4}, allow_writing_files=False
+    )
+    plain.fit(k, y)
+    plain.save_model(str(tmp_path / "model.cbm"))
+    borders = dict(_borders(plain, tmp_path))[1]
+    blob = bytearray((tmp_path / "model.cbm").read_bytes())
+    at = blob.find(borders[7].tobytes() + borders[8].tobytes())
+    assert at > 0 and blob.count(borders[7].tobytes() + borders[8].tobytes()) == 1
+    blob[at : at + 8] = struct.pack("<ff", 1.27e-30, 42498.6)
+    (tmp_path / "bad.cbm").write_bytes(bytes(blob))
+    damaged = catboost.CatBoostClassifier()
+    damaged.load_model(str(tmp_path / "bad.cbm"))
+    damaged.predict_proba(k)  # CatBoost reads it
+    code, out, err = cli("convert", tmp_path / "bad.cbm", "--geometry", "hyperboloid")
+    assert_usage_error(code, err, match="bad.cbm: the CatBoost model is damaged: the borders of")
+    assert "feature 1 " in err and "borders[8] = 42498.6" in err
+    assert out == "" and not (tmp_path / "bad.onnx").exists()
+    with pytest.raises(DamagedModelError, match="borders of feature 1 "):
+        h.to_onnx(damaged, input_geometry="klein")
+
+
+def _tree(**changed: Any) -> Any:
+    """A fitted one-tree forest whose first internal node has ``changed`` arrays' entries."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    X, y = h.datasets.make_wrapped_normal_mixture(100, 2, 2, random_state=1)
+    forest = RandomForestClassifier(n_estimators=2, max_depth=3, random_state=0)
+    forest.fit(_klein_of(X), y)
+    state = forest.estimators_[1].tree_.__getstate__()
+    nodes = state["nodes"].copy()
+    for name, value in changed.items():
+        nodes[name][0] = value
+    state["nodes"] = nodes
+    forest.estimators_[1].tree_.__setstate__(state)
+    return forest
+
+
+@pytest.mark.parametrize(
+    ("changed", "match"),
+    [
+        ({"threshold": np.nan}, "tree 1, node 0 has threshold nan"),
+        ({"threshold": np.inf}, "tree 1, node 0 has threshold inf"),
+        ({"left_child": 1000}, "tree 1, node 0 has a child outside its tree"),
+        ({"right_child": 1}, "tree 1, node 1 is reached from two places"),
+        ({"feature": 7}, "tree 1, node 0 has a feature index beyond the last (1)"),
+    ],
+)
+def test_broken_tree_invariants_are_refused_where_they_are_read(
+    changed: dict[str, Any], match: str
+) -> None:
+    """The one check on every backend's trees (the Ensemble's): before it, a NaN or
+    infinite threshold exported into a graph, and a broken link read as "not fitted"."""
+    with pytest.raises(DamagedModelError, match=re.escape(f"the model is damaged: {match}")):
+        h.to_onnx(_tree(**changed), input_geometry="klein")
+
+
+def test_a_nan_leaf_value_is_refused() -> None:
+    from sklearn.tree import DecisionTreeRegressor
+
+    X, _ = h.datasets.make_wrapped_normal_mixture(100, 2, 2, random_state=1)
+    tree = DecisionTreeRegressor(max_depth=2, random_state=0).fit(_klein_of(X), X[:, 1])
+    tree.tree_.value[-1, 0, 0] = np.nan
+    with pytest.raises(DamagedModelError, match=r"node \d+ has leaf value \[nan\]"):
+        h.to_onnx(tree, input_geometry="klein")
+
+
+@pytest.fixture(scope="module")
+def flip_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small multiclass CatBoost model as a .cbm file, a pickle and a .skops file, the
+    rows to compare on, and the byte flips to write over its CatBoost model."""
+    import skops.io as sio
+
+    folder = tmp_path_factory.mktemp("flips")
+    X, y = h.datasets.make_wrapped_normal_mixture(200, 2, 3, random_state=0)
+    model = h.HyperbolicCatBoostClassifier(**PARAMS, tree_space="klein").fit(X, y)
+    native = model.estimator_
+    native.save_model(str(folder / "model.cbm"))
+    cbm = (folder / "model.cbm").read_bytes()
+    (folder / "model.pkl").write_bytes(pickle.dumps(model))
+    sio.dump(model, folder / "model.skops")
+    with zipfile.ZipFile(folder / "model.skops") as z:
+        (member,) = [i.filename for i in z.infolist() if z.read(i.filename) == cbm]
+    at = {"cbm": 0, "pkl": (folder / "model.pkl").read_bytes().find(cbm), "member": member}
+    assert at["pkl"] > 0
+    (folder / "at.json").write_text(json.dumps(at))
+    k = _klein_of(X)
+    klein = np.vstack([k, _around_borders(native, folder, k)])
+    np.save(folder / "klein.npy", klein)
+    np.save(folder / "rows.npy", _hyperboloid(klein))
+    # Where the trees live: the borders (float32, per feature) and the leaf values (float64).
+    blocks = [np.asarray(b, np.float32).tobytes() for _, b in _borders(native, folder)]
+    blocks.append(np.asarray(native.get_leaf_values(), np.float64).tobytes())
+    regions = [(4, len(cbm))] + [(cbm.find(b), cbm.find(b) + len(b)) for b in blocks]
+    assert all(a >= 4 for a, _ in regions)
+    # One byte changed, or 4 or 8 random bytes written (a float32, a float64): anywhere
+    # after the 4-byte magic (a third of them), or in the borders or the leaf values.
+    rng = np.random.default_rng(39)
+    flips = []
+    for n in range(N_FLIPS):
+        size = int(rng.choice([1, 4, 8]))
+        lo, hi = regions[0] if n % 3 == 0 else regions[1 + int(rng.integers(len(regions) - 1))]
+        offset = int(rng.integers(lo, hi - size))
+        flips.append([offset, rng.integers(0, 256, size, dtype=np.uint8).tobytes().hex()])
+    (folder / "flips.json").write_text(json.dumps(flips))
+    return folder
+
+
+N_FLIPS = 24
+
+
+def _run_flips(folder: Path, kind: str) -> dict[int, str]:
+    """Every flip's outcome; a flip whose child died (CatBoost crashed) is ``crashed``."""
+    results: dict[int, str] = {}
+    log = folder / f"{kind}.log"
+    start = 0
+    while start < N_FLIPS:
+        done = subprocess.run(
+            [sys.executable, str(FLIPS), str(folder), kind, str(start)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+        )
+        lines = log.read_text().splitlines() if log.exists() else []
+        for line in lines:
+            i, _, what = line.partition(" ")
+            if i != "start":
+                results[int(i)] = what
+        if done.returncode == 0:
+            break
+        assert done.returncode < 0, done.stderr  # only a crash may end it early
+        started = int(lines[-1].split()[1])
+        results[started] = "crashed"
+        start = started + 1
+    return results
+
+
+@pytest.mark.parametrize("kind", ["cbm", "pkl", "skops"])
+def test_byte_flips_are_refused_or_agree(flip_folder: Path, kind: str) -> None:
+    """Each damaged file, read as its library reads it: refused (by the library, or by
+    hyp2onnx with one of its errors) or exported into a graph that agrees with the
+    library's predict_proba on rows on and beside every border. Never a silent
+    disagreement, never an internal error."""
+    results = _run_flips(flip_folder, kind)
+    assert sorted(results) == list(range(N_FLIPS)), results
+    wrong = {i: r for i, r in results.items() if r.startswith(("disagree", "bug"))}
+    assert not wrong, wrong
+    # The family reaches both sides: files that export and agree, and files refused.
+    kinds = {r.split()[0] for r in results.values()}
+    assert "agree" in kinds and kinds & {"library", "refused", "crashed"}, results
