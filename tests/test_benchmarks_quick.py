@@ -33,6 +33,7 @@ CASES = [
     pytest.param("bench_multiclass.py", "multiclass.md", None),
     pytest.param("bench_standard_compaction.py", "standard_compaction.md", None),
     pytest.param("bench_label_rules.py", "label_rules.md", None),
+    pytest.param("bench_fit.py", "fit.md", None),
     pytest.param("bench_short_batches.py", "short_batches.md", None),
     pytest.param("bench_compiled.py", "compiled.md", None, marks=NEEDS_LLEAVES),
 ]

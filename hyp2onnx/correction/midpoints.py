@@ -52,6 +52,7 @@ __all__ = [
     "CorrectionReport",
     "correct_tree",
     "place_thresholds",
+    "placed_with_report",
     "thresholds_from_neighbours",
     "tree_neighbours",
 ]
@@ -223,7 +224,7 @@ def correct_tree(
     in ``n_unreached``.
     """
     largest_left, smallest_right = tree_neighbours(tree, X, op)
-    new, internal, reached = thresholds_from_neighbours(
+    return placed_with_report(
         tree.feature,
         tree.threshold,
         largest_left,
@@ -234,9 +235,36 @@ def correct_tree(
         place=place,
         fixed=None if tree.categories is None else tree.categories.member,
     )
+
+
+def placed_with_report(
+    feature: np.ndarray,
+    threshold: np.ndarray,
+    largest_left: np.ndarray,
+    smallest_right: np.ndarray,
+    *,
+    op: Op,
+    threshold_dtype: str,
+    midpoint: Midpoint | np.ndarray,
+    place: Placer | None = None,
+    fixed: np.ndarray | None = None,
+) -> tuple[np.ndarray, CorrectionReport]:
+    """`thresholds_from_neighbours` and the report of what it did: the splits a
+    midpoint applies to, those it moved, those reached from one side only."""
+    new, internal, reached = thresholds_from_neighbours(
+        feature,
+        threshold,
+        largest_left,
+        smallest_right,
+        op=op,
+        threshold_dtype=threshold_dtype,
+        midpoint=midpoint,
+        place=place,
+        fixed=fixed,
+    )
     report = CorrectionReport(
         n_splits=int(internal.sum()),
-        n_moved=int(np.sum(new[internal] != tree.threshold[internal])),
+        n_moved=int(np.sum(new[internal] != threshold[internal])),
         n_unreached=int(np.sum(internal & ~reached)),
     )
     return new, report

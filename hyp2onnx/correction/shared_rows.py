@@ -45,6 +45,7 @@ from .midpoints import (
     Midpoint,
     Placer,
     correct_tree,
+    placed_with_report,
     thresholds_from_neighbours,
     tree_neighbours,
 )
@@ -58,6 +59,9 @@ _GROWTH = 2
 #: many candidates per training row and tree level (a candidate costs about
 #: half of what routing one row one level does).
 _ROUTING_BUDGET = 1.0
+#: Trees sharing their rows are searched while they average at most this many
+#: splits (about 8 full levels), routed otherwise (`_searched`).
+_SEARCH_MAX_SPLITS = 255
 #: Largest rank table (entries) also kept in walking order for the first check.
 _IN_ORDER_MAX = 1 << 24
 
@@ -85,8 +89,9 @@ def correct_trees(
     """Corrected thresholds of every tree, each on its rows ``X[rows[i]]``.
 
     ``X`` holds the training rows in the backend's comparison precision.
-    Several trees that share their rows are corrected in one pass (a single
-    tree is cheaper to route than to sort its rows for).
+    Several small trees that share their rows are searched in one pass
+    (`_searched`); other trees route their rows (a single tree is cheaper to
+    route than to sort its rows for).
     """
     # The rank search knows threshold splits only: trees with set-membership
     # splits (categorical codes) are routed.
@@ -94,18 +99,54 @@ def correct_trees(
     common = shared_rows(rows) if len(trees) > 1 and thresholds_only else None
     if common is not None:
         seen = X if common.size == X.shape[0] else X[common]
-        return correct_shared_rows(
-            trees, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
-        )
-    out, report = [], CorrectionReport()
-    for tree, r in zip(trees, rows, strict=True):
+        if _searched(trees):
+            return correct_shared_rows(
+                trees, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
+            )
+        X, rows = seen, [np.arange(seen.shape[0])] * len(trees)
+    if not trees:
+        return [], CorrectionReport()
+    # Each tree routes its own rows; the thresholds of all trees are then placed
+    # in one call (placement is per split, so this is `correct_tree` tree by tree).
+    nodes = Nodes.of(trees)
+    largest_left = np.empty(nodes.feature.shape[0])
+    smallest_right = np.empty(nodes.feature.shape[0])
+    for tree, r, start, size in zip(trees, rows, nodes.starts, nodes.sizes, strict=True):
         seen = X if r.size == X.shape[0] else X[r]
-        thresholds, tree_report = correct_tree(
-            tree, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
+        at = slice(start, start + size)
+        largest_left[at], smallest_right[at] = tree_neighbours(tree, seen, op)
+    fixed = None
+    if not thresholds_only:
+        fixed = np.concatenate(
+            [
+                np.zeros(t.feature.shape[0], bool) if t.categories is None else t.categories.member
+                for t in trees
+            ]
         )
-        out.append(thresholds)
-        report = report + tree_report
-    return out, report
+    new, report = placed_with_report(
+        nodes.feature,
+        nodes.threshold,
+        largest_left,
+        smallest_right,
+        op=op,
+        threshold_dtype=threshold_dtype,
+        midpoint=midpoint,
+        place=place,
+        fixed=fixed,
+    )
+    return np.split(new, nodes.starts[1:]), report
+
+
+def _searched(trees: list[TreeArrays]) -> bool:
+    """Whether trees that share their rows are cheaper searched than routed.
+
+    A walk costs about the same per split whatever the tree's depth, routing
+    costs per row and level: deep, bushy trees (forests without bootstrap,
+    extra trees) have far more splits than levels and are routed; boosters'
+    small trees are searched. Both give the same neighbours, exactly.
+    """
+    splits = sum(int(np.count_nonzero(t.feature >= 0)) for t in trees)
+    return splits <= _SEARCH_MAX_SPLITS * len(trees)
 
 
 def correct_shared_rows(

@@ -31,7 +31,7 @@ from typing import Literal
 import numpy as np
 
 from ..ir.trees import Op, TreeArrays
-from .midpoints import CorrectionReport, Midpoint, Placer, thresholds_from_neighbours
+from .midpoints import CorrectionReport, Midpoint, Placer, placed_with_report
 from .shared_rows import Nodes, shared_neighbours
 from .tree_space import TreeSpace
 
@@ -157,7 +157,7 @@ def correct_from_summary(
     if not trees:
         return [], CorrectionReport()
     nodes, (largest_left, smallest_right, _, _) = _per_node(trees, summary)
-    new, internal, reached = thresholds_from_neighbours(
+    new, report = placed_with_report(
         nodes.feature,
         nodes.threshold,
         largest_left,
@@ -166,11 +166,6 @@ def correct_from_summary(
         threshold_dtype=threshold_dtype,
         midpoint=midpoint,
         place=place,
-    )
-    report = CorrectionReport(
-        n_splits=int(internal.sum()),
-        n_moved=int(np.sum(internal & (new != nodes.threshold))),
-        n_unreached=int(np.sum(internal & ~reached)),
     )
     return np.split(new, nodes.starts[1:]), report
 

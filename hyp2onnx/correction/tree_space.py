@@ -113,7 +113,7 @@ class TreeSpace:
 
     @classmethod
     def fit_transform(
-        cls, Xk: np.ndarray, space: Space, compare_dtype: str
+        cls, Xk: np.ndarray, space: Space, compare_dtype: str, zero_band: float = 0.0
     ) -> tuple[TreeSpace, np.ndarray]:
         """``fit(Xk, ...)`` and its ``transform(Xk)`` of the same rows, in one pass for ranks.
 
@@ -123,8 +123,9 @@ class TreeSpace:
         two calls are made).
         """
         if space != "ranks" or not np.all(np.isfinite(Xk)):
-            fitted = cls.fit(Xk, space, compare_dtype)
+            fitted = cls.fit(Xk, space, compare_dtype, zero_band)
             return fitted, fitted.transform(Xk)
+        Xk = _zeroed(Xk, zero_band)
         pairs = [np.unique(Xk[:, f], return_inverse=True) for f in range(Xk.shape[1])]
         largest = max((u.size for u, _ in pairs), default=0)
         if largest >= _EXACT_INTS[compare_dtype]:
@@ -134,7 +135,7 @@ class TreeSpace:
         out = np.empty(Xk.shape, dtype=np.float64)
         for f, (_, inverse) in enumerate(pairs):
             out[:, f] = inverse + 1.0
-        return cls(space, compare_dtype, klein, image), out
+        return cls(space, compare_dtype, klein, image, zero_band), out
 
     def transform(self, Xk: np.ndarray) -> np.ndarray:
         """The learner's input (float64) for Klein rows ``Xk``, training rows or not.

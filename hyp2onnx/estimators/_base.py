@@ -41,10 +41,14 @@ from ..correction import (
 from ..errors import InvalidPointError
 from ..geometry import GEOMETRIES, to_klein
 from ..ir import InputSpace, Model
+from ..ir.crossings import Splits, rows_that_may_cross
 from ._interface import Backend
 from ._registry import backend_for
 from ._transaction import FitTransaction, refuse_continuation
 from ._weights import checked_weights
+
+#: Rows the float32 check takes at a time (`HyperbolicTreeModel._float32_keeps_outputs`).
+_CHECK_ROWS = 1 << 15
 
 #: Parameters every hyperbolic model takes, with their defaults.
 GEOMETRY_DEFAULTS: dict[str, Any] = {
@@ -210,7 +214,7 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
                 "leave input_blocks=None and give one hyperbolic geometry, or use a "
                 "scikit-learn, XGBoost or LightGBM model for inputs made of blocks."
             )
-        space = self._tree_space(backend, Xk, sample_weight)
+        space, Xt = self._tree_space(backend, Xk, sample_weight)
         native_categorical = False
         if blocks is not None:
             native_categorical = backend.use_categorical(estimator, categorical_features(blocks))
@@ -225,21 +229,23 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
                 out[:, codes] = F[:, codes]
                 return out
 
-        Xt = to_tree(Xk)
+        if native_categorical:
+            Xt[:, codes] = Xk[:, codes]
         fitted = backend.fit(
             estimator, Xt, y, sample_weight, **self._fit_params(fit_params, to_tree)
         )
-        self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = self._correct(
-            backend, fitted, Xt, y, sample_weight, space
-        )
+        corrected, splits = self._correct(backend, fitted, Xt, y, sample_weight, space)
+        self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = corrected
         if is_classifier(self):
             self.classes_ = self._classes(fitted)
         self.n_outputs_ = 1 if np.ndim(y) == 1 else np.shape(y)[1]
-        if self.input_dtype_ == "float32" and not self._float32_keeps_outputs(X):
+        if self.input_dtype_ == "float32" and not self._float32_keeps_outputs(X, backend, splits):
             self.input_dtype_ = "float64"
         return self
 
-    def _float32_keeps_outputs(self, X: np.ndarray) -> bool:
+    def _float32_keeps_outputs(
+        self, X: np.ndarray, backend: Backend, splits: Splits | None
+    ) -> bool:
         """Whether the training points rounded to float32 get the model's own outputs.
 
         A float32 graph receives exactly those rounded points and projects them
@@ -247,17 +253,43 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         arithmetic on the training rows. The correction's check (float32 keeps
         each split's two nearest Klein values apart) misses that rounding the
         *input* moves a Klein value by up to about two float32 steps.
+
+        The library's ``predict`` runs only on the rows that some split of
+        ``splits`` (the native model's, None for oblique splits: every moved
+        row) may route apart (`hyp2onnx.ir.crossings`); every other row takes
+        the same path in every tree, so gets the same outputs. Rows go in
+        blocks, so that the check's copies stay small beside the training data.
         """
+        return all(
+            self._float32_keeps_block(X[start : start + _CHECK_ROWS], backend, splits)
+            for start in range(0, X.shape[0], _CHECK_ROWS)
+        )
+
+    def _float32_keeps_block(self, X: np.ndarray, backend: Backend, splits: Splits | None) -> bool:
+        """`_float32_keeps_outputs` for one block of rows."""
         rounded = X.astype(np.float32).astype(np.float64)
         moved = np.flatnonzero((rounded != X).any(axis=1))
         if moved.size == 0:
             return True
-        outputs = getattr(self.estimator_, "predict_proba", self.estimator_.predict)
         try:
-            seen = outputs(self._tree_input(rounded[moved]))
+            seen_in = self._tree_input(rounded[moved])
         except InvalidPointError:  # rounding put a point off the manifold: keep float64
             return False
-        return bool(np.array_equal(seen, outputs(self._tree_input(X[moved]))))
+        own_in = self._tree_input(X[moved])
+        if splits is not None:
+            rows = rows_that_may_cross(
+                splits,
+                own_in,
+                seen_in,
+                op=backend.op,
+                compare_dtype=backend.compare_dtype,
+                zero_band=backend.zero_band,
+            )
+            if rows.size == 0:
+                return True
+            seen_in, own_in = seen_in[rows], own_in[rows]
+        outputs = getattr(self.estimator_, "predict_proba", self.estimator_.predict)
+        return bool(np.array_equal(outputs(seen_in), outputs(own_in)))
 
     def _fit_params(
         self, fit_params: dict[str, Any], to_tree: Callable[[np.ndarray], np.ndarray]
@@ -287,8 +319,9 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
 
     def _tree_space(
         self, backend: Backend, Xk: np.ndarray, sample_weight: np.ndarray | None
-    ) -> TreeSpace:
-        """The map from Klein coordinates to what the learner is fitted on."""
+    ) -> tuple[TreeSpace, np.ndarray]:
+        """The map from Klein coordinates to what the learner is fitted on, and its
+        image of ``Xk`` (in one pass when the map is fitted on every row)."""
         if not backend.feature_splits:
             # Oblique splits compare projections of all Klein coordinates, which
             # no per-feature map keeps: such learners see the coordinates.
@@ -298,17 +331,20 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
                     f"{backend.name} trees split on projections of the Klein coordinates, "
                     f"which tree_space={space!r} does not keep; use tree_space='klein'."
                 )
-            return TreeSpace.fit(Xk[:0], "klein", backend.compare_dtype)
+            klein = TreeSpace.fit(Xk[:0], "klein", backend.compare_dtype)
+            return klein, klein.transform(Xk)
         # The map is fitted on the rows the learner learns from: a row of zero
         # weight must not change where the others are (random splitters draw
         # thresholds in the space they see).
         weighted = None if sample_weight is None else sample_weight != 0
-        return TreeSpace.fit(
-            Xk if weighted is None or not weighted.any() else Xk[weighted],
-            self.tree_space,
-            backend.compare_dtype,
-            backend.zero_band,
+        if weighted is None or weighted.all() or not weighted.any():
+            return TreeSpace.fit_transform(
+                Xk, self.tree_space, backend.compare_dtype, backend.zero_band
+            )
+        space = TreeSpace.fit(
+            Xk[weighted], self.tree_space, backend.compare_dtype, backend.zero_band
         )
+        return space, space.transform(Xk)
 
     def _classes(self, fitted: Any) -> np.ndarray:
         """Hook: the class labels in output order."""
@@ -322,11 +358,13 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         y: np.ndarray,
         sample_weight: np.ndarray | None,
         space: TreeSpace,
-    ) -> tuple[Any, Any, Any, str]:
+    ) -> tuple[tuple[Any, Any, Any, str], Splits | None]:
         """Correct the thresholds of ``fitted``, trained on ``Xt`` (``space`` of the Klein rows).
 
         Returns the corrected model, the report, the split index (or None) and
-        the input dtype that keeps every split (see `hyp2onnx.correction.correct`).
+        the input dtype that keeps every split (see `hyp2onnx.correction.correct`),
+        then the native model's splits (None for oblique splits, which compare
+        projections), for `_float32_keeps_outputs`.
         """
         # The values each tree compared, held in the backend's precision (float32
         # stays float32: half the memory of widening; the correction widens the
@@ -336,9 +374,11 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         comparison = comparison_of(backend)
         rows = backend.training_rows(fitted, y, sample_weight)
         neighbours = from_rows(trees, Xc, rows, comparison, self._midpoint_rules())
-        return write_back(
-            backend, fitted, correct(trees, space, neighbours, comparison, self._midpoint_rules())
-        )
+        done = correct(trees, space, neighbours, comparison, self._midpoint_rules())
+        splits = None
+        if backend.feature_splits:
+            splits = Splits.of(trees, done.thresholds, backend.threshold_dtype)
+        return write_back(backend, fitted, done), splits
 
     # -- prediction ----------------------------------------------------------
 

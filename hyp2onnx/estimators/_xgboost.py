@@ -70,54 +70,76 @@ _ARRAYS = {ord(m): np.dtype(">" + dtype) for m, (dtype, _) in _NUMBERS.items()}
 _SCALARS = {ord(m): struct.Struct(">" + code) for m, (_, code) in _NUMBERS.items()}
 
 
+_CONSTANTS = {ord("T"): True, ord("F"): False, ord("Z"): None}
+_TEXT, _OBJECT, _ARRAY, _OBJECT_END, _ARRAY_END, _TYPE, _COUNT = map(ord, "S{[}]$#")
+
+
 def _ubj_load(buf: bytearray) -> Any:
-    """Parse UBJSON; typed numeric arrays become numpy views into ``buf``."""
+    """Parse UBJSON; typed numeric arrays become numpy views into ``buf``.
+
+    Markers and keys are read from an immutable copy (faster to index), keys
+    decoded once each; the typed arrays that make most of a model are read
+    in the object loop itself.
+    """
+    data, scalars, arrays = bytes(buf), _SCALARS, _ARRAYS
+    keys: dict[bytes, str] = {}
 
     def length(i: int) -> tuple[int, int]:
-        s = _SCALARS[buf[i]]
-        return s.unpack_from(buf, i + 1)[0], i + 1 + s.size
+        s = scalars[data[i]]
+        return s.unpack_from(data, i + 1)[0], i + 1 + s.size
+
+    def text(i: int) -> tuple[str, int]:
+        k, i = length(i)
+        raw = data[i : i + k]
+        if raw not in keys:
+            keys[raw] = raw.decode()
+        return keys[raw], i + k
+
+    def typed_array(i: int, typed: int) -> tuple[np.ndarray, int]:
+        """The typed array whose count marker is at ``i``."""
+        dt = arrays[typed]
+        count, i = length(i + 1)
+        return np.frombuffer(buf, dt, count, i), i + count * dt.itemsize
 
     def value(i: int, marker: int) -> tuple[Any, int]:
-        if marker in _SCALARS:
-            s = _SCALARS[marker]
-            return s.unpack_from(buf, i)[0], i + s.size
-        if marker == ord("S"):
-            k, i = length(i)
-            return bytes(buf[i : i + k]).decode(), i + k
-        if marker in (ord("T"), ord("F"), ord("Z")):
-            return {ord("T"): True, ord("F"): False, ord("Z"): None}[marker], i
-        if marker not in (ord("["), ord("{")):
+        s = scalars.get(marker)
+        if s is not None:
+            return s.unpack_from(data, i)[0], i + s.size
+        if marker == _TEXT:
+            return text(i)
+        if marker in _CONSTANTS:
+            return _CONSTANTS[marker], i
+        if marker != _ARRAY and marker != _OBJECT:
             raise UnsupportedModelError(
                 f"unexpected UBJSON marker {chr(marker)!r} in the XGBoost model"
             )
         typed = count = None
-        if buf[i] == ord("$"):
-            typed, i = buf[i + 1], i + 2
-        if buf[i] == ord("#"):
-            count, i = length(i + 1)
-        end = ord("]") if marker == ord("[") else ord("}")
-        if marker == ord("[") and typed in _ARRAYS:
-            if count is None:  # UBJSON gives a typed container its count ($ then #)
+        if data[i] == _TYPE:
+            typed, i = data[i + 1], i + 2
+        if marker == _ARRAY and typed in arrays:
+            if data[i] != _COUNT:  # UBJSON gives a typed container its count ($ then #)
                 raise UnsupportedModelError(
                     "a typed UBJSON array without a count in the XGBoost model"
                 )
-            dt = _ARRAYS[typed]
-            return np.frombuffer(buf, dt, count, i), i + count * dt.itemsize
+            return typed_array(i, typed)
+        if data[i] == _COUNT:
+            count, i = length(i + 1)
+        end = _OBJECT_END if marker == _OBJECT else _ARRAY_END
         items: list[Any] = []
-        while (len(items) < count) if count is not None else (buf[i] != end):
-            if marker == ord("{"):
-                k, i = length(i)
-                key, i = bytes(buf[i : i + k]).decode(), i + k
-            if typed is None:
-                item_marker, i = buf[i], i + 1
+        while (len(items) < count) if count is not None else (data[i] != end):
+            if marker == _OBJECT:
+                key, i = text(i)
+            item_marker, i = (data[i], i + 1) if typed is None else (typed, i)
+            numeric = item_marker == _ARRAY and data[i] == _TYPE and data[i + 1] in arrays
+            if numeric and data[i + 2] == _COUNT:  # most of a model: read here
+                item, i = typed_array(i + 2, data[i + 1])
             else:
-                item_marker = typed
-            item, i = value(i, item_marker)
-            items.append((key, item) if marker == ord("{") else item)
+                item, i = value(i, item_marker)
+            items.append((key, item) if marker == _OBJECT else item)
         i += 1 if count is None else 0
-        return (dict(items) if marker == ord("{") else items), i
+        return (dict(items) if marker == _OBJECT else items), i
 
-    return value(1, buf[0])[0]
+    return value(1, data[0])[0]
 
 
 # -- the model -------------------------------------------------------------

@@ -1,0 +1,93 @@
+"""Which rows may take another path when their values change a little.
+
+A tree ensemble with axis-aligned splits routes a row by the comparisons of
+its values with the thresholds of each feature, nothing else. Two versions
+``a`` and ``b`` of a row (float64 points and their float32 rounding) take the
+same path through every tree of a model, and so get the same outputs, when
+on every feature a split tests, as many of that feature's thresholds lie
+below ``a`` as below ``b`` (in the backend's sense of "below": ``t < x`` for
+``x <= t`` splits, ``t <= x`` for ``x < t`` splits), the values being first
+rounded to the precision the backend compares in. `rows_that_may_cross`
+returns the other rows, the only ones whose outputs need the library's own
+``predict``: a search in each feature's sorted thresholds, O(n d log T),
+instead of a walk of every row down every tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal, NamedTuple
+
+import numpy as np
+
+from .trees import Op, TreeArrays, as_compared
+
+
+class Splits(NamedTuple):
+    """Every split of a model: feature (-1 at leaves), threshold as the model
+    stores it (held in float64) and whether it is a set-membership split."""
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    member: np.ndarray
+
+    @classmethod
+    def of(
+        cls, trees: Sequence[TreeArrays], thresholds: Sequence[np.ndarray], threshold_dtype: str
+    ) -> Splits:
+        """The splits of ``trees`` with ``thresholds`` (one array per tree) in ``threshold_dtype``."""
+        feature = np.concatenate([np.asarray(t.feature, dtype=np.int64) for t in trees])
+        threshold = np.concatenate([np.asarray(t, dtype=np.float64) for t in thresholds])
+        member = np.concatenate(
+            [
+                np.zeros(t.feature.shape[0], bool) if t.categories is None else t.categories.member
+                for t in trees
+            ]
+        )
+        return cls(feature, as_compared(threshold, threshold_dtype), member)
+
+
+def rows_that_may_cross(
+    splits: Splits,
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    op: Op,
+    compare_dtype: str,
+    zero_band: float = 0.0,
+) -> np.ndarray:
+    """Indices of the rows of ``a`` and ``b`` (same shape) that some split may route apart.
+
+    A row is kept when, on a feature a threshold split tests, the counts of
+    thresholds below its two values differ; when a set-membership split
+    tests a feature on which the two values differ; when a tested value is
+    not finite (missing values take a default side); or when the two values
+    differ and one lies in the backend's zero band (LightGBM reads ``|x| <=
+    zero_band`` as zero). Every other row takes the same path in every tree.
+    """
+    if op not in ("<=", "<"):
+        raise ValueError(f"unknown comparison {op!r}; expected '<=' or '<'")
+    side: Literal["left", "right"] = "left" if op == "<=" else "right"
+    split = splits.feature >= 0
+    used = np.unique(splits.feature[split])
+    A = as_compared(a[:, used], compare_dtype)
+    B = as_compared(b[:, used], compare_dtype)
+    with np.errstate(invalid="ignore"):
+        differ = ~(np.isfinite(A).all(axis=1) & np.isfinite(B).all(axis=1))
+        if zero_band > 0:
+            near_zero = (np.abs(A) <= zero_band) | (np.abs(B) <= zero_band)
+            differ |= (near_zero & (A != B)).any(axis=1)
+    numeric = split & ~splits.member
+    order = np.lexsort((splits.threshold[numeric], splits.feature[numeric]))
+    feature, threshold = splits.feature[numeric][order], splits.threshold[numeric][order]
+    bounds = np.searchsorted(feature, used, side="left"), np.searchsorted(feature, used, "right")
+    categorical = np.isin(used, splits.feature[split & splits.member])
+    for c, (lo, hi) in enumerate(zip(*bounds, strict=True)):
+        # Equal values cross nothing: search only the rows whose value moved.
+        moved = np.flatnonzero(A[:, c] != B[:, c])
+        if categorical[c]:
+            differ[moved] = True
+        if hi > lo and moved.size:
+            t, a_c, b_c = threshold[lo:hi], A[moved, c], B[moved, c]
+            differ[moved] |= np.searchsorted(t, a_c, side) != np.searchsorted(t, b_c, side)
+    return np.flatnonzero(differ)
