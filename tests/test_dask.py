@@ -139,7 +139,7 @@ def test_thresholds_bit_identical_to_the_single_machine_estimator(trained):
     space = TreeSpace.fit(Xk[w != 0], "klein", backend.compare_dtype, backend.zero_band)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # splits with one empty side warn in both
-        want_model, want_report, want_index, want_dtype = single._correct(
+        (want_model, want_report, want_index, want_dtype), _ = single._correct(
             backend, fitted, space.transform(Xk), recorded["y_train"], w, space
         )
     assert model.correction_ == want_report

@@ -301,7 +301,7 @@ def test_spark_thresholds_bit_identical_to_the_single_machine_estimator(spark_fi
         y_train = y
     Xk = model.to_klein(X)
     space = TreeSpace.fit(Xk[w != 0], "klein", backend.compare_dtype)
-    want_model, want_report, want_index, want_dtype = single._correct(
+    (want_model, want_report, want_index, want_dtype), _ = single._correct(
         backend, fitted, space.transform(Xk), y_train, w, space
     )
     assert model.correction_ == want_report and want_report.n_moved > 0
