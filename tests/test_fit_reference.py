@@ -35,6 +35,7 @@ import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.blocks import Categorical, Euclidean, Hyperbolic
 from hyp2onnx.correction import _correct as _correct_module
+from hyp2onnx.correction.tree_space import TreeSpace
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
 from hyp2onnx.estimators import _base as _base_module
 from hyp2onnx.estimators._base import HyperbolicTreeModel
@@ -466,3 +467,19 @@ def test_tree_space_is_the_old_one(space: str, backend_name: str, weights: str |
     )
     for a, b in zip((*new.klein, *new.image), (*old.klein, *old.image), strict=True):
         assert a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("space", ["ranks", "klein"])
+@pytest.mark.parametrize("first", [-0.0, 0.0])
+def test_the_zero_kept_is_plus_zero_whatever_the_sort(space: str, first: float) -> None:
+    """``np.unique`` keeps whichever of -0.0 and 0.0 its sort puts first (the CPU's
+    sort kernels decide); the fitted map keeps +0.0 on every machine."""
+    col = np.array([first, -first, 0.5, -0.5, first, 0.25])
+    Xk = np.column_stack([col, col[::-1]])
+    for fitted in (
+        TreeSpace.fit(Xk, space, "float64"),
+        TreeSpace.fit_transform(Xk, space, "float64")[0],
+    ):
+        for u in fitted.klein:
+            zero = u[u == 0.0]
+            assert zero.size == 1 and not np.signbit(zero[0])

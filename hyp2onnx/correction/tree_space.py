@@ -58,6 +58,13 @@ def _zeroed(Xk: np.ndarray, zero_band: float) -> np.ndarray:
     return np.where(np.abs(Xk) <= zero_band, 0.0, Xk) if zero_band else Xk
 
 
+def _plus_zero(u: np.ndarray) -> np.ndarray:
+    """``u`` with -0.0 made +0.0, in place: ``np.unique`` keeps whichever zero its sort
+    puts first, and that order depends on the CPU's sort kernels (AVX-512 or not)."""
+    u += 0.0
+    return u
+
+
 class ResolutionError(Exception):
     """A split whose two nearest training values are equal in the trial precision."""
 
@@ -89,7 +96,7 @@ class TreeSpace:
         if space not in TREE_SPACES:
             raise ValueError(f"tree space must be one of {TREE_SPACES}, got {space!r}")
         Xk = _zeroed(Xk, zero_band)
-        klein = tuple(np.unique(Xk[:, f]) for f in range(Xk.shape[1]))
+        klein = tuple(_plus_zero(np.unique(Xk[:, f])) for f in range(Xk.shape[1]))
         if space == "ranks":
             largest = max((u.size for u in klein), default=0)
             if largest >= _EXACT_INTS[compare_dtype]:
@@ -130,7 +137,7 @@ class TreeSpace:
         largest = max((u.size for u, _ in pairs), default=0)
         if largest >= _EXACT_INTS[compare_dtype]:
             return cls.fit(Xk, space, compare_dtype), Xk  # fit raises the ranks error
-        klein = tuple(u for u, _ in pairs)
+        klein = tuple(_plus_zero(u) for u, _ in pairs)
         image = tuple(np.arange(1.0, u.size + 1.0) for u in klein)
         out = np.empty(Xk.shape, dtype=np.float64)
         for f, (_, inverse) in enumerate(pairs):
