@@ -308,7 +308,7 @@ def mean_se(values: list[float]) -> str:
 SPEED_DIMS = (2, 4, 8)
 SPEED_REPEATS = 40
 #: Quick mode (a smoke test of every code path, in seconds): its sizes.
-QUICK = {"trees": 10, "seeds": 2, "rows": (150, 8), "speed_rows": 500, "repeats": 2, "dims": (2,)}
+QUICK = {"trees": 10, "seeds": 1, "rows": (150, 8), "speed_rows": 500, "repeats": 2, "dims": (2,)}
 SPEED_HEADERS = ["d", "graph", "ms", "speed vs skl2onnx"]
 
 
@@ -488,11 +488,12 @@ def main(argv: list[str] | None = None) -> int:
         return inner
 
     datasets = {}
-    for d in (2, 8):
+    # Quick mode (a smoke test): one data set of each kind.
+    for d in (2,) if args.quick else (2, 8):
         plain = lambda seed, d=d: hierarchy(d, n_in, n_out, seed)
         datasets[f"hierarchy H^{d}"] = plain
         datasets[f"hierarchy H^{d}, boosted"] = boosted(plain, d)
-    for d in (4, 8):
+    for d in (4,) if args.quick else (4, 8):
         datasets[f"mixture d={d}"] = lambda seed, d=d: mixture(d, n_in, n_out, seed)
     datasets["near origin (d=4, radius 0.01)"] = lambda seed: mixture(
         4, n_in, n_out, seed, scale=0.01

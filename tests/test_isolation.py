@@ -416,7 +416,7 @@ def test_benchmark_skip_speed_keeps_the_speed_section_it_finds(tmp_path: Path, m
     reason="gensim (extra 'dev') is not installed",
 )
 def test_hierarchy_example_finds_the_held_out_packages() -> None:
-    """examples/isolation_hierarchy.py --quick: each package held out in turn is found
+    """examples/isolation_hierarchy.py --quick: each of three packages held out in turn is found
     (mean ROC-AUC of the default forest >= 0.9; 0.977 when written), and the graph verifies."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "isolation_hierarchy.py"), "--quick"],
