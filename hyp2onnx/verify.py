@@ -12,7 +12,7 @@ line and users share it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,8 @@ from .ir import Task
 
 if TYPE_CHECKING:
     import onnx
+
+    from .export._metadata import GraphMetadata
 
 __all__ = [
     "VerifyReport",
@@ -97,7 +99,7 @@ class VerifyReport:
         return self
 
 
-def default_tolerance(metadata: dict[str, Any], *, rows: int | None = None) -> float:
+def default_tolerance(metadata: Mapping[str, Any], *, rows: int | None = None) -> float:
     """Largest output difference accepted for a graph, from how it computes.
 
     Follows from the model's description, which the export records: the
@@ -128,13 +130,13 @@ def default_tolerance(metadata: dict[str, Any], *, rows: int | None = None) -> f
     return base + float(metadata["value_bound"])
 
 
-def _encoding_of(metadata: dict[str, Any]) -> Any:
+def _encoding_of(metadata: Mapping[str, Any]) -> Any:
     from .emit import encoding
 
     return encoding(metadata["encoding"])
 
 
-def _ordered_tolerance(metadata: dict[str, Any]) -> float:
+def _ordered_tolerance(metadata: Mapping[str, Any]) -> float:
     """[`default_tolerance`][hyp2onnx.verify.default_tolerance] of a graph that adds its trees in the model's order."""
     if _encoding_of(metadata).float32:
         return 1e-5
@@ -149,7 +151,7 @@ def _ordered_tolerance(metadata: dict[str, Any]) -> float:
     return 0.0 if metadata["post_transform"] == "identity" else 1e-15
 
 
-def default_rtol(metadata: dict[str, Any]) -> float:
+def default_rtol(metadata: Mapping[str, Any]) -> float:
     """Largest relative difference accepted on top of [`default_tolerance`][hyp2onnx.verify.default_tolerance].
 
     Float32 arithmetic errs in proportion to the values: a compat graph's
@@ -245,7 +247,7 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
 
 def _encoder_points(
     composed: onnx.ModelProto,
-    metadata: dict[str, Any],
+    metadata: GraphMetadata,
     fed: dict[str, np.ndarray],
     encoder: onnx.ModelProto | str | os.PathLike | None,
 ) -> np.ndarray:
@@ -290,7 +292,7 @@ def _trees_in_order(model: Any) -> Iterator[None]:
         native.n_jobs = n_jobs
 
 
-def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict[str, np.ndarray]:
+def _python_outputs(model: Any, X: np.ndarray, metadata: GraphMetadata) -> dict[str, np.ndarray]:
     from .export import kind_of
 
     kind = kind_of(model)
@@ -329,15 +331,13 @@ def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict
 def _both_sides(
     model: Any,
     onnx_model: onnx.ModelProto,
-    metadata: dict[str, Any],
+    metadata: GraphMetadata,
     X: Any,
     encoder: onnx.ModelProto | str | os.PathLike | None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
     """The graph's outputs, the Python model's, and the number of rows (the graph's)."""
-    from .export.compose import is_composed
-
     specs = input_specs(onnx_model)
-    if is_composed(metadata):  # the encoder's inputs, one array or a mapping by name
+    if metadata.is_composed:  # the encoder's inputs, one array or a mapping by name
         fed = feeds(specs, X)  # checked and cast as in use, before either side runs
         got = run_onnx(onnx_model, fed)
         points = _encoder_points(onnx_model, metadata, fed, encoder)
@@ -361,7 +361,7 @@ CHUNK_ROWS = 65_536
 
 
 def _in_chunks(
-    model: Any, onnx_model: onnx.ModelProto, metadata: dict[str, Any], X: np.ndarray
+    model: Any, onnx_model: onnx.ModelProto, metadata: GraphMetadata, X: np.ndarray
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Both sides, ``CHUNK_ROWS`` rows at a time (one session), with a progress bar on a
     terminal; each output joined over the chunks."""
@@ -432,7 +432,7 @@ def verify(
     got, want, n_rows = _both_sides(model, onnx_model, metadata, X, encoder)
     report = _compare(got, want, n_rows, metadata, atol=atol, rtol=rtol)
     short = metadata.get("short_batch_rows", 0)
-    if short and n_rows > short and encoder is None and not _composed(metadata):
+    if short and n_rows > short and encoder is None and not metadata.is_composed:
         # the exact side of the graph, and the bound recorded for it: its first rows as one batch
         specs = input_specs(onnx_model)
         first = np.asarray(named_arrays(specs, X)[0][specs[0].name])[:short]
@@ -459,17 +459,11 @@ def _verify_compiled(
     )
 
 
-def _composed(metadata: dict[str, Any]) -> bool:
-    from .export.compose import is_composed
-
-    return bool(is_composed(metadata))
-
-
 def _compare(
     got: dict[str, np.ndarray],
     want: dict[str, np.ndarray],
     n_rows: int,
-    metadata: dict[str, Any],
+    metadata: GraphMetadata,
     *,
     atol: float | None,
     rtol: float | None,

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import MissingExtraError
 from ..estimators._registry import BACKENDS, file_backend
 from ._common import InputError, existing_file, first_line
+
+if TYPE_CHECKING:
+    from ..export._metadata import GraphMetadata
 
 __all__ = [
     "MODEL_FORMATS",
@@ -479,7 +482,7 @@ def onnx_session(onnx_model: Any, path: Path) -> Any:
         ) from exc
 
 
-def onnx_metadata(onnx_model: Any, path: Path) -> dict[str, Any]:
+def onnx_metadata(onnx_model: Any, path: Path) -> GraphMetadata:
     """hyp2onnx's metadata of a loaded graph, or an `InputError` naming ``path``."""
     from ..errors import DamagedMetadataError
     from ..export import read_metadata

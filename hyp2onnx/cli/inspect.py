@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -22,6 +22,9 @@ from ._common import (
 )
 from ._models import load_onnx
 from ._runtimes import network_kind, runtimes_for, runtimes_for_kind
+
+if TYPE_CHECKING:
+    from ..export._metadata import GraphMetadata
 
 __all__ = ["Inspection", "command", "inspect_file"]
 
@@ -44,13 +47,15 @@ class Inspection:
     #: nodes (splits and leaves) of the model's trees, from hyp2onnx's metadata (graphs
     #: without it: counted in the graph's tree operators)
     tree_nodes: int
-    hyp2onnx: dict[str, Any] | None  #: hyp2onnx's metadata; None if not exported by it
+    hyp2onnx: GraphMetadata | None  #: hyp2onnx's metadata; None if not exported by it
     runtimes: list[str] = field(default_factory=list)
 
     exit_code = EXIT_OK
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field as JSON-ready values; the metadata as the keys the graph carries."""
+        meta = None if self.hyp2onnx is None else self.hyp2onnx.to_dict()
+        return asdict(replace(self, hyp2onnx=cast(Any, meta)))
 
     def __str__(self) -> str:
         meta = self.hyp2onnx
@@ -77,7 +82,7 @@ class Inspection:
 
                 geometry = f"blocks {describe_blocks(meta['blocks'])}"
             rows.append(("geometry", geometry))
-            if "encoder_sha256" in meta:  # hyp2onnx.compose: the points come from an encoder
+            if meta.is_composed:  # hyp2onnx.compose: the points come from an encoder
                 rows.append(
                     (
                         "encoder",
@@ -89,12 +94,12 @@ class Inspection:
         for label, values in (("inputs", self.inputs), ("outputs", self.outputs)):
             for i, v in enumerate(values):
                 rows.append((label if i == 0 else "", f"{v['name']}  {v['type']} {_shape(v)}"))
-        if meta is not None and "hidden_layer_sizes" in meta:  # a network or its region tree
+        if meta is not None and meta.kind != "trees":  # a network or its region tree
             rows.append(("network", describe_contents(meta)))
         else:
             trees = f"{self.tree_nodes} tree nodes"
             if meta is not None:
-                trees = f"{meta['n_trees']} trees, " + trees
+                trees = f"{meta.n_trees} trees, " + trees
             rows.append(("trees", trees))
         if meta is not None:
             rows.append(("encoding", f"{meta['encoding']}, input {meta['input_dtype']}"))
@@ -108,7 +113,7 @@ class Inspection:
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
-def _values(meta: dict[str, Any]) -> str:
+def _values(meta: GraphMetadata) -> str:
     """How the graph's values relate to the model's (graphs that record a value bound)."""
     bound = meta["value_bound"]
     if bound == 0:
@@ -172,13 +177,13 @@ def _tree_nodes(node: Any) -> int:
     return len(attrs["nodes_nodeids"].ints)
 
 
-def _count_tree_nodes(nodes: list[Any], meta: dict[str, Any] | None) -> int:
+def _count_tree_nodes(nodes: list[Any], meta: GraphMetadata | None) -> int:
     """The model's tree nodes as its metadata records them, else those of the graph's tree
     operators: graphs that walk their trees with ``Gather`` (isolation forests, oblique
     trees) have none, and one that holds its trees in both branches of an ``If`` has
     each twice."""
-    if meta is not None and str(meta.get("n_nodes", "")).isdigit():
-        return int(meta["n_nodes"])
+    if meta is not None and meta.n_nodes is not None:
+        return meta.n_nodes
     return sum(_tree_nodes(n) for n in nodes if n.op_type in _TREE_OPS)
 
 
@@ -191,7 +196,7 @@ def inspect_file(path: Path) -> Inspection:
     from ..errors import DamagedMetadataError
 
     try:
-        meta: dict[str, Any] | None = read_metadata(model)
+        meta: GraphMetadata | None = read_metadata(model)
     except DamagedMetadataError as exc:
         raise InputError(path, str(exc), "re-export the graph with 'hyp2onnx convert'") from exc
     except (ValueError, KeyError):
@@ -215,7 +220,7 @@ def inspect_file(path: Path) -> Inspection:
     )
 
 
-def _runtimes(model: Any, meta: dict[str, Any] | None) -> list[str]:
+def _runtimes(model: Any, meta: GraphMetadata | None) -> list[str]:
     """The runtimes this graph is known to run in (docs/compatibility.md's results)."""
     if meta is None:
         return []

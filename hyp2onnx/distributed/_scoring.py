@@ -227,10 +227,9 @@ def check_of(blob: bytes, *, check_manifold: bool = True) -> Any:
     """The checks of a graph's rows: `RowCheck` for points, or for a composed graph
     (hyp2onnx.compose) `hyp2onnx.distributed._composed.FeedCheck` for its encoder's inputs."""
     from ..export import read_metadata
-    from ..export.compose import is_composed
 
     model = onnx.load_from_string(blob)
-    if is_composed(read_metadata(model)):
+    if read_metadata(model).is_composed:
         from ._composed import FeedCheck
 
         return FeedCheck.of(model, check_manifold=check_manifold)

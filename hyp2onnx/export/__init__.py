@@ -28,13 +28,13 @@ from ._compile import (
     to_onnx,
 )
 from ._kinds import Kind, kind_of
+from ._metadata import GraphMetadata, read_metadata
 from ._model_file import (
     PROTOBUF_LIMIT,
     check_model,
     external_data_path,
     finish_model,
     needs_external_data,
-    read_metadata,
 )
 from .compose import ON_MANIFOLD, compose, encoder_of, encoder_sha256, is_composed
 
@@ -46,6 +46,7 @@ __all__ = [
     "compose",
     "describe",
     "external_data_path",
+    "GraphMetadata",
     "Kind",
     "input_dtype",
     "kind_of",

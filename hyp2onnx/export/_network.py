@@ -39,8 +39,9 @@ from ..emit.network import (
     network_head,
 )
 from ..errors import warn_user
-from ..ir import InputSpace, Task
+from ..ir import InputSpace
 from ..ir.network import Network, error_bounds
+from ._metadata import network_metadata
 from ._model_file import wrap_model
 
 __all__ = ["NETWORK_ENCODINGS", "compile_network", "is_network", "network_value_bound"]
@@ -218,23 +219,7 @@ def _finish(
     space: InputSpace,
     facts: dict[str, str],
 ) -> onnx.ModelProto:
-    """The checked model: opset, doc string and hyp2onnx's metadata (the trees' keys)."""
-    entries = {
-        "input_geometry": space.geometry,
-        "curvature": repr(float(space.curvature)),
-        "timelike_dim": str(space.timelike_dim),
-        "n_features_in": str(space.n_input_features),
-        "backend": "sklearn-mlp",
-        "task": str(Task.CLASSIFICATION if network.is_classifier else Task.REGRESSION),
-        "classes": json.dumps(
-            None if network.classes is None else np.asarray(network.classes).tolist()
-        ),
-        "n_trees": "1",
-        "sum_dtype": "float64",
-        "post_transform": network.output,
-        "version": _version,
-        **facts,
-    }
+    """The checked model: opset, doc string and hyp2onnx's metadata (`._metadata`)."""
     doc_string = (
         f"{facts['estimator_class']} (ReLU network on Klein coordinates, hidden layers "
         f"{list(network.hidden_sizes)}) exported by hyp2onnx {_version}. Input X: points "
@@ -243,4 +228,5 @@ def _finish(
         f"{facts['encoding']}."
     )
     opsets = [helper.make_opsetid("", opset)]
-    return wrap_model(graph, opsets=opsets, doc_string=doc_string, metadata=entries)
+    metadata = network_metadata(network, space, facts)
+    return wrap_model(graph, opsets=opsets, doc_string=doc_string, metadata=metadata)

@@ -45,7 +45,8 @@ from onnx import TensorProto, helper, numpy_helper, version_converter
 
 from ..geometry import DEFAULT_RTOL, curvature_radius
 from ._compile import MIN_OPSET, max_opset, to_onnx
-from ._model_file import _META_PREFIX, check_model, read_metadata
+from ._metadata import GraphMetadata, composed_metadata, read_metadata, write_metadata
+from ._model_file import check_model
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -78,9 +79,9 @@ def encoder_sha256(encoder: onnx.ModelProto | str | os.PathLike[str]) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def is_composed(metadata: dict[str, Any]) -> bool:
+def is_composed(metadata: GraphMetadata) -> bool:
     """Whether a graph's hyp2onnx metadata (`read_metadata`) is a composed graph's."""
-    return "encoder_sha256" in metadata
+    return metadata.is_composed
 
 
 @dataclass(frozen=True)
@@ -366,7 +367,7 @@ class _Nodes:
 
 
 def _emit_check(
-    n: _Nodes, points: str, metadata: dict[str, Any], width: int, dtype: str, rtol: float
+    n: _Nodes, points: str, metadata: GraphMetadata, width: int, dtype: str, rtol: float
 ) -> str:
     """``on_manifold`` [N] (bool) of ``points`` (in ``dtype``): the test of ``check_points``.
 
@@ -382,10 +383,10 @@ def _emit_check(
     Reduction order does not matter here: the tolerance is far above the
     rounding of either precision.
     """
-    R = curvature_radius(metadata["curvature"])
+    R = curvature_radius(metadata.curvature)
     squares = n.op("Mul", [points, points])
-    if metadata["input_geometry"] == "hyperboloid":
-        t = metadata["timelike_dim"] % width
+    if metadata.input_geometry == "hyperboloid":
+        t = metadata.timelike_dim % width
         timelike = np.arange(width) == t
         below = np.where(timelike, 1.0 - rtol, -(1.0 + rtol))[:, None]
         above = np.where(timelike, 1.0 + rtol, -(1.0 - rtol))[:, None]
@@ -498,13 +499,11 @@ def _join(
     model_dtype = _FLOATS.get(model_elem or 0, "float64")
     n = _Nodes(_opsets(exported).get("", 0) or _opsets(enc_model).get("", 0))
     note = _precision_note(enc.dtype, model_dtype, enc.output)
-    points = _junction(n, enc, part.junction, model_dtype, int(metadata["n_features_in"]), note)
+    points = _junction(n, enc, part.junction, model_dtype, metadata.n_features_in, note)
     _replace_input(model_graph, exported.graph.input[0].name, points)
     before, after = n.nodes, []
     if check_manifold:
-        ok = _emit_check(
-            n, points, metadata, int(metadata["n_features_in"]), model_dtype, DEFAULT_RTOL
-        )
+        ok = _emit_check(n, points, metadata, metadata.n_features_in, model_dtype, DEFAULT_RTOL)
         before, after = list(n.nodes), _guard_outputs(n, model_graph, ok)
     outputs = list(model_graph.output)
     if check_manifold:
@@ -527,31 +526,25 @@ def _record(
     composed: onnx.ModelProto,
     enc: _Encoder,
     part: _Part,
-    metadata: dict[str, Any],
+    metadata: GraphMetadata,
     *,
     prefix: str,
     note: str,
     checked: bool,
 ) -> None:
     """Add the encoder's metadata to the model graph's, which ``composed`` carries."""
-    extra = {
-        "encoder_sha256": enc.sha256,
-        "encoder_output": enc.output,
-        "encoder_output_dtype": enc.dtype,
-        "encoder_points": json.dumps(
-            {k: metadata[k] for k in ("input_geometry", "curvature", "timelike_dim")}
-            | {"n_features_in": metadata["n_features_in"]}
-        ),
-        "encoder_inputs": json.dumps([v.name for v in part.inputs]),
-        # columns of the (first) input, "" where the encoder leaves them open
-        "encoder_n_features_in": _width_of(part.inputs[0]) if part.inputs else "",
-        "encoder_prefix": prefix,
-        "encoder_precision": note,
-        "manifold_check": repr(DEFAULT_RTOL) if checked else "none",
-    }
-    for key, value in extra.items():
-        prop = composed.metadata_props.add()
-        prop.key, prop.value = _META_PREFIX + key, value
+    entries = composed_metadata(
+        metadata,
+        sha256=enc.sha256,
+        output=enc.output,
+        output_dtype=enc.dtype,
+        inputs=[v.name for v in part.inputs],
+        n_features_in=_width_of(part.inputs[0]) if part.inputs else "",
+        prefix=prefix,
+        precision=note,
+        manifold_rtol=DEFAULT_RTOL if checked else None,
+    )
+    write_metadata(composed, entries)
 
 
 @dataclass(frozen=True)
@@ -580,11 +573,11 @@ def _encoder_part(enc_model: onnx.ModelProto, output: str, prefix: str) -> _Part
     return _Part(graph, inputs, junction, _prune(graph, junction))
 
 
-def _check_width(enc: _Encoder, metadata: dict[str, Any]) -> None:
-    want = int(metadata["n_features_in"])
+def _check_width(enc: _Encoder, metadata: GraphMetadata) -> None:
+    want = metadata.n_features_in
     if enc.width is None or enc.width == want:
         return
-    geometry = metadata["input_geometry"]
+    geometry = metadata.input_geometry
     what = (
         f"hyperboloid points of {want} columns (d + 1, timelike column {metadata['timelike_dim']})"
         if geometry == "hyperboloid"
