@@ -39,7 +39,7 @@ _LAZY = {
     },
     "region_tree": "estimators",
     "RegionTree": "estimators",
-    "Region": "estimators._regions",
+    "Region": "estimators",
     "to_onnx": "export",
     "compose": "export",
     "save_onnx": "export",

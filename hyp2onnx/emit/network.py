@@ -42,7 +42,7 @@ from onnx import TensorProto, helper
 
 from ..ir import InputSpace
 from ..ir.network import Network
-from ..ir.regions import RegionTree
+from ..ir.regions import AffineTree
 from ._graph import GraphBuilder, onnx_type
 from .outputs import label_tensor
 from .projection import emit_projection, emit_whole_rows, whole_rows_column
@@ -368,7 +368,7 @@ def emit_guarded(
 FIRST_LAYER_TABLE_UNITS = 20
 
 
-def _first_layer_nodes(tree: RegionTree) -> np.ndarray:
+def _first_layer_nodes(tree: AffineTree) -> np.ndarray:
     """Node reached after the first hidden layer's levels, for every code of its unit signs
     (bit ``m - 1 - j`` of the code: unit ``j`` active); a missing leaf met earlier stays."""
     e = tree.ensemble
@@ -382,7 +382,7 @@ def _first_layer_nodes(tree: RegionTree) -> np.ndarray:
     return node
 
 
-def _walk(g: GraphBuilder, k: str, tree: RegionTree) -> str:
+def _walk(g: GraphBuilder, k: str, tree: AffineTree) -> str:
     """``[N]`` int64: the leaf value (leaf number + 1, 0 missing) each Klein row reaches.
 
     Every node of the first hidden layer's levels tests the same unit's
@@ -414,7 +414,7 @@ def _bounds(g: GraphBuilder, start: int, stop: int, label: str) -> list[str]:
     ]
 
 
-def _first_layer(g: GraphBuilder, k: str, tree: RegionTree) -> str:
+def _first_layer(g: GraphBuilder, k: str, tree: AffineTree) -> str:
     """``[N]``: the node each row reaches after the first hidden layer's levels.
 
     Its ``m`` pre-activations without the bias, ``p_j = k_0 w_0j + k_1 w_1j +
@@ -441,7 +441,7 @@ def _first_layer(g: GraphBuilder, k: str, tree: RegionTree) -> str:
     return g.op(STAGE, "Gather", [table, code], axis=0)
 
 
-def _levels(g: GraphBuilder, k: str, tree: RegionTree, node: str, levels: int) -> str:
+def _levels(g: GraphBuilder, k: str, tree: AffineTree, node: str, levels: int) -> str:
     """``node`` moved down ``levels`` levels, each row projected onto its own node's normal.
 
     ``Gather`` the node's row ``(w_0, ..., w_{d-1}, t)``, ``Mul`` by
@@ -482,7 +482,7 @@ def _count(g: GraphBuilder, n: int) -> dict[str, Any]:
     return {"num_outputs": n} if g.opset >= 18 else {}
 
 
-def emit_region_tree(g: GraphBuilder, k: str, tree: RegionTree) -> tuple[list[str], str, str]:
+def emit_region_tree(g: GraphBuilder, k: str, tree: AffineTree) -> tuple[list[str], str, str]:
     """The outputs (`network_head`), and the graph outputs ``covered`` ``[N]`` (bool) and
     ``region`` ``[N]`` (int64, -1: none), under those names."""
     network = tree.network

@@ -24,12 +24,15 @@ _OWN = {
     "RegionTree": "_regions",
 }
 
+#: What reads a fitted MLP as regions, beside its estimator: the builder and explain's result.
+_REGIONS = ("region_tree", "Region")
+
 __all__ = sorted(
     [
         "BACKENDS",
         "backend_for",
         "own_types",
-        "region_tree",
+        *_REGIONS,
         *_OWN,
         *(name for spec in BACKENDS for name in spec.estimators),
     ]
@@ -51,8 +54,8 @@ def own_types() -> list[type]:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "region_tree":
-        return importlib.import_module(f"{__name__}._regions").region_tree
+    if name in _REGIONS:
+        return getattr(importlib.import_module(f"{__name__}._regions"), name)
     if name in _OWN:
         return getattr(importlib.import_module(f"{__name__}.{_OWN[name]}"), name)
     try:

@@ -106,7 +106,7 @@ def compile_network(
     from ..estimators._regions import RegionTree
 
     tree = isinstance(model, RegionTree)
-    dtype = _check_request(model, dtype, encoding, stated, fitted_check=not tree)
+    dtype = _check_request(model, dtype, encoding, stated)
     network = model.tree_.network if tree else model.network()
     region_tree = model.tree_ if tree else None
     if class_indices and network.classes is not None:
@@ -184,9 +184,7 @@ def _klein_rows(
     return with_ones
 
 
-def _check_request(
-    model: Any, dtype: str | None, encoding: str, stated: dict[str, Any], *, fitted_check: bool
-) -> str:
+def _check_request(model: Any, dtype: str | None, encoding: str, stated: dict[str, Any]) -> str:
     """The input dtype to emit (float64 by default), after refusing what cannot be exported."""
     from sklearn.utils.validation import check_is_fitted  # see compile_network
 
@@ -195,8 +193,7 @@ def _check_request(
             f"{type(model).__name__} records its own geometry: leave out input_geometry, "
             "curvature and timelike_dim."
         )
-    if fitted_check:
-        check_is_fitted(model)
+    check_is_fitted(model)  # a region tree too: a scikit-learn estimator, fitted by fit
     if encoding not in NETWORK_ENCODINGS:
         raise ValueError(
             f"a network's encoding must be one of {tuple(NETWORK_ENCODINGS)}, got {encoding!r}; "
