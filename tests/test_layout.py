@@ -16,7 +16,7 @@ import pytest
 import hyp2onnx as h
 from hyp2onnx.emit import ENCODINGS
 from hyp2onnx.estimators import BACKENDS
-from hyp2onnx.verify import default_tolerance
+from hyp2onnx.verification import default_tolerance
 
 HEAVY = ("sklearn", "xgboost", "lightgbm", "catboost", "skl2onnx", "onnxmltools")
 

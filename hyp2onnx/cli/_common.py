@@ -169,7 +169,7 @@ def progress(total: int | None, desc: str) -> Any:
 
 
 def tolerance_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--atol`` and ``--rtol`` ([`hyp2onnx.verify.verify`][hyp2onnx.verify.verify]'s tolerances) to a command."""
+    """Add ``--atol`` and ``--rtol`` ([`hyp2onnx.verification.verify`][hyp2onnx.verification.verify]'s tolerances) to a command."""
     f = click.option(
         "--rtol",
         type=click.FloatRange(min=0),

@@ -339,7 +339,7 @@ def _file_rows(message: str, first_row: int) -> str:
 def refuse_flagged_rows(outputs: dict[str, Any], path: Path, first_row: int) -> None:
     """A composed graph's rows whose encoder point is off the manifold: an error naming them."""
     from ..errors import InvalidPointError
-    from ..verify import refuse_off_manifold
+    from ..verification import refuse_off_manifold
 
     try:
         refuse_off_manifold(outputs)

@@ -60,7 +60,7 @@ class ConvertOptions:
     #: True: tensors in ``OUT.data`` beside ``OUT`` (onnx's external data);
     #: None: only when the graph is over 2 GiB, which one file cannot hold.
     external_data: bool | None = None
-    #: ``--check``'s tolerances ([`hyp2onnx.verify.verify`][hyp2onnx.verify.verify])
+    #: ``--check``'s tolerances ([`hyp2onnx.verification.verify`][hyp2onnx.verification.verify])
     atol: float | None = None
     rtol: float | None = None
     #: ``--encoder``: an ONNX encoder put in front of the graph (`hyp2onnx.compose`)
@@ -215,7 +215,7 @@ def _check(
     model: Any, onnx_model: Any, source: Any, metadata: GraphMetadata, options: ConvertOptions
 ) -> Any:
     """``--check``: the graph against the model on the points of ``source``."""
-    from ..verify import verify
+    from ..verification import verify
 
     data = match_data(source, onnx_model, metadata, options.encoder or source.path)
     X = data.read_all()

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
+from .._feeds import numpy_dtype
 from ._common import (
     EXIT_CODES_HELP,
     EXIT_OK,
@@ -145,18 +146,12 @@ def _shape(value: dict[str, Any]) -> str:
 def _value_info(info: Any) -> dict[str, Any]:
     from onnx import TensorProto
 
-    names = {
-        TensorProto.FLOAT: "float32",
-        TensorProto.DOUBLE: "float64",
-        TensorProto.INT64: "int64",
-        TensorProto.INT32: "int32",
-        TensorProto.STRING: "string",
-    }
     kind = info.type.WhichOneof("value")
     if kind != "tensor_type":
         return {"name": info.name, "type": kind or "unknown", "shape": None}
     tensor = info.type.tensor_type
-    elem = names.get(tensor.elem_type, TensorProto.DataType.Name(tensor.elem_type).lower())
+    dtype = numpy_dtype(tensor.elem_type)  # numpy's name; else ONNX's (string, bfloat16, ...)
+    elem = TensorProto.DataType.Name(tensor.elem_type).lower() if dtype is None else dtype.name
     shape = None
     if tensor.HasField("shape"):
         shape = [_dim(d) for d in tensor.shape.dim]

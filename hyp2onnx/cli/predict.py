@@ -239,7 +239,7 @@ def _compiled_scorer(model_path: Path, metadata: GraphMetadata, graph: Any) -> A
     from ..errors import MissingExtraError, UnsupportedModelError
     from ..export import kind_of
     from ..export.compiled import compile_model_lleaves
-    from ..verify import default_tolerance
+    from ..verification import default_tolerance
     from ._models import load_model
 
     model = load_model(model_path)

@@ -1155,7 +1155,7 @@ def predict(
     check = _scoring.check_of(blob, check_manifold=check_manifold)
     key = _scoring.graph_key(blob)
     if compiled is not None:
-        from ..verify import default_tolerance
+        from ..verification import default_tolerance
 
         compiled.check_graph(blob, default_tolerance)
     shipped = dask.delayed(blob if compiled is None else compiled, pure=True)

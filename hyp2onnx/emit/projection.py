@@ -92,12 +92,7 @@ def _columns(builder: GraphBuilder, x: str, columns: np.ndarray, label: str) -> 
     """
     columns = columns.astype(np.int64)
     if columns.size >= _SLICE_MIN_COLUMNS and np.all(np.diff(columns) == 1):
-        start, stop = int(columns[0]), int(columns[-1]) + 1
-        bounds = [
-            builder.const(STAGE, f"{label}_{key}", [value], np.int64)
-            for key, value in (("start", start), ("stop", stop), ("axis", 1))
-        ]
-        return builder.op(STAGE, "Slice", [x, *bounds])
+        return builder.columns(STAGE, x, int(columns[0]), int(columns[-1]) + 1, label)
     return builder.op(STAGE, "Gather", [x, builder.const(STAGE, label, columns)], axis=1)
 
 
@@ -167,11 +162,7 @@ def emit_whole_rows(
         unit[t] = 1.0
         unit_column = builder.const(STAGE, "timelike_unit", unit, dtype)
         return builder.op(STAGE, "Div", [x, builder.op(STAGE, "MatMul", [x, unit_column])])
-    bounds = [
-        builder.const(STAGE, f"timelike_{key}", [value], np.int64)
-        for key, value in (("start", t), ("stop", t + 1), ("axis", 1))
-    ]
-    return builder.op(STAGE, "Div", [x, builder.op(STAGE, "Slice", [x, *bounds])])
+    return builder.op(STAGE, "Div", [x, builder.columns(STAGE, x, t, t + 1, "timelike")])
 
 
 def emit_projection(

@@ -2,7 +2,7 @@
 
 Every key a graph carries is named in this module: the trees' keys
 (`tree_metadata`), a network's and its region tree's (`network_metadata`),
-and the encoder's keys that `hyp2onnx.export.compose` adds
+and the encoder's keys that `hyp2onnx.export.composition` adds
 (`composed_metadata`); `write_metadata` puts them on the model under
 hyp2onnx's prefix. `read_metadata` returns a frozen `GraphMetadata`: the
 model kind, whether an encoder is composed in front, and the counts that
@@ -78,7 +78,7 @@ def tree_metadata(
         "n_nodes": str(ensemble.n_nodes),  # for `inspect`: walked trees have no tree operator
         "encoding": encoding,
         "input_dtype": dtype,
-        # What the verification tolerance follows from (hyp2onnx.verify.default_tolerance).
+        # What the verification tolerance follows from (hyp2onnx.verification.default_tolerance).
         "sum_dtype": ensemble.sum_dtype,
         "post_transform": ensemble.post_transform,
         "version": _version,
@@ -117,7 +117,7 @@ def composed_metadata(
     precision: str,
     manifold_rtol: float | None,
 ) -> dict[str, str]:
-    """The keys `hyp2onnx.export.compose` adds to the model graph's: the encoder's sha256,
+    """The keys `hyp2onnx.export.composition` adds to the model graph's: the encoder's sha256,
     the output that holds the points and their geometry, its inputs, the manifold check."""
     points = {k: model[k] for k in ("input_geometry", "curvature", "timelike_dim")}
     return {
@@ -153,7 +153,7 @@ class GraphMetadata(Mapping[str, Any]):
     """
 
     kind: GraphKind
-    is_composed: bool  #: an encoder is composed in front (`hyp2onnx.export.compose`)
+    is_composed: bool  #: an encoder is composed in front (`hyp2onnx.export.composition`)
     input_geometry: str
     curvature: float
     timelike_dim: int

@@ -40,7 +40,7 @@ from ..emit.network import (
 )
 from ..errors import warn_user
 from ..ir import InputSpace
-from ..ir.network import Network, error_bounds
+from ..ir.network import Network, error_bounds, tie_margin
 from ._metadata import network_metadata
 from ._model_file import wrap_model
 
@@ -119,33 +119,33 @@ def compile_network(
         n_input_features=int(model.n_features_in_),
     )
     frames = (model.network_ if tree else model).frames()
-    g = GraphBuilder(opset)
-    g.reserve("X", "label", "probabilities", "variable", "covered", "region")
+    builder = GraphBuilder(opset)
+    builder.reserve("X", "label", "probabilities", "variable", "covered", "region")
     whole_rows = not tree and encoding == "fast" and frames is None
-    k, ones_column = _klein_rows(g, space, dtype, whole_rows=whole_rows)
+    k, ones_column = _klein_rows(builder, space, dtype, whole_rows=whole_rows)
     if frames is not None:  # a centred network reads the Klein coordinates of L x
-        k = frames_map(g, "float64", frames)(g, k)
+        k = frames_map(builder, "float64", frames)(builder, k)
     extra: dict[str, str] = {"hidden_layer_sizes": json.dumps(list(network.hidden_sizes))}
     if frames is not None:
         extra["centre"] = "centroid"
     head, outputs_extra, encoding = _emit_head(
-        g, k, network, region_tree, encoding, ones_column, extra
+        builder, k, network, region_tree, encoding, ones_column, extra
     )
-    outputs = emit_network_outputs(g, head, network) + outputs_extra
+    outputs = emit_network_outputs(builder, head, network) + outputs_extra
     estimator_class = "RegionTree" if tree else type(model).__name__
     graph = helper.make_graph(
-        g.nodes,
+        builder.nodes,
         name or f"hyp2onnx_{estimator_class}",
         [helper.make_tensor_value_info("X", onnx_type(dtype), ["N", space.n_input_features])],
         outputs,
-        g.initializers,
+        builder.initializers,
     )
     facts = {"estimator_class": estimator_class, "encoding": encoding, "input_dtype": dtype}
     return _finish(graph, opset, network, space, {**facts, **extra})
 
 
 def _emit_head(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     k: str,
     network: Any,
     region_tree: Any,
@@ -156,7 +156,7 @@ def _emit_head(
     """The network's last layer (or the region tree's), its extra outputs and the encoding
     the graph records; the bounds it states go into ``extra``."""
     if region_tree is not None:
-        head, _, _ = emit_region_tree(g, k, region_tree)
+        head, _, _ = emit_region_tree(builder, k, region_tree)
         outputs_extra = [
             helper.make_tensor_value_info("covered", onnx.TensorProto.BOOL, ["N"]),
             helper.make_tensor_value_info("region", onnx.TensorProto.INT64, ["N"]),
@@ -165,22 +165,22 @@ def _emit_head(
         extra["n_regions"] = str(region_tree.n_regions)
         return head, outputs_extra, "exact"
     if encoding == "exact":
-        return network_head(g, emit_chain(g, k, network), network), [], encoding
+        return network_head(builder, emit_chain(builder, k, network), network), [], encoding
     bound = network_value_bound(network)
-    head = emit_guarded(g, k, network, bound, ones_column=ones_column)
+    head = emit_guarded(builder, k, network, bound, ones_column=ones_column)
     extra["value_bound"] = repr(bound)
-    extra["tie_margin"] = repr((1.0 if network.output == "logistic" else 2.0) * bound)
+    extra["tie_margin"] = repr(tie_margin(network, bound))
     return head, [], encoding
 
 
 def _klein_rows(
-    g: GraphBuilder, space: InputSpace, dtype: str, *, whole_rows: bool
+    builder: GraphBuilder, space: InputSpace, dtype: str, *, whole_rows: bool
 ) -> tuple[str, int | None]:
     """The Klein rows the network reads, and their column of ones if ``whole_rows`` asks for
     hyperboloid rows divided by ``x_0`` whole and the input allows it (`emit_klein_with_ones`)."""
-    with_ones = emit_klein_with_ones(g, "X", space, input_dtype=dtype) if whole_rows else None
+    with_ones = emit_klein_with_ones(builder, "X", space, input_dtype=dtype) if whole_rows else None
     if with_ones is None:
-        return emit_klein(g, "X", space, input_dtype=dtype), None
+        return emit_klein(builder, "X", space, input_dtype=dtype), None
     return with_ones
 
 

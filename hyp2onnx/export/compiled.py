@@ -321,7 +321,7 @@ class CompiledScorer:
         Spark scorers take the graph's columns and checks, and these trees.
 
         The two must describe the same model (metadata) and give the same labels, and
-        values within ``tolerance(metadata, rows=n)`` (``hyp2onnx.verify.default_tolerance``),
+        values within ``tolerance(metadata, rows=n)`` (``hyp2onnx.verification.default_tolerance``),
         on `AGREEMENT_POINTS` points spread over the ball (a fixed seed).
         """
         import onnx
@@ -385,7 +385,7 @@ class CompiledScorer:
         self, X: Any, *, threads: int = 1, check: bool = True
     ) -> dict[str, np.ndarray]:
         """The graph's outputs for points ``X``: ``label`` and ``probabilities``, or
-        ``variable``, as `hyp2onnx.verify.run_onnx` names them. ``check`` False skips
+        ``variable``, as `hyp2onnx.verification.run_onnx` names them. ``check`` False skips
         the manifold check (as a graph does; ``hyp2onnx predict`` checks first)."""
         space = self.model.space
         X = np.asarray(X, dtype=np.float64)

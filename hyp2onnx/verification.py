@@ -1,6 +1,6 @@
 """Check an exported graph against the Python model it came from.
 
-[`verify`][hyp2onnx.verify.verify] compares the Python model's own ``predict`` /
+[`verify`][hyp2onnx.verification.verify] compares the Python model's own ``predict`` /
 ``predict_proba`` on the points as the user holds them (float64) with the
 graph's outputs in onnxruntime on what the graph receives (the points cast
 to its input type), labels and every numeric output. Casting the model's
@@ -93,7 +93,7 @@ class VerifyReport:
         return ("OK: " if self.ok else "MISMATCH: ") + "; ".join(parts)
 
     def raise_if_failed(self) -> VerifyReport:
-        """Raise [`VerificationError`][hyp2onnx.errors.VerificationError] unless [`ok`][hyp2onnx.verify.VerifyReport.ok]; return self."""
+        """Raise [`VerificationError`][hyp2onnx.errors.VerificationError] unless [`ok`][hyp2onnx.verification.VerifyReport.ok]; return self."""
         if not self.ok:
             raise VerificationError(str(self))
         return self
@@ -137,7 +137,7 @@ def _encoding_of(metadata: Mapping[str, Any]) -> Any:
 
 
 def _ordered_tolerance(metadata: Mapping[str, Any]) -> float:
-    """[`default_tolerance`][hyp2onnx.verify.default_tolerance] of a graph that adds its trees in the model's order."""
+    """[`default_tolerance`][hyp2onnx.verification.default_tolerance] of a graph that adds its trees in the model's order."""
     if _encoding_of(metadata).float32:
         return 1e-5
     missing = [key for key in ("sum_dtype", "post_transform") if key not in metadata]
@@ -152,13 +152,13 @@ def _ordered_tolerance(metadata: Mapping[str, Any]) -> float:
 
 
 def default_rtol(metadata: Mapping[str, Any]) -> float:
-    """Largest relative difference accepted on top of [`default_tolerance`][hyp2onnx.verify.default_tolerance].
+    """Largest relative difference accepted on top of [`default_tolerance`][hyp2onnx.verification.default_tolerance].
 
     Float32 arithmetic errs in proportion to the values: a compat graph's
     float32 sums of regression targets near 1000 differ by about 1e-4, far
     above an absolute 1e-5, and XGBoost's float32 scores likewise. The
     exact scikit-learn, oblique and LightGBM graphs stay bit exact (0). The
-    figures are [`default_tolerance`][hyp2onnx.verify.default_tolerance]'s, read as relative differences,
+    figures are [`default_tolerance`][hyp2onnx.verification.default_tolerance]'s, read as relative differences,
     without the ``value_bound`` of the fast encoding (an absolute bound).
     """
     return _ordered_tolerance(metadata)
@@ -196,7 +196,7 @@ def refuse_off_manifold(outputs: dict[str, np.ndarray]) -> None:
     ``on_manifold`` [N]: false where the encoder's point is off the model's
     manifold, whose outputs are then not answers.
     """
-    from .export.compose import ON_MANIFOLD
+    from .export.composition import ON_MANIFOLD
 
     if ON_MANIFOLD in outputs:
         raise_rows(
@@ -253,7 +253,7 @@ def _encoder_points(
 ) -> np.ndarray:
     """The encoder's outputs (float64) for the arrays ``fed`` to the composed graph, run
     in onnxruntime on their own."""
-    from .export.compose import encoder_of, encoder_sha256
+    from .export.composition import encoder_of, encoder_sha256
 
     if encoder is None:
         part, output = encoder_of(composed)
@@ -399,9 +399,9 @@ def verify(
     graph is thus checked against the model on the user's data, and what
     the cast loses (close angles of far points, codes float32 cannot hold)
     shows as a disagreement. NaN, infinity and values the graph's input type
-    cannot hold are refused first ([`run_onnx`][hyp2onnx.verify.run_onnx]). A value passes when it
+    cannot hold are refused first ([`run_onnx`][hyp2onnx.verification.run_onnx]). A value passes when it
     differs by at most ``atol + rtol * |expected|``. Neither given: by
-    encoding and backend ([`default_tolerance`][hyp2onnx.verify.default_tolerance], [`default_rtol`][hyp2onnx.verify.default_rtol]);
+    encoding and backend ([`default_tolerance`][hyp2onnx.verification.default_tolerance], [`default_rtol`][hyp2onnx.verification.default_rtol]);
     ``atol`` alone: that absolute tolerance (``rtol`` 0); ``rtol`` alone:
     the default ``atol``. Label differences are counted exactly. More than
     ``CHUNK_ROWS`` rows are compared a chunk at a time, with a progress bar
@@ -411,7 +411,7 @@ def verify(
     inputs ``X``: one array for an encoder with one input, else a mapping
     {input name: array} naming each (integer and bool inputs included, each
     checked against its declared type, rank and dimensions as
-    [`run_onnx`][hyp2onnx.verify.run_onnx] does). The number of rows is the
+    [`run_onnx`][hyp2onnx.verification.run_onnx] does). The number of rows is the
     graph's: the rows of the encoder's output. The model answers on the encoder's outputs, run in
     onnxruntime from ``encoder`` (the encoder file or model, which must be
     the one composed: its sha256 is checked) or, without it, from the
