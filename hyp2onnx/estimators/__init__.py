@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._registry import BACKENDS, backend_for, estimator_class
+from . import _registry
+from ._registry import backend_for, estimator_class, register_backend
 
 #: Estimators that belong to no single backend, and their modules.
 _OWN = {
@@ -31,10 +32,11 @@ __all__ = sorted(
     [
         "BACKENDS",
         "backend_for",
+        "register_backend",
         "own_types",
         *_REGIONS,
         *_OWN,
-        *(name for spec in BACKENDS for name in spec.estimators),
+        *(name for spec in _registry.BACKENDS for name in spec.estimators),
     ]
 )
 
@@ -54,6 +56,8 @@ def own_types() -> list[type]:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "BACKENDS":  # read when asked: a package may have registered its own since
+        return _registry.BACKENDS
     if name in _REGIONS:
         return getattr(importlib.import_module(f"{__name__}._regions"), name)
     if name in _OWN:

@@ -39,7 +39,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
 
 from ..emit import ENCODINGS
 from ..errors import MissingExtraError
-from ..estimators import BACKENDS
+from ..estimators import _registry
 from ..estimators._base import HyperbolicTreeModel
 from ._compile import DEFAULT_OPSET, compile_model, describe
 from ._network import compile_network, is_network
@@ -64,7 +64,7 @@ def _estimator_classes() -> list[type]:
     from ..estimators._mlp import HyperbolicMLPClassifier, HyperbolicMLPRegressor
     from ..estimators._regions import RegionTree
 
-    for spec in BACKENDS:
+    for spec in _registry.BACKENDS:
         try:
             spec.load()
         except MissingExtraError:
