@@ -292,7 +292,7 @@ def _probe_native(path: Path, library: str, fix: str) -> None:
     truncated ``.ubj`` crashes XGBoost with a segmentation fault, and a
     damaged LightGBM ``.txt`` aborts the process. The child
     (`hyp2onnx.cli._native_probe`) loads only the native library, so
-    it costs about 0.2 s; only a file it read without dying is loaded in
+    it starts quickly; only a file it read without dying is loaded in
     this process.
     """
     import signal

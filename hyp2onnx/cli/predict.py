@@ -62,10 +62,9 @@ def chunk_rows_for(onnx_model: Any, metadata: GraphMetadata, requested: int) -> 
     Each row of a chunk costs memory in proportion to the trees times the
     output columns: the exact and compat encodings hold one leaf per tree
     and output, the standard encoding several gathered tables of that
-    width (measured by ``benchmarks/bench_predict_memory.py``: about 35
-    bytes per tree and output column and row for standard, 6 for exact, plus
-    about 1 KB per row of CSV text). The chunk is sized so that this stays
-    under `SCORING_BUDGET`.
+    width; the per-row costs below come from ``benchmarks/bench_predict_memory.py``
+    (benchmarks/results/predict_memory.md). The chunk is sized so that this
+    stays under `SCORING_BUDGET`.
     """
     width = (metadata.n_trees or 1) * max(_n_output_columns(onnx_model, metadata), 1)
     per_tree_output = 48 if metadata["encoding"] == "standard" else 8
