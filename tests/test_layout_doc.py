@@ -22,7 +22,8 @@ def listed_modules(text: str) -> set[str]:
     folders: list[tuple[int, str]] = []
     found = set()
     for line in block.splitlines():
-        match = re.match(r"^( *)([^\s,]+(?:, [^\s,]+)*)", line)  # "a.py", or "a.py, b.py" on one line
+        # "a.py", or "a.py, b.py" on one line
+        match = re.match(r"^( *)([^\s,]+(?:, [^\s,]+)*)", line)
         if match is None:
             continue
         indent, names = len(match.group(1)), match.group(2).split(", ")
