@@ -19,7 +19,7 @@ import numpy as np
 
 import hyp2onnx as h
 from hyp2onnx import geometry
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 
 def klein_data(n: int, d: int, rng: np.random.Generator) -> np.ndarray:

@@ -40,7 +40,7 @@ from bench_export import DIM, _classes, _target, _with_its_input, klein_data, se
 
 import hyp2onnx as h
 from hyp2onnx import geometry
-from hyp2onnx.verify import verify
+from hyp2onnx.verification import verify
 
 GEOMETRY = {"input_geometry": "hyperboloid"}
 

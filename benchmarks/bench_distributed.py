@@ -71,7 +71,7 @@ from hyp2onnx.correction.summaries import correct_from_summary
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.estimators import backend_for
 from hyp2onnx.geometry import to_klein
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 DIM = 8
 CLASSES = 4

@@ -47,7 +47,7 @@ import hyp2onnx as h
 from hyp2onnx import _runtime
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.emit import outputs
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 
 def _ulps(center: float, offsets: np.ndarray, dtype: str) -> np.ndarray:

@@ -54,7 +54,7 @@ import hyp2onnx as h
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.geometry import hyperboloid_to_poincare
 from hyp2onnx.ir.frames import frame_features
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 BOOST = 3.0
 

@@ -62,13 +62,13 @@ import hyp2onnx as h
 from hyp2onnx import edge, geometry
 from hyp2onnx.cli._runtimes import NETWORK_KINDS, network_kind
 from hyp2onnx.export import read_metadata
-from hyp2onnx.verify import (
+from hyp2onnx.verification import (
     ANOMALY_SCORE_ATOL,
     default_rtol,
     default_tolerance,
     reference_evaluator,
 )
-from hyp2onnx.verify import _python_outputs as python_outputs_for_verify
+from hyp2onnx.verification import _python_outputs as python_outputs_for_verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import md_table
@@ -221,7 +221,7 @@ def _reference(fixed: bool) -> Runtime:
             "onnx ReferenceEvaluator + hyp2onnx's GatherElements",
             onnx.__version__,
             run,
-            note="`hyp2onnx.verify.reference_evaluator`: onnx's evaluator with a "
+            note="`hyp2onnx.verification.reference_evaluator`: onnx's evaluator with a "
             "GatherElements that follows the operator's definition beyond 64 table rows",
         )
     return Runtime("onnx-reference", "onnx ReferenceEvaluator", onnx.__version__, run)

@@ -40,7 +40,7 @@ from sklearn.model_selection import train_test_split
 
 import hyp2onnx
 from hyp2onnx.conventions import convention_of, gensim_points
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 ROOT_NODE = "<stdlib>"
 SKIP = {"site-packages", "dist-packages", "__pycache__", "test", "tests", "idle_test"}

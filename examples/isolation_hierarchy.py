@@ -67,7 +67,7 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 import hyp2onnx
 from hyp2onnx.conventions import convention_of, gensim_points
 from hyp2onnx.geometry import poincare_to_klein
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hierarchy_poincare import ROOT_NODE, closure, stdlib_tree

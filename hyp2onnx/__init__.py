@@ -14,8 +14,10 @@ estimators after [`register_skl2onnx_converters`][hyp2onnx.register_skl2onnx_con
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
+from . import verification as _verification
 from ._version import __version__
 from .errors import (
     CompatRoutingWarning,
@@ -28,7 +30,11 @@ from .errors import (
     VerificationError,
 )
 from .estimators import __all__ as _estimators
-from .verify import VerifyReport, verify  # numpy only; binds the name before the module can
+from .verification import VerifyReport, verify  # numpy only
+
+# The module's name until the function verify shadowed it: ``from hyp2onnx.verify import
+# default_tolerance`` and pickles made then still load; `hyp2onnx.verify` is the function.
+sys.modules[f"{__name__}.verify"] = _verification
 
 #: Public names imported on first use, and their modules.
 _LAZY = {
@@ -39,7 +45,7 @@ _LAZY = {
     },
     "region_tree": "estimators",
     "RegionTree": "estimators",
-    "Region": "estimators._regions",
+    "Region": "estimators",
     "to_onnx": "export",
     "compose": "export",
     "save_onnx": "export",

@@ -27,21 +27,20 @@ if TYPE_CHECKING:
 
 __all__ = ["InputSpec", "check_dims", "feeds", "input_specs", "prepare", "split_problem"]
 
-#: ONNX element types hyp2onnx feeds, as numpy types (onnx is not imported here).
-NP_TYPES: dict[int, Any] = {
-    1: np.float32,
-    2: np.uint8,
-    3: np.int8,
-    4: np.uint16,
-    5: np.int16,
-    6: np.int32,
-    7: np.int64,
-    9: np.bool_,
-    10: np.float16,
-    11: np.float64,
-    12: np.uint32,
-    13: np.uint64,
-}
+
+def numpy_dtype(elem: int) -> np.dtype | None:
+    """The numpy dtype of ONNX element type ``elem`` (onnx's own table), or None for one
+    that numpy holds only through extensions or not as numbers (strings, complex,
+    bfloat16, float8, int4, ...): hyp2onnx feeds and returns numbers and booleans only."""
+    from onnx import helper  # onnx is loaded by then (a graph was read); not on import
+
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return dtype if dtype.kind in "biuf" and dtype.isbuiltin == 1 else None
+
+
 #: Largest magnitude up to which every integer is a float64 value.
 _EXACT_IN_FLOAT64 = 2**53
 
@@ -84,7 +83,8 @@ def input_specs(onnx_model: onnx.ModelProto) -> list[InputSpec]:
         if value.name in initialized:
             continue
         tensor = value.type.tensor_type
-        if not value.type.HasField("tensor_type") or tensor.elem_type not in NP_TYPES:
+        dtype = numpy_dtype(tensor.elem_type) if value.type.HasField("tensor_type") else None
+        if dtype is None:
             raise ValueError(
                 f"the graph's input {value.name!r} is not a tensor of numbers or booleans "
                 f"(ONNX type {value.type}); hyp2onnx feeds float, integer and bool tensors only."
@@ -95,7 +95,7 @@ def input_specs(onnx_model: onnx.ModelProto) -> list[InputSpec]:
                 d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
                 for d in tensor.shape.dim
             )
-        specs.append(InputSpec(value.name, np.dtype(NP_TYPES[tensor.elem_type]), dims))
+        specs.append(InputSpec(value.name, dtype, dims))
     return specs
 
 

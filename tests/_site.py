@@ -168,7 +168,7 @@ def parameter_rows(body: str) -> list[tuple[str, str, str | None]]:
 
 
 def _resolve(identifier: str) -> Any:
-    """The object an API identifier names (``hyp2onnx.verify.verify``, ``hyp2onnx.X.f``)."""
+    """The object an API identifier names (``hyp2onnx.verification.verify``, ``hyp2onnx.X.f``)."""
     parts = identifier.split(".")
     for cut in range(len(parts), 0, -1):
         try:

@@ -32,7 +32,7 @@ from hyp2onnx.blocks import (
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
 from hyp2onnx.export import read_metadata, to_onnx
 from hyp2onnx.geometry import gnomonic_midpoint
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 BLOCKS = [
     Hyperbolic(2, model="poincare", curvature=-0.5),

@@ -28,7 +28,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import hyp2onnx as h
 from hyp2onnx.cli import main
 from hyp2onnx.emit import ENCODINGS
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 KINDS = {
     "multiclass": (h.HyperbolicCatBoostClassifier, lambda k: (k[:, 0] > 0.1) + (k[:, 1] > -0.2)),

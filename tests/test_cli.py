@@ -38,7 +38,7 @@ from _cli import CLI, CommandRunner, Done
 import hyp2onnx
 from hyp2onnx.cli import main
 from hyp2onnx.geometry import from_klein
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 ROOT = Path(__file__).resolve().parents[1]
 N_ROWS = 120

@@ -19,7 +19,7 @@ from _cli import assert_usage_error, cli
 
 import hyp2onnx as h
 from hyp2onnx.datasets import make_wrapped_normal_mixture
-from hyp2onnx.verify import ANOMALY_SCORE_ATOL
+from hyp2onnx.verification import ANOMALY_SCORE_ATOL
 
 sio = pytest.importorskip(
     "skops.io", reason="skops is not installed (pip install skops): the CLI's .skops files"

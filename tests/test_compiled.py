@@ -22,7 +22,7 @@ from _data import klein_points, labels, targets
 import hyp2onnx as h
 from hyp2onnx.errors import MissingExtraError, UnsupportedModelError
 from hyp2onnx.export import compiled
-from hyp2onnx.verify import verify
+from hyp2onnx.verification import verify
 
 pytest.importorskip("lleaves", reason="lleaves is not installed: pip install 'hyp2onnx[compiled]'")
 

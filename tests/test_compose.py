@@ -25,7 +25,7 @@ import hyp2onnx as h
 from hyp2onnx import compose, read_metadata, save_onnx, to_onnx, verify
 from hyp2onnx.errors import InvalidPointError
 from hyp2onnx.export import encoder_sha256
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 RNG = np.random.default_rng(0)
 X_RAW = RNG.normal(size=(1500, 5))

@@ -30,7 +30,7 @@ from onnx import TensorProto, helper, numpy_helper
 import hyp2onnx as h
 from hyp2onnx import compose, verify
 from hyp2onnx.errors import InvalidPointError
-from hyp2onnx.verify import default_rtol, default_tolerance, run_onnx
+from hyp2onnx.verification import default_rtol, default_tolerance, run_onnx
 
 # float32 encoders in front of float64 model graphs: compose says what that costs
 pytestmark = pytest.mark.filterwarnings("ignore:compose. precision lost")

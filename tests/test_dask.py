@@ -37,7 +37,7 @@ from hyp2onnx.correction.summaries import summarise
 from hyp2onnx.correction.tree_space import TreeSpace
 from hyp2onnx.distributed import _scoring
 from hyp2onnx.estimators import backend_for
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 CHUNKS = (700, 300, 1200, 800)  # uneven partitions, 3000 rows
 #: The workers' sessions run on one thread (predict's default). The default (fast)
@@ -837,7 +837,7 @@ def test_near_the_origin_quantiles_is_the_klein_model(client, name, monkeypatch)
 
 def test_isolation_forest_graphs_score_on_dask(client):
     # Labels, scores and path lengths of an isolation forest, partition by partition.
-    from hyp2onnx.verify import run_onnx
+    from hyp2onnx.verification import run_onnx
 
     X = as_points(klein_with_ties(1500, 2, seed=5), "hyperboloid")
     model = hyp2onnx.HyperbolicIsolationForest(n_estimators=20, random_state=0).fit(X)
@@ -853,7 +853,7 @@ def test_isolation_forest_graphs_score_on_dask(client):
 
 def test_rotation_forest_graphs_score_on_dask(client):
     # Each tree reads its own frame coordinates; partitions score as one batch does.
-    from hyp2onnx.verify import run_onnx
+    from hyp2onnx.verification import run_onnx
 
     k = klein_with_ties(1500, 2, seed=6)
     X = as_points(k, "hyperboloid")

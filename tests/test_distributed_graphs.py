@@ -42,7 +42,7 @@ import pandas as pd
 import hyp2onnx
 import hyp2onnx.dask as hdask
 from hyp2onnx.distributed import _scoring
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas"),

@@ -33,7 +33,7 @@ import pandas as pd
 import hyp2onnx
 import hyp2onnx.dask as hdask
 from hyp2onnx.geometry import DEFAULT_RTOL
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 KINDS = ("nan", "inf", "-inf", "off", "sheet")
 SETTINGS = settings(

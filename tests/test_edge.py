@@ -22,7 +22,7 @@ import hyp2onnx as h
 from hyp2onnx import edge, geometry
 from hyp2onnx.cli import main
 from hyp2onnx.export import read_metadata, to_onnx
-from hyp2onnx.verify import default_tolerance, run_onnx
+from hyp2onnx.verification import default_tolerance, run_onnx
 
 ENCODINGS = ("exact", "compat", "standard")
 ML = "ai.onnx.ml"

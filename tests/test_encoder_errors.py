@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import hyp2onnx as h
 from hyp2onnx.errors import GraphRunError
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 N_IDS = 50
 

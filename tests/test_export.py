@@ -25,7 +25,7 @@ from sklearn.tree import DecisionTreeClassifier
 import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.export import read_metadata, save_onnx, to_onnx
-from hyp2onnx.verify import reference_evaluator, run_onnx
+from hyp2onnx.verification import reference_evaluator, run_onnx
 
 GEOMETRIES = ["hyperboloid", "poincare", "klein"]
 

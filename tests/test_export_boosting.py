@@ -21,7 +21,7 @@ from test_export import adversarial_klein
 import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.export import to_onnx
-from hyp2onnx.verify import reference_evaluator, run_onnx
+from hyp2onnx.verification import reference_evaluator, run_onnx
 
 CASES = {
     "xgb_binary": (h.HyperbolicXGBClassifier, 2),

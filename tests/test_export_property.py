@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.export import to_onnx
-from hyp2onnx.verify import run_onnx, verify
+from hyp2onnx.verification import run_onnx, verify
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

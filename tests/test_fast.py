@@ -29,7 +29,7 @@ from hyp2onnx.emit.strategy import choose_graph
 from hyp2onnx.emit.trees import tree_of_node
 from hyp2onnx.export import describe, read_metadata
 from hyp2onnx.export._compile import compile_model
-from hyp2onnx.verify import default_rtol, default_tolerance, run_onnx
+from hyp2onnx.verification import default_rtol, default_tolerance, run_onnx
 
 KLEIN = dict(input_geometry="klein")
 BOOST = dict(n_estimators=6, n_jobs=1, **KLEIN)
@@ -505,7 +505,7 @@ def test_multiclass_probabilities_are_double_sums_rounded_once(threads: int) -> 
     half a float32 ulp (2^-24 relative) plus the reordering bound of the model's, hence
     within the recorded bound, which ``verify`` checks."""
     from hyp2onnx.emit.fast import float32_rounding, value_bound
-    from hyp2onnx.verify import verify
+    from hyp2onnx.verification import verify
 
     model, k = _multiclass_forest(n_trees=40)
     X = np.concatenate([k, klein_points(3000, 3, seed=48)])
@@ -538,7 +538,7 @@ def test_multiclass_probabilities_are_double_sums_rounded_once(threads: int) -> 
 def test_the_reference_evaluator_runs_the_multiclass_graph() -> None:
     """onnx's reference evaluator reads only the float attributes of the opset-3
     operator; hyp2onnx's (``verify.reference_evaluator``) also reads the double ones."""
-    from hyp2onnx.verify import reference_evaluator
+    from hyp2onnx.verification import reference_evaluator
 
     model, k = _multiclass_forest()
     graph = h.to_onnx(model, dtype="float64")

@@ -33,7 +33,8 @@ import hyp2onnx.estimators as E
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
 from hyp2onnx.estimators._registry import BACKENDS, backend_for
 
-#: Estimators of no backend that are not estimators users fit (base classes, results).
+#: Estimators of no backend held to another contract: a base class, and the region tree (a
+#: reading of a network, which takes no sample weights; tests/test_region_tree_estimator.py).
 _NOT_ESTIMATORS = {"HyperbolicTreeModel", "RegionTree"}
 
 NAMES = sorted(

@@ -35,7 +35,7 @@ from hyp2onnx import geometry
 from hyp2onnx.cli.predict import SCORING_BUDGET, chunk_rows_for
 from hyp2onnx.errors import InvalidPointError
 from hyp2onnx.export import MIN_OPSET, max_opset, read_metadata, to_onnx
-from hyp2onnx.verify import run_onnx, verify
+from hyp2onnx.verification import run_onnx, verify
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*exported with its own \\(Euclidean\\) thresholds")
 

@@ -41,7 +41,7 @@ from hypothesis.extra import numpy as hnp
 import hyp2onnx as h
 from hyp2onnx.export import MIN_OPSET, max_opset
 from hyp2onnx.geometry import CENTRED_RADIUS
-from hyp2onnx.verify import run_onnx, verify
+from hyp2onnx.verification import run_onnx, verify
 
 SETTINGS = dict(
     deadline=None,

@@ -21,7 +21,7 @@ import hyp2onnx
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.errors import UnsupportedModelError
 from hyp2onnx.hyperdt import boundary_rows, predict_reference, read_hyperdt, split_columns
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 hyperdt_tree = pytest.importorskip(
     "hyperdt.tree", reason="hyperdt==0.0.3 (extra 'bench') is not installed"

@@ -131,7 +131,7 @@ def _coded_model(codes: list[int], n: int = 400, seed: int = 0, learner: str = "
 
 
 def test_codes_float32_cannot_hold_make_the_default_graph_float64() -> None:
-    from hyp2onnx.verify import run_onnx
+    from hyp2onnx.verification import run_onnx
 
     codes = [1 << 24, (1 << 24) + 1]
     assert float(np.float32(codes[1])) != codes[1]  # the oracle: float32 reads 2**24 + 1 as 2**24
@@ -146,7 +146,7 @@ def test_codes_float32_cannot_hold_make_the_default_graph_float64() -> None:
 
 def test_verify_compares_the_model_on_the_data_as_the_user_holds_it() -> None:
     """A float32 graph forced on codes above 2**24: verify must see what the cast loses."""
-    from hyp2onnx.verify import run_onnx
+    from hyp2onnx.verification import run_onnx
 
     model, X = _coded_model([1 << 24, (1 << 24) + 1])
     with pytest.warns(UserWarning, match="float32 cannot separate"):
@@ -190,7 +190,7 @@ def _far_hyperdt_rows(n: int = 60) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_far_hyperdt_models_export_float64_and_keep_every_training_row() -> None:
-    from hyp2onnx.verify import run_onnx
+    from hyp2onnx.verification import run_onnx
 
     tree = pytest.importorskip("hyperdt.tree", reason="hyperdt (extra 'bench') is not installed")
     X, y = _far_hyperdt_rows()

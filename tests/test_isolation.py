@@ -24,7 +24,7 @@ from scipy.stats import spearmanr
 
 import hyp2onnx as h
 from hyp2onnx.estimators import _isolation
-from hyp2onnx.verify import ANOMALY_SCORE_ATOL, run_onnx
+from hyp2onnx.verification import ANOMALY_SCORE_ATOL, run_onnx
 
 ROOT = Path(__file__).resolve().parent.parent
 DESIGNS = [("axis", "klein"), ("axis", "distance"), ("centred", "distance"), ("centred", "klein")]

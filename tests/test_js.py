@@ -27,7 +27,7 @@ from test_export import adversarial_klein
 import hyp2onnx as h
 from hyp2onnx import edge, geometry
 from hyp2onnx.export import read_metadata
-from hyp2onnx.verify import default_tolerance
+from hyp2onnx.verification import default_tolerance
 
 
 def _load_module(path: Path):

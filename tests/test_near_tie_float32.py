@@ -29,7 +29,7 @@ from hyp2onnx.datasets import make_wrapped_normal_mixture
 from hyp2onnx.edge import without_row_blocks
 from hyp2onnx.emit._graph import GraphBuilder
 from hyp2onnx.emit.outputs import NEAR_TIE, _exp_constants, _exp_reduce
-from hyp2onnx.verify import default_tolerance
+from hyp2onnx.verification import default_tolerance
 
 #: Top-two gaps of the built rows, in float32 steps of the top score (below: a gap in ulps
 #: that float32 arithmetic may merge; OpenVINO's own Exp and Div are not correctly rounded).

@@ -25,7 +25,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 import hyp2onnx
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 
 def _fit(model, X, y):

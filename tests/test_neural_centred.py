@@ -21,7 +21,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 import hyp2onnx
 from hyp2onnx.errors import FarPointError, FarPointWarning
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 U = 2.0**-53
 

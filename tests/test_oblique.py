@@ -27,7 +27,7 @@ from hyp2onnx.estimators._householder import HouseholderTreeClassifier
 from hyp2onnx.export import compile_model, read_metadata, to_onnx
 from hyp2onnx.ir import Ensemble, InputSpace, Model, predict_output, predict_scores
 from hyp2onnx.ir.projection import project
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 GEOMETRIES = ["hyperboloid", "poincare", "klein"]
 KINDS = {

@@ -30,7 +30,7 @@ from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
 import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.export import to_onnx
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 KLEIN = dict(input_geometry="klein")
 BOOST = dict(n_estimators=8, n_jobs=1, **KLEIN)

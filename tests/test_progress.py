@@ -15,8 +15,7 @@ import pytest
 from _data import labels, points
 
 import hyp2onnx
-
-verify_module = sys.modules["hyp2onnx.verify"]  # hyp2onnx.verify is the function
+import hyp2onnx.verification as verify_module  # the module (hyp2onnx.verify is the function)
 
 
 class _Terminal(io.StringIO):

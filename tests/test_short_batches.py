@@ -26,7 +26,7 @@ from hyp2onnx._runtime import session
 from hyp2onnx.emit.strategy import choose_graph
 from hyp2onnx.export import describe, read_metadata
 from hyp2onnx.export._compile import compile_model
-from hyp2onnx.verify import default_rtol, default_tolerance, verify
+from hyp2onnx.verification import default_rtol, default_tolerance, verify
 
 #: forests of three classes (the opset-3 class values): shallow ones whose leaves
 #: hold fractions k/n, and unlimited ones whose votes tie exactly

@@ -29,7 +29,7 @@ from _boosting_data import as_points, klein_with_ties, labels
 import hyp2onnx
 import hyp2onnx.spark as hspark
 from hyp2onnx.distributed import _scoring
-from hyp2onnx.verify import run_onnx
+from hyp2onnx.verification import run_onnx
 
 
 def _model(task: str):

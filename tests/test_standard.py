@@ -22,7 +22,7 @@ import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.emit import standard
 from hyp2onnx.export import to_onnx
-from hyp2onnx.verify import reference_evaluator, run_onnx
+from hyp2onnx.verification import reference_evaluator, run_onnx
 
 
 def _models():

@@ -350,7 +350,7 @@ def test_binary_labels_follow_xgboosts_float32_sigmoid() -> None:
     ``1.5 * 2**-24``, where onnxruntime's Sigmoid still gives exactly 0.5 (up to about
     1.2e-7). Margins of about 1e-7 (a tiny learning rate) land there."""
     from hyp2onnx.datasets import make_wrapped_normal_mixture
-    from hyp2onnx.verify import run_onnx
+    from hyp2onnx.verification import run_onnx
 
     X, y = make_wrapped_normal_mixture(1000, 3, 2, random_state=0)
     model = HyperbolicXGBClassifier(

@@ -49,7 +49,7 @@ PUBLIC = (
     "hyp2onnx.hyperdt",
     "hyp2onnx.plot",
     "hyp2onnx.spark",
-    "hyp2onnx.verify",
+    "hyp2onnx.verification",
 )
 
 

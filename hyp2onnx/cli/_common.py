@@ -14,12 +14,15 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Protocol, TypeVar
+from typing import IO, TYPE_CHECKING, Any, Protocol, TypeVar
 
 import click
 
 from .._atomic import UnwritableOutputError, atomic_write, output_target
 from .._progress import bar
+
+if TYPE_CHECKING:
+    from ..export._metadata import GraphMetadata
 
 __all__ = [
     "EXIT_CODES_HELP",
@@ -166,7 +169,7 @@ def progress(total: int | None, desc: str) -> Any:
 
 
 def tolerance_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--atol`` and ``--rtol`` ([`hyp2onnx.verify.verify`][hyp2onnx.verify.verify]'s tolerances) to a command."""
+    """Add ``--atol`` and ``--rtol`` ([`hyp2onnx.verification.verify`][hyp2onnx.verification.verify]'s tolerances) to a command."""
     f = click.option(
         "--rtol",
         type=click.FloatRange(min=0),
@@ -262,13 +265,13 @@ def subcommand(
     return click.command(name, help=help_text, short_help=short_help, no_args_is_help=True)
 
 
-def describe_contents(metadata: dict[str, Any]) -> str:
+def describe_contents(metadata: GraphMetadata) -> str:
     """What a hyp2onnx graph holds, from its metadata: a network (and its region tree) or
-    trees. Networks record one "tree" for the metadata's sake; that is no tree to show."""
-    if "hidden_layer_sizes" in metadata:
-        network = f"ReLU network, hidden layers {metadata['hidden_layer_sizes']}"
-        if "n_regions" in metadata:
-            network += f"; region tree of {metadata['n_regions']} regions"
+    trees."""
+    if metadata.kind != "trees":
+        network = f"ReLU network, hidden layers {metadata.hidden_layer_sizes}"
+        if metadata.kind == "region_tree":
+            network += f"; region tree of {metadata.n_regions} regions"
         return network
-    n = int(metadata["n_trees"])
+    n = metadata.n_trees
     return f"{n} tree" if n == 1 else f"{n} trees"

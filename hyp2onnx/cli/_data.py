@@ -15,11 +15,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._common import InputError, existing_file, first_line, progress
+
+if TYPE_CHECKING:
+    from ..export._metadata import GraphMetadata
 
 __all__ = [
     "DATA_FORMATS",
@@ -239,9 +242,9 @@ def _parquet_chunks(path: Path, rows: int) -> Iterator[np.ndarray]:
 # -- checks against a model ---------------------------------------------------------
 
 
-def check_width(source: DataSource, metadata: dict[str, Any]) -> None:
+def check_width(source: DataSource, metadata: GraphMetadata) -> None:
     """The data must have as many columns as the graph takes."""
-    if "encoder_sha256" in metadata:  # a composed graph takes the encoder's inputs
+    if metadata.is_composed:  # a composed graph takes the encoder's inputs
         width = metadata["encoder_n_features_in"]
         if not width or source.n_cols == int(width):
             return
@@ -250,7 +253,7 @@ def check_width(source: DataSource, metadata: dict[str, Any]) -> None:
             f"has {source.n_cols} columns; the graph's encoder takes {width}",
             "pass the encoder's raw inputs",
         )
-    want = int(metadata["n_features_in"])
+    want = metadata.n_features_in
     if source.n_cols == want:
         return
     geometry = metadata["input_geometry"]
@@ -281,7 +284,7 @@ def _parts(exc: Exception) -> tuple[str, str | None]:
 
 def check_points_in(
     chunk: np.ndarray,
-    metadata: dict[str, Any],
+    metadata: GraphMetadata,
     path: Path,
     first_row: int,
     *,
@@ -297,7 +300,7 @@ def check_points_in(
     from ..geometry import check_points
 
     blocks = metadata.get("blocks")
-    if (blocks is None and not manifold) or "encoder_sha256" in metadata:
+    if (blocks is None and not manifold) or metadata.is_composed:
         return  # a composed graph checks its encoder's points itself (refuse_flagged_rows)
     try:
         if blocks is not None:
@@ -336,7 +339,7 @@ def _file_rows(message: str, first_row: int) -> str:
 def refuse_flagged_rows(outputs: dict[str, Any], path: Path, first_row: int) -> None:
     """A composed graph's rows whose encoder point is off the manifold: an error naming them."""
     from ..errors import InvalidPointError
-    from ..verify import refuse_off_manifold
+    from ..verification import refuse_off_manifold
 
     try:
         refuse_off_manifold(outputs)

@@ -20,13 +20,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .._feeds import InputSpec, check_dims, feeds, input_specs, split_problem
 from ._common import InputError, existing_file, first_line
 from ._data import DataSource, _file_rows, _parts, check_points_in, check_width, open_data
+
+if TYPE_CHECKING:
+    from ..export._metadata import GraphMetadata
 
 __all__ = ["GraphData", "NpzData", "match_data", "open_inputs"]
 
@@ -90,7 +93,7 @@ class GraphData:
 
     path: Path
     specs: list[InputSpec]
-    metadata: dict[str, Any]
+    metadata: GraphMetadata
     table: DataSource | None  #: a table of points (one input), read chunk by chunk
     arrays: dict[str, np.ndarray] | None  #: an .npz's arrays, by input name
     #: why the arrays cannot be split into row chunks; None where they can
@@ -140,7 +143,7 @@ class GraphData:
         self, chunk: dict[str, np.ndarray], first_row: int, *, manifold: bool = True
     ) -> None:
         """A plain graph's points on its manifold (a composed graph checks its own)."""
-        if "encoder_sha256" not in self.metadata:
+        if not self.metadata.is_composed:
             check_points_in(
                 chunk[self.specs[0].name], self.metadata, self.path, first_row, manifold=manifold
             )
@@ -157,7 +160,7 @@ class GraphData:
 
 
 def match_data(
-    source: DataSource | NpzData, onnx_model: Any, metadata: dict[str, Any], onnx_path: Path
+    source: DataSource | NpzData, onnx_model: Any, metadata: GraphMetadata, onnx_path: Path
 ) -> GraphData:
     """``source`` matched with the graph's inputs: names, and a table's width."""
     try:
@@ -191,7 +194,7 @@ def match_data(
                 _savez_fix(specs),
             )
         arrays = {s.name: stored[s.name] for s in specs}
-    if "encoder_sha256" not in metadata:  # a plain graph: the array is a table of points
+    if not metadata.is_composed:  # a plain graph: the array is a table of points
         X = arrays[specs[0].name]
         if X.ndim != 2:
             raise InputError(

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import MissingExtraError
 from ..estimators._registry import BACKENDS, file_backend
 from ._common import InputError, existing_file, first_line
+
+if TYPE_CHECKING:
+    from ..export._metadata import GraphMetadata
 
 __all__ = [
     "MODEL_FORMATS",
@@ -289,7 +292,7 @@ def _probe_native(path: Path, library: str, fix: str) -> None:
     truncated ``.ubj`` crashes XGBoost with a segmentation fault, and a
     damaged LightGBM ``.txt`` aborts the process. The child
     (`hyp2onnx.cli._native_probe`) loads only the native library, so
-    it costs about 0.2 s; only a file it read without dying is loaded in
+    it starts quickly; only a file it read without dying is loaded in
     this process.
     """
     import signal
@@ -479,7 +482,7 @@ def onnx_session(onnx_model: Any, path: Path) -> Any:
         ) from exc
 
 
-def onnx_metadata(onnx_model: Any, path: Path) -> dict[str, Any]:
+def onnx_metadata(onnx_model: Any, path: Path) -> GraphMetadata:
     """hyp2onnx's metadata of a loaded graph, or an `InputError` naming ``path``."""
     from ..errors import DamagedMetadataError
     from ..export import read_metadata

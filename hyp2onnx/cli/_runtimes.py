@@ -11,7 +11,10 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..export._metadata import GraphMetadata
 
 __all__ = ["NETWORK_KINDS", "compatibility", "network_kind", "runtimes_for", "runtimes_for_kind"]
 
@@ -119,17 +122,17 @@ def runtimes_for(
     return out
 
 
-def network_kind(metadata: dict[str, Any]) -> str | None:
+def network_kind(metadata: GraphMetadata) -> str | None:
     """The row of the table of every model kind that measured a network's graph like this
     one (None: not a network's graph). Networks have no encodings to tell apart there."""
-    if "hidden_layer_sizes" not in metadata:
+    if metadata.kind == "trees":
         return None
     classifier, regressor, chain, region_tree = NETWORK_KINDS
-    if metadata.get("estimator_class") == "RegionTree":
+    if metadata.kind == "region_tree":
         return region_tree
-    if metadata.get("encoding") == "exact":
+    if metadata.encoding == "exact":
         return chain
-    return regressor if metadata.get("task") == "regression" else classifier
+    return regressor if metadata.task == "regression" else classifier
 
 
 def _cell_differences(cell: dict[str, Any], kind: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -29,6 +29,9 @@ from ._common import (
 )
 from ._inputs import match_data, open_inputs
 from ._models import NATIVE_FORMATS_HELP, check_convertible, load_model, model_kind
+
+if TYPE_CHECKING:
+    from ..export._metadata import GraphMetadata
 
 __all__ = [
     "ConvertOptions",
@@ -57,7 +60,7 @@ class ConvertOptions:
     #: True: tensors in ``OUT.data`` beside ``OUT`` (onnx's external data);
     #: None: only when the graph is over 2 GiB, which one file cannot hold.
     external_data: bool | None = None
-    #: ``--check``'s tolerances ([`hyp2onnx.verify.verify`][hyp2onnx.verify.verify])
+    #: ``--check``'s tolerances ([`hyp2onnx.verification.verify`][hyp2onnx.verification.verify])
     atol: float | None = None
     rtol: float | None = None
     #: ``--encoder``: an ONNX encoder put in front of the graph (`hyp2onnx.compose`)
@@ -73,7 +76,7 @@ class ConvertResult:
     output: Path | None
     intended_output: Path
     n_bytes: int
-    metadata: dict[str, Any]
+    metadata: GraphMetadata
     check: Any = None  #: the VerifyReport of --check, if asked
     check_path: Path | None = None
     ort_output: Path | None = None  #: the .ort file of --ort
@@ -209,10 +212,10 @@ def _export(model_path: Path, options: ConvertOptions) -> tuple[Any, Any]:
 
 
 def _check(
-    model: Any, onnx_model: Any, source: Any, metadata: dict[str, Any], options: ConvertOptions
+    model: Any, onnx_model: Any, source: Any, metadata: GraphMetadata, options: ConvertOptions
 ) -> Any:
     """``--check``: the graph against the model on the points of ``source``."""
-    from ..verify import verify
+    from ..verification import verify
 
     data = match_data(source, onnx_model, metadata, options.encoder or source.path)
     X = data.read_all()
@@ -302,7 +305,7 @@ def report_convert(result: ConvertResult) -> None:
         f"{meta['encoding']} encoding, {meta['input_dtype']}",
         err=err,
     )
-    if "encoder_sha256" in meta:
+    if meta.is_composed:
         click.echo(
             f"with the encoder in front (output {meta['encoder_output']!r}, sha256 "
             f"{meta['encoder_sha256'][:16]}...): it takes the encoder's raw inputs"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
+from .._feeds import numpy_dtype
 from ._common import (
     EXIT_CODES_HELP,
     EXIT_OK,
@@ -22,6 +23,9 @@ from ._common import (
 )
 from ._models import load_onnx
 from ._runtimes import network_kind, runtimes_for, runtimes_for_kind
+
+if TYPE_CHECKING:
+    from ..export._metadata import GraphMetadata
 
 __all__ = ["Inspection", "command", "inspect_file"]
 
@@ -44,13 +48,15 @@ class Inspection:
     #: nodes (splits and leaves) of the model's trees, from hyp2onnx's metadata (graphs
     #: without it: counted in the graph's tree operators)
     tree_nodes: int
-    hyp2onnx: dict[str, Any] | None  #: hyp2onnx's metadata; None if not exported by it
+    hyp2onnx: GraphMetadata | None  #: hyp2onnx's metadata; None if not exported by it
     runtimes: list[str] = field(default_factory=list)
 
     exit_code = EXIT_OK
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field as JSON-ready values; the metadata as the keys the graph carries."""
+        meta = None if self.hyp2onnx is None else self.hyp2onnx.to_dict()
+        return asdict(replace(self, hyp2onnx=cast(Any, meta)))
 
     def __str__(self) -> str:
         meta = self.hyp2onnx
@@ -77,7 +83,7 @@ class Inspection:
 
                 geometry = f"blocks {describe_blocks(meta['blocks'])}"
             rows.append(("geometry", geometry))
-            if "encoder_sha256" in meta:  # hyp2onnx.compose: the points come from an encoder
+            if meta.is_composed:  # hyp2onnx.compose: the points come from an encoder
                 rows.append(
                     (
                         "encoder",
@@ -89,12 +95,12 @@ class Inspection:
         for label, values in (("inputs", self.inputs), ("outputs", self.outputs)):
             for i, v in enumerate(values):
                 rows.append((label if i == 0 else "", f"{v['name']}  {v['type']} {_shape(v)}"))
-        if meta is not None and "hidden_layer_sizes" in meta:  # a network or its region tree
+        if meta is not None and meta.kind != "trees":  # a network or its region tree
             rows.append(("network", describe_contents(meta)))
         else:
             trees = f"{self.tree_nodes} tree nodes"
             if meta is not None:
-                trees = f"{meta['n_trees']} trees, " + trees
+                trees = f"{meta.n_trees} trees, " + trees
             rows.append(("trees", trees))
         if meta is not None:
             rows.append(("encoding", f"{meta['encoding']}, input {meta['input_dtype']}"))
@@ -108,7 +114,7 @@ class Inspection:
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
-def _values(meta: dict[str, Any]) -> str:
+def _values(meta: GraphMetadata) -> str:
     """How the graph's values relate to the model's (graphs that record a value bound)."""
     bound = meta["value_bound"]
     if bound == 0:
@@ -140,18 +146,12 @@ def _shape(value: dict[str, Any]) -> str:
 def _value_info(info: Any) -> dict[str, Any]:
     from onnx import TensorProto
 
-    names = {
-        TensorProto.FLOAT: "float32",
-        TensorProto.DOUBLE: "float64",
-        TensorProto.INT64: "int64",
-        TensorProto.INT32: "int32",
-        TensorProto.STRING: "string",
-    }
     kind = info.type.WhichOneof("value")
     if kind != "tensor_type":
         return {"name": info.name, "type": kind or "unknown", "shape": None}
     tensor = info.type.tensor_type
-    elem = names.get(tensor.elem_type, TensorProto.DataType.Name(tensor.elem_type).lower())
+    dtype = numpy_dtype(tensor.elem_type)  # numpy's name; else ONNX's (string, bfloat16, ...)
+    elem = TensorProto.DataType.Name(tensor.elem_type).lower() if dtype is None else dtype.name
     shape = None
     if tensor.HasField("shape"):
         shape = [_dim(d) for d in tensor.shape.dim]
@@ -172,13 +172,13 @@ def _tree_nodes(node: Any) -> int:
     return len(attrs["nodes_nodeids"].ints)
 
 
-def _count_tree_nodes(nodes: list[Any], meta: dict[str, Any] | None) -> int:
+def _count_tree_nodes(nodes: list[Any], meta: GraphMetadata | None) -> int:
     """The model's tree nodes as its metadata records them, else those of the graph's tree
     operators: graphs that walk their trees with ``Gather`` (isolation forests, oblique
     trees) have none, and one that holds its trees in both branches of an ``If`` has
     each twice."""
-    if meta is not None and str(meta.get("n_nodes", "")).isdigit():
-        return int(meta["n_nodes"])
+    if meta is not None and meta.n_nodes is not None:
+        return meta.n_nodes
     return sum(_tree_nodes(n) for n in nodes if n.op_type in _TREE_OPS)
 
 
@@ -191,7 +191,7 @@ def inspect_file(path: Path) -> Inspection:
     from ..errors import DamagedMetadataError
 
     try:
-        meta: dict[str, Any] | None = read_metadata(model)
+        meta: GraphMetadata | None = read_metadata(model)
     except DamagedMetadataError as exc:
         raise InputError(path, str(exc), "re-export the graph with 'hyp2onnx convert'") from exc
     except (ValueError, KeyError):
@@ -215,7 +215,7 @@ def inspect_file(path: Path) -> Inspection:
     )
 
 
-def _runtimes(model: Any, meta: dict[str, Any] | None) -> list[str]:
+def _runtimes(model: Any, meta: GraphMetadata | None) -> list[str]:
     """The runtimes this graph is known to run in (docs/compatibility.md's results)."""
     if meta is None:
         return []

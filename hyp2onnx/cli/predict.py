@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import numpy as np
@@ -26,6 +26,9 @@ from ._common import (
 from ._data import DEFAULT_CHUNK_ROWS, refuse_flagged_rows
 from ._inputs import match_data, open_inputs
 from ._models import load_onnx, onnx_metadata, onnx_session
+
+if TYPE_CHECKING:
+    from ..export._metadata import GraphMetadata
 
 __all__ = [
     "SCORING_BUDGET",
@@ -53,24 +56,23 @@ class PredictResult:
 SCORING_BUDGET = 256 * 2**20
 
 
-def chunk_rows_for(onnx_model: Any, metadata: dict[str, Any], requested: int) -> int:
+def chunk_rows_for(onnx_model: Any, metadata: GraphMetadata, requested: int) -> int:
     """Rows per chunk: at most ``requested``, fewer when the graph's working set is wide.
 
     Each row of a chunk costs memory in proportion to the trees times the
     output columns: the exact and compat encodings hold one leaf per tree
     and output, the standard encoding several gathered tables of that
-    width (measured by ``benchmarks/bench_predict_memory.py``: about 35
-    bytes per tree and output column and row for standard, 6 for exact, plus
-    about 1 KB per row of CSV text). The chunk is sized so that this stays
-    under `SCORING_BUDGET`.
+    width; the per-row costs below come from ``benchmarks/bench_predict_memory.py``
+    (benchmarks/results/predict_memory.md). The chunk is sized so that this
+    stays under `SCORING_BUDGET`.
     """
-    width = int(metadata["n_trees"]) * max(_n_output_columns(onnx_model, metadata), 1)
+    width = (metadata.n_trees or 1) * max(_n_output_columns(onnx_model, metadata), 1)
     per_tree_output = 48 if metadata["encoding"] == "standard" else 8
     per_row = per_tree_output * width + 4096
     return max(1, min(requested, SCORING_BUDGET // per_row))
 
 
-def _n_output_columns(onnx_model: Any, metadata: dict[str, Any]) -> int:
+def _n_output_columns(onnx_model: Any, metadata: GraphMetadata) -> int:
     if metadata["classes"] is not None:
         return len(metadata["classes"])
     dims = onnx_model.graph.output[0].type.tensor_type.shape.dim
@@ -87,7 +89,7 @@ def default_predictions(data_path: Path) -> Path:
 EXTRA_OUTPUTS = ("covered", "region")
 
 
-def _header(metadata: dict[str, Any], outputs: dict[str, Any]) -> list[str]:
+def _header(metadata: GraphMetadata, outputs: dict[str, Any]) -> list[str]:
     extra = [name for name in EXTRA_OUTPUTS if name in outputs]
     if metadata["task"] == Task.ANOMALY:  # isolation forests
         return ["label", "score", "path_length", *extra]
@@ -124,7 +126,7 @@ def _float_format(dtype: np.dtype) -> str:
     return "%.9g" if dtype == np.float32 else "%r"
 
 
-def _lines(metadata: dict[str, Any], outputs: dict[str, Any]) -> str:
+def _lines(metadata: GraphMetadata, outputs: dict[str, Any]) -> str:
     """The CSV rows of one chunk's outputs."""
     if metadata["task"] == Task.ANOMALY:  # isolation forests: label, score, path length
         first = np.asarray(outputs["label"]).tolist()
@@ -228,7 +230,7 @@ def _scored(session: Any, feeds: dict[str, Any], data_path: Path, first: int) ->
 AGREEMENT_ROWS = 256
 
 
-def _compiled_scorer(model_path: Path, metadata: dict[str, Any], graph: Any) -> Any:
+def _compiled_scorer(model_path: Path, metadata: GraphMetadata, graph: Any) -> Any:
     """``score(chunk, first)`` by the compiled trees of the model in ``model_path``
     (`hyp2onnx.export.compiled`), checked on the first chunk against the graph's
     ``score``: the same labels and values within the graph's bound, else an error
@@ -236,7 +238,7 @@ def _compiled_scorer(model_path: Path, metadata: dict[str, Any], graph: Any) -> 
     from ..errors import MissingExtraError, UnsupportedModelError
     from ..export import kind_of
     from ..export.compiled import compile_model_lleaves
-    from ..verify import default_tolerance
+    from ..verification import default_tolerance
     from ._models import load_model
 
     model = load_model(model_path)

@@ -33,7 +33,7 @@ class VerifyResult:
     model_path: Path
     onnx_path: Path
     data_path: Path
-    report: Any  #: a hyp2onnx.verify.VerifyReport
+    report: Any  #: a hyp2onnx.verification.VerifyReport
 
     @property
     def exit_code(self) -> int:
@@ -56,7 +56,7 @@ def verify_files(
     atol: float | None = None,
     rtol: float | None = None,
 ) -> VerifyResult:
-    """Run [`hyp2onnx.verify`][hyp2onnx.verify.verify] on the three files, naming the file at fault on error."""
+    """Run [`hyp2onnx.verify`][hyp2onnx.verification.verify] on the three files, naming the file at fault on error."""
     onnx_model = load_onnx(onnx_path)
     metadata = onnx_metadata(onnx_model, onnx_path)
     onnx_session(onnx_model, onnx_path)  # a graph onnxruntime refuses is the file's fault
@@ -73,7 +73,7 @@ def verify_files(
     data.check_points(X, 0)
     data.feeds(X, 0)  # the data's faults, named as the data file's
 
-    from ..verify import verify
+    from ..verification import verify
 
     try:
         report = verify(model, onnx_model, X, atol=atol, rtol=rtol)
@@ -90,7 +90,7 @@ type), and reports label differences and the largest
 difference of every numeric output. The exit status is 1 if any label
 differs or any value differs by more than ATOL + RTOL x |value| (by
 default both 0 for exact scikit-learn graphs; see
-hyp2onnx.verify.default_tolerance and default_rtol; --atol alone sets an
+hyp2onnx.verification.default_tolerance and default_rtol; --atol alone sets an
 absolute tolerance).
 
 MODEL is read as by 'hyp2onnx convert'; a pickle runs arbitrary code when

@@ -289,7 +289,7 @@ def shared_neighbours(
 
 def _argsort(values: np.ndarray) -> np.ndarray:
     """Ascending order of a float column, by 16-bit radix passes (numpy's stable
-    sort of uint16 is a radix sort): about twice as fast as ``np.argsort``."""
+    sort of uint16 is a radix sort): faster than ``np.argsort`` on long columns."""
     values = np.ascontiguousarray(values)
     if sys.byteorder != "little" or values.dtype not in (np.float32, np.float64):
         return np.argsort(values)

@@ -8,7 +8,7 @@ axis: the same named first dimension in every input, and on no other axis
 per input (a sub-array for a matrix input), so that the scorers' row
 halving and row selection (`hyp2onnx.distributed._scoring.bad_row_mask`,
 ``with_nulls``) treat them as they treat a matrix of points. Each input is
-checked and cast as `hyp2onnx.verify.run_onnx` does
+checked and cast as `hyp2onnx.verification.run_onnx` does
 (`hyp2onnx._feeds.prepare`): its errors name the input and the rows.
 """
 
@@ -95,7 +95,7 @@ class FeedCheck:
         if problem is not None:
             raise ValueError(
                 f"the Dask and Spark scorers cut the data into partitions of rows, but {problem}: "
-                "score this graph whole with hyp2onnx.verify.run_onnx or 'hyp2onnx predict'."
+                "score this graph whole with hyp2onnx.verification.run_onnx or 'hyp2onnx predict'."
             )
         return cls(tuple(specs), bool(check_manifold))
 

@@ -41,8 +41,8 @@ import numpy as np
 import onnx
 
 from .. import _runtime
-from .._feeds import NP_TYPES
-from ..export.compose import ON_MANIFOLD
+from .._feeds import numpy_dtype
+from ..export.composition import ON_MANIFOLD
 from ..geometry import raise_rows
 
 __all__ = [
@@ -69,12 +69,6 @@ _MAX_SESSIONS = 4
 _LOCK = threading.Lock()
 _SESSIONS: OrderedDict[tuple[str, int], Any] = OrderedDict()
 _CREATED = [0]
-
-#: Element types of graph outputs, as numpy types: every numeric and bool type, and strings.
-_NP_TYPES: dict[int, np.dtype] = {
-    **{elem: np.dtype(t) for elem, t in NP_TYPES.items()},
-    onnx.TensorProto.STRING: np.dtype(object),
-}
 
 
 def graph_bytes(graph: Any) -> bytes:
@@ -227,10 +221,9 @@ def check_of(blob: bytes, *, check_manifold: bool = True) -> Any:
     """The checks of a graph's rows: `RowCheck` for points, or for a composed graph
     (hyp2onnx.compose) `hyp2onnx.distributed._composed.FeedCheck` for its encoder's inputs."""
     from ..export import read_metadata
-    from ..export.compose import is_composed
 
     model = onnx.load_from_string(blob)
-    if is_composed(read_metadata(model)):
+    if read_metadata(model).is_composed:
         from ._composed import FeedCheck
 
         return FeedCheck.of(model, check_manifold=check_manifold)
@@ -450,13 +443,14 @@ class OutputSpec:
             dims = o.type.tensor_type.shape.dim
             width = int(dims[1].dim_value) if len(dims) == 2 else None
             elem = o.type.tensor_type.elem_type
-            if elem not in _NP_TYPES or len(dims) > 2:
+            dtype = np.dtype(object) if elem == onnx.TensorProto.STRING else numpy_dtype(elem)
+            if dtype is None or len(dims) > 2:
                 raise ValueError(
                     f"the graph's output {o.name!r} ({onnx.helper.printable_type(o.type)}) is not "
                     "a vector or matrix of numbers, booleans or strings, which the scorers return "
                     "as columns."
                 )
-            outputs.append((o.name, _NP_TYPES[elem], width))
+            outputs.append((o.name, dtype, width))
         classes = json.loads(props["hyp2onnx.classes"])
         return cls(
             outputs=tuple(outputs),

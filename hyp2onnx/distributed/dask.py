@@ -352,7 +352,7 @@ def _reusing_freed_memory() -> Iterator[None]:
     Dask starts its workers with ``MALLOC_TRIM_THRESHOLD_=65536`` so that freed
     memory goes back to the OS at once; glibc then also maps every block over
     128 KiB afresh, and the search's many large temporaries pay for the page
-    faults: 2.05 s instead of 1.3 s for 500k rows of a 400-tree model. Inside,
+    faults, which slow it markedly on large many-tree models. Inside,
     both thresholds are raised; on leaving, the environment's values come
     back and free memory is returned. Nothing changes where the variable is
     unset (glibc then sets both thresholds itself) or the C library is not glibc.
@@ -1155,7 +1155,7 @@ def predict(
     check = _scoring.check_of(blob, check_manifold=check_manifold)
     key = _scoring.graph_key(blob)
     if compiled is not None:
-        from ..verify import default_tolerance
+        from ..verification import default_tolerance
 
         compiled.check_graph(blob, default_tolerance)
     shipped = dask.delayed(blob if compiled is None else compiled, pure=True)

@@ -21,7 +21,7 @@ bit-identical to those of the single-machine estimator
 The fitted model is a single-machine hyperbolic model (a subclass of
 [`hyp2onnx.HyperbolicXGBClassifier`][hyp2onnx.HyperbolicXGBClassifier] / ``Regressor``) that holds the
 corrected booster and no Spark session: [`hyp2onnx.to_onnx`][hyp2onnx.to_onnx],
-[`hyp2onnx.verify`][hyp2onnx.verify.verify], pickling and ``hyp2onnx convert`` treat it like any
+[`hyp2onnx.verify`][hyp2onnx.verification.verify], pickling and ``hyp2onnx convert`` treat it like any
 other, and ``predict`` takes numpy points.
 
 The booster is fitted on Klein coordinates (the ``"klein"`` tree space):
@@ -168,7 +168,7 @@ def predict(
     check = _scoring.check_of(blob, check_manifold=check_manifold)
     key = _scoring.graph_key(blob)
     if compiled is not None:
-        from ..verify import default_tolerance
+        from ..verification import default_tolerance
 
         compiled.check_graph(blob, default_tolerance)
     layout = check.layout(list(df.columns), columns)

@@ -12,21 +12,14 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 ML_DOMAIN = "ai.onnx.ml"
 
-NP_TO_ONNX = {
-    np.dtype(np.float32): TensorProto.FLOAT,
-    np.dtype(np.float64): TensorProto.DOUBLE,
-    np.dtype(np.int64): TensorProto.INT64,
-    np.dtype(np.int32): TensorProto.INT32,
-}
-
 
 def onnx_type(dtype: Any) -> int:
-    """ONNX element type of a numpy dtype (float32, float64, int64)."""
-    return NP_TO_ONNX[np.dtype(dtype)]
+    """ONNX element type of a numpy dtype (float32, float64, int64), by onnx's own table."""
+    return int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
 
 
 class GraphBuilder:
@@ -111,6 +104,15 @@ class GraphBuilder:
             return self.op(stage, "Shape", [x], start=0, end=1)
         first = [self.const(stage, label, [i], np.int64) for label, i in (("first", 0), ("one", 1))]
         return self.op(stage, "Slice", [self.op(stage, "Shape", [x]), *first])
+
+    def columns(self, stage: str, x: str, start: int, stop: int, label: str) -> str:
+        """``x[:, start:stop]``: one ``Slice`` along axis 1, its bounds named ``{label}_start``,
+        ``{label}_stop`` and ``{label}_axis`` (the one helper for a run of columns)."""
+        bounds = [
+            self.const(stage, f"{label}_{key}", [value], np.int64)
+            for key, value in (("start", start), ("stop", stop), ("axis", 1))
+        ]
+        return self.op(stage, "Slice", [x, *bounds])
 
     def cast(self, stage: str, name: str, dtype: Any) -> str:
         return self.op(stage, "Cast", [name], to=onnx_type(dtype))

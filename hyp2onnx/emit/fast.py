@@ -37,7 +37,7 @@ thresholds). A sum of ``n`` terms added in two orders differs by at most
 ``2 γ(n-1) Σ|v|``, ``γ(k) = k u / (1 - k u)``, ``u`` the unit roundoff of the
 summation type (docs/math.md, "The summation contract"); `value_bound`
 turns that into one bound on every raw score, written into the graph's
-metadata (``hyp2onnx.value_bound``), from which `hyp2onnx.verify.default_tolerance`
+metadata (``hyp2onnx.value_bound``), from which `hyp2onnx.verification.default_tolerance`
 follows.
 
 A label can depend on the order only where the top two probabilities lie

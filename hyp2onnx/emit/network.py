@@ -41,8 +41,8 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from ..ir import InputSpace
-from ..ir.network import Network
-from ..ir.regions import RegionTree
+from ..ir.network import Network, tie_margin
+from ..ir.regions import AffineTree
 from ._graph import GraphBuilder, onnx_type
 from .outputs import label_tensor
 from .projection import emit_projection, emit_whole_rows, whole_rows_column
@@ -65,7 +65,7 @@ GUARD = "guard"
 
 
 def _chain_rows(
-    network: Network, g: GraphBuilder, *, ones_column: int | None = None
+    network: Network, builder: GraphBuilder, *, ones_column: int | None = None
 ) -> Callable[[GraphBuilder, str], str]:
     """``rows [b, d] -> logits [b, C]`` in the Python model's order (module doc).
 
@@ -73,45 +73,48 @@ def _chain_rows(
     and that column is left out.
     """
     columns = [
-        [g.const(STAGE, f"layer{i}_w{f}", W[f].astype(np.float64)[:, None]) for f in range(len(W))]
+        [
+            builder.const(STAGE, f"layer{i}_w{f}", W[f].astype(np.float64)[:, None])
+            for f in range(len(W))
+        ]
         for i, W in enumerate(network.weights)
     ]
     biases = [
-        g.const(STAGE, f"layer{i}_b", b.astype(np.float64)[:, None])
+        builder.const(STAGE, f"layer{i}_b", b.astype(np.float64)[:, None])
         for i, b in enumerate(network.biases)
     ]
     last = len(network.weights) - 1
 
-    def chain(b: GraphBuilder, rows: str) -> str:
-        a = b.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [d, b]
+    def chain(block: GraphBuilder, rows: str) -> str:
+        a = block.op(STAGE, "Transpose", [rows], perm=[1, 0])  # [d, b]
         for i, weights in enumerate(columns):
             n = len(weights) + (i == 0 and ones_column is not None)
             if n == 1:
                 parts = [a]
             else:
-                count: dict[str, Any] = {"num_outputs": n} if b.opset >= 18 else {}
-                parts = b.op(STAGE, "Split", [a], n_outputs=n, axis=0, **count)
+                count: dict[str, Any] = {"num_outputs": n} if block.opset >= 18 else {}
+                parts = block.op(STAGE, "Split", [a], n_outputs=n, axis=0, **count)
             if i == 0 and ones_column is not None:
                 parts = [p for j, p in enumerate(parts) if j != ones_column]
             total = None
             for part, w in zip(parts, weights, strict=True):
-                term = b.op(STAGE, "Mul", [part, w])  # [1, b] * [m, 1] -> [m, b]
-                total = term if total is None else b.op(STAGE, "Add", [total, term])
+                term = block.op(STAGE, "Mul", [part, w])  # [1, b] * [m, 1] -> [m, b]
+                total = term if total is None else block.op(STAGE, "Add", [total, term])
             assert total is not None  # every layer has an input
-            z = b.op(STAGE, "Add", [total, biases[i]])
-            a = z if i == last else b.op(STAGE, "Relu", [z])
-        return b.op(STAGE, "Transpose", [a], perm=[1, 0])
+            z = block.op(STAGE, "Add", [total, biases[i]])
+            a = z if i == last else block.op(STAGE, "Relu", [z])
+        return block.op(STAGE, "Transpose", [a], perm=[1, 0])
 
     return chain
 
 
-def emit_chain(g: GraphBuilder, k: str, network: Network) -> str:
+def emit_chain(builder: GraphBuilder, k: str, network: Network) -> str:
     """Logits ``[N, C]`` of float64 Klein rows ``k``, bit for bit the Python model's."""
-    return by_row_blocks(g, k, _chain_rows(network, g), network.n_outputs, "float64")
+    return by_row_blocks(builder, k, _chain_rows(network, builder), network.n_outputs, "float64")
 
 
 def emit_matmul(
-    g: GraphBuilder, k: str, network: Network, *, ones_column: int | None = None
+    builder: GraphBuilder, k: str, network: Network, *, ones_column: int | None = None
 ) -> str:
     """Logits ``[N, C]`` by one product and a ``Relu`` per layer: the runtime's order of
     additions.
@@ -136,8 +139,8 @@ def emit_matmul(
         if i == 0 and ones_column is None:
             weights = np.concatenate([W, np.zeros((W.shape[0], 1))], axis=1) if carry else W
             bias = np.append(b, 1.0) if carry else b
-            product = g.op(STAGE, "MatMul", [a, g.const(STAGE, "W0", weights)])
-            z = g.op(STAGE, "Add", [product, g.const(STAGE, "b0", bias)])
+            product = builder.op(STAGE, "MatMul", [a, builder.const(STAGE, "W0", weights)])
+            z = builder.op(STAGE, "Add", [product, builder.const(STAGE, "b0", bias)])
         else:
             # where the input's ones are: rows' own column, or the one the last layer added
             ones = int(W.shape[0] if ones_column is None or i > 0 else ones_column)
@@ -146,12 +149,12 @@ def emit_matmul(
                 unit = np.zeros((weights.shape[0], 1))
                 unit[ones] = 1.0
                 weights = np.concatenate([weights, unit], axis=1)
-            z = g.op(STAGE, "Gemm", [a, g.const(STAGE, f"W{i}", weights)])
-        a = z if i == last else g.op(STAGE, "Relu", [z])
+            z = builder.op(STAGE, "Gemm", [a, builder.const(STAGE, f"W{i}", weights)])
+        a = z if i == last else builder.op(STAGE, "Relu", [z])
     return a
 
 
-def emit_klein(g: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str) -> str:
+def emit_klein(builder: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str) -> str:
     """Float64 Klein coordinates of every input point, as `hyp2onnx.geometry` computes them.
 
     Hyperboloid input whose timelike column is the first or the last: the
@@ -163,25 +166,20 @@ def emit_klein(g: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str) 
     t = space.timelike_dim % n if space.geometry == "hyperboloid" else -1
     if t not in (0, n - 1) or n < 2:
         d = space.n_klein_features
-        return emit_projection(g, x, space, np.arange(d), input_dtype=input_dtype, dtype="float64")
+        return emit_projection(
+            builder, x, space, np.arange(d), input_dtype=input_dtype, dtype="float64"
+        )
     if input_dtype != "float64":
-        x = g.cast("klein", x, np.float64)
+        x = builder.cast("klein", x, np.float64)
     start = 1 if t == 0 else 0
 
-    def cut(first: int, stop: int, label: str) -> str:
-        bounds = [
-            g.const("klein", f"{label}_{key}", [value], np.int64)
-            for key, value in (("start", first), ("stop", stop), ("axis", 1))
-        ]
-        return g.op("klein", "Slice", [x, *bounds])
-
-    spacelike = cut(start, start + n - 1, "spacelike")
-    timelike = cut(t, t + 1, "timelike")
-    return g.op("klein", "Div", [spacelike, timelike])
+    spacelike = builder.columns("klein", x, start, start + n - 1, "spacelike")
+    timelike = builder.columns("klein", x, t, t + 1, "timelike")
+    return builder.op("klein", "Div", [spacelike, timelike])
 
 
 def emit_klein_with_ones(
-    g: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str
+    builder: GraphBuilder, x: str, space: InputSpace, *, input_dtype: str
 ) -> tuple[str, int] | None:
     """``X / x_0`` ``[N, d + 1]`` and where its column of ones is, for hyperboloid input whose
     timelike column is the first or the last (else None).
@@ -195,7 +193,7 @@ def emit_klein_with_ones(
     t = whole_rows_column(space, np.arange(space.n_klein_features))
     if t is None:
         return None
-    return emit_whole_rows(g, x, space, input_dtype=input_dtype, dtype="float64"), t
+    return emit_whole_rows(builder, x, space, input_dtype=input_dtype, dtype="float64"), t
 
 
 #: Up to this many classes the guard takes the gap of every pair of logits in one ``MatMul``
@@ -213,7 +211,7 @@ def _pair_differences(n_classes: int) -> np.ndarray:
     return differences
 
 
-def _near(g: GraphBuilder, logits: str, network: Network, margin: str) -> tuple[str, str]:
+def _near(builder: GraphBuilder, logits: str, network: Network, margin: str) -> tuple[str, str]:
     """Whether some row's label could change if its logits moved by ``margin`` (a tensor
     name), and what `_rows_near` finds the rows from: the batch test runs on every
     call, the rows are found only when needed.
@@ -231,53 +229,57 @@ def _near(g: GraphBuilder, logits: str, network: Network, margin: str) -> tuple[
     ``TopK``'s gap.
     """
     if network.output == "logistic":
-        gaps = g.op(GUARD, "Abs", [logits])
+        gaps = builder.op(GUARD, "Abs", [logits])
     elif network.n_outputs <= PAIRWISE_CLASSES:
-        pairs = g.const(GUARD, "pair_differences", _pair_differences(network.n_outputs))
-        gaps = g.op(GUARD, "Abs", [g.op(GUARD, "MatMul", [logits, pairs])])
+        pairs = builder.const(GUARD, "pair_differences", _pair_differences(network.n_outputs))
+        gaps = builder.op(GUARD, "Abs", [builder.op(GUARD, "MatMul", [logits, pairs])])
     else:
-        largest = _reduce(g, "ReduceMax", logits, [1], keepdims=1)
-        close = g.op(GUARD, "GreaterOrEqual", [g.op(GUARD, "Add", [logits, margin]), largest])
-        counted = g.cast(GUARD, close, np.float64)
-        total = _reduce(g, "ReduceSum", counted, None)
-        rows = g.cast(GUARD, g.n_rows(GUARD, logits), np.float64)
-        return g.op(GUARD, "Greater", [total, rows]), counted
-    least = _reduce(g, "ReduceMin", gaps, None)  # +inf for an empty batch
-    return g.op(GUARD, "LessOrEqual", [least, margin]), gaps
+        largest = _reduce(builder, "ReduceMax", logits, [1], keepdims=1)
+        close = builder.op(
+            GUARD, "GreaterOrEqual", [builder.op(GUARD, "Add", [logits, margin]), largest]
+        )
+        counted = builder.cast(GUARD, close, np.float64)
+        total = _reduce(builder, "ReduceSum", counted, None)
+        rows = builder.cast(GUARD, builder.n_rows(GUARD, logits), np.float64)
+        return builder.op(GUARD, "Greater", [total, rows]), counted
+    least = _reduce(builder, "ReduceMin", gaps, None)  # +inf for an empty batch
+    return builder.op(GUARD, "LessOrEqual", [least, margin]), gaps
 
 
-def _rows_near(b: GraphBuilder, found: str, network: Network, margin: str) -> str:
+def _rows_near(block: GraphBuilder, found: str, network: Network, margin: str) -> str:
     """``[N]`` bool: the rows `_near` flags, from its second result."""
     if network.output == "logistic" or network.n_outputs <= PAIRWISE_CLASSES:
-        least = _reduce(b, "ReduceMin", found, [1])
-        return b.op(GUARD, "LessOrEqual", [least, margin])
-    per_row = _reduce(b, "ReduceSum", found, [1])
-    return b.op(GUARD, "Greater", [per_row, b.const(GUARD, "one_close", 1.5)])
+        least = _reduce(block, "ReduceMin", found, [1])
+        return block.op(GUARD, "LessOrEqual", [least, margin])
+    per_row = _reduce(block, "ReduceSum", found, [1])
+    return block.op(GUARD, "Greater", [per_row, block.const(GUARD, "one_close", 1.5)])
 
 
-def _axes(g: GraphBuilder, axes: list[int]) -> str:
-    return g.const(GUARD, "axes", axes, np.int64)
+def _axes(builder: GraphBuilder, axes: list[int]) -> str:
+    return builder.const(GUARD, "axes", axes, np.int64)
 
 
-def _reduce(g: GraphBuilder, op: str, x: str, axes: list[int] | None, keepdims: int = 0) -> str:
+def _reduce(
+    builder: GraphBuilder, op: str, x: str, axes: list[int] | None, keepdims: int = 0
+) -> str:
     """A reduction over ``axes`` (None: every axis, to one number). Axes are an input of
     ``ReduceSum`` from opset 13 and of the others from opset 18; an attribute before."""
     if axes is None:
-        return g.op(GUARD, op, [x], keepdims=keepdims)
-    if g.opset >= 18 or op == "ReduceSum":
-        return g.op(GUARD, op, [x, _axes(g, axes)], keepdims=keepdims)
-    return g.op(GUARD, op, [x], axes=axes, keepdims=keepdims)
+        return builder.op(GUARD, op, [x], keepdims=keepdims)
+    if builder.opset >= 18 or op == "ReduceSum":
+        return builder.op(GUARD, op, [x, _axes(builder, axes)], keepdims=keepdims)
+    return builder.op(GUARD, op, [x], axes=axes, keepdims=keepdims)
 
 
-def _off_ball(g: GraphBuilder, k: str) -> str:
+def _off_ball(builder: GraphBuilder, k: str) -> str:
     """``[N]`` bool: rows with some ``|k_f| > 1`` (no point of the space; the bounds assume
     ``|k_f| <= 1``)."""
-    largest = _reduce(g, "ReduceMax", g.op(GUARD, "Abs", [k]), [1])
-    return g.op(GUARD, "Greater", [largest, g.const(GUARD, "one", 1.0)])
+    largest = _reduce(builder, "ReduceMax", builder.op(GUARD, "Abs", [k]), [1])
+    return builder.op(GUARD, "Greater", [largest, builder.const(GUARD, "one", 1.0)])
 
 
 def _rescore(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     condition: str,
     logits: str,
     k: str,
@@ -296,10 +298,10 @@ def _rescore(
     graph's time at two threads); one that returned only the rescored rows
     gives its branches outputs of different sizes, which tract refuses.
     """
-    branch = g.child()
+    branch = builder.child()
     exact, index = _chain_of_rows(branch, redo(branch), k, network, ones_column)
     redone = network_head(branch, branch.op(GUARD, "ScatterND", [logits, index, exact]), network)
-    keep = g.child()
+    keep = builder.child()
     kept = network_head(keep, logits, network)
     if kept == [logits]:  # a regressor's values: a branch returns its own tensor
         kept = [keep.op(GUARD, "Identity", [logits])]
@@ -314,7 +316,7 @@ def _rescore(
 
     then_graph = branch_graph(branch.nodes, "rescore", redone)
     else_graph = branch_graph(keep.nodes, "keep", kept)
-    found = g.op(
+    found = builder.op(
         GUARD,
         "If",
         [condition],
@@ -326,17 +328,17 @@ def _rescore(
 
 
 def _chain_of_rows(
-    b: GraphBuilder, redo: str, k: str, network: Network, ones_column: int | None
+    block: GraphBuilder, redo: str, k: str, network: Network, ones_column: int | None
 ) -> tuple[str, str]:
     """The chain's logits ``[M, C]`` of the rows where ``redo`` ``[N]`` holds, and their
     indices ``[M, 1]``."""
-    index = b.op(GUARD, "Transpose", [b.op(GUARD, "NonZero", [redo])], perm=[1, 0])
-    rows = b.op(GUARD, "GatherND", [k, index])  # [M, d]
-    return _chain_rows(network, b, ones_column=ones_column)(b, rows), index
+    index = block.op(GUARD, "Transpose", [block.op(GUARD, "NonZero", [redo])], perm=[1, 0])
+    rows = block.op(GUARD, "GatherND", [k, index])  # [M, d]
+    return _chain_rows(network, block, ones_column=ones_column)(block, rows), index
 
 
 def emit_guarded(
-    g: GraphBuilder, k: str, network: Network, bound: float, *, ones_column: int | None = None
+    builder: GraphBuilder, k: str, network: Network, bound: float, *, ones_column: int | None = None
 ) -> list[str]:
     """The outputs (`network_head`) of `emit_matmul`'s logits, with the rows near a tie
     scored by the chain.
@@ -346,29 +348,30 @@ def emit_guarded(
     does), so the margin is scaled by the batch's largest ``|k_f|`` (at least 1:
     with ``ones_column``, the rows' own column of ones sees to that).
     """
-    logits = emit_matmul(g, k, network, ones_column=ones_column)
+    logits = emit_matmul(builder, k, network, ones_column=ones_column)
     if not network.is_classifier:
-        return network_head(g, logits, network)
-    factor = 1.0 if network.output == "logistic" else 2.0
+        return network_head(builder, logits, network)
     # max |k_f| as max(max k, -min k): two reductions cost less than Abs and one.
-    highest, lowest = (_reduce(g, op, k, None) for op in ("ReduceMax", "ReduceMin"))
-    scale = g.op(GUARD, "Max", [highest, g.op(GUARD, "Neg", [lowest])])
+    highest, lowest = (_reduce(builder, op, k, None) for op in ("ReduceMax", "ReduceMin"))
+    scale = builder.op(GUARD, "Max", [highest, builder.op(GUARD, "Neg", [lowest])])
     if ones_column is None:
-        scale = g.op(GUARD, "Max", [scale, g.const(GUARD, "one", 1.0)])
-    margin = g.op(GUARD, "Mul", [scale, g.const(GUARD, "margin", factor * bound)])
-    condition, found = _near(g, logits, network, margin)
+        scale = builder.op(GUARD, "Max", [scale, builder.const(GUARD, "one", 1.0)])
+    margin = builder.op(
+        GUARD, "Mul", [scale, builder.const(GUARD, "margin", tie_margin(network, bound))]
+    )
+    condition, found = _near(builder, logits, network, margin)
 
-    def redo(b: GraphBuilder) -> str:
-        return _rows_near(b, found, network, margin)
+    def redo(block: GraphBuilder) -> str:
+        return _rows_near(block, found, network, margin)
 
-    return _rescore(g, condition, logits, k, redo, network, ones_column=ones_column)
+    return _rescore(builder, condition, logits, k, redo, network, ones_column=ones_column)
 
 
 #: The first hidden layer's units are looked up in one table of ``2 ** m`` nodes up to this ``m``.
 FIRST_LAYER_TABLE_UNITS = 20
 
 
-def _first_layer_nodes(tree: RegionTree) -> np.ndarray:
+def _first_layer_nodes(tree: AffineTree) -> np.ndarray:
     """Node reached after the first hidden layer's levels, for every code of its unit signs
     (bit ``m - 1 - j`` of the code: unit ``j`` active); a missing leaf met earlier stays."""
     e = tree.ensemble
@@ -382,7 +385,7 @@ def _first_layer_nodes(tree: RegionTree) -> np.ndarray:
     return node
 
 
-def _walk(g: GraphBuilder, k: str, tree: RegionTree) -> str:
+def _walk(builder: GraphBuilder, k: str, tree: AffineTree) -> str:
     """``[N]`` int64: the leaf value (leaf number + 1, 0 missing) each Klein row reaches.
 
     Every node of the first hidden layer's levels tests the same unit's
@@ -393,28 +396,22 @@ def _walk(g: GraphBuilder, k: str, tree: RegionTree) -> str:
     """
     hidden = tree.network.hidden_sizes
     if hidden and hidden[0] <= FIRST_LAYER_TABLE_UNITS:
-        node = _first_layer(g, k, tree)
+        node = _first_layer(builder, k, tree)
         levels = tree.depth - hidden[0]
     else:
-        first = g.op(STAGE, "Slice", [k, *_bounds(g, 0, 1, "first_col")])  # [N, 1]
-        zero = g.op(STAGE, "Mul", [first, g.const(STAGE, "zero_k", 0.0)])
-        node = g.op(STAGE, "Squeeze", [g.cast(STAGE, zero, np.int64), _axes(g, [1])])  # root
+        first = builder.columns(STAGE, k, 0, 1, "first_col")  # [N, 1]
+        zero = builder.op(STAGE, "Mul", [first, builder.const(STAGE, "zero_k", 0.0)])
+        node = builder.op(
+            STAGE, "Squeeze", [builder.cast(STAGE, zero, np.int64), _axes(builder, [1])]
+        )  # root
         levels = tree.depth
     if levels:
-        node = _levels(g, k, tree, node, levels)
+        node = _levels(builder, k, tree, node, levels)
     values = tree.ensemble.value[:, 0].astype(np.int64)
-    return g.op(STAGE, "Gather", [g.const(STAGE, "leaf_values", values), node], axis=0)
+    return builder.op(STAGE, "Gather", [builder.const(STAGE, "leaf_values", values), node], axis=0)
 
 
-def _bounds(g: GraphBuilder, start: int, stop: int, label: str) -> list[str]:
-    """``Slice``'s start, stop and axis (1) inputs."""
-    return [
-        g.const(STAGE, f"{label}_{key}", [value], np.int64)
-        for key, value in (("start", start), ("stop", stop), ("axis", 1))
-    ]
-
-
-def _first_layer(g: GraphBuilder, k: str, tree: RegionTree) -> str:
+def _first_layer(builder: GraphBuilder, k: str, tree: AffineTree) -> str:
     """``[N]``: the node each row reaches after the first hidden layer's levels.
 
     Its ``m`` pre-activations without the bias, ``p_j = k_0 w_0j + k_1 w_1j +
@@ -426,22 +423,28 @@ def _first_layer(g: GraphBuilder, k: str, tree: RegionTree) -> str:
     d = network.n_features
     m = network.hidden_sizes[0]
     W, b = network.weights[0], network.biases[0]
-    k_t = g.op(STAGE, "Transpose", [k], perm=[1, 0])  # [d, N]
-    parts = [k_t] if d == 1 else g.op(STAGE, "Split", [k_t], n_outputs=d, axis=0, **_count(g, d))
+    k_t = builder.op(STAGE, "Transpose", [k], perm=[1, 0])  # [d, N]
+    parts = (
+        [k_t]
+        if d == 1
+        else builder.op(STAGE, "Split", [k_t], n_outputs=d, axis=0, **_count(builder, d))
+    )
     total = None
     for f, part in enumerate(parts):
-        term = g.op(STAGE, "Mul", [part, g.const(STAGE, f"first_w{f}", W[f][:, None])])
-        total = term if total is None else g.op(STAGE, "Add", [total, term])
+        term = builder.op(STAGE, "Mul", [part, builder.const(STAGE, f"first_w{f}", W[f][:, None])])
+        total = term if total is None else builder.op(STAGE, "Add", [total, term])
     assert total is not None
-    inactive = g.op(STAGE, "LessOrEqual", [total, g.const(STAGE, "first_t", -b[:, None])])
-    bits = g.cast(STAGE, g.op(STAGE, "Not", [inactive]), np.int64)  # [m, N]
-    place = g.const(STAGE, "first_place", (1 << np.arange(m - 1, -1, -1))[:, None], np.int64)
-    code = _reduce(g, "ReduceSum", g.op(STAGE, "Mul", [bits, place]), [0])  # [N]
-    table = g.const(STAGE, "first_nodes", _first_layer_nodes(tree))
-    return g.op(STAGE, "Gather", [table, code], axis=0)
+    inactive = builder.op(
+        STAGE, "LessOrEqual", [total, builder.const(STAGE, "first_t", -b[:, None])]
+    )
+    bits = builder.cast(STAGE, builder.op(STAGE, "Not", [inactive]), np.int64)  # [m, N]
+    place = builder.const(STAGE, "first_place", (1 << np.arange(m - 1, -1, -1))[:, None], np.int64)
+    code = _reduce(builder, "ReduceSum", builder.op(STAGE, "Mul", [bits, place]), [0])  # [N]
+    table = builder.const(STAGE, "first_nodes", _first_layer_nodes(tree))
+    return builder.op(STAGE, "Gather", [table, code], axis=0)
 
 
-def _levels(g: GraphBuilder, k: str, tree: RegionTree, node: str, levels: int) -> str:
+def _levels(builder: GraphBuilder, k: str, tree: AffineTree, node: str, levels: int) -> str:
     """``node`` moved down ``levels`` levels, each row projected onto its own node's normal.
 
     ``Gather`` the node's row ``(w_0, ..., w_{d-1}, t)``, ``Mul`` by
@@ -457,70 +460,84 @@ def _levels(g: GraphBuilder, k: str, tree: RegionTree, node: str, levels: int) -
     normals = np.where(leaf_node[None, :], 0.0, e.projection[:, np.where(leaf_node, 0, e.feature)])
     splits = np.concatenate([normals, np.where(leaf_node, 0.0, e.threshold)[None, :]]).T
     left = np.where(leaf_node, np.arange(e.n_nodes, dtype=np.int64), e.left)
-    first = g.op(STAGE, "Slice", [k, *_bounds(g, 0, 1, "first_col")])  # [N, 1]
-    minus = g.op(
+    first = builder.columns(STAGE, k, 0, 1, "first_col")  # [N, 1]
+    minus = builder.op(
         STAGE,
         "Sub",
-        [g.op(STAGE, "Mul", [first, g.const(STAGE, "zero_m", 0.0)]), g.const(STAGE, "one_m", 1.0)],
+        [
+            builder.op(STAGE, "Mul", [first, builder.const(STAGE, "zero_m", 0.0)]),
+            builder.const(STAGE, "one_m", 1.0),
+        ],
     )
-    extended = g.op(STAGE, "Concat", [k, minus], axis=1)  # [N, d + 1]
-    split_table = g.const(STAGE, "splits", np.ascontiguousarray(splits))
-    left_table = g.const(STAGE, "left", left)
-    axis1 = g.const(STAGE, "axis1", 1, np.int64)
-    last = g.const(STAGE, "last_term", d, np.int64)
-    zero_margin = g.const(STAGE, "zero_margin", 0.0)
+    extended = builder.op(STAGE, "Concat", [k, minus], axis=1)  # [N, d + 1]
+    split_table = builder.const(STAGE, "splits", np.ascontiguousarray(splits))
+    left_table = builder.const(STAGE, "left", left)
+    axis1 = builder.const(STAGE, "axis1", 1, np.int64)
+    last = builder.const(STAGE, "last_term", d, np.int64)
+    zero_margin = builder.const(STAGE, "zero_margin", 0.0)
     for _ in range(levels):
-        split = g.op(STAGE, "Gather", [split_table, node], axis=0)  # [N, d + 1]
-        sums = g.op(STAGE, "CumSum", [g.op(STAGE, "Mul", [split, extended]), axis1])
-        margin = g.op(STAGE, "Gather", [sums, last], axis=1)  # p - t, [N]
-        right = g.cast(STAGE, g.op(STAGE, "Greater", [margin, zero_margin]), np.int64)
-        node = g.op(STAGE, "Add", [g.op(STAGE, "Gather", [left_table, node], axis=0), right])
+        split = builder.op(STAGE, "Gather", [split_table, node], axis=0)  # [N, d + 1]
+        sums = builder.op(STAGE, "CumSum", [builder.op(STAGE, "Mul", [split, extended]), axis1])
+        margin = builder.op(STAGE, "Gather", [sums, last], axis=1)  # p - t, [N]
+        right = builder.cast(STAGE, builder.op(STAGE, "Greater", [margin, zero_margin]), np.int64)
+        node = builder.op(
+            STAGE, "Add", [builder.op(STAGE, "Gather", [left_table, node], axis=0), right]
+        )
     return node
 
 
-def _count(g: GraphBuilder, n: int) -> dict[str, Any]:
-    return {"num_outputs": n} if g.opset >= 18 else {}
+def _count(builder: GraphBuilder, n: int) -> dict[str, Any]:
+    return {"num_outputs": n} if builder.opset >= 18 else {}
 
 
-def emit_region_tree(g: GraphBuilder, k: str, tree: RegionTree) -> tuple[list[str], str, str]:
+def emit_region_tree(builder: GraphBuilder, k: str, tree: AffineTree) -> tuple[list[str], str, str]:
     """The outputs (`network_head`), and the graph outputs ``covered`` ``[N]`` (bool) and
     ``region`` ``[N]`` (int64, -1: none), under those names."""
     network = tree.network
     d = network.n_features
-    leaf = _walk(g, k, tree)  # [N]: leaf number + 1, 0 missing
-    zero = g.const(STAGE, "zero_leaf", 0, np.int64)
-    leaf = g.op(STAGE, "Where", [_off_ball(g, k), zero, leaf])
+    leaf = _walk(builder, k, tree)  # [N]: leaf number + 1, 0 missing
+    zero = builder.const(STAGE, "zero_leaf", 0, np.int64)
+    leaf = builder.op(STAGE, "Where", [_off_ball(builder, k), zero, leaf])
     # Named as the graph outputs now: the rescoring branch below reads ``covered``.
-    covered = g.op(STAGE, "Greater", [leaf, zero], outputs=["covered"])
-    region = g.op(STAGE, "Sub", [leaf, g.const(STAGE, "one_leaf", 1, np.int64)], outputs=["region"])
-    maps = g.op(STAGE, "Gather", [g.const(STAGE, "maps", tree.maps), leaf], axis=0)  # [N, d, C]
-    terms = g.op(STAGE, "Mul", [g.op(STAGE, "Unsqueeze", [k, _axes(g, [2])]), maps])
-    sums = g.op(STAGE, "CumSum", [terms, g.const(STAGE, "feature_axis", 1, np.int64)])
-    total = g.op(STAGE, "Gather", [sums, g.const(STAGE, "last", d - 1, np.int64)], axis=1)
-    offsets = g.op(STAGE, "Gather", [g.const(STAGE, "offsets", tree.offsets), leaf], axis=0)
-    logits = g.op(STAGE, "Add", [total, offsets])
+    covered = builder.op(STAGE, "Greater", [leaf, zero], outputs=["covered"])
+    region = builder.op(
+        STAGE, "Sub", [leaf, builder.const(STAGE, "one_leaf", 1, np.int64)], outputs=["region"]
+    )
+    maps = builder.op(
+        STAGE, "Gather", [builder.const(STAGE, "maps", tree.maps), leaf], axis=0
+    )  # [N, d, C]
+    terms = builder.op(
+        STAGE, "Mul", [builder.op(STAGE, "Unsqueeze", [k, _axes(builder, [2])]), maps]
+    )
+    sums = builder.op(STAGE, "CumSum", [terms, builder.const(STAGE, "feature_axis", 1, np.int64)])
+    total = builder.op(
+        STAGE, "Gather", [sums, builder.const(STAGE, "last", d - 1, np.int64)], axis=1
+    )
+    offsets = builder.op(
+        STAGE, "Gather", [builder.const(STAGE, "offsets", tree.offsets), leaf], axis=0
+    )
+    logits = builder.op(STAGE, "Add", [total, offsets])
     # Some row uncovered: the smallest leaf number is 0 (as float64: +inf for no rows).
-    lowest = _reduce(g, "ReduceMin", g.cast(GUARD, leaf, np.float64), None)
-    uncovered = g.op(GUARD, "Less", [lowest, g.const(GUARD, "half", 0.5)])
+    lowest = _reduce(builder, "ReduceMin", builder.cast(GUARD, leaf, np.float64), None)
+    uncovered = builder.op(GUARD, "Less", [lowest, builder.const(GUARD, "half", 0.5)])
     if not network.is_classifier:
 
-        def redo(b: GraphBuilder) -> str:
-            return b.op(GUARD, "Not", [covered])
+        def redo(block: GraphBuilder) -> str:
+            return block.op(GUARD, "Not", [covered])
 
-        return _rescore(g, uncovered, logits, k, redo, network), covered, region
-    factor = 1.0 if network.output == "logistic" else 2.0
-    margin = g.const(GUARD, "margin", factor * tree.value_bound)
-    near_tie, found = _near(g, logits, network, margin)
-    condition = g.op(GUARD, "Or", [uncovered, near_tie])
+        return _rescore(builder, uncovered, logits, k, redo, network), covered, region
+    margin = builder.const(GUARD, "margin", tie_margin(network, tree.value_bound))
+    near_tie, found = _near(builder, logits, network, margin)
+    condition = builder.op(GUARD, "Or", [uncovered, near_tie])
 
-    def redo_near(b: GraphBuilder) -> str:
-        near = _rows_near(b, found, network, margin)
-        return b.op(GUARD, "Or", [near, b.op(GUARD, "Not", [covered])])
+    def redo_near(block: GraphBuilder) -> str:
+        near = _rows_near(block, found, network, margin)
+        return block.op(GUARD, "Or", [near, block.op(GUARD, "Not", [covered])])
 
-    return _rescore(g, condition, logits, k, redo_near, network), covered, region
+    return _rescore(builder, condition, logits, k, redo_near, network), covered, region
 
 
-def network_head(b: GraphBuilder, logits: str, network: Network) -> list[str]:
+def network_head(block: GraphBuilder, logits: str, network: Network) -> list[str]:
     """The outputs of ``logits`` in ``b``: ``[label, probabilities]`` (classifiers) or
     ``[logits]`` (regressors' values), in `network_output_infos`' order.
 
@@ -531,18 +548,20 @@ def network_head(b: GraphBuilder, logits: str, network: Network) -> list[str]:
         return [logits]
     assert network.classes is not None
     if network.output == "logistic":
-        p = b.op("output", "Sigmoid", [logits])
-        q = b.op("output", "Sub", [b.const("output", "one", np.ones((1, 1))), p])
-        probabilities = b.op("output", "Concat", [q, p], axis=1)
-        positive = b.op("output", "Greater", [logits, b.const("output", "zero", 0.0)])
-        index = b.op("output", "Squeeze", [b.cast("output", positive, np.int64), _axes(b, [1])])
+        p = block.op("output", "Sigmoid", [logits])
+        q = block.op("output", "Sub", [block.const("output", "one", np.ones((1, 1))), p])
+        probabilities = block.op("output", "Concat", [q, p], axis=1)
+        positive = block.op("output", "Greater", [logits, block.const("output", "zero", 0.0)])
+        index = block.op(
+            "output", "Squeeze", [block.cast("output", positive, np.int64), _axes(block, [1])]
+        )
     else:
-        probabilities = b.op("output", "Softmax", [logits], axis=1)
-        index = b.op("output", "ArgMax", [logits], axis=1, keepdims=0)
+        probabilities = block.op("output", "Softmax", [logits], axis=1)
+        index = block.op("output", "ArgMax", [logits], axis=1, keepdims=0)
     labels, label_type = label_tensor(network.classes)
     if label_type == TensorProto.INT64 and np.array_equal(labels, np.arange(len(labels))):
         return [index, probabilities]
-    label = b.op("output", "Gather", [b.const("output", "classes", labels), index], axis=0)
+    label = block.op("output", "Gather", [block.const("output", "classes", labels), index], axis=0)
     return [label, probabilities]
 
 
@@ -560,10 +579,10 @@ def network_output_infos(network: Network) -> list[helper.ValueInfoProto]:
 
 
 def emit_network_outputs(
-    g: GraphBuilder, head: list[str], network: Network
+    builder: GraphBuilder, head: list[str], network: Network
 ) -> list[helper.ValueInfoProto]:
     """Name the tensors `network_head` (or an ``If`` around it) gave as the graph outputs."""
     infos = network_output_infos(network)
     for name, info in zip(head, infos, strict=True):
-        g.rename(name, info.name)
+        builder.rename(name, info.name)
     return infos

@@ -85,19 +85,14 @@ def projection_dtype(space: InputSpace, input_dtype: str, compare_dtype: str) ->
 def _columns(builder: GraphBuilder, x: str, columns: np.ndarray, label: str) -> str:
     """``x[:, columns]``: a ``Slice`` for a run of neighbouring columns, else a ``Gather``.
 
-    onnxruntime's ``Gather`` along axis 1 copies element by element: for a
-    depth-8 tree reading 16 of 17 columns it took twice as long as the tree
-    itself (one thread, 50k rows); a ``Slice`` copies each row's run at once.
+    onnxruntime's ``Gather`` along axis 1 copies element by element, which for
+    a deep tree reading most columns can cost more than the tree itself; a
+    ``Slice`` copies each row's run at once.
     For a few columns the two cost the same, and the ``Gather`` says which.
     """
     columns = columns.astype(np.int64)
     if columns.size >= _SLICE_MIN_COLUMNS and np.all(np.diff(columns) == 1):
-        start, stop = int(columns[0]), int(columns[-1]) + 1
-        bounds = [
-            builder.const(STAGE, f"{label}_{key}", [value], np.int64)
-            for key, value in (("start", start), ("stop", stop), ("axis", 1))
-        ]
-        return builder.op(STAGE, "Slice", [x, *bounds])
+        return builder.columns(STAGE, x, int(columns[0]), int(columns[-1]) + 1, label)
     return builder.op(STAGE, "Gather", [x, builder.const(STAGE, label, columns)], axis=1)
 
 
@@ -155,8 +150,7 @@ def emit_whole_rows(
     cheaper than the strided copy a ``Slice`` of one column makes, most of
     all with several threads (the networks' graphs, where it was measured
     faster). Without it, ``Slice``: the trees' graphs, where the ``MatMul``
-    was no faster in batches (d = 16) and cost 0.5 to 1 us a single-row
-    call, and where the standard encoding must not hold a matrix product
+    was no faster in batches and slower on single rows, and where the standard encoding must not hold a matrix product
     (OpenVINO may compute those in bfloat16).
     """
     t = space.timelike_dim % space.n_input_features
@@ -167,11 +161,7 @@ def emit_whole_rows(
         unit[t] = 1.0
         unit_column = builder.const(STAGE, "timelike_unit", unit, dtype)
         return builder.op(STAGE, "Div", [x, builder.op(STAGE, "MatMul", [x, unit_column])])
-    bounds = [
-        builder.const(STAGE, f"timelike_{key}", [value], np.int64)
-        for key, value in (("start", t), ("stop", t + 1), ("axis", 1))
-    ]
-    return builder.op(STAGE, "Div", [x, builder.op(STAGE, "Slice", [x, *bounds])])
+    return builder.op(STAGE, "Div", [x, builder.columns(STAGE, x, t, t + 1, "timelike")])
 
 
 def emit_projection(

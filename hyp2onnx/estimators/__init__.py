@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._registry import BACKENDS, backend_for, estimator_class
+from . import _registry
+from ._registry import backend_for, estimator_class, register_backend
 
 #: Estimators that belong to no single backend, and their modules.
 _OWN = {
@@ -24,14 +25,18 @@ _OWN = {
     "RegionTree": "_regions",
 }
 
+#: What reads a fitted MLP as regions, beside its estimator: the builder and explain's result.
+_REGIONS = ("region_tree", "Region")
+
 __all__ = sorted(
     [
         "BACKENDS",
         "backend_for",
+        "register_backend",
         "own_types",
-        "region_tree",
+        *_REGIONS,
         *_OWN,
-        *(name for spec in BACKENDS for name in spec.estimators),
+        *(name for spec in _registry.BACKENDS for name in spec.estimators),
     ]
 )
 
@@ -51,8 +56,10 @@ def own_types() -> list[type]:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "region_tree":
-        return importlib.import_module(f"{__name__}._regions").region_tree
+    if name == "BACKENDS":  # read when asked: a package may have registered its own since
+        return _registry.BACKENDS
+    if name in _REGIONS:
+        return getattr(importlib.import_module(f"{__name__}._regions"), name)
     if name in _OWN:
         return getattr(importlib.import_module(f"{__name__}.{_OWN[name]}"), name)
     try:

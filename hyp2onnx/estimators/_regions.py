@@ -26,14 +26,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils import Tags, get_tags
 from sklearn.utils.validation import check_is_fitted
 
 from .._progress import bar
 from ..errors import MissingExtraError, UnsupportedModelError
 from ..geometry import curvature_radius, klein_to_poincare
 from ..ir.network import Network, collapse, label_indices, link
-from ..ir.regions import RegionTree as RegionTreeIR
-from ..ir.regions import build
+from ..ir.regions import AffineTree, build
 from ._mlp import _HyperbolicMLP
 
 __all__ = ["Region", "RegionTree", "region_tree"]
@@ -185,18 +188,20 @@ def _chord(w: np.ndarray, c: float, n: int = 200) -> np.ndarray | None:
     return foot + s[:, None] * direction
 
 
-class RegionTree:
+class RegionTree(BaseEstimator):
     """A hyperbolic MLP's region tree, built from the patterns of given points.
 
-    Made by [`region_tree`][hyp2onnx.region_tree].
-    It predicts as the network does (labels equal on every row; values
+    ``RegionTree(network).fit(X)`` (or [`region_tree`][hyp2onnx.region_tree])
+    holds the regions the points ``X`` reach; a scikit-learn estimator, so
+    `sklearn.base.clone` and `sklearn.base.is_classifier` work on it (a clone
+    holds an unfitted network, which ``fit(X, y)`` fits first). It predicts as the network does (labels equal on every row; values
     within ``value_bound_``), exports with ``hyp2onnx.to_onnx`` and is
     checked with ``hyp2onnx.verify`` like every model.
 
     Attributes
     ----------
     network_ : HyperbolicMLPClassifier or HyperbolicMLPRegressor
-    tree_ : hyp2onnx.ir.regions.RegionTree
+    tree_ : hyp2onnx.ir.regions.AffineTree
     n_regions_ : int
         Leaves (activation patterns the points reached).
     max_regions_ : int
@@ -217,32 +222,82 @@ class RegionTree:
 
     def __init__(
         self,
-        network: _HyperbolicMLP,
-        X: Any,
+        network: Any = None,
         *,
         certify_radius: float | None = None,
         max_certified: int = 10_000,
         verbose: int = 0,
     ) -> None:
-        if not isinstance(network, _HyperbolicMLP):
-            raise UnsupportedModelError(
-                f"region_tree takes a fitted HyperbolicMLPClassifier or HyperbolicMLPRegressor, "
-                f"got {type(network).__name__}."
-            )
-        check_is_fitted(network)
-        self.network_ = network
+        self.network = network
+        self.certify_radius = certify_radius
+        self.max_certified = max_certified
+        self.verbose = verbose
+
+    def __sklearn_tags__(self) -> Tags:
+        """A classifier's or a regressor's tags, as its network's (`is_classifier` reads them)."""
+        tags = super().__sklearn_tags__()
+        if self.network is not None:
+            tags.estimator_type = get_tags(self.network).estimator_type
+        return tags
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if "network" not in state and "network_" in state:  # pickled before it had parameters
+            state = dict(state, network=state["network_"], certify_radius=None)
+            state.setdefault("max_certified", 10_000)
+            state.setdefault("verbose", 0)
+        super().__setstate__(state)
+
+    def fit(self, X: Any, y: Any = None) -> RegionTree:
+        """Build the tree of the regions the points ``X`` reach (and, with
+        ``certify_radius``, of those certified near the origin).
+
+        A fitted ``network`` is read as it is (and kept, not copied); an
+        unfitted one (a `sklearn.base.clone` of this tree holds one) is first
+        fitted on ``X, y``, as a copy.
+        """
+        network = self._fitted_network(X, y)
         ir = network.network()
         patterns = ir.pattern(network.network_input(X))
         witnesses = np.zeros((0, ir.n_features))
-        if certify_radius is not None:
-            klein_radius = _klein_radius(certify_radius, float(network.curvature))
-            if not isinstance(max_certified, (int, np.integer)) or max_certified < 0:
-                raise ValueError(f"max_certified must be a count >= 0, got {max_certified!r}.")
+        if self.certify_radius is not None:
+            klein_radius = _klein_radius(self.certify_radius, float(network.curvature))
+            limit = self.max_certified
+            if not isinstance(limit, (int, np.integer)) or isinstance(limit, bool) or limit < 0:
+                raise ValueError(f"max_certified must be a count >= 0, got {limit!r}.")
             witnesses = certified_witnesses(
-                ir, patterns, klein_radius, int(max_certified), verbose=verbose
+                ir, patterns, klein_radius, int(limit), verbose=self.verbose
             )
+        self.network_ = network
+        self._numbers: dict[bytes, int] | None = None  # filled by _region_numbers
+        self._build(ir, patterns, witnesses)
+        for name in ("input_geometry", "curvature", "timelike_dim", "n_features_in_"):
+            setattr(self, name, getattr(network, name))
+        if network._classifier:
+            self.classes_ = network.classes_
+        return self
+
+    def _fitted_network(self, X: Any, y: Any) -> _HyperbolicMLP:
+        network = self.network
+        if not isinstance(network, _HyperbolicMLP):
+            raise UnsupportedModelError(
+                f"a region tree reads a HyperbolicMLPClassifier or HyperbolicMLPRegressor, "
+                f"got {type(network).__name__}."
+            )
+        try:
+            check_is_fitted(network)
+            return network
+        except NotFittedError:
+            if y is None:
+                raise NotFittedError(
+                    f"this RegionTree's {type(network).__name__} is not fitted: pass a fitted "
+                    "network, or y to fit(X, y) to fit a copy of it on X first."
+                ) from None
+            return clone(network).fit(X, y)
+
+    def _build(self, ir: Network, patterns: np.ndarray, witnesses: np.ndarray) -> None:
+        """The tree of ``patterns`` and of the witnesses' patterns, and what it counts."""
         found = ir.pattern(witnesses)
-        self.tree_: RegionTreeIR = build(ir, np.concatenate([patterns, found]))
+        self.tree_: AffineTree = build(ir, np.concatenate([patterns, found]))
         unique, counts = np.unique(patterns, axis=0, return_counts=True)
         numbers = self._region_numbers()
         self.counts_ = np.zeros(self.tree_.n_regions, dtype=np.int64)
@@ -256,12 +311,10 @@ class RegionTree:
         self.max_regions_ = 2 ** sum(ir.hidden_sizes)
         self.n_nodes_ = self.tree_.ensemble.n_nodes
         self.value_bound_ = self.tree_.value_bound
-        for name in ("input_geometry", "curvature", "timelike_dim", "n_features_in_"):
-            setattr(self, name, getattr(network, name))
-        if network._classifier:
-            self.classes_ = network.classes_
 
-    def __repr__(self) -> str:
+    def __repr__(self, N_CHAR_MAX: int = 700) -> str:
+        if not hasattr(self, "tree_"):  # unfitted: its parameters, as scikit-learn shows them
+            return super().__repr__(N_CHAR_MAX)
         network = self.network_
         sizes = tuple(getattr(network, "hidden_layer_sizes", ()))
         certified = f", {self.n_certified_} certified" if self.n_certified_ else ""
@@ -273,7 +326,7 @@ class RegionTree:
 
     def _region_numbers(self) -> dict[bytes, int]:
         """Each region's number, by its packed pattern."""
-        numbers = getattr(self, "_numbers", None)
+        numbers: dict[bytes, int] | None = getattr(self, "_numbers", None)
         if numbers is None:
             packed = np.packbits(self.tree_.patterns, axis=1)
             numbers = {row.tobytes(): i for i, row in enumerate(packed)}
@@ -311,6 +364,12 @@ class RegionTree:
         if self.is_classifier:
             return self.classes_.take(label_indices(self.tree_.network, out))
         return out[:, 0] if out.shape[1] == 1 else out
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Accuracy for a classifier's tree, R² for a regressor's (scikit-learn's mixins' scores)."""
+        if self.is_classifier:
+            return float(accuracy_score(y, self.predict(X), sample_weight=sample_weight))
+        return float(r2_score(y, self.predict(X), sample_weight=sample_weight))
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities from `decision_function` (classifiers only)."""
@@ -391,9 +450,16 @@ def region_tree(
     [`explain`][hyp2onnx.RegionTree.explain] gives any point's
     [`Region`][hyp2onnx.Region].
     """
-    return RegionTree(
-        network, X, certify_radius=certify_radius, max_certified=max_certified, verbose=verbose
+    if not isinstance(network, _HyperbolicMLP):
+        raise UnsupportedModelError(
+            f"region_tree takes a fitted HyperbolicMLPClassifier or HyperbolicMLPRegressor, "
+            f"got {type(network).__name__}."
+        )
+    check_is_fitted(network)
+    tree = RegionTree(
+        network, certify_radius=certify_radius, max_certified=max_certified, verbose=verbose
     )
+    return tree.fit(X)
 
 
 def _klein_radius(radius: Any, curvature: float) -> float:

@@ -1,7 +1,8 @@
 """Every training backend, one line each. Add a backend here, nowhere else.
 
-A line says what hyp2onnx must know before importing the backend: the
-module (under `hyp2onnx.estimators`) that defines the backend class and
+A line says what hyp2onnx must know before importing the backend, by
+keyword: the module (``._name`` under `hyp2onnx.estimators`, or a package's
+own module in full, added with `register_backend`) that defines the backend class and
 its hyperbolic estimators, the library its native models come from (the
 top-level package of their classes), the pip extra that installs it, the
 estimator classes the module defines and the native model files its
@@ -19,14 +20,21 @@ from typing import Any
 from ..errors import MissingExtraError, UnsupportedModelError
 from ._interface import Backend
 
-__all__ = ["BACKENDS", "BackendSpec", "backend_for", "estimator_class", "file_backend"]
+__all__ = [
+    "BACKENDS",
+    "BackendSpec",
+    "backend_for",
+    "estimator_class",
+    "file_backend",
+    "register_backend",
+]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BackendSpec:
-    """One backend, as the registry lists it (see the module doc)."""
+    """One backend, as the registry lists it (see the module doc), by keyword."""
 
-    module: str
+    module: str  #: ``._name`` under `hyp2onnx.estimators`, or a package's own module in full
     backend: str  #: name of the `Backend` subclass in ``module``
     library: str
     extra: str | None  #: None: the library is a core dependency
@@ -40,7 +48,7 @@ class BackendSpec:
         not installed; ``what`` is the thing that needed it, for the message.
         """
         try:
-            module = importlib.import_module(f"{__package__}.{self.module}")
+            module = importlib.import_module(self.module, package=__package__)
         except ModuleNotFoundError as exc:
             if self.extra is None or (exc.name or "").partition(".")[0] != self.library:
                 raise
@@ -54,11 +62,11 @@ class BackendSpec:
 
 BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec(
-        "_sklearn",
-        "SklearnBackend",
-        "sklearn",
-        None,
-        (
+        module="._sklearn",
+        backend="SklearnBackend",
+        library="sklearn",
+        extra=None,
+        estimators=(
             "HyperbolicDecisionTreeClassifier",
             "HyperbolicDecisionTreeRegressor",
             "HyperbolicRandomForestClassifier",
@@ -66,37 +74,60 @@ BACKENDS: tuple[BackendSpec, ...] = (
         ),
     ),
     BackendSpec(
-        "_xgboost",
-        "XGBoostBackend",
-        "xgboost",
-        "xgboost",
-        ("HyperbolicXGBClassifier", "HyperbolicXGBRegressor"),
-        (".json", ".ubj"),
+        module="._xgboost",
+        backend="XGBoostBackend",
+        library="xgboost",
+        extra="xgboost",
+        estimators=("HyperbolicXGBClassifier", "HyperbolicXGBRegressor"),
+        formats=(".json", ".ubj"),
     ),
     BackendSpec(
-        "_lightgbm",
-        "LightGBMBackend",
-        "lightgbm",
-        "lightgbm",
-        ("HyperbolicLGBMClassifier", "HyperbolicLGBMRegressor"),
-        (".txt",),
+        module="._lightgbm",
+        backend="LightGBMBackend",
+        library="lightgbm",
+        extra="lightgbm",
+        estimators=("HyperbolicLGBMClassifier", "HyperbolicLGBMRegressor"),
+        formats=(".txt",),
     ),
     BackendSpec(
-        "_householder",
-        "HouseholderBackend",
-        "hyp2onnx",
-        None,
-        ("HyperbolicHouseholderTreeClassifier", "HyperbolicHouseholderTreeRegressor"),
+        module="._householder",
+        backend="HouseholderBackend",
+        library="hyp2onnx",
+        extra=None,
+        estimators=("HyperbolicHouseholderTreeClassifier", "HyperbolicHouseholderTreeRegressor"),
     ),
     BackendSpec(
-        "_catboost",
-        "CatBoostBackend",
-        "catboost",
-        "catboost",
-        ("HyperbolicCatBoostClassifier", "HyperbolicCatBoostRegressor"),
-        (".cbm",),
+        module="._catboost",
+        backend="CatBoostBackend",
+        library="catboost",
+        extra="catboost",
+        estimators=("HyperbolicCatBoostClassifier", "HyperbolicCatBoostRegressor"),
+        formats=(".cbm",),
     ),
 )
+
+
+def register_backend(spec: BackendSpec) -> None:
+    """Add a backend defined outside hyp2onnx (its ``module`` an absolute name): the
+    second step of adding a backend, for a package that cannot add its line above.
+
+    Fitting and exporting its models then find it (`backend_for`, `estimator_class`);
+    a backend registered twice, or one naming an estimator or library already
+    registered, is refused.
+    """
+    global BACKENDS
+    if spec.module.startswith("."):
+        raise ValueError(
+            f"a backend registered from outside names its module in full, got {spec.module!r}"
+        )
+    taken = {name for other in BACKENDS for name in other.estimators}
+    clash = sorted(taken & set(spec.estimators))
+    if clash or any(other.library == spec.library for other in BACKENDS):
+        raise ValueError(
+            f"the backend {spec.backend} clashes with a registered one: "
+            f"{', '.join(clash) if clash else 'library ' + spec.library}"
+        )
+    BACKENDS = (*BACKENDS, spec)
 
 
 def estimator_class(name: str) -> type:

@@ -3,7 +3,7 @@
 - `to_onnx` / `save_onnx`: one ONNX graph that takes the raw
   hyperbolic points, its metadata (`read_metadata`), and external data
   for graphs past protobuf's 2 GiB (``_model_file``).
-- `compose`: an ONNX encoder in front of a model's graph (`hyp2onnx.export.compose`).
+- `compose`: an ONNX encoder in front of a model's graph (`hyp2onnx.export.composition`).
 - `skl2onnx`: converters that teach ``skl2onnx.to_onnx`` our estimators.
 
 The graph takes raw points ``X`` [N, D] in the model's input geometry,
@@ -14,7 +14,10 @@ ensemble and returns ``label`` + ``probabilities`` (classifiers) or
 
 from __future__ import annotations
 
+import sys
+
 from ..emit import ENCODINGS
+from . import composition
 from ._compile import (
     DEFAULT_OPSET,
     MIN_OPSET,
@@ -28,15 +31,19 @@ from ._compile import (
     to_onnx,
 )
 from ._kinds import Kind, kind_of
+from ._metadata import GraphMetadata, read_metadata
 from ._model_file import (
     PROTOBUF_LIMIT,
     check_model,
     external_data_path,
     finish_model,
     needs_external_data,
-    read_metadata,
 )
-from .compose import ON_MANIFOLD, compose, encoder_of, encoder_sha256, is_composed
+from .composition import ON_MANIFOLD, compose, encoder_of, encoder_sha256, is_composed
+
+# The module's name until the function compose shadowed it: imports of
+# ``hyp2onnx.export.compose``'s names still load; `hyp2onnx.export.compose` is the function.
+sys.modules[f"{__name__}.compose"] = composition
 
 __all__ = [
     "DEFAULT_OPSET",
@@ -46,6 +53,7 @@ __all__ = [
     "compose",
     "describe",
     "external_data_path",
+    "GraphMetadata",
     "Kind",
     "input_dtype",
     "kind_of",

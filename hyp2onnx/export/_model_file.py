@@ -1,4 +1,4 @@
-"""An emitted graph made a checked ONNX model with hyp2onnx's metadata, read back and written.
+"""An emitted graph made a checked ONNX model with hyp2onnx's metadata (`._metadata`), written.
 
 Every exporter ends here (`finish_model`): the estimators' graphs
 (`_compile`) and HyperDT's (`hyperdt`). A graph past protobuf's
@@ -7,14 +7,11 @@ Every exporter ends here (`finish_model`): the estimators' graphs
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import onnx
 from onnx import helper
 from onnx.external_data_helper import (
@@ -25,11 +22,10 @@ from onnx.external_data_helper import (
 
 from .._atomic import atomic_write, output_target
 from .._version import __version__ as _version
-from ..blocks import blocks_from_json, blocks_to_json, describe_blocks
-from ..errors import DamagedMetadataError
+from ..blocks import describe_blocks
 from ..ir import Model, Task
+from ._metadata import tree_metadata, write_metadata
 
-_META_PREFIX = "hyp2onnx."
 #: Largest serialized protobuf message (2 GiB); larger graphs need external data.
 PROTOBUF_LIMIT = (1 << 31) - 1
 
@@ -49,7 +45,7 @@ def finish_model(
         graph,
         opsets=[helper.make_opsetid("", opset), *extra_opsets],
         doc_string=_doc_string(ir_model, encoding),
-        metadata=_metadata(ir_model, encoding, dtype, extra_metadata or {}),
+        metadata=tree_metadata(ir_model, encoding, dtype, extra_metadata or {}),
     )
 
 
@@ -61,7 +57,7 @@ def wrap_model(
     metadata: dict[str, str],
 ) -> onnx.ModelProto:
     """The checked model of ``graph``: its opsets, the lowest IR version they allow, the doc
-    string, and ``metadata`` under hyp2onnx's prefix (what `read_metadata` reads)."""
+    string, and ``metadata`` under hyp2onnx's prefix (`._metadata`)."""
     onnx_model = helper.make_model(
         graph,
         opset_imports=opsets,
@@ -70,9 +66,7 @@ def wrap_model(
         ir_version=helper.find_min_ir_version_for(opsets),
         doc_string=doc_string,
     )
-    for key, value in metadata.items():
-        prop = onnx_model.metadata_props.add()
-        prop.key, prop.value = _META_PREFIX + key, value
+    write_metadata(onnx_model, metadata)
     check_model(onnx_model)
     return onnx_model
 
@@ -107,76 +101,6 @@ def _doc_string(ir_model: Model, encoding: str) -> str:
         + (f", timelike column {space.timelike_dim}" if space.geometry == "hyperboloid" else "")
         + f", {space.n_input_features} columns. Outputs: {what}. Encoding: {encoding}."
     )
-
-
-def _metadata(ir_model: Model, encoding: str, dtype: str, extra: dict[str, str]) -> dict[str, str]:
-    space, ensemble = ir_model.space, ir_model.ensemble
-    classes = None if ensemble.classes is None else np.asarray(ensemble.classes).tolist()
-    entries = {
-        "input_geometry": space.geometry,
-        "curvature": repr(float(space.curvature)),
-        "timelike_dim": str(space.timelike_dim),
-        "n_features_in": str(space.n_input_features),
-        "backend": ir_model.backend,
-        "estimator_class": ir_model.estimator_class,
-        "task": ir_model.task.value,
-        "classes": json.dumps(classes),
-        "n_trees": str(ensemble.n_trees),
-        "n_nodes": str(ensemble.n_nodes),  # for `inspect`: walked trees have no tree operator
-        "encoding": encoding,
-        "input_dtype": dtype,
-        # What the verification tolerance follows from (hyp2onnx.verify.default_tolerance).
-        "sum_dtype": ensemble.sum_dtype,
-        "post_transform": ensemble.post_transform,
-        "version": _version,
-    }
-    if space.blocks is not None:
-        entries["blocks"] = blocks_to_json(space.blocks)
-    entries.update({k: v for k, v in ir_model.metadata.items() if k not in entries})
-    # value_bound (fast encoding): how far any raw score may be from the exact
-    # one; tie_margin: rows whose top two probabilities are closer get exact scores;
-    # short_batch_rows: batches of up to that many rows take the exact scores instead,
-    # within short_batch_value_bound (0).
-    entries.update(extra)
-    return entries
-
-
-def read_metadata(model_or_path: onnx.ModelProto | str | os.PathLike) -> dict[str, Any]:
-    """The hyp2onnx metadata of an exported model, with values parsed.
-
-    Raises `ValueError` if the model carries no hyp2onnx metadata.
-    """
-    onnx_model = (
-        model_or_path
-        if isinstance(model_or_path, onnx.ModelProto)
-        else onnx.load(os.fspath(model_or_path), load_external_data=False)
-    )
-    raw = {
-        p.key[len(_META_PREFIX) :]: p.value
-        for p in onnx_model.metadata_props
-        if p.key.startswith(_META_PREFIX)
-    }
-    if not raw:
-        raise ValueError("this ONNX model has no hyp2onnx metadata (was it exported by hyp2onnx?)")
-    parsed: dict[str, Any] = dict(raw)
-    parsed["curvature"] = float(raw["curvature"])
-    for key in ("timelike_dim", "n_features_in", "n_trees"):
-        parsed[key] = int(raw[key])
-    try:
-        parsed["classes"] = json.loads(raw["classes"])
-        parsed["blocks"] = blocks_from_json(raw["blocks"]) if "blocks" in raw else None
-    except RecursionError:
-        raise DamagedMetadataError(
-            "this ONNX model's hyp2onnx metadata (classes or blocks) is nested too deeply to "
-            "read: the file is damaged or was not written by hyp2onnx"
-        ) from None
-    for key in ("value_bound", "tie_margin", "short_batch_value_bound"):
-        if key in raw:
-            parsed[key] = float(raw[key])
-    if "short_batch_rows" in raw:
-        parsed["short_batch_rows"] = int(raw["short_batch_rows"])
-    parsed["doc_string"] = onnx_model.doc_string
-    return parsed
 
 
 def needs_external_data(onnx_model: onnx.ModelProto) -> bool:

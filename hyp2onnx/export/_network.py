@@ -39,8 +39,9 @@ from ..emit.network import (
     network_head,
 )
 from ..errors import warn_user
-from ..ir import InputSpace, Task
-from ..ir.network import Network, error_bounds
+from ..ir import InputSpace
+from ..ir.network import Network, error_bounds, tie_margin
+from ._metadata import network_metadata
 from ._model_file import wrap_model
 
 __all__ = ["NETWORK_ENCODINGS", "compile_network", "is_network", "network_value_bound"]
@@ -105,7 +106,7 @@ def compile_network(
     from ..estimators._regions import RegionTree
 
     tree = isinstance(model, RegionTree)
-    dtype = _check_request(model, dtype, encoding, stated, fitted_check=not tree)
+    dtype = _check_request(model, dtype, encoding, stated)
     network = model.tree_.network if tree else model.network()
     region_tree = model.tree_ if tree else None
     if class_indices and network.classes is not None:
@@ -118,33 +119,33 @@ def compile_network(
         n_input_features=int(model.n_features_in_),
     )
     frames = (model.network_ if tree else model).frames()
-    g = GraphBuilder(opset)
-    g.reserve("X", "label", "probabilities", "variable", "covered", "region")
+    builder = GraphBuilder(opset)
+    builder.reserve("X", "label", "probabilities", "variable", "covered", "region")
     whole_rows = not tree and encoding == "fast" and frames is None
-    k, ones_column = _klein_rows(g, space, dtype, whole_rows=whole_rows)
+    k, ones_column = _klein_rows(builder, space, dtype, whole_rows=whole_rows)
     if frames is not None:  # a centred network reads the Klein coordinates of L x
-        k = frames_map(g, "float64", frames)(g, k)
+        k = frames_map(builder, "float64", frames)(builder, k)
     extra: dict[str, str] = {"hidden_layer_sizes": json.dumps(list(network.hidden_sizes))}
     if frames is not None:
         extra["centre"] = "centroid"
     head, outputs_extra, encoding = _emit_head(
-        g, k, network, region_tree, encoding, ones_column, extra
+        builder, k, network, region_tree, encoding, ones_column, extra
     )
-    outputs = emit_network_outputs(g, head, network) + outputs_extra
+    outputs = emit_network_outputs(builder, head, network) + outputs_extra
     estimator_class = "RegionTree" if tree else type(model).__name__
     graph = helper.make_graph(
-        g.nodes,
+        builder.nodes,
         name or f"hyp2onnx_{estimator_class}",
         [helper.make_tensor_value_info("X", onnx_type(dtype), ["N", space.n_input_features])],
         outputs,
-        g.initializers,
+        builder.initializers,
     )
     facts = {"estimator_class": estimator_class, "encoding": encoding, "input_dtype": dtype}
     return _finish(graph, opset, network, space, {**facts, **extra})
 
 
 def _emit_head(
-    g: GraphBuilder,
+    builder: GraphBuilder,
     k: str,
     network: Any,
     region_tree: Any,
@@ -155,7 +156,7 @@ def _emit_head(
     """The network's last layer (or the region tree's), its extra outputs and the encoding
     the graph records; the bounds it states go into ``extra``."""
     if region_tree is not None:
-        head, _, _ = emit_region_tree(g, k, region_tree)
+        head, _, _ = emit_region_tree(builder, k, region_tree)
         outputs_extra = [
             helper.make_tensor_value_info("covered", onnx.TensorProto.BOOL, ["N"]),
             helper.make_tensor_value_info("region", onnx.TensorProto.INT64, ["N"]),
@@ -164,28 +165,26 @@ def _emit_head(
         extra["n_regions"] = str(region_tree.n_regions)
         return head, outputs_extra, "exact"
     if encoding == "exact":
-        return network_head(g, emit_chain(g, k, network), network), [], encoding
+        return network_head(builder, emit_chain(builder, k, network), network), [], encoding
     bound = network_value_bound(network)
-    head = emit_guarded(g, k, network, bound, ones_column=ones_column)
+    head = emit_guarded(builder, k, network, bound, ones_column=ones_column)
     extra["value_bound"] = repr(bound)
-    extra["tie_margin"] = repr((1.0 if network.output == "logistic" else 2.0) * bound)
+    extra["tie_margin"] = repr(tie_margin(network, bound))
     return head, [], encoding
 
 
 def _klein_rows(
-    g: GraphBuilder, space: InputSpace, dtype: str, *, whole_rows: bool
+    builder: GraphBuilder, space: InputSpace, dtype: str, *, whole_rows: bool
 ) -> tuple[str, int | None]:
     """The Klein rows the network reads, and their column of ones if ``whole_rows`` asks for
     hyperboloid rows divided by ``x_0`` whole and the input allows it (`emit_klein_with_ones`)."""
-    with_ones = emit_klein_with_ones(g, "X", space, input_dtype=dtype) if whole_rows else None
+    with_ones = emit_klein_with_ones(builder, "X", space, input_dtype=dtype) if whole_rows else None
     if with_ones is None:
-        return emit_klein(g, "X", space, input_dtype=dtype), None
+        return emit_klein(builder, "X", space, input_dtype=dtype), None
     return with_ones
 
 
-def _check_request(
-    model: Any, dtype: str | None, encoding: str, stated: dict[str, Any], *, fitted_check: bool
-) -> str:
+def _check_request(model: Any, dtype: str | None, encoding: str, stated: dict[str, Any]) -> str:
     """The input dtype to emit (float64 by default), after refusing what cannot be exported."""
     from sklearn.utils.validation import check_is_fitted  # see compile_network
 
@@ -194,8 +193,7 @@ def _check_request(
             f"{type(model).__name__} records its own geometry: leave out input_geometry, "
             "curvature and timelike_dim."
         )
-    if fitted_check:
-        check_is_fitted(model)
+    check_is_fitted(model)  # a region tree too: a scikit-learn estimator, fitted by fit
     if encoding not in NETWORK_ENCODINGS:
         raise ValueError(
             f"a network's encoding must be one of {tuple(NETWORK_ENCODINGS)}, got {encoding!r}; "
@@ -218,23 +216,7 @@ def _finish(
     space: InputSpace,
     facts: dict[str, str],
 ) -> onnx.ModelProto:
-    """The checked model: opset, doc string and hyp2onnx's metadata (the trees' keys)."""
-    entries = {
-        "input_geometry": space.geometry,
-        "curvature": repr(float(space.curvature)),
-        "timelike_dim": str(space.timelike_dim),
-        "n_features_in": str(space.n_input_features),
-        "backend": "sklearn-mlp",
-        "task": str(Task.CLASSIFICATION if network.is_classifier else Task.REGRESSION),
-        "classes": json.dumps(
-            None if network.classes is None else np.asarray(network.classes).tolist()
-        ),
-        "n_trees": "1",
-        "sum_dtype": "float64",
-        "post_transform": network.output,
-        "version": _version,
-        **facts,
-    }
+    """The checked model: opset, doc string and hyp2onnx's metadata (`._metadata`)."""
     doc_string = (
         f"{facts['estimator_class']} (ReLU network on Klein coordinates, hidden layers "
         f"{list(network.hidden_sizes)}) exported by hyp2onnx {_version}. Input X: points "
@@ -243,4 +225,5 @@ def _finish(
         f"{facts['encoding']}."
     )
     opsets = [helper.make_opsetid("", opset)]
-    return wrap_model(graph, opsets=opsets, doc_string=doc_string, metadata=entries)
+    metadata = network_metadata(network, space, facts)
+    return wrap_model(graph, opsets=opsets, doc_string=doc_string, metadata=metadata)

@@ -31,7 +31,6 @@ once. lleaves is an optional extra, ``pip install 'hyp2onnx[compiled]'``.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import tempfile
@@ -40,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +48,9 @@ from ..emit.trees import float32_boundaries
 from ..errors import MissingExtraError, UnsupportedModelError
 from ..geometry import from_klein, to_klein
 from ..ir import Ensemble, Model, Task
+
+if TYPE_CHECKING:  # onnx is loaded only when a graph is checked
+    from ._metadata import GraphMetadata
 
 __all__ = [
     "CompiledScorer",
@@ -306,31 +308,26 @@ class CompiledScorer:
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_booster": None}
 
-    def metadata(self) -> dict[str, Any]:
+    def metadata(self) -> GraphMetadata:
         """What a graph's metadata would say of the model, with the exact encoding's
         tolerance: ``hyp2onnx.verify`` checks the scorer with it like a graph."""
-        from ._model_file import _metadata
+        from ._metadata import GraphMetadata, tree_metadata
 
-        entries: dict[str, Any] = dict(_metadata(self.model, "exact", "float64", {}))
-        entries["curvature"] = float(entries["curvature"])
-        for key in ("timelike_dim", "n_features_in", "n_trees"):
-            entries[key] = int(entries[key])
-        entries["classes"] = json.loads(entries["classes"])
-        entries["compiled"] = self.key
-        return entries
+        entries = tree_metadata(self.model, "exact", "float64", {"compiled": self.key})
+        return GraphMetadata.parse(entries)
 
     def check_graph(self, graph: bytes, tolerance: Callable[..., float]) -> None:
         """Refuse a graph (serialized) of another model than this scorer's: the Dask and
         Spark scorers take the graph's columns and checks, and these trees.
 
         The two must describe the same model (metadata) and give the same labels, and
-        values within ``tolerance(metadata, rows=n)`` (``hyp2onnx.verify.default_tolerance``),
+        values within ``tolerance(metadata, rows=n)`` (``hyp2onnx.verification.default_tolerance``),
         on `AGREEMENT_POINTS` points spread over the ball (a fixed seed).
         """
         import onnx
 
         from .._runtime import session
-        from ._model_file import read_metadata
+        from ._metadata import read_metadata
 
         metadata = read_metadata(onnx.load_from_string(graph))
         mine = self.metadata()
@@ -388,7 +385,7 @@ class CompiledScorer:
         self, X: Any, *, threads: int = 1, check: bool = True
     ) -> dict[str, np.ndarray]:
         """The graph's outputs for points ``X``: ``label`` and ``probabilities``, or
-        ``variable``, as `hyp2onnx.verify.run_onnx` names them. ``check`` False skips
+        ``variable``, as `hyp2onnx.verification.run_onnx` names them. ``check`` False skips
         the manifold check (as a graph does; ``hyp2onnx predict`` checks first)."""
         space = self.model.space
         X = np.asarray(X, dtype=np.float64)

@@ -39,7 +39,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin, is_classifier
 
 from ..emit import ENCODINGS
 from ..errors import MissingExtraError
-from ..estimators import BACKENDS
+from ..estimators import _registry
 from ..estimators._base import HyperbolicTreeModel
 from ._compile import DEFAULT_OPSET, compile_model, describe
 from ._network import compile_network, is_network
@@ -64,7 +64,7 @@ def _estimator_classes() -> list[type]:
     from ..estimators._mlp import HyperbolicMLPClassifier, HyperbolicMLPRegressor
     from ..estimators._regions import RegionTree
 
-    for spec in BACKENDS:
+    for spec in _registry.BACKENDS:
         try:
             spec.load()
         except MissingExtraError:
@@ -80,12 +80,8 @@ def _estimator_classes() -> list[type]:
 
 
 def _is_classifier(model: Any) -> bool:
-    """A classifier (a region tree is its network's kind; it is no scikit-learn estimator)."""
-    return (
-        bool(model.is_classifier)
-        if is_network(model) and hasattr(model, "tree_")
-        else (is_classifier(model))
-    )
+    """A classifier, by scikit-learn's tags (a region tree has its network's)."""
+    return is_classifier(model)
 
 
 def _opsets(target_opset: Any) -> tuple[int, int | None]:
@@ -134,7 +130,7 @@ def _compile(
             f"{exc}: skl2onnx accepts ai.onnx.ml opsets up to 3 only. Export "
             f"{type(model).__name__} with hyp2onnx.to_onnx{advice}."
         ) from exc
-    if _is_classifier(model) and options.get("zipmap", False) is not False:
+    if is_classifier(model) and options.get("zipmap", False) is not False:
         _float_probabilities(onx.graph)
     return onx
 
@@ -154,7 +150,7 @@ def _compile_network(
         )
     except ValueError as exc:
         raise RuntimeError(f"{exc} (skl2onnx option 'encoding')") from exc
-    if _is_classifier(model) and options.get("zipmap", False) is not False:
+    if is_classifier(model) and options.get("zipmap", False) is not False:
         _float_probabilities(onx.graph)
     return onx
 
@@ -207,7 +203,7 @@ def _parser(scope: Any, model: Any, inputs: list[Any], custom_parsers: Any = Non
         TensorProto.INT64: Int64TensorType,
         TensorProto.STRING: StringTensorType,
     }
-    classifier = _is_classifier(model)
+    classifier = is_classifier(model)
     options = scope.get_options(model, dict(_DEFAULTS if classifier else _REGRESSOR_DEFAULTS))
     onx = _compile(model, inputs[0].type, scope.target_opset, options)
     operator = scope.declare_local_operator(_alias(type(model)), model)
@@ -252,7 +248,7 @@ def _shape_calculator(operator: Any) -> None:
 
 def _converter(scope: Any, operator: Any, container: Any) -> None:
     model = operator.raw_operator
-    classifier = _is_classifier(model)
+    classifier = is_classifier(model)
     options = container.get_options(model, dict(_DEFAULTS if classifier else _REGRESSOR_DEFAULTS))
     onx = _compile(model, operator.inputs[0].type, container.target_opset_all, options)
     graph = onx.graph

@@ -40,6 +40,7 @@ __all__ = [
     "label_indices",
     "link",
     "near_tie",
+    "tie_margin",
 ]
 
 #: Unit roundoff of float64.
@@ -134,6 +135,13 @@ def label_indices(network: Network, logits: np.ndarray) -> np.ndarray:
     return np.argmax(logits, axis=1)
 
 
+def tie_margin(network: Network, bound: float) -> float:
+    """How near a tie a row's logits may be and still be rescored, when each may be off by
+    ``bound``: one logistic logit within ``bound`` of 0; of several, one within twice the
+    bound of the largest. The one rule for `near_tie`, the graphs' guards and the metadata."""
+    return (1.0 if network.output == "logistic" else 2.0) * bound
+
+
 def near_tie(network: Network, logits: np.ndarray, bound: float) -> np.ndarray:
     """Rows whose label could change if every logit moved by up to ``bound``.
 
@@ -142,10 +150,11 @@ def near_tie(network: Network, logits: np.ndarray, bound: float) -> np.ndarray:
     bound of it; rounding is monotone and the maximum a float, so no row whose
     exact gap is at most ``2 bound`` is missed). The graphs test the same.
     """
+    margin = tie_margin(network, bound)
     if network.output == "logistic":
-        return np.abs(logits[:, 0]) <= bound
+        return np.abs(logits[:, 0]) <= margin
     largest = logits.max(axis=1, keepdims=True)
-    return ((logits + 2.0 * bound) >= largest).sum(axis=1) >= 2
+    return ((logits + margin) >= largest).sum(axis=1) >= 2
 
 
 def error_bounds(network: Network) -> tuple[list[np.ndarray], list[np.ndarray]]:

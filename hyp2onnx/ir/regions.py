@@ -26,12 +26,13 @@ import numpy as np
 from . import Ensemble
 from .network import Network, collapse, error_bounds, label_indices, near_tie, region_bound
 
-__all__ = ["RegionTree", "build"]
+__all__ = ["AffineTree", "build"]
 
 
 @dataclass(frozen=True, eq=False)
-class RegionTree:
-    """The tree, its leaves' affine maps and patterns, and the stated bound.
+class AffineTree:
+    """A network's region tree as the exporter reads it: the tree, its leaves' affine maps and
+    patterns, and the stated bound (`hyp2onnx.RegionTree` is the estimator that holds it).
 
     ``maps[0]``/``offsets[0]`` are zeros (the missing leaf); leaf ``i >= 1``
     holds pattern ``patterns[i - 1]``. ``value_bound`` bounds, for every row
@@ -109,7 +110,7 @@ class RegionTree:
         return label_indices(self.network, self.logits(k)[0])
 
 
-def build(network: Network, patterns: np.ndarray) -> RegionTree:
+def build(network: Network, patterns: np.ndarray) -> AffineTree:
     """The tree holding ``patterns`` (one row of hidden-unit signs each).
 
     Node at depth ``t`` tests hidden unit ``t`` (layers in order); its
@@ -184,4 +185,9 @@ def build(network: Network, patterns: np.ndarray) -> RegionTree:
         post_transform="identity",
         projection=projection,
     )
-    return RegionTree(network, ensemble, maps, offsets, patterns, bound)
+    return AffineTree(network, ensemble, maps, offsets, patterns, bound)
+
+
+#: The class's name before it was told apart from the estimator `hyp2onnx.RegionTree`: region
+#: trees pickled then hold this name.
+RegionTree = AffineTree

@@ -1,6 +1,6 @@
 """Check an exported graph against the Python model it came from.
 
-[`verify`][hyp2onnx.verify.verify] compares the Python model's own ``predict`` /
+[`verify`][hyp2onnx.verification.verify] compares the Python model's own ``predict`` /
 ``predict_proba`` on the points as the user holds them (float64) with the
 graph's outputs in onnxruntime on what the graph receives (the points cast
 to its input type), labels and every numeric output. Casting the model's
@@ -12,7 +12,7 @@ line and users share it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,8 @@ from .ir import Task
 
 if TYPE_CHECKING:
     import onnx
+
+    from .export._metadata import GraphMetadata
 
 __all__ = [
     "VerifyReport",
@@ -91,13 +93,13 @@ class VerifyReport:
         return ("OK: " if self.ok else "MISMATCH: ") + "; ".join(parts)
 
     def raise_if_failed(self) -> VerifyReport:
-        """Raise [`VerificationError`][hyp2onnx.errors.VerificationError] unless [`ok`][hyp2onnx.verify.VerifyReport.ok]; return self."""
+        """Raise [`VerificationError`][hyp2onnx.errors.VerificationError] unless [`ok`][hyp2onnx.verification.VerifyReport.ok]; return self."""
         if not self.ok:
             raise VerificationError(str(self))
         return self
 
 
-def default_tolerance(metadata: dict[str, Any], *, rows: int | None = None) -> float:
+def default_tolerance(metadata: Mapping[str, Any], *, rows: int | None = None) -> float:
     """Largest output difference accepted for a graph, from how it computes.
 
     Follows from the model's description, which the export records: the
@@ -128,14 +130,14 @@ def default_tolerance(metadata: dict[str, Any], *, rows: int | None = None) -> f
     return base + float(metadata["value_bound"])
 
 
-def _encoding_of(metadata: dict[str, Any]) -> Any:
+def _encoding_of(metadata: Mapping[str, Any]) -> Any:
     from .emit import encoding
 
     return encoding(metadata["encoding"])
 
 
-def _ordered_tolerance(metadata: dict[str, Any]) -> float:
-    """[`default_tolerance`][hyp2onnx.verify.default_tolerance] of a graph that adds its trees in the model's order."""
+def _ordered_tolerance(metadata: Mapping[str, Any]) -> float:
+    """[`default_tolerance`][hyp2onnx.verification.default_tolerance] of a graph that adds its trees in the model's order."""
     if _encoding_of(metadata).float32:
         return 1e-5
     missing = [key for key in ("sum_dtype", "post_transform") if key not in metadata]
@@ -149,14 +151,14 @@ def _ordered_tolerance(metadata: dict[str, Any]) -> float:
     return 0.0 if metadata["post_transform"] == "identity" else 1e-15
 
 
-def default_rtol(metadata: dict[str, Any]) -> float:
-    """Largest relative difference accepted on top of [`default_tolerance`][hyp2onnx.verify.default_tolerance].
+def default_rtol(metadata: Mapping[str, Any]) -> float:
+    """Largest relative difference accepted on top of [`default_tolerance`][hyp2onnx.verification.default_tolerance].
 
     Float32 arithmetic errs in proportion to the values: a compat graph's
     float32 sums of regression targets near 1000 differ by about 1e-4, far
     above an absolute 1e-5, and XGBoost's float32 scores likewise. The
     exact scikit-learn, oblique and LightGBM graphs stay bit exact (0). The
-    figures are [`default_tolerance`][hyp2onnx.verify.default_tolerance]'s, read as relative differences,
+    figures are [`default_tolerance`][hyp2onnx.verification.default_tolerance]'s, read as relative differences,
     without the ``value_bound`` of the fast encoding (an absolute bound).
     """
     return _ordered_tolerance(metadata)
@@ -194,7 +196,7 @@ def refuse_off_manifold(outputs: dict[str, np.ndarray]) -> None:
     ``on_manifold`` [N]: false where the encoder's point is off the model's
     manifold, whose outputs are then not answers.
     """
-    from .export.compose import ON_MANIFOLD
+    from .export.composition import ON_MANIFOLD
 
     if ON_MANIFOLD in outputs:
         raise_rows(
@@ -245,13 +247,13 @@ def reference_evaluator(onnx_model: onnx.ModelProto) -> Any:
 
 def _encoder_points(
     composed: onnx.ModelProto,
-    metadata: dict[str, Any],
+    metadata: GraphMetadata,
     fed: dict[str, np.ndarray],
     encoder: onnx.ModelProto | str | os.PathLike | None,
 ) -> np.ndarray:
     """The encoder's outputs (float64) for the arrays ``fed`` to the composed graph, run
     in onnxruntime on their own."""
-    from .export.compose import encoder_of, encoder_sha256
+    from .export.composition import encoder_of, encoder_sha256
 
     if encoder is None:
         part, output = encoder_of(composed)
@@ -290,7 +292,7 @@ def _trees_in_order(model: Any) -> Iterator[None]:
         native.n_jobs = n_jobs
 
 
-def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict[str, np.ndarray]:
+def _python_outputs(model: Any, X: np.ndarray, metadata: GraphMetadata) -> dict[str, np.ndarray]:
     from .export import kind_of
 
     kind = kind_of(model)
@@ -329,15 +331,13 @@ def _python_outputs(model: Any, X: np.ndarray, metadata: dict[str, Any]) -> dict
 def _both_sides(
     model: Any,
     onnx_model: onnx.ModelProto,
-    metadata: dict[str, Any],
+    metadata: GraphMetadata,
     X: Any,
     encoder: onnx.ModelProto | str | os.PathLike | None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
     """The graph's outputs, the Python model's, and the number of rows (the graph's)."""
-    from .export.compose import is_composed
-
     specs = input_specs(onnx_model)
-    if is_composed(metadata):  # the encoder's inputs, one array or a mapping by name
+    if metadata.is_composed:  # the encoder's inputs, one array or a mapping by name
         fed = feeds(specs, X)  # checked and cast as in use, before either side runs
         got = run_onnx(onnx_model, fed)
         points = _encoder_points(onnx_model, metadata, fed, encoder)
@@ -361,7 +361,7 @@ CHUNK_ROWS = 65_536
 
 
 def _in_chunks(
-    model: Any, onnx_model: onnx.ModelProto, metadata: dict[str, Any], X: np.ndarray
+    model: Any, onnx_model: onnx.ModelProto, metadata: GraphMetadata, X: np.ndarray
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Both sides, ``CHUNK_ROWS`` rows at a time (one session), with a progress bar on a
     terminal; each output joined over the chunks."""
@@ -399,9 +399,9 @@ def verify(
     graph is thus checked against the model on the user's data, and what
     the cast loses (close angles of far points, codes float32 cannot hold)
     shows as a disagreement. NaN, infinity and values the graph's input type
-    cannot hold are refused first ([`run_onnx`][hyp2onnx.verify.run_onnx]). A value passes when it
+    cannot hold are refused first ([`run_onnx`][hyp2onnx.verification.run_onnx]). A value passes when it
     differs by at most ``atol + rtol * |expected|``. Neither given: by
-    encoding and backend ([`default_tolerance`][hyp2onnx.verify.default_tolerance], [`default_rtol`][hyp2onnx.verify.default_rtol]);
+    encoding and backend ([`default_tolerance`][hyp2onnx.verification.default_tolerance], [`default_rtol`][hyp2onnx.verification.default_rtol]);
     ``atol`` alone: that absolute tolerance (``rtol`` 0); ``rtol`` alone:
     the default ``atol``. Label differences are counted exactly. More than
     ``CHUNK_ROWS`` rows are compared a chunk at a time, with a progress bar
@@ -411,7 +411,7 @@ def verify(
     inputs ``X``: one array for an encoder with one input, else a mapping
     {input name: array} naming each (integer and bool inputs included, each
     checked against its declared type, rank and dimensions as
-    [`run_onnx`][hyp2onnx.verify.run_onnx] does). The number of rows is the
+    [`run_onnx`][hyp2onnx.verification.run_onnx] does). The number of rows is the
     graph's: the rows of the encoder's output. The model answers on the encoder's outputs, run in
     onnxruntime from ``encoder`` (the encoder file or model, which must be
     the one composed: its sha256 is checked) or, without it, from the
@@ -432,7 +432,7 @@ def verify(
     got, want, n_rows = _both_sides(model, onnx_model, metadata, X, encoder)
     report = _compare(got, want, n_rows, metadata, atol=atol, rtol=rtol)
     short = metadata.get("short_batch_rows", 0)
-    if short and n_rows > short and encoder is None and not _composed(metadata):
+    if short and n_rows > short and encoder is None and not metadata.is_composed:
         # the exact side of the graph, and the bound recorded for it: its first rows as one batch
         specs = input_specs(onnx_model)
         first = np.asarray(named_arrays(specs, X)[0][specs[0].name])[:short]
@@ -459,17 +459,11 @@ def _verify_compiled(
     )
 
 
-def _composed(metadata: dict[str, Any]) -> bool:
-    from .export.compose import is_composed
-
-    return bool(is_composed(metadata))
-
-
 def _compare(
     got: dict[str, np.ndarray],
     want: dict[str, np.ndarray],
     n_rows: int,
-    metadata: dict[str, Any],
+    metadata: GraphMetadata,
     *,
     atol: float | None,
     rtol: float | None,

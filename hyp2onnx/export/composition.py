@@ -34,18 +34,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper, version_converter
+from onnx import TensorProto, helper, version_converter
 
+from .._feeds import numpy_dtype
+from ..emit._graph import GraphBuilder
+from ..errors import warn_user
 from ..geometry import DEFAULT_RTOL, curvature_radius
 from ._compile import MIN_OPSET, max_opset, to_onnx
-from ._model_file import _META_PREFIX, check_model, read_metadata
+from ._metadata import GraphMetadata, composed_metadata, read_metadata, write_metadata
+from ._model_file import check_model
 
 __all__ = [
     "DEFAULT_PREFIX",
@@ -60,8 +63,19 @@ __all__ = [
 DEFAULT_PREFIX = "encoder/"
 #: The composed graph's extra output: whether each row's encoder point is on the manifold.
 ON_MANIFOLD = "on_manifold"
-_STAGE = "compose/"
-_FLOATS: dict[int, str] = {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64"}
+#: The stage of the nodes compose adds (`GraphBuilder` names them ``compose/...``); no name of
+#: the encoder or the model may start with ``_STAGE``.
+_NODES = "compose"
+_STAGE = _NODES + "/"
+
+
+def _float_name(elem: int | None) -> str | None:
+    """``"float32"`` or ``"float64"`` for those ONNX element types (onnx's table), else None:
+    the points of an encoder, and a model's input, are one of the two."""
+    dtype = None if elem is None else numpy_dtype(elem)
+    return dtype.name if dtype is not None and dtype.name in ("float32", "float64") else None
+
+
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -78,9 +92,9 @@ def encoder_sha256(encoder: onnx.ModelProto | str | os.PathLike[str]) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def is_composed(metadata: dict[str, Any]) -> bool:
+def is_composed(metadata: GraphMetadata) -> bool:
     """Whether a graph's hyp2onnx metadata (`read_metadata`) is a composed graph's."""
-    return "encoder_sha256" in metadata
+    return metadata.is_composed
 
 
 @dataclass(frozen=True)
@@ -125,11 +139,12 @@ def _load_encoder(
         )
     value = next(o for o in model.graph.output if o.name == output)
     elem, dims = _type_of(value)
-    if elem not in _FLOATS or dims is None or len(dims) != 2 or dims[1] <= 0:
+    if _float_name(elem) is None or dims is None or len(dims) != 2 or dims[1] <= 0:
         inferred = _inferred_output(model, output)
         if inferred is not None:
             elem, dims = _type_of(inferred)
-    if elem not in _FLOATS:
+    name = _float_name(elem)
+    if name is None:
         found = TensorProto.DataType.Name(elem) if elem else "an unknown type"
         raise ValueError(
             f"the encoder's output {output!r} holds {found}; hyperbolic points must be float32 "
@@ -142,7 +157,7 @@ def _load_encoder(
         )
     width = dims[1] if dims is not None and dims[1] > 0 else None
     digest = encoder_sha256(encoder if isinstance(encoder, (str, os.PathLike)) else model)
-    return _Encoder(model, digest, output, _FLOATS[elem], width)
+    return _Encoder(model, digest, output, name, width)
 
 
 def _type_of(value: onnx.ValueInfoProto) -> tuple[int | None, list[int] | None]:
@@ -333,40 +348,16 @@ def _replace_input(graph: onnx.GraphProto, old: str, new: str) -> None:
 # --- the check and the junction -----------------------------------------------------------
 
 
-class _Nodes:
-    """Nodes, initializers and names added between the encoder and the model."""
-
-    def __init__(self, opset: int) -> None:
-        self.opset = opset
-        self.nodes: list[onnx.NodeProto] = []
-        self.initializers: list[onnx.TensorProto] = []
-        self._count = 0
-
-    def name(self, label: str) -> str:
-        self._count += 1
-        return f"{_STAGE}{label}_{self._count}"
-
-    def const(self, label: str, value: Any, dtype: Any) -> str:
-        name = self.name(label)
-        self.initializers.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
-        return name
-
-    def op(self, op_type: str, inputs: list[str], *, out: str | None = None, **attrs: Any) -> str:
-        out = out or self.name(op_type)
-        self.nodes.append(
-            helper.make_node(op_type, inputs, [out], name=self.name(f"{op_type}_node"), **attrs)
-        )
-        return out
-
-    def at_most(self, a: str, b: str) -> str:
-        """``a <= b``, false where either is NaN."""
-        if self.opset >= 16:
-            return self.op("LessOrEqual", [a, b])
-        return self.op("Or", [self.op("Less", [a, b]), self.op("Equal", [a, b])])
+def _at_most(builder: GraphBuilder, a: str, b: str) -> str:
+    """``a <= b``, false where either is NaN (``LessOrEqual`` from opset 16 on)."""
+    if builder.opset >= 16:
+        return builder.op(_NODES, "LessOrEqual", [a, b])
+    less = builder.op(_NODES, "Less", [a, b])
+    return builder.op(_NODES, "Or", [less, builder.op(_NODES, "Equal", [a, b])])
 
 
 def _emit_check(
-    n: _Nodes, points: str, metadata: dict[str, Any], width: int, dtype: str, rtol: float
+    builder: GraphBuilder, points: str, metadata: GraphMetadata, width: int, dtype: str, rtol: float
 ) -> str:
     """``on_manifold`` [N] (bool) of ``points`` (in ``dtype``): the test of ``check_points``.
 
@@ -382,33 +373,40 @@ def _emit_check(
     Reduction order does not matter here: the tolerance is far above the
     rounding of either precision.
     """
-    R = curvature_radius(metadata["curvature"])
-    squares = n.op("Mul", [points, points])
-    if metadata["input_geometry"] == "hyperboloid":
-        t = metadata["timelike_dim"] % width
+    R = curvature_radius(metadata.curvature)
+    squares = builder.op(_NODES, "Mul", [points, points])
+    if metadata.input_geometry == "hyperboloid":
+        t = metadata.timelike_dim % width
         timelike = np.arange(width) == t
         below = np.where(timelike, 1.0 - rtol, -(1.0 + rtol))[:, None]
         above = np.where(timelike, 1.0 + rtol, -(1.0 - rtol))[:, None]
-        r2 = n.const("R2", R * R, dtype)
-        low = n.op("MatMul", [squares, n.const("below", below, dtype)])
-        high = n.op("MatMul", [squares, n.const("above", above, dtype)])
-        x0 = n.op(
-            "Slice",
-            [points, *(n.const(k, [v], np.int64) for k, v in (("t", t), ("t1", t + 1), ("ax", 1)))],
-        )
-        ok = n.op(
+        r2 = builder.const(_NODES, "R2", R * R, dtype)
+        low = builder.op(_NODES, "MatMul", [squares, builder.const(_NODES, "below", below, dtype)])
+        high = builder.op(_NODES, "MatMul", [squares, builder.const(_NODES, "above", above, dtype)])
+        x0 = builder.columns(_NODES, points, t, t + 1, "timelike")
+        ok = builder.op(
+            _NODES,
             "And",
             [
-                n.op("And", [n.at_most(low, r2), n.at_most(r2, high)]),
-                n.op("Greater", [x0, n.const("zero", 0.0, dtype)]),
+                builder.op(
+                    _NODES, "And", [_at_most(builder, low, r2), _at_most(builder, r2, high)]
+                ),
+                builder.op(_NODES, "Greater", [x0, builder.const(_NODES, "zero", 0.0, dtype)]),
             ],
         )
     else:
-        norm = n.op(
-            "MatMul", [squares, n.const("inverse_R2", np.full((width, 1), 1 / R**2), dtype)]
+        norm = builder.op(
+            _NODES,
+            "MatMul",
+            [squares, builder.const(_NODES, "inverse_R2", np.full((width, 1), 1 / R**2), dtype)],
         )
-        ok = n.op("Less", [norm, n.const("one", 1.0, dtype)])
-    return n.op("Squeeze", [ok, n.const("squeeze_axis", [1], np.int64)], out=ON_MANIFOLD)
+        ok = builder.op(_NODES, "Less", [norm, builder.const(_NODES, "one", 1.0, dtype)])
+    return builder.op(
+        _NODES,
+        "Squeeze",
+        [ok, builder.const(_NODES, "squeeze_axis", [1], np.int64)],
+        outputs=[ON_MANIFOLD],
+    )
 
 
 def _precision_note(encoder_dtype: str, model_dtype: str, output: str) -> str:
@@ -495,17 +493,17 @@ def _join(
     model_graph.CopyFrom(exported.graph)
     _check_clashes(part, model_graph, prefix)
     model_elem, _ = _type_of(exported.graph.input[0])
-    model_dtype = _FLOATS.get(model_elem or 0, "float64")
-    n = _Nodes(_opsets(exported).get("", 0) or _opsets(enc_model).get("", 0))
+    model_dtype = _float_name(model_elem) or "float64"
+    builder = GraphBuilder(_opsets(exported).get("", 0) or _opsets(enc_model).get("", 0))
     note = _precision_note(enc.dtype, model_dtype, enc.output)
-    points = _junction(n, enc, part.junction, model_dtype, int(metadata["n_features_in"]), note)
+    points = _junction(builder, enc, part.junction, model_dtype, metadata.n_features_in, note)
     _replace_input(model_graph, exported.graph.input[0].name, points)
-    before, after = n.nodes, []
+    before, after = builder.nodes, []
     if check_manifold:
         ok = _emit_check(
-            n, points, metadata, int(metadata["n_features_in"]), model_dtype, DEFAULT_RTOL
+            builder, points, metadata, metadata.n_features_in, model_dtype, DEFAULT_RTOL
         )
-        before, after = list(n.nodes), _guard_outputs(n, model_graph, ok)
+        before, after = list(builder.nodes), _guard_outputs(builder, model_graph, ok)
     outputs = list(model_graph.output)
     if check_manifold:
         outputs.append(helper.make_tensor_value_info(ON_MANIFOLD, TensorProto.BOOL, ["N"]))
@@ -514,7 +512,7 @@ def _join(
         name or model_graph.name,
         part.inputs,
         outputs,
-        [*part.graph.initializer, *n.initializers, *model_graph.initializer],
+        [*part.graph.initializer, *builder.initializers, *model_graph.initializer],
         value_info=[*part.graph.value_info, *model_graph.value_info],
         sparse_initializer=[*part.graph.sparse_initializer, *model_graph.sparse_initializer],
     )
@@ -527,31 +525,25 @@ def _record(
     composed: onnx.ModelProto,
     enc: _Encoder,
     part: _Part,
-    metadata: dict[str, Any],
+    metadata: GraphMetadata,
     *,
     prefix: str,
     note: str,
     checked: bool,
 ) -> None:
     """Add the encoder's metadata to the model graph's, which ``composed`` carries."""
-    extra = {
-        "encoder_sha256": enc.sha256,
-        "encoder_output": enc.output,
-        "encoder_output_dtype": enc.dtype,
-        "encoder_points": json.dumps(
-            {k: metadata[k] for k in ("input_geometry", "curvature", "timelike_dim")}
-            | {"n_features_in": metadata["n_features_in"]}
-        ),
-        "encoder_inputs": json.dumps([v.name for v in part.inputs]),
-        # columns of the (first) input, "" where the encoder leaves them open
-        "encoder_n_features_in": _width_of(part.inputs[0]) if part.inputs else "",
-        "encoder_prefix": prefix,
-        "encoder_precision": note,
-        "manifold_check": repr(DEFAULT_RTOL) if checked else "none",
-    }
-    for key, value in extra.items():
-        prop = composed.metadata_props.add()
-        prop.key, prop.value = _META_PREFIX + key, value
+    entries = composed_metadata(
+        metadata,
+        sha256=enc.sha256,
+        output=enc.output,
+        output_dtype=enc.dtype,
+        inputs=[v.name for v in part.inputs],
+        n_features_in=_width_of(part.inputs[0]) if part.inputs else "",
+        prefix=prefix,
+        precision=note,
+        manifold_rtol=DEFAULT_RTOL if checked else None,
+    )
+    write_metadata(composed, entries)
 
 
 @dataclass(frozen=True)
@@ -580,11 +572,11 @@ def _encoder_part(enc_model: onnx.ModelProto, output: str, prefix: str) -> _Part
     return _Part(graph, inputs, junction, _prune(graph, junction))
 
 
-def _check_width(enc: _Encoder, metadata: dict[str, Any]) -> None:
-    want = int(metadata["n_features_in"])
+def _check_width(enc: _Encoder, metadata: GraphMetadata) -> None:
+    want = metadata.n_features_in
     if enc.width is None or enc.width == want:
         return
-    geometry = metadata["input_geometry"]
+    geometry = metadata.input_geometry
     what = (
         f"hyperboloid points of {want} columns (d + 1, timelike column {metadata['timelike_dim']})"
         if geometry == "hyperboloid"
@@ -618,40 +610,45 @@ def _check_clashes(part: _Part, model_graph: onnx.GraphProto, prefix: str) -> No
 
 
 def _junction(
-    n: _Nodes, enc: _Encoder, junction: str, model_dtype: str, width: int, note: str
+    builder: GraphBuilder, enc: _Encoder, junction: str, model_dtype: str, width: int, note: str
 ) -> str:
     """The name the model reads the points from: a Cast where the dtypes differ (with a
     warning), a width guard where the encoder leaves the width open."""
     points = junction
     if enc.dtype != model_dtype:
         if enc.dtype == "float64":  # a rounding Cast; widening float32 is exact: no warning
-            warnings.warn(f"compose: precision lost: {note}.", stacklevel=4)  # compose's caller
+            warn_user(f"compose: precision lost: {note}.")
         to = helper.np_dtype_to_tensor_dtype(np.dtype(model_dtype))
-        points = n.op("Cast", [junction], to=to)
+        points = builder.op(_NODES, "Cast", [junction], to=to)
     if enc.width is None:
         # The graph cannot tell the width before it runs: a Gather of the model's
         # columns from a wider output would read the wrong ones. Adding a [1, D] zero
         # row makes any other width a runtime error instead.
-        zeros = n.const("width_guard", np.zeros((1, width)), model_dtype)
-        points = n.op("Add", [points, zeros])
+        zeros = builder.const(_NODES, "width_guard", np.zeros((1, width)), model_dtype)
+        points = builder.op(_NODES, "Add", [points, zeros])
     return points
 
 
-def _guard_outputs(n: _Nodes, model_graph: onnx.GraphProto, ok: str) -> list[onnx.NodeProto]:
+def _guard_outputs(
+    builder: GraphBuilder, model_graph: onnx.GraphProto, ok: str
+) -> list[onnx.NodeProto]:
     """NaN for the float outputs of rows off the manifold; the nodes that write them."""
-    first = len(n.nodes)
-    wide = n.op("Unsqueeze", [ok, n.const("unsqueeze_axis", [1], np.int64)])
+    first = len(builder.nodes)
+    wide = builder.op(
+        _NODES, "Unsqueeze", [ok, builder.const(_NODES, "unsqueeze_axis", [1], np.int64)]
+    )
     for out in model_graph.output:
         elem, dims = _type_of(out)
-        if elem not in _FLOATS:
+        dtype = _float_name(elem)
+        if dtype is None:
             continue
         final, raw = out.name, f"{_STAGE}{out.name}_unchecked"
         _replace_input(model_graph, final, raw)  # its producer now writes ``raw``
         out.name = final  # the graph output keeps its name; Where writes it
-        nan = n.const("nan", np.nan, _FLOATS[elem])
+        nan = builder.const(_NODES, "nan", np.nan, dtype)
         mask = ok if dims is not None and len(dims) == 1 else wide
-        n.op("Where", [mask, raw, nan], out=final)
-    return n.nodes[first:]
+        builder.op(_NODES, "Where", [mask, raw, nan], outputs=[final])
+    return builder.nodes[first:]
 
 
 def _as_model(
@@ -697,7 +694,7 @@ def encoder_of(composed: onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
     graph = composed.graph
     nodes = _prune(graph, junction)
     read = {name for node in nodes for name in _used(node)}
-    elem = {v: k for k, v in _FLOATS.items()}[metadata["encoder_output_dtype"]]
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(metadata["encoder_output_dtype"]))
     part = helper.make_graph(
         nodes,
         "encoder",
