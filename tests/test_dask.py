@@ -896,3 +896,32 @@ def test_rotation_and_isolation_forests_grow_on_the_cluster(client, kind):
         np.testing.assert_array_equal(grown.predict_proba(X), local.predict_proba(X))
     else:
         np.testing.assert_array_equal(grown.path_length(X), local.path_length(X))
+
+
+def test_near_check_decides_as_the_sketch_it_replaces(client):
+    """``distributed_near`` (two numbers per partition) says what the quantile sketch's
+    ``near()`` said: rows of weight 0 ignored unless every weight is 0, the radius's own
+    boundary included."""
+    import dask.array as da
+
+    from hyp2onnx.correction.quantiles import NEAR_RADIUS
+    from hyp2onnx.dask import distributed_near, distributed_sketch
+
+    rng = np.random.default_rng(3)
+    edge = np.tanh(NEAR_RADIUS)
+    k = rng.uniform(-0.3, 0.3, (500, 3))
+    cases = []
+    for far in (edge, np.nextafter(edge, 1.0), 0.9999):
+        moved = k.copy()
+        moved[137] = [far, 0.0, 0.0]
+        weights = np.ones(500)
+        for w in (None, weights, np.where(np.arange(500) == 137, 0.0, weights), 0 * weights):
+            cases.append((moved, w))
+    answers = []
+    for Xk, w in cases:
+        X = da.from_array(Xk, chunks=(120, 3))
+        dw = None if w is None else da.from_array(w, chunks=120)
+        sketched = distributed_sketch(client, X, dw).near()
+        assert distributed_near(client, X, dw) == sketched
+        answers.append(sketched)
+    assert True in answers and False in answers

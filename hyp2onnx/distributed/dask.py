@@ -63,7 +63,7 @@ from ..correction import (
     klein_space,
     summarise,
 )
-from ..correction.quantiles import SKETCH_SIZE, QuantileMap, QuantileSketch
+from ..correction.quantiles import NEAR_RADIUS, SKETCH_SIZE, QuantileMap, QuantileSketch
 from ..estimators._base import GEOMETRY_DEFAULTS, comparison_of, generate_init, write_back
 from ..estimators._booster import BoosterBackend
 from ..estimators._interface import Backend
@@ -79,6 +79,7 @@ __all__ = [
     "HyperbolicDaskLGBMRegressor",
     "HyperbolicDaskXGBClassifier",
     "HyperbolicDaskXGBRegressor",
+    "distributed_near",
     "distributed_sketch",
     "distributed_summary",
     "predict",
@@ -523,6 +524,36 @@ def distributed_sketch(
     return sketch
 
 
+def _largest_norm2(x: np.ndarray, w: Any) -> np.ndarray:
+    """``[[largest |k|^2, rows]]`` of one partition's rows of non-zero weight (``w``:
+    an ``(n, 1)`` block or None), with the arithmetic of `QuantileSketch.of`."""
+    x = np.asarray(x, dtype=np.float64)
+    if w is not None:
+        x = x[np.asarray(w)[:, 0] != 0]
+    return np.array([[np.max(np.einsum("ij,ij->i", x, x), initial=0.0), x.shape[0]]])
+
+
+def distributed_near(
+    client: Any, Xk: Any, sample_weight: Any = None, radius: float = NEAR_RADIUS
+) -> bool:
+    """Whether every row of ``Xk`` of non-zero weight (every row, if none has) lies within
+    ``radius`` of the origin: ``distributed_sketch(...).near(radius)``, from two numbers
+    per partition instead of a sketch of every feature."""
+    da = _dask().array
+    Xk = Xk.rechunk({1: -1})
+    arrays = [Xk] if sample_weight is None else [Xk, sample_weight[:, None].rechunk({1: -1})]
+    parts = da.map_blocks(
+        lambda x, w=None: _largest_norm2(x, w),
+        *arrays,
+        chunks=((1,) * Xk.numblocks[0], (2,)),
+        dtype=np.float64,
+    )
+    found = np.asarray(client.compute(parts, sync=True))
+    if sample_weight is not None and found[:, 1].sum() == 0:
+        return distributed_near(client, Xk, radius=radius)  # every weight zero: all rows
+    return bool(found[:, 0].max(initial=0.0) <= np.tanh(radius) ** 2)
+
+
 # -- training on the cluster: one function per library ------------------------------
 
 
@@ -754,7 +785,9 @@ class _DaskModel:
         backend.warn_subsampling(estimator)
         # The learner's input: the Klein coordinates, or far out their quantile buckets.
         qmap, to_tree, Xlearn = None, as_klein, Xt
-        if self.tree_space == "quantiles":
+        # Near points (the usual case) train on Klein coordinates: known from one number
+        # per partition, before any sketch is made.
+        if self.tree_space == "quantiles" and not distributed_near(client, Xt, w):
             sketch = distributed_sketch(client, Xt, w)
             if not sketch.near():
                 qmap = QuantileMap.of(sketch, backend.zero_band)
