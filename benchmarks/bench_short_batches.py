@@ -17,6 +17,7 @@ measured), and the ``If``'s own cost (the default graph against the side it
 takes, at 1 row and at the longest batch).
 
     python benchmarks/bench_short_batches.py [--quick] [--models "RF binary,..."]
+        [--sizes 1,2,4,8,16,1000,10000] [--rounds N] [--train-rows N]
 """
 
 from __future__ import annotations
@@ -107,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=None, help="row labels of bench_export.py")
     parser.add_argument("--rounds", type=int, default=None, help="timing rounds (default 7)")
     parser.add_argument("--train-rows", type=int, default=None, help="training rows (20,000)")
+    parser.add_argument("--sizes", default=None, help="batch sizes, comma-separated")
     args = parser.parse_args(argv)
     out = output_dir(args)
     quick = args.quick
@@ -114,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     rounds = args.rounds or rounds
     n_train = args.train_rows or n_train
     sizes = [1, 16, 1000] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 1000, 10_000]
+    if args.sizes:
+        sizes = sorted({int(size) for size in args.sizes.split(",")})
     rng = np.random.default_rng(0)
     k_train = klein_data(n_train, DIM, rng)
     X_train = geometry.from_klein(k_train, "hyperboloid")

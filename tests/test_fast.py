@@ -14,17 +14,20 @@ k/n, and every split's threshold neighbours from the independent oracle
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 
 import _oracle as oracle
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 from _boosting_data import klein_with_ties
 from _data import klein_points, labels
 
 import hyp2onnx as h
 from hyp2onnx._runtime import all_nodes
-from hyp2onnx.emit import fast, trees
+from hyp2onnx.emit import fast, outputs, trees
 from hyp2onnx.emit.strategy import choose_graph
 from hyp2onnx.emit.trees import tree_of_node
 from hyp2onnx.export import describe, read_metadata
@@ -263,6 +266,119 @@ def test_the_guard_of_labels_on_raw_scores_cannot_be_removed() -> None:
     for threads in (1, 2):
         assert np.all(labels_of(True, threads) == 0)  # an exact tie: the first class
     assert np.all(labels_of(False, 2) == 1)
+
+
+def test_the_softmax_guard_cannot_be_removed() -> None:
+    """Softmax boosters' labels come from the library's probabilities: one guard on the top
+    two scores serves both the order of the sums and the softmax's near-ties, with the
+    limit ``2 bound + NEAR_TIE``. Three classes whose trees each feed one class: classes 0
+    and 2 score 0, class 1 adds 4096, then ``2**-41`` (half an ulp of 4096: lost to ties
+    to even in tree order), then -4096: exactly 0 in tree order, a tie of all three
+    classes (label 0); about ``49 * 2**-41`` summed in two halves, far above ``NEAR_TIE``
+    (the softmax alone would keep it) but within twice the bound: label 1 unless the guard
+    rescores the row."""
+    k = klein_points(400, 3, seed=49)
+    model = h.HyperbolicLGBMClassifier(
+        n_estimators=100, num_leaves=4, min_child_samples=2, verbose=-1, n_jobs=1, **KLEIN
+    ).fit(k, labels(k, 3))
+    described = describe(model)
+    e = described.ensemble
+    assert (e.post_transform, e.label_rule) == ("softmax", "probabilities")
+    rounds = e.n_trees // 3
+    per_round = np.full(rounds, 2.0**-41)
+    per_round[0], per_round[-1] = 4096.0, -4096.0
+    leaf = e.feature < 0
+    tree = tree_of_node(e)
+    value = np.zeros_like(e.value)
+    ones = leaf & (e.tree_target[tree] == 1)
+    value[ones, 1] = per_round[tree[ones] // 3]
+    described = replace(
+        described, ensemble=replace(e, value=value, base_values=np.zeros_like(e.base_values))
+    )
+    total = np.float64(0.0)
+    for v in per_round:  # the model's own arithmetic: tree order
+        total = total + v
+    assert total == 0.0
+    limit = 2.0 * fast.value_bound(described.ensemble) + outputs.NEAR_TIE["float64"]
+    assert outputs.NEAR_TIE["float64"] < 40 * 2.0**-41 < limit
+
+    def run(guard: bool, threads: int) -> dict:
+        graph = _compile_fast(described, guard=guard)
+        return run_onnx(graph, k[:200], threads=threads)
+
+    for threads in (1, 2):
+        got = run(True, threads)
+        assert np.all(got["label"] == 0)  # an exact tie: the first class
+        assert np.all(got["probabilities"] == 1.0 / 3.0)
+    assert np.all(run(False, 2)["label"] == 1)  # the runtime's order needs the guard here
+
+
+def _exp_off_by_ulps(graph, factor: float):
+    """``graph`` with every ``Exp`` multiplied by ``factor`` and kept at most 1 (the
+    softmax's shifted scores are at most 0): a runtime whose ``exp`` is a few ulps high
+    but exact at 0 (the library's ``exp``, or another runtime's, may round otherwise)."""
+    graph = copy.deepcopy(graph)
+
+    def walk(g) -> None:
+        nodes = []
+        for node in g.node:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    walk(attribute.g)
+            nodes.append(node)
+            if node.op_type == "Exp":
+                out = node.output[0]
+                node.output[0] = out + "/exact"
+                c = onnx.helper.make_tensor(out + "/factor", onnx.TensorProto.DOUBLE, [], [factor])
+                nodes.append(onnx.helper.make_node("Constant", [], [c.name], value=c))
+                one = onnx.helper.make_tensor(out + "/one", onnx.TensorProto.DOUBLE, [], [1.0])
+                nodes.append(onnx.helper.make_node("Constant", [], [one.name], value=one))
+                high = out + "/high"
+                nodes.append(onnx.helper.make_node("Mul", [node.output[0], c.name], [high]))
+                nodes.append(onnx.helper.make_node("Min", [high, one.name], [out]))
+        del g.node[:]
+        g.node.extend(nodes)
+
+    walk(graph.graph)
+    return graph
+
+
+def test_the_softmax_guard_covers_the_exps_last_bits() -> None:
+    """The softmax guard's limit holds ``NEAR_TIE`` beside ``2 bound``: a row whose top two
+    scores lie closer gets the correctly rounded ``exp``, so a runtime whose ``exp`` is a
+    few ulps off keeps the library's label. Class 1 scores ``3 * 2**-53`` (two trees, added
+    exactly in any order: ``2 bound`` is far smaller), classes 0 and 2 score 0: the library
+    gives class 1 the larger probability; an ``exp`` four ulps high rounds the others'
+    ``exp(-3 * 2**-53)`` to 1, a three-way tie, and class 0."""
+    k = klein_points(400, 3, seed=50)
+    model = h.HyperbolicLGBMClassifier(
+        n_estimators=4, num_leaves=4, min_child_samples=2, verbose=-1, n_jobs=1, **KLEIN
+    ).fit(k, labels(k, 3))
+    described = describe(model)
+    e = described.ensemble
+    per_round = np.array([2.0**-52, 2.0**-53, 0.0, 0.0])
+    leaf, tree = e.feature < 0, tree_of_node(e)
+    value = np.zeros_like(e.value)
+    ones = leaf & (e.tree_target[tree] == 1)
+    value[ones, 1] = per_round[tree[ones] // 3]
+    described = replace(
+        described, ensemble=replace(e, value=value, base_values=np.zeros_like(e.base_values))
+    )
+    assert 0 < 2.0 * fast.value_bound(described.ensemble) < 3 * 2.0**-53
+    assert 3 * 2.0**-53 < outputs.NEAR_TIE["float64"]
+    shifted_exp = np.exp(np.float64(-3 * 2.0**-53))
+    assert shifted_exp / (1 + 2 * shifted_exp) < 1 / (1 + 2 * shifted_exp)  # the library: class 1
+    assert shifted_exp * (1 + 2.0**-51) == 1.0  # four ulps high: a tie
+    graph = _exp_off_by_ulps(_compile_fast(described, guard=True), 1 + 2.0**-51)
+    options = ort.SessionOptions()
+    # as written: onnxruntime's graph optimizations may rewrite the inserted Mul and Min
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    for threads in (1, 2):
+        options.intra_op_num_threads = threads
+        s = ort.InferenceSession(
+            graph.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        assert np.all(s.run(["label"], {"X": k[:200]})[0] == 1)
 
 
 def test_the_binary_forest_guard_cannot_be_removed() -> None:

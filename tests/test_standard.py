@@ -212,14 +212,14 @@ def _negated_comparisons(onx):
 def test_standard_graphs_hold_no_matrix_products(name):
     """OpenVINO may compute MatMul and Gemm in bfloat16 (its default precision hint on
     processors with bfloat16 units), so the standard graph has neither: it takes ``x_0``
-    of whole hyperboloid rows by a ``Slice``, and the boosters' top-two gap by a ``Sub``."""
+    of whole hyperboloid rows by a ``Gather``, and the boosters' top-two gap by a ``Sub``."""
     model, n_classes = _models()[name]
     X, k = points(300, 3, "hyperboloid", seed=43)
     model.fit(X, labels(k, n_classes) if n_classes else targets(k))
     standard_ops = {node.op_type for node in to_onnx(model, encoding="standard").graph.node}
     assert not standard_ops & {"MatMul", "Gemm"}, standard_ops
     exact = [n.op_type for n in to_onnx(model, encoding="exact").graph.node]
-    assert "Slice" in exact[:2] and "Div" in exact[:3]  # every coordinate used: whole rows
+    assert "Gather" in exact[:2] and "Div" in exact[:3]  # every coordinate used: whole rows
 
 
 @pytest.mark.parametrize("name", ["forest_reg", "lgbm_binary", "xgb_multi"])

@@ -73,7 +73,7 @@ from onnx import TensorProto, helper
 
 from ..ir import Ensemble
 from ._graph import GraphBuilder, onnx_type
-from .outputs import class_index
+from .outputs import NEAR_TIE, class_index, library_softmax
 from .trees import (
     ExactScorer,
     TreePlan,
@@ -357,6 +357,8 @@ def _guarded(
         inputs = _GuardInputs(k=k, k_dtype=k_dtype, exact=exact, margin=margin)
         if ensemble.label_rule != "probabilities":  # the label is decided on the scores
             refine = partial(_score_guard, inputs=inputs, bound=bound)
+        elif ensemble.post_transform == "softmax" and not (complement or widened):
+            refine = partial(_softmax_guard, inputs=inputs, bound=bound)
         else:
             chosen = _binary_guard if complement else _rounded_guard if widened else _guard
             refine = partial(chosen, inputs=inputs)
@@ -575,6 +577,83 @@ def _score_guard(
     return link(builder, decided), class_index(builder, decided, ensemble, dtype)
 
 
+def _softmax_guard(
+    builder: GraphBuilder, scores: str, link: Link, *, inputs: _GuardInputs, bound: float
+) -> tuple[str, str]:
+    """``(probabilities, class index)`` of softmax boosters (XGBoost's and LightGBM's
+    multi-class models), one check serving both the order of the sums and the
+    library's softmax (`hyp2onnx.emit.outputs.library_softmax`).
+
+    Each fast score lies within ``bound`` of the exact one. Where the top two fast
+    scores lie more than ``2 bound + NEAR_TIE`` apart, the exact scores keep the same
+    first class, more than ``NEAR_TIE`` ahead: its probability is then the strictly
+    largest whatever the order of the sums and the last bits of the ``exp``, in the
+    library's softmax and in this one. So one ``TopK`` (which the softmax's shift
+    reads too), the gap, its smallest value and one ``If``: the rows within that
+    limit (rounded up; the gap is one rounding of the exact one, and rounding is
+    monotone) are rescored exactly and given the library's softmax, near-tie
+    ``exp`` included; otherwise the softmax runs without its own near-tie ``If``.
+    The guard of `_guard` (on the probabilities) and the softmax's (on the scores)
+    would each cost a ``TopK``, a ``ReduceMin`` and an ``If`` per call.
+    """
+    dtype = inputs.ensemble.sum_dtype
+    two = builder.const(GUARD_STAGE, "two", [2], np.int64)
+    top_two, _ = builder.op(GUARD_STAGE, "TopK", [scores, two], axis=1, n_outputs=2)
+    first_minus_second = builder.const(GUARD_STAGE, "first_minus_second", [1, -1], dtype)
+    gap = builder.op(GUARD_STAGE, "MatMul", [top_two, first_minus_second])
+    limit = _rounded_up(2.0 * bound + NEAR_TIE[dtype], dtype)
+    near_limit = builder.const(GUARD_STAGE, "softmax_margin", limit, dtype)
+    least = builder.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
+    any_near = builder.op(GUARD_STAGE, "LessOrEqual", [least, near_limit])
+
+    redo = builder.child()
+    near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, near_limit])
+    redone = link(redo, _rescore(redo, near, scores, inputs))
+    redone_best = redo.op(GUARD_STAGE, "ArgMax", [redone], axis=1, keepdims=0)
+    keep = builder.child()
+    kept = library_softmax(keep, scores, dtype, top_two=top_two, near_ties=False)
+    kept_best = keep.op(GUARD_STAGE, "ArgMax", [kept], axis=1, keepdims=0)
+    return _two_output_branch(
+        builder,
+        any_near,
+        near_ties=(redo, redone, redone_best),
+        no_near_ties=(keep, kept, kept_best),
+        dtype=dtype,
+    )
+
+
+def _two_output_branch(
+    builder: GraphBuilder,
+    near: str,
+    *,
+    near_ties: tuple[GraphBuilder, str, str],
+    no_near_ties: tuple[GraphBuilder, str, str],
+    dtype: str,
+) -> tuple[str, str]:
+    """``If(near)`` of two outputs, ``(probabilities, class index)``: the first
+    branch's builder and outputs, else the second's."""
+    out_info = helper.make_tensor_value_info
+    elem = onnx_type(dtype)
+    branches = {
+        name: helper.make_graph(
+            branch.nodes,
+            name,
+            [],
+            [out_info(p, elem, None), out_info(best, TensorProto.INT64, None)],
+        )
+        for name, (branch, p, best) in (("near_ties", near_ties), ("no_near_ties", no_near_ties))
+    }
+    probabilities, best = builder.op(
+        GUARD_STAGE,
+        "If",
+        [near],
+        n_outputs=2,
+        then_branch=branches["near_ties"],
+        else_branch=branches["no_near_ties"],
+    )
+    return probabilities, best
+
+
 def _binary_guard(builder: GraphBuilder, p1: str, link: Link, *, inputs: _GuardInputs) -> str:
     """The guard of binary forests, whose scores are ``p1 [N, 1]`` and probabilities
     ``[1 - p1, p1]``: the link runs inside the ``If``, where it is needed anyway.
@@ -640,29 +719,13 @@ def _rounded_guard(
     keep = builder.child()
     kept = link(keep, raw)
     kept_best = keep.op(GUARD_STAGE, "ArgMax", [raw], axis=1, keepdims=0)
-    out_info = helper.make_tensor_value_info
-    elem = onnx_type(dtype)
-    branches = {
-        name: helper.make_graph(
-            branch.nodes,
-            name,
-            [],
-            [out_info(p, elem, None), out_info(best, TensorProto.INT64, None)],
-        )
-        for name, branch, p, best in (
-            ("near_ties", redo, redone, redone_best),
-            ("no_near_ties", keep, kept, kept_best),
-        )
-    }
-    probabilities, best = builder.op(
-        GUARD_STAGE,
-        "If",
-        [any_near],
-        n_outputs=2,
-        then_branch=branches["near_ties"],
-        else_branch=branches["no_near_ties"],
+    return _two_output_branch(
+        builder,
+        any_near,
+        near_ties=(redo, redone, redone_best),
+        no_near_ties=(keep, kept, kept_best),
+        dtype=dtype,
     )
-    return probabilities, best
 
 
 def _top_two_gap(builder: GraphBuilder, probabilities: str, dtype: str) -> str:

@@ -223,7 +223,14 @@ def _softmax_of(
     return block.op(STAGE, "Div", [e, total])
 
 
-def library_softmax(builder: GraphBuilder, scores: str, dtype: str) -> str:
+def library_softmax(
+    builder: GraphBuilder,
+    scores: str,
+    dtype: str,
+    *,
+    top_two: str | None = None,
+    near_ties: bool = True,
+) -> str:
     """The softmax of XGBoost's and LightGBM's ``predict``, operation for operation.
 
     Both shift a row by its largest score, take ``exp``, add the exponentials
@@ -237,10 +244,15 @@ def library_softmax(builder: GraphBuilder, scores: str, dtype: str) -> str:
     last bit of an exponential or of their sum) are done again inside an
     ``If``, taken only when there are such rows, with `exp_correctly_rounded`,
     as the C library's ``exp`` rounds but for a few shifts.
+
+    ``top_two``: the scores' ``TopK`` of 2, where the caller has it already.
+    ``near_ties`` False leaves out the ``If``, for a caller that has sent every
+    row within ``NEAR_TIE`` elsewhere (the fast encoding's softmax guard).
     """
-    top_two, _ = builder.op(
-        STAGE, "TopK", [scores, builder.const(STAGE, "two", [2], np.int64)], axis=1, n_outputs=2
-    )
+    if top_two is None:
+        top_two, _ = builder.op(
+            STAGE, "TopK", [scores, builder.const(STAGE, "two", [2], np.int64)], axis=1, n_outputs=2
+        )
     top = builder.op(
         STAGE, "Gather", [top_two, builder.const(STAGE, "first", [0], np.int64)], axis=1
     )
@@ -249,6 +261,8 @@ def library_softmax(builder: GraphBuilder, scores: str, dtype: str) -> str:
     probabilities = _softmax_of(
         builder, builder, wide, lambda block, x: block.op(STAGE, "Exp", [x]), dtype
     )
+    if not near_ties:
+        return probabilities
     # The top-two gap [N] by Gather and Sub, not a MatMul against [1, -1]: the same rounding,
     # and no matrix product, which OpenVINO may compute in bfloat16 (standard graphs have none).
     first, second = (

@@ -149,9 +149,12 @@ def emit_whole_rows(
     would give an infinite Klein coordinate; neither is a point). It is
     cheaper than the strided copy a ``Slice`` of one column makes, most of
     all with several threads (the networks' graphs, where it was measured
-    faster). Without it, ``Slice``: the trees' graphs, where the ``MatMul``
-    was no faster in batches and slower on single rows, and where the standard encoding must not hold a matrix product
-    (OpenVINO may compute those in bfloat16).
+    faster). Without it, ``Gather`` of the one column: the trees' graphs,
+    where the ``MatMul`` was no faster in batches and slower on single rows,
+    and where the standard encoding must not hold a matrix product (OpenVINO
+    may compute those in bfloat16). The ``Gather`` makes the same copy as a
+    ``Slice`` with less set-up: a short batch's call is the cheaper for it
+    (benchmarks/results/short_batches.md).
     """
     t = space.timelike_dim % space.n_input_features
     if input_dtype != dtype:
@@ -161,7 +164,8 @@ def emit_whole_rows(
         unit[t] = 1.0
         unit_column = builder.const(STAGE, "timelike_unit", unit, dtype)
         return builder.op(STAGE, "Div", [x, builder.op(STAGE, "MatMul", [x, unit_column])])
-    return builder.op(STAGE, "Div", [x, builder.columns(STAGE, x, t, t + 1, "timelike")])
+    timelike = builder.const(STAGE, "timelike_column", [t], np.int64)
+    return builder.op(STAGE, "Div", [x, builder.op(STAGE, "Gather", [x, timelike], axis=1)])
 
 
 def emit_projection(
