@@ -1,4 +1,5 @@
-"""Shared plumbing of the benchmark scripts: output folder, Markdown tables, figures, timing.
+"""Shared plumbing of the benchmark scripts: output folder, Markdown tables, figures, timing,
+progress.
 
 Full runs write to ``benchmarks/results/``; ``--quick`` runs (smoke tests)
 write to a temporary folder unless ``--out`` says otherwise, so a smoke test
@@ -12,11 +13,16 @@ import datetime
 import math
 import os
 import platform
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from hyp2onnx._progress import bar
+
+T = TypeVar("T")
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -153,3 +159,57 @@ def to_spread(value: float, low: float, high: float) -> float:
     width = abs(high - low)
     place = leading - 2 if not math.isfinite(width) or width == 0 else math.floor(math.log10(width))
     return round(value, -min(place, leading))
+
+
+class _AboveBar:
+    """Standard output that prints whole lines above a progress bar: the bar is cleared,
+    the line written, then the bar drawn again, so a loop's own prints stay readable."""
+
+    def __init__(self, stdout: Any, progress: Any) -> None:
+        self._stdout, self._progress, self._pending = stdout, progress, ""
+
+    def write(self, text: str) -> int:
+        lines, newline, self._pending = (self._pending + text).rpartition("\n")
+        if newline:
+            self._progress.clear()
+            self._stdout.write(lines + newline)
+            self._stdout.flush()
+            self._progress.refresh()
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._stdout.write(self._pending)
+            self._pending = ""
+        self._stdout.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stdout, name)
+
+
+def steps(
+    items: Iterable[T], desc: str, total: int | None = None, unit: str = "cases"
+) -> Iterator[T]:
+    """``items``, one at a time, counted on a progress bar (count, rate, time left).
+
+    The bar goes to stderr and only when stderr is a terminal (``hyp2onnx._progress``),
+    so results files, logs and captured output are unchanged. While it shows, the
+    loop's own prints land above it. ``total`` defaults to ``len(items)``.
+    """
+    if total is None and isinstance(items, Sized):
+        total = len(items)
+    progress = bar(total, desc, unit, unit_scale=False)
+    if progress.disable:
+        yield from items
+        return
+    stdout = sys.stdout
+    sys.stdout = above = _AboveBar(stdout, progress)
+    try:
+        for item in items:
+            yield item
+            progress.update(1)
+    finally:
+        above.flush()
+        if sys.stdout is above:
+            sys.stdout = stdout
+        progress.close()
