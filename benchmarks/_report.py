@@ -162,29 +162,32 @@ def to_spread(value: float, low: float, high: float) -> float:
 
 
 class _AboveBar:
-    """Standard output that prints whole lines above a progress bar: the bar is cleared,
-    the line written, then the bar drawn again, so a loop's own prints stay readable."""
+    """A standard stream that prints whole lines above a progress bar: the bar is cleared,
+    the lines written, then the bar drawn again, so a loop's own prints stay readable."""
 
-    def __init__(self, stdout: Any, progress: Any) -> None:
-        self._stdout, self._progress, self._pending = stdout, progress, ""
+    def __init__(self, stream: Any, progress: Any) -> None:
+        self._stream, self._progress, self._pending = stream, progress, ""
 
     def write(self, text: str) -> int:
         lines, newline, self._pending = (self._pending + text).rpartition("\n")
         if newline:
             self._progress.clear()
-            self._stdout.write(lines + newline)
-            self._stdout.flush()
+            self._stream.write(lines + newline)
+            self._stream.flush()
             self._progress.refresh()
         return len(text)
 
-    def flush(self) -> None:
-        if self._pending:
-            self._stdout.write(self._pending)
-            self._pending = ""
-        self._stdout.flush()
+    def flush(self) -> None:  # a part line waits for its end: written now, it would join the bar
+        self._stream.flush()
+
+    def release(self) -> Any:
+        """The stream wrapped, after writing any part line left."""
+        self._stream.write(self._pending)
+        self._stream.flush()
+        return self._stream
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._stdout, name)
+        return getattr(self._stream, name)
 
 
 def steps(
@@ -194,7 +197,7 @@ def steps(
 
     The bar goes to stderr and only when stderr is a terminal (``hyp2onnx._progress``),
     so results files, logs and captured output are unchanged. While it shows, the
-    loop's own prints land above it. ``total`` defaults to ``len(items)``.
+    loop's own prints (to stdout or stderr) land above it. ``total`` defaults to ``len(items)``.
     """
     if total is None and isinstance(items, Sized):
         total = len(items)
@@ -202,14 +205,12 @@ def steps(
     if progress.disable:
         yield from items
         return
-    stdout = sys.stdout
-    sys.stdout = above = _AboveBar(stdout, progress)
+    out, err = _AboveBar(sys.stdout, progress), _AboveBar(sys.stderr, progress)
+    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
     try:
         for item in items:
             yield item
             progress.update(1)
     finally:
-        above.flush()
-        if sys.stdout is above:
-            sys.stdout = stdout
         progress.close()
+        sys.stdout, sys.stderr = out.release(), err.release()
