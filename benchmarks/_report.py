@@ -162,8 +162,9 @@ def to_spread(value: float, low: float, high: float) -> float:
 
 
 class _AboveBar:
-    """A standard stream that prints whole lines above a progress bar: the bar is cleared,
-    the lines written, then the bar drawn again, so a loop's own prints stay readable."""
+    """Standard output that prints whole lines above the progress bars on stderr: the bars
+    are cleared, the lines written, then the bars drawn again (tqdm's ``write`` does the
+    same for one line), so a loop's own prints stay readable."""
 
     def __init__(self, stream: Any, progress: Any) -> None:
         self._stream, self._progress, self._pending = stream, progress, ""
@@ -171,10 +172,9 @@ class _AboveBar:
     def write(self, text: str) -> int:
         lines, newline, self._pending = (self._pending + text).rpartition("\n")
         if newline:
-            self._progress.clear()
-            self._stream.write(lines + newline)
-            self._stream.flush()
-            self._progress.refresh()
+            with self._progress.external_write_mode(file=self._progress.fp):
+                self._stream.write(lines + newline)
+                self._stream.flush()
         return len(text)
 
     def flush(self) -> None:  # a part line waits for its end: written now, it would join the bar
@@ -196,8 +196,9 @@ def steps(
     """``items``, one at a time, counted on a progress bar (count, rate, time left).
 
     The bar goes to stderr and only when stderr is a terminal (``hyp2onnx._progress``),
-    so results files, logs and captured output are unchanged. While it shows, the
-    loop's own prints (to stdout or stderr) land above it. ``total`` defaults to ``len(items)``.
+    so results files, logs and captured output are unchanged. While it shows, the loop's
+    prints to stdout land above it (lines for stderr: `note`). ``total`` defaults to
+    ``len(items)``.
     """
     if total is None and isinstance(items, Sized):
         total = len(items)
@@ -205,12 +206,20 @@ def steps(
     if progress.disable:
         yield from items
         return
-    out, err = _AboveBar(sys.stdout, progress), _AboveBar(sys.stderr, progress)
-    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    out = _AboveBar(sys.stdout, progress)
+    sys.stdout = out  # type: ignore[assignment]
     try:
         for item in items:
             yield item
             progress.update(1)
     finally:
         progress.close()
-        sys.stdout, sys.stderr = out.release(), err.release()
+        sys.stdout = out.release()
+
+
+def note(text: str) -> None:
+    """Print a line to stderr, above any progress bar of `steps` (plain ``print`` there
+    would write the line into the bar)."""
+    from tqdm import tqdm
+
+    tqdm.write(text, file=sys.stderr)
