@@ -31,7 +31,7 @@ import time
 import warnings
 
 import numpy as np
-from _report import environment, md_table, output_dir, text_table, write
+from _report import environment, md_table, output_dir, steps, text_table, write
 from bench_distributed import peak_rss_mb, reset_peak
 
 import hyp2onnx as h
@@ -161,7 +161,7 @@ def run_distributed(args, id_encoder) -> None:
         LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster,
         Client(cluster) as client,
     ):
-        for n in sizes:
+        for n in steps(sizes, "Dask", unit="sizes"):
             arrays = raw_arrays(client, n, block)
             ours = hdask.predict(composed, arrays)
             theirs = in_turn(enc.SerializeToString(), graph, arrays)

@@ -1,4 +1,5 @@
-"""Shared plumbing of the benchmark scripts: output folder, Markdown tables, figures, timing.
+"""Shared plumbing of the benchmark scripts: output folder, Markdown tables, figures, timing,
+progress.
 
 Full runs write to ``benchmarks/results/``; ``--quick`` runs (smoke tests)
 write to a temporary folder unless ``--out`` says otherwise, so a smoke test
@@ -12,11 +13,16 @@ import datetime
 import math
 import os
 import platform
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from hyp2onnx._progress import bar
+
+T = TypeVar("T")
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -153,3 +159,67 @@ def to_spread(value: float, low: float, high: float) -> float:
     width = abs(high - low)
     place = leading - 2 if not math.isfinite(width) or width == 0 else math.floor(math.log10(width))
     return round(value, -min(place, leading))
+
+
+class _AboveBar:
+    """Standard output that prints whole lines above the progress bars on stderr: the bars
+    are cleared, the lines written, then the bars drawn again (tqdm's ``write`` does the
+    same for one line), so a loop's own prints stay readable."""
+
+    def __init__(self, stream: Any, progress: Any) -> None:
+        self._stream, self._progress, self._pending = stream, progress, ""
+
+    def write(self, text: str) -> int:
+        lines, newline, self._pending = (self._pending + text).rpartition("\n")
+        if newline:
+            with self._progress.external_write_mode(file=self._progress.fp):
+                self._stream.write(lines + newline)
+                self._stream.flush()
+        return len(text)
+
+    def flush(self) -> None:  # a part line waits for its end: written now, it would join the bar
+        self._stream.flush()
+
+    def release(self) -> Any:
+        """The stream wrapped, after writing any part line left."""
+        self._stream.write(self._pending)
+        self._stream.flush()
+        return self._stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def steps(
+    items: Iterable[T], desc: str, total: int | None = None, unit: str = "cases"
+) -> Iterator[T]:
+    """``items``, one at a time, counted on a progress bar (count, rate, time left).
+
+    The bar goes to stderr and only when stderr is a terminal (``hyp2onnx._progress``),
+    so results files, logs and captured output are unchanged. While it shows, the loop's
+    prints to stdout land above it (lines for stderr: `note`). ``total`` defaults to
+    ``len(items)``.
+    """
+    if total is None and isinstance(items, Sized):
+        total = len(items)
+    progress = bar(total, desc, unit, unit_scale=False)
+    if progress.disable:
+        yield from items
+        return
+    out = _AboveBar(sys.stdout, progress)
+    sys.stdout = out  # type: ignore[assignment]
+    try:
+        for item in items:
+            yield item
+            progress.update(1)
+    finally:
+        progress.close()
+        sys.stdout = out.release()
+
+
+def note(text: str) -> None:
+    """Print a line to stderr, above any progress bar of `steps` (plain ``print`` there
+    would write the line into the bar)."""
+    from tqdm import tqdm
+
+    tqdm.write(text, file=sys.stderr)

@@ -40,7 +40,16 @@ from sklearn.model_selection import train_test_split
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, pyplot, text_table, write
+from _report import (
+    add_output_args,
+    environment,
+    md_table,
+    output_dir,
+    pyplot,
+    steps,
+    text_table,
+    write,
+)
 
 import hyp2onnx as h
 from hyp2onnx.datasets import make_wrapped_normal_mixture
@@ -179,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     results = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        for i, r in enumerate(pool.map(run_one, tasks, chunksize=1), start=1):
+        for i, r in enumerate(
+            steps(pool.map(run_one, tasks, chunksize=1), "accuracy", len(tasks), "tasks"), start=1
+        ):
             results.append(r)
             if i % max(1, len(tasks) // 20) == 0 or i == len(tasks):
                 print(

@@ -48,6 +48,7 @@ from _report import (
     md_table,
     output_dir,
     pyplot,
+    steps,
     text_table,
     write,
 )
@@ -167,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(run_one, tasks, chunksize=1))
+        results = list(
+            steps(pool.map(run_one, tasks, chunksize=1), "agreement", len(tasks), "tasks")
+        )
     elapsed = time.perf_counter() - started
 
     headers = (

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 
 import hyp2onnx as h
 from hyp2onnx.datasets import make_wrapped_normal_mixture
@@ -64,7 +64,8 @@ def inference(n_rows: int, iterations: int, repeats: int) -> tuple[list[list[str
     sessions = {name: _session(g) for name, (g, _, _) in graphs.items()}
     batch: dict[str, list[float]] = {name: [] for name in graphs}
     single: dict[str, list[float]] = {name: [] for name in graphs}
-    for _ in range(repeats):  # interleaved, so load on the machine hits every graph alike
+    # interleaved, so load on the machine hits every graph alike
+    for _ in steps(range(repeats), "inference", unit="rounds"):
         for name, (_, data, _) in graphs.items():
             s = sessions[name]
             feed = {s.get_inputs()[0].name: data}
@@ -112,7 +113,7 @@ def startup(repeats: int) -> list[list[str]]:
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
         cpu: dict[str, list[float]] = {name: [] for name in commands}
-        for _ in range(repeats):
+        for _ in steps(range(repeats), "start-up", unit="rounds"):
             for name, argv in commands.items():
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 start = time.perf_counter()

@@ -42,7 +42,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 
 import hyp2onnx as h
 
@@ -196,7 +196,7 @@ def main() -> None:
 
     rows = []
     inputs: dict[str, str] = {}
-    for name, model in models.items():
+    for name, model in steps(models.items(), "models", unit="models"):
         graph = h.to_onnx(model)
         # A model whose splits float32 cannot separate takes float64: the sequential
         # pipeline widens the encoder's points in numpy, the composed graph casts them.

@@ -63,7 +63,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 
 import hyp2onnx as h
 from hyp2onnx.correction.shared_rows import correct_trees
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
             "load average",
         )
         corr_rows = []
-        for n in rows:
+        for n in steps(rows, "correction", unit="sizes"):
             (single, dist, nbytes, driver, cpu_single, cpu_dist), memory = correction_rows(
                 client, model, n, rounds, block
             )
@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
             "load average",
         )
         far_table = []
-        for n in rows:
+        for n in steps(rows, "far points", unit="sizes"):
             if not quick:  # each memory measure apart from the last one's
                 client.restart()
                 client.run(warm_up)
@@ -472,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     spark_table = []
     if spark is not None:
-        for n in rows:
+        for n in steps(rows, "Spark", unit="sizes"):
             single, dist, nbytes = spark_rows(spark, model, n, rounds, block)
             spark_table.append(timing_row(n, single, dist, nbytes))
             print(text_table(spark_headers, spark_table[-1:]), flush=True)

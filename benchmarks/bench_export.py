@@ -56,7 +56,7 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 
 import hyp2onnx as h
 from hyp2onnx import geometry
@@ -369,7 +369,7 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
     specs = model_specs(n_trees, quick)
     if args.models:
         args.models = pick_models(args.models, [label for label, _ in specs])
-    for index, (label, fit) in enumerate(specs):
+    for index, (label, fit) in enumerate(steps(specs, "models", unit="models")):
         if args.models and label not in args.models:
             continue
         # each model's labels from its own generator: the same model whichever others run

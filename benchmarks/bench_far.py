@@ -47,14 +47,7 @@ import numpy as np
 import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import (
-    add_output_args,
-    environment,
-    md_table,
-    output_dir,
-    text_table,
-    write,
-)
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 
 from hyp2onnx import (
     HyperbolicLGBMClassifier,
@@ -187,7 +180,7 @@ def dask_cells(tasks: list[tuple], *, processes: bool = True) -> dict:
         ) as cluster,
         Client(cluster) as client,
     ):
-        for i, task in enumerate(tasks, start=1):
+        for i, task in enumerate(steps(tasks, "Dask cells", unit="cells"), start=1):
             results[task] = dask_ray_cell(client, *task[1:])
             if i % max(1, len(tasks) // 10) == 0 or i == len(tasks):
                 print(
@@ -294,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     results = dask_cells(dask_tasks, processes=not args.quick) if dask_tasks else {}
     with ProcessPoolExecutor(max_workers=args.jobs) if args.jobs > 1 else nullcontext() as pool:
         done = map(run_task, tasks) if pool is None else pool.map(run_task, tasks, chunksize=1)
-        for i, (task, result) in enumerate(done, start=1):
+        for i, (task, result) in enumerate(steps(done, "cells", len(tasks), "cells"), start=1):
             results[task] = result
             if i % max(1, len(tasks) // 20) == 0 or i == len(tasks):
                 print(

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, have_hyperdt, md_table, output_dir, write
+from _report import add_output_args, environment, have_hyperdt, md_table, output_dir, steps, write
 
 import hyp2onnx
 from hyp2onnx.datasets import make_wrapped_normal_mixture
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         "dense product differs",
     )
     rows = []
-    for kind in KINDS:
+    for kind in steps(KINDS, "model kinds", unit="kinds"):
         for d in args.dims:
             totals = np.zeros(5, dtype=np.int64)
             checked = labels = 0

@@ -38,7 +38,7 @@ import onnx
 import skl2onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 from bench_export import klein_twin, session, time_graphs
 
 import hyp2onnx as h
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         "labels ≠ Python",
     )
     rows = []
-    for label, n_classes, make in specs:
+    for label, n_classes, make in steps(specs, "models", unit="models"):
         X, y = make_wrapped_normal_mixture(n_train + n_test, DIM, n_classes, random_state=0)
         model = make().fit(X[:n_train], y[:n_train])
         if hasattr(model.estimator_, "n_jobs"):

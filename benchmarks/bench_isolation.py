@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 
 from hyp2onnx import HyperbolicIsolationForest, to_onnx
 from hyp2onnx.datasets import make_wrapped_normal_mixture
@@ -279,7 +279,7 @@ def evaluate(datasets: dict, seeds: list[int], n_trees: int = N_TREES) -> dict:
     from sklearn.metrics import average_precision_score, roc_auc_score
 
     results: dict = {}
-    for name, make in datasets.items():
+    for name, make in steps(datasets.items(), "detection", unit="data sets"):
         for seed in seeds:
             X, y = make(seed)
             methods = detectors(seed, n_trees)
@@ -344,7 +344,7 @@ def speed(
         return time.thread_time() - start
 
     rows = []
-    for d in dims:
+    for d in steps(dims, "scoring speed", unit="dims"):
         X, _ = mixture(d, min(2000, n_rows), 100, 0)
         k_train = hyperboloid_to_klein(X)
         k = hyperboloid_to_klein(mixture(d, n_rows, 0, 1)[0])

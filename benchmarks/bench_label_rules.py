@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent / "tests"))  # _margins: leaf values set in the native models
 from _margins import set_leaves
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 
 import hyp2onnx as h
 from hyp2onnx import _runtime
@@ -78,7 +78,7 @@ def near_ties(trials: int) -> list[list]:
         dtype = "float32" if name == "XGBoost" else "float64"
         rng = np.random.default_rng(0)
         differ = total = 0
-        for _ in range(trials):
+        for _ in steps(range(trials), f"near ties, {name}", unit="models"):
             model = copy.deepcopy(fitted)
             base = float(np.asarray(rng.choice([0.3, 0.7, -1.2, 1e-3, 2.5, 0.1, 5.0]), dtype))
             base = float(np.asarray(base * rng.uniform(0.5, 2), dtype))
@@ -171,7 +171,7 @@ def timing(repeats: int, rounds: int) -> list[list]:
         return g.op(outputs.STAGE, "Softmax", [scores], axis=1)
 
     rows = []
-    for name, model in models.items():
+    for name, model in steps(models.items(), "softmax timing", unit="models"):
         model.fit(X, y)
         for batch in (1, 1000):
             took = {}

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 from bench_export import (
     DIM,
     _classes,
@@ -114,7 +114,7 @@ def main() -> None:
         headers += [f"rows/s, {tag}", "vs peer", f"1-row µs, {tag}", "vs peer"]
     rows: list[list[str]] = []
     started = time.perf_counter()
-    for index, (label, params) in enumerate(specs):
+    for index, (label, params) in enumerate(steps(specs, "models", unit="models")):
         y = _classes(k_train, 8, np.random.default_rng([0, index]))
         model = h.HyperbolicRandomForestClassifier(
             n_estimators=n_trees, random_state=0, n_jobs=2, **params

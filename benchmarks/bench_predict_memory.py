@@ -28,7 +28,7 @@ from hyp2onnx.cli.predict import SCORING_BUDGET
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 
 #: Runs ``main(argv)`` and prints the process's peak resident memory in bytes.
 MEASURE = (
@@ -77,7 +77,7 @@ def main() -> None:
             ["predict", str(graphs[0][3]), str(work / "one.npy"), "-o", str(work / "base.csv")]
         )
         rows = []
-        for n_trees, n_classes, encoding, path in graphs:
+        for n_trees, n_classes, encoding, path in steps(graphs, "peak memory", unit="graphs"):
             used = (
                 peak(
                     [

@@ -41,7 +41,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import train_test_split
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 
 import hyp2onnx as h
 from hyp2onnx.blocks import Spherical, as_blocks, spans
@@ -136,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     if args.jobs > 1 and len(tasks) > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
-            results = list(pool.map(_task, tasks))
+            results = list(steps(pool.map(_task, tasks), "product", len(tasks), "tasks"))
     else:
-        results = [_task(t) for t in tasks]
+        results = [_task(t) for t in steps(tasks, "product", unit="tasks")]
     elapsed = time.perf_counter() - start
 
     def mean_se(values: np.ndarray) -> str:

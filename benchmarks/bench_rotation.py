@@ -127,33 +127,32 @@ def moved(X: np.ndarray, G: np.ndarray) -> np.ndarray:
 def accuracy_runs(dims, seeds: int, setting: str, n_samples: int) -> list[dict]:
     n_trees, depth = SETTINGS[setting]
     runs = []
-    for d in dims:
-        for seed in range(seeds):
-            X, y = make_wrapped_normal_mixture(n_samples, d, 8, random_state=seed)
-            Xtr, Xte, ytr, yte = train_test_split(
-                X, y, test_size=0.2, random_state=seed, stratify=y
-            )
-            G = isometry(d, 3.0, seed)
-            for name, make in models(n_trees, depth, seed).items():
-                for copy, (A, B) in {
-                    "original": (Xtr, Xte),
-                    "isometry": (moved(Xtr, G), moved(Xte, G)),
-                }.items():
-                    start = time.perf_counter()
-                    model = make().fit(A, ytr)
-                    fit_s = time.perf_counter() - start
-                    runs.append(
-                        {
-                            "setting": setting,
-                            "d": d,
-                            "seed": seed,
-                            "model": name,
-                            "data": copy,
-                            "accuracy": float(model.score(B, yte)),
-                            "fit_s": fit_s,
-                        }
-                    )
-            print(f"{setting} d={d} seed={seed} done", flush=True)
+    for d, seed in _report.steps(
+        [(d, s) for d in dims for s in range(seeds)], f"accuracy, {setting}", unit="runs"
+    ):
+        X, y = make_wrapped_normal_mixture(n_samples, d, 8, random_state=seed)
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.2, random_state=seed, stratify=y)
+        G = isometry(d, 3.0, seed)
+        for name, make in models(n_trees, depth, seed).items():
+            for copy, (A, B) in {
+                "original": (Xtr, Xte),
+                "isometry": (moved(Xtr, G), moved(Xte, G)),
+            }.items():
+                start = time.perf_counter()
+                model = make().fit(A, ytr)
+                fit_s = time.perf_counter() - start
+                runs.append(
+                    {
+                        "setting": setting,
+                        "d": d,
+                        "seed": seed,
+                        "model": name,
+                        "data": copy,
+                        "accuracy": float(model.score(B, yte)),
+                        "fit_s": fit_s,
+                    }
+                )
+        print(f"{setting} d={d} seed={seed} done", flush=True)
     return runs
 
 
@@ -161,31 +160,32 @@ def same_tree_fit_times(dims, seeds: int, setting: str, n_samples: int) -> list[
     """Fit seconds of Fast-HyperRF with our trees' parameters (all features, no bootstrap)."""
     n_trees, depth = SETTINGS[setting]
     out = []
-    for d in dims:
-        for seed in range(seeds):
-            X, y = make_wrapped_normal_mixture(n_samples, d, 8, random_state=seed)
-            for name, model in {
-                "Fast-HyperRF same trees": h.HyperbolicRandomForestClassifier(
-                    n_estimators=n_trees,
-                    max_depth=depth,
-                    max_features=None,
-                    bootstrap=False,
-                    random_state=seed,
-                ),
-                "ours pca": h.HyperbolicRotationForestClassifier(
-                    n_estimators=n_trees, max_depth=depth, random_state=seed
-                ),
-            }.items():
-                start = time.perf_counter()
-                model.fit(X, y)
-                out.append(
-                    {
-                        "setting": setting,
-                        "d": d,
-                        "model": name,
-                        "fit_s": time.perf_counter() - start,
-                    }
-                )
+    for d, seed in _report.steps(
+        [(d, s) for d in dims for s in range(seeds)], f"fit times, {setting}", unit="runs"
+    ):
+        X, y = make_wrapped_normal_mixture(n_samples, d, 8, random_state=seed)
+        for name, model in {
+            "Fast-HyperRF same trees": h.HyperbolicRandomForestClassifier(
+                n_estimators=n_trees,
+                max_depth=depth,
+                max_features=None,
+                bootstrap=False,
+                random_state=seed,
+            ),
+            "ours pca": h.HyperbolicRotationForestClassifier(
+                n_estimators=n_trees, max_depth=depth, random_state=seed
+            ),
+        }.items():
+            start = time.perf_counter()
+            model.fit(X, y)
+            out.append(
+                {
+                    "setting": setting,
+                    "d": d,
+                    "model": name,
+                    "fit_s": time.perf_counter() - start,
+                }
+            )
     return out
 
 
@@ -202,7 +202,7 @@ def throughput(dims, setting: str, n_rows: int, repeats: int) -> list[dict]:
 
     n_trees, depth = SETTINGS[setting]
     out = []
-    for d in dims:
+    for d in _report.steps(dims, f"scoring, {setting}", unit="dims"):
         X, y = make_wrapped_normal_mixture(2000, d, 8, random_state=0)
         irs = {}
         # Full-depth forests routed by hyperplanes would project every row onto each of

@@ -30,7 +30,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_export
-from _report import add_output_args, environment, md_table, output_dir, write
+from _report import add_output_args, environment, md_table, output_dir, steps, write
 
 import hyp2onnx as h
 from hyp2onnx.export import describe
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         "peer": (peer, k_test.astype(np.float32)),
     }
     rows = []
-    for threads in (1, 2):
+    for threads in steps((1, 2), "thread counts", unit="settings"):
         sessions = {name: (bench_export.session(g, threads), x) for name, (g, x) in feeds.items()}
         times: dict[str, list[float]] = {name: [] for name in sessions}
         for s, x in sessions.values():

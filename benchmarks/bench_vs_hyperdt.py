@@ -42,6 +42,7 @@ from _report import (
     md_table,
     output_dir,
     pyplot,
+    steps,
     text_table,
     timed,
     to_spread,
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     rows, results = [], []
     print(f"depth-3 trees, {N_CLASSES}-class wrapped-normal mixtures, d = {DIM}")
-    for n in sizes:
+    for n in steps(sizes, "fit times", unit="sizes"):
         r = measure(n, args.trials, args.repeats, args.budget)
         hdt, ours, skl = (statistics.median(r[k]) for k in ("hyperdt", "ours", "sklearn"))
         results.append((n, r))

@@ -71,7 +71,7 @@ from hyp2onnx.verification import (
 from hyp2onnx.verification import _python_outputs as python_outputs_for_verify
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import md_table
+from _report import md_table, note, steps
 
 ROOT = Path(__file__).resolve().parents[1]
 JS = ROOT / "examples" / "js"
@@ -763,7 +763,7 @@ def measure_kinds(
     variants = [v for v in VARIANTS if v.key in KIND_VARIANTS]
     results: dict[str, Any] = {}
     reach: dict[str, Any] = {}
-    for name, model in kind_models(quick).items():
+    for name, model in steps(kind_models(quick).items(), "model kinds", unit="kinds"):
         rows, which = kind_rows(model, quick, built=name in NEAR_TIE_MODELS)
         if np.any(which == ROW_KINDS.index("near ties")):
             reach[name] = near_tie_reach(model, rows[which == ROW_KINDS.index("near ties")])
@@ -795,10 +795,9 @@ def measure_kinds(
                         "status": "fails",
                         "error": first_line(str(exc) or type(exc).__name__),
                     }
-                print(
+                note(
                     f"{name:20s} {variant.key:18s} {runtime.key:12s} "
-                    f"{kind_cell_text(cells[runtime.key])}",
-                    file=sys.stderr,
+                    f"{kind_cell_text(cells[runtime.key])}"
                 )
             results[name][variant.key] = cells
     return results, reach
@@ -846,7 +845,7 @@ def measure(quick: bool, work: Path) -> dict[str, Any]:
             files[variant.key, name] = path
             tolerances[variant.key, name] = default_tolerance(read_metadata(graph))
     results: dict[str, dict[str, Any]] = {}
-    for variant in VARIANTS:
+    for variant in steps(VARIANTS, "runtimes", unit="variants"):
         results[variant.key] = {}
         for runtime in runtimes:
             if runtime.version is None:
@@ -868,7 +867,7 @@ def measure(quick: bool, work: Path) -> dict[str, Any]:
                     }
                 )
             results[variant.key][runtime.key] = cell
-            print(f"{variant.key:24s} {runtime.key:22s} {cell_text(cell)}", file=sys.stderr)
+            note(f"{variant.key:24s} {runtime.key:22s} {cell_text(cell)}")
     size = next(iter(models.values())).get_params()
     kinds, reach = measure_kinds(quick, work, runtimes)
     return {

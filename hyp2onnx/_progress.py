@@ -13,16 +13,24 @@ from typing import Any
 __all__ = ["bar"]
 
 
-def bar(total: int | None, desc: str, unit: str = "rows", *, leave: bool = False) -> Any:
+def bar(
+    total: int | None,
+    desc: str,
+    unit: str = "rows",
+    *,
+    leave: bool = False,
+    unit_scale: bool = True,
+) -> Any:
     """A tqdm bar of ``total`` ``unit`` (counts, rate and time left), or a silent one
-    when stderr is not a terminal."""
+    when stderr is not a terminal. ``unit_scale=False`` shows small counts as ``3/40``
+    rather than ``3.00/40.0``."""
     from tqdm import tqdm
 
     return tqdm(
         total=total,
         desc=desc,
         unit=unit,
-        unit_scale=True,
+        unit_scale=unit_scale,
         file=sys.stderr,
         disable=not sys.stderr.isatty(),
         leave=leave,
