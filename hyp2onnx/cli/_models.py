@@ -25,7 +25,8 @@ import numpy as np
 
 from ..errors import MissingExtraError
 from ..estimators._probe import UnreadableFileError, native_error, run_child
-from ..estimators._registry import BACKENDS, file_backend, fragile_libraries, model_suffixes
+from ..estimators import _registry
+from ..estimators._registry import file_backend, fragile_libraries, model_suffixes
 from ._common import InputError, existing_file, first_line
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def model_formats() -> dict[str, str]:
 def native_formats_help() -> str:
     """The native model files, for help texts: ".json/.ubj (xgboost), .txt (lightgbm), ..."."""
     return ", ".join(
-        f"{'/'.join(spec.formats)} ({spec.library})" for spec in BACKENDS if spec.formats
+        f"{'/'.join(spec.formats)} ({spec.library})" for spec in _registry.BACKENDS if spec.formats
     )
 
 
@@ -198,7 +199,7 @@ def _probe_in_child(path: Path, kind: str, what: str, fix: str) -> None:
             (line[9:].strip() for line in done.stderr.splitlines() if line.startswith("Damaged: ")),
             "",
         )
-        shown = next((s.shown for s in BACKENDS if s.library == library), library)
+        shown = next((s.shown for s in _registry.BACKENDS if s.library == library), library)
         raise InputError(path, f"holds a damaged {shown} model ({native_error(done)})", fix)
 
 
@@ -227,7 +228,7 @@ def trusted_types() -> list[str]:
         blocks.Euclidean,
         blocks.Categorical,
     ]
-    for spec in BACKENDS:  # the installed backends' estimators and native classes
+    for spec in _registry.BACKENDS:  # the installed backends' estimators and native classes
         try:
             backend = spec.load()
         except MissingExtraError:
