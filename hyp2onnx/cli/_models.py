@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import MissingExtraError
-from ..estimators._probe import UnreadableFileError, native_error, run_child
 from ..estimators import _registry
+from ..estimators._probe import UnreadableFileError, native_error, run_child
 from ..estimators._registry import file_backend, fragile_libraries, model_suffixes
 from ._common import InputError, existing_file, first_line
 
