@@ -18,10 +18,9 @@ Model files, by suffix:
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from ..errors import MissingExtraError
 from ..estimators import _registry
@@ -93,60 +92,22 @@ def load_model(path: Path) -> Any:
     existing_file(path, "model")
     loader = {"pickle": _load_pickle, "skops": _load_skops}.get(kind, _load_native)
     model = loader(path)
-    check_tree_arrays(model, path)
+    check_loaded(model, path)
     return model
 
 
-def check_tree_arrays(model: Any, path: Path) -> None:
-    """An `InputError` if a scikit-learn tree in ``model`` has impossible node arrays.
+def check_loaded(model: Any, path: Path) -> None:
+    """An `InputError` if a backend finds a model in ``model`` damaged (``Backend.check_loaded``).
 
-    scikit-learn restores a pickled tree's node array without checking its
-    links, and its compiled ``predict`` follows them unchecked: a damaged
-    file can make it read outside the array and crash the process. Trees
-    are built depth first, so every child comes after its parent; checking
-    that (and that features exist) rules out such reads and cycles.
+    Only the backends of libraries already imported are asked: a model
+    holds nothing of a library that loading it did not import.
     """
-    for tree in _sklearn_trees(model):
-        n = int(tree.node_count)
-        left, right = np.asarray(tree.children_left), np.asarray(tree.children_right)
-        feature = np.asarray(tree.feature)
-        node = np.arange(n)
-        internal = left != -1
-        bad = (
-            len(left) != n
-            or len(right) != n
-            or len(feature) != n
-            or np.any(internal & ((left <= node) | (left >= n) | (right <= node) | (right >= n)))
-            or np.any(internal & ((feature < 0) | (feature >= tree.n_features)))
-            or np.any(~internal & (right != -1))
-        )
-        if bad:
-            raise InputError(
-                path,
-                "holds a damaged scikit-learn tree (its nodes link outside the tree)",
-                "save the fitted model again",
-            )
-
-
-def _sklearn_trees(obj: Any, depth: int = 0) -> Any:
-    """Every scikit-learn ``Tree`` reachable from ``obj`` through estimators and lists."""
-    from sklearn.tree._tree import Tree
-
-    if isinstance(obj, Tree):
-        yield obj
-        return
-    if depth > 4:
-        return
-    if isinstance(obj, (list, tuple)):
-        items: Any = obj
-    elif isinstance(obj, np.ndarray) and obj.dtype == object:
-        items = obj.ravel()
-    elif type(obj).__module__.startswith(("sklearn.", "hyp2onnx.")) and hasattr(obj, "__dict__"):
-        items = vars(obj).values()
-    else:
-        return
-    for item in items:
-        yield from _sklearn_trees(item, depth + 1)
+    for spec in _registry.BACKENDS:
+        if spec.library in sys.modules:
+            try:
+                spec.load().check_loaded(model)
+            except UnreadableFileError as exc:
+                raise InputError(path, str(exc), "save the fitted model again") from exc
 
 
 def _load_pickle(path: Path) -> Any:

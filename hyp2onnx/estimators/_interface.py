@@ -153,6 +153,16 @@ class Backend(ABC):
         return None
 
     @classmethod
+    def check_loaded(cls, obj: Any) -> None:
+        """Refuse a damaged model of this library in ``obj``, just loaded from a file.
+
+        For what the library does not check itself and would crash on later
+        (scikit-learn's node links). Raises `UnreadableFileError`
+        (``._probe``) saying what is wrong; by default nothing is checked.
+        """
+        return None
+
+    @classmethod
     def exercise(cls, obj: Any) -> bool:
         """Make the native calls hyp2onnx makes on ``obj`` if it is one of this library's models.
 
