@@ -23,6 +23,7 @@ from . import _runtime
 from ._feeds import feeds, input_specs, named_arrays
 from ._progress import bar
 from .errors import VerificationError
+from .estimators._registry import backend_for
 from .geometry import raise_rows, to_klein
 from .ir import Task
 
@@ -317,9 +318,12 @@ def _python_outputs(model: Any, X: np.ndarray, metadata: GraphMetadata) -> dict[
         else:
             covered = {}
         if metadata["task"] == Task.CLASSIFICATION:
-            label = np.asarray(model.predict(points))
-            if label.ndim == 2 and label.shape[1] == 1:  # CatBoost's multiclass predict: (n, 1)
-                label = label[:, 0]
+            # a plain model's backend knows its labels' shape (CatBoost's are (n, 1))
+            label = (
+                backend_for(model).labels(model, points)
+                if kind == "plain"
+                else np.asarray(model.predict(points))
+            )
             return {
                 "label": label,
                 "probabilities": np.asarray(model.predict_proba(points)),

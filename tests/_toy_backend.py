@@ -7,11 +7,17 @@ Step two is its registry line; a package outside hyp2onnx adds it with
 
 The native model is a regression stump: one split on the feature and
 threshold of least squared error (the midpoint of two neighbouring values),
-two leaf means; a row goes left iff ``x <= threshold``.
+two leaf means; a row goes left iff ``x <= threshold``. Its native files
+(``.stump``, JSON) are read through the backend, as the command line reads
+XGBoost's: ``check_file`` first (a file naming "crash" stands in for one
+that would crash a native library), then ``load_file``; a NaN threshold is
+a damaged stump, which ``exercise`` and ``StumpError`` report.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +25,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from hyp2onnx.estimators._base import WrappedParamsModel
 from hyp2onnx.estimators._interface import Backend
+from hyp2onnx.estimators._probe import UnreadableFileError
 from hyp2onnx.ir import Ensemble
 from hyp2onnx.ir.trees import TreeArrays
 
@@ -56,12 +63,54 @@ class StumpRegressor(RegressorMixin, BaseEstimator):
         return np.where(X[:, self.feature_] <= self.threshold_, *self.values_)
 
 
+class StumpError(Exception):
+    """What the toy library raises refusing a damaged stump of its own."""
+
+
+def save_stump(model: StumpRegressor, path: Path) -> None:
+    """The toy library's native file: the fitted stump as JSON."""
+    fields = ("feature_", "threshold_", "n_features_in_")
+    facts = {name: getattr(model, name) for name in fields}
+    path.write_text(json.dumps({**facts, "values_": model.values_.tolist()}))
+
+
+def load_stump(path: Path) -> StumpRegressor:
+    """A fitted stump from `save_stump`'s file; `StumpError` if it is no stump."""
+    facts = json.loads(path.read_text())
+    model = StumpRegressor()
+    try:
+        model.feature_ = int(facts["feature_"])
+        model.threshold_ = float(facts["threshold_"])
+        model.n_features_in_ = int(facts["n_features_in_"])
+        model.values_ = np.asarray(facts["values_"], dtype=np.float64)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StumpError(f"not a stump: {exc}") from exc
+    return model
+
+
 class StumpBackend(Backend):
     name = "stump"
     op = "<="
     compare_dtype = "float64"
     threshold_dtype = "float64"
     native = (StumpRegressor,)
+
+    @classmethod
+    def load_file(cls, path: Path) -> Any:
+        return load_stump(path)
+
+    @classmethod
+    def check_file(cls, path: Path) -> None:
+        if b"crash" in path.read_bytes():
+            raise UnreadableFileError("not a readable stump file (the toy library would crash)")
+
+    @classmethod
+    def exercise(cls, obj: Any) -> bool:
+        if not isinstance(obj, StumpRegressor):
+            return False
+        if not np.isfinite(obj.threshold_):
+            raise StumpError("the threshold is NaN")
+        return True
 
     def fit(self, estimator: Any, Xk: Any, y: Any, sample_weight: Any, **fit_params: Any) -> Any:
         if sample_weight is not None:

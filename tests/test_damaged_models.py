@@ -222,3 +222,23 @@ def test_byte_flips_are_refused_or_agree(flip_folder: Path, kind: str) -> None:
     # The family reaches both sides: files that export and agree, and files refused.
     kinds = {r.split()[0] for r in results.values()}
     assert "agree" in kinds and kinds & {"library", "refused", "crashed"}, results
+
+
+def test_a_pickled_tree_linking_outside_itself_is_refused(tmp_path: Path) -> None:
+    """scikit-learn restores a pickled tree's nodes unchecked, and its ``predict`` follows
+    them: the command line asks the backend (``SklearnBackend.check_loaded``) first."""
+    from sklearn.tree import DecisionTreeRegressor
+
+    k = np.random.default_rng(3).uniform(-0.5, 0.5, (60, 2))
+    hyperbolic = h.HyperbolicDecisionTreeRegressor(max_depth=3).fit(_hyperboloid(k), k[:, 0])
+    for model in (DecisionTreeRegressor(max_depth=3).fit(k, k[:, 0]), hyperbolic):
+        tree = getattr(model, "estimator_", model).tree_
+        state = tree.__getstate__()
+        state["nodes"] = state["nodes"].copy()
+        state["nodes"]["left_child"][0] = 0  # the root is its own child: a cycle
+        tree.__setstate__(state)
+        (tmp_path / "cycle.pkl").write_bytes(pickle.dumps(model))
+        plain = [] if model is hyperbolic else ["--geometry", "klein"]
+        code, out, err = cli("convert", tmp_path / "cycle.pkl", *plain)
+        assert_usage_error(code, err, match="cycle.pkl: holds a damaged scikit-learn tree (its")
+        assert out == ""

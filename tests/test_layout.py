@@ -87,11 +87,11 @@ def test_every_registered_estimator_is_public() -> None:
 
 def test_cli_lists_come_from_the_registries() -> None:
     from hyp2onnx.cli import convert
-    from hyp2onnx.cli._models import MODEL_FORMATS
+    from hyp2onnx.cli._models import model_formats
 
     for spec in BACKENDS:
         for suffix in spec.formats:
-            assert MODEL_FORMATS[suffix] == spec.library
+            assert model_formats()[suffix] == spec.library
     option = next(p for p in convert.command.params if p.name == "encoding")
     assert list(option.type.choices) == list(ENCODINGS)
 

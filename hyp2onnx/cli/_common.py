@@ -20,6 +20,7 @@ import click
 
 from .._atomic import UnwritableOutputError, atomic_write, output_target
 from .._progress import bar
+from ..estimators._registry import refusing_library
 
 if TYPE_CHECKING:
     from ..export._metadata import GraphMetadata
@@ -219,9 +220,10 @@ def error_lines(exc: BaseException) -> list[str]:
     message = first_line(exc)
     if isinstance(exc, (ValueError, TypeError, OSError)):
         return [f"error: {message}"]
-    if type(exc).__name__ == "CatBoostError":  # CatBoost refusing its own model: a damaged one
+    refusing = refusing_library(exc)
+    if refusing is not None:  # a library refusing its own model: a damaged one
         return [
-            f"error: CatBoost refused the model: {message}",
+            f"error: {refusing.shown} refused the model: {message}",
             "  fix: the model file is damaged; save the fitted model again",
         ]
     return [

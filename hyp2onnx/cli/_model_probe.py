@@ -1,67 +1,40 @@
-"""Read a model file in a child process first: ``python _model_probe.py cbm|pickle|skops FILE``.
+"""Read a pickle or ``.skops`` file in a child first: ``python _model_probe.py KIND PROBED FILE``.
 
-CatBoost checks a ``.cbm`` file's trees only partly: with some bytes
-flipped it loads the file and then crashes its process in the JSON export
-or in ``predict``. This script, run in a child, loads the file (a ``.cbm``
-with CatBoost; a pickle with joblib, a ``.skops`` file with skops and
-hyp2onnx's trusted types: both also hand XGBoost and LightGBM models to
-their libraries) and makes, for every CatBoost model found, the native
-calls hyp2onnx makes later: the JSON export and leaf values that export
-reads, and raw predictions on rows on and one float32 step above every
-border, as ``convert --check`` makes.
+KIND is "pickle" or "skops"; PROBED names, as JSON
+``[[library, module, backend class], ...]``, the backends
+whose library a damaged model can crash (the registry's
+``crashes_on_damage``). Loading the file (a pickle with joblib, a
+``.skops`` file with skops and hyp2onnx's trusted types) hands their
+models to their libraries; every object of such a library then found in
+it goes to its backend's ``exercise``, which makes the native calls
+hyp2onnx makes later (CatBoost crashes on some damaged trees only then).
 
-Exit status 0: nothing failed (or the pickle itself could not be read,
-which the parent reports itself); 3: a CatBoost model in it is damaged
-(the reason on stderr after ``Error: ``); a crash shows as a signal, in
-this process only.
+Exit status 0: nothing failed (or the file itself could not be read,
+which the parent reports itself); 3: a model in it is damaged (the reason
+on stderr after ``Error: ``, its library after ``Damaged: ``); a crash shows as a signal, in this process only.
 """
 
+import importlib
 import json
-import os
 import resource
 import sys
-import tempfile
-from collections.abc import Iterator
 from typing import Any
 
-#: Rows times features predicted on at most, so a damaged feature count costs no memory.
-_MAX_CELLS = 4_000_000
+
+class _Damaged(Exception):
+    """A native call on a model failed: the exception and the model's library."""
 
 
-def exercise(model: Any) -> None:
-    """Make the native calls hyp2onnx makes on a CatBoost ``model``; raise if one fails."""
-    import numpy as np
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "model.json")
-        model.save_model(path, format="json")
-        with open(path, encoding="utf-8") as f:
-            spec = json.load(f)
-    model.get_leaf_values()
-    floats = spec["features_info"].get("float_features", [])
-    n = max((int(f["flat_feature_index"]) + 1 for f in floats), default=0)
-    if n == 0:
-        return
-    rows = [np.zeros(n, dtype=np.float32)]
-    for feature in floats:
-        for border in np.asarray(feature["borders"], dtype=np.float32):
-            for value in (border, np.nextafter(border, np.float32(np.inf))):
-                row = np.zeros(n, dtype=np.float32)
-                row[int(feature["flat_feature_index"])] = value
-                rows.append(row)
-                if len(rows) * n >= _MAX_CELLS:
-                    break
-    model.predict(np.stack(rows), prediction_type="RawFormulaVal")
-
-
-def _catboost_models(obj: Any, depth: int = 0) -> Iterator[Any]:
-    """Every CatBoost model reachable from ``obj`` through attributes, lists and dicts."""
-    catboost = sys.modules.get("catboost")
-    if catboost is None:  # unpickling imported no CatBoost: the pickle holds none
-        return
-    if isinstance(obj, catboost.CatBoost):
-        yield obj
-        return
+def _exercise(obj: Any, backends: dict[str, Any], depth: int = 0) -> None:
+    """Hand every object of a probed library reachable from ``obj`` to its backend."""
+    library = type(obj).__module__.partition(".")[0]
+    backend = backends.get(library)
+    if backend is not None and not isinstance(obj, type):
+        try:
+            if backend.exercise(obj):
+                return  # a model its backend exercised: nothing below it to walk
+        except Exception as exc:
+            raise _Damaged(exc, library) from exc
     if depth > 6:
         return
     if isinstance(obj, dict):
@@ -73,33 +46,32 @@ def _catboost_models(obj: Any, depth: int = 0) -> Iterator[Any]:
     else:
         return
     for item in items:
-        yield from _catboost_models(item, depth + 1)
+        _exercise(item, backends, depth + 1)
 
 
-def main(kind: str, path: str) -> int:
-    """Load ``path`` as ``kind`` and exercise its CatBoost models: the exit status."""
-    if kind == "cbm":
-        import catboost
+def _backends(probed: list[list[str]]) -> dict[str, Any]:
+    """The backend class of each probed library that the loading imported, by library."""
+    return {
+        library: getattr(importlib.import_module(module), backend)
+        for library, module, backend in probed
+        if library in sys.modules  # the file holds no model of a library it did not import
+    }
 
-        model = catboost.CatBoost()
-        try:
-            model.load_model(path)
-        except Exception as exc:  # refused: the parent reads it again and says why
-            sys.stderr.write(f"Error: {_first_line(exc)}\n")
-            return 3
-        models = [model]
-    else:
-        try:
-            loaded = _load(kind, path)
-        except Exception:  # not readable: the parent's own load reports it
-            return 0
-        models = list(_catboost_models(loaded))
-    for model in models:
-        try:
-            exercise(model)
-        except Exception as exc:
-            sys.stderr.write(f"Error: {_first_line(exc)}\n")
-            return 3
+
+def main(kind: str, probed: str, path: str) -> int:
+    """Load ``path`` as ``kind`` and exercise its models of probed libraries: the exit status."""
+    try:
+        loaded = _load(kind, path)
+    except Exception:  # not readable: the parent's own load reports it
+        return 0
+    try:
+        _exercise(loaded, _backends(json.loads(probed)))
+    except _Damaged as damaged:
+        exc, library = damaged.args
+        text = str(exc).strip()
+        sys.stderr.write(f"Damaged: {library}\n")
+        sys.stderr.write(f"Error: {text.splitlines()[0] if text else type(exc).__name__}\n")
+        return 3
     return 0
 
 
@@ -116,11 +88,6 @@ def _load(kind: str, path: str) -> Any:
     return joblib.load(path)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 if __name__ == "__main__":
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash here is expected: no core file
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(*sys.argv[1:4]))

@@ -17,46 +17,56 @@ Model files, by suffix:
 
 from __future__ import annotations
 
-import re
+import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..errors import MissingExtraError
-from ..estimators._registry import BACKENDS, file_backend
+from ..estimators import _registry
+from ..estimators._probe import UnreadableFileError, native_error, run_child
+from ..estimators._registry import file_backend, fragile_libraries, model_suffixes
 from ._common import InputError, existing_file, first_line
 
 if TYPE_CHECKING:
     from ..export._metadata import GraphMetadata
 
 __all__ = [
-    "MODEL_FORMATS",
-    "NATIVE_FORMATS_HELP",
     "check_convertible",
     "load_model",
     "load_onnx",
+    "model_formats",
     "model_kind",
+    "native_formats_help",
     "onnx_metadata",
     "onnx_session",
     "trusted_types",
 ]
 
-#: Model file suffixes and what reads them.
-MODEL_FORMATS: dict[str, str] = {
+#: Model files that are not a backend's native files, and what reads them.
+_OWN_FORMATS: dict[str, str] = {
     ".pkl": "pickle",
     ".pickle": "pickle",
     ".joblib": "pickle",
     ".skops": "skops",
-    **{suffix: spec.library for spec in BACKENDS for suffix in spec.formats},
 }
 
-#: The native model files, for help texts: ".json/.ubj (xgboost), .txt (lightgbm), ...".
-NATIVE_FORMATS_HELP = ", ".join(
-    f"{'/'.join(spec.formats)} ({spec.library})" for spec in BACKENDS if spec.formats
-)
 
-_FORMATS_HELP = f".pkl/.pickle/.joblib, .skops, {NATIVE_FORMATS_HELP}"
+def model_formats() -> dict[str, str]:
+    """Model file suffixes and what reads them: the backends' native files by library.
+
+    Read from the registry on each call, so a backend added with
+    ``register_backend`` has its files read too.
+    """
+    natives = {suffix: spec.library for suffix, spec in model_suffixes().items()}
+    return {**_OWN_FORMATS, **natives}
+
+
+def native_formats_help() -> str:
+    """The native model files, for help texts: ".json/.ubj (xgboost), .txt (lightgbm), ..."."""
+    return ", ".join(
+        f"{'/'.join(spec.formats)} ({spec.library})" for spec in _registry.BACKENDS if spec.formats
+    )
 
 
 def model_kind(path: Path) -> str:
@@ -66,10 +76,12 @@ def model_kind(path: Path) -> str:
         raise InputError(
             path, "is an ONNX graph, not a trained model", "pass the model it was converted from"
         )
-    kind = MODEL_FORMATS.get(suffix)
+    kind = model_formats().get(suffix)
     if kind is None:
         raise InputError(
-            path, f"unknown model file type {suffix or '(no suffix)'!r}", f"use {_FORMATS_HELP}"
+            path,
+            f"unknown model file type {suffix or '(no suffix)'!r}",
+            f"use .pkl/.pickle/.joblib, .skops, {native_formats_help()}",
         )
     return kind
 
@@ -80,60 +92,22 @@ def load_model(path: Path) -> Any:
     existing_file(path, "model")
     loader = {"pickle": _load_pickle, "skops": _load_skops}.get(kind, _load_native)
     model = loader(path)
-    check_tree_arrays(model, path)
+    check_loaded(model, path)
     return model
 
 
-def check_tree_arrays(model: Any, path: Path) -> None:
-    """An `InputError` if a scikit-learn tree in ``model`` has impossible node arrays.
+def check_loaded(model: Any, path: Path) -> None:
+    """An `InputError` if a backend finds a model in ``model`` damaged (``Backend.check_loaded``).
 
-    scikit-learn restores a pickled tree's node array without checking its
-    links, and its compiled ``predict`` follows them unchecked: a damaged
-    file can make it read outside the array and crash the process. Trees
-    are built depth first, so every child comes after its parent; checking
-    that (and that features exist) rules out such reads and cycles.
+    Only the backends of libraries already imported are asked: a model
+    holds nothing of a library that loading it did not import.
     """
-    for tree in _sklearn_trees(model):
-        n = int(tree.node_count)
-        left, right = np.asarray(tree.children_left), np.asarray(tree.children_right)
-        feature = np.asarray(tree.feature)
-        node = np.arange(n)
-        internal = left != -1
-        bad = (
-            len(left) != n
-            or len(right) != n
-            or len(feature) != n
-            or np.any(internal & ((left <= node) | (left >= n) | (right <= node) | (right >= n)))
-            or np.any(internal & ((feature < 0) | (feature >= tree.n_features)))
-            or np.any(~internal & (right != -1))
-        )
-        if bad:
-            raise InputError(
-                path,
-                "holds a damaged scikit-learn tree (its nodes link outside the tree)",
-                "save the fitted model again",
-            )
-
-
-def _sklearn_trees(obj: Any, depth: int = 0) -> Any:
-    """Every scikit-learn ``Tree`` reachable from ``obj`` through estimators and lists."""
-    from sklearn.tree._tree import Tree
-
-    if isinstance(obj, Tree):
-        yield obj
-        return
-    if depth > 4:
-        return
-    if isinstance(obj, (list, tuple)):
-        items: Any = obj
-    elif isinstance(obj, np.ndarray) and obj.dtype == object:
-        items = obj.ravel()
-    elif type(obj).__module__.startswith(("sklearn.", "hyp2onnx.")) and hasattr(obj, "__dict__"):
-        items = vars(obj).values()
-    else:
-        return
-    for item in items:
-        yield from _sklearn_trees(item, depth + 1)
+    for spec in _registry.BACKENDS:
+        if spec.library in sys.modules:
+            try:
+                spec.load().check_loaded(model)
+            except UnreadableFileError as exc:
+                raise InputError(path, str(exc), "save the fitted model again") from exc
 
 
 def _load_pickle(path: Path) -> Any:
@@ -155,28 +129,44 @@ _PICKLE_FIX = "pass a file written by pickle.dump or joblib.dump of a fitted mod
 
 
 def _may_hold_native_models(data: bytes) -> bool:
-    """Whether a pickle may hold XGBoost/LightGBM/CatBoost models: it names them, or is compressed."""
+    """Whether a pickle may hold models of a library a damaged model can crash (the
+    registry's ``crashes_on_damage``): it names one, or is compressed."""
     compressed = data[:2] in (b"\x1f\x8b", b"BZ", b"\xfd7") or data[:1] in (b"\x78", b"\x04")
-    return compressed or any(name in data for name in (b"xgboost", b"lightgbm", b"catboost"))
+    return compressed or any(spec.library.encode() in data for spec in fragile_libraries())
 
 
 def _probe_in_child(path: Path, kind: str, what: str, fix: str) -> None:
     """Read ``path`` in a child first (`hyp2onnx.cli._model_probe`); raise if it fails.
 
-    ``kind`` is "cbm", "pickle" or "skops". Unpickling (and skops' loading)
-    hands XGBoost and LightGBM models to their native libraries, and CatBoost crashes its process on
-    some damaged trees only later, in its JSON export or ``predict``: the
-    child makes those calls too. A crash, or CatBoost refusing a model,
+    ``kind`` is "pickle" or "skops". Loading them hands the models they
+    hold to their native libraries, and some libraries crash their process
+    on damaged models, CatBoost only later (``Backend.exercise``): the
+    child makes those calls too. A crash, or a backend refusing a model,
     becomes an `InputError` saying the file is damaged.
     """
-    # Run as a file, not a module (no hyp2onnx import for a .cbm), and without its folder,
-    # which holds inspect.py, on the module path.
-    done = _run_child(path, ["-c", _RUN_FILE, str(_MODEL_PROBE), kind], what, fix)
+    probed = json.dumps([[s.library, _absolute(s.module), s.backend] for s in fragile_libraries()])
+    # Run as a file, not a module, without its folder (which holds inspect.py) on the path.
+    try:
+        done = run_child(
+            ["-c", _RUN_FILE, str(_MODEL_PROBE), kind, probed],
+            path,
+            crash=f"damaged {what} file: loading it crashed ({{signal}})",
+            slow="loading it did not finish in 10 minutes",
+        )
+    except UnreadableFileError as exc:
+        raise InputError(path, str(exc), fix) from exc
     if done.returncode == 3:
-        reason = _native_error(done)
-        if kind == "cbm":
-            raise InputError(path, f"not a catboost model file, or a damaged one ({reason})", fix)
-        raise InputError(path, f"holds a damaged CatBoost model ({reason})", fix)
+        library = next(
+            (line[9:].strip() for line in done.stderr.splitlines() if line.startswith("Damaged: ")),
+            "",
+        )
+        shown = next((s.shown for s in _registry.BACKENDS if s.library == library), library)
+        raise InputError(path, f"holds a damaged {shown} model ({native_error(done)})", fix)
+
+
+def _absolute(module: str) -> str:
+    """A registry module name in full (the built-in ones are relative to the registry's)."""
+    return f"hyp2onnx.estimators{module}" if module.startswith(".") else module
 
 
 #: The child's script, named by path: it is run, never imported here (it imports this module).
@@ -184,32 +174,6 @@ _MODEL_PROBE = Path(__file__).with_name("_model_probe.py")
 _RUN_FILE = (
     "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 )
-
-
-def _run_child(path: Path, args: list[str], what: str, fix: str) -> Any:
-    """Run ``python ARGS PATH`` with this process's module path; an `InputError` on a crash."""
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    try:
-        done = subprocess.run(
-            [sys.executable, *args, str(path.resolve())],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            stdin=subprocess.DEVNULL,
-            timeout=600,
-            env=env,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise InputError(path, "loading it did not finish in 10 minutes", fix) from exc
-    if done.returncode < 0:
-        name = signal.Signals(-done.returncode).name
-        raise InputError(path, f"damaged {what} file: loading it crashed ({name})", fix)
-    return done
 
 
 def trusted_types() -> list[str]:
@@ -225,7 +189,7 @@ def trusted_types() -> list[str]:
         blocks.Euclidean,
         blocks.Categorical,
     ]
-    for spec in BACKENDS:  # the installed backends' estimators and native classes
+    for spec in _registry.BACKENDS:  # the installed backends' estimators and native classes
         try:
             backend = spec.load()
         except MissingExtraError:
@@ -267,7 +231,8 @@ def _load_skops(path: Path) -> Any:
         ) from exc
     allowed = trusted_types()
     refused = sorted(set(untrusted) - set(allowed))
-    if not refused and any(t.startswith(("xgboost.", "lightgbm.", "catboost.")) for t in untrusted):
+    fragile = tuple(spec.library + "." for spec in fragile_libraries())
+    if not refused and any(t.startswith(fragile) for t in untrusted):
         _probe_in_child(path, "skops", ".skops", "pass a file written by skops.io.dump")
     if refused:
         raise InputError(
@@ -281,68 +246,6 @@ def _load_skops(path: Path) -> Any:
         raise InputError(path, f"could not load ({type(exc).__name__}: {first_line(exc)})") from exc
 
 
-#: Native libraries whose files are read in a child first (`hyp2onnx.cli._native_probe`).
-_PROBED = {"xgboost": "XGBoost", "lightgbm": "LightGBM"}
-
-
-def _probe_native(path: Path, library: str, fix: str) -> None:
-    """Read ``path`` with ``library`` in a child process first; an `InputError` if it fails.
-
-    XGBoost and LightGBM check their files' structure only partly: a
-    truncated ``.ubj`` crashes XGBoost with a segmentation fault, and a
-    damaged LightGBM ``.txt`` aborts the process. The child
-    (`hyp2onnx.cli._native_probe`) loads only the native library, so
-    it starts quickly; only a file it read without dying is loaded in
-    this process.
-    """
-    import signal
-    import subprocess
-    import sys
-
-    from . import _native_probe
-
-    module = {"XGBoost": "xgboost.core", "LightGBM": "lightgbm.basic"}[library]
-    shared_library = sys.modules[module]._LIB._name  # the library the package itself loaded
-    try:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-I",
-                "-S",
-                _native_probe.__file__,
-                library,
-                shared_library,
-                str(path.resolve()),
-            ],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            stdin=subprocess.DEVNULL,
-            timeout=600,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise InputError(path, f"{library} did not finish reading it in 10 minutes", fix) from exc
-    if done.returncode == 0:
-        return
-    if done.returncode < 0:
-        name = signal.Signals(-done.returncode).name
-        raise InputError(
-            path, f"not a readable {library} model file ({library} crashed reading it: {name})", fix
-        )
-    raise InputError(path, f"not a readable {library} model file ({_native_error(done)})", fix)
-
-
-def _native_error(done: Any) -> str:
-    """The native library's own complaint, from a failed probe's output."""
-    lines = [line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines()]
-    fatal = [line.split("[Fatal]", 1)[1] for line in lines if "[Fatal]" in line]
-    errors = [line.split("Error: ", 1)[1] for line in lines if line.startswith("Error: ")]
-    text = (fatal or errors or [line for line in lines if line] or ["it could not be read"])[0]
-    # XGBoost's messages start "[12:00:00] /path/to/json.cc:518: ", CatBoost's "path/x.cpp:507: "
-    text = re.sub(r"^\[[0-9:]+\]\s+\S+:\d+:\s*", "", text.strip())
-    return re.sub(r"^\S+\.(?:cpp|h|pyx):\d+:\s*", "", text)[:200]
-
-
 def _load_native(path: Path) -> Any:
     """A backend's native model file, read by the backend its suffix belongs to."""
     spec = file_backend(path.suffix)
@@ -352,10 +255,10 @@ def _load_native(path: Path) -> Any:
     except MissingExtraError as exc:
         raise InputError(path, str(exc)) from exc
     fix = f"pass a file written by {backend.name}'s save_model ({'/'.join(spec.formats)})"
-    if spec.library in _PROBED:  # libraries that crash their process on damaged files
-        _probe_native(path, _PROBED[spec.library], fix)
-    elif spec.library == "catboost":  # the same, later: in its JSON export or predict
-        _probe_in_child(path, "cbm", "CatBoost model", fix)
+    try:
+        backend.check_file(path)  # a child reads it first if a damaged file can crash the library
+    except UnreadableFileError as exc:
+        raise InputError(path, str(exc), fix) from exc
     try:
         return backend.load_file(path)
     except Exception as exc:
@@ -451,10 +354,11 @@ def load_onnx(path: Path) -> Any:
     try:
         model = onnx.load(str(path))
     except Exception as exc:
-        if path.suffix.lower() in MODEL_FORMATS:  # a trained model, not yet a graph
+        kind = model_formats().get(path.suffix.lower())
+        if kind is not None:  # a trained model, not yet a graph
             raise InputError(
                 path,
-                f"this is a model file ({MODEL_FORMATS[path.suffix.lower()]}), not an ONNX graph",
+                f"this is a model file ({kind}), not an ONNX graph",
                 f"convert it first: hyp2onnx convert {path}",
             ) from exc
         raise InputError(

@@ -28,7 +28,7 @@ from ._common import (
     with_suffix,
 )
 from ._inputs import match_data, open_inputs
-from ._models import NATIVE_FORMATS_HELP, check_convertible, load_model, model_kind
+from ._models import check_convertible, load_model, model_kind, native_formats_help
 
 if TYPE_CHECKING:
     from ..export._metadata import GraphMetadata
@@ -326,7 +326,7 @@ HELP = f"""Convert a trained MODEL file to an ONNX graph taking raw hyperbolic p
 
 MODEL is a hyp2onnx estimator saved as .pkl/.pickle/.joblib or .skops, or a
 plain tree model trained on unit-ball Klein coordinates (scikit-learn
-pickle, {NATIVE_FORMATS_HELP}), which then needs --geometry.
+pickle, {native_formats_help()}), which then needs --geometry.
 The graph is written to OUT (default: MODEL with .onnx) only if every step
 succeeds; an existing file is replaced only with --force. A symbolic
 link is written through to its target; a FIFO or device (/dev/stdout) is

@@ -42,7 +42,9 @@ from ..errors import DamagedModelError, UnsupportedModelError
 from ..ir import Ensemble
 from ..ir.trees import TreeArrays
 from ._base import HyperbolicClassifierMixin, WrappedParamsModel
+from ._catboost_probe import exercise as exercise_natively
 from ._interface import Array, Backend, Weights, refuse_row_scores
+from ._probe import UnreadableFileError, native_error, run_child
 
 _CLASSES = (catboost.CatBoostClassifier, catboost.CatBoostRegressor)
 #: Regression losses whose prediction is the raw score itself.
@@ -205,6 +207,14 @@ class _Model:
         return out
 
 
+#: The child's script, run as a file, not a module (no hyp2onnx import), and without its
+#: folder on the module path.
+_CATBOOST_PROBE = Path(__file__).with_name("_catboost_probe.py")
+_RUN_FILE = (
+    "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
 class CatBoostBackend(Backend):
     name = "catboost"
     # Its borders are shared by every tree of a feature; per-block midpoints and
@@ -233,6 +243,37 @@ class CatBoostBackend(Backend):
             loaded = cls_()
             loaded.load_model(str(path))
         return loaded
+
+    @classmethod
+    def check_file(cls, path: Path) -> None:
+        """Read ``path`` and make hyp2onnx's later calls in a child (``_catboost_probe.py``).
+
+        CatBoost crashes its process on some damaged trees, and only later:
+        in its JSON export or ``predict``.
+        """
+        done = run_child(
+            ["-c", _RUN_FILE, str(_CATBOOST_PROBE)],
+            path,
+            crash="damaged CatBoost model file: loading it crashed ({signal})",
+            slow="loading it did not finish in 10 minutes",
+        )
+        if done.returncode == 3:
+            raise UnreadableFileError(
+                f"not a catboost model file, or a damaged one ({native_error(done)})"
+            )
+
+    @classmethod
+    def exercise(cls, obj: Any) -> bool:
+        if not isinstance(obj, catboost.CatBoost):
+            return False
+        exercise_natively(obj)
+        return True
+
+    @classmethod
+    def labels(cls, fitted: Any, X: np.ndarray) -> np.ndarray:
+        """The classes, one per row: CatBoost's multiclass ``predict`` returns ``(n, 1)``."""
+        label = np.asarray(fitted.predict(X))
+        return label[:, 0] if label.ndim == 2 and label.shape[1] == 1 else label
 
     # -- training --------------------------------------------------------
 

@@ -143,6 +143,40 @@ class Backend(ABC):
         """
         raise UnsupportedModelError(f"the {cls.name} backend reads no model files")
 
+    @classmethod
+    def check_file(cls, path: Path) -> None:
+        """Read ``path`` in a child process first, if a damaged file can crash the library.
+
+        Raises `UnreadableFileError` (``._probe``) saying what is wrong;
+        by default nothing is checked (the library raises, never crashes).
+        """
+        return None
+
+    @classmethod
+    def check_loaded(cls, obj: Any) -> None:
+        """Refuse a damaged model of this library in ``obj``, just loaded from a file.
+
+        For what the library does not check itself and would crash on later
+        (scikit-learn's node links). Raises `UnreadableFileError`
+        (``._probe``) saying what is wrong; by default nothing is checked.
+        """
+        return None
+
+    @classmethod
+    def exercise(cls, obj: Any) -> bool:
+        """Make the native calls hyp2onnx makes on ``obj`` if it is one of this library's models.
+
+        Run in a child process on every object of the library found in a
+        pickle or ``.skops`` file, for libraries that crash only in later calls
+        (CatBoost); raises if a call fails. True if ``obj`` was such a model.
+        """
+        return False
+
+    @classmethod
+    def labels(cls, fitted: Any, X: np.ndarray) -> np.ndarray:
+        """The native model's predicted class per row, one dimension (as the graph's)."""
+        return np.asarray(fitted.predict(X))
+
 
 def refuse_row_scores(fit_params: dict[str, Any], *names: str) -> None:
     """Refuse fit parameters that give each row its own starting score (``base_margin``, ...)."""

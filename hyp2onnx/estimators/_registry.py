@@ -5,8 +5,10 @@ keyword: the module (``._name`` under `hyp2onnx.estimators`, or a package's
 own module in full, added with `register_backend`) that defines the backend class and
 its hyperbolic estimators, the library its native models come from (the
 top-level package of their classes), the pip extra that installs it, the
-estimator classes the module defines and the native model files its
-backend reads. Nothing here imports a library: a backend module is imported
+estimator classes the module defines, the native model files its
+backend reads, and what the command line must know about the library
+before importing it (whether a damaged model can crash its process, the
+exception it refuses a damaged model with). Nothing here imports a library: a backend module is imported
 the first time one of its estimators or models is used, so ``import
 hyp2onnx`` costs no XGBoost, LightGBM or CatBoost.
 """
@@ -26,6 +28,9 @@ __all__ = [
     "backend_for",
     "estimator_class",
     "file_backend",
+    "fragile_libraries",
+    "model_suffixes",
+    "refusing_library",
     "register_backend",
 ]
 
@@ -40,6 +45,20 @@ class BackendSpec:
     extra: str | None  #: None: the library is a core dependency
     estimators: tuple[str, ...]
     formats: tuple[str, ...] = ()  #: native model-file suffixes, read by ``Backend.load_file``
+    #: The library as messages write it ("XGBoost"); empty: ``library``.
+    title: str = ""
+    #: A damaged model can crash the library's process: its native files are read in a
+    #: child first (``Backend.check_file``), and so are pickles and ``.skops`` files that
+    #: may hold its models, whose models the child hands to ``Backend.exercise``.
+    crashes_on_damage: bool = False
+    #: The exception the library raises refusing a damaged model of its own, as
+    #: ``module.QualName`` of its class (where the library defines it, maybe a private module).
+    refusal_error: str | None = None
+
+    @property
+    def shown(self) -> str:
+        """The library's name in messages."""
+        return self.title or self.library
 
     def load(self, what: str | None = None) -> type[Backend]:
         """The backend class, importing its module (and library) now.
@@ -80,6 +99,8 @@ BACKENDS: tuple[BackendSpec, ...] = (
         extra="xgboost",
         estimators=("HyperbolicXGBClassifier", "HyperbolicXGBRegressor"),
         formats=(".json", ".ubj"),
+        title="XGBoost",
+        crashes_on_damage=True,
     ),
     BackendSpec(
         module="._lightgbm",
@@ -88,6 +109,8 @@ BACKENDS: tuple[BackendSpec, ...] = (
         extra="lightgbm",
         estimators=("HyperbolicLGBMClassifier", "HyperbolicLGBMRegressor"),
         formats=(".txt",),
+        title="LightGBM",
+        crashes_on_damage=True,
     ),
     BackendSpec(
         module="._householder",
@@ -103,6 +126,9 @@ BACKENDS: tuple[BackendSpec, ...] = (
         extra="catboost",
         estimators=("HyperbolicCatBoostClassifier", "HyperbolicCatBoostRegressor"),
         formats=(".cbm",),
+        title="CatBoost",
+        crashes_on_damage=True,
+        refusal_error="_catboost.CatBoostError",
     ),
 )
 
@@ -142,6 +168,22 @@ def estimator_class(name: str) -> type:
 def file_backend(suffix: str) -> BackendSpec | None:
     """The backend that reads native model files ending in ``suffix``, or None."""
     return next((spec for spec in BACKENDS if suffix.lower() in spec.formats), None)
+
+
+def model_suffixes() -> dict[str, BackendSpec]:
+    """Every native model-file suffix registered now, and its backend."""
+    return {suffix: spec for spec in BACKENDS for suffix in spec.formats}
+
+
+def fragile_libraries() -> tuple[BackendSpec, ...]:
+    """The backends whose library a damaged model can crash (``crashes_on_damage``)."""
+    return tuple(spec for spec in BACKENDS if spec.crashes_on_damage)
+
+
+def refusing_library(exc: BaseException) -> BackendSpec | None:
+    """The backend whose library raised ``exc`` refusing a damaged model, or None."""
+    name = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    return next((spec for spec in BACKENDS if spec.refusal_error == name), None)
 
 
 def backend_for(estimator: Any) -> Backend:

@@ -32,6 +32,7 @@ from ..ir import Ensemble
 from ..ir.trees import TreeArrays
 from ._base import GEOMETRY_PARAMS_DOC, HyperbolicClassifierMixin, WrappedParamsModel
 from ._interface import Array, Backend, Weights
+from ._probe import UnreadableFileError
 
 _TREES = (DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier, ExtraTreeRegressor)
 _FORESTS = (
@@ -44,6 +45,27 @@ _FORESTS = (
 
 def _trees_of(fitted: Any) -> list[Any]:
     return list(fitted.estimators_) if isinstance(fitted, _FORESTS) else [fitted]
+
+
+def _sklearn_trees(obj: Any, depth: int = 0) -> Any:
+    """Every scikit-learn ``Tree`` reachable from ``obj`` through estimators and lists."""
+    from sklearn.tree._tree import Tree
+
+    if isinstance(obj, Tree):
+        yield obj
+        return
+    if depth > 4:
+        return
+    if isinstance(obj, (list, tuple)):
+        items: Any = obj
+    elif isinstance(obj, np.ndarray) and obj.dtype == object:
+        items = obj.ravel()
+    elif type(obj).__module__.startswith(("sklearn.", "hyp2onnx.")) and hasattr(obj, "__dict__"):
+        items = vars(obj).values()
+    else:
+        return
+    for item in items:
+        yield from _sklearn_trees(item, depth + 1)
 
 
 class SklearnBackend(Backend):
@@ -64,6 +86,37 @@ class SklearnBackend(Backend):
         from sklearn.tree._tree import Tree
 
         return [Tree]  # the forests' and trees' classes are skops defaults
+
+    @classmethod
+    def check_loaded(cls, obj: Any) -> None:
+        """Refuse a scikit-learn tree in ``obj`` whose node arrays are impossible.
+
+        scikit-learn restores a pickled tree's node array without checking its
+        links, and its compiled ``predict`` follows them unchecked: a damaged
+        file can make it read outside the array and crash the process. Trees
+        are built depth first, so every child comes after its parent; checking
+        that (and that features exist) rules out such reads and cycles.
+        """
+        for tree in _sklearn_trees(obj):
+            n = int(tree.node_count)
+            left, right = np.asarray(tree.children_left), np.asarray(tree.children_right)
+            feature = np.asarray(tree.feature)
+            node = np.arange(n)
+            internal = left != -1
+            bad = (
+                len(left) != n
+                or len(right) != n
+                or len(feature) != n
+                or np.any(
+                    internal & ((left <= node) | (left >= n) | (right <= node) | (right >= n))
+                )
+                or np.any(internal & ((feature < 0) | (feature >= tree.n_features)))
+                or np.any(~internal & (right != -1))
+            )
+            if bad:
+                raise UnreadableFileError(
+                    "holds a damaged scikit-learn tree (its nodes link outside the tree)"
+                )
 
     def fit(
         self, estimator: Any, Xk: Array, y: Array, sample_weight: Weights, **fit_params: Any

@@ -1,6 +1,7 @@
 """Read an XGBoost or LightGBM model file with the native library alone, in a child process.
 
-``python -I -S _native_probe.py XGBoost|LightGBM LIBRARY MODEL_FILE``
+``python -I -S _native_probe.py XGBoost|LightGBM LIBRARY MODEL_FILE``, run by
+`hyp2onnx.estimators._probe.read_natively` for the two backends' ``check_file``,
 loads the shared library with `ctypes`, loads the model file and
 writes it back out, the native calls that loading and exporting it make.
 Exit status 0: the file is safe to load; 3: the library refused it (its
