@@ -12,11 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from hyp2onnx.correction.midpoints import CorrectionReport, Midpoint, Placer, correct_tree
+from hyp2onnx.correction.midpoints import (
+    CorrectionReport,
+    Midpoint,
+    Placer,
+    placed_with_report,
+)
 from hyp2onnx.correction.shared_rows import correct_shared_rows, shared_rows
 from hyp2onnx.correction.tree_space import TreeSpace
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
-from hyp2onnx.ir.trees import Op, TreeArrays
+from hyp2onnx.ir.trees import Op, TreeArrays, walk_levels
 
 
 def old_float32_keeps_outputs(model: Any, X: np.ndarray) -> bool:
@@ -124,12 +129,35 @@ def old_correct_trees(
     out, report = [], CorrectionReport()
     for tree, r in zip(trees, rows, strict=True):
         seen = X if r.size == X.shape[0] else X[r]
-        thresholds, tree_report = correct_tree(
-            tree, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
+        largest_left, smallest_right = old_tree_neighbours(tree, seen, op)
+        thresholds, tree_report = placed_with_report(
+            tree.feature,
+            tree.threshold,
+            largest_left,
+            smallest_right,
+            op=op,
+            threshold_dtype=threshold_dtype,
+            midpoint=midpoint,
+            place=place,
+            fixed=None if tree.categories is None else tree.categories.member,
         )
         out.append(thresholds)
         report = report + tree_report
     return out, report
+
+
+def old_tree_neighbours(tree: TreeArrays, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray]:
+    """``hyp2onnx.correction.midpoints.tree_neighbours`` before issue 40's second round:
+    every row routed level by level, one unbuffered max per level."""
+    n_nodes = tree.feature.shape[0]
+    extreme = np.full(2 * n_nodes, -np.inf)
+    for start in range(0, X.shape[0], 1 << 15):
+        for _, nodes, values, left_mask in walk_levels(tree, X[start : start + (1 << 15)], op):
+            values = values.astype(np.float64, copy=False)
+            slot = nodes * 2
+            slot += ~left_mask
+            np.maximum.at(extreme, slot, np.where(left_mask, values, -values))
+    return extreme[0::2], -extreme[1::2]
 
 
 def old_tree_space(

@@ -25,6 +25,7 @@ import pytest
 from _fit_reference import (
     old_correct_trees,
     old_float32_keeps_outputs,
+    old_tree_neighbours,
     old_tree_space,
     old_ubj_load,
 )
@@ -35,6 +36,9 @@ import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.blocks import Categorical, Euclidean, Hyperbolic
 from hyp2onnx.correction import _correct as _correct_module
+from hyp2onnx.correction import midpoints as _midpoints_module
+from hyp2onnx.correction import shared_rows as _shared_rows_module
+from hyp2onnx.correction.midpoints import tree_neighbours
 from hyp2onnx.correction.tree_space import TreeSpace
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
 from hyp2onnx.estimators import _base as _base_module
@@ -435,7 +439,71 @@ def test_correction_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPatch) -
         assert min(t.tree_.node_count for t in model.estimator_.estimators_) > 2 * 255
     new = _fitted_state(model)
     monkeypatch.setattr(_correct_module, "correct_trees", old_correct_trees)
+    for module in (_midpoints_module, _shared_rows_module):
+        monkeypatch.setattr(module, "tree_neighbours", old_tree_neighbours)
     assert _fitted_state(make().fit(X, y, sample_weight=w)) == new
+
+
+def _unbalanced_tree(rng: np.random.Generator, X: np.ndarray, max_depth: int) -> TreeArrays:
+    """A random tree, deep on some branches and shallow on others, with thresholds at
+    training values (ties), one float32 step off them, or anywhere."""
+    feature: list[int] = []
+    threshold: list[float] = []
+    left: list[int] = []
+    right: list[int] = []
+
+    def grow(depth: int) -> int:
+        node = len(feature)
+        feature.append(-1)
+        threshold.append(0.0)
+        left.append(-1)
+        right.append(-1)
+        if depth < max_depth and rng.random() < (0.95 if depth < 3 else 0.7):
+            f = int(rng.integers(X.shape[1]))
+            value = float(X[rng.integers(X.shape[0]), f])
+            feature[node] = f
+            threshold[node] = [
+                value,
+                float(np.nextafter(np.float32(value), np.float32(np.inf))),
+                float(rng.uniform(-1.5, 1.5)),
+            ][int(rng.integers(3))]
+            left[node] = grow(depth + 1)
+            right[node] = grow(depth + 1)
+        return node
+
+    grow(0)
+    return TreeArrays(*(np.array(a) for a in (feature, threshold, left, right)))
+
+
+@pytest.mark.parametrize("op", ["<=", "<"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [0, 1, 7, 3000, 70_000])
+def test_tree_neighbours_are_the_old_ones(
+    op: Op, dtype: str, n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Leaf-grouped extremes give each node's ``L`` and ``R`` of the old level-by-level
+    routing bit for bit (a zero as +0.0: which zero a max keeps followed the row
+    order, and every placement adds 0.0): ties on thresholds, duplicate rows,
+    signed zeros, values past every threshold, infinities and NaN, deep and
+    shallow branches, one row or none, several row blocks (and, at 3000 rows,
+    blocks of 7 rows)."""
+    if n == 3000:
+        monkeypatch.setattr(_midpoints_module, "_BLOCK_ROWS", 7)
+    rng = np.random.default_rng(n + len(op) + len(dtype))
+    X = np.round(rng.uniform(-1.2, 1.2, (n, 3)), 2)  # many ties
+    X[:, 0] = rng.uniform(-1.2, 1.2, n)  # and none: every row may be a node's extreme
+    if n >= 7:
+        X[:3] = [[0.0, -0.0, 0.0], [-0.0, 0.0, -0.0], [np.inf, -np.inf, np.nan]]
+        X[3:7] = X[:4] if n > 7 else X[3:7]
+    X = X.astype(dtype)
+    data_rows = np.nan_to_num(X, posinf=1.5, neginf=-1.5) if n else np.zeros((1, 3))
+    for seed in range(4):
+        tree = _unbalanced_tree(np.random.default_rng(seed), data_rows, 12)
+        with np.errstate(invalid="ignore"):  # NaN rows
+            new, old = tree_neighbours(tree, X, op), old_tree_neighbours(tree, X, op)
+        for a, b in zip(new, old, strict=True):
+            assert a.dtype == b.dtype == np.float64
+            assert a.tobytes() == (b + 0.0).tobytes()
 
 
 @pytest.mark.parametrize("space", ["ranks", "rapidity", "klein"])
