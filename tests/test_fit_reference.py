@@ -551,3 +551,25 @@ def test_the_zero_kept_is_plus_zero_whatever_the_sort(space: str, first: float) 
         for u in fitted.klein:
             zero = u[u == 0.0]
             assert zero.size == 1 and not np.signbit(zero[0])
+
+
+@pytest.mark.parametrize("op", ["<=", "<"])
+@pytest.mark.parametrize("batch", [3, 1 << 16])
+@pytest.mark.parametrize("in_order", [0, 8])
+def test_rank_search_in_batches_is_the_old_routing(
+    op: Op, batch: int, in_order: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rank search's ``L`` and ``R`` of trees sharing their rows, walks looked at in
+    batches of a few candidates or all at once, with and without the walking-order
+    rank table, are the old routing's (zeros as +0.0), tree by tree."""
+    monkeypatch.setattr(_shared_rows_module, "_BATCH", batch)
+    monkeypatch.setattr(_shared_rows_module, "_IN_ORDER_MAX_FEATURES", in_order)
+    rng = np.random.default_rng(len(op) + batch)
+    X = np.round(rng.uniform(-1.2, 1.2, (4000, 6)), 2).astype(np.float32)  # many ties
+    X[:, 0] = rng.uniform(-1.2, 1.2, 4000)
+    X[:4, 1] = [0.0, -0.0, -0.0, 0.0]
+    trees = [_unbalanced_tree(np.random.default_rng(s), X, 5) for s in range(12)]
+    largest_left, smallest_right = _shared_rows_module.shared_neighbours(trees, X, op)
+    old = [old_tree_neighbours(t, X, op) for t in trees]
+    for new, side in ((largest_left, 0), (smallest_right, 1)):
+        assert (new + 0.0).tobytes() == (np.concatenate([o[side] for o in old]) + 0.0).tobytes()
