@@ -573,3 +573,59 @@ def test_rank_search_in_batches_is_the_old_routing(
     old = [old_tree_neighbours(t, X, op) for t in trees]
     for new, side in ((largest_left, 0), (smallest_right, 1)):
         assert (new + 0.0).tobytes() == (np.concatenate([o[side] for o in old]) + 0.0).tobytes()
+
+
+COMPACT_CASES = {
+    **{k: v for k, v in CASES.items() if not v[3]},  # weighted fits map a subset: float64
+    "extra_trees": (
+        lambda: h.HyperbolicEstimator(ExtraTreesClassifier(5, max_depth=8, random_state=0)),
+        "hyperboloid",
+        3.0,
+        False,
+    ),
+    "xgboost_far": (
+        lambda: h.HyperbolicXGBClassifier(n_estimators=4, max_depth=5, n_jobs=1),
+        "hyperboloid",
+        16.0,
+        False,
+    ),
+    "lightgbm_far": (
+        lambda: h.HyperbolicLGBMClassifier(
+            n_estimators=4, num_leaves=31, min_child_samples=2, verbose=-1
+        ),
+        "hyperboloid",
+        16.0,
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPACT_CASES))
+def test_float32_ranks_fit_the_same_model(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks handed to the library as float32 (the same integers) give the model of
+    float64 ranks bit for bit: thresholds, report, split index, input dtype and
+    outputs on points beside every threshold."""
+    make, kind, radius, weighted = COMPACT_CASES[name]
+    X, y, w, _ = _training(kind, radius, weighted)
+    original = HyperbolicTreeModel._tree_space
+    dtypes = []
+
+    def ranks_as(dtype: type) -> Callable[..., Any]:
+        def tree_space(self: Any, *args: Any, compact: bool = False) -> Any:
+            space, Xt = original(self, *args, compact=compact and dtype == np.float32)
+            dtypes.append(Xt.dtype)
+            return space, Xt
+
+        return tree_space
+
+    monkeypatch.setattr(HyperbolicTreeModel, "_tree_space", ranks_as(np.float32))
+    compact = make().fit(X, y, sample_weight=w)
+    monkeypatch.setattr(HyperbolicTreeModel, "_tree_space", ranks_as(np.float64))
+    wide = make().fit(X, y, sample_weight=w)
+    # Codes read natively keep float64 (LightGBM's reach 2**31).
+    assert dtypes == [np.float64 if "categorical" in name else np.float32, np.float64]
+    assert _fitted_state(compact) == _fitted_state(wide)
+    probes = _probes(wide, kind, radius)
+    outputs = "predict_proba" if hasattr(wide, "predict_proba") else "predict"
+    new, old = getattr(compact, outputs)(probes), getattr(wide, outputs)(probes)
+    assert new.tobytes() == old.tobytes()

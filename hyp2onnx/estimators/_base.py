@@ -124,7 +124,9 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
     def to_klein(self, X: Any) -> np.ndarray:
         """Unit-ball Klein coordinates (float64) that the trees see for points ``X``."""
         check_is_fitted(self)
-        return self._klein(X, reset=False)
+        k = self._klein(X, reset=False)
+        # Klein input comes back from the checks uncopied: the caller gets its own array.
+        return k.copy() if isinstance(X, np.ndarray) and np.may_share_memory(k, X) else k
 
     def _tree_input(self, X: Any) -> np.ndarray:
         """What ``estimator_`` reads for points ``X``: Klein coordinates or split indices."""
@@ -160,8 +162,14 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         blocks = self._blocks()
         if blocks is not None:
             return to_features(X, blocks, check=self.check_manifold)
+        # Not copied when already Klein: nothing here writes into the points.
         return to_klein(
-            X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
+            X,
+            self.input_geometry,
+            self.curvature,
+            self.timelike_dim,
+            check=self.check_manifold,
+            copy=False,
         )
 
     def _midpoint_rules(self) -> Midpoint | np.ndarray:
@@ -214,10 +222,11 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
                 "leave input_blocks=None and give one hyperbolic geometry, or use a "
                 "scikit-learn, XGBoost or LightGBM model for inputs made of blocks."
             )
-        space, Xt = self._tree_space(backend, Xk, sample_weight)
         native_categorical = False
         if blocks is not None:
             native_categorical = backend.use_categorical(estimator, categorical_features(blocks))
+        # Codes read natively go into Xt as they are: float64 holds every one.
+        space, Xt = self._tree_space(backend, Xk, sample_weight, compact=not native_categorical)
         to_tree: Callable[[np.ndarray], np.ndarray] = space.transform
         if native_categorical:
             assert blocks is not None  # only input blocks have categorical features
@@ -318,10 +327,17 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         return y
 
     def _tree_space(
-        self, backend: Backend, Xk: np.ndarray, sample_weight: np.ndarray | None
+        self,
+        backend: Backend,
+        Xk: np.ndarray,
+        sample_weight: np.ndarray | None,
+        *,
+        compact: bool = False,
     ) -> tuple[TreeSpace, np.ndarray]:
         """The map from Klein coordinates to what the learner is fitted on, and its
-        image of ``Xk`` (in one pass when the map is fitted on every row)."""
+        image of ``Xk`` (in one pass when the map is fitted on every row; with
+        ``compact``, ranks as float32 where that holds them exactly: every
+        library then reads the same numbers, see `TreeSpace.fit_transform`)."""
         if not backend.feature_splits:
             # Oblique splits compare projections of all Klein coordinates, which
             # no per-feature map keeps: such learners see the coordinates.
@@ -339,7 +355,7 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         weighted = None if sample_weight is None else sample_weight != 0
         if weighted is None or weighted.all() or not weighted.any():
             return TreeSpace.fit_transform(
-                Xk, self.tree_space, backend.compare_dtype, backend.zero_band
+                Xk, self.tree_space, backend.compare_dtype, backend.zero_band, compact=compact
             )
         space = TreeSpace.fit(
             Xk[weighted], self.tree_space, backend.compare_dtype, backend.zero_band
@@ -369,7 +385,7 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         # The values each tree compared, held in the backend's precision (float32
         # stays float32: half the memory of widening; the correction widens the
         # values it gathers, exactly).
-        Xc = backend.compared_values(fitted, Xt)
+        Xc = _compared(backend, fitted, Xt, space)
         trees = backend.read_trees(fitted)
         comparison = comparison_of(backend)
         rows = backend.training_rows(fitted, y, sample_weight)
@@ -431,6 +447,14 @@ def input_space(estimator: Any, blocks: tuple | None = None) -> InputSpace:
         timelike_dim=int(estimator.timelike_dim),
         n_input_features=n_input,
     )
+
+
+def _compared(backend: Backend, fitted: Any, Xt: np.ndarray, space: TreeSpace) -> np.ndarray:
+    """What the splits compare (`Backend.compared_values`); float32 ranks as they are,
+    whatever the backend's precision: integers below 2**24, exact in every one."""
+    if space.space == "ranks" and Xt.dtype == np.float32 and backend.feature_splits:
+        return np.ascontiguousarray(Xt)
+    return backend.compared_values(fitted, Xt)
 
 
 def comparison_of(backend: Backend) -> Comparison:
