@@ -8,7 +8,7 @@ Each function is the old body, lifted out of its class or module: do not
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -21,7 +21,8 @@ from hyp2onnx.correction.midpoints import (
 from hyp2onnx.correction.shared_rows import correct_shared_rows, shared_rows
 from hyp2onnx.correction.tree_space import TreeSpace
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
-from hyp2onnx.ir.trees import Op, TreeArrays, walk_levels
+from hyp2onnx.ir.crossings import Splits
+from hyp2onnx.ir.trees import Op, TreeArrays, as_compared, walk_levels
 
 
 def old_float32_keeps_outputs(model: Any, X: np.ndarray) -> bool:
@@ -180,3 +181,45 @@ def old_tree_space(
         backend.compare_dtype,
         backend.zero_band,
     )
+
+
+# -- which rows the float32 check hands to the library ------------------------
+
+
+def old_rows_that_may_cross(
+    splits: Splits,
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    op: Op,
+    compare_dtype: str,
+    zero_band: float = 0.0,
+) -> np.ndarray:
+    """``hyp2onnx.ir.crossings.rows_that_may_cross`` before issue 40's second round:
+    two searches per moved value."""
+    if op not in ("<=", "<"):
+        raise ValueError(f"unknown comparison {op!r}; expected '<=' or '<'")
+    side: Literal["left", "right"] = "left" if op == "<=" else "right"
+    split = splits.feature >= 0
+    used = np.unique(splits.feature[split])
+    A = as_compared(a[:, used], compare_dtype)
+    B = as_compared(b[:, used], compare_dtype)
+    with np.errstate(invalid="ignore"):
+        differ = ~(np.isfinite(A).all(axis=1) & np.isfinite(B).all(axis=1))
+        if zero_band > 0:
+            near_zero = (np.abs(A) <= zero_band) | (np.abs(B) <= zero_band)
+            differ |= (near_zero & (A != B)).any(axis=1)
+    numeric = split & ~splits.member
+    order = np.lexsort((splits.threshold[numeric], splits.feature[numeric]))
+    feature, threshold = splits.feature[numeric][order], splits.threshold[numeric][order]
+    bounds = np.searchsorted(feature, used, side="left"), np.searchsorted(feature, used, "right")
+    categorical = np.isin(used, splits.feature[split & splits.member])
+    for c, (lo, hi) in enumerate(zip(*bounds, strict=True)):
+        # Equal values cross nothing: search only the rows whose value moved.
+        moved = np.flatnonzero(A[:, c] != B[:, c])
+        if categorical[c]:
+            differ[moved] = True
+        if hi > lo and moved.size:
+            t, a_c, b_c = threshold[lo:hi], A[moved, c], B[moved, c]
+            differ[moved] |= np.searchsorted(t, a_c, side) != np.searchsorted(t, b_c, side)
+    return np.flatnonzero(differ)

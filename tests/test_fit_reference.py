@@ -25,6 +25,7 @@ import pytest
 from _fit_reference import (
     old_correct_trees,
     old_float32_keeps_outputs,
+    old_rows_that_may_cross,
     old_tree_neighbours,
     old_tree_space,
     old_ubj_load,
@@ -198,9 +199,13 @@ def test_float32_decision_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPa
     for probe in (X, _probes(model, kind, radius)):
         old = old_float32_keeps_outputs(model, probe)
         assert model._float32_keeps_outputs(probe, backend, splits) == old
+        # Klein input, handed over as its own Klein coordinates (what fit does).
+        klein = probe if kind == "klein" else None
+        assert model._float32_keeps_outputs(probe, backend, splits, klein) == old
         with monkeypatch.context() as small_blocks:  # the check in blocks of 7 rows
             small_blocks.setattr(_base_module, "_CHECK_ROWS", 7)
             assert model._float32_keeps_outputs(probe, backend, splits) == old
+            assert model._float32_keeps_outputs(probe, backend, splits, klein) == old
         rounded = probe.astype(np.float32).astype(np.float64)
         try:
             seen_in = model._tree_input(rounded)
@@ -233,7 +238,9 @@ def test_the_probes_change_outputs() -> None:
     assert not old_float32_keeps_outputs(model, _probes(model, kind, radius))
 
 
-@pytest.mark.parametrize("name", ["tree", "forest_weights", "xgboost", "lightgbm_klein"])
+@pytest.mark.parametrize(
+    "name", ["tree", "tree_klein", "forest_weights", "xgboost", "lightgbm_klein"]
+)
 def test_fit_decides_as_before(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     make, kind, radius, weighted = CASES[name]
     X, y, w, _ = _training(kind, radius, weighted)
@@ -241,7 +248,7 @@ def test_fit_decides_as_before(name: str, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(
         HyperbolicTreeModel,
         "_float32_keeps_outputs",
-        lambda self, X, backend, splits: old_float32_keeps_outputs(self, X),
+        lambda self, X, backend, splits, klein=None: old_float32_keeps_outputs(self, X),
     )
     assert make().fit(X, y, sample_weight=w).input_dtype_ == new
 
@@ -272,7 +279,39 @@ def test_rows_that_may_cross_hold_every_changed_path(op: Op, compare_dtype: str)
     Rows sit on thresholds and one float32/float64 step beside them, codes at
     2**24 + 1 (float32 rounds it to 2**24), values duplicated; each moves by a
     float32 or float64 step or two."""
-    rng = np.random.default_rng(5)
+    trees, a, b = _crossing_rows(np.random.default_rng(5))
+    A, B = as_compared(a, compare_dtype), as_compared(b, compare_dtype)
+    changed = np.zeros(a.shape[0], dtype=bool)
+    for tree in trees:
+        changed |= apply(tree, A, op) != apply(tree, B, op)
+    splits = Splits.of(trees, [t.threshold for t in trees], "float64")
+    crossing = rows_that_may_cross(splits, a, b, op=op, compare_dtype=compare_dtype)
+    assert changed.any()
+    assert np.isin(np.flatnonzero(changed), crossing).all()
+
+
+@pytest.mark.parametrize(
+    ("op", "compare_dtype"), [("<=", "float32"), ("<", "float32"), ("<=", "float64")]
+)
+@pytest.mark.parametrize("zero_band", [0.0, 1e-35])
+def test_rows_that_may_cross_are_the_old_ones(op: Op, compare_dtype: str, zero_band: float) -> None:
+    """One search per moved value picks exactly the rows the old two searches did: the
+    rows of the oracle test, and rows with NaN, infinities and values in the zero band."""
+    trees, a, b = _crossing_rows(np.random.default_rng(8))
+    a[:6, 0] = [np.nan, np.inf, -np.inf, 0.0, 1e-36, -5e-324]
+    b[:6, 0] = [0.5, np.inf, 0.25, -0.0, 2e-36, 0.0]
+    splits = Splits.of(trees, [t.threshold for t in trees], "float64")
+    keywords = {"op": op, "compare_dtype": compare_dtype, "zero_band": zero_band}
+    with np.errstate(invalid="ignore"):
+        new = rows_that_may_cross(splits, a, b, **keywords)
+        old = old_rows_that_may_cross(splits, a, b, **keywords)
+    assert new.size and new.size < a.shape[0]
+    assert new.tobytes() == old.tobytes()
+
+
+def _crossing_rows(rng: np.random.Generator) -> tuple[list[TreeArrays], np.ndarray, np.ndarray]:
+    """Trees with thresholds on, and a float32 or float64 step beside, shared values;
+    rows ``a`` near them (codes in a third column), and ``b``: ``a`` moved."""
     base = rng.uniform(-1.0, 1.0, 40)
     steps = [
         np.nextafter(base.astype(np.float32), np.float32(s)).astype(np.float64) for s in (-1, 1)
@@ -291,14 +330,7 @@ def test_rows_that_may_cross_hold_every_changed_path(op: Op, compare_dtype: str)
         b32 = np.nextafter(b32, np.where(rng.random(a.shape) < 0.5, -2, 2).astype(np.float32))
     moves = [b32.astype(np.float64), np.nextafter(a, -2.0), a.astype(np.float32).astype(float)]
     b = np.choose(rng.integers(0, 3, a.shape), moves)
-    A, B = as_compared(a, compare_dtype), as_compared(b, compare_dtype)
-    changed = np.zeros(a.shape[0], dtype=bool)
-    for tree in trees:
-        changed |= apply(tree, A, op) != apply(tree, B, op)
-    splits = Splits.of(trees, [t.threshold for t in trees], "float64")
-    crossing = rows_that_may_cross(splits, a, b, op=op, compare_dtype=compare_dtype)
-    assert changed.any()
-    assert np.isin(np.flatnonzero(changed), crossing).all()
+    return trees, a, b
 
 
 def _same(a: Any, b: Any) -> bool:

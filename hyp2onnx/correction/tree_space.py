@@ -44,7 +44,6 @@ import numpy as np
 
 from ..ir.trees import Op, as_compared
 from .midpoints import KEEP, Array, Midpoint, place_thresholds
-from .shared_rows import _argsort
 
 __all__ = ["TREE_SPACES", "KleinPlacer", "ResolutionError", "SplitIndex", "TreeSpace"]
 
@@ -69,13 +68,15 @@ def _plus_zero(u: np.ndarray) -> np.ndarray:
 def _unique_ranks(column: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """The sorted distinct values of ``column`` (finite), as ``np.unique`` finds them
     (of -0.0 and 0.0 the one sorted first), writing each value's rank among them,
-    from 1, into ``rank``. One radix sort (`_argsort`) instead of ``np.unique``'s."""
-    order = _argsort(column)
+    from 1, into ``rank``: ``np.unique``'s inverse from the one sort it makes."""
+    order = np.argsort(column)
     values = column.take(order)
     new = np.empty(values.shape[0], dtype=bool)
     new[:1] = True
     np.not_equal(values[1:], values[:-1], out=new[1:])
-    rank[order] = np.cumsum(new)
+    inverse = np.empty(values.shape[0], dtype=np.intp)
+    inverse[order] = np.cumsum(new)
+    rank[:] = inverse  # exact: fewer ranks than ``rank``'s dtype holds
     return values[new]
 
 

@@ -130,7 +130,10 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
 
     def _tree_input(self, X: Any) -> np.ndarray:
         """What ``estimator_`` reads for points ``X``: Klein coordinates or split indices."""
-        k = self._klein(X, reset=False)
+        return self._from_klein(self._klein(X, reset=False))
+
+    def _from_klein(self, k: np.ndarray) -> np.ndarray:
+        """What ``estimator_`` reads for checked Klein coordinates ``k``."""
         index = getattr(self, "split_index_", None)
         return k if index is None else index.transform(k)
 
@@ -248,12 +251,19 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         if is_classifier(self):
             self.classes_ = self._classes(fitted)
         self.n_outputs_ = 1 if np.ndim(y) == 1 else np.shape(y)[1]
-        if self.input_dtype_ == "float32" and not self._float32_keeps_outputs(X, backend, splits):
-            self.input_dtype_ = "float64"
+        if self.input_dtype_ == "float32":
+            # Klein input is its own Klein coordinates, checked above (Xk is X).
+            klein = Xk if Xk is X else None
+            if not self._float32_keeps_outputs(X, backend, splits, klein):
+                self.input_dtype_ = "float64"
         return self
 
     def _float32_keeps_outputs(
-        self, X: np.ndarray, backend: Backend, splits: Splits | None
+        self,
+        X: np.ndarray,
+        backend: Backend,
+        splits: Splits | None,
+        klein: np.ndarray | None = None,
     ) -> bool:
         """Whether the training points rounded to float32 get the model's own outputs.
 
@@ -268,13 +278,21 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         row) may route apart (`hyp2onnx.ir.crossings`); every other row takes
         the same path in every tree, so gets the same outputs. Rows go in
         blocks, so that the check's copies stay small beside the training data.
+        ``klein``: the checked Klein coordinates of ``X`` if known (not recomputed).
         """
         return all(
-            self._float32_keeps_block(X[start : start + _CHECK_ROWS], backend, splits)
+            self._float32_keeps_block(
+                X[start : start + _CHECK_ROWS],
+                backend,
+                splits,
+                None if klein is None else klein[start : start + _CHECK_ROWS],
+            )
             for start in range(0, X.shape[0], _CHECK_ROWS)
         )
 
-    def _float32_keeps_block(self, X: np.ndarray, backend: Backend, splits: Splits | None) -> bool:
+    def _float32_keeps_block(
+        self, X: np.ndarray, backend: Backend, splits: Splits | None, klein: np.ndarray | None
+    ) -> bool:
         """`_float32_keeps_outputs` for one block of rows."""
         rounded = X.astype(np.float32).astype(np.float64)
         moved = np.flatnonzero((rounded != X).any(axis=1))
@@ -284,7 +302,7 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
             seen_in = self._tree_input(rounded[moved])
         except InvalidPointError:  # rounding put a point off the manifold: keep float64
             return False
-        own_in = self._tree_input(X[moved])
+        own_in = self._tree_input(X[moved]) if klein is None else self._from_klein(klein[moved])
         if splits is not None:
             rows = rows_that_may_cross(
                 splits,
