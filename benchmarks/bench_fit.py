@@ -27,7 +27,7 @@ figures, also given, inflate Python-heavy stages by its per-call cost).
 
     python benchmarks/bench_fit.py [--quick] [--sizes 10000 100000] [--dims 2 8 16]
         [--threads 1 2] [--repeats 3] [--trees 20] [--only NAME ...]
-        [--large 100000 --large-dims 8 --skip "oblique tree"]
+        [--large 100000 --large-dims 8 --skip "oblique tree"] [--name fit.md]
 """
 
 from __future__ import annotations
@@ -407,16 +407,17 @@ def main() -> None:
     )
     parser.add_argument("--large-dims", type=int, nargs="+", default=[8])
     parser.add_argument("--skip", nargs="+", default=["oblique tree"], help="estimator names")
+    parser.add_argument("--name", default="fit.md", help="results file name in the output folder")
     args = parser.parse_args()
     if args.quick:
         args.sizes, args.dims, args.threads = [800], [2], [1]
         args.repeats, args.trees, args.profile_rows = 1, 3, 800
     out = output_dir(args)
     split = profile(args.profile_rows, args.dims[len(args.dims) // 2], args.trees)
-    rows = measure(args, lambda done: (out / "fit.md").write_text(report(done, split, args)))
+    rows = measure(args, lambda done: (out / args.name).write_text(report(done, split, args)))
     text = report(rows, split, args)
     print(text)
-    write(out / "fit.md", text)
+    write(out / args.name, text)
 
 
 if __name__ == "__main__":

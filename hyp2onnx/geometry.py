@@ -317,11 +317,14 @@ def to_klein(
     *,
     check: bool = True,
     rtol: float = DEFAULT_RTOL,
+    copy: bool = True,
 ) -> np.ndarray:
     """Unit-ball Klein coordinates (float64) of points given in ``geometry``.
 
     With ``check=False`` only the array's shape and finiteness are checked;
-    use it for large data known to be on the manifold.
+    use it for large data known to be on the manifold. With ``copy=False``,
+    float64 Klein points of curvature -1 come back as they are (the map is
+    the identity), not copied.
     """
     _check_geometry(geometry)
     if check:
@@ -333,7 +336,8 @@ def to_klein(
         return hyperboloid_to_klein(X, timelike_dim)
     if geometry == "poincare":
         return poincare_to_klein(X, curvature)
-    return X / curvature_radius(curvature)
+    radius = curvature_radius(curvature)
+    return X if radius == 1.0 and not copy else X / radius
 
 
 def from_klein(

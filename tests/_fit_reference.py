@@ -8,15 +8,21 @@ Each function is the old body, lifted out of its class or module: do not
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from hyp2onnx.correction.midpoints import CorrectionReport, Midpoint, Placer, correct_tree
+from hyp2onnx.correction.midpoints import (
+    CorrectionReport,
+    Midpoint,
+    Placer,
+    placed_with_report,
+)
 from hyp2onnx.correction.shared_rows import correct_shared_rows, shared_rows
 from hyp2onnx.correction.tree_space import TreeSpace
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
-from hyp2onnx.ir.trees import Op, TreeArrays
+from hyp2onnx.ir.crossings import Splits
+from hyp2onnx.ir.trees import Op, TreeArrays, as_compared, walk_levels
 
 
 def old_float32_keeps_outputs(model: Any, X: np.ndarray) -> bool:
@@ -124,12 +130,35 @@ def old_correct_trees(
     out, report = [], CorrectionReport()
     for tree, r in zip(trees, rows, strict=True):
         seen = X if r.size == X.shape[0] else X[r]
-        thresholds, tree_report = correct_tree(
-            tree, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
+        largest_left, smallest_right = old_tree_neighbours(tree, seen, op)
+        thresholds, tree_report = placed_with_report(
+            tree.feature,
+            tree.threshold,
+            largest_left,
+            smallest_right,
+            op=op,
+            threshold_dtype=threshold_dtype,
+            midpoint=midpoint,
+            place=place,
+            fixed=None if tree.categories is None else tree.categories.member,
         )
         out.append(thresholds)
         report = report + tree_report
     return out, report
+
+
+def old_tree_neighbours(tree: TreeArrays, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray]:
+    """``hyp2onnx.correction.midpoints.tree_neighbours`` before issue 40's second round:
+    every row routed level by level, one unbuffered max per level."""
+    n_nodes = tree.feature.shape[0]
+    extreme = np.full(2 * n_nodes, -np.inf)
+    for start in range(0, X.shape[0], 1 << 15):
+        for _, nodes, values, left_mask in walk_levels(tree, X[start : start + (1 << 15)], op):
+            values = values.astype(np.float64, copy=False)
+            slot = nodes * 2
+            slot += ~left_mask
+            np.maximum.at(extreme, slot, np.where(left_mask, values, -values))
+    return extreme[0::2], -extreme[1::2]
 
 
 def old_tree_space(
@@ -152,3 +181,45 @@ def old_tree_space(
         backend.compare_dtype,
         backend.zero_band,
     )
+
+
+# -- which rows the float32 check hands to the library ------------------------
+
+
+def old_rows_that_may_cross(
+    splits: Splits,
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    op: Op,
+    compare_dtype: str,
+    zero_band: float = 0.0,
+) -> np.ndarray:
+    """``hyp2onnx.ir.crossings.rows_that_may_cross`` before issue 40's second round:
+    two searches per moved value."""
+    if op not in ("<=", "<"):
+        raise ValueError(f"unknown comparison {op!r}; expected '<=' or '<'")
+    side: Literal["left", "right"] = "left" if op == "<=" else "right"
+    split = splits.feature >= 0
+    used = np.unique(splits.feature[split])
+    A = as_compared(a[:, used], compare_dtype)
+    B = as_compared(b[:, used], compare_dtype)
+    with np.errstate(invalid="ignore"):
+        differ = ~(np.isfinite(A).all(axis=1) & np.isfinite(B).all(axis=1))
+        if zero_band > 0:
+            near_zero = (np.abs(A) <= zero_band) | (np.abs(B) <= zero_band)
+            differ |= (near_zero & (A != B)).any(axis=1)
+    numeric = split & ~splits.member
+    order = np.lexsort((splits.threshold[numeric], splits.feature[numeric]))
+    feature, threshold = splits.feature[numeric][order], splits.threshold[numeric][order]
+    bounds = np.searchsorted(feature, used, side="left"), np.searchsorted(feature, used, "right")
+    categorical = np.isin(used, splits.feature[split & splits.member])
+    for c, (lo, hi) in enumerate(zip(*bounds, strict=True)):
+        # Equal values cross nothing: search only the rows whose value moved.
+        moved = np.flatnonzero(A[:, c] != B[:, c])
+        if categorical[c]:
+            differ[moved] = True
+        if hi > lo and moved.size:
+            t, a_c, b_c = threshold[lo:hi], A[moved, c], B[moved, c]
+            differ[moved] |= np.searchsorted(t, a_c, side) != np.searchsorted(t, b_c, side)
+    return np.flatnonzero(differ)

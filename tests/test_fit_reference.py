@@ -25,6 +25,8 @@ import pytest
 from _fit_reference import (
     old_correct_trees,
     old_float32_keeps_outputs,
+    old_rows_that_may_cross,
+    old_tree_neighbours,
     old_tree_space,
     old_ubj_load,
 )
@@ -35,6 +37,9 @@ import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.blocks import Categorical, Euclidean, Hyperbolic
 from hyp2onnx.correction import _correct as _correct_module
+from hyp2onnx.correction import midpoints as _midpoints_module
+from hyp2onnx.correction import shared_rows as _shared_rows_module
+from hyp2onnx.correction.midpoints import tree_neighbours
 from hyp2onnx.correction.tree_space import TreeSpace
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
 from hyp2onnx.estimators import _base as _base_module
@@ -194,9 +199,13 @@ def test_float32_decision_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPa
     for probe in (X, _probes(model, kind, radius)):
         old = old_float32_keeps_outputs(model, probe)
         assert model._float32_keeps_outputs(probe, backend, splits) == old
+        # Klein input, handed over as its own Klein coordinates (what fit does).
+        klein = probe if kind == "klein" else None
+        assert model._float32_keeps_outputs(probe, backend, splits, klein) == old
         with monkeypatch.context() as small_blocks:  # the check in blocks of 7 rows
             small_blocks.setattr(_base_module, "_CHECK_ROWS", 7)
             assert model._float32_keeps_outputs(probe, backend, splits) == old
+            assert model._float32_keeps_outputs(probe, backend, splits, klein) == old
         rounded = probe.astype(np.float32).astype(np.float64)
         try:
             seen_in = model._tree_input(rounded)
@@ -229,7 +238,9 @@ def test_the_probes_change_outputs() -> None:
     assert not old_float32_keeps_outputs(model, _probes(model, kind, radius))
 
 
-@pytest.mark.parametrize("name", ["tree", "forest_weights", "xgboost", "lightgbm_klein"])
+@pytest.mark.parametrize(
+    "name", ["tree", "tree_klein", "forest_weights", "xgboost", "lightgbm_klein"]
+)
 def test_fit_decides_as_before(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     make, kind, radius, weighted = CASES[name]
     X, y, w, _ = _training(kind, radius, weighted)
@@ -237,7 +248,7 @@ def test_fit_decides_as_before(name: str, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(
         HyperbolicTreeModel,
         "_float32_keeps_outputs",
-        lambda self, X, backend, splits: old_float32_keeps_outputs(self, X),
+        lambda self, X, backend, splits, klein=None: old_float32_keeps_outputs(self, X),
     )
     assert make().fit(X, y, sample_weight=w).input_dtype_ == new
 
@@ -268,7 +279,39 @@ def test_rows_that_may_cross_hold_every_changed_path(op: Op, compare_dtype: str)
     Rows sit on thresholds and one float32/float64 step beside them, codes at
     2**24 + 1 (float32 rounds it to 2**24), values duplicated; each moves by a
     float32 or float64 step or two."""
-    rng = np.random.default_rng(5)
+    trees, a, b = _crossing_rows(np.random.default_rng(5))
+    A, B = as_compared(a, compare_dtype), as_compared(b, compare_dtype)
+    changed = np.zeros(a.shape[0], dtype=bool)
+    for tree in trees:
+        changed |= apply(tree, A, op) != apply(tree, B, op)
+    splits = Splits.of(trees, [t.threshold for t in trees], "float64")
+    crossing = rows_that_may_cross(splits, a, b, op=op, compare_dtype=compare_dtype)
+    assert changed.any()
+    assert np.isin(np.flatnonzero(changed), crossing).all()
+
+
+@pytest.mark.parametrize(
+    ("op", "compare_dtype"), [("<=", "float32"), ("<", "float32"), ("<=", "float64")]
+)
+@pytest.mark.parametrize("zero_band", [0.0, 1e-35])
+def test_rows_that_may_cross_are_the_old_ones(op: Op, compare_dtype: str, zero_band: float) -> None:
+    """One search per moved value picks exactly the rows the old two searches did: the
+    rows of the oracle test, and rows with NaN, infinities and values in the zero band."""
+    trees, a, b = _crossing_rows(np.random.default_rng(8))
+    a[:6, 0] = [np.nan, np.inf, -np.inf, 0.0, 1e-36, -5e-324]
+    b[:6, 0] = [0.5, np.inf, 0.25, -0.0, 2e-36, 0.0]
+    splits = Splits.of(trees, [t.threshold for t in trees], "float64")
+    keywords = {"op": op, "compare_dtype": compare_dtype, "zero_band": zero_band}
+    with np.errstate(invalid="ignore"):
+        new = rows_that_may_cross(splits, a, b, **keywords)
+        old = old_rows_that_may_cross(splits, a, b, **keywords)
+    assert new.size and new.size < a.shape[0]
+    assert new.tobytes() == old.tobytes()
+
+
+def _crossing_rows(rng: np.random.Generator) -> tuple[list[TreeArrays], np.ndarray, np.ndarray]:
+    """Trees with thresholds on, and a float32 or float64 step beside, shared values;
+    rows ``a`` near them (codes in a third column), and ``b``: ``a`` moved."""
     base = rng.uniform(-1.0, 1.0, 40)
     steps = [
         np.nextafter(base.astype(np.float32), np.float32(s)).astype(np.float64) for s in (-1, 1)
@@ -287,14 +330,7 @@ def test_rows_that_may_cross_hold_every_changed_path(op: Op, compare_dtype: str)
         b32 = np.nextafter(b32, np.where(rng.random(a.shape) < 0.5, -2, 2).astype(np.float32))
     moves = [b32.astype(np.float64), np.nextafter(a, -2.0), a.astype(np.float32).astype(float)]
     b = np.choose(rng.integers(0, 3, a.shape), moves)
-    A, B = as_compared(a, compare_dtype), as_compared(b, compare_dtype)
-    changed = np.zeros(a.shape[0], dtype=bool)
-    for tree in trees:
-        changed |= apply(tree, A, op) != apply(tree, B, op)
-    splits = Splits.of(trees, [t.threshold for t in trees], "float64")
-    crossing = rows_that_may_cross(splits, a, b, op=op, compare_dtype=compare_dtype)
-    assert changed.any()
-    assert np.isin(np.flatnonzero(changed), crossing).all()
+    return trees, a, b
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -435,7 +471,71 @@ def test_correction_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPatch) -
         assert min(t.tree_.node_count for t in model.estimator_.estimators_) > 2 * 255
     new = _fitted_state(model)
     monkeypatch.setattr(_correct_module, "correct_trees", old_correct_trees)
+    for module in (_midpoints_module, _shared_rows_module):
+        monkeypatch.setattr(module, "tree_neighbours", old_tree_neighbours)
     assert _fitted_state(make().fit(X, y, sample_weight=w)) == new
+
+
+def _unbalanced_tree(rng: np.random.Generator, X: np.ndarray, max_depth: int) -> TreeArrays:
+    """A random tree, deep on some branches and shallow on others, with thresholds at
+    training values (ties), one float32 step off them, or anywhere."""
+    feature: list[int] = []
+    threshold: list[float] = []
+    left: list[int] = []
+    right: list[int] = []
+
+    def grow(depth: int) -> int:
+        node = len(feature)
+        feature.append(-1)
+        threshold.append(0.0)
+        left.append(-1)
+        right.append(-1)
+        if depth < max_depth and rng.random() < (0.95 if depth < 3 else 0.7):
+            f = int(rng.integers(X.shape[1]))
+            value = float(X[rng.integers(X.shape[0]), f])
+            feature[node] = f
+            threshold[node] = [
+                value,
+                float(np.nextafter(np.float32(value), np.float32(np.inf))),
+                float(rng.uniform(-1.5, 1.5)),
+            ][int(rng.integers(3))]
+            left[node] = grow(depth + 1)
+            right[node] = grow(depth + 1)
+        return node
+
+    grow(0)
+    return TreeArrays(*(np.array(a) for a in (feature, threshold, left, right)))
+
+
+@pytest.mark.parametrize("op", ["<=", "<"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [0, 1, 7, 3000, 70_000])
+def test_tree_neighbours_are_the_old_ones(
+    op: Op, dtype: str, n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Leaf-grouped extremes give each node's ``L`` and ``R`` of the old level-by-level
+    routing bit for bit (a zero as +0.0: which zero a max keeps followed the row
+    order, and every placement adds 0.0): ties on thresholds, duplicate rows,
+    signed zeros, values past every threshold, infinities and NaN, deep and
+    shallow branches, one row or none, several row blocks (and, at 3000 rows,
+    blocks of 7 rows)."""
+    if n == 3000:
+        monkeypatch.setattr(_midpoints_module, "_BLOCK_ROWS", 7)
+    rng = np.random.default_rng(n + len(op) + len(dtype))
+    X = np.round(rng.uniform(-1.2, 1.2, (n, 3)), 2)  # many ties
+    X[:, 0] = rng.uniform(-1.2, 1.2, n)  # and none: every row may be a node's extreme
+    if n >= 7:
+        X[:3] = [[0.0, -0.0, 0.0], [-0.0, 0.0, -0.0], [np.inf, -np.inf, np.nan]]
+        X[3:7] = X[:4] if n > 7 else X[3:7]
+    X = X.astype(dtype)
+    data_rows = np.nan_to_num(X, posinf=1.5, neginf=-1.5) if n else np.zeros((1, 3))
+    for seed in range(4):
+        tree = _unbalanced_tree(np.random.default_rng(seed), data_rows, 12)
+        with np.errstate(invalid="ignore"):  # NaN rows
+            new, old = tree_neighbours(tree, X, op), old_tree_neighbours(tree, X, op)
+        for a, b in zip(new, old, strict=True):
+            assert a.dtype == b.dtype == np.float64
+            assert a.tobytes() == (b + 0.0).tobytes()
 
 
 @pytest.mark.parametrize("space", ["ranks", "rapidity", "klein"])
@@ -483,3 +583,81 @@ def test_the_zero_kept_is_plus_zero_whatever_the_sort(space: str, first: float) 
         for u in fitted.klein:
             zero = u[u == 0.0]
             assert zero.size == 1 and not np.signbit(zero[0])
+
+
+@pytest.mark.parametrize("op", ["<=", "<"])
+@pytest.mark.parametrize("batch", [3, 1 << 16])
+@pytest.mark.parametrize("in_order", [0, 8])
+def test_rank_search_in_batches_is_the_old_routing(
+    op: Op, batch: int, in_order: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rank search's ``L`` and ``R`` of trees sharing their rows, walks looked at in
+    batches of a few candidates or all at once, with and without the walking-order
+    rank table, are the old routing's (zeros as +0.0), tree by tree."""
+    monkeypatch.setattr(_shared_rows_module, "_BATCH", batch)
+    monkeypatch.setattr(_shared_rows_module, "_IN_ORDER_MAX_FEATURES", in_order)
+    rng = np.random.default_rng(len(op) + batch)
+    X = np.round(rng.uniform(-1.2, 1.2, (4000, 6)), 2).astype(np.float32)  # many ties
+    X[:, 0] = rng.uniform(-1.2, 1.2, 4000)
+    X[:4, 1] = [0.0, -0.0, -0.0, 0.0]
+    trees = [_unbalanced_tree(np.random.default_rng(s), X, 5) for s in range(12)]
+    largest_left, smallest_right = _shared_rows_module.shared_neighbours(trees, X, op)
+    old = [old_tree_neighbours(t, X, op) for t in trees]
+    for new, side in ((largest_left, 0), (smallest_right, 1)):
+        assert (new + 0.0).tobytes() == (np.concatenate([o[side] for o in old]) + 0.0).tobytes()
+
+
+COMPACT_CASES = {
+    **{k: v for k, v in CASES.items() if not v[3]},  # weighted fits map a subset: float64
+    "extra_trees": (
+        lambda: h.HyperbolicEstimator(ExtraTreesClassifier(5, max_depth=8, random_state=0)),
+        "hyperboloid",
+        3.0,
+        False,
+    ),
+    "xgboost_far": (
+        lambda: h.HyperbolicXGBClassifier(n_estimators=4, max_depth=5, n_jobs=1),
+        "hyperboloid",
+        16.0,
+        False,
+    ),
+    "lightgbm_far": (
+        lambda: h.HyperbolicLGBMClassifier(
+            n_estimators=4, num_leaves=31, min_child_samples=2, verbose=-1
+        ),
+        "hyperboloid",
+        16.0,
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(COMPACT_CASES))
+def test_float32_ranks_fit_the_same_model(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranks handed to the library as float32 (the same integers) give the model of
+    float64 ranks bit for bit: thresholds, report, split index, input dtype and
+    outputs on points beside every threshold."""
+    make, kind, radius, weighted = COMPACT_CASES[name]
+    X, y, w, _ = _training(kind, radius, weighted)
+    original = HyperbolicTreeModel._tree_space
+    dtypes = []
+
+    def ranks_as(dtype: type) -> Callable[..., Any]:
+        def tree_space(self: Any, *args: Any, compact: bool = False) -> Any:
+            space, Xt = original(self, *args, compact=compact and dtype == np.float32)
+            dtypes.append(Xt.dtype)
+            return space, Xt
+
+        return tree_space
+
+    monkeypatch.setattr(HyperbolicTreeModel, "_tree_space", ranks_as(np.float32))
+    compact = make().fit(X, y, sample_weight=w)
+    monkeypatch.setattr(HyperbolicTreeModel, "_tree_space", ranks_as(np.float64))
+    wide = make().fit(X, y, sample_weight=w)
+    # Codes read natively keep float64 (LightGBM's reach 2**31).
+    assert dtypes == [np.float64 if "categorical" in name else np.float32, np.float64]
+    assert _fitted_state(compact) == _fitted_state(wide)
+    probes = _probes(wide, kind, radius)
+    outputs = "predict_proba" if hasattr(wide, "predict_proba") else "predict"
+    new, old = getattr(compact, outputs)(probes), getattr(wide, outputs)(probes)
+    assert new.tobytes() == old.tobytes()

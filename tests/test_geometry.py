@@ -345,3 +345,20 @@ def test_n_klein_features() -> None:
     assert geometry.n_klein_features(5, "hyperboloid") == 4
     assert geometry.n_klein_features(5, "poincare") == 5
     assert geometry.n_klein_features(5, "klein") == 5
+
+
+def test_klein_points_are_not_copied_unless_asked() -> None:
+    """``copy=False`` hands float64 unit-ball Klein points back as they are (the map is
+    the identity); the default, other curvatures and other models give a new array,
+    and a fitted estimator's ``to_klein`` never returns the caller's own array."""
+    from hyp2onnx import HyperbolicDecisionTreeClassifier
+    from hyp2onnx.geometry import to_klein
+
+    k = np.array([[0.1, -0.2], [0.3, 0.4], [-0.5, 0.0]])
+    assert to_klein(k, "klein", copy=False) is k
+    assert not np.shares_memory(to_klein(k, "klein"), k)
+    assert not np.shares_memory(to_klein(k * 0.5, "klein", -4.0, copy=False), k)
+    assert not np.shares_memory(to_klein(k, "poincare", copy=False), k)
+    model = HyperbolicDecisionTreeClassifier(input_geometry="klein").fit(k, [0, 1, 0])
+    out = model.to_klein(k)
+    assert not np.shares_memory(out, k) and out.tobytes() == k.tobytes()

@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 
 from ..geometry import einstein_midpoint, gnomonic_midpoint
-from ..ir.trees import Op, TreeArrays, round_threshold, walk_levels
+from ..ir.trees import Op, TreeArrays, goes_left, round_threshold, walk_levels
 
 Midpoint = Literal["einstein", "angular", "arithmetic"]
 #: Per-node arrays (features, thresholds, neighbours) as the placers take them.
@@ -186,8 +186,93 @@ def tree_neighbours(tree: TreeArrays, X: np.ndarray, op: Op) -> tuple[np.ndarray
     """Each node's largest value routed left and smallest routed right (float64),
     among the rows ``X`` (compared precision) that reach it; ``-inf``/``inf`` where none.
 
-    One walk of the rows down the tree, O(n * depth).
+    Threshold trees: each row's leaf (`leaves`), each leaf's column-wise
+    extremes, then each node's extremes from its children's, bottom up
+    (`_subtree_extremes`); ``L`` of a split is the largest value of its
+    feature below its left child. Trees with set-membership splits route
+    level by level (`_routed_neighbours`). Both are exact maxima and minima,
+    O(n * depth) for the walk; a zero comes back as +0.0 (which of -0.0 and
+    0.0 a max keeps depends on the order it meets them).
     """
+    if tree.categories is not None:
+        return _routed_neighbours(tree, X, op)
+    X = np.ascontiguousarray(X)
+    largest, smallest = _subtree_extremes(tree, X, op)
+    internal = np.flatnonzero(tree.feature >= 0)
+    f = tree.feature[internal]
+    largest_left = np.full(tree.feature.shape[0], -np.inf)
+    smallest_right = np.full(tree.feature.shape[0], np.inf)
+    largest_left[internal] = largest[tree.left[internal], f]
+    smallest_right[internal] = smallest[tree.right[internal], f]
+    return largest_left + 0.0, smallest_right + 0.0
+
+
+def _subtree_extremes(tree: TreeArrays, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray]:
+    """Per node and column, the largest and smallest value (float64) among the rows of
+    ``X`` below the node (``-inf``/``inf`` where none): rows grouped by leaf, in blocks
+    of `_BLOCK_ROWS` (small temporaries), then every parent from its two children."""
+    n_nodes, d = tree.feature.shape[0], X.shape[1]
+    largest = np.full((n_nodes, d), -np.inf)
+    smallest = np.full((n_nodes, d), np.inf)
+    key = np.uint16 if n_nodes <= 1 << 16 else np.int64  # 16-bit keys: a radix sort
+    for start in range(0, X.shape[0], _BLOCK_ROWS):
+        block = X[start : start + _BLOCK_ROWS]
+        leaf = leaves(tree, block, op)
+        order = np.argsort(leaf.astype(key), kind="stable")
+        leaf = leaf.take(order)
+        starts = np.flatnonzero(np.concatenate([[True], leaf[1:] != leaf[:-1]]))
+        rows = block.take(order, axis=0)
+        at = leaf.take(starts)
+        largest[at] = np.maximum(largest[at], np.maximum.reduceat(rows, starts, axis=0))
+        smallest[at] = np.minimum(smallest[at], np.minimum.reduceat(rows, starts, axis=0))
+    for parents in reversed(_levels(tree)):
+        left, right = tree.left.take(parents), tree.right.take(parents)
+        largest[parents] = np.maximum(largest[left], largest[right])
+        smallest[parents] = np.minimum(smallest[left], smallest[right])
+    return largest, smallest
+
+
+def _levels(tree: TreeArrays) -> list[np.ndarray]:
+    """The internal nodes of ``tree``, level by level from the root."""
+    out, nodes = [], np.zeros(1, dtype=np.int64)
+    while nodes.size:
+        nodes = nodes[tree.feature.take(nodes) >= 0]
+        if nodes.size:
+            out.append(nodes)
+            nodes = np.concatenate([tree.left.take(nodes), tree.right.take(nodes)])
+    return out
+
+
+def leaves(tree: TreeArrays, X: np.ndarray, op: Op) -> np.ndarray:
+    """The leaf (local node id) each row of ``X`` (C-contiguous) reaches, for a tree of
+    threshold splits: every row steps down one level at a time, rows at leaves
+    dropped once they are a quarter of those still walking."""
+    n, d = X.shape
+    at_leaf = tree.feature < 0
+    feature = np.where(at_leaf, 0, tree.feature)
+    children = np.stack([tree.left, tree.right], axis=1)
+    children[at_leaf] = np.flatnonzero(at_leaf)[:, None]  # a leaf steps to itself
+    children = children.reshape(-1)
+    flat = X.reshape(-1)
+    threshold = tree.threshold
+    out = np.zeros(n, dtype=np.int64)
+    rows = np.arange(n)
+    at = rows * d  # each walking row's start in ``flat``
+    nodes = out.copy()
+    while rows.size:
+        slot = nodes * 2
+        slot += ~goes_left(flat.take(at + feature.take(nodes)), threshold.take(nodes), op)
+        nodes = children.take(slot)
+        done = at_leaf.take(nodes)
+        if 4 * np.count_nonzero(done) >= done.size:
+            out[rows[done]] = nodes[done]
+            keep = ~done
+            rows, nodes, at = rows[keep], nodes[keep], at[keep]
+    return out
+
+
+def _routed_neighbours(tree: TreeArrays, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray]:
+    """`tree_neighbours` by routing the rows level by level (any split kind)."""
     n_nodes = tree.feature.shape[0]
     # One unbuffered max per level, no boolean selection: slot 2j collects
     # the values going left at node j, slot 2j+1 the negated values going
@@ -200,7 +285,7 @@ def tree_neighbours(tree: TreeArrays, X: np.ndarray, op: Op) -> tuple[np.ndarray
             slot = nodes * 2
             slot += ~left_mask
             np.maximum.at(extreme, slot, np.where(left_mask, values, -values))
-    return extreme[0::2], -extreme[1::2]
+    return extreme[0::2] + 0.0, 0.0 - extreme[1::2]
 
 
 def correct_tree(

@@ -62,8 +62,14 @@ _ROUTING_BUDGET = 1.0
 #: Trees sharing their rows are searched while they average at most this many
 #: splits (about 8 full levels), routed otherwise (`_searched`).
 _SEARCH_MAX_SPLITS = 255
-#: Largest rank table (entries) also kept in walking order for the first check.
+#: Candidates looked at in one batch of a walk's round (a few MB of temporaries);
+#: a round over more is done in batches of whole walks.
+_BATCH = 1 << 16
+#: Largest rank table (entries) also kept in walking order for the first check,
+#: and the most used features it is kept for: the copy holds ``u`` times the
+#: rank table, so it is kept only while it stays about as small as the data.
 _IN_ORDER_MAX = 1 << 24
+_IN_ORDER_MAX_FEATURES = 4
 
 
 def shared_rows(rows: list[np.ndarray]) -> np.ndarray | None:
@@ -169,7 +175,6 @@ def correct_shared_rows(
     if not trees:
         return [], CorrectionReport()
     X = np.asarray(X)
-    X64 = X.astype(np.float64, copy=False)
     nodes = Nodes.of(trees)
     feature, threshold, tree_of = nodes.feature, nodes.threshold, nodes.tree_of
     largest_left, smallest_right, fallback = _search(nodes, X, op)
@@ -197,7 +202,7 @@ def correct_shared_rows(
     out = np.split(new, nodes.starts[1:])
     for i in np.flatnonzero(fallback):
         out[i], tree_report = correct_tree(
-            trees[i], X64, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
+            trees[i], X, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
         )
         n_moved[i], n_unreached[i] = tree_report.n_moved, tree_report.n_unreached
     report = CorrectionReport(int(n_splits.sum()), int(n_moved.sum()), int(n_unreached.sum()))
@@ -287,6 +292,13 @@ def shared_neighbours(
     return largest_left, smallest_right
 
 
+def _chunks(walks: np.ndarray, count: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``walks`` and their candidate ``count`` in consecutive batches of about `_BATCH`
+    candidates (a walk is never split)."""
+    edges = np.flatnonzero(np.diff(np.cumsum(count) // _BATCH)) + 1
+    return list(zip(np.split(walks, edges), np.split(count, edges), strict=True))
+
+
 def _argsort(values: np.ndarray) -> np.ndarray:
     """Ascending order of a float column, by 16-bit radix passes (numpy's stable
     sort of uint16 is a radix sort): faster than ``np.argsort`` on long columns."""
@@ -357,12 +369,12 @@ def _rank_features(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, op
     u = used.shape[0]
     col = np.full(feature.shape[0], -1, dtype=np.int64)
     col[internal] = column
-    columns = [np.ascontiguousarray(X[:, f]) for f in used]
     order = np.empty((u, n), dtype=np.intp)
-    sorted_values = np.empty((u, n))
-    for i, o in enumerate(map(_argsort, columns)):
-        order[i] = o
-        sorted_values[i] = columns[i].take(o)
+    sorted_values = np.empty((u, n), dtype=X.dtype)  # as compared; widened when read
+    for i, f in enumerate(used):
+        column = np.ascontiguousarray(X[:, f])
+        order[i] = _argsort(column)
+        sorted_values[i] = column.take(order[i])
     rank = np.empty((n, u), dtype=np.int32)
     positions = np.arange(n, dtype=np.int32)
     side: Literal["left", "right"] = "left" if op == "<" else "right"
@@ -371,7 +383,8 @@ def _rank_features(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, op
         rank[order[c], c] = positions
         at = np.flatnonzero(col == c)
         pos[at] = np.searchsorted(sorted_values[c], threshold[at], side=side)
-    in_order = rank.take(order.ravel(), axis=0).ravel() if u * u * n <= _IN_ORDER_MAX else None
+    small = u * u * n <= _IN_ORDER_MAX and u <= _IN_ORDER_MAX_FEATURES
+    in_order = rank.take(order.ravel(), axis=0).ravel() if small else None
     return _Ranks(n, u, col, pos, order, sorted_values, rank, in_order)
 
 
@@ -505,13 +518,7 @@ class _Walks:
         """Walk down from each cut (largest value left, ``sign`` -1) or up (smallest
         value right, +1), writing what each finds into ``found``; return the
         trees whose walks went over budget (to be routed instead)."""
-        ranks, c, p, tree, checks = self.ranks, self.c, self.p, self.tree, self.checks
-        n, u = ranks.n, ranks.u
-        order_flat, sorted_flat, rank_flat = (
-            ranks.order.ravel(),
-            ranks.sorted_values.ravel(),
-            ranks.rank.ravel(),
-        )
+        c, p, tree, n = self.c, self.p, self.tree, self.ranks.n
         start, remaining = (p - 1, p - self.lo_c) if sign < 0 else (p, self.hi_c - p)
         cursor = c * n + start  # flat position in order/sorted_values
         window = np.full(self.nodes.shape[0], _FIRST_WINDOW, dtype=np.int64)
@@ -522,37 +529,12 @@ class _Walks:
         active = np.flatnonzero(remaining > 0)
         while active.size:
             count = np.minimum(window[active], remaining[active])
-            offset = np.cumsum(count) - count
-            total = int(offset[-1] + count[-1])
-            at = np.repeat(cursor[active] - sign * offset, count)
-            if sign < 0:
-                at -= np.arange(total)
-            else:
-                at += np.arange(total)
-            todo = checks[: self.n_checks[active].max()]
-            if todo:
-                # First check on every candidate: per-walk values are repeated
-                # (cheap), ranks read in walking order when that table exists.
-                check_col, check_lo, check_hi = todo[0]
-                g = np.repeat(check_col.take(active), count)
-                if ranks.in_order is not None:
-                    r = ranks.in_order.take(at * u + g)
-                else:
-                    r = rank_flat.take(order_flat.take(at) * u + g)
-                alive = np.flatnonzero(
-                    (r >= np.repeat(check_lo.take(active), count))
-                    & (r < np.repeat(check_hi.take(active), count))
-                )
-                # The rest on the few candidates left.
-                box = active.take(np.searchsorted(offset, alive, side="right") - 1)
-                alive, _, _ = self.inside(order_flat.take(at.take(alive)), box, alive, todo[1:])
-            else:
-                alive = np.arange(total)
-            # The first candidate inside the box, walk by walk.
-            first = np.searchsorted(alive, offset)
-            hit = first < alive.size
-            hit[hit] = alive[first[hit]] < offset[hit] + count[hit]
-            found[self.nodes[active[hit]]] = sorted_flat.take(at.take(alive.take(first[hit])))
+            hit = np.concatenate(
+                [
+                    self._look(sign, part, count_of_part, cursor, found)
+                    for part, count_of_part in _chunks(active, count)
+                ]
+            )
             # Charge the work to each tree; trees over budget are routed instead.
             np.add.at(work, tree[active], count)
             routed |= work > self.budget
@@ -568,9 +550,56 @@ class _Walks:
         # No walk at all when no split has rows on this side (a small partition).
         slab = np.concatenate(to_slab) if to_slab else np.zeros(0, dtype=np.int64)
         slab = slab[~routed[tree[slab]]]
-        if slab.size:
-            routed |= self._read_slabs(sign, slab, found, work)
+        for part, _ in _chunks(slab, self.slab_width[slab]) if slab.size else ():
+            routed |= self._read_slabs(sign, part, found, work)
         return routed
+
+    def _look(
+        self,
+        sign: int,
+        active: np.ndarray,
+        count: np.ndarray,
+        cursor: np.ndarray,
+        found: np.ndarray,
+    ) -> np.ndarray:
+        """Look at the next ``count`` candidates of each walk in ``active``; write what
+        the walks that hit a row inside their box find; return which hit."""
+        ranks, checks = self.ranks, self.checks
+        u = ranks.u
+        order_flat, rank_flat = ranks.order.ravel(), ranks.rank.ravel()
+        sorted_flat = ranks.sorted_values.ravel()
+        offset = np.cumsum(count) - count
+        total = int(offset[-1] + count[-1])
+        at = np.repeat(cursor[active] - sign * offset, count)
+        if sign < 0:
+            at -= np.arange(total)
+        else:
+            at += np.arange(total)
+        todo = checks[: self.n_checks[active].max()]
+        if todo:
+            # First check on every candidate: per-walk values are repeated
+            # (cheap), ranks read in walking order when that table exists.
+            check_col, check_lo, check_hi = todo[0]
+            g = np.repeat(check_col.take(active), count)
+            if ranks.in_order is not None:
+                r = ranks.in_order.take(at * u + g)
+            else:
+                r = rank_flat.take(order_flat.take(at) * u + g)
+            alive = np.flatnonzero(
+                (r >= np.repeat(check_lo.take(active), count))
+                & (r < np.repeat(check_hi.take(active), count))
+            )
+            # The rest on the few candidates left.
+            box = active.take(np.searchsorted(offset, alive, side="right") - 1)
+            alive, _, _ = self.inside(order_flat.take(at.take(alive)), box, alive, todo[1:])
+        else:
+            alive = np.arange(total)
+        # The first candidate inside the box, walk by walk.
+        first = np.searchsorted(alive, offset)
+        hit = first < alive.size
+        hit[hit] = alive[first[hit]] < offset[hit] + count[hit]
+        found[self.nodes[active[hit]]] = sorted_flat.take(at.take(alive.take(first[hit])))
+        return hit
 
     def _read_slabs(
         self, sign: int, slab: np.ndarray, found: np.ndarray, work: np.ndarray

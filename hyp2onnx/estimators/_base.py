@@ -124,11 +124,16 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
     def to_klein(self, X: Any) -> np.ndarray:
         """Unit-ball Klein coordinates (float64) that the trees see for points ``X``."""
         check_is_fitted(self)
-        return self._klein(X, reset=False)
+        k = self._klein(X, reset=False)
+        # Klein input comes back from the checks uncopied: the caller gets its own array.
+        return k.copy() if isinstance(X, np.ndarray) and np.may_share_memory(k, X) else k
 
     def _tree_input(self, X: Any) -> np.ndarray:
         """What ``estimator_`` reads for points ``X``: Klein coordinates or split indices."""
-        k = self._klein(X, reset=False)
+        return self._from_klein(self._klein(X, reset=False))
+
+    def _from_klein(self, k: np.ndarray) -> np.ndarray:
+        """What ``estimator_`` reads for checked Klein coordinates ``k``."""
         index = getattr(self, "split_index_", None)
         return k if index is None else index.transform(k)
 
@@ -160,8 +165,14 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         blocks = self._blocks()
         if blocks is not None:
             return to_features(X, blocks, check=self.check_manifold)
+        # Not copied when already Klein: nothing here writes into the points.
         return to_klein(
-            X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
+            X,
+            self.input_geometry,
+            self.curvature,
+            self.timelike_dim,
+            check=self.check_manifold,
+            copy=False,
         )
 
     def _midpoint_rules(self) -> Midpoint | np.ndarray:
@@ -214,10 +225,11 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
                 "leave input_blocks=None and give one hyperbolic geometry, or use a "
                 "scikit-learn, XGBoost or LightGBM model for inputs made of blocks."
             )
-        space, Xt = self._tree_space(backend, Xk, sample_weight)
         native_categorical = False
         if blocks is not None:
             native_categorical = backend.use_categorical(estimator, categorical_features(blocks))
+        # Codes read natively go into Xt as they are: float64 holds every one.
+        space, Xt = self._tree_space(backend, Xk, sample_weight, compact=not native_categorical)
         to_tree: Callable[[np.ndarray], np.ndarray] = space.transform
         if native_categorical:
             assert blocks is not None  # only input blocks have categorical features
@@ -239,12 +251,19 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         if is_classifier(self):
             self.classes_ = self._classes(fitted)
         self.n_outputs_ = 1 if np.ndim(y) == 1 else np.shape(y)[1]
-        if self.input_dtype_ == "float32" and not self._float32_keeps_outputs(X, backend, splits):
-            self.input_dtype_ = "float64"
+        if self.input_dtype_ == "float32":
+            # Klein input is its own Klein coordinates, checked above (Xk is X).
+            klein = Xk if Xk is X else None
+            if not self._float32_keeps_outputs(X, backend, splits, klein):
+                self.input_dtype_ = "float64"
         return self
 
     def _float32_keeps_outputs(
-        self, X: np.ndarray, backend: Backend, splits: Splits | None
+        self,
+        X: np.ndarray,
+        backend: Backend,
+        splits: Splits | None,
+        klein: np.ndarray | None = None,
     ) -> bool:
         """Whether the training points rounded to float32 get the model's own outputs.
 
@@ -259,13 +278,21 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         row) may route apart (`hyp2onnx.ir.crossings`); every other row takes
         the same path in every tree, so gets the same outputs. Rows go in
         blocks, so that the check's copies stay small beside the training data.
+        ``klein``: the checked Klein coordinates of ``X`` if known (not recomputed).
         """
         return all(
-            self._float32_keeps_block(X[start : start + _CHECK_ROWS], backend, splits)
+            self._float32_keeps_block(
+                X[start : start + _CHECK_ROWS],
+                backend,
+                splits,
+                None if klein is None else klein[start : start + _CHECK_ROWS],
+            )
             for start in range(0, X.shape[0], _CHECK_ROWS)
         )
 
-    def _float32_keeps_block(self, X: np.ndarray, backend: Backend, splits: Splits | None) -> bool:
+    def _float32_keeps_block(
+        self, X: np.ndarray, backend: Backend, splits: Splits | None, klein: np.ndarray | None
+    ) -> bool:
         """`_float32_keeps_outputs` for one block of rows."""
         rounded = X.astype(np.float32).astype(np.float64)
         moved = np.flatnonzero((rounded != X).any(axis=1))
@@ -275,7 +302,7 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
             seen_in = self._tree_input(rounded[moved])
         except InvalidPointError:  # rounding put a point off the manifold: keep float64
             return False
-        own_in = self._tree_input(X[moved])
+        own_in = self._tree_input(X[moved]) if klein is None else self._from_klein(klein[moved])
         if splits is not None:
             rows = rows_that_may_cross(
                 splits,
@@ -318,10 +345,17 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         return y
 
     def _tree_space(
-        self, backend: Backend, Xk: np.ndarray, sample_weight: np.ndarray | None
+        self,
+        backend: Backend,
+        Xk: np.ndarray,
+        sample_weight: np.ndarray | None,
+        *,
+        compact: bool = False,
     ) -> tuple[TreeSpace, np.ndarray]:
         """The map from Klein coordinates to what the learner is fitted on, and its
-        image of ``Xk`` (in one pass when the map is fitted on every row)."""
+        image of ``Xk`` (in one pass when the map is fitted on every row; with
+        ``compact``, ranks as float32 where that holds them exactly: every
+        library then reads the same numbers, see `TreeSpace.fit_transform`)."""
         if not backend.feature_splits:
             # Oblique splits compare projections of all Klein coordinates, which
             # no per-feature map keeps: such learners see the coordinates.
@@ -339,7 +373,7 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         weighted = None if sample_weight is None else sample_weight != 0
         if weighted is None or weighted.all() or not weighted.any():
             return TreeSpace.fit_transform(
-                Xk, self.tree_space, backend.compare_dtype, backend.zero_band
+                Xk, self.tree_space, backend.compare_dtype, backend.zero_band, compact=compact
             )
         space = TreeSpace.fit(
             Xk[weighted], self.tree_space, backend.compare_dtype, backend.zero_band
@@ -369,7 +403,7 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         # The values each tree compared, held in the backend's precision (float32
         # stays float32: half the memory of widening; the correction widens the
         # values it gathers, exactly).
-        Xc = backend.compared_values(fitted, Xt)
+        Xc = _compared(backend, fitted, Xt, space)
         trees = backend.read_trees(fitted)
         comparison = comparison_of(backend)
         rows = backend.training_rows(fitted, y, sample_weight)
@@ -431,6 +465,14 @@ def input_space(estimator: Any, blocks: tuple | None = None) -> InputSpace:
         timelike_dim=int(estimator.timelike_dim),
         n_input_features=n_input,
     )
+
+
+def _compared(backend: Backend, fitted: Any, Xt: np.ndarray, space: TreeSpace) -> np.ndarray:
+    """What the splits compare (`Backend.compared_values`); float32 ranks as they are,
+    whatever the backend's precision: integers below 2**24, exact in every one."""
+    if space.space == "ranks" and Xt.dtype == np.float32 and backend.feature_splits:
+        return np.ascontiguousarray(Xt)
+    return backend.compared_values(fitted, Xt)
 
 
 def comparison_of(backend: Backend) -> Comparison:

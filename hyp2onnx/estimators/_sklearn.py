@@ -123,7 +123,9 @@ class SklearnBackend(Backend):
     ) -> Any:
         # Hand over float32, the precision scikit-learn trains in, so it
         # does not copy the data again.
-        estimator.fit(Xk.astype(np.float32), y, sample_weight=sample_weight, **fit_params)
+        estimator.fit(
+            Xk.astype(np.float32, copy=False), y, sample_weight=sample_weight, **fit_params
+        )
         if is_classifier(estimator) and estimator.n_outputs_ > 1:
             raise UnsupportedModelError(
                 "multi-output classification is not supported; fit one classifier per output."

@@ -88,6 +88,23 @@ def rows_that_may_cross(
         if categorical[c]:
             differ[moved] = True
         if hi > lo and moved.size:
-            t, a_c, b_c = threshold[lo:hi], A[moved, c], B[moved, c]
-            differ[moved] |= np.searchsorted(t, a_c, side) != np.searchsorted(t, b_c, side)
+            differ[moved] |= _count_changes(threshold[lo:hi], A[moved, c], B[moved, c], side)
     return np.flatnonzero(differ)
+
+
+def _count_changes(
+    t: np.ndarray, a: np.ndarray, b: np.ndarray, side: Literal["left", "right"]
+) -> np.ndarray:
+    """Whether ``b`` has another count of sorted thresholds ``t`` below it than ``a``
+    (``side`` as ``searchsorted``'s: "left" counts ``t < x``, "right" ``t <= x``).
+
+    One search: ``a``'s count ``i``; ``b`` has the same iff ``t[i - 1]`` (if any)
+    is below ``b`` too and ``t[i]`` (if any) is not.
+    """
+    i = np.searchsorted(t, a, side)
+    below, above = t.take(np.maximum(i - 1, 0)), t.take(np.minimum(i, t.size - 1))
+    if side == "left":
+        same = ((i == 0) | (below < b)) & ((i == t.size) | (above >= b))
+    else:
+        same = ((i == 0) | (below <= b)) & ((i == t.size) | (above > b))
+    return ~same
