@@ -50,6 +50,7 @@ _LAZY = {
     "compose": "export",
     "save_onnx": "export",
     "read_metadata": "export",
+    "GraphMetadata": "export",
     "register_skl2onnx_converters": "export.skl2onnx",
 }
 _SUBMODULES = ("conventions", "datasets", "geometry")

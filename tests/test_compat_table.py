@@ -194,7 +194,8 @@ def test_inspect_names_where_network_graphs_run(tmp_path):
             name = data["runtimes"][key]["name"]
             shown = any(entry.startswith(name + " ") for entry in listed)
             assert shown == (cell["status"] in ("agrees", "runs")), (kind, key, listed)
-    assert network_kind({"encoding": "fast", "n_trees": 3}) is None
+    tree = h.HyperbolicDecisionTreeClassifier(max_depth=3).fit(X, labels(k, 3, seed=5))
+    assert network_kind(h.read_metadata(h.to_onnx(tree))) is None
 
 
 def test_near_tie_rows_reach_every_backends_margin(table):

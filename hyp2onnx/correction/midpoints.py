@@ -249,6 +249,8 @@ def leaves(tree: TreeArrays, X: np.ndarray, op: Op) -> np.ndarray:
     dropped once they are a quarter of those still walking."""
     n, d = X.shape
     at_leaf = tree.feature < 0
+    if at_leaf[0]:  # a lone leaf (oblique trees then project onto no normal: d = 0)
+        return np.zeros(n, dtype=np.int64)
     feature = np.where(at_leaf, 0, tree.feature)
     children = np.stack([tree.left, tree.right], axis=1)
     children[at_leaf] = np.flatnonzero(at_leaf)[:, None]  # a leaf steps to itself
