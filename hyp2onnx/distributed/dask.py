@@ -554,6 +554,15 @@ def distributed_near(
     return bool(found[:, 0].max(initial=0.0) <= np.tanh(radius) ** 2)
 
 
+def _far_buckets(client: Any, Xt: Any, w: Any, backend: Backend) -> QuantileMap | None:
+    """The quantile buckets of the ``"quantiles"`` space; None when every row of non-zero
+    weight is near the origin (the usual case), known from two numbers per partition
+    (`distributed_near`: the sketch's own ``near()``) before any sketch is made."""
+    if distributed_near(client, Xt, w):
+        return None
+    return QuantileMap.of(distributed_sketch(client, Xt, w), backend.zero_band)
+
+
 # -- training on the cluster: one function per library ------------------------------
 
 
@@ -784,19 +793,15 @@ class _DaskModel:
         backend.check_fit(estimator, y, fit_params)
         backend.warn_subsampling(estimator)
         # The learner's input: the Klein coordinates, or far out their quantile buckets.
-        qmap, to_tree, Xlearn = None, as_klein, Xt
-        # Near points (the usual case) train on Klein coordinates: known from one number
-        # per partition, before any sketch is made.
-        if self.tree_space == "quantiles" and not distributed_near(client, Xt, w):
-            sketch = distributed_sketch(client, Xt, w)
-            if not sketch.near():
-                qmap = QuantileMap.of(sketch, backend.zero_band)
-                to_tree = qmap.transform
-                Xlearn = Xt.map_blocks(
-                    _buckets,
-                    _dask().delayed(qmap, pure=True),  # sent once, not per partition
-                    meta=np.empty((0, 0), dtype=np.float64),
-                )
+        qmap = _far_buckets(client, Xt, w, backend) if self.tree_space == "quantiles" else None
+        to_tree, Xlearn = as_klein, Xt
+        if qmap is not None:
+            to_tree = qmap.transform
+            Xlearn = Xt.map_blocks(
+                _buckets,
+                _dask().delayed(qmap, pure=True),  # sent once, not per partition
+                meta=np.empty((0, 0), dtype=np.float64),
+            )
         y_train = self._training_labels(y, client)
         self._check_workers(client, Xt, y_train)  # before the library opens its sockets
         fitted = _within(
