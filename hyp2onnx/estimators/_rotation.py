@@ -367,27 +367,9 @@ class _RotationForest(HyperbolicTreeModel):
         if sample_weight is not None:  # scikit-learn trees: negative weights are refused
             sample_weight = checked_weights(sample_weight, X, negative_ok=False)
         k = self._features(X)
-        n, d = k.shape
-        classes = None
-        if is_classifier(self):
-            check_classification_targets(y)
-            self.classes_, y_fit = np.unique(y, return_inverse=True)
-            classes = y_fit
-            weight = sample_weight
-            if self.class_weight is not None:
-                expanded = compute_sample_weight(self.class_weight, y)
-                weight = expanded if weight is None else weight * expanded
-        else:
-            y_fit, weight = np.asarray(y, dtype=np.float64), sample_weight
-        if not self.bootstrap and self.max_samples is not None:
-            raise ValueError("max_samples needs bootstrap=True (as in scikit-learn's forests).")
-        n_draw = n
-        if self.bootstrap and self.max_samples is not None:
-            if isinstance(self.max_samples, Integral):
-                n_draw = int(self.max_samples)
-            else:
-                total = n if weight is None else float(weight.sum())
-                n_draw = max(int(self.max_samples * total), 1)
+        n = k.shape[0]
+        y_fit, weight, classes = self._targets(y, sample_weight)
+        n_draw = self._n_draw(n, weight)
         # The rows the tree spaces are fitted on: those of non-zero sample weight.
         fitted_on = np.arange(n) if sample_weight is None else np.flatnonzero(sample_weight != 0)
         if fitted_on.size == 0:
@@ -398,38 +380,7 @@ class _RotationForest(HyperbolicTreeModel):
         x = unit_hyperboloid(X, self.input_geometry, self.curvature, self.timelike_dim)
 
         def one(seed: int) -> tuple:
-            if self.bootstrap:
-                r = np.random.RandomState(seed)
-                if weight is None:
-                    drawn = np.asarray(r.randint(0, n, n_draw))
-                else:
-                    drawn = np.asarray(r.choice(n, n_draw, replace=True, p=weight / np.sum(weight)))
-                tree_weight: np.ndarray | None = np.bincount(drawn.astype(np.int32), minlength=n)
-            else:
-                tree_weight = weight
-            rows = np.arange(n) if tree_weight is None else np.flatnonzero(tree_weight != 0)
-            M = draw_frame(
-                x,
-                classes,
-                rows,
-                centre=self.centre,
-                rotation=self.rotation,
-                group_size=int(self.group_size),
-                remove_proportion=float(self.remove_proportion),
-                rng=np.random.default_rng((seed, _FRAME_STREAM)),
-            )
-            check_frame_precision(M, x)
-            return (
-                M,
-                *self._grow(
-                    frame_features(k, Frames.from_lorentz([M])),
-                    y_fit,
-                    tree_weight,
-                    rows,
-                    fitted_on,
-                    seed,
-                ),
-            )
+            return self._grow_in_frame(seed, x, k, y_fit, classes, weight, n_draw, fitted_on)
 
         grown = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(one)(s) for s in seeds)
         self.frames_ = [g[0] for g in grown]
@@ -441,6 +392,70 @@ class _RotationForest(HyperbolicTreeModel):
         self.routing_ = self._choose_routing(k)
         self.input_dtype_ = "float32" if self._float32_keeps(X, k) else "float64"
         return self
+
+    def _targets(
+        self, y: np.ndarray, sample_weight: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """The fitted targets, the weights with ``class_weight`` applied, and the class
+        codes the frames are drawn with (None for a regressor)."""
+        if not is_classifier(self):
+            return np.asarray(y, dtype=np.float64), sample_weight, None
+        check_classification_targets(y)
+        self.classes_, y_fit = np.unique(y, return_inverse=True)
+        weight = sample_weight
+        if self.class_weight is not None:
+            expanded = compute_sample_weight(self.class_weight, y)
+            weight = expanded if weight is None else weight * expanded
+        return y_fit, weight, y_fit
+
+    def _n_draw(self, n: int, weight: np.ndarray | None) -> int:
+        """Rows each tree's bootstrap draws (scikit-learn's ``max_samples`` rule)."""
+        if not self.bootstrap and self.max_samples is not None:
+            raise ValueError("max_samples needs bootstrap=True (as in scikit-learn's forests).")
+        if not (self.bootstrap and self.max_samples is not None):
+            return n
+        if isinstance(self.max_samples, Integral):
+            return int(self.max_samples)
+        total = n if weight is None else float(weight.sum())
+        return max(int(self.max_samples * total), 1)
+
+    def _grow_in_frame(
+        self,
+        seed: int,
+        x: np.ndarray,
+        k: np.ndarray,
+        y_fit: np.ndarray,
+        classes: np.ndarray | None,
+        weight: np.ndarray | None,
+        n_draw: int,
+        fitted_on: np.ndarray,
+    ) -> tuple:
+        """One tree: its bootstrap draw, its Lorentz frame, then the tree grown and
+        corrected on the frame's coordinates (``(frame, tree, split indices, corrections)``)."""
+        n = k.shape[0]
+        if self.bootstrap:
+            r = np.random.RandomState(seed)
+            if weight is None:
+                drawn = np.asarray(r.randint(0, n, n_draw))
+            else:
+                drawn = np.asarray(r.choice(n, n_draw, replace=True, p=weight / np.sum(weight)))
+            tree_weight: np.ndarray | None = np.bincount(drawn.astype(np.int32), minlength=n)
+        else:
+            tree_weight = weight
+        rows = np.arange(n) if tree_weight is None else np.flatnonzero(tree_weight != 0)
+        M = draw_frame(
+            x,
+            classes,
+            rows,
+            centre=self.centre,
+            rotation=self.rotation,
+            group_size=int(self.group_size),
+            remove_proportion=float(self.remove_proportion),
+            rng=np.random.default_rng((seed, _FRAME_STREAM)),
+        )
+        check_frame_precision(M, x)
+        features = frame_features(k, Frames.from_lorentz([M]))
+        return (M, *self._grow(features, y_fit, tree_weight, rows, fitted_on, seed))
 
     def _choose_routing(self, k: np.ndarray) -> str:
         """``"hyperplanes"`` or ``"frames"``, as ``routing`` asks, checked on the training rows.
