@@ -133,23 +133,7 @@ class Region:
         mask = np.zeros(xx.shape)
         mask[inside] = self.contains(k)
         ax.contourf(xx, yy, mask, levels=[0.5, 1.5], colors=["tab:blue"], alpha=0.3)
-        for w, c in zip(self.klein_normals, self.klein_offsets, strict=True):
-            line = _chord(w, c)
-            if line is not None:
-                q = klein_to_poincare(line)
-                ax.plot(q[:, 0], q[:, 1], color="0.8", lw=0.4, zorder=1)
-        colors = plt.get_cmap("tab10")(np.arange(10))
-        for h, edge in self.faces():
-            q = klein_to_poincare(edge)
-            layer = int(self.layer[h])
-            ax.plot(
-                q[:, 0],
-                q[:, 1],
-                color=colors[(layer + 1) % 10],
-                lw=2.2,
-                zorder=3,
-                label=f"face, hidden layer {layer + 1}",
-            )
+        self._draw_lines(ax, plt.get_cmap("tab10")(np.arange(10)))
         if points is not None:
             q = klein_to_poincare(np.asarray(points, dtype=np.float64))
             ax.scatter(
@@ -174,6 +158,26 @@ class Region:
         )
         ax.set_title(f"region {self.region}" if self.covered else "region not in the tree")
         return ax
+
+    def _draw_lines(self, ax: Any, colors: np.ndarray) -> None:
+        """Every half-space's chord faintly, then the region's own faces in the colour
+        of their hidden layer."""
+        for w, c in zip(self.klein_normals, self.klein_offsets, strict=True):
+            line = _chord(w, c)
+            if line is not None:
+                q = klein_to_poincare(line)
+                ax.plot(q[:, 0], q[:, 1], color="0.8", lw=0.4, zorder=1)
+        for h, edge in self.faces():
+            q = klein_to_poincare(edge)
+            layer = int(self.layer[h])
+            ax.plot(
+                q[:, 0],
+                q[:, 1],
+                color=colors[(layer + 1) % 10],
+                lw=2.2,
+                zorder=3,
+                label=f"face, hidden layer {layer + 1}",
+            )
 
 
 def _chord(w: np.ndarray, c: float, n: int = 200) -> np.ndarray | None:

@@ -129,39 +129,9 @@ def build(network: Network, patterns: np.ndarray) -> AffineTree:
     chain_error = error_bounds(network)[0][-1]
     bound = max((region_bound(network, c, chain_error) for c in collapsed), default=0.0)
 
-    feature: list[int] = [-1]
-    threshold: list[float] = [0.0]
-    left: list[int] = [-1]
-    right: list[int] = [-1]
-    value: list[float] = [0.0]
-    normals: list[np.ndarray] = []
-    # (node, depth, indices of the patterns below it)
-    queue = [(0, 0, np.arange(patterns.shape[0]))]
-    if patterns.shape[0] == 0:
-        queue = []
-    leaf_number = {}
-    while queue:
-        node, depth, below = queue.pop(0)
-        if depth == n_bits:
-            leaf_number[node] = int(below[0])
-            value[node] = float(below[0] + 1)
-            continue
-        c = collapsed[below[0]]
-        i, j = int(layer_of[depth]), int(unit_of[depth])
-        feature[node] = len(normals)
-        normals.append(c.weights[i][:, j])
-        threshold[node] = float(-c.offsets[i][j])
-        left[node], right[node] = len(feature), len(feature) + 1
-        for side in (False, True):
-            child = len(feature)
-            feature.append(-1)
-            threshold.append(0.0)
-            left.append(-1)
-            right.append(-1)
-            value.append(0.0)
-            mine = below[patterns[below, depth] == side]
-            if mine.size:
-                queue.append((child, depth + 1, mine))
+    feature, threshold, left, right, value, normals = _pattern_nodes(
+        patterns, collapsed, layer_of, unit_of
+    )
     n_leaves = patterns.shape[0]
     maps = np.zeros((n_leaves + 1, d, network.n_outputs))
     offsets = np.zeros((n_leaves + 1, network.n_outputs))
@@ -186,6 +156,44 @@ def build(network: Network, patterns: np.ndarray) -> AffineTree:
         projection=projection,
     )
     return AffineTree(network, ensemble, maps, offsets, patterns, bound)
+
+
+def _pattern_nodes(
+    patterns: np.ndarray, collapsed: list, layer_of: np.ndarray, unit_of: np.ndarray
+) -> tuple[list[int], list[float], list[int], list[int], list[float], list[np.ndarray]]:
+    """The nodes of `build`'s tree, breadth first: ``feature``, ``threshold``, ``left``,
+    ``right``, ``value`` (a leaf's pattern number + 1) and the tested normals."""
+    n_bits = patterns.shape[1]
+    feature: list[int] = [-1]
+    threshold: list[float] = [0.0]
+    left: list[int] = [-1]
+    right: list[int] = [-1]
+    value: list[float] = [0.0]
+    normals: list[np.ndarray] = []
+    # (node, depth, indices of the patterns below it)
+    queue = [(0, 0, np.arange(patterns.shape[0]))] if patterns.shape[0] else []
+    while queue:
+        node, depth, below = queue.pop(0)
+        if depth == n_bits:
+            value[node] = float(below[0] + 1)
+            continue
+        c = collapsed[below[0]]
+        i, j = int(layer_of[depth]), int(unit_of[depth])
+        feature[node] = len(normals)
+        normals.append(c.weights[i][:, j])
+        threshold[node] = float(-c.offsets[i][j])
+        left[node], right[node] = len(feature), len(feature) + 1
+        for side in (False, True):
+            child = len(feature)
+            feature.append(-1)
+            threshold.append(0.0)
+            left.append(-1)
+            right.append(-1)
+            value.append(0.0)
+            mine = below[patterns[below, depth] == side]
+            if mine.size:
+                queue.append((child, depth + 1, mine))
+    return feature, threshold, left, right, value, normals
 
 
 #: The class's name before it was told apart from the estimator `hyp2onnx.RegionTree`: region
