@@ -209,7 +209,19 @@ def make_wrapped_normal_mixture(
 
     # 4. Tangent samples at the origin, transported to the class means, exp map.
     u = np.einsum("nij,nj->ni", factors[y], rng.normal(size=(n_samples, d)))
-    mu_t, mu_s = mean_time[y], mean_space[y]
+    x_space, x_time = _transported(u, mean_time[y], mean_space[y], R, noise_std, curvature)
+    X = _in_geometry(x_time, x_space, geometry, curvature, R)
+
+    if not regression:
+        return X, y.astype(np.int64)
+    return X, _regression_targets(rng, y, u, n_classes, float(intercept_scale))
+
+
+def _transported(
+    u: np.ndarray, mu_t: np.ndarray, mu_s: np.ndarray, R: float, noise_std: float, curvature: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The spacelike and timelike parts of ``exp_mu(PT_{o->mu}(0, u))`` per row, on the
+    hyperboloid of radius ``R``; ValueError where they overflow float64."""
     # Parallel transport of (0, u) from o to mu on the hyperboloid of radius R:
     # w = u + <mu, u>_L / (R^2 - <o, mu>_L) (o + mu) with <mu, (0, u)>_L = mu_s . u;
     # only its spacelike part is needed (x_0 is recomputed from x_s).
@@ -224,8 +236,15 @@ def make_wrapped_normal_mixture(
             "Some points are too far from the origin to represent in float64 "
             f"(noise_std={noise_std}, curvature={curvature}); lower noise_std."
         )
-    X = np.concatenate([x_time[:, None], x_space], axis=1)
+    return x_space, x_time
 
+
+def _in_geometry(
+    x_time: np.ndarray, x_space: np.ndarray, geometry: str, curvature: float, R: float
+) -> np.ndarray:
+    """Hyperboloid rows ``(x_time, x_space)`` in ``geometry``'s model; ValueError where a
+    ball point rounds onto the boundary."""
+    X = np.concatenate([x_time[:, None], x_space], axis=1)
     if geometry == "poincare":
         X = hyperboloid_to_poincare(X, curvature)
     elif geometry == "klein":
@@ -238,10 +257,7 @@ def make_wrapped_normal_mixture(
                 "ball in float64 (too far from the origin); lower noise_std or use "
                 "geometry='hyperboloid'."
             )
-
-    if not regression:
-        return X, y.astype(np.int64)
-    return X, _regression_targets(rng, y, u, n_classes, float(intercept_scale))
+    return X
 
 
 def make_geodesic_ray(
@@ -293,6 +309,48 @@ def _sphere_exp_map(base: np.ndarray, w: np.ndarray, w_norm: np.ndarray, R: floa
     safe = np.where(r > 0, r, 1.0)
     sinc = np.where(r > 0, np.sin(safe) / safe, 1.0)  # sin(r)/r, -> 1 at r = 0
     return np.cos(r)[:, None] * base + sinc[:, None] * w
+
+
+def _hyperbolic_block(
+    v: np.ndarray, v_norm: np.ndarray, u: np.ndarray, u_norm: np.ndarray, y: np.ndarray, k: float
+) -> np.ndarray:
+    """A hyperbolic block's rows: means ``exp_o(v_c)``, tangent samples ``u`` transported
+    to their class's mean and mapped by its exponential map (hyperboloid of curvature ``k``)."""
+    n_classes, d = v.shape
+    R = 1.0 / math.sqrt(abs(k))
+    mean_space = _exp_map(np.zeros((n_classes, d)), v, v_norm, R)
+    mu_s = mean_space[y]
+    mu_t = np.sqrt(R * R + np.sum(mu_s**2, axis=1))
+    coef = np.sum(mu_s * u, axis=1) / (R * (R + mu_t))
+    with np.errstate(over="ignore", invalid="ignore"):
+        x_s = _exp_map(mu_s, u + coef[:, None] * mu_s, u_norm, R)
+        x_t = np.sqrt(R * R + np.sum(x_s**2, axis=1))
+    if not (np.isfinite(x_s).all() and np.isfinite(x_t).all()):
+        raise ValueError(
+            f"some points of the hyperbolic block (K={k}) are too far from the "
+            "origin to represent in float64; lower noise_std."
+        )
+    return np.concatenate([x_t[:, None], x_s], axis=1)
+
+
+def _sphere_block(
+    v: np.ndarray, v_norm: np.ndarray, u: np.ndarray, u_norm: np.ndarray, y: np.ndarray, k: float
+) -> np.ndarray:
+    """A spherical block's rows, as `_hyperbolic_block` on the sphere of curvature ``k``."""
+    n_classes, d = v.shape
+    R = 1.0 / math.sqrt(abs(k))
+    n_samples = u.shape[0]
+    # Origin o = (R, 0); mean exp_o((0, v)); transport of (0, u) from o to mu along the
+    # geodesic: w = (0, u) - <mu, (0, u)> / (R^2 + <o, mu>) (o + mu).
+    origin = np.zeros(d + 1)
+    origin[0] = R
+    tangent_v = np.concatenate([np.zeros((n_classes, 1)), v], axis=1)
+    mean = _sphere_exp_map(np.tile(origin, (n_classes, 1)), tangent_v, v_norm, R)[y]
+    w = np.concatenate([np.zeros((n_samples, 1)), u], axis=1)
+    coef = np.sum(mean[:, 1:] * u, axis=1) / (R * R + R * mean[:, 0])
+    w -= coef[:, None] * (origin + mean)
+    x = _sphere_exp_map(mean, w, u_norm, R)
+    return x * (R / np.linalg.norm(x, axis=1))[:, None]  # on the sphere to rounding
 
 
 def make_product_mixture(
@@ -359,34 +417,9 @@ def make_product_mixture(
         if k == 0:
             columns.append(v[y] + u)
             continue
-        R = 1.0 / math.sqrt(abs(k))
         v_norm = np.linalg.norm(v, axis=1)
-        if k < 0:
-            mean_space = _exp_map(np.zeros((n_classes, d)), v, v_norm, R)
-            mu_s = mean_space[y]
-            mu_t = np.sqrt(R * R + np.sum(mu_s**2, axis=1))
-            coef = np.sum(mu_s * u, axis=1) / (R * (R + mu_t))
-            with np.errstate(over="ignore", invalid="ignore"):
-                x_s = _exp_map(mu_s, u + coef[:, None] * mu_s, u_norm, R)
-                x_t = np.sqrt(R * R + np.sum(x_s**2, axis=1))
-            if not (np.isfinite(x_s).all() and np.isfinite(x_t).all()):
-                raise ValueError(
-                    f"some points of the hyperbolic block (K={k}) are too far from the origin to "
-                    "represent in float64; lower noise_std."
-                )
-            columns.append(np.concatenate([x_t[:, None], x_s], axis=1))
-            continue
-        # Sphere: origin o = (R, 0); mean exp_o((0, v)); transport of (0, u) from o
-        # to mu along the geodesic: w = (0, u) - <mu, (0, u)> / (R^2 + <o, mu>) (o + mu).
-        origin = np.zeros(d + 1)
-        origin[0] = R
-        tangent_v = np.concatenate([np.zeros((n_classes, 1)), v], axis=1)
-        mean = _sphere_exp_map(np.tile(origin, (n_classes, 1)), tangent_v, v_norm, R)[y]
-        w = np.concatenate([np.zeros((n_samples, 1)), u], axis=1)
-        coef = np.sum(mean[:, 1:] * u, axis=1) / (R * R + R * mean[:, 0])
-        w -= coef[:, None] * (origin + mean)
-        x = _sphere_exp_map(mean, w, u_norm, R)
-        columns.append(x * (R / np.linalg.norm(x, axis=1))[:, None])  # on the sphere to rounding
+        block = _hyperbolic_block if k < 0 else _sphere_block
+        columns.append(block(v, v_norm, u, u_norm, y, k))
     X = np.concatenate(columns, axis=1)
     if not regression:
         return X, y.astype(np.int64)
