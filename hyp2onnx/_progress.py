@@ -20,10 +20,11 @@ def bar(
     *,
     leave: bool = False,
     unit_scale: bool = True,
+    show: bool = True,
 ) -> Any:
     """A tqdm bar of ``total`` ``unit`` (counts, rate and time left), or a silent one
     when stderr is not a terminal. ``unit_scale=False`` shows small counts as ``3/40``
-    rather than ``3.00/40.0``."""
+    rather than ``3.00/40.0``; ``show=False`` silences it anywhere (work too short to count)."""
     from tqdm import tqdm
 
     return tqdm(
@@ -32,6 +33,6 @@ def bar(
         unit=unit,
         unit_scale=unit_scale,
         file=sys.stderr,
-        disable=not sys.stderr.isatty(),
+        disable=not (show and sys.stderr.isatty()),
         leave=leave,
     )

@@ -60,3 +60,37 @@ def test_verify_in_chunks_counts_every_disagreement(forest_and_rows, monkeypatch
     differ = other.predict(X) != model.predict(X)
     assert differ[2_100:].any()  # the last chunk holds some
     assert not report.ok and report.label_mismatches == int(differ.sum())
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+@pytest.mark.parametrize(
+    ("make", "desc"),
+    [
+        (
+            lambda: hyp2onnx.HyperbolicRandomForestClassifier(n_estimators=5, max_depth=4),
+            "correcting thresholds",
+        ),
+        (
+            lambda: hyp2onnx.HyperbolicRotationForestClassifier(n_estimators=5, max_depth=4),
+            "growing rotation trees",
+        ),
+    ],
+    ids=["forest-correction", "rotation-growth"],
+)
+def test_long_fits_count_their_trees_on_a_terminal_only(monkeypatch, terminal, make, desc):
+    """A forest's correction (trees routed one by one) and a rotation forest's growth
+    count trees on a terminal; the fitted model is the one a silent fit gives."""
+    X, k = points(400, 2, seed=5)
+    y = labels(k, 3)
+    silent = make().set_params(random_state=0).fit(X, y)
+    stderr = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    shown_fit = make().set_params(random_state=0).fit(X, y)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(shown_fit.predict_proba(X), silent.predict_proba(X))
+    shown = stderr.getvalue()
+    if terminal:
+        assert desc in shown and "/5 " in shown and "trees" in shown, shown
+        assert shown.count("%|") == shown.count(desc + ":"), shown  # no other bar
+    else:
+        assert shown == ""

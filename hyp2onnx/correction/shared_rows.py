@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._progress import bar
 from ..ir.trees import Op, TreeArrays
 from .midpoints import (
     CorrectionReport,
@@ -117,10 +118,17 @@ def correct_trees(
     nodes = Nodes.of(trees)
     largest_left = np.empty(nodes.feature.shape[0])
     smallest_right = np.empty(nodes.feature.shape[0])
-    for tree, r, start, size in zip(trees, rows, nodes.starts, nodes.sizes, strict=True):
-        seen = X if r.size == X.shape[0] else X[r]
-        at = slice(start, start + size)
-        largest_left[at], smallest_right[at] = tree_neighbours(tree, seen, op)
+    # On a terminal, a bar counts a forest's trees (its correction runs for minutes on
+    # millions of rows); silent elsewhere, and for a lone tree.
+    counted = bar(
+        len(trees), "correcting thresholds", unit="trees", unit_scale=False, show=len(trees) > 1
+    )
+    with counted as shown:
+        for tree, r, start, size in zip(trees, rows, nodes.starts, nodes.sizes, strict=True):
+            seen = X if r.size == X.shape[0] else X[r]
+            at = slice(start, start + size)
+            largest_left[at], smallest_right[at] = tree_neighbours(tree, seen, op)
+            shown.update()
     fixed = None
     if not thresholds_only:
         fixed = np.concatenate(

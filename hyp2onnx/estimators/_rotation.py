@@ -69,6 +69,7 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._progress import bar
 from ..correction import TreeSpace, correct, from_rows
 from ..errors import FarPointError
 from ..geometry import (
@@ -382,7 +383,13 @@ class _RotationForest(HyperbolicTreeModel):
         def one(seed: int) -> tuple:
             return self._grow_in_frame(seed, x, k, y_fit, classes, weight, n_draw, fitted_on)
 
-        grown = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(one)(s) for s in seeds)
+        # On a terminal, a bar counts the trees grown (silent elsewhere).
+        parallel = Parallel(n_jobs=self.n_jobs, prefer="threads", return_as="generator")
+        grown = []
+        with bar(len(seeds), "growing rotation trees", unit="trees", unit_scale=False) as shown:
+            for tree in parallel(delayed(one)(s) for s in seeds):
+                grown.append(tree)
+                shown.update()
         self.frames_ = [g[0] for g in grown]
         self.estimators_ = [g[1] for g in grown]
         self.split_indices_ = [g[2] for g in grown]
