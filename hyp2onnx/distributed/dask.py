@@ -762,34 +762,15 @@ class _DaskModel:
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None, **fit_params: Any):
         """Fit on a dask collection of hyperbolic points ``X`` and correct every threshold."""
-        self._validate_params()
-        if self.tree_space not in DASK_TREE_SPACES:
-            raise ValueError(_NOT_ON_DASK.format(name=type(self).__name__, value=self.tree_space))
-        if self.input_blocks is not None:
-            raise ValueError(
-                f"{type(self).__name__} takes one geometry (input_geometry, curvature, "
-                "timelike_dim), not input_blocks: mixed-input models train on one machine "
-                "(hyp2onnx.HyperbolicXGBClassifier(input_blocks=...), ...)."
-            )
+        self._check_settings()
         client = _client(self.client)
-        rows = _as_rows(X)
-        self._record_features(X)
-        y = _as_column(y, rows, "y", allow_2d=not self._is_classifier())
-        w = None if sample_weight is None else _as_column(sample_weight, rows, "sample_weight")
         estimator = self._make_estimator()
         # The twins are XGBoost and LightGBM models: their backends are boosters.
         backend = cast(BoosterBackend, backend_for(estimator))
         # Klein coordinates (LightGBM's zero band read as 0, as the single-machine
         # "klein" space does), computed per partition: what the correction searches.
         as_klein = TreeSpace("klein", backend.compare_dtype, (), (), backend.zero_band).transform
-        Xt = self._klein(rows, reset=False).map_blocks(as_klein, dtype=np.float64)
-        w, null = (None, None) if w is None else _numeric_weights(w)
-        Xt, y, w = client.persist([Xt, y, w]) if w is not None else (*client.persist([Xt, y]), None)
-        _raise_partition_errors(Xt)  # invalid points, named, before any training
-        y = _check_labels(client, y, regression=not self._is_classifier())
-        if w is not None:
-            _raise_partition_errors(w)  # weights that are not numbers
-            _check_weights(client, w, backend, null)
+        Xt, y, w = self._checked_inputs(client, X, y, sample_weight, as_klein, backend)
         backend.check_fit(estimator, y, fit_params)
         backend.warn_subsampling(estimator)
         # The learner's input: the Klein coordinates, or far out their quantile buckets.
@@ -829,6 +810,37 @@ class _DaskModel:
             self.classes_ = self._classes(fitted)
         self.n_outputs_ = 1 if y.ndim == 1 else int(y.shape[1])
         return self
+
+    def _check_settings(self) -> None:
+        """Refuse, before any work on the cluster, what the cluster fit does not take."""
+        self._validate_params()
+        if self.tree_space not in DASK_TREE_SPACES:
+            raise ValueError(_NOT_ON_DASK.format(name=type(self).__name__, value=self.tree_space))
+        if self.input_blocks is not None:
+            raise ValueError(
+                f"{type(self).__name__} takes one geometry (input_geometry, curvature, "
+                "timelike_dim), not input_blocks: mixed-input models train on one machine "
+                "(hyp2onnx.HyperbolicXGBClassifier(input_blocks=...), ...)."
+            )
+
+    def _checked_inputs(
+        self, client: Any, X: Any, y: Any, sample_weight: Any, as_klein: Any, backend: Backend
+    ) -> tuple[Any, Any, Any]:
+        """The Klein coordinates, labels and weights, persisted on the workers and checked
+        there: invalid points and weights named, labels the library can train on."""
+        rows = _as_rows(X)
+        self._record_features(X)
+        y = _as_column(y, rows, "y", allow_2d=not self._is_classifier())
+        w = None if sample_weight is None else _as_column(sample_weight, rows, "sample_weight")
+        Xt = self._klein(rows, reset=False).map_blocks(as_klein, dtype=np.float64)
+        w, null = (None, None) if w is None else _numeric_weights(w)
+        Xt, y, w = client.persist([Xt, y, w]) if w is not None else (*client.persist([Xt, y]), None)
+        _raise_partition_errors(Xt)  # invalid points, named, before any training
+        y = _check_labels(client, y, regression=not self._is_classifier())
+        if w is not None:
+            _raise_partition_errors(w)  # weights that are not numbers
+            _check_weights(client, w, backend, null)
+        return Xt, y, w
 
     def _is_classifier(self) -> bool:
         return is_classifier(self)

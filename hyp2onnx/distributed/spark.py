@@ -161,7 +161,7 @@ def predict(
     (``hyp2onnx.export.compiled.compile_model_lleaves``), which then scores the
     rows in place of the graph, its compiled trees loaded once per worker process.
     """
-    sql = _pyspark()
+    _pyspark()  # without pyspark: the error naming the extra, first
     bad_rows = _scoring.check_bad_rows(bad_rows)
     blob = _scoring.graph_bytes(graph)
     spec = _scoring.OutputSpec.of(blob)
@@ -179,21 +179,8 @@ def predict(
         layout if points else [c for cs in layout.values() for c in cs],
         booleans=not points,
     )
-    dtypes = {name: dtype for name, dtype, _ in spec.outputs}
-    nullable = bad_rows == "null"
-    added = [
-        sql.types.StructField(col, _spark_type(dtypes[out]), nullable=nullable)
-        for out, cols in names.items()
-        for col in cols
-    ]
-    schema = sql.types.StructType([*df.schema.fields, *added])
+    schema, casts = _output_schema(df, spec, names, nullable=bad_rows == "null")
     shared = df.sparkSession.sparkContext.broadcast(blob)
-    # A numpy dtype, or the name of a pandas nullable dtype ("Int64", "boolean").
-    casts: dict[str, np.dtype | str] = {
-        col: _column_dtype(dtypes[out]) for out, cols in names.items() for col in cols
-    }
-    if nullable:  # integer and bool outputs as pandas' nullable dtypes: <NA> is an SQL null
-        casts = {c: _NULLABLE.get(np.dtype(d).kind, d) for c, d in casts.items()}
 
     def score(batches: Any) -> Any:
         from pyspark import TaskContext
@@ -220,6 +207,28 @@ def predict(
             yield batch.assign(**{c: _as_column(v, casts[c]) for c, v in out.items()})
 
     return df.mapInPandas(score, schema)
+
+
+def _output_schema(
+    df: Any, spec: Any, names: dict[str, list[str]], *, nullable: bool
+) -> tuple[Any, dict[str, Any]]:
+    """``df``'s schema with the appended output columns, and each column's pandas dtype:
+    a numpy dtype, or the name of a pandas nullable dtype ("Int64", "boolean") where
+    ``bad_rows="null"`` lets integer and bool outputs hold nulls."""
+    sql = _pyspark()
+    dtypes = {name: dtype for name, dtype, _ in spec.outputs}
+    added = [
+        sql.types.StructField(col, _spark_type(dtypes[out]), nullable=nullable)
+        for out, cols in names.items()
+        for col in cols
+    ]
+    schema = sql.types.StructType([*df.schema.fields, *added])
+    casts: dict[str, np.dtype | str] = {
+        col: _column_dtype(dtypes[out]) for out, cols in names.items() for col in cols
+    }
+    if nullable:  # <NA> is an SQL null
+        casts = {c: _NULLABLE.get(np.dtype(d).kind, d) for c, d in casts.items()}
+    return schema, casts
 
 
 #: pandas' nullable dtypes of integer and bool outputs that may hold nulls.
@@ -496,7 +505,6 @@ class _SparkEstimator:
     def fit(self, df: Any) -> Any:
         """Train on the Spark DataFrame ``df`` of hyperbolic points; the fitted model."""
         import xgboost
-        from xgboost import spark as xspark
 
         sql = _pyspark()
         _check_columns(df, [self.labelCol], "labelCol")
@@ -506,22 +514,11 @@ class _SparkEstimator:
         found = _check_labels_and_weights(
             points, self.labelCol, self.weightCol, classes=self._classifier
         )
-        n_features = len(columns)
         local_class = xgboost.XGBClassifier if self._classifier else xgboost.XGBRegressor
         known = set(local_class().get_params())
         native = {k: v for k, v in self.xgb_params.items() if k in known}
-        model = (globals().get(self._model_name) or __getattr__(self._model_name))(
-            input_geometry=self.input_geometry,
-            curvature=self.curvature,
-            timelike_dim=self.timelike_dim,
-            midpoint=self.midpoint,
-            check_manifold=self.check_manifold,
-            tree_space="klein",
-            **native,
-        )
-        model._validate_params()
-        model.n_features_in_ = n_features
-        d = n_klein_features(n_features, self.input_geometry)
+        model = self._local_model(native, len(columns))
+        d = n_klein_features(len(columns), self.input_geometry)
         labels = None
         if found is not None:
             labels = np.unique(np.array(found))
@@ -535,16 +532,8 @@ class _SparkEstimator:
         project = _Projection(model, columns, self.labelCol, self.weightCol, labels)
         klein = points.mapInPandas(project, sql.types.StructType(fields)).cache()
         try:
-            spark_class = getattr(xspark, self._spark_class)
-            trainer = spark_class(
-                features_col=[f"{_K}{i}" for i in range(d)],
-                label_col=_LABEL,
-                **({} if self.weightCol is None else {"weight_col": _WEIGHT}),
-                **self.xgb_params,
-            )
-            trained = trainer.fit(klein)
             fitted = local_class(**native)
-            fitted.load_model(bytearray(trained.get_booster().save_raw(raw_format="ubj")))
+            fitted.load_model(self._trained_booster(klein, d))
             backend = backend_for(fitted)
             backend.to_ensemble(fitted)  # refuse now what export would refuse
             summary = distributed_summary(klein, backend, fitted, d, self.weightCol is not None)
@@ -568,6 +557,34 @@ class _SparkEstimator:
         for name in _SPARK_PARAMS:
             setattr(model, name, getattr(self, name))
         return model
+
+    def _local_model(self, native: dict[str, Any], n_features: int) -> Any:
+        """The single-machine twin that receives the corrected booster, its parameters checked."""
+        model = (globals().get(self._model_name) or __getattr__(self._model_name))(
+            input_geometry=self.input_geometry,
+            curvature=self.curvature,
+            timelike_dim=self.timelike_dim,
+            midpoint=self.midpoint,
+            check_manifold=self.check_manifold,
+            tree_space="klein",
+            **native,
+        )
+        model._validate_params()
+        model.n_features_in_ = n_features
+        return model
+
+    def _trained_booster(self, klein: Any, d: int) -> bytearray:
+        """xgboost.spark's booster trained on the projected rows, as UBJSON bytes."""
+        from xgboost import spark as xspark
+
+        spark_class = getattr(xspark, self._spark_class)
+        trainer = spark_class(
+            features_col=[f"{_K}{i}" for i in range(d)],
+            label_col=_LABEL,
+            **({} if self.weightCol is None else {"weight_col": _WEIGHT}),
+            **self.xgb_params,
+        )
+        return bytearray(trainer.fit(klein).get_booster().save_raw(raw_format="ubj"))
 
 
 class _SparkModel:
