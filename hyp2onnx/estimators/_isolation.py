@@ -305,8 +305,7 @@ def _grow(
                 stack.append((lc + 1, level + 1, rows[~goes_left]))
             if n_left > 1:
                 stack.append((lc, level + 1, rows[goes_left]))
-    n_nodes = len(count)
-    feature = np.full(n_nodes, -1, dtype=np.int64)
+    feature = np.full(n_nodes := len(count), -1, dtype=np.int64)
     threshold = np.zeros(n_nodes)
     left = np.full(n_nodes, -1, dtype=np.int64)
     right = np.full(n_nodes, -1, dtype=np.int64)
