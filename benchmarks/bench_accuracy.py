@@ -262,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     time_rows = [(n, f"{fit_time[n]:.1f} s") for n in sorted(names, key=fit_time.get, reverse=True)]
 
     md = [
-        "# Accuracy in the paper's setup, beside the paper's tables",
+        "# Accuracy in the paper's setup, beside the paper's tables"
+        + ("" if args.intercept_scale == 1.0 else f": intercepts x{args.intercept_scale:g}"),
         "",
         f"{N_POINTS:,}-point {N_CLASSES}-class mixtures of wrapped normals (`hyp2onnx.datasets`; "
         "regression: the same points with targets in [0, 1]), 80/20 split stratified by class, "

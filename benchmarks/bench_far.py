@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text_table(precision_headers, precision_rows))
     text = "\n\n".join(
         [
-            "# Far from the origin: the ray test",
+            "# Far from the origin: the ray test" + (", Dask estimators" if args.dask_only else ""),
             __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0],
             f"Accuracy below {GOAL} in bold. {n_train} training and {n_test} test rows. "
             f"{len(tasks) + len(dask_tasks)} cells in {elapsed:.0f} s "

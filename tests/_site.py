@@ -269,3 +269,16 @@ def outside_navigation(site: Path) -> list[str]:
         for page in pages(site)
         if (where := _where(site, page)) not in listed and where != "search/index.html"
     ]
+
+
+def repeated_titles(site: Path) -> list[str]:
+    """Titles the navigation (the home page's sidebar) shows for more than one page: a
+    reader cannot tell those pages apart."""
+    home = (site / "index.html").read_text()
+    nav = re.search(r'<nav class="md-nav md-nav--primary".*?</nav>\s*</div>', home, re.S)
+    links = re.findall(r'<a href="([^"#]*)"[^>]*>(.*?)</a>', nav.group(0) if nav else "", re.S)
+    pages_of: dict[str, set[str]] = {}
+    for href, label in links:
+        title = " ".join(html.unescape(_TAG.sub("", label)).split())
+        pages_of.setdefault(title, set()).add(href)
+    return [f"{title!r}: {sorted(hrefs)}" for title, hrefs in pages_of.items() if len(hrefs) > 1]

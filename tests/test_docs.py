@@ -236,6 +236,11 @@ def test_every_page_is_in_the_navigation(site):
     assert not found, f"pages the navigation does not list: {found}"
 
 
+def test_no_two_pages_share_a_title_in_the_navigation(site):
+    found = _site.repeated_titles(site)
+    assert not found, "give each page its own title (its first heading):\n" + "\n".join(found)
+
+
 def _guide_pages() -> list[str]:
     """The home page and the pages of the navigation's "User guide" section."""
     nav = yaml.load((ROOT / "mkdocs.yml").read_text(), _NavLoader)["nav"]
