@@ -27,6 +27,7 @@ from collections.abc import Callable
 import lightgbm as lgb
 import numpy as np
 import xgboost as xgb
+from _report import steps
 
 from hyp2onnx import (
     HyperbolicLGBMClassifier,
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(header)
     print("-" * len(header))
-    for name, plain_cls, hyper_cls, params, y in cases:
+    for name, plain_cls, hyper_cls, params, y in steps(cases, "cases"):
         r = bench(name, plain_cls, hyper_cls, params, Xk, y, args.repeats, clock)
         total = r["read"] + r["correct"] + r["write"]
         print(

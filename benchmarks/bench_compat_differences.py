@@ -16,6 +16,7 @@ import argparse
 import warnings
 
 import numpy as np
+from _report import steps
 
 import hyp2onnx as h
 from hyp2onnx import geometry
@@ -77,7 +78,7 @@ def main() -> None:
                 ),
             )
         )
-    for name, model in models:
+    for name, model in steps(models, "models", unit="models"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             onx = h.to_onnx(model, encoding="compat")

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 from bench_export import DIM, _classes, _target, _with_its_input, klein_data, session
 
 import hyp2onnx as h
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as cache:
-        for label, model, classifier in models(n_trees):
+        for label, model, classifier in steps(models(n_trees), "models", unit="models"):
             y = _classes(k_train, 8, rng) if classifier else _target(k_train)
             model.fit(k_train, y)
             with warnings.catch_warnings():

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 
 DIM = 8
 CLASSES = 4
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
         Client(cluster) as client,
     ):
-        for n in rows_list:
+        for n in steps(rows_list, "sizes", unit="sizes"):
             table += run(client, n, parts=4, repeats=repeats)
     text = "\n\n".join(
         [

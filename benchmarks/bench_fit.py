@@ -51,7 +51,7 @@ import hyp2onnx as h
 from hyp2onnx.datasets import make_wrapped_normal_mixture
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, write
+from _report import add_output_args, environment, md_table, output_dir, steps, write
 
 Factory = Callable[[], Any]
 
@@ -204,7 +204,7 @@ def measure(
                     "peak": [peak_bytes(f, X, y, t) for f in (plain, hyper)] if memory else None,
                 }
             )
-    for row in rows:
+    for row in steps(rows, "fits", unit="pairs"):
         X, y = klein_data(row["n"], row["d"])
         hyper, plain = pairs(row["threads"], args.trees)[row["name"]]
         for make in (plain, hyper):  # imports and first-call costs out of the way

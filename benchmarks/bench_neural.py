@@ -181,7 +181,7 @@ def exactness(quick: bool, centres: tuple[str, ...] = CENTRES) -> list[list[Any]
     rng = np.random.default_rng(1)
     rows = []
     cases = [(d, c, centre) for d, c in ((2, 4), (8, 2)) for centre in centres]
-    for d, classes, centre in cases[:1] if quick else cases:
+    for d, classes, centre in _report.steps(cases[:1] if quick else cases, "exactness"):
         X, y = make_wrapped_normal_mixture(600 if quick else 3000, d, classes, random_state=d)
         Xtr, Xte, ytr, _ = train_test_split(X, y, test_size=0.5, random_state=0)
         model = fit_mlp(Xtr, ytr, (16, 16), 0, 60 if quick else 300, centre)
@@ -232,7 +232,7 @@ def coverage(quick: bool) -> tuple[list[list[Any]], list[list[Any]]]:
         else [(2, (16,)), (2, (8, 8)), (2, (16, 16)), (4, (16, 16)), (8, (16, 16))]
     )
     rows, growth = [], []
-    for d, hidden in d_hidden:
+    for d, hidden in _report.steps(d_hidden, "region growth"):
         n_max = max(sizes)
         n_test = 1000 if quick else 10000
         X, y = make_wrapped_normal_mixture(n_max + n_test, d, 4, random_state=d)
@@ -263,7 +263,7 @@ def certified(quick: bool) -> list[list[Any]]:
     certified within the training points' largest radius (``certify_radius``)."""
     cases = [(2, 100)] if quick else [(2, 100), (2, 1000), (4, 100), (4, 1000)]
     rows = []
-    for d, n in cases:
+    for d, n in _report.steps(cases, "certified regions"):
         X, y = make_wrapped_normal_mixture(2000 + 10000, d, 4, random_state=d)
         Xtr, ytr, Xte = X[:2000], y[:2000], X[2000:]
         model = fit_mlp(Xtr, ytr, (16, 16), 0, 30 if quick else 300)
@@ -350,7 +350,7 @@ def accuracy(
     if only is not None:
         models = {name: fit for name, fit in models.items() if name.startswith(only)}
     rows = []
-    for data_name, make in datasets.items():
+    for data_name, make in _report.steps(list(datasets.items()), "accuracy", unit="data sets"):
 
         def one_seed(seed: int, make: Any = make) -> dict[str, tuple[float, float]]:
             X, y = make(seed)
@@ -405,7 +405,7 @@ def speed(quick: bool) -> list[list[Any]]:
         )
 
     rows = []
-    for d in (2,) if quick else (2, 8):
+    for d in _report.steps((2,) if quick else (2, 8), "speed", unit="dims"):
         X, y = make_wrapped_normal_mixture(n_rows + 2000, d, 4, random_state=d)
         model = fit_mlp(X[:2000], y[:2000], (16, 16), 0, 20 if quick else 300)
         tree = h.region_tree(model, X[:2000])

@@ -25,6 +25,7 @@ from dataclasses import replace
 
 import numpy as np
 import onnxruntime as ort
+from _report import steps
 from onnx import helper
 from sklearn.metrics import mean_squared_error
 from sklearn.model_selection import train_test_split
@@ -66,7 +67,7 @@ def accuracy_table(task: str, seeds: int) -> None:
     header = f"{'d':>3} " + " ".join(f"{name + ' ' + metric:>22}" for name in makers)
     header += "  seeds oblique >= axis   " + " ".join(f"{'fit ms ' + n:>18}" for n in makers)
     print(header)
-    for d in DIMS:
+    for d in steps(DIMS, f"dims, {task}", unit="dims"):
         scores = {name: [] for name in makers}
         times = {name: [] for name in makers}
         for seed in range(seeds):

@@ -34,7 +34,15 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, text_table, write
+from _report import (
+    add_output_args,
+    environment,
+    md_table,
+    output_dir,
+    steps,
+    text_table,
+    write,
+)
 from bench_export import (
     DIM,
     _with_its_input,
@@ -132,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     headers = ["model", "crossover (set / measured)"]
     headers += [f"{s} rows vs peer" for s in sizes] + ["If's cost, 1 row / long, µs"]
     rows = []
-    for index, (label, fit) in enumerate(specs):
+    for index, (label, fit) in enumerate(steps(specs, "models", unit="models")):
         if picked and label not in picked:
             continue
         model, kwargs, make_peer = fit(k_train, X_train, np.random.default_rng([0, index]))

@@ -114,3 +114,22 @@ def test_prints_in_the_loop_reach_stdout_whole(monkeypatch: pytest.MonkeyPatch) 
         "case 0 done\npart 0 case 1 done\npart 1 case 2 done\npart 2 end\n"
     )
     assert "demo: " in sys.stderr.getvalue()
+
+
+def without_a_bar(folder: Path) -> list[str]:
+    """Benchmark scripts (``bench_*.py``) of ``folder`` that never count their work with
+    ``_report.steps``."""
+    return [
+        path.name
+        for path in sorted(folder.glob("bench_*.py"))
+        if not re.search(r"\bsteps\(", path.read_text(encoding="utf-8"))
+    ]
+
+
+def test_every_benchmark_counts_its_work(tmp_path: Path) -> None:
+    """Every benchmark shows a bar on a terminal. Planted: a script without `steps` is
+    named (the check itself, on a folder of two scripts)."""
+    assert without_a_bar(BENCHMARKS) == []
+    (tmp_path / "bench_counted.py").write_text("for x in steps(cases, 'cases'):\n    pass\n")
+    (tmp_path / "bench_silent.py").write_text("for x in cases:\n    pass\n")
+    assert without_a_bar(tmp_path) == ["bench_silent.py"]
