@@ -7,7 +7,10 @@ which a float32 graph can only approximate near thresholds. This script
 counts label differences, rows with exact ties and the largest probability
 difference on random rows and on rows placed at the thresholds.
 
-    python benchmarks/bench_compat_differences.py [--quick]
+    python benchmarks/bench_compat_differences.py [--quick] [--out DIR]
+
+Writes ``compat_differences.md`` in ``benchmarks/results/`` (``--quick``: a
+temporary folder).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import argparse
 import warnings
 
 import numpy as np
-from _report import steps
+from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
 
 import hyp2onnx as h
 from hyp2onnx import geometry
@@ -27,6 +30,15 @@ def klein_data(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
     direction = rng.normal(size=(n, d))
     direction /= np.linalg.norm(direction, axis=1, keepdims=True)
     return direction * np.tanh(rng.uniform(0, 3, size=(n, 1)))
+
+
+HEADERS = [
+    "model and rows",
+    "rows",
+    "exact ties",
+    "labels differ",
+    "largest probability difference",
+]
 
 
 def at_thresholds(model, k: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -43,16 +55,15 @@ def at_thresholds(model, k: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return rows[np.linalg.norm(rows, axis=1) < 1]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
+    add_output_args(parser)
+    args = parser.parse_args(argv)
     n_train, n_test = (1000, 5000) if args.quick else (5000, 100_000)
     rng = np.random.default_rng(0)
     k_train, k_test = klein_data(n_train, 4, rng), klein_data(n_test, 4, rng)
     X_train = geometry.from_klein(k_train, "hyperboloid")
-    print(f"{'model':58s} {'rows':>7s} {'ties':>7s} {'labels differ':>14s} {'max |dp|':>9s}")
-    models = []
+    models, table = [], []
     for n_classes in (2, 8):
         y = np.argmax(
             k_train[:, : min(n_classes, 4)] @ rng.normal(size=(min(n_classes, 4), n_classes))
@@ -90,8 +101,20 @@ def main() -> None:
             ties = np.mean(top[:, -1] == top[:, -2])
             differ = np.mean(got["label"] != model.predict(X))
             dp = np.abs(got["probabilities"] - proba).max()
-            print(f"{name + ', ' + where:44.44s} {len(X):7d} {ties:7.2%} {differ:14.3%} {dp:9.2g}")
+            table.append([f"{name}, {where}", len(X), f"{ties:.2%}", f"{differ:.3%}", f"{dp:.2g}"])
+    print(text_table(HEADERS, table))
+    text = "\n\n".join(
+        [
+            "# The compat encoding against the Python model",
+            __doc__.split("\n\n")[1].replace("\n", " "),
+            f"{n_train:,} training rows, d = 4; rows at thresholds: each threshold, rounded to "
+            "float32, and one float32 step either side. " + environment(),
+            md_table(HEADERS, table),
+        ]
+    )
+    write(output_dir(args) / "compat_differences.md", text)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -13,19 +13,26 @@
    onnxruntime thread): rows per second, single-row latency, and how many
    projections MatMul computes differently from the Python model.
 
-    python benchmarks/bench_oblique.py [--quick] [--seeds N] [--regression]
+    python benchmarks/bench_oblique.py [--quick] [--seeds N] [--regression] [--out DIR]
+
+Writes its tables to ``oblique.md`` in ``benchmarks/results/`` (``--quick``: a
+temporary folder).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import statistics
+import sys
 import time
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
-from _report import steps
+from _report import add_output_args, environment, output_dir, steps, write
 from onnx import helper
 from sklearn.metrics import mean_squared_error
 from sklearn.model_selection import train_test_split
@@ -205,18 +212,43 @@ def _emit_normals_matmul(g, k, k_dtype, ensemble):
     return out, "float64", planar
 
 
-def main() -> None:
+class _Tee(io.StringIO):
+    """Keeps what is printed and passes it on to the terminal."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(text)
+        return super().write(text)
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="few seeds and rows (smoke test)")
+    add_output_args(parser)
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--regression", action="store_true", help="also the regression table")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     seeds = 3 if args.quick else args.seeds
-    accuracy_table("classification", seeds)
-    if args.regression:
-        accuracy_table("regression", seeds)
-    projection_cost(10_000 if args.quick else 100_000, 3 if args.quick else 7)
+    kept = _Tee(sys.stdout)
+    with contextlib.redirect_stdout(kept):
+        accuracy_table("classification", seeds)
+        if args.regression:
+            accuracy_table("regression", seeds)
+        projection_cost(10_000 if args.quick else 100_000, 3 if args.quick else 7)
+    intro = __doc__.split("\n\n", 1)[1].rsplit("\n\n", 2)[0]
+    text = "\n\n".join(
+        [
+            "# Oblique (HHCART) trees against the axis-parallel tree, and the projection's cost",
+            intro,
+            environment(),
+            "```text\n" + kept.getvalue().strip("\n") + "\n```",
+        ]
+    )
+    write(output_dir(args) / "oblique.md", text)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

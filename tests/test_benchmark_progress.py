@@ -133,3 +133,21 @@ def test_every_benchmark_counts_its_work(tmp_path: Path) -> None:
     (tmp_path / "bench_counted.py").write_text("for x in steps(cases, 'cases'):\n    pass\n")
     (tmp_path / "bench_silent.py").write_text("for x in cases:\n    pass\n")
     assert without_a_bar(tmp_path) == ["bench_silent.py"]
+
+
+def without_a_results_file(folder: Path) -> list[str]:
+    """Benchmark scripts of ``folder`` that never write a results file with ``_report.write``."""
+    return [
+        path.name
+        for path in sorted(folder.glob("bench_*.py"))
+        if not re.search(r"\bwrite\(", path.read_text(encoding="utf-8"))
+    ]
+
+
+def test_every_benchmark_writes_its_results(tmp_path: Path) -> None:
+    """Figures live in results files, not only on a terminal. Planted: a script that only
+    prints is named."""
+    assert without_a_results_file(BENCHMARKS) == []
+    (tmp_path / "bench_kept.py").write_text("write(out / 'kept.md', text)\n")
+    (tmp_path / "bench_printed.py").write_text("print(text)\n")
+    assert without_a_results_file(tmp_path) == ["bench_printed.py"]
