@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         f"onnxruntime's profiler ({calls:,} calls, one thread). The profiler adds its own "
         "cost to every node, so these times count and rank the nodes; the ratios above are "
         "timed without it. An If's time holds the branch it takes, whose nodes are listed before it. "
-        "Sum / call: the nodes' times added, and the median profiled call.",
+        "Sum / call: the nodes' times added (an If's branch counted twice: in the If and in its nodes), and the median profiled call.",
         "",
         md_table(
             [
