@@ -98,6 +98,56 @@ def time_sizes(
     return best
 
 
+def node_profile(graph: Any, x: np.ndarray, calls: int) -> tuple[list[tuple[str, float]], float]:
+    """The nodes a 1-row call runs, in order, each with its median kernel time in µs,
+    and the median time of the whole call, by onnxruntime's profiler at one thread.
+
+    The profiler adds its own cost to every node (a few µs at one row), so the
+    times rank the nodes and count them; the timings without it are `time_sizes`'.
+    An ``If``'s time holds the nodes of the branch it takes, listed before it.
+    """
+    import json
+    import tempfile
+
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    options.enable_profiling = True
+    with tempfile.TemporaryDirectory() as folder:
+        options.profile_file_prefix = str(Path(folder) / "profile")
+        s = ort.InferenceSession(
+            graph.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+        feed = {s.get_inputs()[0].name: x[:1]}
+        for _ in range(calls):
+            s.run(None, feed)
+        events = json.loads(Path(s.end_profiling()).read_text())
+    kernels: dict[str, list[float]] = {}
+    ops: dict[str, str] = {}
+    runs = []
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            name = event["name"].removesuffix("_kernel_time")
+            kernels.setdefault(name, []).append(event["dur"])
+            ops[name] = event["args"].get("op_name", "?")
+        elif event.get("cat") == "Session" and event["name"] == "model_run":
+            runs.append(event["dur"])
+    nodes = [(ops[name], float(np.median(times))) for name, times in kernels.items()]
+    return nodes, float(np.median(runs[len(runs) // 10 :]))
+
+
+def profile_row(label: str, graphs: dict[str, tuple[Any, np.ndarray]], calls: int) -> list[str]:
+    """One row of the per-node table: the default graph's nodes and the peer's at one row."""
+    cells = [label]
+    for name in ("default", "peer"):
+        nodes, run = node_profile(*graphs[name], calls)
+        listed = ", ".join(f"{op} {us:.0f}" for op, us in nodes)
+        cells += [str(len(nodes)), listed, f"{sum(us for _, us in nodes):.0f} / {run:.0f}"]
+    return cells
+
+
 def measured_crossover(best: dict[str, dict[int, float]], sizes: list[int]) -> int | None:
     """The largest batch size up to which the exact side is never slower than the fast one."""
     if "exact side" not in best:
@@ -117,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="timing rounds (default 7)")
     parser.add_argument("--train-rows", type=int, default=None, help="training rows (20,000)")
     parser.add_argument("--sizes", default=None, help="batch sizes, comma-separated")
+    parser.add_argument(
+        "--profile-calls", type=int, default=None, help="1-row calls profiled a graph (2,000)"
+    )
     args = parser.parse_args(argv)
     out = output_dir(args)
     quick = args.quick
@@ -139,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     headers = ["model", "crossover (set / measured)"]
     headers += [f"{s} rows vs peer" for s in sizes] + ["If's cost, 1 row / long, µs"]
-    rows = []
+    rows, profiled = [], []
+    calls = args.profile_calls or (20 if quick else 2000)
     for index, (label, fit) in enumerate(steps(specs, "models", unit="models")):
         if picked and label not in picked:
             continue
@@ -161,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([label, f"{set_rows} / {crossover if crossover is not None else '-'}"])
         rows[-1] += [*ratios, if_cost]
         print(text_table(headers, rows[-1:]), flush=True)
+        profiled.append(profile_row(label, graphs, calls))
     elapsed = time.perf_counter() - started
     md = [
         "# Short batches: the default graph against its peer",
@@ -176,6 +231,28 @@ def main(argv: list[str] | None = None) -> int:
         "(negative: within the noise).",
         "",
         md_table(headers, rows, align="ll" + "r" * (len(headers) - 2)),
+        "",
+        "## The nodes of a 1-row call",
+        "",
+        "Each node a 1-row call runs, in order, with its median kernel time in µs by "
+        f"onnxruntime's profiler ({calls:,} calls, one thread). The profiler adds its own "
+        "cost to every node, so these times count and rank the nodes; the ratios above are "
+        "timed without it. An If's time holds the branch it takes, whose nodes are listed before it. "
+        "Sum / call: the nodes' times added (an If's branch counted twice: in the If and in its nodes), and the median profiled call.",
+        "",
+        md_table(
+            [
+                "model",
+                "nodes",
+                "default graph's nodes, µs",
+                "sum / call, µs",
+                "peer's nodes",
+                "peer's nodes, µs",
+                "peer's sum / call, µs",
+            ],
+            profiled,
+            align="lrlrrlr",
+        ),
         "",
         environment() + f" Load average at the start: {load:.2f}. Run: {elapsed / 60:.1f} min.",
     ]
