@@ -1,7 +1,8 @@
 """How the fast graph adds the class values of multi-class scikit-learn forests, side by side.
 
 A scikit-learn classifier's leaf holds a value per class. The fast encoding
-can add them in several ways (``hyp2onnx.emit.fast.CLASS_VALUES``); this
+can add them in several ways (``hyp2onnx.emit.fast.ClassValues``, chosen with
+``hyp2onnx.emit.strategy.GraphOverrides``); this
 script times each, with the peer (skl2onnx's graph of the same trees fed
 float32 Klein coordinates, as in ``bench_export.py``), in rounds in which
 every graph runs in turn, at each thread count of ``--threads``:
@@ -52,18 +53,22 @@ from bench_export import (
 import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.emit import fast
-from hyp2onnx.export import read_metadata
+from hyp2onnx.emit.strategy import GraphOverrides
+from hyp2onnx.export import DEFAULT_OPSET, compile_model, describe, input_dtype, read_metadata
 
 VARIANTS = fast.CLASS_VALUE_CHOICES
 
 
-def _graph_of(model: Any, variant: str) -> Any:
-    default = fast.CLASS_VALUES
-    fast.CLASS_VALUES = variant
-    try:
-        return h.to_onnx(model)
-    finally:
-        fast.CLASS_VALUES = default
+def _graph_of(model: Any, variant: Any) -> Any:
+    """The model's default graph, its class values added as ``variant`` says."""
+    described = describe(model)
+    return compile_model(
+        described,
+        dtype=input_dtype(described),
+        encoding="fast",
+        opset=DEFAULT_OPSET,
+        overrides=GraphOverrides(class_values=variant),
+    )
 
 
 def _check(graph: Any, X: np.ndarray, model: Any, label: str) -> tuple[float, float]:
@@ -150,7 +155,7 @@ def main() -> None:
         "",
         f"hyp2onnx's random forests of {n_trees} trees, 8 classes, {DIM} Klein features, "
         f"trained on {n_train:,} rows (depth 8, and unlimited depth); each way of adding the "
-        "leaves' class values (`hyp2onnx.emit.fast.CLASS_VALUES`, float32 hyperboloid input "
+        "leaves' class values (`hyp2onnx.emit.fast.ClassValues`, float32 hyperboloid input "
         "cast to the graph's input type) against the peer, skl2onnx's graph of the same trees "
         f"fed float32 Klein coordinates. Throughput on one batch of {n_test:,} rows and the "
         f"time of a single-row call at {', '.join(map(str, threads))} onnxruntime threads on "

@@ -27,7 +27,6 @@ import os
 import sys
 import time
 import warnings
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +60,7 @@ ALWAYS = 1 << 40
 
 def variants(model: Any, kwargs: dict[str, Any], X32: np.ndarray) -> dict[str, Any]:
     """The default graph and its two sides, each with its input batch."""
-    from hyp2onnx.emit.strategy import choose_graph
+    from hyp2onnx.emit.strategy import GraphOverrides, choose_graph
     from hyp2onnx.export import compile_model, describe, input_dtype
 
     graphs = {"default": _with_its_input(h.to_onnx(model, **kwargs), X32)}
@@ -70,9 +69,9 @@ def variants(model: Any, kwargs: dict[str, Any], X32: np.ndarray) -> dict[str, A
     chosen = choose_graph(described, encoding="fast", input_dtype=dtype)
     if chosen.layout not in (None, "exact"):  # every model with a fast side: both sides
         for name, rows in (("exact side", ALWAYS), ("fast side", 0)):
-            strategy = replace(chosen, short_rows=rows)
+            overrides = GraphOverrides(short_rows=rows)
             graph = compile_model(
-                described, dtype=dtype, encoding="fast", opset=18, strategy=strategy
+                described, dtype=dtype, encoding="fast", opset=18, overrides=overrides
             )
             graphs[name] = _with_its_input(graph, X32)
     return graphs

@@ -12,8 +12,7 @@ line and users share it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +22,7 @@ from . import _runtime
 from ._feeds import feeds, input_specs, named_arrays
 from ._progress import bar
 from .errors import VerificationError
-from .estimators._registry import backend_for
-from .geometry import raise_rows, to_klein
-from .ir import Task
+from .geometry import raise_rows
 
 if TYPE_CHECKING:
     import onnx
@@ -273,63 +270,11 @@ def _encoder_points(
     return np.asarray(points, dtype=np.float64)
 
 
-@contextmanager
-def _trees_in_order(model: Any) -> Iterator[None]:
-    """Make a scikit-learn forest add its trees in tree order while verifying.
-
-    With ``n_jobs`` > 1 a forest adds tree probabilities in the order its
-    threads finish, so repeated calls differ in the last bit; the graph
-    reproduces the ``n_jobs=1`` order (tree order).
-    """
-    native = getattr(model, "estimator_", model)
-    n_jobs = getattr(native, "n_jobs", None)
-    if n_jobs in (None, 1) or not hasattr(native, "estimators_"):
-        yield
-        return
-    native.n_jobs = 1
-    try:
-        yield
-    finally:
-        native.n_jobs = n_jobs
-
-
 def _python_outputs(model: Any, X: np.ndarray, metadata: GraphMetadata) -> dict[str, np.ndarray]:
-    from .export import kind_of
+    """The model's own answers on the graph's input rows ``X``, as its kind gives them."""
+    from .export import kind_for
 
-    kind = kind_of(model)
-    if kind == "hyperdt":  # HyperDT's models read hyperboloid points
-        from .export.hyperdt import hyperdt_outputs
-
-        return hyperdt_outputs(model, X)
-    points = X
-    if kind == "plain":  # a plain model trained on Klein coordinates
-        points = to_klein(
-            X, metadata["input_geometry"], metadata["curvature"], metadata["timelike_dim"]
-        )
-    with _trees_in_order(model):
-        if metadata["task"] == Task.ANOMALY:  # isolation forests
-            return {
-                "label": np.asarray(model.predict(points)),
-                "scores": np.asarray(model.score_samples(points)),
-                "path_length": np.asarray(model.path_length(points)),
-            }
-        if kind == "network" and hasattr(model, "covered"):  # region trees: and which rows
-            covered = {"covered": np.asarray(model.covered(points))}
-        else:
-            covered = {}
-        if metadata["task"] == Task.CLASSIFICATION:
-            # a plain model's backend knows its labels' shape (CatBoost's are (n, 1))
-            label = (
-                backend_for(model).labels(model, points)
-                if kind == "plain"
-                else np.asarray(model.predict(points))
-            )
-            return {
-                "label": label,
-                "probabilities": np.asarray(model.predict_proba(points)),
-                **covered,
-            }
-        return {"variable": np.asarray(model.predict(points)), **covered}
+    return kind_for(model).python_outputs(model, X, metadata)
 
 
 def _both_sides(

@@ -28,7 +28,7 @@ from _data import klein_points, labels
 import hyp2onnx as h
 from hyp2onnx._runtime import all_nodes
 from hyp2onnx.emit import fast, outputs, trees
-from hyp2onnx.emit.strategy import choose_graph
+from hyp2onnx.emit.strategy import GraphOverrides
 from hyp2onnx.emit.trees import tree_of_node
 from hyp2onnx.export import describe, read_metadata
 from hyp2onnx.export._compile import compile_model
@@ -177,8 +177,8 @@ def _with_leaf_values(described, per_tree: np.ndarray):
 
 def _compile_fast(described, *, guard: bool):
     """The fast graph, with or without its near-tie guard (the export always keeps it)."""
-    strategy = replace(choose_graph(described, encoding="fast", input_dtype="float64"), guard=guard)
-    return compile_model(described, dtype="float64", encoding="fast", opset=18, strategy=strategy)
+    overrides = GraphOverrides(guard=guard)
+    return compile_model(described, dtype="float64", encoding="fast", opset=18, overrides=overrides)
 
 
 def test_the_guard_cannot_be_removed() -> None:
@@ -661,3 +661,35 @@ def test_the_reference_evaluator_runs_the_multiclass_graph() -> None:
     label, p = reference_evaluator(graph).run(None, {"X": k})
     assert np.array_equal(label, model.predict(k))
     assert np.abs(p - model.predict_proba(k)).max() <= read_metadata(graph)["value_bound"]
+
+
+@pytest.mark.parametrize("variant", fast.CLASS_VALUE_CHOICES)
+def test_each_way_of_adding_class_values_keeps_the_contract(variant):
+    """`GraphOverrides(class_values=...)` builds each way of adding a forest's per-class
+    leaf fractions (what bench_multiclass measures): the model's labels, probabilities
+    within the bound the graph records, and a graph of its own. Planted: the override
+    dropped on the way to the emitter (every variant the default graph)."""
+    k = klein_points(3_000, 3, seed=4)
+    y = labels(k, 4)
+    model = h.HyperbolicRandomForestClassifier(
+        n_estimators=12, max_depth=6, input_geometry="klein", random_state=0
+    ).fit(k[:1_500], y[:1_500])
+    described = describe(model)
+    dtype = h.export.input_dtype(described)
+
+    def graph(values):
+        return compile_model(
+            described,
+            dtype=dtype,
+            encoding="fast",
+            opset=18,
+            overrides=GraphOverrides(class_values=values),
+        )
+
+    built = graph(variant)
+    assert (built == graph("average")) == (variant == "average")
+    rows = k[1_500:].astype(dtype)
+    got = run_onnx(built, rows)
+    np.testing.assert_array_equal(got["label"], model.predict(rows))
+    bound = float(read_metadata(built)["value_bound"])
+    assert np.abs(got["probabilities"] - model.predict_proba(rows)).max() <= bound

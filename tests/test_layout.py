@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -210,3 +211,77 @@ def test_the_length_rule_sees_a_long_function(tmp_path: Path) -> None:
     (tmp_path / "long.py").write_text(f"def long():\n{body}\n")
     (tmp_path / "documented.py").write_text(f"def short():\n{doc}\n    return 1\n")
     assert long_functions(tmp_path) == ["long.py:1 long (61)"]
+
+
+def _names_a_kind(side: ast.expr, names: set[str]) -> bool:
+    """``side`` is a kind's name, or a tuple, list or set of them (``kind in (...)``)."""
+    if isinstance(side, (ast.Tuple, ast.List, ast.Set)):
+        return bool(side.elts) and all(_names_a_kind(e, names) for e in side.elts)
+    return isinstance(side, ast.Constant) and side.value in names
+
+
+def kind_tests(package: Path) -> list[str]:
+    """Places outside ``export/_kinds.py`` that test which kind a model is: a call of
+    ``kind_of`` or a comparison with a kind's name."""
+    names = {"hyperbolic", "plain", "hyperdt", "network"}
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.relative_to(package).as_posix() in ("export/_kinds.py", "export/__init__.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            called = isinstance(node, ast.Call) and getattr(node.func, "id", None) == "kind_of"
+            compared = (
+                isinstance(node, ast.Compare)
+                and any(
+                    _names_a_kind(right, names)
+                    if isinstance(op, (ast.In, ast.NotIn))  # kind in ("a", "b")
+                    else _names_a_kind(left, names) or _names_a_kind(right, names)
+                    for op, left, right in zip(
+                        node.ops, [node.left, *node.comparators[:-1]], node.comparators, strict=True
+                    )
+                )
+            )
+            if called or compared:
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    return sorted(found)
+
+
+def test_callers_reach_a_model_through_its_kind(tmp_path: Path) -> None:
+    """`to_onnx`, `verify` and the CLI ask the model's kind (`kind_for`) for its graph, its
+    geometry rule, its checks and its outputs; none tests which kind it is. Planted: a
+    caller comparing ``kind_of(model)`` with a kind's name is found."""
+    assert kind_tests(Path(h.__file__).parent) == []
+    (tmp_path / "caller.py").write_text(
+        'if kind_of(model) == "plain":\n    pass\n'
+        'hyperbolic = kind in ("hyperbolic", "network")\n'
+        'if "network" not in state:\n    pass\n'  # a key of a dict: not a kind's name
+    )
+    assert kind_tests(tmp_path) == ["caller.py:1", "caller.py:1", "caller.py:3"]
+
+
+def test_every_model_kind_answers_as_its_graph(tmp_path: Path) -> None:
+    """One model of each kind goes through the door: `kind_for` names its kind, `to_onnx`
+    builds its graph and `verify` compares the kind's Python outputs with the graph's."""
+    from sklearn.tree import DecisionTreeClassifier
+
+    HyperDTTree = pytest.importorskip("hyperdt.tree").HyperbolicDecisionTreeClassifier
+
+    from hyp2onnx.datasets import make_wrapped_normal_mixture
+    from hyp2onnx.export import MODEL_KINDS, kind_for
+    from hyp2onnx.geometry import to_klein
+
+    X, y = make_wrapped_normal_mixture(300, 2, 3, random_state=0)
+    models = {
+        "network": h.HyperbolicMLPClassifier(hidden_layer_sizes=(4,), max_iter=50).fit(X, y),
+        "hyperdt": HyperDTTree(max_depth=3).fit(X, y),
+        "hyperbolic": h.HyperbolicDecisionTreeClassifier(max_depth=3).fit(X, y),
+        "plain": DecisionTreeClassifier(max_depth=3).fit(to_klein(X, "hyperboloid"), y),
+    }
+    assert [kind.name for kind in MODEL_KINDS] == list(models)
+    for name, model in models.items():
+        assert kind_for(model).name == name
+        stated = {"input_geometry": "hyperboloid"} if name == "plain" else {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a plain model's "its own thresholds"; convergence
+            graph = h.to_onnx(model, dtype="float64", **stated)
+        assert h.verify(model, graph, X).ok, name

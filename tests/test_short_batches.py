@@ -14,8 +14,6 @@ the side taken shows.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import _oracle as oracle
 import numpy as np
 import pytest
@@ -23,7 +21,7 @@ from test_fast import MODELS, N_CLASSES, symmetric, training_rows
 
 import hyp2onnx as h
 from hyp2onnx._runtime import session
-from hyp2onnx.emit.strategy import choose_graph
+from hyp2onnx.emit.strategy import GraphOverrides
 from hyp2onnx.export import describe, read_metadata
 from hyp2onnx.export._compile import compile_model
 from hyp2onnx.verification import default_rtol, default_tolerance, verify
@@ -47,12 +45,11 @@ def _fit(name: str):
 def case(request):
     model, rows = _fit(request.param)
     described = describe(model)
-    chosen = choose_graph(described, encoding="fast", input_dtype="float64")
 
     def graph(encoding: str = "fast", short_rows: int | None = None):
-        strategy = None if short_rows is None else replace(chosen, short_rows=short_rows)
+        overrides = GraphOverrides(short_rows=short_rows)
         return compile_model(
-            described, dtype="float64", encoding=encoding, opset=18, strategy=strategy
+            described, dtype="float64", encoding=encoding, opset=18, overrides=overrides
         )
 
     # the two sides built without the If: the exact encoding, and the fast scores alone

@@ -275,13 +275,12 @@ def check_convertible(
 ) -> None:
     """Raise an `InputError` naming ``path`` unless ``model`` can be exported as asked."""
     from sklearn.exceptions import NotFittedError
-    from sklearn.utils.validation import check_is_fitted
 
     from ..errors import UnsupportedModelError
-    from ..export import kind_of
+    from ..export import kind_for
 
     try:
-        kind = kind_of(model)
+        kind = kind_for(model)
     except UnsupportedModelError as exc:
         raise InputError(
             path,
@@ -290,35 +289,24 @@ def check_convertible(
             "save a fitted hyp2onnx estimator, or a plain tree model: "
             + str(exc).split("Supported: ", 1)[-1].rstrip("."),
         ) from exc
-    if kind == "hyperdt":
-        _check_hyperdt(model, path, geometry, curvature, timelike_dim)
-        return
-    # Hyperbolic estimators, networks and region trees record their own geometry.
-    hyperbolic = kind in ("hyperbolic", "network")
+    stated = {"geometry": geometry, "curvature": curvature, "timelike-dim": timelike_dim}
+    if kind.geometry == "own" and any(v is not None for v in stated.values()):
+        raise InputError(
+            path,
+            f"the {type(model).__name__} in it records its own geometry (hyperboloid points)",
+            "leave out --geometry/--curvature/--timelike-dim",
+        )
     try:
-        if hasattr(model, "fit"):  # a region tree is built from a fitted network, never unfitted
-            check_is_fitted(model)
+        kind.check(model)
     except NotFittedError as exc:
         raise InputError(
             path, f"the {type(model).__name__} in it is not fitted", "fit the model, then save it"
         ) from exc
-    stated = {"geometry": geometry, "curvature": curvature, "timelike-dim": timelike_dim}
-    if hyperbolic:
-        own = {
-            "geometry": model.input_geometry,
-            "curvature": model.curvature,
-            "timelike-dim": model.timelike_dim,
-        }
-        for option, value in stated.items():
-            if value is not None and value != own[option]:
-                raise InputError(
-                    path,
-                    f"--{option} {value} contradicts the {type(model).__name__}'s own "
-                    f"{own[option]}",
-                    "leave out --geometry/--curvature/--timelike-dim: hyperbolic estimators "
-                    "record their own",
-                )
-    if not hyperbolic and geometry is None:
+    except UnsupportedModelError as exc:
+        raise InputError(path, str(exc).rstrip(".")) from exc
+    if kind.geometry == "recorded":
+        _check_recorded_geometry(model, path, stated)
+    if kind.geometry == "stated" and geometry is None:
         raise InputError(
             path,
             f"{type(model).__name__} is a plain (Euclidean) model: the geometry of its input "
@@ -328,21 +316,21 @@ def check_convertible(
         )
 
 
-def _check_hyperdt(model: Any, path: Path, *stated: Any) -> None:
-    """A HyperDT (hyperdt 0.0.3) model: fitted, exportable, and no geometry options."""
-    from ..errors import UnsupportedModelError
-    from ..export.hyperdt import read_hyperdt
-
-    if any(v is not None for v in stated):
-        raise InputError(
-            path,
-            f"the HyperDT {type(model).__name__} in it records its own geometry",
-            "leave out --geometry/--curvature/--timelike-dim",
-        )
-    try:
-        read_hyperdt(model)
-    except UnsupportedModelError as exc:
-        raise InputError(path, str(exc).rstrip(".")) from exc
+def _check_recorded_geometry(model: Any, path: Path, stated: dict[str, Any]) -> None:
+    """Stated options must agree with the geometry a hyperbolic model records."""
+    own = {
+        "geometry": model.input_geometry,
+        "curvature": model.curvature,
+        "timelike-dim": model.timelike_dim,
+    }
+    for option, value in stated.items():
+        if value is not None and value != own[option]:
+            raise InputError(
+                path,
+                f"--{option} {value} contradicts the {type(model).__name__}'s own {own[option]}",
+                "leave out --geometry/--curvature/--timelike-dim: hyperbolic estimators "
+                "record their own",
+            )
 
 
 def load_onnx(path: Path) -> Any:

@@ -369,7 +369,11 @@ Examples:
     type=click.Choice(list(ENCODINGS)),
     default="fast",
     show_default=True,
-    help="; ".join(f"{e.name}: {e.summary}" for e in ENCODINGS.values()) + ".",
+    help="; ".join(
+        f"{e.name}: {e.summary}" + ("" if e.networks else " (trees only)")
+        for e in ENCODINGS.values()
+    )
+    + ".",
 )
 @click.option(
     "--geometry",

@@ -236,14 +236,14 @@ def _compiled_scorer(model_path: Path, metadata: GraphMetadata, graph: Any) -> A
     ``score``: the same labels and values within the graph's bound, else an error
     (a model file the graph was not exported from)."""
     from ..errors import MissingExtraError, UnsupportedModelError
-    from ..export import kind_of
+    from ..export import kind_for
     from ..export.compiled import compile_model_lleaves
     from ..verification import default_tolerance
     from ._models import load_model
 
     model = load_model(model_path)
     stated = {}
-    if kind_of(model) == "plain":  # the graph's metadata says the points' geometry
+    if kind_for(model).geometry == "stated":  # the graph's metadata says the points' geometry
         stated = {k: metadata[k] for k in ("input_geometry", "curvature", "timelike_dim")}
     try:
         scorer = compile_model_lleaves(model, **stated)

@@ -31,6 +31,9 @@ class Encoding:
     #: adds the trees in the runtime's order: values within a bound the emitter
     #: returns with the scores (``hyp2onnx.emit.fast.Guarded``), labels guarded
     value_bound: bool = False
+    #: what it builds for a network or region tree (``hyp2onnx.export``'s network
+    #: graphs); None: trees only
+    networks: str | None = None
 
 
 ENCODINGS: dict[str, Encoding] = {
@@ -43,12 +46,14 @@ ENCODINGS: dict[str, Encoding] = {
             tree_operator=True,
             float32=False,
             value_bound=True,
+            networks="Gemm per layer in the runtime's order, near-tie rows rescored in fixed order",
         ),
         Encoding(
             name="exact",
             summary="values bit for bit, slower on many cores",
             tree_operator=True,
             float32=False,
+            networks="every sum in the Python model's fixed order (bit for bit)",
         ),
         Encoding(
             name="compat",

@@ -20,7 +20,7 @@ trees itself, as the peer's graph does (skl2onnx, onnxmltools):
   its C fractions (`class_weight_regressor`). onnxruntime keeps its sums in
   double and rounds the averages once to float32, which the bound adds
   (`float32_rounding`) and the metadata states (``values_rounded_to``); the
-  alternatives measured against it stay selectable (`CLASS_VALUES`);
+  alternatives measured against it stay selectable (`ClassValues`);
 * nothing to reorder: the exact graph.
 
 `fast_layout` names these cases; `hyp2onnx.emit.strategy.choose_graph`
@@ -98,7 +98,7 @@ UNIT_ROUNDOFF = {"float32": 2.0**-24, "float64": 2.0**-53}
 #: output column (every tree feeds one column); ``"complement"`` the class-1
 #: fractions of binary leaves, class 0 as ``1 - p1``; ``"class_values"`` every
 #: leaf's class fractions (forests of more classes, plans with ``class_weights``,
-#: as `CLASS_VALUES` says); ``"exact"`` the exact graph (nothing to reorder).
+#: as `ClassValues` says); ``"exact"`` the exact graph (nothing to reorder).
 FastLayout = Literal["by_column", "complement", "class_values", "exact"]
 #: Leaves holding a fraction per class (scikit-learn forests of more than two
 #: classes), how the fast graph adds them: ``"average"`` (the default) one opset-3
@@ -106,9 +106,10 @@ FastLayout = Literal["by_column", "complement", "class_values", "exact"]
 #: (`class_weight_regressor`); ``"classifier"`` the opset-3 classifier, then a
 #: division; ``"per_class"`` C one-target regressors; ``"exact"`` the exact graph.
 #: The others are kept to be measured side by side (benchmarks/bench_multiclass.py,
-#: results in benchmarks/results/multiclass.md).
-CLASS_VALUES = "average"
-CLASS_VALUE_CHOICES = ("average", "classifier", "per_class", "exact")
+#: results in benchmarks/results/multiclass.md), chosen by
+#: `hyp2onnx.emit.strategy.GraphOverrides`.
+ClassValues = Literal["average", "classifier", "per_class", "exact"]
+CLASS_VALUE_CHOICES: tuple[ClassValues, ...] = ("average", "classifier", "per_class", "exact")
 #: Unit roundoff of float32, to which the opset-3 operator rounds its double sums.
 FLOAT32_ROUNDOFF = 2.0**-24
 #: Half the smallest float32 subnormal spacing: the rounding error below float32's normal range.
@@ -246,13 +247,16 @@ def complement_defect(ensemble: Ensemble) -> float | None:
     return largest
 
 
-def fast_layout(ensemble: Ensemble, plan: TreePlan) -> FastLayout:
-    """How the fast graph adds the trees of ``ensemble`` (see `FastLayout`)."""
+def fast_layout(
+    ensemble: Ensemble, plan: TreePlan, class_values: ClassValues = "average"
+) -> FastLayout:
+    """How the fast graph adds the trees of ``ensemble`` (see `FastLayout`; ``class_values``:
+    `ClassValues`)."""
     if plan.carries == "values" and per_class_trees(ensemble) is not None:
         layout: FastLayout = "by_column"
     elif complement_defect(ensemble) is not None:
         layout = "complement"
-    elif plan.class_weights and CLASS_VALUES != "exact":
+    elif plan.class_weights and class_values != "exact":
         layout = "class_values"
     else:
         return "exact"
@@ -269,6 +273,7 @@ def emit_fast(
     layout: FastLayout,
     guard: bool = True,
     short_rows: int = 0,
+    class_values: ClassValues = "average",
     features: Callable[[GraphBuilder, str], str] | None = None,
 ) -> Guarded | ShortBatches:
     """Raw scores ``[N, n_outputs]`` in ``ensemble.sum_dtype`` summed in the runtime's order.
@@ -277,15 +282,23 @@ def emit_fast(
     near-tie guard, whose labels may then differ from the model's (tests
     show such an input); the export always keeps it. ``short_rows`` > 0:
     batches of up to that many rows take the exact scores instead
-    (`ShortBatches`). ``features``: as for `emit_exact` (a map of row blocks
-    to the float64 columns the ensemble reads).
+    (`ShortBatches`). ``class_values``: how leaves holding a fraction per class
+    are added (`ClassValues`). ``features``: as for `emit_exact` (a map of row
+    blocks to the float64 columns the ensemble reads).
     """
     if layout == "exact":
         exact_scores = emit_exact(builder, k, k_dtype, ensemble, plan, features=features)
         return Guarded(scores=exact_scores, bound=0.0, margin=0.0, refine=None)
     exact = ExactScorer.build(builder, ensemble, plan)
     fast = partial(
-        _guarded, k=k, k_dtype=k_dtype, exact=exact, layout=layout, guard=guard, features=features
+        _guarded,
+        k=k,
+        k_dtype=k_dtype,
+        exact=exact,
+        layout=layout,
+        guard=guard,
+        class_values=class_values,
+        features=features,
     )
     if short_rows <= 0:
         return fast(builder)
@@ -327,6 +340,7 @@ def _guarded(
     exact: ExactScorer,
     layout: FastLayout,
     guard: bool,
+    class_values: ClassValues,
     features: Callable[[GraphBuilder, str], str] | None,
 ) -> Guarded:
     """The fast scores of every row, their bound and the label guard (see `emit_fast`)."""
@@ -337,7 +351,7 @@ def _guarded(
     bound = value_bound(ensemble)
     rounded_to = None
     if layout == "class_values":  # the opset-3 operator's double sums, rounded to float32
-        scores = _class_value_scores(builder, k, k_dtype, ensemble)
+        scores = _class_value_scores(builder, k, k_dtype, ensemble, class_values)
         bound += float32_rounding(ensemble, bound)
         rounded_to = "float32"
     else:
@@ -346,7 +360,7 @@ def _guarded(
     complement = layout == "complement"
     # "average": the operator's float32 output is the scores, widened in the link
     # (inside the guard's branches, where the labels are taken too)
-    widened = rounded_to is not None and CLASS_VALUES == "average"
+    widened = rounded_to is not None and class_values == "average"
     to_probabilities = None
     if complement:
         to_probabilities = _complement_link(ensemble.sum_dtype)
@@ -372,19 +386,21 @@ def _guarded(
     )
 
 
-def _class_value_scores(builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble) -> str:
-    """Scores ``[N, C]`` of leaves holding a value per class, by `CLASS_VALUES`
+def _class_value_scores(
+    builder: GraphBuilder, k: str, k_dtype: str, ensemble: Ensemble, class_values: ClassValues
+) -> str:
+    """Scores ``[N, C]`` of leaves holding a value per class, by ``class_values``
     (all but ``"exact"``): float32 for ``"average"``, else float64 holding float32
     values."""
     rows, boundaries = _double_input(builder, k, k_dtype, ensemble)
     classes = np.arange(ensemble.n_outputs)
     dtype = ensemble.sum_dtype
     averaged = ensemble.aggregate == "mean"  # the operator's AVERAGE divided
-    if CLASS_VALUES == "average":  # float32: widened by _widening_link (no base values)
+    if class_values == "average":  # float32: widened by _widening_link (no base values)
         return class_weight_regressor(
             builder, rows, ensemble, boundaries=boundaries, classes=classes
         )
-    if CLASS_VALUES == "per_class":
+    if class_values == "per_class":
         columns = [
             class_weight_regressor(
                 builder, rows, ensemble, boundaries=boundaries, classes=classes[c : c + 1]
@@ -394,10 +410,10 @@ def _class_value_scores(builder: GraphBuilder, k: str, k_dtype: str, ensemble: E
         raw = builder.op(STAGE, "Concat", columns, axis=1)
         widened = builder.cast(STAGE, raw, dtype)
         return finish_scores(builder, widened, ensemble, dtype, averaged=averaged)
-    if CLASS_VALUES == "classifier":
+    if class_values == "classifier":
         raw = class_weight_classifier(builder, rows, ensemble, boundaries=boundaries)
         return finish_scores(builder, builder.cast(STAGE, raw, dtype), ensemble, dtype)
-    raise ValueError(f"CLASS_VALUES must be one of {CLASS_VALUE_CHOICES}, got {CLASS_VALUES!r}")
+    raise ValueError(f"class_values must be one of {CLASS_VALUE_CHOICES}, got {class_values!r}")
 
 
 def _reordered_sums(

@@ -28,6 +28,7 @@ from . import ENCODINGS, Encoding
 from . import encoding as registered
 from ._graph import GraphBuilder
 from .fast import (
+    ClassValues,
     FastLayout,
     Guarded,
     ShortBatches,
@@ -81,6 +82,20 @@ Features = Literal["klein", "oblique", "frames", "frames_by_block"]
 
 
 @dataclass(frozen=True, kw_only=True)
+class GraphOverrides:
+    """Choices `choose_graph` makes itself, made otherwise: the variants the benchmarks
+    measure side by side and the tests hold against the defaults. An export never needs
+    them (`to_onnx` takes none)."""
+
+    #: the fast encoding's near-tie guard; without it labels may differ from the model's
+    guard: bool = True
+    #: the crossover of short batches (`short_batch_rows`); None: the one chosen
+    short_rows: int | None = None
+    #: how the fast encoding adds leaves holding a fraction per class (`ClassValues`)
+    class_values: ClassValues = "average"
+
+
+@dataclass(frozen=True, kw_only=True)
 class GraphStrategy:
     """The graph ``compile_model`` builds for one model (see `choose_graph`)."""
 
@@ -97,8 +112,8 @@ class GraphStrategy:
     operator: TreePlan | None
     #: the fast encoding's leaf layout; None for the other encodings
     layout: FastLayout | None
-    #: the fast encoding's near-tie guard (only tests build graphs without it)
-    guard: bool = True
+    #: the near-tie guard and the class values of the fast encoding (`GraphOverrides`)
+    overrides: GraphOverrides = GraphOverrides()
     #: batches of up to this many rows take the exact scores instead of the fast
     #: encoding's (`short_batch_rows`); 0: every batch takes the fast scores
     short_rows: int = 0
@@ -116,14 +131,20 @@ class GraphStrategy:
             return {
                 "plan": self.operator,
                 "layout": self.layout,
-                "guard": self.guard,
+                "guard": self.overrides.guard,
                 "short_rows": self.short_rows,
+                "class_values": self.overrides.class_values,
             }
         return {} if self.operator is None else {"plan": self.operator}
 
 
 def choose_graph(
-    model: Model, *, encoding: str, input_dtype: str, legacy_only: bool = False
+    model: Model,
+    *,
+    encoding: str,
+    input_dtype: str,
+    legacy_only: bool = False,
+    overrides: GraphOverrides | None = None,
 ) -> GraphStrategy:
     """Which graph ``to_onnx`` builds for ``model`` fed ``input_dtype`` points, in order:
 
@@ -137,11 +158,10 @@ def choose_graph(
        trees project onto their normals, rotation forests map to their frames
        (for fast and exact block by block); isolation forests' walks project
        by themselves; tree operators may read ``X / x_0`` whole (`_whole_rows`).
-    3. **Tree emitter**, a function: `TREE_EMITTERS` by encoding, or for
-       oblique isolation forests (not compat) a level-by-level walk,
-       ``emit_perfect_walk`` while its tables stay within
-       ``PERFECT_MAX_ENTRIES``, else ``emit_oblique_walk``; rotation forests
-       routed by hyperplanes, ``emit_forest_walk`` where it fits (`_walk`).
+    3. **Tree emitter**, a function: `TREE_EMITTERS` by encoding; oblique isolation
+       forests (not compat) walk level by level (``emit_perfect_walk`` within
+       ``PERFECT_MAX_ENTRIES``, else ``emit_oblique_walk``); rotation forests routed
+       by hyperplanes, ``emit_forest_walk`` where it fits (`_walk`).
     4. **Tree operator** (`plan_trees`): legacy opset-1
        ``TreeEnsembleRegressor`` (compat; float32 comparisons) or opset-5
        ``TreeEnsemble`` in double (float64 comparisons, categorical splits,
@@ -157,18 +177,13 @@ def choose_graph(
     7. **Outputs**, by the model's task: label and probabilities, values, or
        an isolation forest's label, scores and path lengths.
 
-    ``legacy_only`` (skl2onnx hosts: ai.onnx.ml below opset 5) keeps to the legacy operator.
+    ``legacy_only`` (skl2onnx hosts: ai.onnx.ml below opset 5) keeps to the legacy operator;
+    ``overrides``: `GraphOverrides` (the variants of benchmarks and tests).
     """
-    spec = _encoding_for(model, encoding)
-    ensemble, used = _remap(model.ensemble)
-    features = _features(ensemble, spec)
-    trees: TreeEmitter = TREE_EMITTERS[spec.name]
-    walk = _walk(model, ensemble, spec)
-    if walk is not None:
-        trees, spec, features = *walk, "klein"
-    ensemble, ones_column = _whole_rows(model, ensemble, used, features, trees)
+    chosen = overrides or GraphOverrides()
+    spec, ensemble, used, features, trees, ones_column = _trees(model, encoding)
     operator = _operator_plan(ensemble, spec, trees, features, legacy_only=legacy_only)
-    layout = fast_layout(ensemble, operator) if trees is emit_fast and operator else None
+    layout, short_rows = _layout(ensemble, trees, operator, chosen)
     return GraphStrategy(
         encoding=spec,
         ensemble=ensemble,
@@ -177,11 +192,42 @@ def choose_graph(
         trees=trees,
         operator=operator,
         layout=layout,
-        short_rows=short_batch_rows(layout, ensemble),
+        overrides=chosen,
+        short_rows=short_rows,
         klein_dtype=_klein_dtype(model, ensemble, spec, input_dtype),
         ones_column=ones_column,
         task=model.task,
     )
+
+
+def _trees(
+    model: Model, encoding: str
+) -> tuple[Encoding, Ensemble, np.ndarray, Features, TreeEmitter, int | None]:
+    """Steps 1 to 3: the encoding as the emitter takes it, the trees reading only the
+    features they use (renumbered), those features' Klein columns, what the trees read,
+    the tree emitter, and the column of ones where the trees read ``X / x_0`` whole."""
+    spec = _encoding_for(model, encoding)
+    ensemble, used = _remap(model.ensemble)
+    features = _features(ensemble, spec)
+    trees: TreeEmitter = TREE_EMITTERS[spec.name]
+    walk = _walk(model, ensemble, spec)
+    if walk is not None:
+        trees, spec, features = *walk, "klein"
+    ensemble, ones_column = _whole_rows(model, ensemble, used, features, trees)
+    return spec, ensemble, used, features, trees, ones_column
+
+
+def _layout(
+    ensemble: Ensemble, trees: TreeEmitter, operator: TreePlan | None, chosen: GraphOverrides
+) -> tuple[FastLayout | None, int]:
+    """The fast encoding's leaf layout (None for the other emitters) and the crossover of
+    short batches (step 5), as ``chosen`` overrides them."""
+    layout = None
+    if trees is emit_fast and operator:
+        layout = fast_layout(ensemble, operator, chosen.class_values)
+    if chosen.short_rows is not None:
+        return layout, chosen.short_rows
+    return layout, short_batch_rows(layout, ensemble)
 
 
 def _operator_plan(

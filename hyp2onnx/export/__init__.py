@@ -27,10 +27,8 @@ from ._compile import (
     describe,
     input_dtype,
     max_opset,
-    save_onnx,
-    to_onnx,
 )
-from ._kinds import Kind, kind_of
+from ._kinds import MODEL_KINDS, Kind, ModelKind, kind_for, kind_of, save_onnx, to_onnx
 from ._metadata import GraphMetadata, read_metadata
 from ._model_file import (
     PROTOBUF_LIMIT,
@@ -55,7 +53,10 @@ __all__ = [
     "external_data_path",
     "GraphMetadata",
     "Kind",
+    "MODEL_KINDS",
+    "ModelKind",
     "input_dtype",
+    "kind_for",
     "kind_of",
     "max_opset",
     "needs_external_data",

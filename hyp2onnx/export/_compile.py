@@ -9,15 +9,12 @@ ensemble and returns ``label`` + ``probabilities`` (classifiers) or
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import onnx
 from onnx import helper
 
-from .._atomic import atomic_write
 from ..emit import Encoding
 from ..emit import encoding as _encoding
 from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
@@ -25,19 +22,15 @@ from ..emit.fast import Guarded, ShortBatches
 from ..emit.isolation import emit_anomaly_outputs
 from ..emit.outputs import emit_outputs
 from ..emit.projection import emit_projection, emit_whole_rows
-from ..emit.strategy import GraphStrategy, choose_graph, emit_trees
+from ..emit.strategy import GraphOverrides, choose_graph, emit_trees
 from ..errors import CompatRoutingWarning, DamagedModelError, UnsupportedModelError, warn_user
 from ..estimators import backend_for
 from ..geometry import GEOMETRIES, check_timelike_dim, curvature_radius
 from ..ir import Ensemble, InputSpace, Model, Task
 from . import hyperdt
-from ._kinds import kind_of
 from ._model_file import (
     finish_model,
-    needs_external_data,
-    save_with_external_data,
 )
-from ._network import compile_network
 
 #: ai.onnx opset used unless ``target_opset`` says otherwise.
 DEFAULT_OPSET = 18
@@ -86,7 +79,7 @@ def describe(
     ``timelike_dim`` if not the defaults); its thresholds are used as they
     are, not corrected.
     """
-    if kind_of(model) == "hyperbolic":
+    if is_hyperbolic_estimator(model):
         stated = {
             "input_geometry": input_geometry,
             "curvature": curvature,
@@ -102,6 +95,16 @@ def describe(
     return _plain_model(
         model, input_geometry=input_geometry, curvature=curvature, timelike_dim=timelike_dim
     )
+
+
+def is_hyperbolic_estimator(model: Any) -> bool:
+    """Whether ``model`` is one of hyp2onnx's hyperbolic tree estimators."""
+    # Imported here, not at the top: the estimators' base imports scikit-learn, which the
+    # scoring commands (inspect, predict), reaching this module through the export
+    # package, must not load (tests/test_layout.py).
+    from ..estimators._base import HyperbolicTreeModel
+
+    return isinstance(model, HyperbolicTreeModel)
 
 
 def _plain_model(
@@ -152,62 +155,37 @@ def _plain_model(
     )
 
 
-def to_onnx(
+def compile_trees(
     model: Any,
     *,
-    dtype: Literal["float32", "float64"] | None = None,
-    encoding: str = "fast",
-    target_opset: int | None = None,
+    dtype: str | None,
+    encoding: str,
+    opset: int,
     name: str | None = None,
-    input_geometry: str | None = None,
-    curvature: float | None = None,
-    timelike_dim: int | None = None,
+    **stated: Any,
 ) -> onnx.ModelProto:
-    """Export ``model`` to an ONNX model taking raw hyperbolic points.
-
-    ``dtype`` is the input tensor type; by default (None) the precision the
-    model needs (`input_dtype`): float64 for a model whose splits
-    float32 cannot resolve (points far from the origin), float32 otherwise.
-    ``encoding`` is one of `hyp2onnx.emit.ENCODINGS`: ``"fast"``
-    (default) routes every row as the Python model does and gives its labels
-    exactly, exact ties included, with values within a stated bound (the
-    runtime adds the trees in its own order; the bound is in the graph's
-    metadata, see `hyp2onnx.emit.fast`); ``"exact"`` also reproduces
-    its values bit for bit (probabilities: bit for bit for float64 sums
-    without a link function, within 1e-15 with a logistic or softmax, 1e-6
-    for XGBoost), slower on many cores; ``"compat"``
-    uses the legacy opset-1 operator with float32 thresholds and sums for
-    older runtimes (a `CompatRoutingWarning` says
-    when it cannot route exactly); ``"standard"`` gives the exact outputs
-    without any ai.onnx.ml operator (see ``docs/export.md``). ``target_opset``
-    is the ai.onnx opset (`check_opset`: 13 to the newest the installed
-    onnx knows). The other keywords are for plain Klein models (`describe`).
-    Models of the original HyperDT (``hyperdt`` 0.0.3) are accepted too and
-    reproduced as HyperDT computes them (`hyp2onnx.hyperdt`).
-    """
-    if dtype not in (None, "float32", "float64"):
-        raise ValueError(f"dtype must be 'float32', 'float64' or None, got {dtype!r}.")
-    if kind_of(model) == "network":  # hyperbolic MLPs and region trees (export/_network.py)
-        return compile_network(
-            model,
-            dtype=dtype,
-            encoding=encoding,
-            opset=check_opset(target_opset),
-            name=name,
-            input_geometry=input_geometry,
-            curvature=curvature,
-            timelike_dim=timelike_dim,
-        )
+    """The graph of a hyperbolic tree estimator or a plain Klein tree model (`describe`),
+    its input dtype the one the model needs unless ``dtype`` says otherwise; the graph
+    itself is chosen by `hyp2onnx.emit.strategy.choose_graph`."""
     spec = _encoding(encoding)
-    opset = check_opset(target_opset)
-    if kind_of(model) == "hyperdt":
-        _no_stated_geometry(model, input_geometry, curvature, timelike_dim)
-        return _hyperdt_to_onnx(model, dtype=dtype, encoding=encoding, opset=opset, name=name)
-    ir_model = describe(
-        model, input_geometry=input_geometry, curvature=curvature, timelike_dim=timelike_dim
-    )
+    ir_model = describe(model, **stated)
     graph_dtype = _checked_input_dtype(ir_model, dtype, spec)
     return compile_model(ir_model, dtype=graph_dtype, encoding=encoding, opset=opset, name=name)
+
+
+def compile_hyperdt(
+    model: Any,
+    *,
+    dtype: str | None,
+    encoding: str,
+    opset: int,
+    name: str | None = None,
+    **stated: Any,
+) -> onnx.ModelProto:
+    """The graph of a model of the original HyperDT, which records its own geometry."""
+    _encoding(encoding)
+    _no_stated_geometry(model, *stated.values())
+    return _hyperdt_to_onnx(model, dtype=dtype, encoding=encoding, opset=opset, name=name)
 
 
 def _hyperdt_to_onnx(
@@ -295,20 +273,18 @@ def compile_model(
     opset: int,
     name: str | None = None,
     legacy_only: bool = False,
-    strategy: GraphStrategy | None = None,
+    overrides: GraphOverrides | None = None,
 ) -> onnx.ModelProto:
     """Emit, check and return the ONNX model for an IR model.
 
     The graph is the one `hyp2onnx.emit.strategy.choose_graph` chooses
-    for ``encoding`` (``strategy``, if given, is used as it is: tests and
-    benchmarks build variants with it). ``legacy_only`` restricts the tree
-    operator to ai.onnx.ml opset 1 (for hosts that cannot import opset 5)
-    and raises ValueError if it cannot.
+    for ``encoding`` (with ``overrides``, `GraphOverrides`: the variants tests and
+    benchmarks build). ``legacy_only`` restricts the tree operator to ai.onnx.ml
+    opset 1 (for hosts that cannot import opset 5) and raises ValueError if it cannot.
     """
-    if strategy is None:
-        strategy = choose_graph(
-            ir_model, encoding=encoding, input_dtype=dtype, legacy_only=legacy_only
-        )
+    strategy = choose_graph(
+        ir_model, encoding=encoding, input_dtype=dtype, legacy_only=legacy_only, overrides=overrides
+    )
     if strategy.encoding.float32:
         _warn_if_compat_misroutes(ir_model, dtype)
     space = ir_model.space
@@ -458,35 +434,3 @@ def _warn_if_compat_misroutes(ir_model: Model, dtype: str) -> None:
         "the default encoding ('fast'; or 'exact', 'standard') for the model's own routing.",
         CompatRoutingWarning,
     )
-
-
-def save_onnx(
-    model: Any,
-    path: str | os.PathLike,
-    *,
-    overwrite: bool = True,
-    external_data: bool | None = None,
-    **to_onnx_kwargs: Any,
-) -> onnx.ModelProto:
-    """Export with `to_onnx` and write ``path`` atomically.
-
-    The file appears complete or not at all: it is written to a temporary
-    file in the same folder and renamed. With ``overwrite=False`` an
-    existing ``path`` raises `FileExistsError`.
-
-    A graph over 2 GiB cannot be one protobuf: it is written as ``path``
-    plus ``PATH.data`` holding its tensors, initializers and tensor
-    attributes alike (onnx's external data; ``onnx.load(path)`` and
-    onnxruntime's ``InferenceSession(path)`` read both). ``external_data``
-    ``None`` decides by size; ``True`` or ``False`` force it. The data file
-    is moved into place first, and on any failure neither file is left.
-    """
-    onnx_model = model if isinstance(model, onnx.ModelProto) else to_onnx(model, **to_onnx_kwargs)
-    if external_data is None:
-        external_data = needs_external_data(onnx_model)
-    if not external_data:
-        with atomic_write(path, overwrite=overwrite) as f:
-            f.write(onnx_model.SerializeToString())
-        return onnx_model
-    save_with_external_data(onnx_model, Path(path), overwrite=overwrite)
-    return onnx_model

@@ -27,6 +27,7 @@ import onnx
 from onnx import helper
 
 from .._version import __version__ as _version
+from ..emit import ENCODINGS
 from ..emit._graph import GraphBuilder, onnx_type
 from ..emit.frames import frames_map
 from ..emit.network import (
@@ -46,11 +47,9 @@ from ._model_file import wrap_model
 
 __all__ = ["NETWORK_ENCODINGS", "compile_network", "is_network", "network_value_bound"]
 
-#: The encodings a network takes, and what each builds.
-NETWORK_ENCODINGS = {
-    "fast": "Gemm per layer in the runtime's order, near-tie rows rescored in fixed order",
-    "exact": "every sum in the Python model's fixed order (bit for bit)",
-}
+#: The encodings a network takes, and what each builds: the registry's entries
+#: with a network graph (`hyp2onnx.emit.Encoding.networks`).
+NETWORK_ENCODINGS = {e.name: e.networks for e in ENCODINGS.values() if e.networks is not None}
 
 
 #: The modules of the classes exported here (`hyp2onnx.estimators._mlp`, ``._regions``).

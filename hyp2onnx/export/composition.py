@@ -46,7 +46,8 @@ from .._feeds import numpy_dtype
 from ..emit._graph import GraphBuilder
 from ..errors import warn_user
 from ..geometry import DEFAULT_RTOL, curvature_radius
-from ._compile import MIN_OPSET, max_opset, to_onnx
+from ._compile import MIN_OPSET, max_opset
+from ._kinds import to_onnx
 from ._metadata import GraphMetadata, composed_metadata, read_metadata, write_metadata
 from ._model_file import check_model
 

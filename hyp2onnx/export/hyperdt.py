@@ -342,7 +342,7 @@ def compile_hyperdt(
     ``model`` may also be its description (`read_hyperdt`), as the graph-hash
     tests store it: the graph depends on nothing else.
     """
-    spec = _encoding_for(encoding)
+    spec = _hyperdt_encoding(encoding)
     hyperdt_model = model if isinstance(model, HyperDTModel) else read_hyperdt(model)
     builder = GraphBuilder(opset)
     builder.reserve("X", "label", "probabilities", "variable")
@@ -373,7 +373,7 @@ def compile_hyperdt(
     )
 
 
-def _encoding_for(name: str) -> Encoding:
+def _hyperdt_encoding(name: str) -> Encoding:
     """The encoding HyperDT's graph uses when ``name`` is asked for."""
     spec = registered(name)
     if spec.value_bound:
