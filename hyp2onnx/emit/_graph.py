@@ -31,6 +31,14 @@ class GraphBuilder:
         self.initializers: list[onnx.TensorProto] = []
         self._used: set[str] = set()
 
+    def points_graph(
+        self, name: str, dtype: Any, n_features: int, outputs: list[onnx.ValueInfoProto]
+    ) -> onnx.GraphProto:
+        """The nodes built as one graph: points ``X`` [N, n_features] of ``dtype`` in,
+        ``outputs`` out (every exported graph takes its points so)."""
+        x = helper.make_tensor_value_info("X", onnx_type(dtype), ["N", n_features])
+        return helper.make_graph(self.nodes, name, [x], outputs, self.initializers)
+
     def child(self) -> GraphBuilder:
         """A builder for a subgraph (a Loop body): own nodes, shared names and initializers."""
         sub = GraphBuilder(self.opset)

@@ -528,11 +528,7 @@ def _guard(builder: GraphBuilder, scores: str, link: Link, *, inputs: _GuardInpu
     probabilities = link(builder, scores)
     gap = _top_two_gap(builder, probabilities, dtype)
     tie_margin = builder.const(GUARD_STAGE, "tie_margin", inputs.margin, dtype)
-    least = builder.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
-    any_near = builder.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
-
-    redo = builder.child()
-    near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
+    any_near, redo, near = _near_rows(builder, gap, tie_margin)
     redone = link(redo, _rescore(redo, near, scores, inputs))
     keep = builder.child()
     kept = keep.op(GUARD_STAGE, "Identity", [probabilities])
@@ -619,35 +615,36 @@ def _softmax_guard(
     gap = builder.op(GUARD_STAGE, "MatMul", [top_two, first_minus_second])
     limit = _rounded_up(2.0 * bound + NEAR_TIE[dtype], dtype)
     near_limit = builder.const(GUARD_STAGE, "softmax_margin", limit, dtype)
-    least = builder.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
-    any_near = builder.op(GUARD_STAGE, "LessOrEqual", [least, near_limit])
-
-    redo = builder.child()
-    near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, near_limit])
+    any_near, redo, near = _near_rows(builder, gap, near_limit)
     redone = link(redo, _rescore(redo, near, scores, inputs))
-    redone_best = redo.op(GUARD_STAGE, "ArgMax", [redone], axis=1, keepdims=0)
     keep = builder.child()
     kept = library_softmax(keep, scores, dtype, top_two=top_two, near_ties=False)
-    kept_best = keep.op(GUARD_STAGE, "ArgMax", [kept], axis=1, keepdims=0)
-    return _two_output_branch(
-        builder,
-        any_near,
-        near_ties=(redo, redone, redone_best),
-        no_near_ties=(keep, kept, kept_best),
-        dtype=dtype,
-    )
+    return _two_output_branch(builder, any_near, (redo, redone), (keep, kept, kept), dtype)
+
+
+def _near_rows(builder: GraphBuilder, gap: str, limit: str) -> tuple[str, GraphBuilder, str]:
+    """Whether any row's ``gap`` is within ``limit`` (the guard's ``If`` condition), the
+    builder of the branch that rescores, and in it which rows are near."""
+    least = builder.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
+    any_near = builder.op(GUARD_STAGE, "LessOrEqual", [least, limit])
+    redo = builder.child()
+    return any_near, redo, redo.op(GUARD_STAGE, "LessOrEqual", [gap, limit])
 
 
 def _two_output_branch(
     builder: GraphBuilder,
     near: str,
-    *,
-    near_ties: tuple[GraphBuilder, str, str],
+    near_ties: tuple[GraphBuilder, str],
     no_near_ties: tuple[GraphBuilder, str, str],
     dtype: str,
 ) -> tuple[str, str]:
-    """``If(near)`` of two outputs, ``(probabilities, class index)``: the first
-    branch's builder and outputs, else the second's."""
+    """``If(near)`` of two outputs, ``(probabilities, class index)``: the rescored
+    branch's builder and probabilities, else the kept branch's builder, probabilities
+    and the scores its class index is taken from (each branch's ``ArgMax`` made here)."""
+    redo, redone = near_ties
+    keep, kept, kept_scores = no_near_ties
+    redone_best = redo.op(GUARD_STAGE, "ArgMax", [redone], axis=1, keepdims=0)
+    kept_best = keep.op(GUARD_STAGE, "ArgMax", [kept_scores], axis=1, keepdims=0)
     out_info = helper.make_tensor_value_info
     elem = onnx_type(dtype)
     branches = {
@@ -657,7 +654,10 @@ def _two_output_branch(
             [],
             [out_info(p, elem, None), out_info(best, TensorProto.INT64, None)],
         )
-        for name, (branch, p, best) in (("near_ties", near_ties), ("no_near_ties", no_near_ties))
+        for name, (branch, p, best) in (
+            ("near_ties", (redo, redone, redone_best)),
+            ("no_near_ties", (keep, kept, kept_best)),
+        )
     }
     probabilities, best = builder.op(
         GUARD_STAGE,
@@ -725,23 +725,11 @@ def _rounded_guard(
     if float(limit) < margin:
         limit = np.nextafter(limit, np.float32(np.inf))
     tie_margin = builder.const(GUARD_STAGE, "tie_margin", limit, np.float32)
-    least = builder.op(GUARD_STAGE, "ReduceMin", [gap], keepdims=0)
-    any_near = builder.op(GUARD_STAGE, "LessOrEqual", [least, tie_margin])
-
-    redo = builder.child()
-    near = redo.op(GUARD_STAGE, "LessOrEqual", [gap, tie_margin])
+    any_near, redo, near = _near_rows(builder, gap, tie_margin)
     redone = _rescore(redo, near, link(redo, raw), inputs)
-    redone_best = redo.op(GUARD_STAGE, "ArgMax", [redone], axis=1, keepdims=0)
     keep = builder.child()
     kept = link(keep, raw)
-    kept_best = keep.op(GUARD_STAGE, "ArgMax", [raw], axis=1, keepdims=0)
-    return _two_output_branch(
-        builder,
-        any_near,
-        near_ties=(redo, redone, redone_best),
-        no_near_ties=(keep, kept, kept_best),
-        dtype=dtype,
-    )
+    return _two_output_branch(builder, any_near, (redo, redone), (keep, kept, raw), dtype)
 
 
 def _top_two_gap(builder: GraphBuilder, probabilities: str, dtype: str) -> str:

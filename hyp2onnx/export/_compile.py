@@ -17,7 +17,7 @@ from onnx import helper
 
 from ..emit import Encoding
 from ..emit import encoding as _encoding
-from ..emit._graph import ML_DOMAIN, GraphBuilder, onnx_type
+from ..emit._graph import ML_DOMAIN, GraphBuilder
 from ..emit.fast import Guarded, ShortBatches
 from ..emit.isolation import emit_anomaly_outputs
 from ..emit.outputs import emit_outputs
@@ -173,19 +173,13 @@ def compile_trees(
     return compile_model(ir_model, dtype=graph_dtype, encoding=encoding, opset=opset, name=name)
 
 
-def compile_hyperdt(
-    model: Any,
-    *,
-    dtype: str | None,
-    encoding: str,
-    opset: int,
-    name: str | None = None,
-    **stated: Any,
-) -> onnx.ModelProto:
-    """The graph of a model of the original HyperDT, which records its own geometry."""
-    _encoding(encoding)
-    _no_stated_geometry(model, *stated.values())
-    return _hyperdt_to_onnx(model, dtype=dtype, encoding=encoding, opset=opset, name=name)
+def compile_hyperdt(model: Any, /, **options: Any) -> onnx.ModelProto:
+    """The graph of a model of the original HyperDT, which records its own geometry
+    (``options``: `compile_trees`'s, the geometry left unstated)."""
+    stated = [options.pop(key, None) for key in ("input_geometry", "curvature", "timelike_dim")]
+    _encoding(options["encoding"])
+    _no_stated_geometry(model, *stated)
+    return _hyperdt_to_onnx(model, **options)
 
 
 def _hyperdt_to_onnx(
@@ -305,12 +299,8 @@ def compile_model(
         bounds: dict[str, str] = {}
     else:
         outputs, bounds = _model_outputs(builder, scores, ensemble, out_dtype)
-    graph = helper.make_graph(
-        builder.nodes,
-        name or f"hyp2onnx_{ir_model.estimator_class}",
-        [helper.make_tensor_value_info("X", onnx_type(dtype), ["N", space.n_input_features])],
-        outputs,
-        builder.initializers,
+    graph = builder.points_graph(
+        name or f"hyp2onnx_{ir_model.estimator_class}", dtype, space.n_input_features, outputs
     )
     plan = strategy.operator
     return finish_model(

@@ -28,7 +28,7 @@ from onnx import helper
 
 from .._version import __version__ as _version
 from ..emit import ENCODINGS
-from ..emit._graph import GraphBuilder, onnx_type
+from ..emit._graph import GraphBuilder
 from ..emit.frames import frames_map
 from ..emit.network import (
     emit_chain,
@@ -132,12 +132,8 @@ def compile_network(
     )
     outputs = emit_network_outputs(builder, head, network) + outputs_extra
     estimator_class = "RegionTree" if tree else type(model).__name__
-    graph = helper.make_graph(
-        builder.nodes,
-        name or f"hyp2onnx_{estimator_class}",
-        [helper.make_tensor_value_info("X", onnx_type(dtype), ["N", space.n_input_features])],
-        outputs,
-        builder.initializers,
+    graph = builder.points_graph(
+        name or f"hyp2onnx_{estimator_class}", dtype, space.n_input_features, outputs
     )
     facts = {"estimator_class": estimator_class, "encoding": encoding, "input_dtype": dtype}
     return _finish(graph, opset, network, space, {**facts, **extra})

@@ -351,16 +351,11 @@ def compile_hyperdt(
         outputs = _classifier_outputs(builder, hyperdt_model, trees)
     else:
         outputs = _regressor_outputs(builder, hyperdt_model, trees)
-    graph = helper.make_graph(
-        builder.nodes,
+    graph = builder.points_graph(
         name or f"hyp2onnx_hyperdt_{hyperdt_model.model.estimator_class}",
-        [
-            helper.make_tensor_value_info(
-                "X", onnx_type(dtype), ["N", hyperdt_model.model.space.n_input_features]
-            )
-        ],
+        dtype,
+        hyperdt_model.model.space.n_input_features,
         outputs,
-        builder.initializers,
     )
     ml_opset = max((p.ml_opset for p in trees.plans), default=None)
     return finish_model(
