@@ -1,4 +1,4 @@
-"""Data for the XGBoost and LightGBM tests: hyperbolic points whose Klein
+"""Data and scaffolding for the XGBoost and LightGBM tests: hyperbolic points whose Klein
 coordinates repeat and nearly repeat, the hard case for threshold placement.
 """
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hyp2onnx import ir
 from hyp2onnx.geometry import from_klein
 
 GEOMETRIES = ("hyperboloid", "poincare", "klein")
@@ -78,3 +79,40 @@ def probe_points(
     k = rng.uniform(-0.6, 0.6, size=(values.shape[0], d))
     k[np.arange(values.shape[0]), feats] = values
     return k[np.linalg.norm(k, axis=1) < 0.99]
+
+
+#: The fitted pairs the booster tests share: task, input geometry, tree space.
+FITTED_CASES = [
+    (task, geometry, space)
+    for task in ("binary", "multiclass", "regression")
+    for geometry in GEOMETRIES
+    for space in ("klein", "ranks")
+]
+
+
+def native_output(model, Xk):
+    """Probabilities of a classifier, values of a regressor."""
+    return model.predict_proba(Xk) if hasattr(model, "predict_proba") else model.predict(Xk)
+
+
+def ir_output(model, X):
+    """The same, computed from the model's IR (`hyp2onnx.ir.predict_output`)."""
+    out = ir.predict_output(model.to_ir().ensemble, model.to_klein(X))
+    return out if hasattr(model, "predict_proba") else out[:, 0]
+
+
+def fitted_pair(case, tasks, params, ranks):
+    """A hyperbolic booster and the same library model fitted without correction, on
+    what the hyperbolic one's learner saw: Klein coordinates, or their ranks
+    (``ranks(seen)``, the library's rank space). Returns ``(model, plain, X, y, seen)``."""
+    task, geometry, space = case
+    hyperbolic, native = tasks[task]
+    k = klein_with_ties(300, seed=len(task))
+    y = labels(k, task)
+    X = as_points(k, geometry)
+    model = hyperbolic(input_geometry=geometry, tree_space=space, **params).fit(X, y)
+    seen = model.to_klein(X)
+    if space != "klein":
+        seen = ranks(seen)
+    plain = native(**params).fit(seen, y)
+    return model, plain, X, y, seen

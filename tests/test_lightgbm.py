@@ -8,7 +8,16 @@ import warnings
 import lightgbm as lgb
 import numpy as np
 import pytest
-from _boosting_data import GEOMETRIES, as_points, klein_with_ties, labels, probe_points
+from _boosting_data import (
+    FITTED_CASES,
+    as_points,
+    fitted_pair,
+    ir_output,
+    klein_with_ties,
+    labels,
+    native_output,
+    probe_points,
+)
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -16,7 +25,6 @@ from hyp2onnx import (
     HyperbolicLGBMClassifier,
     HyperbolicLGBMRegressor,
     UnsupportedModelError,
-    ir,
     to_onnx,
 )
 from hyp2onnx.correction.midpoints import correct_tree
@@ -44,37 +52,19 @@ TASKS = {
 KLEIN = {"tree_space": "klein"}
 
 
-def native_output(model, Xk):
-    return model.predict_proba(Xk) if hasattr(model, "predict_proba") else model.predict(Xk)
-
-
-def ir_output(model, X):
-    out = ir.predict_output(model.to_ir().ensemble, model.to_klein(X))
-    return out if hasattr(model, "predict_proba") else out[:, 0]
-
-
-@pytest.fixture(
-    scope="module",
-    params=[(t, g, s) for t in TASKS for g in GEOMETRIES for s in ("klein", "ranks")],
-    ids=str,
-)
+@pytest.fixture(scope="module", params=FITTED_CASES, ids=str)
 def fitted(request):
     """A hyperbolic model and the same LightGBM model fitted without correction.
 
     The plain model is fitted on what the hyperbolic one's learner saw: Klein
     coordinates, or their ranks (the default).
     """
-    task, geometry, space = request.param
-    hyperbolic, native = TASKS[task]
-    k = klein_with_ties(300, seed=len(task))
-    y = labels(k, task)
-    X = as_points(k, geometry)
-    model = hyperbolic(input_geometry=geometry, tree_space=space, **PARAMS).fit(X, y)
-    seen = model.to_klein(X)
-    if space != "klein":
-        seen = TreeSpace.fit(seen, "ranks", "float64", ZERO_THRESHOLD).transform(seen)
-    plain = native(**PARAMS).fit(seen, y)
-    return model, plain, X, y, seen
+    return fitted_pair(
+        request.param,
+        TASKS,
+        PARAMS,
+        lambda seen: TreeSpace.fit(seen, "ranks", "float64", ZERO_THRESHOLD).transform(seen),
+    )
 
 
 def test_training_predictions_unchanged(fitted):

@@ -9,7 +9,16 @@ import warnings
 import numpy as np
 import pytest
 import xgboost as xgb
-from _boosting_data import GEOMETRIES, as_points, klein_with_ties, labels, probe_points
+from _boosting_data import (
+    FITTED_CASES,
+    as_points,
+    fitted_pair,
+    ir_output,
+    klein_with_ties,
+    labels,
+    native_output,
+    probe_points,
+)
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -39,20 +48,7 @@ TASKS = {
 KLEIN = {"tree_space": "klein"}
 
 
-def native_output(model, Xk):
-    return model.predict_proba(Xk) if hasattr(model, "predict_proba") else model.predict(Xk)
-
-
-def ir_output(model, X):
-    out = ir.predict_output(model.to_ir().ensemble, model.to_klein(X))
-    return out if hasattr(model, "predict_proba") else out[:, 0]
-
-
-@pytest.fixture(
-    scope="module",
-    params=[(t, g, s) for t in TASKS for g in GEOMETRIES for s in ("klein", "ranks")],
-    ids=str,
-)
+@pytest.fixture(scope="module", params=FITTED_CASES, ids=str)
 def fitted(request):
     """A hyperbolic model and the same XGBoost model fitted without correction.
 
@@ -60,17 +56,12 @@ def fitted(request):
     coordinates, or their ranks (the default), whose ties-and-near-ties data
     float32 cannot separate, so its ``estimator_`` reads split indices.
     """
-    task, geometry, space = request.param
-    hyperbolic, native = TASKS[task]
-    k = klein_with_ties(300, seed=len(task))
-    y = labels(k, task)
-    X = as_points(k, geometry)
-    model = hyperbolic(input_geometry=geometry, tree_space=space, **PARAMS).fit(X, y)
-    seen = model.to_klein(X)
-    if space != "klein":
-        seen = TreeSpace.fit(seen, "ranks", "float32").transform(seen)
-    plain = native(**PARAMS).fit(seen, y)
-    return model, plain, X, y, seen
+    return fitted_pair(
+        request.param,
+        TASKS,
+        PARAMS,
+        lambda seen: TreeSpace.fit(seen, "ranks", "float32").transform(seen),
+    )
 
 
 def test_training_predictions_unchanged(fitted):
