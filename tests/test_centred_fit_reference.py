@@ -208,12 +208,12 @@ def _centred_node(k, x, u, q, law):
     return 0, tau, w, p <= tau
 
 
-def _centred_level(k, x, level, rng, law, n_directions):
+def _centred_level(k, x, level, stream, law, n_directions):
     """A level's centred splits: the pending nodes draw together, up to TRIES times."""
     found = [None] * len(level)
     pending = list(range(len(level)))
-    for _ in range(TRIES):
-        u, q = _directions(rng, len(pending), k.shape[1], n_directions)
+    for attempt in range(TRIES):
+        u, q = _directions(stream(attempt), len(pending), k.shape[1], n_directions)
         for i, j in enumerate(pending):
             rows = level[j][1]
             found[j] = _centred_node(k[rows], x[rows], u[i], q[i], law)
@@ -223,9 +223,9 @@ def _centred_level(k, x, level, rng, law, n_directions):
     return found
 
 
-def _axis_level(k, level, features, rng, law):
+def _axis_level(k, level, features, stream, law):
     """A level's axis splits: per node a varying feature and a threshold (two uniforms)."""
-    u = rng.random_sample((len(level), 2))
+    u = stream(0).random_sample((len(level), 2))
     found = []
     for i, (_, rows) in enumerate(level):
         sub = k[rows][:, features]
@@ -242,7 +242,7 @@ def _axis_level(k, level, features, rng, law):
 
 def _reference_tree(k, x, *, split_level, max_depth):
     """Breadth first, left child first: the estimator's node order and draw order.
-    ``split_level(level)`` gives each node's ``(feature, threshold, normal, goes_left)``
+    ``split_level(level, depth)`` gives each node's ``(feature, threshold, normal, goes_left)``
     or None, for the level's nodes ``[(node, rows)]``."""
     d = k.shape[1]
     feature, threshold, normal, left, right, count, depth = [], [], [], [], [], [], []
@@ -263,7 +263,7 @@ def _reference_tree(k, x, *, split_level, max_depth):
         if not level:
             break
         children = []
-        for (node, rows), found in zip(level, split_level(level), strict=True):
+        for (node, rows), found in zip(level, split_level(level, level_depth), strict=True):
             if found is None:
                 continue
             feature[node], threshold[node], w, goes_left = found
@@ -309,6 +309,11 @@ def _assert_trees_equal(model, X, x, seed, params, *, split_level) -> None:
     n_features = params.get("max_features", d)
     for t, tree_seed in enumerate(seeds):
         rng = np.random.RandomState(tree_seed)
+
+        def stream(depth, attempt, tree_seed=tree_seed):
+            """The tree's draws at a level and try: a stream of their own."""
+            return np.random.RandomState(growth.stream_seed(tree_seed, depth, attempt))
+
         rows = _subsample(rng, n, n_samples, params.get("bootstrap", False))
         np.testing.assert_array_equal(model.estimators_samples_[t], rows)
         features = np.arange(d)
@@ -317,8 +322,12 @@ def _assert_trees_equal(model, X, x, seed, params, *, split_level) -> None:
         expected = _reference_tree(
             k[rows],
             None if x is None else x[rows],
-            split_level=lambda level: split_level(
-                k[rows], None if x is None else x[rows], level, features, rng
+            split_level=lambda level, depth: split_level(
+                k[rows],
+                None if x is None else x[rows],
+                level,
+                features,
+                lambda attempt: stream(depth, attempt),
             ),
             max_depth=int(np.ceil(np.log2(n_samples))),
         )
@@ -384,8 +393,8 @@ def test_every_centred_tree_is_the_reference_trees_bit_for_bit(
         unit_hyperboloid(X, "hyperboloid"),
         seed,
         params,
-        split_level=lambda kr, xr, level, _, rng: _centred_level(
-            kr, xr, level, rng, law, n_directions
+        split_level=lambda kr, xr, level, _, stream: _centred_level(
+            kr, xr, level, stream, law, n_directions
         ),
     )
 
@@ -411,8 +420,8 @@ def test_every_axis_tree_of_the_distance_law_is_the_reference_trees_bit_for_bit(
         None,
         d,
         params,
-        split_level=lambda kr, _, level, features, rng: _axis_level(
-            kr, level, features, rng, "distance"
+        split_level=lambda kr, _, level, features, stream: _axis_level(
+            kr, level, features, stream, "distance"
         ),
     )
 

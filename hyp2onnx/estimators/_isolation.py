@@ -76,7 +76,7 @@ from ..ir import Ensemble, Model, Task
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply, as_compared
 from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, generate_init, input_space
-from ._isolation_growth import GrownTrees, grow_forest
+from ._isolation_growth import GrownTrees, Streams, grow_forest
 from ._weights import checked_weights
 
 __all__ = [
@@ -519,21 +519,21 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             _check_far_rows(lorentz)
 
         def grow(chunk: np.ndarray) -> tuple[list[np.ndarray], GrownTrees]:
-            rngs = [np.random.RandomState(seed) for seed in chunk.tolist()]
-            samples = [_subsample(r, n, psi, self.bootstrap) for r in rngs]
-            features = [
-                np.arange(d)
-                if self.splits == "centred" or n_features >= d
-                else np.sort(r.choice(d, n_features, replace=False))
-                for r in rngs
-            ]
-            law, depth = self.threshold_law, max_depth
+            r, samples, features = np.random.RandomState(0), [], []
+            for seed in chunk.tolist():
+                r.seed(seed)  # the state RandomState(seed) starts in
+                samples.append(_subsample(r, n, psi, self.bootstrap))
+                axis_subset = self.splits == "axis" and n_features < d
+                features.append(
+                    np.sort(r.choice(d, n_features, replace=False)) if axis_subset else np.arange(d)
+                )
+            law, depth, streams = self.threshold_law, max_depth, Streams(r, chunk.tolist())
             grown = grow_forest(
                 k,
                 lorentz,
                 samples,
                 features,
-                rngs,
+                streams,
                 law=law,
                 max_depth=depth,
                 n_directions=n_features,

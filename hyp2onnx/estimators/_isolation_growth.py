@@ -4,8 +4,9 @@ Every node of a level is split in one pass of numpy calls: the rows of a
 level are held ordered by node (a node's rows are one segment), and each
 node's sums, minima and maxima are segment reductions (``np.add.reduceat``
 and its kin), so the per-node Python loop is gone. Each tree keeps its own
-``RandomState``; at each level a tree draws for its nodes in node order, so
-a tree does not depend on which trees it grows with (nor on ``n_jobs``).
+``stream of draws (`Streams`); at each level a tree draws for its nodes in
+node order, so a tree does not depend on which trees it grows with (nor on
+``n_jobs``).
 Nodes are numbered breadth first; children follow their parents.
 
 Every sum has a fixed order, the same whatever else the level holds: a
@@ -82,14 +83,40 @@ def thresholds(lo: np.ndarray, hi: np.ndarray, u: np.ndarray, law: str) -> np.nd
     return np.minimum(np.maximum(t, lo), np.nextafter(hi, -np.inf))
 
 
-def _draws(
-    rngs: list[np.random.RandomState],
-    trees: np.ndarray,
-    make: Callable[[np.random.RandomState, int], np.ndarray],
-) -> np.ndarray:
-    """``make(rng, c)`` for each tree with ``c`` nodes in ``trees`` (sorted), rows end to end."""
-    ids, counts = np.unique(trees, return_counts=True)
-    return np.concatenate([make(rngs[t], c) for t, c in zip(ids.tolist(), counts.tolist())])
+_MASK = (1 << 64) - 1
+
+
+def stream_seed(seed: int, depth: int, attempt: int) -> int:
+    """The 32-bit seed of tree ``seed``'s draws at level ``depth``, try ``attempt``
+    (SplitMix64's finaliser of the three mixed): a stream of its own for each."""
+    x = (int(seed) * 0x9E3779B97F4A7C15 + int(depth) * 0xBF58476D1CE4E5B9 + attempt + 1) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return (x ^ (x >> 31)) & 0xFFFFFFFF
+
+
+class Streams(NamedTuple):
+    """Each tree's random draws: tree ``t`` (seed ``seeds[t]``) draws a level's nodes,
+    at each try, from ``rng`` seeded anew by `stream_seed` (a reseed costs microseconds,
+    a ``RandomState`` of its own a millisecond)."""
+
+    rng: np.random.RandomState
+    seeds: list[int]
+
+    def draws(
+        self,
+        trees: np.ndarray,
+        depth: int,
+        attempt: int,
+        make: Callable[[np.random.RandomState, int], np.ndarray],
+    ) -> np.ndarray:
+        """``make(rng, c)`` for each tree with ``c`` nodes in ``trees`` (sorted), end to end."""
+        ids, counts = np.unique(trees, return_counts=True)
+        out = []
+        for t, c in zip(ids.tolist(), counts.tolist(), strict=True):
+            self.rng.seed(stream_seed(self.seeds[t], depth, attempt))
+            out.append(make(self.rng, c))
+        return np.concatenate(out)
 
 
 def _segments(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -158,13 +185,14 @@ def grow_forest(
     lorentz: np.ndarray | None,
     samples: list[np.ndarray],
     features: list[np.ndarray],
-    rngs: list[np.random.RandomState],
+    streams: Streams,
     *,
     law: str,
     max_depth: int,
     n_directions: int,
 ) -> GrownTrees:
-    """Grow tree ``t`` on the Klein rows ``k[samples[t]]`` with ``rngs[t]``, all level by level.
+    """Grow tree ``t`` on the Klein rows ``k[samples[t]]``, its draws from ``streams``,
+    all trees level by level.
 
     Axis splits on ``features[t]`` if ``lorentz`` is None, else centred splits (whose
     centroids and moves use the hyperboloid rows ``lorentz``). A node is split
@@ -191,9 +219,13 @@ def grow_forest(
         starts, seg = _segments(level.sizes)
         here = np.take(table, level.slots, axis=1)  # the level's rows, in node order
         if lorentz is None:
-            found, ok, goes_left = _axis_level(here, level.tree, starts, seg, allowed, rngs, law)
+            found, ok, goes_left = _axis_level(
+                here, level.tree, starts, seg, allowed, streams, depth, law
+            )
         else:
-            found, ok, goes_left = _centred_level(here, level, starts, seg, rngs, law, n_directions)
+            found, ok, goes_left = _centred_level(
+                here, level, starts, seg, streams, depth, law, n_directions
+            )
         split = np.flatnonzero(ok)
         n_left = np.add.reduceat(goes_left.astype(np.int64), starts)[split]
         children = nodes.split(level, split, tuple(a[split] for a in found), n_left, depth + 1)
@@ -209,7 +241,8 @@ def _axis_level(
     starts: np.ndarray,
     seg: np.ndarray,
     allowed: np.ndarray,
-    rngs: list[np.random.RandomState],
+    streams: Streams,
+    depth: int,
     law: str,
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray]:
     """Each node's axis split: a feature drawn among its tree's ``allowed`` features that
@@ -220,7 +253,7 @@ def _axis_level(
     hi = np.maximum.reduceat(values, starts, axis=1)
     varying = (lo < hi) & allowed[:, tree]
     count = varying.sum(axis=0)
-    u = _draws(rngs, tree, lambda r, c: r.random_sample((c, 2)))
+    u = streams.draws(tree, depth, 0, lambda r, c: r.random_sample((c, 2)))
     pick = np.minimum((u[:, 0] * count).astype(np.int64), np.maximum(count - 1, 0))
     feature = np.argmax(np.cumsum(varying, axis=0) > pick, axis=0)
     node = np.arange(feature.size)
@@ -304,7 +337,8 @@ def _centred_level(
     level: _Level,
     starts: np.ndarray,
     seg: np.ndarray,
-    rngs: list[np.random.RandomState],
+    streams: Streams,
+    depth: int,
     law: str,
     n_directions: int,
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], np.ndarray, np.ndarray]:
@@ -318,12 +352,14 @@ def _centred_level(
     threshold, normal = np.zeros(m), np.zeros((m, d))
     ok, goes_left = np.zeros(m, dtype=bool), np.zeros(seg.size, dtype=bool)
     pending = np.arange(m)
-    for _ in range(DIRECTION_TRIES):
+    for attempt in range(DIRECTION_TRIES):
         waiting = np.zeros(m, dtype=bool)
         waiting[pending] = True
         rows = np.flatnonzero(waiting[seg])
         sub_starts, sub_seg = _segments(level.sizes[pending])
-        u = _draws(rngs, level.tree[pending], lambda r, c: _direction(r, c, d, n_directions))
+        u = streams.draws(
+            level.tree[pending], depth, attempt, lambda r, c: _direction(r, c, d, n_directions)
+        )
         split, tau, w, left = _centred_try(
             moved[:, rows], t.klein[:, rows], sub_starts, sub_seg, mu[:, pending], u.T, law
         )
