@@ -120,3 +120,18 @@ def test_subsamples_are_uniform_distinct_and_sorted(n, psi) -> None:
         seen[rows] += 1
     expected = draws * psi / n
     assert np.abs(seen - expected).max() <= 5 * np.sqrt(expected)  # each row equally likely
+
+
+def test_trees_grown_in_small_chunks_are_the_trees_grown_together(monkeypatch) -> None:
+    """Large subsamples grow a few trees at a time (memory); the trees are the same."""
+    k = _adversarial(600, 3, 2)
+
+    def fit():
+        model = h.HyperbolicIsolationForest(n_estimators=5, input_geometry="klein", random_state=1)
+        return model.fit(k).trees_
+
+    together = fit()
+    monkeypatch.setattr(_isolation, "_ROWS_AT_ONCE", 300)  # 256 rows a tree: one at a time
+    for a, b in zip(together, fit(), strict=True):
+        assert np.array_equal(a.threshold, b.threshold) and np.array_equal(a.normal, b.normal)
+        assert np.array_equal(a.n_node_samples, b.n_node_samples)

@@ -89,6 +89,8 @@ __all__ = [
 
 SPLITS = ("centred", "axis")
 THRESHOLD_LAWS = ("klein", "distance")
+#: Training rows (summed over trees) grown together at most: each row holds 4 d + 4 floats.
+_ROWS_AT_ONCE = 1 << 17
 
 
 def average_path_length(n: Any) -> np.ndarray:
@@ -540,8 +542,10 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             )
             return samples, grown
 
-        # trees grow together, a chunk per job; each tree's draws are its own
-        chunks = np.array_split(seeds, min(effective_n_jobs(self.n_jobs), seeds.size))
+        # trees grow together, a chunk per job (smaller where their rows would take too
+        # much memory at once); each tree's draws are its own, so chunks do not matter
+        n_chunks = max(effective_n_jobs(self.n_jobs), -(-seeds.size * psi // _ROWS_AT_ONCE))
+        chunks = np.array_split(seeds, min(n_chunks, seeds.size))
         grown = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(grow)(c) for c in chunks)
         self.estimators_samples_ = [rows for samples, _ in grown for rows in samples]
         self.trees_ = [tree for _, g in grown for tree in _isolation_trees(g)]

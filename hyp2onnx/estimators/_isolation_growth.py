@@ -4,10 +4,9 @@ Every node of a level is split in one pass of numpy calls: the rows of a
 level are held ordered by node (a node's rows are one segment), and each
 node's sums, minima and maxima are segment reductions (``np.add.reduceat``
 and its kin), so the per-node Python loop is gone. Each tree keeps its own
-``stream of draws (`Streams`); at each level a tree draws for its nodes in
+streams of draws (`Streams`); at each level a tree draws for its nodes in
 node order, so a tree does not depend on which trees it grows with (nor on
-``n_jobs``).
-Nodes are numbered breadth first; children follow their parents.
+``n_jobs``). Nodes are numbered breadth first; children follow their parents.
 
 Every sum has a fixed order, the same whatever else the level holds: a
 node's sums over its rows are segment reductions (whose result does not
