@@ -16,6 +16,7 @@ fit (10,000 rows, d = 8, one thread) splits its time by function (not in
 
     python benchmarks/bench_fit_isolation.py [--quick] [--sizes 10000 100000]
         [--dims 2 8 16] [--threads 1] [--repeats 3] [--baseline DIR] [--name NAME]
+        [--skip-profile]
 """
 
 from __future__ import annotations
@@ -179,15 +180,23 @@ def report(results: list[dict], split: list[list[str]], args: argparse.Namespace
             "",
             md_table(head, table),
             "",
-            "## Where the fit's time goes",
-            "",
-            "cProfile, 100 trees, one thread: the functions with the most time of their own "
-            "(seconds; cProfile's per-call cost inflates Python-heavy code).",
-            "",
-            md_table(["fit", "function", "own s", "cumulative s", "share"], split),
-            "",
+            *_profile_section(split),
         ]
     )
+
+
+def _profile_section(split: list[list[str]]) -> list[str]:
+    if not split:
+        return []
+    return [
+        "## Where the fit's time goes",
+        "",
+        "cProfile, 100 trees, one thread: the functions with the most time of their own "
+        "(seconds; cProfile's per-call cost inflates Python-heavy code).",
+        "",
+        md_table(["fit", "function", "own s", "cumulative s", "share"], split),
+        "",
+    ]
 
 
 def main() -> None:
@@ -200,11 +209,12 @@ def main() -> None:
     parser.add_argument("--trees", type=int, default=100)
     parser.add_argument("--baseline", type=Path, default=None, help="another hyp2onnx checkout")
     parser.add_argument("--name", default="fit_isolation.md", help="results file name")
+    parser.add_argument("--skip-profile", action="store_true", help="time the fits only")
     args = parser.parse_args()
     if args.quick:
         args.sizes, args.dims, args.threads, args.repeats, args.trees = [800], [2], [1], 1, 10
     out = output_dir(args)
-    split = [] if args.quick else profiles(args)
+    split = [] if args.quick or args.skip_profile else profiles(args)
     text = report(measure(args), split, args)
     print(text)
     write(out / args.name, text)
