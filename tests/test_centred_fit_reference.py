@@ -1,17 +1,18 @@
-"""Centred isolation trees, grown here by a reference that does every node from scratch.
+"""Isolation trees grown here by a reference that does every node from scratch, one at a time.
 
-The estimator grows its centred trees from per-row terms computed once per
-tree (norms, unit vectors, Poincare-ball points), each node doing only what
-depends on the node. The reference below does every node from scratch with
-its own copies of the per-node arithmetic as the design was first written
-(the Lorentzian centroid from stable sums, the boost matrix, the Mobius move
-to the origin, the projection in feature order), with the same random
-draws. Every fitted tree must equal it bit for bit: thresholds, normals,
+The estimator grows all nodes of a level of all trees at once (segment
+sums over rows ordered by node, per-tree draws for a level's nodes
+together, a vectorised retry of the nodes a direction did not split). The
+reference below grows each tree breadth first, node by node, in plain
+loops, with the same random draws and the fit's arithmetic conventions (a
+node's sums in ``np.add.reduceat``'s order, a row's in feature order), so
+every fitted tree must equal it bit for bit: thresholds, normals,
 children, counts and depths, near the origin and up to the radius the
 centred design supports (``CENTRED_RADIUS``), with rows at the origin,
-repeated rows, both threshold laws and subsets of the directions. The
-public geometry functions, which share their arithmetic with the fit, are
-held to the same copies.
+repeated rows, rows an ulp apart (which make retries), both threshold laws
+and subsets of the directions. The public geometry functions are held to
+the design's written-out arithmetic bit for bit, and the fit's centroids
+and moves to them to rounding.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 import pytest
 
 import hyp2onnx as h
-from hyp2onnx.estimators import _isolation
+from hyp2onnx.estimators import _isolation_growth as growth
 from hyp2onnx.estimators._isolation import lorentz_boost_to_origin
 from hyp2onnx.geometry import lorentzian_centroid, move_to_origin, to_klein, unit_hyperboloid
 from hyp2onnx.ir.projection import project
@@ -92,74 +93,157 @@ def _move(x, mu):
     return moved, 2.0 * np.arcsinh(np.sqrt(ratio))
 
 
-def _project(k, w):
-    out = k[:, 0] * w[0]
-    for f in range(1, k.shape[1]):
-        out += k[:, f] * w[f]
+# -- the fit's per-node arithmetic, one node at a time ------------------------------------------
+# The fit's conventions: a node's sums over its rows in np.add.reduceat's order, a row's sums
+# over its features in feature order (what the graph's projection adds), norms scaled where
+# their squares would leave float64's range.
+
+
+def _fdot(a, b):
+    """Row-wise ``a . b`` of ``[n, d]`` arrays, added in feature order."""
+    out = a[:, 0] * b[:, 0]
+    for f in range(1, a.shape[1]):
+        out += a[:, f] * b[:, f]
     return out
 
 
-def _draw(lo: float, hi: float, law: str, rng: np.random.RandomState) -> float:
-    u = rng.uniform()
+def _fnorm(v):
+    """``|v|`` of one vector, its squares added in feature order (scaled out of range)."""
+    norm = math.sqrt(float(_fdot(v[None], v[None])[0]))
+    if 1e-150 < norm < 1e150:
+        return norm
+    scale = float(np.abs(v).max(initial=0.0))
+    if scale == 0 or not math.isfinite(scale):
+        return math.inf if math.isinf(scale) else scale * norm
+    w = v / scale
+    return scale * math.sqrt(float(_fdot(w[None], w[None])[0]))
+
+
+def _node_sum(v):
+    """A node's sum over its rows, in the order np.add.reduceat adds each term's row
+    vector (the fit holds its terms feature-major, each a contiguous row)."""
+    if v.ndim == 1:
+        return np.add.reduceat(v, [0])[0]
+    return np.add.reduceat(np.ascontiguousarray(v.T), [0], axis=1)[:, 0]
+
+
+def _fit_centroid(x):
+    m = _node_sum(x)
+    m0, ms = float(m[0]), m[1:]
+    s = _fnorm(ms)
+    if s > 0:
+        spatial = _norms(x[:, 1:])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            unit = x[:, 1:] / spatial[:, None]
+            inverse = 1.0 / (x[:, 0] + spatial)
+            diff = unit - ms / s
+            gap = _fdot(diff, diff) * spatial / 2.0 + inverse
+        lower = float(_node_sum(np.where(spatial > 0, gap, x[:, 0])))
+    else:
+        lower = m0
+    mu_s = ms / (math.sqrt(lower) * math.sqrt(m0 + s))
+    return np.concatenate([[np.hypot(1.0, _fnorm(mu_s))], mu_s])  # numpy's hypot, as the fit
+
+
+def _fit_moved(x, mu):
+    """The rows' Klein coordinates after the Mobius move of ``mu`` to the origin."""
+    a = mu[1:] / (1.0 + mu[0])
+    ta = 2.0 / (1.0 + mu[0])
+    b = x[:, 1:] / (1.0 + x[:, :1])
+    tb = 2.0 / (1.0 + x[:, 0])
+    diff = b - a
+    dd = _fdot(diff, diff)
+    z0 = 2.0 * (dd / ta / tb) + 1.0
+    y = (diff * ta - dd[:, None] * a) / (ta * tb + dd)[:, None]
+    return y * (1.0 + z0)[:, None] / z0[:, None]
+
+
+def _draw(lo: float, hi: float, law: str, u: float) -> float:
     if law == "klein":
         t = lo + (hi - lo) * u
     else:
-        a, b = math.atanh(max(lo, -1.0 + 1e-16)), math.atanh(min(hi, 1.0 - 1e-16))
-        t = math.tanh(a + (b - a) * u)
+        a = np.arctanh(np.array([max(lo, -1.0 + 1e-16)]))[0]
+        b = np.arctanh(np.array([min(hi, 1.0 - 1e-16)]))[0]
+        t = float(np.tanh(np.array([a + (b - a) * u]))[0])
     return min(max(t, lo), float(np.nextafter(hi, -np.inf)))
 
 
-def _split(k, x, law, n_directions, rng):
-    """One centred node, from scratch: ``(0, threshold, normal, goes_left)`` or None."""
-    d = k.shape[1]
-    mu = _centroid(x)
-    M = _boost(mu)
-    moved, _ = _move(x, mu)
-    k_moved = moved[:, 1:] / moved[:, :1]
-    for _ in range(TRIES):
-        u = np.zeros(d)
-        axes = np.arange(d) if n_directions >= d else rng.choice(d, n_directions, replace=False)
-        u[axes] = rng.standard_normal(axes.size)
-        norm = np.linalg.norm(u)
-        if norm == 0:
-            continue
-        u /= norm
-        p_moved = k_moved @ u
-        lo, hi = float(p_moved.min()), float(p_moved.max())
-        if not lo < hi:
-            continue
-        s = (
-            _draw(max(lo, -1.0), min(hi, 1.0), law, rng)
-            if -1.0 < lo and hi < 1.0
-            else lo / 2 + hi / 2
-        )
-        n = -s * M[0] + u @ M[1:]
-        scale = float(np.linalg.norm(n[1:]))
-        w, tau = n[1:] / scale, -n[0] / scale
-        p = _project(k, w)
-        p_lo, p_hi = float(p.min()), float(p.max())
-        if not p_lo < p_hi:
-            continue
-        tau = min(max(tau, p_lo), float(np.nextafter(p_hi, -np.inf)))
-        return 0, tau, w, p <= tau
-    return None
+def _directions(rng, c, d, n_directions):
+    """A level's draws for its ``c`` pending nodes: directions, then uniforms."""
+    if n_directions >= d:
+        u = rng.standard_normal((c, d))
+    else:
+        axes = np.argsort(rng.random_sample((c, d)), axis=1)[:, :n_directions]
+        g = rng.standard_normal((c, n_directions))
+        u = np.zeros((c, d))
+        for i in range(c):
+            u[i, axes[i]] = g[i]
+    return u, rng.random_sample(c)
 
 
-def _axis_split(k, features, law, rng):
-    """One axis node (``splits="axis"``), from scratch: ``(feature, threshold, goes_left)``."""
-    sub = k[:, features]
-    lo, hi = sub.min(axis=0), sub.max(axis=0)
-    varying = np.flatnonzero(lo < hi)
-    if varying.size == 0:
+def _centred_node(k, x, u, q, law):
+    """One centred node, from scratch, for its drawn direction ``u`` and uniform ``q``:
+    ``(0, threshold, normal, goes_left)``, or None if they do not split it."""
+    mu = _fit_centroid(x)
+    k_moved = _fit_moved(x, mu)
+    norm = _fnorm(u)
+    if norm == 0:
         return None
-    j = varying[rng.randint(varying.size)]
-    t = _draw(float(lo[j]), float(hi[j]), law, rng)
-    return int(features[j]), t, None, k[:, features[j]] <= t
+    u = u / norm
+    p_moved = _fdot(k_moved, np.broadcast_to(u, k_moved.shape))
+    lo, hi = float(p_moved.min()), float(p_moved.max())
+    if not lo < hi:
+        return None
+    s = _draw(max(lo, -1.0), min(hi, 1.0), law, q) if -1.0 < lo and hi < 1.0 else lo / 2 + hi / 2
+    along = float(_fdot(mu[None, 1:], u[None])[0])
+    n0 = -s * mu[0] - along
+    ns = u + mu[1:] * (s + along / (1.0 + mu[0]))
+    scale = _fnorm(ns)
+    w, tau = ns / scale, -n0 / scale
+    p = _fdot(k, np.broadcast_to(w, k.shape))
+    p_lo, p_hi = float(p.min()), float(p.max())
+    if not p_lo < p_hi:
+        return None
+    tau = min(max(tau, p_lo), float(np.nextafter(p_hi, -np.inf)))
+    return 0, tau, w, p <= tau
 
 
-def _reference_tree(k, x, *, split, max_depth):
-    """Depth-first, left child first: the estimator's node order and draw order.
-    ``split(k_rows, x_rows)`` gives ``(feature, threshold, normal, goes_left)`` or None."""
+def _centred_level(k, x, level, stream, law, n_directions):
+    """A level's centred splits: the pending nodes draw together, up to TRIES times."""
+    found = [None] * len(level)
+    pending = list(range(len(level)))
+    for attempt in range(TRIES):
+        u, q = _directions(stream(attempt), len(pending), k.shape[1], n_directions)
+        for i, j in enumerate(pending):
+            rows = level[j][1]
+            found[j] = _centred_node(k[rows], x[rows], u[i], q[i], law)
+        pending = [j for j in pending if found[j] is None]
+        if not pending:
+            break
+    return found
+
+
+def _axis_level(k, level, features, stream, law):
+    """A level's axis splits: per node a varying feature and a threshold (two uniforms)."""
+    u = stream(0).random_sample((len(level), 2))
+    found = []
+    for i, (_, rows) in enumerate(level):
+        sub = k[rows][:, features]
+        lo, hi = sub.min(axis=0), sub.max(axis=0)
+        varying = np.flatnonzero(lo < hi)
+        if varying.size == 0:
+            found.append(None)
+            continue
+        j = varying[min(int(u[i, 0] * varying.size), varying.size - 1)]
+        t = _draw(float(lo[j]), float(hi[j]), law, float(u[i, 1]))
+        found.append((int(features[j]), t, None, k[rows, features[j]] <= t))
+    return found
+
+
+def _reference_tree(k, x, *, split_level, max_depth):
+    """Breadth first, left child first: the estimator's node order and draw order.
+    ``split_level(level, depth)`` gives each node's ``(feature, threshold, normal, goes_left)``
+    or None, for the level's nodes ``[(node, rows)]``."""
     d = k.shape[1]
     feature, threshold, normal, left, right, count, depth = [], [], [], [], [], [], []
 
@@ -173,22 +257,23 @@ def _reference_tree(k, x, *, split, max_depth):
         depth.append(level)
         return len(count) - 1
 
-    stack = [(new(k.shape[0], 0), np.arange(k.shape[0]))]
-    while stack:
-        node, rows = stack.pop()
-        if depth[node] >= max_depth or rows.size <= 1:
-            continue
-        found = split(k[rows], None if x is None else x[rows])
-        if found is None:
-            continue
-        feature[node], threshold[node], w, goes_left = found
-        if w is not None:
-            normal[node] = w
-        lc = new(int(goes_left.sum()), depth[node] + 1)
-        rc = new(int((~goes_left).sum()), depth[node] + 1)
-        left[node], right[node] = lc, rc
-        stack.append((rc, rows[~goes_left]))
-        stack.append((lc, rows[goes_left]))
+    level = [(new(k.shape[0], 0), np.arange(k.shape[0]))]
+    for level_depth in range(max_depth):
+        level = [(node, rows) for node, rows in level if rows.size > 1]
+        if not level:
+            break
+        children = []
+        for (node, rows), found in zip(level, split_level(level, level_depth), strict=True):
+            if found is None:
+                continue
+            feature[node], threshold[node], w, goes_left = found
+            if w is not None:
+                normal[node] = w
+            lc = new(int(goes_left.sum()), level_depth + 1)
+            rc = new(int((~goes_left).sum()), level_depth + 1)
+            left[node], right[node] = lc, rc
+            children += [(lc, rows[goes_left]), (rc, rows[~goes_left])]
+        level = children
     arrays = {
         "feature": np.array(feature),
         "threshold": np.array(threshold),
@@ -203,8 +288,20 @@ def _reference_tree(k, x, *, split, max_depth):
     return arrays
 
 
-def _assert_trees_equal(model, X, x, seed, params, *, split) -> None:
-    """Each tree of ``model`` against the reference grown with ``split`` on the same draws."""
+def _subsample(rng, n, psi, bootstrap):
+    if bootstrap:
+        return rng.randint(0, n, psi)
+    if 4 * psi > n:
+        return np.sort(rng.choice(n, psi, replace=False))
+    drawn: list[int] = []
+    while len(set(drawn)) < psi:
+        drawn += rng.randint(0, n, psi if drawn else 2 * psi).tolist()
+    first = list(dict.fromkeys(drawn))[:psi]  # the first psi distinct draws
+    return np.sort(np.array(first))
+
+
+def _assert_trees_equal(model, X, x, seed, params, *, split_level) -> None:
+    """Each tree of ``model`` against the reference grown with ``split_level`` on the same draws."""
     k = to_klein(X, "hyperboloid")
     n, d = k.shape
     n_samples = model.max_samples_
@@ -212,10 +309,12 @@ def _assert_trees_equal(model, X, x, seed, params, *, split) -> None:
     n_features = params.get("max_features", d)
     for t, tree_seed in enumerate(seeds):
         rng = np.random.RandomState(tree_seed)
-        if params.get("bootstrap"):
-            rows = rng.randint(0, n, n_samples)
-        else:
-            rows = np.sort(rng.choice(n, n_samples, replace=False))
+
+        def stream(depth, attempt, tree_seed=tree_seed):
+            """The tree's draws at a level and try: a stream of their own."""
+            return np.random.RandomState(growth.stream_seed(tree_seed, depth, attempt))
+
+        rows = _subsample(rng, n, n_samples, params.get("bootstrap", False))
         np.testing.assert_array_equal(model.estimators_samples_[t], rows)
         features = np.arange(d)
         if x is None and n_features < d:
@@ -223,7 +322,13 @@ def _assert_trees_equal(model, X, x, seed, params, *, split) -> None:
         expected = _reference_tree(
             k[rows],
             None if x is None else x[rows],
-            split=lambda kr, xr: split(kr, xr, features, rng),
+            split_level=lambda level, depth: split_level(
+                k[rows],
+                None if x is None else x[rows],
+                level,
+                features,
+                lambda attempt: stream(depth, attempt),
+            ),
             max_depth=int(np.ceil(np.log2(n_samples))),
         )
         tree = model.trees_[t]
@@ -240,7 +345,7 @@ def _assert_trees_equal(model, X, x, seed, params, *, split) -> None:
 
 def _data(n: int, d: int, seed: int, radius: float, *, origin: bool = True) -> np.ndarray:
     """Hyperboloid rows: a cluster whose centre lies at ``radius``, scattered rows, repeated
-    rows and (with ``origin``) rows at the origin."""
+    rows, rows one or two ulps from another and (with ``origin``) rows at the origin."""
     rng = np.random.default_rng(seed)
     centre = rng.standard_normal(d)
     centre *= radius / np.linalg.norm(centre)
@@ -251,6 +356,12 @@ def _data(n: int, d: int, seed: int, radius: float, *, origin: bool = True) -> n
             v[3:6] = 0.0  # rows at the origin: no direction of their own
     r = np.linalg.norm(v, axis=1, keepdims=True)
     xs = np.sinh(r) * v / np.where(r > 0, r, 1.0)
+    if n >= 8:  # rows an ulp or two from another: some directions cannot split them
+        near = rng.integers(0, n, n // 4)
+        xs[-near.size :] = xs[near]
+        xs[-near.size :, 0] = np.nextafter(xs[near, 0], np.inf)
+        twice = rng.random(near.size) < 0.5
+        xs[-near.size :, 0][twice] = np.nextafter(xs[-near.size :, 0][twice], np.inf)
     return np.concatenate([np.sqrt(1.0 + np.einsum("ij,ij->i", xs, xs))[:, None], xs], axis=1)
 
 
@@ -282,7 +393,9 @@ def test_every_centred_tree_is_the_reference_trees_bit_for_bit(
         unit_hyperboloid(X, "hyperboloid"),
         seed,
         params,
-        split=lambda kr, xr, _, rng: _split(kr, xr, law, n_directions, rng),
+        split_level=lambda kr, xr, level, _, stream: _centred_level(
+            kr, xr, level, stream, law, n_directions
+        ),
     )
 
 
@@ -307,7 +420,9 @@ def test_every_axis_tree_of_the_distance_law_is_the_reference_trees_bit_for_bit(
         None,
         d,
         params,
-        split=lambda kr, _, features, rng: _axis_split(kr, features, "distance", rng),
+        split_level=lambda kr, _, level, features, stream: _axis_level(
+            kr, level, features, stream, "distance"
+        ),
     )
 
 
@@ -341,6 +456,33 @@ def test_the_public_centroid_move_and_boost_are_the_written_out_arithmetic(d) ->
     assert _same_bits(lorentz_boost_to_origin(mu), _boost(mu))
 
 
+@pytest.mark.parametrize("d", [1, 2, 5])
+def test_the_fits_centroids_and_moves_are_the_public_ones_to_rounding(d) -> None:
+    """The fit computes every node of a level at once, its sums in its own order; its
+    centroids and moved rows are the public functions' to rounding, from the origin to
+    radius 30 (no cancellation creeps in far out), several nodes side by side."""
+    rng = np.random.default_rng(d)
+    for radius in [0.0, 0.5, 5.0, 15.0, 17.0, 30.0]:
+        sizes = np.array([1, 2, 3, 7, 9, 64, 300])
+        x = np.vstack([_data(n, d, n, radius)[rng.permutation(n)] for n in sizes])
+        k = x[:, 1:] / x[:, :1]
+        starts, seg = growth._segments(sizes)
+        t = growth._Terms.of(growth._centred_table(k, x))
+        mu = growth._centroids(t, starts, seg)
+        moved = growth._moved(t, mu, seg)
+        for j, (start, n) in enumerate(zip(starts, sizes)):
+            rows = x[start : start + n]
+            want = lorentzian_centroid(rows)
+            assert np.allclose(mu[:, j], want, rtol=1e-13, atol=1e-13)
+            got = moved[:, start : start + n].T
+            on = move_to_origin(rows, want)[0]
+            # mu itself is known to its rounding, which a far move magnifies by e^r
+            assert np.abs(got - on[:, 1:] / on[:, :1]).max() <= 1e-15 * np.exp(max(radius, 1.0))
+            # the fit's own arithmetic, node by node, is the reference's bit for bit
+            assert _same_bits(mu[:, j], _fit_centroid(rows))
+            assert _same_bits(got, _fit_moved(rows, mu[:, j]))
+
+
 @pytest.mark.parametrize("d", [1, 2, 5, 9])
 def test_the_fits_projection_adds_in_feature_order(d) -> None:
     """The split's projection decides which rows go left, and the graph repeats its order;
@@ -351,6 +493,7 @@ def test_the_fits_projection_adds_in_feature_order(d) -> None:
     for _ in range(20):
         w = rng.standard_normal(d)
         w /= np.linalg.norm(w)
-        want = _project(k, w)
-        assert _same_bits(_isolation._project(k, w), want)
+        want = _fdot(k, np.broadcast_to(w, k.shape))
+        each = np.repeat(w[:, None], k.shape[0], axis=1)  # each row its own normal, as in a level
+        assert _same_bits(growth._row_dot(k.T.copy(), each), want)
         assert _same_bits(project(k, w[:, None])[:, 0], want)

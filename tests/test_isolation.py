@@ -24,6 +24,7 @@ from scipy.stats import spearmanr
 
 import hyp2onnx as h
 from hyp2onnx.estimators import _isolation
+from hyp2onnx.estimators import _isolation_growth as growth
 from hyp2onnx.verification import ANOMALY_SCORE_ATOL, run_onnx
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,25 +126,36 @@ def test_axis_ranking_is_not_invariant() -> None:
     assert spearmanr(before.score_samples(X), after.score_samples(moved)).statistic < 0.95
 
 
-def test_every_lorentz_matrix_used_preserves_the_minkowski_form(monkeypatch) -> None:
-    used: list[tuple[np.ndarray, np.ndarray]] = []
-    original = _isolation.lorentz_boost_to_origin
+def test_every_split_maps_its_drawn_hyperplane_back_by_a_lorentz_boost(monkeypatch) -> None:
+    """Each centred split is ``n = M^T (-s, u)``: the hyperplane drawn in the node's frame,
+    mapped back by the boost ``M`` taking the node's centroid to the origin. The fit forms
+    ``n`` without the matrix; every one it forms is checked against the matrix, and the
+    matrix against the Minkowski form written out here."""
+    used: list[tuple[np.ndarray, ...]] = []
+    original = growth.boosted_normal
 
-    def recording(mu: np.ndarray) -> np.ndarray:
-        M = original(mu)
-        used.append((np.array(mu), M))
-        return M
+    def recording(mu: np.ndarray, u: np.ndarray, s: np.ndarray):
+        n0, ns = original(mu, u, s)
+        used.append((mu.copy(), u.copy(), np.array(s), n0.copy(), ns.copy()))
+        return n0, ns
 
-    monkeypatch.setattr(_isolation, "lorentz_boost_to_origin", recording)
+    monkeypatch.setattr(growth, "boosted_normal", recording)
     X = _points(500, 4, 5, spread=4.0)  # some points 8 or more from the origin
     h.HyperbolicIsolationForest(splits="centred", n_estimators=20, random_state=0).fit(X)
-    assert len(used) > 20 * 20  # one per internal node
     J = np.diag([-1.0, 1, 1, 1, 1])
     e0 = np.eye(5)[0]
-    for mu, M in used:
-        scale = max(1.0, float(np.abs(M).max()) ** 2)
-        assert np.abs(M.T @ J @ M - J).max() <= 1e-13 * scale
-        assert np.abs(M @ mu - e0).max() <= 1e-13 * scale
+    checked = 0
+    for mu, u, s, n0, ns in used:
+        for j in np.flatnonzero(np.isfinite(s)):
+            M = _isolation.lorentz_boost_to_origin(mu[:, j])
+            scale = max(1.0, float(np.abs(M).max()) ** 2)
+            assert np.abs(M.T @ J @ M - J).max() <= 1e-13 * scale
+            assert np.abs(M @ mu[:, j] - e0).max() <= 1e-13 * scale
+            want = M.T @ np.r_[-s[j], u[:, j]]
+            got = np.r_[n0[j], ns[:, j]]
+            assert np.abs(got - want).max() <= 1e-13 * scale * max(1.0, abs(s[j]))
+            checked += 1
+    assert checked > 20 * 20  # one per internal node at least
 
 
 # -- exact export -----------------------------------------------------------------------------

@@ -36,8 +36,9 @@ geodesic: ``tanh(U(artanh a, artanh b))``.
 With ``splits="axis", threshold_law="klein"`` the forest *is* scikit-learn's
 ``IsolationForest`` fitted on the Klein coordinates (``estimator_``): same
 random draws, same trees, same scores bit for bit. The other designs grow
-their trees here, comparing float64 Klein coordinates (or float64 oblique
-projections, `hyp2onnx.ir.projection.project`) with float64 thresholds.
+their trees in hyp2onnx (`_isolation_growth`: level by level, all trees at
+once), comparing float64 Klein coordinates (or float64 oblique projections,
+`hyp2onnx.ir.projection.project`) with float64 thresholds.
 
 Exactness: each leaf's path length ``(depth + 1 + c(n)) - 1`` is stored in
 the leaf (scikit-learn's own expression and order), the forest adds them
@@ -67,10 +68,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..errors import FarPointError, FarPointWarning, warn_user
 from ..geometry import (
     CENTRED_RADIUS,
-    _ball_terms,
-    _centroid_of_sum,
-    _centroid_row_terms,
-    _mobius_to_origin,
     hyperbolic_radius,
     name_far_rows,
     unit_hyperboloid,
@@ -79,6 +76,7 @@ from ..ir import Ensemble, Model, Task
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply, as_compared
 from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, generate_init, input_space
+from ._isolation_growth import GrownTrees, Streams, grow_forest
 from ._weights import checked_weights
 
 __all__ = [
@@ -91,8 +89,8 @@ __all__ = [
 
 SPLITS = ("centred", "axis")
 THRESHOLD_LAWS = ("klein", "distance")
-#: Redraws of a centred node's direction when the rows project onto one value.
-_DIRECTION_TRIES = 4
+#: Training rows (summed over trees) grown together at most: each row holds 4 d + 4 floats.
+_ROWS_AT_ONCE = 1 << 17
 
 
 def average_path_length(n: Any) -> np.ndarray:
@@ -193,17 +191,6 @@ def _check_finite_splits(trees: list[IsolationTree], what: str) -> None:
     )
 
 
-def _draw(lo: float, hi: float, law: str, rng: np.random.RandomState) -> float:
-    """A threshold ``lo <= t < hi`` drawn by ``law`` (``lo < hi``, both in (-1, 1))."""
-    u = rng.random_sample()  # rng.uniform()`s draw (0.0 + 1.0 * u is u), without its checks
-    if law == "klein":
-        t = lo + (hi - lo) * u
-    else:
-        a, b = math.atanh(max(lo, -1.0 + 1e-16)), math.atanh(min(hi, 1.0 - 1e-16))
-        t = math.tanh(a + (b - a) * u)
-    return min(max(t, lo), math.nextafter(hi, -math.inf))
-
-
 @dataclass(frozen=True, eq=False)
 class IsolationTree:
     """One grown isolation tree: node arrays, root 0, children after parents.
@@ -256,190 +243,39 @@ class IsolationTree:
         return apply(self.arrays(), values, "<=")
 
 
-#: A node's split: ``(feature, threshold, normal or None, which of its rows go left)``.
-_Split = tuple[int, float, np.ndarray | None, np.ndarray]
+def _subsample(r: np.random.RandomState, n: int, psi: int, bootstrap: bool) -> np.ndarray:
+    """A tree's ``psi`` training rows of ``n``: drawn with replacement under ``bootstrap``,
+    else a uniform subset, sorted (the first ``psi`` distinct of uniform draws when few are
+    taken, which spares the permutation of all ``n`` rows ``choice`` makes)."""
+    if bootstrap:
+        return r.randint(0, n, psi)
+    if 4 * psi > n:
+        return np.sort(r.choice(n, psi, replace=False))
+    drawn = r.randint(0, n, 2 * psi)
+    while True:
+        _, first = np.unique(drawn, return_index=True)
+        if first.size >= psi:
+            return np.sort(drawn[np.sort(first)[:psi]])
+        drawn = np.concatenate([drawn, r.randint(0, n, psi)])
 
 
-def _grow(
-    k: np.ndarray,
-    lorentz: np.ndarray | None,
-    features: np.ndarray,
-    *,
-    splits: str,
-    law: str,
-    max_depth: int,
-    n_directions: int,
-    rng: np.random.RandomState,
-) -> IsolationTree:
-    """Grow one isolation tree on the Klein rows ``k`` (a subsample, repeats allowed).
-
-    Depth first, left child first (the order of the random draws); a node is
-    split unless it lies at ``max_depth`` or holds fewer than two rows.
-    """
-    frame = None if lorentz is None else _CentredRows(k, lorentz)
-    n, d = k.shape
-    count, depth = [n], [0]
-    split_nodes: list[int] = []
-    found: list[_Split] = []
-    children: list[tuple[int, int]] = []
-    stack = [(0, 0, np.arange(n))] if max_depth > 0 and n > 1 else []
-    while stack:
-        node, level, rows = stack.pop()
-        if frame is None:
-            split = _axis_split(k, rows, features, law, rng)
-        else:
-            split = _centred_split(frame, rows, law, n_directions, rng)
-        if split is None:
-            continue
-        goes_left = split[3]
-        n_left = int(np.count_nonzero(goes_left))
-        n_right = rows.size - n_left
-        lc = len(count)
-        count += (n_left, n_right)
-        depth += (level + 1, level + 1)
-        split_nodes.append(node)
-        found.append(split)
-        children.append((lc, lc + 1))
-        if level + 1 < max_depth:
-            if n_right > 1:
-                stack.append((lc + 1, level + 1, rows[~goes_left]))
-            if n_left > 1:
-                stack.append((lc, level + 1, rows[goes_left]))
-    feature = np.full(n_nodes := len(count), -1, dtype=np.int64)
-    threshold = np.zeros(n_nodes)
-    left = np.full(n_nodes, -1, dtype=np.int64)
-    right = np.full(n_nodes, -1, dtype=np.int64)
-    normal = None if frame is None else np.zeros((n_nodes, d))
-    if split_nodes:
-        feature[split_nodes] = [f for f, _, _, _ in found]
-        threshold[split_nodes] = [t for _, t, _, _ in found]
-        left[split_nodes], right[split_nodes] = np.array(children).T
-        if normal is not None:
-            normal[split_nodes] = [w for _, _, w, _ in found]
-    return IsolationTree(
-        feature=feature,
-        threshold=threshold,
-        left=left,
-        right=right,
-        n_node_samples=np.array(count, dtype=np.int64),
-        depth=np.array(depth, dtype=np.int64),
-        normal=normal,
-    )
-
-
-def _axis_split(
-    k: np.ndarray, rows: np.ndarray, features: np.ndarray, law: str, rng: np.random.RandomState
-) -> _Split | None:
-    """A node's split on a random varying feature, or None if no feature varies there."""
-    sub = k[rows] if features.size == k.shape[1] else k[rows][:, features]
-    lo, hi = sub.min(axis=0), sub.max(axis=0)
-    varying = np.flatnonzero(lo < hi)
-    if varying.size == 0:
-        return None
-    j = varying[rng.randint(varying.size)]
-    t = _draw(float(lo[j]), float(hi[j]), law, rng)
-    return int(features[j]), t, None, sub[:, j] <= t
-
-
-class _CentredRows:
-    """What the centred splits of one tree need of its rows, computed once per tree.
-
-    Each node's centroid and move to the origin use row-wise terms (norms,
-    unit vectors, Poincare-ball points: `hyp2onnx.geometry`'s
-    `_centroid_row_terms` and `_ball_terms`) that do not depend on the node.
-    They are held side by side in one table, so a node gathers its rows
-    once, and its arithmetic is, operation for operation, what
-    [lorentzian_centroid][hyp2onnx.geometry.lorentzian_centroid] and
-    [move_to_origin][hyp2onnx.geometry.move_to_origin] compute on those rows.
-    """
-
-    def __init__(self, k: np.ndarray, lorentz: np.ndarray) -> None:
-        d = k.shape[1]
-        spatial, unit, inverse = _centroid_row_terms(lorentz)
-        ball, ball_scale = _ball_terms(lorentz)
-        self.d = d
-        self.all_spatial = bool((spatial > 0).all())
-        self.table = np.concatenate(
-            [lorentz, unit, ball, k, spatial[:, None], inverse[:, None], ball_scale[:, None]],
-            axis=1,
+def _isolation_trees(grown: GrownTrees) -> list[IsolationTree]:
+    """The trees of `grow_forest`'s end-to-end arrays, each its own copy."""
+    trees = []
+    for start, stop in zip(grown.offsets[:-1].tolist(), grown.offsets[1:].tolist(), strict=True):
+        part = slice(start, stop)
+        trees.append(
+            IsolationTree(
+                feature=grown.feature[part].copy(),
+                threshold=grown.threshold[part].copy(),
+                left=grown.left[part].copy(),
+                right=grown.right[part].copy(),
+                n_node_samples=grown.n_node_samples[part].copy(),
+                depth=grown.depth[part].copy(),
+                normal=None if grown.normal is None else grown.normal[part].copy(),
+            )
         )
-        # the table's columns
-        self.x = slice(0, d + 1)  # the hyperboloid row
-        self.unit = slice(d + 1, 2 * d + 1)  # x_s / |x_s|
-        self.ball = slice(2 * d + 1, 3 * d + 1)  # x_s / (1 + x_0)
-        self.klein = slice(3 * d + 1, 4 * d + 1)  # k
-        self.spatial = 4 * d + 1  # |x_s|
-        self.inverse = 4 * d + 2  # 1 / (x_0 + |x_s|)
-        self.ball_scale = 4 * d + 3  # 2 / (1 + x_0)
-
-    def split_terms(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The node's centroid ``mu`` (``lorentzian_centroid(lorentz[rows])``), its rows'
-        Klein coordinates after the move of ``mu`` to the origin (those of
-        ``move_to_origin(lorentz[rows], mu)[0]``) and their original Klein coordinates."""
-        t = self.table[rows]
-        mu = _centroid_of_sum(
-            t[:, self.x].sum(axis=0),
-            t[:, 0],
-            t[:, self.spatial],
-            t[:, self.unit],
-            t[:, self.inverse],
-            all_spatial=self.all_spatial,
-        )
-        _, z0, y = _mobius_to_origin(t[:, self.ball], t[:, self.ball_scale], mu)
-        # the moved rows' Klein coordinates ((1 + z0) y) / z0, in place
-        y *= (1.0 + z0)[:, None]
-        y /= z0[:, None]
-        return mu, y, t[:, self.klein]
-
-
-def _project(k: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """``project(k, w[:, None])[:, 0]``: the same products, added in feature order (a running
-    sum's last column, ``((k_0 w_0 + k_1 w_1) + k_2 w_2) + ...``, in one call)."""
-    return np.add.accumulate(k * w, axis=1)[:, -1]
-
-
-def _centred_split(
-    frame: _CentredRows, rows: np.ndarray, law: str, n_directions: int, rng: np.random.RandomState
-) -> _Split | None:
-    """The node-centred split of the node holding ``rows`` of the tree, or None if no
-    direction separates them (its feature is 0: each centred node tests its own projection,
-    numbered by `IsolationTree.columns`)."""
-    d = frame.d
-    mu, k_moved, k = frame.split_terms(rows)
-    M = lorentz_boost_to_origin(mu)
-    for _ in range(_DIRECTION_TRIES):
-        if n_directions >= d:  # all axes: the draws the branch below makes when it fills them all
-            u = np.asarray(rng.standard_normal(d))
-        else:
-            u = np.zeros(d)
-            axes = rng.choice(d, n_directions, replace=False)
-            u[axes] = rng.standard_normal(axes.size)
-        norm = math.sqrt(u.dot(u))  # np.linalg.norm's own arithmetic
-        if norm == 0:
-            continue
-        u /= norm
-        p_moved = k_moved @ u
-        lo, hi = float(p_moved.min()), float(p_moved.max())
-        if not lo < hi:
-            continue
-        s = (
-            _draw(max(lo, -1.0), min(hi, 1.0), law, rng)
-            if -1.0 < lo and hi < 1.0
-            else lo / 2 + hi / 2
-        )
-        n = -s * M[0] + u @ M[1:]
-        spatial = n[1:]
-        scale = math.sqrt(spatial.dot(spatial))
-        w, tau = spatial / scale, -n[0] / scale
-        # The stored split is what routes, in Python and in the graph: the float64
-        # projection of the original Klein rows, kept strictly inside their range.
-        p = _project(k, w)
-        p_lo, p_hi = float(p.min()), float(p.max())
-        if not p_lo < p_hi:
-            continue
-        tau = min(max(tau, p_lo), math.nextafter(p_hi, -math.inf))
-        return 0, tau, w, p <= tau
-    return None
+    return trees
 
 
 def path_threshold(denominator: float, offset: float) -> float:
@@ -671,11 +507,11 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         return max(1, int(self.max_features * d))
 
     def _fit_own(self, X: np.ndarray, k: np.ndarray) -> None:
-        from joblib import Parallel, delayed
+        from joblib import Parallel, delayed, effective_n_jobs
 
         n, d = k.shape
-        self.max_samples_ = self._n_samples(n)
-        max_depth = int(np.ceil(np.log2(max(self.max_samples_, 2))))
+        self.max_samples_ = psi = self._n_samples(n)
+        max_depth = int(np.ceil(np.log2(max(psi, 2))))
         n_features = self._n_features(d)
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_estimators)
@@ -684,34 +520,37 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
             lorentz = unit_hyperboloid(X, self.input_geometry, self.curvature, self.timelike_dim)
             _check_far_rows(lorentz)
 
-        def one(seed: int) -> tuple[np.ndarray, IsolationTree]:
-            r = np.random.RandomState(seed)
-            if self.bootstrap:
-                rows = r.randint(0, n, self.max_samples_)
-            else:
-                rows = np.sort(r.choice(n, self.max_samples_, replace=False))
-            features = (
-                np.arange(d)
-                if self.splits == "centred" or n_features >= d
-                else np.sort(r.choice(d, n_features, replace=False))
-            )
-            tree = _grow(
-                k[rows],
-                None if lorentz is None else lorentz[rows],
+        def grow(chunk: np.ndarray) -> tuple[list[np.ndarray], GrownTrees]:
+            r, samples, features = np.random.RandomState(0), [], []
+            for seed in chunk.tolist():
+                r.seed(seed)  # the state RandomState(seed) starts in
+                samples.append(_subsample(r, n, psi, self.bootstrap))
+                axis_subset = self.splits == "axis" and n_features < d
+                features.append(
+                    np.sort(r.choice(d, n_features, replace=False)) if axis_subset else np.arange(d)
+                )
+            law, depth, streams = self.threshold_law, max_depth, Streams(r, chunk.tolist())
+            grown = grow_forest(
+                k,
+                lorentz,
+                samples,
                 features,
-                splits=self.splits,
-                law=self.threshold_law,
-                max_depth=max_depth,
+                streams,
+                law=law,
+                max_depth=depth,
                 n_directions=n_features,
-                rng=r,
             )
-            return rows, tree
+            return samples, grown
 
-        grown = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(one)(s) for s in seeds)
+        # trees grow together, a chunk per job (smaller where their rows would take too
+        # much memory at once); each tree's draws are its own, so chunks do not matter
+        n_chunks = max(effective_n_jobs(self.n_jobs), -(-seeds.size * psi // _ROWS_AT_ONCE))
+        chunks = np.array_split(seeds, min(n_chunks, seeds.size))
+        grown = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(grow)(c) for c in chunks)
+        self.estimators_samples_ = [rows for samples, _ in grown for rows in samples]
+        self.trees_ = [tree for _, g in grown for tree in _isolation_trees(g)]
         # a guard: finite rows give finite splits, and a model never answers blankly
-        _check_finite_splits([tree for _, tree in grown], "fitted")
-        self.estimators_samples_ = [rows for rows, _ in grown]
-        self.trees_ = [tree for _, tree in grown]
+        _check_finite_splits(self.trees_, "fitted")
 
     # -- scoring -------------------------------------------------------------
 
