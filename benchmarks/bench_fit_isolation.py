@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, write
+from _report import add_output_args, environment, md_table, output_dir, steps, write
 
 ROOT = Path(__file__).resolve().parent.parent
 DESIGNS = {
@@ -118,17 +118,16 @@ def measure(args: argparse.Namespace) -> list[dict]:
     """Best-of-``repeats`` fit seconds of every side; the checkouts take turns each repeat,
     and so do the sides within each."""
     results = []
-    for n in args.sizes:
-        for d in args.dims:
-            for t in args.threads:
-                best: dict[str, float] = {}
-                for _ in range(args.repeats):
-                    for tree, kinds in sides(args.baseline):
-                        argv = [str(n), str(d), str(t), str(args.trees), json.dumps(kinds)]
-                        for label, seconds in json.loads(run_child(_CHILD, tree, *argv)).items():
-                            best[label] = min(best.get(label, float("inf")), seconds)
-                results.append({"n": n, "d": d, "threads": t, "seconds": best})
-                print(n, d, t, best, flush=True)
+    configs = [(n, d, t) for n in args.sizes for d in args.dims for t in args.threads]
+    for n, d, t in steps(configs, "fits", unit="configurations"):
+        best: dict[str, float] = {}
+        for _ in range(args.repeats):
+            for tree, kinds in sides(args.baseline):
+                argv = [str(n), str(d), str(t), str(args.trees), json.dumps(kinds)]
+                for label, seconds in json.loads(run_child(_CHILD, tree, *argv)).items():
+                    best[label] = min(best.get(label, float("inf")), seconds)
+        results.append({"n": n, "d": d, "threads": t, "seconds": best})
+        print(n, d, t, best, flush=True)
     return results
 
 
