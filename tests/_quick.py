@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,8 +80,12 @@ PRELOAD = tuple(
 def scripts(streams: Path) -> Iterator[CommandRunner]:
     """Runs scripts each in its own process, forked from one interpreter that imported
     `PRELOAD` (a fresh interpreter spends seconds of each quick mode on those imports);
-    on leaving, checks that those imports printed nothing."""
-    with CommandRunner(streams, PRELOAD, max_running=1) as runner:
+    on leaving, checks that those imports printed nothing. ``PYTHONPATH`` names this
+    checkout first: the installed package may be another checkout's (an editable
+    install in a git worktree)."""
+    env = dict(os.environ)  # the scripts import this checkout's hyp2onnx, as the tests do
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    with CommandRunner(streams, PRELOAD, max_running=1, env=env) as runner:
         yield runner
         runner.finish()
 
