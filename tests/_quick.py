@@ -5,8 +5,8 @@ The smoke tests live in three files (test_benchmarks_quick.py,
 test_benchmarks_quick_distributed.py, test_examples_quick.py) so that the
 suite's workers, which take one file at a time, share them. Each file runs
 its scripts in processes forked from one interpreter that imported what they
-import (the ``scripts`` fixture, `scripts` here): each is still a process of
-its own, run as ``python SCRIPT ARGS`` runs it.
+import (conftest.py's ``script_runner``, `scripts` here): each is still a
+process of its own, run as ``python SCRIPT ARGS`` runs it.
 """
 
 from __future__ import annotations
