@@ -26,8 +26,8 @@ instead, as ``python SCRIPT ARGV`` does (``sys.argv[0]`` the script,
 
 Why: a fresh interpreter spends most of a short command (and several seconds
 of a script's quick mode) importing scikit-learn, XGBoost, LightGBM and skops;
-a forked child starts with them imported and is still a process of its own (its own exit status,
-streams, signals and crashes). This process only imports: it runs no
+a forked child starts with them imported and is still a process of its own
+(its own exit status, streams, signals and crashes). This process only imports: it runs no
 command, creates no onnxruntime session (onnxruntime is left out of the
 modules for that reason: importing it starts a thread) and starts no
 OpenMP work, so every child starts from the state a fresh interpreter
