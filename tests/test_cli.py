@@ -345,26 +345,7 @@ def _read_csv(path: Path) -> tuple[list[str], np.ndarray]:
     return header, np.loadtxt(path, delimiter=",", skiprows=1, ndmin=2)
 
 
-# -- round trips --------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", ["rf", "xgb", "lgb"])
-def test_round_trip_classifiers(runs: Runs, work: Work, name: str) -> None:
-    """train -> pickle -> convert --check -> verify -> predict, for every backend."""
-    folder, objects = work
-    out = _ok(runs[f"convert_{name}"])
-    assert "check on X.npy: OK" in out and f"wrote {name}.onnx" in out
-    assert (folder / f"{name}.onnx").is_file()
-    assert _ok(runs[f"verify_{name}"]).startswith("OK: 120 rows; labels agree on 100.0000%")
-
-    csv = folder / ("X.predictions.csv" if name == "lgb" else f"{name}.csv")
-    assert f"({N_ROWS} rows)" in _ok(runs[f"predict_{name}"])
-    header, table = _read_csv(csv)
-    model = objects[name]
-    X32 = objects["X"].astype(np.float32)
-    assert header == ["label", *(f"probability_{c}" for c in model.classes_)]
-    np.testing.assert_array_equal(table[:, 0], model.predict(X32))
-    np.testing.assert_allclose(table[:, 1:], model.predict_proba(X32), rtol=0, atol=1e-6)
+# -- round trips (the XGBoost and LightGBM ones at the end) ---------------------------
 
 
 def test_predictions_from_csv_in_chunks_are_exact(runs: Runs, work: Work) -> None:
@@ -375,6 +356,25 @@ def test_predictions_from_csv_in_chunks_are_exact(runs: Runs, work: Work) -> Non
     graph = run_onnx(onnx.load(folder / "rf.onnx"), X)  # the default graph, whole
     np.testing.assert_array_equal(table[:, 1:], graph["probabilities"])
     np.testing.assert_array_equal(table[:, 0], objects["rf"].predict(X))
+
+
+def test_quickstart_example_uses_the_cli(tmp_path: Path) -> None:
+    """The README's first command runs this example; a fresh process of its own, here rather
+    than in the module's setup, so that the setup stays short."""
+    quickstart = [sys.executable, str(ROOT / "examples" / "quickstart.py")]
+    done = subprocess.run(
+        quickstart,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    out = _ok(done)
+    assert "check on" in out and ": OK:" in out
+    assert "label agreement ONNX/Python: 100.00%" in out
+    accuracy = float(re.search(r"accuracy on held-out points: ([0-9.]+)", out).group(1))
+    assert accuracy > 0.9
 
 
 def test_regressor_compat_float64_poincare(runs: Runs, work: Work) -> None:
@@ -412,25 +412,6 @@ def test_installed_entry_point(runs: Runs, work: Work) -> None:
     assert "wrote entry.onnx" in _ok(runs["entry_point"])
     _ok(runs["convert_rf"])
     assert (folder / "entry.onnx").read_bytes() == (folder / "rf.onnx").read_bytes()
-
-
-def test_quickstart_example_uses_the_cli(tmp_path: Path) -> None:
-    """The README's first command runs this example; a fresh process of its own, here rather
-    than in the module's setup, so that the setup stays short."""
-    quickstart = [sys.executable, str(ROOT / "examples" / "quickstart.py")]
-    done = subprocess.run(
-        quickstart,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
-    out = _ok(done)
-    assert "check on" in out and ": OK:" in out
-    assert "label agreement ONNX/Python: 100.00%" in out
-    accuracy = float(re.search(r"accuracy on held-out points: ([0-9.]+)", out).group(1))
-    assert accuracy > 0.9
 
 
 # -- inspect -----------------------------------------------------------------------------
@@ -543,13 +524,6 @@ def test_predict_errors_write_nothing(runs: Runs, work: Work) -> None:
         assert not (folder / name).exists()
 
 
-def test_no_temporary_files_left(runs: Runs, work: Work) -> None:
-    folder, _ = work
-    for name in runs:  # once every command has ended
-        runs[name]
-    assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
-
-
 def test_parquet_data(runs: Runs, work: Work) -> None:
     if "predict_parquet" not in runs:
         pytest.skip("pyarrow is not installed (pip install 'hyp2onnx[parquet]')")
@@ -583,6 +557,34 @@ def test_forked_command_answers_as_a_fresh_process(runs: Runs, name: str) -> Non
         fresh.stdout,
         fresh.stderr,
     )
+
+
+#: The XGBoost and LightGBM round trips wait for the longest chains (each of their
+#: commands reads the pickle in a child first): checked last, when they have ended.
+@pytest.mark.parametrize("name", ["rf", "xgb", "lgb"])
+def test_round_trip_classifiers(runs: Runs, work: Work, name: str) -> None:
+    """train -> pickle -> convert --check -> verify -> predict, for every backend."""
+    folder, objects = work
+    out = _ok(runs[f"convert_{name}"])
+    assert "check on X.npy: OK" in out and f"wrote {name}.onnx" in out
+    assert (folder / f"{name}.onnx").is_file()
+    assert _ok(runs[f"verify_{name}"]).startswith("OK: 120 rows; labels agree on 100.0000%")
+
+    csv = folder / ("X.predictions.csv" if name == "lgb" else f"{name}.csv")
+    assert f"({N_ROWS} rows)" in _ok(runs[f"predict_{name}"])
+    header, table = _read_csv(csv)
+    model = objects[name]
+    X32 = objects["X"].astype(np.float32)
+    assert header == ["label", *(f"probability_{c}" for c in model.classes_)]
+    np.testing.assert_array_equal(table[:, 0], model.predict(X32))
+    np.testing.assert_allclose(table[:, 1:], model.predict_proba(X32), rtol=0, atol=1e-6)
+
+
+def test_no_temporary_files_left(runs: Runs, work: Work) -> None:
+    folder, _ = work
+    for name in runs:  # once every command has ended
+        runs[name]
+    assert not [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
 
 
 # -- in-process: main(argv) parses like the script -----------------------------------------------
