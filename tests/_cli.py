@@ -62,7 +62,8 @@ class CommandRunner:
 
     `submit` queues a command: by default ``python -m hyp2onnx.cli ARGV``,
     run in a child forked from an interpreter that imported ``preload``
-    once; with ``fresh=True`` ``argv`` itself, as a new program. At most
+    once; with ``script`` that file as ``python SCRIPT ARGV``, forked the
+    same way; with ``fresh=True`` ``argv`` itself, as a new program. At most
     ``max_running`` run at once, in ``env`` (default: this process's
     environment as the runner starts). `wait` returns their results as
     `subprocess.run` does (stdin from ``/dev/null``, text output); `run`
@@ -96,12 +97,26 @@ class CommandRunner:
         self._done: dict[str, Done] = {}
 
     def submit(
-        self, name: str, argv: Sequence[str], cwd: Path, *, fresh: bool = False, priority: int = 0
+        self,
+        name: str,
+        argv: Sequence[str],
+        cwd: Path,
+        *,
+        fresh: bool = False,
+        priority: int = 0,
+        script: Path | None = None,
     ) -> None:
-        """Queue one command; ``argv`` are hyp2onnx's arguments, or a whole program's if ``fresh``.
+        """Queue one command; ``argv`` are hyp2onnx's arguments, a ``script``'s (run forked as
+        ``python SCRIPT ARGV``), or a whole program's if ``fresh``.
         Of the commands waiting, those of highest ``priority`` start first."""
         assert name not in self._jobs, name
-        self._jobs[name] = [*CLI, *argv] if not fresh else list(argv)
+        assert not (fresh and script), "a fresh program names its script in argv"
+        if fresh:
+            self._jobs[name] = list(argv)
+        elif script is not None:
+            self._jobs[name] = [sys.executable, str(script), *argv]
+        else:
+            self._jobs[name] = [*CLI, *argv]
         job = {
             "name": name,
             "argv": list(argv),
@@ -110,6 +125,7 @@ class CommandRunner:
             "stderr": str(self._streams / f"{name}.stderr"),
             "fresh": fresh,
             "priority": priority,
+            "script": None if script is None else str(script),
         }
         assert self._process.stdin is not None
         self._process.stdin.write(json.dumps(job) + "\n")
@@ -120,11 +136,16 @@ class CommandRunner:
         """Every command submitted, in order."""
         return list(self._jobs)
 
-    def run(self, argv: Sequence[str], cwd: Path) -> Done:
-        """``python -m hyp2onnx.cli ARGV`` in ``cwd``, forked, once it has ended."""
+    def run(self, argv: Sequence[str], cwd: Path, *, script: Path | None = None) -> Done:
+        """``python -m hyp2onnx.cli ARGV`` (or ``python SCRIPT ARGV``) in ``cwd``, forked, once
+        it has ended."""
         name = f"command{len(self._jobs)}"
-        self.submit(name, argv, cwd)
+        self.submit(name, argv, cwd, script=script)
         return self.wait([name])[name]
+
+    def result(self, name: str) -> Done | None:
+        """The result of the command ``name`` if it has ended and been read, else None."""
+        return self._done.get(name)
 
     def wait(self, names: Sequence[str]) -> dict[str, Done]:
         """The results of the commands ``names``, once each has ended."""

@@ -5,7 +5,7 @@ already imported the libraries they load.
 jobs from stdin, one JSON object a line::
 
     {"name": ..., "argv": [...], "cwd": ..., "stdout": FILE, "stderr": FILE, "fresh": false,
-     "priority": 0}
+     "priority": 0, "script": null}
 
 and writes one line ``{"name": ..., "returncode": ..., "timed_out": ...}`` on
 stdout as each job ends, at most MAX_RUNNING running at once: the waiting
@@ -19,13 +19,15 @@ writes stdout and stderr to the two files, and runs the package's
 folder); it then ends as the interpreter does: the status ``SystemExit``
 carries, or 1 after printing the traceback of any other exception, once
 threads that are not daemons have ended, exit handlers have run and the
-streams are flushed. A job with ``"fresh": true`` runs
+streams are flushed. With a ``"script"`` path the child runs that file
+instead, as ``python SCRIPT ARGV`` does (``sys.argv[0]`` the script,
+``sys.path[0]`` its folder). A job with ``"fresh": true`` runs
 ``argv`` as a new program (a subprocess, as `subprocess.run` starts it).
 
-Why: a fresh interpreter spends most of a short command importing
-scikit-learn, XGBoost, LightGBM and skops; a forked child starts with
-them imported and is still a process of its own (its own exit status,
-streams, signals and crashes). This process only imports: it runs no
+Why: a fresh interpreter spends most of a short command (and several seconds
+of a script's quick mode) importing scikit-learn, XGBoost, LightGBM and skops;
+a forked child starts with them imported and is still a process of its own
+(its own exit status, streams, signals and crashes). This process only imports: it runs no
 command, creates no onnxruntime session (onnxruntime is left out of the
 modules for that reason: importing it starts a thread) and starts no
 OpenMP work, so every child starts from the state a fresh interpreter
@@ -84,16 +86,24 @@ def _exit_status(code: object) -> int:
     return 1
 
 
-def _run_module_as_main(job: dict[str, Any], close: list[int]) -> int:
-    """In the forked child: ``python -m hyp2onnx.cli ARGV`` from here on; its exit status."""
+def _run_as_main(job: dict[str, Any], close: list[int]) -> int:
+    """In the forked child: ``python -m hyp2onnx.cli ARGV`` (or ``python SCRIPT ARGV``) from
+    here on; its exit status."""
     for fd in close:
         os.close(fd)
     os.chdir(job["cwd"])
     _redirect(job)
-    sys.argv = ["-m", *job["argv"]]  # runpy puts the script's path in sys.argv[0]
-    sys.path[sys.path.index(_HERE)] = os.getcwd()  # as -m does, in place of this script's folder
+    script = job.get("script")
     try:
-        runpy.run_module(_PACKAGE, run_name="__main__", alter_sys=True)
+        if script is None:
+            sys.argv = ["-m", *job["argv"]]  # runpy puts the script's path in sys.argv[0]
+            sys.path[sys.path.index(_HERE)] = os.getcwd()  # as -m does, for this script's folder
+            runpy.run_module(_PACKAGE, run_name="__main__", alter_sys=True)
+        else:
+            script = os.path.abspath(script)
+            sys.argv = [script, *job["argv"]]
+            sys.path[sys.path.index(_HERE)] = os.path.dirname(script)  # as python SCRIPT does
+            runpy.run_path(script, run_name="__main__")
         status = 0
     except SystemExit as exc:
         status = _exit_status(exc.code)
@@ -131,7 +141,7 @@ def _start(job: dict[str, Any], close: list[int]) -> Any:
     if pid == 0:
         status = 1
         try:
-            status = _run_module_as_main(job, close)
+            status = _run_as_main(job, close)
         finally:
             os._exit(status)
     return pid

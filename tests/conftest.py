@@ -132,3 +132,13 @@ def spark(_spark_builder):
     """A ``local[2]`` Spark session whose executors run this interpreter: the worker's live
     one, or a new one if none is live."""
     return _spark_builder.getOrCreate()
+
+
+@pytest.fixture(scope="module")
+def script_runner(tmp_path_factory):
+    """Runs the quick-mode scripts of a module, each in a process forked from one interpreter
+    that imported what they import (`_quick.scripts`)."""
+    from _quick import scripts
+
+    with scripts(tmp_path_factory.mktemp("script_streams")) as runner:
+        yield runner

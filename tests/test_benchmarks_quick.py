@@ -14,6 +14,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from _cli import CommandRunner
 from _quick import NEEDS_HYPERDT, check_quick_mode
 
 NEEDS_LLEAVES = pytest.mark.skipif(
@@ -40,5 +41,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("script", "markdown", "figure"), CASES)
-def test_quick_mode_runs(tmp_path: Path, script: str, markdown: str, figure: str | None) -> None:
-    assert check_quick_mode(tmp_path, script, markdown, figure).startswith("# ")
+def test_quick_mode_runs(
+    script_runner: CommandRunner, tmp_path: Path, script: str, markdown: str, figure: str | None
+) -> None:
+    assert check_quick_mode(script_runner, tmp_path, script, markdown, figure).startswith("# ")

@@ -16,7 +16,6 @@ import importlib.util
 import json
 import shutil
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -63,16 +62,28 @@ def node() -> str:
     return node
 
 
+#: The graphs the scripts run, one test each: a forest classifier (float32) and regressor
+#: (float64) in every encoding, and the classifier's exact graph as an ``.ort`` file.
+CASES = [
+    *(
+        f"{tag}/{encoding}"
+        for tag in ("clf", "reg")
+        for encoding in ("exact", "compat", "standard")
+    ),
+    "clf/exact .ort",
+]
+
+
 @pytest.fixture(scope="module")
-def cases(tmp_path_factory) -> list[tuple[str, Path, Path, object, str]]:
-    """(name, graph file, data file, model, dtype) for every graph the scripts run."""
+def cases(tmp_path_factory) -> dict[str, tuple[Path, Path, object, str]]:
+    """Each case's (graph file, data file, model, dtype), by name (`CASES`)."""
     work = tmp_path_factory.mktemp("js")
     X, k = points(500, 3, seed=51)
     clf = h.HyperbolicRandomForestClassifier(n_estimators=6, max_depth=6, random_state=0)
     reg = h.HyperbolicRandomForestRegressor(n_estimators=4, max_depth=6, random_state=0)
     clf.fit(X, labels(k, 3))
     reg.fit(X, targets(k))
-    out = []
+    out = {}
     for model, dtype, tag in ((clf, "float32", "clf"), (reg, "float64", "reg")):
         # > 1024 rows, so that the row-block Loop runs, with every threshold's neighbours
         rows = np.concatenate(
@@ -87,9 +98,10 @@ def cases(tmp_path_factory) -> list[tuple[str, Path, Path, object, str]]:
         for encoding in ("exact", "compat", "standard"):
             graph = work / f"{tag}_{encoding}.onnx"
             h.save_onnx(model, graph, encoding=encoding, dtype=dtype)
-            out.append((f"{tag}/{encoding}", graph, data, model, dtype))
+            out[f"{tag}/{encoding}"] = (graph, data, model, dtype)
     ort_path, _ = edge.to_ort(work / "clf_exact.onnx", work / "clf_exact.ort")
-    out.append(("clf/exact .ort", ort_path, work / "clf.npy", clf, "float32"))
+    out["clf/exact .ort"] = (ort_path, work / "clf.npy", clf, "float32")
+    assert list(out) == CASES
     return out
 
 
@@ -105,29 +117,22 @@ def _run(node: str, script: str, graph: Path, data: Path) -> dict[str, list]:
     return json.loads(done.stdout)
 
 
+@pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("script", ["predict-node.js", "predict-web.js"])
-def test_js_predictions_match_python(node, cases, script):
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda c: _run(node, script, c[1], c[2]), cases))
-    for (name, graph, data, model, _dtype), got in zip(cases, results, strict=True):
-        X = np.load(data)
-        onnx_file = graph.with_suffix(".onnx")
-        atol = default_tolerance(read_metadata(onnx_file))
-        if hasattr(model, "predict_proba"):
-            assert set(got) == {"label", "probabilities"}, name
-            np.testing.assert_array_equal(got["label"], model.predict(X), err_msg=name)
-            np.testing.assert_allclose(
-                got["probabilities"], model.predict_proba(X), rtol=0, atol=atol, err_msg=name
-            )
-        else:
-            assert set(got) == {"variable"}, name
-            np.testing.assert_allclose(
-                np.asarray(got["variable"])[:, 0],
-                model.predict(X),
-                rtol=0,
-                atol=atol,
-                err_msg=name,
-            )
+def test_js_predictions_match_python(node, cases, script, case):
+    graph, data, model, _dtype = cases[case]
+    got = _run(node, script, graph, data)
+    X = np.load(data)
+    atol = default_tolerance(read_metadata(graph.with_suffix(".onnx")))
+    if hasattr(model, "predict_proba"):
+        assert set(got) == {"label", "probabilities"}
+        np.testing.assert_array_equal(got["label"], model.predict(X))
+        np.testing.assert_allclose(got["probabilities"], model.predict_proba(X), rtol=0, atol=atol)
+    else:
+        assert set(got) == {"variable"}
+        np.testing.assert_allclose(
+            np.asarray(got["variable"])[:, 0], model.predict(X), rtol=0, atol=atol
+        )
 
 
 def test_js_usage_error(node):

@@ -12,6 +12,8 @@ short.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from _data import labels, points, targets
@@ -123,6 +125,29 @@ def _tree_depths(ensemble):
     return layout.tree_depth
 
 
+@functools.cache
+def _depth_case(name: str) -> tuple[object, np.ndarray, dict[str, dict[str, np.ndarray]]]:
+    """A `_mixed_depth_models` model fitted once, the rows it is scored on (every threshold
+    and its neighbours, and far points) and its exact graph's outputs for each dtype:
+    both plans of `test_depth_groups_equal_exact` share them, as a plan changes only
+    the standard graph."""
+    X, k = points(3000 if name == "lgbm_8_classes" else 1500, 4, seed=35)
+    model = _mixed_depth_models()[name]()
+    model.fit(X, targets(k) if "regressor" in name else labels(k, 8))
+    X_all = np.concatenate(
+        [
+            X,
+            geometry.from_klein(adversarial_klein(model, k, steps=1), "hyperboloid"),
+            points(100, 4, seed=36, max_radius=12.0)[0],
+        ]
+    )
+    want = {
+        dtype: run_onnx(to_onnx(model, encoding="exact", dtype=dtype), X_all, threads=1)
+        for dtype in ("float32", "float64")
+    }
+    return model, X_all, want
+
+
 @pytest.mark.parametrize("plan", ["planned", "finest"])
 @pytest.mark.parametrize("name", list(_mixed_depth_models()))
 def test_depth_groups_equal_exact(name, plan, monkeypatch):
@@ -132,9 +157,7 @@ def test_depth_groups_equal_exact(name, plan, monkeypatch):
     ``finest``: as many groups as allowed, the perfect layout up to the median depth
     and pointers below it, so that both walks and the reordering are exercised.
     """
-    X, k = points(3000 if name == "lgbm_8_classes" else 1500, 4, seed=35)
-    model = _mixed_depth_models()[name]()
-    model.fit(X, targets(k) if "regressor" in name else labels(k, 8))
+    model, X_all, want = _depth_case(name)
     ensemble = model.to_ir().ensemble
     depths = _tree_depths(ensemble)
     if plan == "finest":
@@ -146,21 +169,12 @@ def test_depth_groups_equal_exact(name, plan, monkeypatch):
         assert {g.strategy for g in groups} == {"perfect", "pointer"}
     elif name == "lgbm_8_classes":  # a few deep trees are walked apart from the others
         assert [g.strategy for g in groups] == ["perfect", "pointer"]
-    X_all = np.concatenate(
-        [
-            X,
-            geometry.from_klein(adversarial_klein(model, k, steps=1), "hyperboloid"),
-            points(100, 4, seed=36, max_radius=12.0)[0],
-        ]
-    )
     for dtype in ("float32", "float64"):
         onx = to_onnx(model, encoding="standard", dtype=dtype)
-        exact = to_onnx(model, encoding="exact", dtype=dtype)
-        want = run_onnx(exact, X_all, threads=1)
         for threads in (1, 2):
             got = run_onnx(onx, X_all, threads=threads)
-            for output in want:
-                np.testing.assert_array_equal(got[output], want[output])
+            for output in want[dtype]:
+                np.testing.assert_array_equal(got[output], want[dtype][output])
 
 
 def test_plan_groups_cover_every_tree_in_order():
