@@ -116,19 +116,7 @@ def correct_trees(
     # Each tree routes its own rows; the thresholds of all trees are then placed
     # in one call (placement is per split, so this is `correct_tree` tree by tree).
     nodes = Nodes.of(trees)
-    largest_left = np.empty(nodes.feature.shape[0])
-    smallest_right = np.empty(nodes.feature.shape[0])
-    # On a terminal, a bar counts a forest's trees (its correction runs for minutes on
-    # millions of rows); silent elsewhere, and for a lone tree.
-    counted = bar(
-        len(trees), "correcting thresholds", unit="trees", unit_scale=False, show=len(trees) > 1
-    )
-    with counted as shown:
-        for tree, r, start, size in zip(trees, rows, nodes.starts, nodes.sizes, strict=True):
-            seen = X if r.size == X.shape[0] else X[r]
-            at = slice(start, start + size)
-            largest_left[at], smallest_right[at] = tree_neighbours(tree, seen, op)
-            shown.update()
+    largest_left, smallest_right = _routed_neighbours(trees, X, rows, nodes, op)
     fixed = None
     if not thresholds_only:
         fixed = np.concatenate(
@@ -149,6 +137,27 @@ def correct_trees(
         fixed=fixed,
     )
     return np.split(new, nodes.starts[1:]), report
+
+
+def _routed_neighbours(
+    trees: list[TreeArrays], X: np.ndarray, rows: list[np.ndarray], nodes: Nodes, op: Op
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every split's nearest training values either side (`tree_neighbours`), each tree
+    routing its own rows ``X[rows[i]]``, in `Nodes`' order. On a terminal a bar counts a
+    forest's trees (its correction runs for minutes on millions of rows); silent
+    elsewhere, and for a lone tree."""
+    largest_left = np.empty(nodes.feature.shape[0])
+    smallest_right = np.empty(nodes.feature.shape[0])
+    counted = bar(
+        len(trees), "correcting thresholds", unit="trees", unit_scale=False, show=len(trees) > 1
+    )
+    with counted as shown:
+        for tree, r, start, size in zip(trees, rows, nodes.starts, nodes.sizes, strict=True):
+            seen = X if r.size == X.shape[0] else X[r]
+            at = slice(start, start + size)
+            largest_left[at], smallest_right[at] = tree_neighbours(tree, seen, op)
+            shown.update()
+    return largest_left, smallest_right
 
 
 def _searched(trees: list[TreeArrays]) -> bool:
