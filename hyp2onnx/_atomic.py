@@ -179,29 +179,35 @@ def atomic_write(
         with os.fdopen(fd, mode, newline=newline) as f:
             yield f
         _recheck(out)
-        try:
-            if overwrite:
-                os.replace(tmp, target)
-                return
-            try:
-                os.link(tmp, target)
-            except FileExistsError:
-                raise FileExistsError(
-                    f"{out.path} appeared while writing; not overwritten"
-                ) from None
-            except OSError:  # a file system without hard links
-                if os.path.lexists(target):
-                    raise FileExistsError(
-                        f"{out.path} appeared while writing; not overwritten"
-                    ) from None
-                os.replace(tmp, target)
-        except FileExistsError:
-            raise
-        except OSError as exc:
-            raise _named(exc, out.path, "cannot be replaced") from None
+        _move_into_place(tmp, out, overwrite=overwrite)
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
+
+
+def _move_into_place(tmp: Path, out: OutputTarget, *, overwrite: bool) -> None:
+    """Rename the written temporary file to ``out``'s target: a replace, or without
+    ``overwrite`` a hard link that fails if the name appeared meanwhile (a replace after
+    checking, on a file system without hard links)."""
+    target = out.target
+    try:
+        if overwrite:
+            os.replace(tmp, target)
+            return
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            raise FileExistsError(f"{out.path} appeared while writing; not overwritten") from None
+        except OSError:  # a file system without hard links
+            if os.path.lexists(target):
+                raise FileExistsError(
+                    f"{out.path} appeared while writing; not overwritten"
+                ) from None
+            os.replace(tmp, target)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise _named(exc, out.path, "cannot be replaced") from None
 
 
 def _recheck(out: OutputTarget) -> None:
