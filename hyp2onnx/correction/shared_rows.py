@@ -370,7 +370,7 @@ class _Ranks:
     u: int
     col: np.ndarray
     pos: np.ndarray
-    order: np.ndarray  #: [u, n]
+    order: np.ndarray  #: [u, n], int32 while row * u + c fits there
     sorted_values: np.ndarray  #: [u, n]
     rank: np.ndarray  #: [n, u] int32
     #: ``rank`` read in walking order (``rank[order[c][i]]`` for flat ``c * n + i``),
@@ -386,7 +386,10 @@ def _rank_features(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, op
     u = used.shape[0]
     col = np.full(feature.shape[0], -1, dtype=np.int64)
     col[internal] = column
-    order = np.empty((u, n), dtype=np.intp)
+    # Row numbers in 32 bits while every flat rank index ``row * u + c`` fits there:
+    # half the memory of the largest table the search keeps.
+    index = np.int32 if n * max(u, 1) < 1 << 31 else np.intp
+    order = np.empty((u, n), dtype=index)
     sorted_values = np.empty((u, n), dtype=X.dtype)  # as compared; widened when read
     for i, f in enumerate(used):
         column = np.ascontiguousarray(X[:, f])
