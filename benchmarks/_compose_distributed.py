@@ -187,6 +187,12 @@ def run_distributed(args, id_encoder) -> None:
                 ]
             )
             client.cancel(list(arrays.values()))
+    spark_rows = []
+    if getattr(args, "spark", False):
+        from _compose_spark import run_spark
+
+        for n in steps(sizes, "Spark", unit="sizes"):
+            spark_rows.append(run_spark(enc, graph, composed, n, block, rounds))
     headers = [
         "rows",
         "composed rows/s",
@@ -212,5 +218,24 @@ def run_distributed(args, id_encoder) -> None:
         + "`benchmarks/_compose_distributed.py` for what each system runs.\n\n"
         + md_table(headers, rows, "rrrrrrr")
         + "\n"
+        + _spark_section(headers, spark_rows, block, rounds)
     )
     write(output_dir(args) / "compose_distributed.md", text)
+
+
+def _spark_section(headers: list, rows: list, block: int, rounds: int) -> str:
+    """The Spark table of compose_distributed.md (empty without ``--spark``)."""
+    if not rows:
+        return ""
+    print(text_table(headers, rows))
+    return (
+        "\n## On Spark\n\n"
+        + "The same raw columns as Spark columns (`ids` long, `flag` boolean, `x_0` ... `x_7` "
+        + f"float) in a cached `local[2]` DataFrame, partitions of {block:,} rows; composed: "
+        + "`hyp2onnx.spark.predict` of the composed graph; in turn: the encoder in "
+        + "`mapInPandas`, then `hyp2onnx.spark.predict` of the forest's graph. Spark sums "
+        + f"the labels and probabilities; {rounds} round(s), alternating. Driver peak: this "
+        + "Python process (the JVM apart). See `benchmarks/_compose_spark.py`.\n\n"
+        + md_table(headers, rows, "rrrrrrr")
+        + "\n"
+    )

@@ -158,6 +158,11 @@ def main() -> None:
     parser.add_argument(
         "--rows", type=int, nargs="+", help="rows scored with --distributed [1000000]"
     )
+    parser.add_argument(
+        "--spark",
+        action="store_true",
+        help="with --distributed: score on a local[2] Spark session too",
+    )
     args = parser.parse_args()
     if args.distributed:
         from _compose_distributed import run_distributed
