@@ -130,10 +130,7 @@ class Hyperbolic:
                 f"{self.curvature!r} ({type(self.curvature).__name__}); pass e.g. curvature=-1.0."
             )
         curvature_radius(self.curvature)
-        object.__setattr__(self, "curvature", float(self.curvature))  # as exported
-        _check_index(self.timelike_dim, "Hyperbolic(timelike_dim=...)")
-        if self.dims is not None:
-            _check_column(self.timelike_dim, self.n_columns, "Hyperbolic(timelike_dim=...)")
+        _curved(self, "timelike_dim")
 
     @property
     def n_columns(self) -> int:
@@ -155,10 +152,7 @@ class Spherical:
     def __post_init__(self) -> None:
         _check_dims(self.dims, "Spherical")
         sphere_radius(self.curvature)
-        object.__setattr__(self, "curvature", float(self.curvature))  # as exported
-        _check_index(self.base_dim, "Spherical(base_dim=...)")
-        if self.dims is not None:
-            _check_column(self.base_dim, self.n_columns, "Spherical(base_dim=...)")
+        _curved(self, "base_dim")
 
     @property
     def n_columns(self) -> int:
@@ -166,13 +160,13 @@ class Spherical:
 
 
 @dataclass(frozen=True)
-class Euclidean:
-    """``dims`` plain numeric columns."""
+class _Columns:
+    """``dims`` columns taken as they are, one feature each (no coordinates to map)."""
 
     dims: int | None = None
 
     def __post_init__(self) -> None:
-        _check_dims(self.dims, "Euclidean")
+        _check_dims(self.dims, type(self).__name__)
 
     @property
     def n_columns(self) -> int:
@@ -180,17 +174,13 @@ class Euclidean:
 
 
 @dataclass(frozen=True)
-class Categorical:
+class Euclidean(_Columns):
+    """``dims`` plain numeric columns."""
+
+
+@dataclass(frozen=True)
+class Categorical(_Columns):
     """``dims`` categorical columns holding integer codes ``0 .. 2**31 - 1``."""
-
-    dims: int | None = None
-
-    def __post_init__(self) -> None:
-        _check_dims(self.dims, "Categorical")
-
-    @property
-    def n_columns(self) -> int:
-        return _width(self, 0)
 
 
 Block = Hyperbolic | Spherical | Euclidean | Categorical
@@ -207,6 +197,17 @@ _MIDPOINT = {
     Euclidean: "arithmetic",
     Categorical: "keep",
 }
+
+
+def _curved(block: Any, base: str) -> None:
+    """The checks a curved block (hyperbolic, spherical) ends with, its curvature already
+    checked: the curvature stored as a float (as exported), and the column named by
+    its field ``base`` an index (that lies within the block, once ``dims`` is known)."""
+    object.__setattr__(block, "curvature", float(block.curvature))
+    index, what = getattr(block, base), f"{type(block).__name__}({base}=...)"
+    _check_index(index, what)
+    if block.dims is not None:
+        _check_column(index, block.n_columns, what)
 
 
 def _check_index(index: Any, what: str) -> None:

@@ -47,6 +47,37 @@ def cli(*args: str | Path) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def cli_process(*args: str | Path, cwd: Path | None = None) -> Done:
+    """``python -m hyp2onnx.cli ARGS`` in a process of its own, in ``cwd`` (stdin from
+    ``/dev/null``, text output, at most 300 s): for what only a process shows (an exit
+    status rather than a signal, a crash)."""
+    return subprocess.run(
+        [*CLI, *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def convert_and_verify(model: Path, graph: Path, data: Path) -> str:
+    """``convert MODEL -o GRAPH --check DATA``, then ``verify MODEL GRAPH --data DATA``,
+    in-process: both exit 0; verify's report."""
+    code, out, err = cli("convert", model, "-o", graph, "--check", data)
+    assert code == 0, out + err
+    code, out, err = cli("verify", model, graph, "--data", data)
+    assert code == 0, out + err
+    return out
+
+
+def predicted_lines(graph: Path, data: Path, table: Path) -> list[str]:
+    """``predict GRAPH DATA -o TABLE``, in-process: exit 0; the CSV's lines (header first)."""
+    code, out, err = cli("predict", graph, data, "-o", table)
+    assert code == 0, out + err
+    return table.read_text().splitlines()
+
+
 def assert_usage_error(code: int, err: str, *, match: str | None = None) -> None:
     """Exit 2, explained in one ``error:`` line (and at most one ``fix:`` line), no traceback."""
     assert code == 2, err

@@ -1,5 +1,5 @@
 """Small generators of valid hyperbolic test data, shared by the test modules
-(and `all_nodes`, to look inside exported graphs).
+(and `all_nodes`, to look inside exported graphs; `assert_graph_answers_as_model`).
 
 Points are drawn in unit-ball Klein coordinates (what the trees see) and
 mapped to the requested model with `hyp2onnx.geometry.from_klein`, so
@@ -94,3 +94,58 @@ def isometric_copy(X: np.ndarray, G: np.ndarray) -> np.ndarray:
     Y = X @ G.T
     Y[:, 0] = np.sqrt(1.0 + np.einsum("ij,ij->i", Y[:, 1:], Y[:, 1:]))
     return Y
+
+
+def assert_graph_answers_as_model(model, graph, X: np.ndarray) -> tuple[dict, np.ndarray]:
+    """``graph``'s outputs on ``X`` equal ``model``'s ``predict`` (and ``predict_proba``)
+    bit for bit, ``X`` cast to the graph's input dtype for both; the outputs and the
+    rows as cast."""
+    from hyp2onnx.verification import run_onnx
+
+    got = run_onnx(graph, X)
+    float32 = graph.graph.input[0].type.tensor_type.elem_type == 1
+    Xt = X.astype(np.float32 if float32 else np.float64)
+    if "label" in got:
+        np.testing.assert_array_equal(got["label"], model.predict(Xt))
+        np.testing.assert_array_equal(got["probabilities"], model.predict_proba(Xt))
+    else:
+        np.testing.assert_array_equal(got["variable"][:, 0], model.predict(Xt))
+    return got, Xt
+
+
+def coded_model(
+    X: np.ndarray,
+    k: np.ndarray,
+    codes: list[int],
+    flipped: int,
+    rng: np.random.Generator,
+    *,
+    seed: int,
+    learner: str = "lightgbm",
+    n_estimators: int = 5,
+):
+    """A binary classifier on two hyperbolic columns ``X`` (Klein ``k``) and one
+    categorical column of ``codes`` drawn by ``rng``: ``labels(k, 2, seed=seed)``,
+    flipped where the code is ``flipped``. ``learner="lightgbm"`` splits on sets of
+    codes; any other, a scikit-learn tree, splits them as numbers. The fitted model
+    and its rows."""
+    import hyp2onnx as h
+    from hyp2onnx.blocks import Categorical, Hyperbolic
+
+    c = rng.choice(np.array(codes, dtype=np.float64), size=len(X))
+    y = labels(k, 2, seed=seed) ^ (c == flipped)
+    blocks = [Hyperbolic(2), Categorical(1)]
+    if learner == "lightgbm":
+        model = h.HyperbolicLGBMClassifier(
+            n_estimators=n_estimators,
+            num_leaves=4,
+            verbose=-1,
+            min_data_per_group=5,
+            cat_smooth=1.0,
+            n_jobs=1,
+            input_blocks=blocks,
+        )
+    else:
+        model = h.HyperbolicDecisionTreeClassifier(max_depth=4, random_state=0, input_blocks=blocks)
+    rows = np.column_stack([X, c])
+    return model.fit(rows, y), rows

@@ -15,8 +15,8 @@ import numpy as np
 from hyp2onnx.correction.midpoints import (
     CorrectionReport,
     Midpoint,
+    Placement,
     Placer,
-    placed_with_report,
 )
 from hyp2onnx.correction.shared_rows import correct_shared_rows, shared_rows
 from hyp2onnx.correction.tree_space import TreeSpace
@@ -131,17 +131,12 @@ def old_correct_trees(
     for tree, r in zip(trees, rows, strict=True):
         seen = X if r.size == X.shape[0] else X[r]
         largest_left, smallest_right = old_tree_neighbours(tree, seen, op)
-        thresholds, tree_report = placed_with_report(
-            tree.feature,
-            tree.threshold,
-            largest_left,
-            smallest_right,
-            op=op,
-            threshold_dtype=threshold_dtype,
-            midpoint=midpoint,
-            place=place,
-            fixed=None if tree.categories is None else tree.categories.member,
+        placement = Placement(op, threshold_dtype, midpoint, place)
+        fixed = None if tree.categories is None else tree.categories.member
+        placed = placement.thresholds(
+            tree.feature, tree.threshold, largest_left, smallest_right, fixed
         )
+        thresholds, tree_report = placed[0], CorrectionReport.of(tree.threshold, *placed)
         out.append(thresholds)
         report = report + tree_report
     return out, report

@@ -1,4 +1,5 @@
-"""Fixtures the Dask and Spark test modules share, and how the suite's workers share the files.
+"""Fixtures the test modules share (a Dask cluster, a Spark session, runners of the quick
+scripts and of the docs pages' commands), and how the suite's workers share the files.
 
 Scheduling (``--dist loadfile --no-loadscope-reorder``, pyproject.toml):
 a test file runs on one worker, so its module fixtures are built once; the
@@ -142,3 +143,14 @@ def script_runner(tmp_path_factory):
 
     with scripts(tmp_path_factory.mktemp("script_streams")) as runner:
         yield runner
+
+
+@pytest.fixture(scope="module")
+def page_runner(tmp_path_factory):
+    """The docs pages' hyp2onnx commands of a module, forked from one interpreter that
+    imported what they load (`_docs.command_runner`)."""
+    from _docs import command_runner
+
+    with command_runner(tmp_path_factory.mktemp("commands")) as started:
+        yield started
+        started.finish()

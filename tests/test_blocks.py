@@ -114,8 +114,11 @@ def _adversarial(model, F: np.ndarray) -> np.ndarray:
     return A[inside]
 
 
+#: LightGBM's settings for these small categorical data: quiet, one thread, small groups.
+QUIET = {"verbose": -1, "min_data_per_group": 5, "cat_smooth": 1.0, "n_jobs": 1}
+
+
 def _models():
-    quiet = {"verbose": -1, "min_data_per_group": 5, "cat_smooth": 1.0, "n_jobs": 1}
     return {
         "tree_clf": (h.HyperbolicDecisionTreeClassifier(max_depth=6, random_state=0), "clf"),
         "forest_reg": (
@@ -127,8 +130,8 @@ def _models():
             "clf",
         ),
         "xgb_reg": (h.HyperbolicXGBRegressor(n_estimators=6, max_depth=3, n_jobs=1), "reg"),
-        "lgbm_clf": (h.HyperbolicLGBMClassifier(n_estimators=6, num_leaves=8, **quiet), "clf"),
-        "lgbm_reg": (h.HyperbolicLGBMRegressor(n_estimators=6, num_leaves=8, **quiet), "reg"),
+        "lgbm_clf": (h.HyperbolicLGBMClassifier(n_estimators=6, num_leaves=8, **QUIET), "clf"),
+        "lgbm_reg": (h.HyperbolicLGBMRegressor(n_estimators=6, num_leaves=8, **QUIET), "reg"),
     }
 
 
@@ -176,14 +179,9 @@ def test_categorical_graph_matches_the_ensemble_on_odd_codes():
     """Negative, fractional, NaN and too-large codes go right in the graph, as in the IR."""
     F = _features(300, seed=4)
     X = _block_rows(F, BLOCKS, exact=False)
-    model = h.HyperbolicLGBMClassifier(
-        n_estimators=5,
-        verbose=-1,
-        min_data_per_group=5,
-        cat_smooth=1.0,
-        n_jobs=1,
-        input_blocks=BLOCKS,
-    ).fit(X, _targets(F, "clf"))
+    model = h.HyperbolicLGBMClassifier(n_estimators=5, input_blocks=BLOCKS, **QUIET).fit(
+        X, _targets(F, "clf")
+    )
     odd = np.repeat(X[:1], 8, axis=0)
     odd[:, -1] = [-1.0, -0.0, 0.5, np.nan, N_CODES + 5, 2**31, 1e30, np.inf]
     with pytest.raises(InvalidPointError, match="categorical codes"):

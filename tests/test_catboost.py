@@ -13,7 +13,6 @@ import ctypes
 import json
 import pickle
 import struct
-import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from _cli import CLI, assert_usage_error, cli
+from _cli import assert_usage_error, cli, cli_process
 from catboost import CatBoostClassifier, CatBoostRegressor
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -320,14 +319,7 @@ def test_a_cbm_file_that_crashes_catboost_is_one_error(tmp_path: Path) -> None:
     blob = bytearray((tmp_path / "model.cbm").read_bytes())
     blob[9407] ^= 0xFF
     (tmp_path / "bad.cbm").write_bytes(bytes(blob))
-    done = subprocess.run(
-        [*CLI, "convert", "bad.cbm", "--geometry", "hyperboloid"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
+    done = cli_process("convert", "bad.cbm", "--geometry", "hyperboloid", cwd=tmp_path)
     assert_usage_error(done.returncode, done.stderr, match="bad.cbm: ")
     assert "damaged" in done.stderr, done.stderr
     assert not (tmp_path / "bad.onnx").exists()
@@ -346,14 +338,7 @@ def test_a_pickle_naming_catboost_that_crashes_is_one_error(tmp_path: Path) -> N
     crash ends the child, and the command says the file is damaged (exit 2, not 139)."""
     with (tmp_path / "crash.pkl").open("wb") as f:
         pickle.dump({"catboost": _CrashOnLoad()}, f)
-    done = subprocess.run(
-        [*CLI, "convert", "crash.pkl"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
+    done = cli_process("convert", "crash.pkl", cwd=tmp_path)
     assert_usage_error(done.returncode, done.stderr, match="crash.pkl: damaged pickle/joblib file")
     assert "crashed (SIGSEGV)" in done.stderr
     assert not list(tmp_path.glob("*.onnx")) and not list(tmp_path.glob(".*"))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _cli import assert_usage_error, cli
+from _cli import assert_usage_error, cli, convert_and_verify
 
 import hyp2onnx as h
 from hyp2onnx.datasets import make_wrapped_normal_mixture
@@ -51,19 +51,8 @@ def test_skops_file_converts_checks_and_verifies(name: str, tmp_path: Path) -> N
     sio.dump(model, tmp_path / "model.skops")
     np.save(tmp_path / "X.npy", X)
 
-    code, out, err = cli(
-        "convert",
-        tmp_path / "model.skops",
-        "-o",
-        tmp_path / "m.onnx",
-        "--check",
-        tmp_path / "X.npy",
-    )
-    assert code == 0, out + err
-    code, out, err = cli(
-        "verify", tmp_path / "model.skops", tmp_path / "m.onnx", "--data", tmp_path / "X.npy"
-    )
-    assert code == 0 and out.startswith("OK"), out + err
+    out = convert_and_verify(tmp_path / "model.skops", tmp_path / "m.onnx", tmp_path / "X.npy")
+    assert out.startswith("OK"), out
     if name == "isolation":  # the scores' tolerance is their own bound, not atol's 0
         assert f"(tolerance {ANOMALY_SCORE_ATOL:.3g})" in out.split("scores")[-1], out
 

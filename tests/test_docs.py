@@ -39,7 +39,6 @@ from _docs import (
     ROOT,
     SLOW_PAGES,
     blocks,
-    command_runner,
     env,
     headings,
     page_id,
@@ -137,17 +136,9 @@ def test_every_reference_of_the_source_names_an_object_of_the_site(site):
     assert not roles, f"Sphinx roles (write [name][hyp2onnx.path] or `name`): {roles}"
 
 
-@pytest.fixture(scope="module")
-def runner(tmp_path_factory):
-    """The module's hyp2onnx commands, forked from one interpreter that imported what they load."""
-    with command_runner(tmp_path_factory.mktemp("commands")) as started:
-        yield started
-        started.finish()
-
-
 @pytest.mark.parametrize("page", pages_for(__file__), ids=page_id)
-def test_every_block_of_the_page_runs(page, tmp_path, monkeypatch, runner):
-    run_page(page, tmp_path, monkeypatch, runner)
+def test_every_block_of_the_page_runs(page, tmp_path, monkeypatch, page_runner):
+    run_page(page, tmp_path, monkeypatch, page_runner)
 
 
 def test_every_page_is_run_by_one_file():

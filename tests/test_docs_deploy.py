@@ -4,19 +4,11 @@ so that the suite's workers share the load (see _docs.py; test_docs.py runs the 
 from __future__ import annotations
 
 import pytest
-from _docs import command_runner, page_id, pages_for, run_page
-
-
-@pytest.fixture(scope="module")
-def runner(tmp_path_factory):
-    """The module's hyp2onnx commands, forked from one interpreter that imported what they load."""
-    with command_runner(tmp_path_factory.mktemp("commands")) as started:
-        yield started
-        started.finish()
+from _docs import page_id, pages_for, run_page
 
 
 @pytest.mark.parametrize("page", pages_for(__file__), ids=page_id)
-def test_every_block_of_the_page_runs(page, tmp_path, monkeypatch, runner):
+def test_every_block_of_the_page_runs(page, tmp_path, monkeypatch, page_runner):
     assert (
-        run_page(page, tmp_path, monkeypatch, runner) > 0
+        run_page(page, tmp_path, monkeypatch, page_runner) > 0
     )  # a page in this list has blocks to run

@@ -16,7 +16,7 @@ import _oracle as oracle
 import numpy as np
 import onnx
 import pytest
-from _data import all_nodes, labels, points, targets
+from _data import all_nodes, assert_graph_answers_as_model, labels, points, targets
 from sklearn.ensemble import ExtraTreesClassifier, RandomForestRegressor
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
@@ -76,16 +76,6 @@ def _fit(est, kind, X, k, *, n_classes=3, seed=0):
     return est.fit(X, y)
 
 
-def _assert_exact(model, onx, X):
-    got = run_onnx(onx, X)
-    Xt = X.astype(np.float32 if onx.graph.input[0].type.tensor_type.elem_type == 1 else np.float64)
-    if "label" in got:
-        np.testing.assert_array_equal(got["label"], model.predict(Xt))
-        np.testing.assert_array_equal(got["probabilities"], model.predict_proba(Xt))
-    else:
-        np.testing.assert_array_equal(got["variable"][:, 0], model.predict(Xt))
-
-
 @pytest.mark.parametrize("geometry_name", GEOMETRIES)
 @pytest.mark.parametrize("name", list(_estimators()))
 def test_exact_parity_random_and_adversarial(name, geometry_name):
@@ -101,7 +91,7 @@ def test_exact_parity_random_and_adversarial(name, geometry_name):
     X_all = np.concatenate([X, X_adv, X_far])
     for dtype in ("float32", "float64"):
         onx = to_onnx(model, dtype=dtype, encoding="exact")  # values bit for bit
-        _assert_exact(model, onx, X_all)
+        assert_graph_answers_as_model(model, onx, X_all)
         # verify runs the model on the data as held: the float32 graph's user holds float32.
         assert h.verify(model, onx, X_all.astype(dtype)).ok
         # The default graph: the same labels, values within its recorded bound.
@@ -126,7 +116,7 @@ def test_adversarial_rows_reach_every_split_at_its_threshold(geometry_name):
             np.testing.assert_array_equal(model.to_klein(X_adv.astype(dtype)), probes.k)
         else:  # within a few float steps of them
             np.testing.assert_allclose(model.to_klein(X_adv), probes.k, rtol=0, atol=1e-15)
-        _assert_exact(model, to_onnx(model, dtype=dtype), X_adv)
+        assert_graph_answers_as_model(model, to_onnx(model, dtype=dtype), X_adv)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -145,7 +135,7 @@ def test_exact_vote_ties_keep_labels(encoding, dtype):
     assert np.sum(tied) > 50  # the test needs ties to mean anything
     onx = to_onnx(model, encoding=encoding, dtype=dtype)
     if encoding != "compat":
-        _assert_exact(model, onx, X_test)
+        assert_graph_answers_as_model(model, onx, X_test)
         return
     got = run_onnx(onx, X_test)
     np.testing.assert_allclose(got["probabilities"], proba, rtol=0, atol=1e-7)
@@ -159,7 +149,7 @@ def test_timelike_dim_and_curvature(timelike_dim):
         n_estimators=3, max_depth=5, curvature=-0.3, timelike_dim=timelike_dim, random_state=0
     ).fit(X, targets(k))
     for dtype in ("float32", "float64"):
-        _assert_exact(model, to_onnx(model, dtype=dtype), X)
+        assert_graph_answers_as_model(model, to_onnx(model, dtype=dtype), X)
 
 
 @pytest.mark.parametrize("name", ["forest_clf", "forest_reg", "tree_clf"])
@@ -233,7 +223,7 @@ def test_export_is_deterministic_and_carries_metadata(tmp_path):
     os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's owner-only 0600
     _assert_default(model, onnx.load(path), X)
-    _assert_exact(model, to_onnx(model, encoding="exact"), X)
+    assert_graph_answers_as_model(model, to_onnx(model, encoding="exact"), X)
 
 
 def test_empty_batch_and_single_row():
@@ -242,14 +232,14 @@ def test_empty_batch_and_single_row():
     got = run_onnx(to_onnx(model), X[:0])
     assert got["label"].shape == (0,) and got["probabilities"].shape == (0, 3)
     _assert_default(model, to_onnx(model), X[:1])
-    _assert_exact(model, to_onnx(model, encoding="exact"), X[:1])
+    assert_graph_answers_as_model(model, to_onnx(model, encoding="exact"), X[:1])
 
 
 def test_large_batch_crosses_row_blocks():
     X, k = points(500, 3, seed=14)
     model = h.HyperbolicRandomForestClassifier(n_estimators=5, random_state=0).fit(X, labels(k))
     X_big, _ = points(5000, 3, seed=15)  # several blocks of CHUNK_ROWS and a partial one
-    _assert_exact(model, to_onnx(model, encoding="exact"), X_big)
+    assert_graph_answers_as_model(model, to_onnx(model, encoding="exact"), X_big)
     _assert_default(model, to_onnx(model), X_big)
 
 
@@ -282,7 +272,7 @@ def test_the_tree_operator_runs_inside_the_row_blocks(regressor, short_path, mon
     assert len(loops) == 2  # the operator's blocks, and the sums' blocks inside each
     for n in (1, 1024, 1025, 2100):  # one row, one full block, blocks and a partial one
         X_test, _ = points(n, 3, seed=18)
-        _assert_exact(model, onx, X_test)
+        assert_graph_answers_as_model(model, onx, X_test)
     assert all(v.shape[0] == 0 for v in run_onnx(onx, X[:0]).values())
 
 
@@ -328,7 +318,7 @@ def test_skl2onnx_converts_estimators_and_pipelines():
     X, k = points(400, 3, seed=18)
     model = h.HyperbolicRandomForestClassifier(n_estimators=4, random_state=0).fit(X, labels(k))
     onx = skl2onnx.to_onnx(model, X[:1].astype(np.float32), options={id(model): {"zipmap": False}})
-    _assert_exact(model, onx, X)
+    assert_graph_answers_as_model(model, onx, X)
     compat = skl2onnx.to_onnx(
         model,
         X[:1].astype(np.float32),

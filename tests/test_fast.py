@@ -165,6 +165,27 @@ def _near_tie_model(T: int = 100) -> tuple[h.HyperbolicLGBMClassifier, np.ndarra
     return model, k
 
 
+def _class_one_rounds(seed: int, big: float, small: float):
+    """A 100-round three-class LightGBM model (``klein_points(400, 3, seed=seed)``), its
+    description, and leaf values for it in which only class 1's trees add: ``big`` in the
+    first round, ``-big`` in the last, ``small`` in every other (``per_round``). Returns
+    ``k, described, value, per_round``; the description keeps the model's own values."""
+    k = klein_points(400, 3, seed=seed)
+    model = h.HyperbolicLGBMClassifier(
+        n_estimators=100, num_leaves=4, min_child_samples=2, verbose=-1, n_jobs=1, **KLEIN
+    ).fit(k, labels(k, 3))
+    described = describe(model)
+    e = described.ensemble
+    per_round = np.full(e.n_trees // 3, small)
+    per_round[0], per_round[-1] = big, -big
+    leaf = e.feature < 0
+    tree = tree_of_node(e)
+    value = np.zeros_like(e.value)
+    ones = leaf & (e.tree_target[tree] == 1)
+    value[ones, 1] = per_round[tree[ones] // 3]
+    return k, described, value, per_round
+
+
 def _with_leaf_values(described, per_tree: np.ndarray):
     e = described.ensemble
     leaf = e.feature < 0
@@ -243,20 +264,8 @@ def test_the_guard_of_labels_on_raw_scores_cannot_be_removed() -> None:
     scores. Three classes whose trees each feed one class (a LightGBM model's IR with
     CatBoost's rule): classes 0 and 2 score 0, class 1 the near-tie sum of
     ``_near_tie_model`` (exactly 0 in tree order, ``49 * 2**-53`` in two halves)."""
-    k = klein_points(400, 3, seed=48)
-    model = h.HyperbolicLGBMClassifier(
-        n_estimators=100, num_leaves=4, min_child_samples=2, verbose=-1, n_jobs=1, **KLEIN
-    ).fit(k, labels(k, 3))
-    described = describe(model)
+    k, described, value, _ = _class_one_rounds(48, 1.0, 2.0**-53)
     e = described.ensemble
-    rounds = e.n_trees // 3
-    per_round = np.full(rounds, 2.0**-53)
-    per_round[0], per_round[-1] = 1.0, -1.0
-    leaf = e.feature < 0
-    tree = tree_of_node(e)
-    value = np.zeros_like(e.value)
-    ones = leaf & (e.tree_target[tree] == 1)
-    value[ones, 1] = per_round[tree[ones] // 3]
     described = replace(described, ensemble=replace(e, value=value, label_rule="scores"))
 
     def labels_of(guard: bool, threads: int) -> np.ndarray:
@@ -277,21 +286,9 @@ def test_the_softmax_guard_cannot_be_removed() -> None:
     classes (label 0); about ``49 * 2**-41`` summed in two halves, far above ``NEAR_TIE``
     (the softmax alone would keep it) but within twice the bound: label 1 unless the guard
     rescores the row."""
-    k = klein_points(400, 3, seed=49)
-    model = h.HyperbolicLGBMClassifier(
-        n_estimators=100, num_leaves=4, min_child_samples=2, verbose=-1, n_jobs=1, **KLEIN
-    ).fit(k, labels(k, 3))
-    described = describe(model)
+    k, described, value, per_round = _class_one_rounds(49, 4096.0, 2.0**-41)
     e = described.ensemble
     assert (e.post_transform, e.label_rule) == ("softmax", "probabilities")
-    rounds = e.n_trees // 3
-    per_round = np.full(rounds, 2.0**-41)
-    per_round[0], per_round[-1] = 4096.0, -4096.0
-    leaf = e.feature < 0
-    tree = tree_of_node(e)
-    value = np.zeros_like(e.value)
-    ones = leaf & (e.tree_target[tree] == 1)
-    value[ones, 1] = per_round[tree[ones] // 3]
     described = replace(
         described, ensemble=replace(e, value=value, base_values=np.zeros_like(e.base_values))
     )

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from _cli import CLI, assert_usage_error, cli
+from _cli import CLI, assert_usage_error, cli, cli_process
 from _data import labels, points, targets
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.pipeline import Pipeline
@@ -376,38 +376,20 @@ def test_convert_check_is_relative_for_large_values(tmp_path):
     np.save(tmp_path / "X.npy", X)
     report = verify(model, to_onnx(model, encoding="compat"), X)
     assert report.ok and report.max_abs_diff["variable"] > 1e-5  # beyond the old absolute bound
-    code, stdout, err = cli(
-        "convert", tmp_path / "reg.pkl", "--encoding", "compat", "--check", tmp_path / "X.npy"
-    )
+    compat = [
+        "convert",
+        tmp_path / "reg.pkl",
+        "--encoding",
+        "compat",
+        "--check",
+        tmp_path / "X.npy",
+    ]
+    code, stdout, err = cli(*compat)
     assert code == 0 and "OK" in stdout, err
     strict = tmp_path / "strict.onnx"
-    code, _, _ = cli(
-        "convert",
-        tmp_path / "reg.pkl",
-        "--encoding",
-        "compat",
-        "--check",
-        tmp_path / "X.npy",
-        "--atol",
-        "1e-9",
-        "-o",
-        strict,
-    )
+    code, _, _ = cli(*compat, "--atol", "1e-9", "-o", strict)
     assert code == 1 and not strict.exists()
-    code, _, _ = cli(
-        "convert",
-        tmp_path / "reg.pkl",
-        "--encoding",
-        "compat",
-        "--check",
-        tmp_path / "X.npy",
-        "--atol",
-        "0",
-        "--rtol",
-        "1e-5",
-        "-o",
-        strict,
-    )
+    code, _, _ = cli(*compat, "--atol", "0", "--rtol", "1e-5", "-o", strict)
     assert code == 0 and strict.exists()
 
 
@@ -455,14 +437,7 @@ def test_damaged_xgboost_and_lightgbm_files_give_one_error_not_a_crash(tmp_path)
         assert_usage_error(code, err, match=path.name)
         assert stdout == ""
     # The whole command, as a process: ends with exit status 2, not a signal.
-    result = subprocess.run(
-        [*CLI, "convert", damaged[0].name, "--geometry", "hyperboloid"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
+    result = cli_process("convert", damaged[0].name, "--geometry", "hyperboloid", cwd=tmp_path)
     assert_usage_error(result.returncode, result.stderr, match="crashed reading it: SIGSEGV")
     assert not list(tmp_path.glob("*.onnx")) and not list(tmp_path.glob(".*"))
 

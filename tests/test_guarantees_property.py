@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 import pytest
 from _cli import CLI, assert_usage_error, cli
-from _data import isometric_copy, labels, points, random_isometry
+from _data import coded_model, isometric_copy, labels, points, random_isometry
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -463,8 +463,6 @@ NEAR_CODES = [
 
 @pytest.fixture(scope="module")
 def coded_models() -> dict:
-    from hyp2onnx.blocks import Categorical, Hyperbolic
-
     X, k = points(300, 2, seed=21)
     rng = np.random.default_rng(21)
     out = {}
@@ -472,25 +470,12 @@ def coded_models() -> dict:
         ("lgbm_2_24", [(1 << 24) - 1, 1 << 24, (1 << 24) + 1, (1 << 24) + 3]),
         ("tree_2_31", [0, (1 << 31) - 2, (1 << 31) - 1]),
     ]:
-        c = rng.choice(np.array(codes, dtype=np.float64), size=300)
-        y = labels(k, 2, seed=21) ^ (c == codes[1])
-        blocks = [Hyperbolic(2), Categorical(1)]
-        if name.startswith("lgbm"):
-            model = h.HyperbolicLGBMClassifier(
-                n_estimators=4,
-                num_leaves=4,
-                verbose=-1,
-                min_data_per_group=5,
-                cat_smooth=1.0,
-                n_jobs=1,
-                input_blocks=blocks,
-            )
-        else:  # LightGBM writes a 2**31-bit set for code 2**31 - 1: scikit-learn splits codes as numbers
-            model = h.HyperbolicDecisionTreeClassifier(
-                max_depth=4, random_state=0, input_blocks=blocks
-            )
-        model.fit(np.column_stack([X, c]), y)
-        out[name] = (model, h.to_onnx(model), np.column_stack([X, c]))
+        # LightGBM writes a 2**31-bit set for code 2**31 - 1: scikit-learn splits codes as numbers
+        learner = "lightgbm" if name.startswith("lgbm") else "sklearn"
+        model, rows = coded_model(
+            X, k, codes, codes[1], rng, seed=21, learner=learner, n_estimators=4
+        )
+        out[name] = (model, h.to_onnx(model), rows)
     return out
 
 

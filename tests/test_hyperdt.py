@@ -9,13 +9,12 @@ search is quadratic), so the data are small.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import joblib
 import numpy as np
 import pytest
+from _cli import cli_process
 
 import hyp2onnx
 from hyp2onnx.datasets import make_wrapped_normal_mixture
@@ -208,38 +207,12 @@ def test_cli_converts_and_checks_a_hyperdt_pickle(tmp_path: Path) -> None:
     np.save(
         tmp_path / "sample.npy", np.vstack([_data(4, 100)[0], boundary_rows(model, seed=1)[:300]])
     )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hyp2onnx.cli",
-            "convert",
-            str(tmp_path / "hdt.pkl"),
-            "--check",
-            str(tmp_path / "sample.npy"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = cli_process("convert", tmp_path / "hdt.pkl", "--check", tmp_path / "sample.npy")
     assert done.returncode == 0, done.stdout + done.stderr
     meta = hyp2onnx.read_metadata(tmp_path / "hdt.onnx")
     assert meta["estimator_class"] == "HyperbolicRandomForestRegressor"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "hyp2onnx.cli",
-            "convert",
-            str(tmp_path / "hdt.pkl"),
-            "-o",
-            str(tmp_path / "again.onnx"),
-            "--geometry",
-            "poincare",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done = cli_process(
+        "convert", tmp_path / "hdt.pkl", "-o", tmp_path / "again.onnx", "--geometry", "poincare"
     )
     assert done.returncode == 2 and not (tmp_path / "again.onnx").exists()
     assert "records its own" in done.stderr

@@ -107,27 +107,12 @@ def test_cli_refuses_overflowing_rows_for_a_float64_graph(tmp_path) -> None:
 
 
 def _coded_model(codes: list[int], n: int = 400, seed: int = 0, learner: str = "lightgbm"):
-    from _data import labels, points
+    from _data import coded_model, points
 
+    # learner="sklearn": codes split as numbers (LightGBM writes a 2**31-bit set for 2**31 - 1)
     X, k = points(n, 2, seed=seed)
     rng = np.random.default_rng(seed)
-    c = rng.choice(np.array(codes, dtype=np.float64), size=n)
-    y = labels(k, 2, seed=seed) ^ (c == codes[-1])
-    blocks = [Hyperbolic(2), Categorical(1)]
-    if learner == "lightgbm":
-        model = h.HyperbolicLGBMClassifier(
-            n_estimators=5,
-            num_leaves=4,
-            verbose=-1,
-            min_data_per_group=5,
-            cat_smooth=1.0,
-            n_jobs=1,
-            input_blocks=blocks,
-        )
-    else:  # scikit-learn splits codes as numbers (LightGBM writes a 2**31-bit set for 2**31 - 1)
-        model = h.HyperbolicDecisionTreeClassifier(max_depth=4, random_state=0, input_blocks=blocks)
-    model.fit(np.column_stack([X, c]), y)
-    return model, np.column_stack([X, c])
+    return coded_model(X, k, codes, codes[-1], rng, seed=seed, learner=learner)
 
 
 def test_codes_float32_cannot_hold_make_the_default_graph_float64() -> None:

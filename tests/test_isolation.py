@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _cli import cli
+from _cli import convert_and_verify, predicted_lines
 from _data import isometric_copy, random_isometry
 from scipy.stats import spearmanr
 
@@ -335,24 +335,9 @@ def test_convert_verify_and_predict_on_the_command_line(tmp_path: Path) -> None:
     model = h.HyperbolicIsolationForest(n_estimators=20, contamination=0.1, random_state=0).fit(X)
     (tmp_path / "forest.pkl").write_bytes(pickle.dumps(model))
     np.save(tmp_path / "X.npy", X)
-    code, out, err = cli(
-        "convert",
-        tmp_path / "forest.pkl",
-        "-o",
-        tmp_path / "forest.onnx",
-        "--check",
-        tmp_path / "X.npy",
-    )
-    assert code == 0, out + err
-    code, out, err = cli(
-        "verify", tmp_path / "forest.pkl", tmp_path / "forest.onnx", "--data", tmp_path / "X.npy"
-    )
-    assert code == 0 and "labels agree on 100.0000% (0 differ)" in out, out + err
-    code, out, err = cli(
-        "predict", tmp_path / "forest.onnx", tmp_path / "X.npy", "-o", tmp_path / "p.csv"
-    )
-    assert code == 0, out + err
-    lines = (tmp_path / "p.csv").read_text().splitlines()
+    out = convert_and_verify(tmp_path / "forest.pkl", tmp_path / "forest.onnx", tmp_path / "X.npy")
+    assert "labels agree on 100.0000% (0 differ)" in out, out
+    lines = predicted_lines(tmp_path / "forest.onnx", tmp_path / "X.npy", tmp_path / "p.csv")
     assert lines[0] == "label,score,path_length"
     table = np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
     assert np.array_equal(table[:, 0], model.predict(X))

@@ -5,19 +5,11 @@ from __future__ import annotations
 import pickle
 import warnings
 
+import _boosting_data as boosting
 import lightgbm as lgb
 import numpy as np
 import pytest
-from _boosting_data import (
-    FITTED_CASES,
-    as_points,
-    fitted_pair,
-    ir_output,
-    klein_with_ties,
-    labels,
-    native_output,
-    probe_points,
-)
+from _boosting_data import KLEIN, as_points, ir_output, klein_with_ties, labels, native_output
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -25,7 +17,6 @@ from hyp2onnx import (
     HyperbolicLGBMClassifier,
     HyperbolicLGBMRegressor,
     UnsupportedModelError,
-    to_onnx,
 )
 from hyp2onnx.correction.midpoints import correct_tree
 from hyp2onnx.correction.tree_space import TreeSpace
@@ -40,68 +31,34 @@ PARAMS = dict(
     random_state=0,
     verbose=-1,
 )
-TASKS = {
-    "binary": (HyperbolicLGBMClassifier, lgb.LGBMClassifier),
-    "multiclass": (HyperbolicLGBMClassifier, lgb.LGBMClassifier),
-    "regression": (HyperbolicLGBMRegressor, lgb.LGBMRegressor),
-}
+TASKS = boosting.booster_tasks(
+    HyperbolicLGBMClassifier, HyperbolicLGBMRegressor, lgb.LGBMClassifier, lgb.LGBMRegressor
+)
 
-
-#: Tests comparing with plain LightGBM on Klein coordinates fit there too (the
-#: default fits on ranks: see test_far.py and the fixture below).
-KLEIN = {"tree_space": "klein"}
-
-
-@pytest.fixture(scope="module", params=FITTED_CASES, ids=str)
-def fitted(request):
-    """A hyperbolic model and the same LightGBM model fitted without correction.
-
-    The plain model is fitted on what the hyperbolic one's learner saw: Klein
-    coordinates, or their ranks (the default).
-    """
-    return fitted_pair(
-        request.param,
-        TASKS,
-        PARAMS,
-        lambda seen: TreeSpace.fit(seen, "ranks", "float64", ZERO_THRESHOLD).transform(seen),
-    )
+#: A hyperbolic model and the same LightGBM model fitted without correction, on Klein
+#: coordinates or their ranks in LightGBM's rank space.
+fitted = boosting.fitted_fixture(
+    TASKS,
+    PARAMS,
+    lambda seen: TreeSpace.fit(seen, "ranks", "float64", ZERO_THRESHOLD).transform(seen),
+)
 
 
 def test_training_predictions_unchanged(fitted):
-    model, plain, X, _, seen = fitted
-    np.testing.assert_array_equal(native_output(model, X), native_output(plain, seen))
-    np.testing.assert_array_equal(model.predict(X), plain.predict(seen))
+    boosting.assert_training_predictions_unchanged(fitted)
 
 
 def test_thresholds_moved_to_the_reference_correction(fitted):
-    model, plain, X, _, _ = fitted
-    if model.tree_space != "klein":
-        pytest.skip("the learner's thresholds are ranks, not Klein values")
-    backend = LightGBMBackend()
-    ours, theirs = backend.read_trees(model.estimator_), backend.read_trees(plain)
-    Xk = model.to_klein(X)
-    moved = 0
-    for a, b in zip(ours, theirs, strict=True):
-        np.testing.assert_array_equal(a.feature, b.feature)
-        np.testing.assert_array_equal(a.right, b.right)
-        want, _ = correct_tree(b, Xk, op="<=", threshold_dtype="float64", midpoint="einstein")
-        np.testing.assert_array_equal(a.threshold, want)  # exact through the model text
-        moved += int(np.sum(a.threshold != b.threshold))
-    assert moved > 0 and model.correction_.n_moved == moved
+    boosting.assert_reference_thresholds(fitted, LightGBMBackend())
 
 
 def test_ir_reproduces_lightgbm(fitted):
     model, _, X, _, _ = fitted
-    ensemble = model.to_ir().ensemble
-    internal = ensemble.feature >= 0
-    k = np.concatenate(
-        [
-            klein_with_ties(500, seed=99),
-            probe_points(ensemble.threshold[internal], ensemble.feature[internal], 2),
-            # LightGBM's zero band |x| <= 1e-35, and just outside it.
-            np.array([[0.0, 0.1], [-0.0, -0.1], [0.1, 0.0], [1e-36, -1e-36], [-1e-36, 0.3]]),
-            np.array([[ZERO_THRESHOLD, -ZERO_THRESHOLD], [2e-35, -2e-35], [-0.3, 1e-35]]),
-        ]
+    k = boosting.threshold_probes(
+        model,
+        # LightGBM's zero band |x| <= 1e-35, and just outside it.
+        np.array([[0.0, 0.1], [-0.0, -0.1], [0.1, 0.0], [1e-36, -1e-36], [-1e-36, 0.3]]),
+        np.array([[ZERO_THRESHOLD, -ZERO_THRESHOLD], [2e-35, -2e-35], [-0.3, 1e-35]]),
     )
     Xt = as_points(k, model.input_geometry)
     native = native_output(model.estimator_, model.to_klein(Xt))
@@ -111,24 +68,11 @@ def test_ir_reproduces_lightgbm(fitted):
 
 
 def test_string_labels_and_classes():
-    k = klein_with_ties(300, seed=3)
-    y = np.array(["cat", "dog", "emu"])[labels(k, "multiclass")]
-    X = as_points(k, "poincare")
-    model = HyperbolicLGBMClassifier(input_geometry="poincare", **PARAMS).fit(X, y)
-    assert model.classes_.tolist() == ["cat", "dog", "emu"]
-    np.testing.assert_array_equal(
-        model.predict(X), model.classes_[model.predict_proba(X).argmax(axis=1)]
-    )
-    assert model.to_ir().ensemble.classes.tolist() == ["cat", "dog", "emu"]
-    assert model.score(X, y) > 0.6
+    boosting.assert_string_labels(HyperbolicLGBMClassifier, PARAMS)
 
 
 def test_eval_set_in_hyperbolic_coordinates_and_early_stopping():
-    k = klein_with_ties(300, seed=8)
-    y = np.where(labels(k, "binary") == 1, "yes", "no")
-    kv = klein_with_ties(200, seed=9)
-    # Unlearnable validation labels: early stopping ends the boosting soon.
-    yv = np.where(np.random.default_rng(0).random(200) < 0.5, "yes", "no")
+    k, y, kv, yv = boosting.early_stopping_data()
     params = dict(PARAMS, n_estimators=40)
     stop = [lgb.early_stopping(2, verbose=False)]
     with warnings.catch_warnings():  # LightGBM 4.7 prefers eval_X/eval_y; both are mapped
@@ -224,11 +168,7 @@ def test_categorical_rejected():
     native = lgb.LGBMClassifier(**PARAMS).fit(
         codes, (codes[:, 0] % 2 == 0).astype(int), categorical_feature=[0]
     )
-    # Its categorical splits are read (input blocks use them), but a plain model's
-    # columns are Klein coordinates, which categorical codes are not: refused on export.
-    assert any(t.categories is not None for t in LightGBMBackend().read_trees(native))
-    with pytest.raises(UnsupportedModelError, match="Categorical"):
-        to_onnx(native, input_geometry="klein")
+    boosting.assert_categorical_refused_on_export(native, LightGBMBackend())
 
 
 def test_zero_as_missing_and_zero_band():

@@ -45,6 +45,15 @@ def _forest(seed: int, op: str) -> tuple[np.ndarray, dict[str, np.ndarray], list
     return X, flat, reach
 
 
+def _ranked_boxes(X: np.ndarray, flat: dict[str, np.ndarray], op: str):
+    """The rank search's ranks of ``X`` and the boxes of every node of ``flat``'s trees."""
+    ranks = _rank_features(X, flat["feature"], flat["threshold"], op)
+    boxes = _node_boxes(
+        ranks, flat["feature"], flat["left"], flat["right"], flat["roots"], flat["tree_of"]
+    )
+    return ranks, boxes
+
+
 @pytest.mark.parametrize("op", ["<=", "<"])
 def test_ranks_sort_each_used_feature_and_cut_where_the_comparison_flips(op: str) -> None:
     X, flat, _ = _forest(1, op)
@@ -62,10 +71,7 @@ def test_ranks_sort_each_used_feature_and_cut_where_the_comparison_flips(op: str
 @pytest.mark.parametrize("op", ["<=", "<"])
 def test_boxes_hold_exactly_the_rows_that_reach_each_split(op: str) -> None:
     X, flat, reach = _forest(2, op)
-    ranks = _rank_features(X, flat["feature"], flat["threshold"], op)
-    boxes = _node_boxes(
-        ranks, flat["feature"], flat["left"], flat["right"], flat["roots"], flat["tree_of"]
-    )
+    ranks, boxes = _ranked_boxes(X, flat, op)
     assert sorted(boxes.nodes) == list(np.flatnonzero(flat["feature"] >= 0))
     for node, lo, hi in zip(boxes.nodes, boxes.lo, boxes.hi):
         inside = np.all((ranks.rank >= lo) & (ranks.rank < hi), axis=1)
@@ -75,10 +81,7 @@ def test_boxes_hold_exactly_the_rows_that_reach_each_split(op: str) -> None:
 @pytest.mark.parametrize("op", ["<=", "<"])
 def test_walks_find_the_nearest_value_on_each_side(op: str) -> None:
     X, flat, reach = _forest(3, op)
-    ranks = _rank_features(X, flat["feature"], flat["threshold"], op)
-    boxes = _node_boxes(
-        ranks, flat["feature"], flat["left"], flat["right"], flat["roots"], flat["tree_of"]
-    )
+    ranks, boxes = _ranked_boxes(X, flat, op)
     walks = _Walks.plan(ranks, boxes, flat["tree_of"])
     largest_left = np.full(flat["feature"].size, -np.inf)
     smallest_right = np.full(flat["feature"].size, np.inf)

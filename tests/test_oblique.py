@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from _data import all_nodes, labels, points, targets
+from _data import all_nodes, assert_graph_answers_as_model, labels, points, targets
 from onnx.reference import ReferenceEvaluator
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
@@ -72,13 +72,8 @@ def threshold_klein(model, k_base: np.ndarray, *, steps: int = 6) -> np.ndarray:
 
 
 def _assert_exact(model, onx, X):
-    got = run_onnx(onx, X)
-    Xt = X.astype(np.float32 if onx.graph.input[0].type.tensor_type.elem_type == 1 else np.float64)
-    if "label" in got:
-        np.testing.assert_array_equal(got["label"], model.predict(Xt))
-        np.testing.assert_array_equal(got["probabilities"], model.predict_proba(Xt))
-    else:
-        np.testing.assert_array_equal(got["variable"][:, 0], model.predict(Xt))
+    """The graph answers as the model, and onnx's reference evaluator as onnxruntime."""
+    got, Xt = assert_graph_answers_as_model(model, onx, X)
     reference = ReferenceEvaluator(onx).run(None, {"X": Xt})
     for output, value in zip(onx.graph.output, reference, strict=True):
         np.testing.assert_array_equal(value, got[output.name])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _cli import cli
+from _cli import convert_and_verify, predicted_lines
 from _data import isometric_copy, random_isometry
 from sklearn.base import clone
 from sklearn.model_selection import train_test_split
@@ -34,6 +34,18 @@ J = lambda d: np.diag([-1.0] + [1.0] * d)
 def _mixture(n: int, d: int, *, seed: int = 0, geometry: str = "hyperboloid"):
     X, y = make_wrapped_normal_mixture(n, d, 4, random_state=seed, geometry=geometry)
     return train_test_split(X, y, test_size=0.25, random_state=seed, stratify=y)
+
+
+def _klein_frames_forest(rotation: str, n_estimators: int, max_depth: int):
+    """A rotation forest routing on frames, on Klein input."""
+    return h.HyperbolicRotationForestClassifier(
+        n_estimators=n_estimators,
+        max_depth=max_depth,
+        rotation=rotation,
+        input_geometry="klein",
+        routing="frames",
+        random_state=0,
+    )
 
 
 @pytest.mark.parametrize("rotation", ["pca", "haar", "identity"])
@@ -81,14 +93,7 @@ def _splits(model, n_trees: int = 3):
 def test_each_split_is_one_flat_hyperplane_in_klein_coordinates(rotation: str) -> None:
     d = 3
     Xtr, _, ytr, _ = _mixture(300, d, geometry="klein")
-    model = h.HyperbolicRotationForestClassifier(
-        n_estimators=3,
-        max_depth=3,
-        rotation=rotation,
-        input_geometry="klein",
-        routing="frames",
-        random_state=0,
-    ).fit(Xtr, ytr)
+    model = _klein_frames_forest(rotation, 3, 3).fit(Xtr, ytr)
     rng = np.random.default_rng(0)
     checked = 0
     for t, column, threshold in _splits(model):
@@ -190,14 +195,7 @@ def test_rows_at_every_frame_threshold_and_one_ulp_either_side(
     rotation: str, encoding: str
 ) -> None:
     Xtr, Xte, ytr, _ = _mixture(400, 3, geometry="klein")
-    model = h.HyperbolicRotationForestClassifier(
-        n_estimators=6,
-        max_depth=4,
-        rotation=rotation,
-        input_geometry="klein",
-        routing="frames",
-        random_state=0,
-    ).fit(Xtr, ytr)
+    model = _klein_frames_forest(rotation, 6, 4).fit(Xtr, ytr)
     model._fit_points = Xtr
     rows = _rows_at_thresholds(model, np.random.default_rng(1))
     assert rows.shape[0] >= 300
@@ -364,19 +362,9 @@ def test_convert_verify_and_predict_on_the_command_line(tmp_path: Path) -> None:
     model.fit(Xtr, ytr)
     (tmp_path / "forest.pkl").write_bytes(pickle.dumps(model))
     np.save(tmp_path / "X.npy", Xte)
-    code, out, err = cli(
-        "convert", tmp_path / "forest.pkl", "-o", tmp_path / "f.onnx", "--check", tmp_path / "X.npy"
-    )
-    assert code == 0, out + err
-    code, out, err = cli(
-        "verify", tmp_path / "forest.pkl", tmp_path / "f.onnx", "--data", tmp_path / "X.npy"
-    )
-    assert code == 0 and "labels agree on 100.0000% (0 differ)" in out, out + err
-    code, out, err = cli(
-        "predict", tmp_path / "f.onnx", tmp_path / "X.npy", "-o", tmp_path / "p.csv"
-    )
-    assert code == 0, out + err
-    lines = (tmp_path / "p.csv").read_text().splitlines()
+    out = convert_and_verify(tmp_path / "forest.pkl", tmp_path / "f.onnx", tmp_path / "X.npy")
+    assert "labels agree on 100.0000% (0 differ)" in out, out
+    lines = predicted_lines(tmp_path / "f.onnx", tmp_path / "X.npy", tmp_path / "p.csv")
     labels = np.array([int(float(line.split(",")[0])) for line in lines[1:]])
     assert np.array_equal(labels, model.predict(Xte))
 

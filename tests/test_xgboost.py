@@ -6,19 +6,11 @@ import json
 import pickle
 import warnings
 
+import _boosting_data as boosting
 import numpy as np
 import pytest
 import xgboost as xgb
-from _boosting_data import (
-    FITTED_CASES,
-    as_points,
-    fitted_pair,
-    ir_output,
-    klein_with_ties,
-    labels,
-    native_output,
-    probe_points,
-)
+from _boosting_data import KLEIN, as_points, ir_output, klein_with_ties, labels, native_output
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -36,67 +28,29 @@ from hyp2onnx.estimators._xgboost import XGBoostBackend, _ubj_load
 from hyp2onnx.ir.trees import apply, as_compared
 
 PARAMS = dict(n_estimators=6, max_depth=4, learning_rate=0.5, n_jobs=1, random_state=0)
-TASKS = {
-    "binary": (HyperbolicXGBClassifier, xgb.XGBClassifier),
-    "multiclass": (HyperbolicXGBClassifier, xgb.XGBClassifier),
-    "regression": (HyperbolicXGBRegressor, xgb.XGBRegressor),
-}
+TASKS = boosting.booster_tasks(
+    HyperbolicXGBClassifier, HyperbolicXGBRegressor, xgb.XGBClassifier, xgb.XGBRegressor
+)
 
-
-#: Tests comparing with plain XGBoost on Klein coordinates fit there too (the
-#: default fits on ranks: see test_far.py and the fixture below).
-KLEIN = {"tree_space": "klein"}
-
-
-@pytest.fixture(scope="module", params=FITTED_CASES, ids=str)
-def fitted(request):
-    """A hyperbolic model and the same XGBoost model fitted without correction.
-
-    The plain model is fitted on what the hyperbolic one's learner saw: Klein
-    coordinates, or their ranks (the default), whose ties-and-near-ties data
-    float32 cannot separate, so its ``estimator_`` reads split indices.
-    """
-    return fitted_pair(
-        request.param,
-        TASKS,
-        PARAMS,
-        lambda seen: TreeSpace.fit(seen, "ranks", "float32").transform(seen),
-    )
+#: A hyperbolic model and the same XGBoost model fitted without correction, on Klein
+#: coordinates or their ranks (the default), whose ties-and-near-ties data float32
+#: cannot separate, so its ``estimator_`` reads split indices.
+fitted = boosting.fitted_fixture(
+    TASKS, PARAMS, lambda seen: TreeSpace.fit(seen, "ranks", "float32").transform(seen)
+)
 
 
 def test_training_predictions_unchanged(fitted):
-    model, plain, X, _, seen = fitted
-    np.testing.assert_array_equal(native_output(model, X), native_output(plain, seen))
-    np.testing.assert_array_equal(model.predict(X), plain.predict(seen))
+    boosting.assert_training_predictions_unchanged(fitted)
 
 
 def test_thresholds_moved_to_the_reference_correction(fitted):
-    model, plain, X, _, _ = fitted
-    if model.tree_space != "klein":
-        pytest.skip("the learner's thresholds are ranks, not Klein values")
-    backend = XGBoostBackend()
-    ours, theirs = backend.read_trees(model.estimator_), backend.read_trees(plain)
-    Xc = as_compared(model.to_klein(X), "float32")
-    moved = 0
-    for a, b in zip(ours, theirs, strict=True):
-        np.testing.assert_array_equal(a.feature, b.feature)
-        np.testing.assert_array_equal(a.left, b.left)
-        want, _ = correct_tree(b, Xc, op="<", threshold_dtype="float32", midpoint="einstein")
-        np.testing.assert_array_equal(a.threshold, want)
-        moved += int(np.sum(a.threshold != b.threshold))
-    assert moved > 0 and model.correction_.n_moved == moved
+    boosting.assert_reference_thresholds(fitted, XGBoostBackend())
 
 
 def test_ir_reproduces_xgboost(fitted):
     model, _, X, _, _ = fitted
-    ensemble = model.to_ir().ensemble
-    internal = ensemble.feature >= 0
-    k = np.concatenate(
-        [
-            klein_with_ties(500, seed=99),
-            probe_points(ensemble.threshold[internal], ensemble.feature[internal], 2),
-        ]
-    )
+    k = boosting.threshold_probes(model)
     Xt = as_points(k, model.input_geometry)
     native = native_output(model.estimator_, model._tree_input(Xt))
     np.testing.assert_allclose(ir_output(model, Xt), native, atol=1e-6, rtol=0)
@@ -145,24 +99,11 @@ def test_multi_output_regression():
 
 
 def test_string_labels_and_classes():
-    k = klein_with_ties(300, seed=3)
-    y = np.array(["cat", "dog", "emu"])[labels(k, "multiclass")]
-    X = as_points(k, "poincare")
-    model = HyperbolicXGBClassifier(input_geometry="poincare", **PARAMS).fit(X, y)
-    assert model.classes_.tolist() == ["cat", "dog", "emu"]
-    assert set(model.predict(X)) <= {"cat", "dog", "emu"}
-    proba = model.predict_proba(X)
-    np.testing.assert_array_equal(model.predict(X), model.classes_[proba.argmax(axis=1)])
-    assert model.to_ir().ensemble.classes.tolist() == ["cat", "dog", "emu"]
-    assert model.score(X, y) > 0.6
+    boosting.assert_string_labels(HyperbolicXGBClassifier, PARAMS)
 
 
 def test_eval_set_in_hyperbolic_coordinates_and_early_stopping():
-    k = klein_with_ties(300, seed=8)
-    y = np.where(labels(k, "binary") == 1, "yes", "no")
-    kv = klein_with_ties(200, seed=9)
-    # Unlearnable validation labels: early stopping ends the boosting soon.
-    yv = np.where(np.random.default_rng(0).random(200) < 0.5, "yes", "no")
+    k, y, kv, yv = boosting.early_stopping_data()
     params = dict(PARAMS, n_estimators=40, early_stopping_rounds=2)
     model = HyperbolicXGBClassifier(**params).fit(
         as_points(k, "hyperboloid"), y, eval_set=[(as_points(kv, "hyperboloid"), yv)], verbose=False
@@ -242,11 +183,7 @@ def test_categorical_rejected():
     native = xgb.XGBClassifier(
         enable_categorical=True, feature_types=["c", "q"], tree_method="hist", **PARAMS
     ).fit(codes, (codes[:, 0] % 2 == 0).astype(int))
-    # Its categorical splits are read (input blocks use them), but a plain model's
-    # columns are Klein coordinates, which categorical codes are not: refused on export.
-    assert any(t.categories is not None for t in XGBoostBackend().read_trees(native))
-    with pytest.raises(UnsupportedModelError, match="Categorical"):
-        to_onnx(native, input_geometry="klein")
+    boosting.assert_categorical_refused_on_export(native, XGBoostBackend())
 
 
 @pytest.mark.parametrize("missing", [0.0, 0.25])

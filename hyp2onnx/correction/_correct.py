@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import UnsupportedModelError, warn_user
 from ..ir.trees import Op, TreeArrays, as_compared
-from .midpoints import Array, CorrectionReport, Midpoint, thresholds_from_neighbours
+from .midpoints import Array, CorrectionReport, Midpoint, Placement
 from .shared_rows import correct_trees
 from .summaries import SplitSummary, correct_from_summary
 from .tree_space import KleinPlacer, ResolutionError, SplitIndex, TreeSpace
@@ -153,20 +153,14 @@ class _Float32Check:
     separates every split's two nearest training values (what float32 input keeps)."""
 
     def __init__(self, op: Op, threshold_dtype: str, midpoint: Midpoint | np.ndarray) -> None:
-        self.op, self.threshold_dtype, self.midpoint = op, threshold_dtype, midpoint
+        self.placement = Placement(op, threshold_dtype, midpoint)
         self.float32_separates = True
 
     def __call__(
         self, feature: Array, threshold: Array, largest_left: Array, smallest_right: Array
     ) -> np.ndarray:
-        new, _, reached = thresholds_from_neighbours(
-            feature,
-            threshold,
-            largest_left,
-            smallest_right,
-            op=self.op,
-            threshold_dtype=self.threshold_dtype,
-            midpoint=self.midpoint,
+        new, _, reached = self.placement.thresholds(
+            feature, threshold, largest_left, smallest_right
         )
         lo = as_compared(largest_left[reached], "float32")
         self.float32_separates &= bool(np.all(lo < as_compared(smallest_right[reached], "float32")))

@@ -50,10 +50,9 @@ _BLOCK_ROWS = 1 << 15
 
 __all__ = [
     "CorrectionReport",
+    "Placement",
     "correct_tree",
     "place_thresholds",
-    "placed_with_report",
-    "thresholds_from_neighbours",
     "tree_neighbours",
 ]
 
@@ -65,6 +64,19 @@ class CorrectionReport:
     n_splits: int = 0  #: internal nodes seen
     n_moved: int = 0  #: thresholds whose value changed
     n_unreached: int = 0  #: splits left as they were: no training row on one side
+
+    @classmethod
+    def of(
+        cls, threshold: np.ndarray, new: np.ndarray, internal: np.ndarray, reached: np.ndarray
+    ) -> CorrectionReport:
+        """What `Placement.thresholds` did, from what it returned (``new``, ``internal``,
+        ``reached``): the splits a midpoint applies to, those whose ``threshold`` it
+        moved, those reached from one side only."""
+        return cls(
+            n_splits=int(internal.sum()),
+            n_moved=int(np.sum(new[internal] != threshold[internal])),
+            n_unreached=int(np.sum(internal & ~reached)),
+        )
 
     def __add__(self, other: CorrectionReport) -> CorrectionReport:
         return CorrectionReport(
@@ -128,58 +140,70 @@ def place_thresholds(
     raise ValueError(f"unknown comparison {op!r}; expected '<=' or '<'")
 
 
-def thresholds_from_neighbours(
-    feature: np.ndarray,
-    threshold: np.ndarray,
-    largest_left: np.ndarray,
-    smallest_right: np.ndarray,
-    *,
-    op: Op,
-    threshold_dtype: str,
-    midpoint: Midpoint | np.ndarray,
-    place: Placer | None = None,
-    fixed: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """New thresholds from each split's nearest training values on either side.
+@dataclass(frozen=True)
+class Placement:
+    """How a learner's thresholds are placed between their nearest training values:
+    its comparison ``op``, the dtype it stores thresholds in, the ``midpoint``
+    rule (one, or an array giving each feature's rule: `midpoints`) and
+    ``place``, a `Placer` used instead of `place_thresholds` when given.
 
-    ``largest_left``/``smallest_right`` are per node, infinite where no
-    training row went that way; such splits keep their threshold, as do the
-    nodes ``fixed`` marks (set-membership splits) and splits on features
-    whose rule is ``"keep"``, unless ``place`` is given: it then places every
-    node's threshold but the ``fixed`` ones. ``midpoint`` is one rule, or an
-    array giving each feature's rule (`midpoints`). Returns the new
-    thresholds (float64), the mask of splits a midpoint applies to, and of
-    those the ones reached from both sides.
+    Every correction (one tree, an ensemble, merged summaries) gathers each
+    split's neighbours its own way and hands them to one of these.
     """
-    internal = feature >= 0
-    if fixed is not None:
-        internal &= ~fixed
-    rules = midpoint
-    if not isinstance(midpoint, str):
-        per_feature = np.asarray(midpoint)
-        internal &= np.where(internal, per_feature[np.maximum(feature, 0)], KEEP) != KEEP
-    reached = internal & np.isfinite(largest_left) & np.isfinite(smallest_right)
-    if place is not None:
-        if fixed is None:
-            return place(feature, threshold, largest_left, smallest_right), internal, reached
-        new = place(np.where(fixed, -1, feature), threshold, largest_left, smallest_right)
-        return np.where(fixed, threshold, new), internal, reached
-    if not isinstance(midpoint, str):
-        rules = per_feature[feature[reached]]
-    new = np.asarray(threshold, dtype=np.float64).copy()
-    new[reached] = place_thresholds(
-        largest_left[reached],
-        smallest_right[reached],
-        op=op,
-        threshold_dtype=threshold_dtype,
-        midpoint=rules,
-    )
-    # -0.0 and 0.0 tie, so which one is largest (smallest) depends on the order
-    # the rows are seen in, and a threshold at zero could carry either sign.
-    # Both route every value alike; keep +0.0 so that every order, partitioned
-    # or not, gives the same bits.
-    new[reached] += 0.0
-    return new, internal, reached
+
+    op: Op
+    threshold_dtype: str = "float64"
+    midpoint: Midpoint | np.ndarray = "einstein"
+    place: Placer | None = None
+
+    def thresholds(
+        self,
+        feature: np.ndarray,
+        threshold: np.ndarray,
+        largest_left: np.ndarray,
+        smallest_right: np.ndarray,
+        fixed: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """New thresholds from each split's nearest training values on either side.
+
+        ``largest_left``/``smallest_right`` are per node, infinite where no
+        training row went that way; such splits keep their threshold, as do the
+        nodes ``fixed`` marks (set-membership splits) and splits on features
+        whose rule is ``"keep"``, unless ``place`` is given: it then places every
+        node's threshold but the ``fixed`` ones. Returns the new
+        thresholds (float64), the mask of splits a midpoint applies to, and of
+        those the ones reached from both sides.
+        """
+        midpoint, place = self.midpoint, self.place
+        internal = feature >= 0
+        if fixed is not None:
+            internal &= ~fixed
+        rules = midpoint
+        if not isinstance(midpoint, str):
+            per_feature = np.asarray(midpoint)
+            internal &= np.where(internal, per_feature[np.maximum(feature, 0)], KEEP) != KEEP
+        reached = internal & np.isfinite(largest_left) & np.isfinite(smallest_right)
+        if place is not None:
+            if fixed is None:
+                return place(feature, threshold, largest_left, smallest_right), internal, reached
+            new = place(np.where(fixed, -1, feature), threshold, largest_left, smallest_right)
+            return np.where(fixed, threshold, new), internal, reached
+        if not isinstance(midpoint, str):
+            rules = per_feature[feature[reached]]
+        new = np.asarray(threshold, dtype=np.float64).copy()
+        new[reached] = place_thresholds(
+            largest_left[reached],
+            smallest_right[reached],
+            op=self.op,
+            threshold_dtype=self.threshold_dtype,
+            midpoint=rules,
+        )
+        # -0.0 and 0.0 tie, so which one is largest (smallest) depends on the order
+        # the rows are seen in, and a threshold at zero could carry either sign.
+        # Both route every value alike; keep +0.0 so that every order, partitioned
+        # or not, gives the same bits.
+        new[reached] += 0.0
+        return new, internal, reached
 
 
 def tree_neighbours(tree: TreeArrays, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray]:
@@ -311,47 +335,7 @@ def correct_tree(
     in ``n_unreached``.
     """
     largest_left, smallest_right = tree_neighbours(tree, X, op)
-    return placed_with_report(
-        tree.feature,
-        tree.threshold,
-        largest_left,
-        smallest_right,
-        op=op,
-        threshold_dtype=threshold_dtype,
-        midpoint=midpoint,
-        place=place,
-        fixed=None if tree.categories is None else tree.categories.member,
-    )
-
-
-def placed_with_report(
-    feature: np.ndarray,
-    threshold: np.ndarray,
-    largest_left: np.ndarray,
-    smallest_right: np.ndarray,
-    *,
-    op: Op,
-    threshold_dtype: str,
-    midpoint: Midpoint | np.ndarray,
-    place: Placer | None = None,
-    fixed: np.ndarray | None = None,
-) -> tuple[np.ndarray, CorrectionReport]:
-    """`thresholds_from_neighbours` and the report of what it did: the splits a
-    midpoint applies to, those it moved, those reached from one side only."""
-    new, internal, reached = thresholds_from_neighbours(
-        feature,
-        threshold,
-        largest_left,
-        smallest_right,
-        op=op,
-        threshold_dtype=threshold_dtype,
-        midpoint=midpoint,
-        place=place,
-        fixed=fixed,
-    )
-    report = CorrectionReport(
-        n_splits=int(internal.sum()),
-        n_moved=int(np.sum(new[internal] != threshold[internal])),
-        n_unreached=int(np.sum(internal & ~reached)),
-    )
-    return new, report
+    fixed = None if tree.categories is None else tree.categories.member
+    placement = Placement(op, threshold_dtype, midpoint, place)
+    placed = placement.thresholds(tree.feature, tree.threshold, largest_left, smallest_right, fixed)
+    return placed[0], CorrectionReport.of(tree.threshold, *placed)

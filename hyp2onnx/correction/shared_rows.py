@@ -44,10 +44,9 @@ from ..ir.trees import Op, TreeArrays
 from .midpoints import (
     CorrectionReport,
     Midpoint,
+    Placement,
     Placer,
     correct_tree,
-    placed_with_report,
-    thresholds_from_neighbours,
     tree_neighbours,
 )
 
@@ -125,18 +124,8 @@ def correct_trees(
                 for t in trees
             ]
         )
-    new, report = placed_with_report(
-        nodes.feature,
-        nodes.threshold,
-        largest_left,
-        smallest_right,
-        op=op,
-        threshold_dtype=threshold_dtype,
-        midpoint=midpoint,
-        place=place,
-        fixed=fixed,
-    )
-    return np.split(new, nodes.starts[1:]), report
+    placement = Placement(op, threshold_dtype, midpoint, place)
+    return nodes.per_tree(placement, largest_left, smallest_right, fixed)
 
 
 def _routed_neighbours(
@@ -201,15 +190,11 @@ def correct_shared_rows(
     internal = feature >= 0
     reached = internal & np.isfinite(largest_left) & np.isfinite(smallest_right)
     new = threshold.copy()
-    new[searched] = thresholds_from_neighbours(
+    new[searched] = Placement(op, threshold_dtype, midpoint, place).thresholds(
         feature[searched],
         threshold[searched],
         largest_left[searched],
         smallest_right[searched],
-        op=op,
-        threshold_dtype=threshold_dtype,
-        midpoint=midpoint,
-        place=place,
     )[0]
     moved = internal & (new != threshold)
     n_splits, n_moved, n_unreached = (
@@ -257,6 +242,20 @@ class Nodes:
             np.where(right >= 0, right + shift, -1),
             np.repeat(np.arange(len(trees)), sizes),
         )
+
+    def per_tree(
+        self,
+        placement: Placement,
+        largest_left: np.ndarray,
+        smallest_right: np.ndarray,
+        fixed: np.ndarray | None = None,
+    ) -> tuple[list[np.ndarray], CorrectionReport]:
+        """Every tree's thresholds placed from its splits' neighbours (in these
+        nodes' order), and the report over all trees (`CorrectionReport.of`)."""
+        placed = placement.thresholds(
+            self.feature, self.threshold, largest_left, smallest_right, fixed
+        )
+        return np.split(placed[0], self.starts[1:]), CorrectionReport.of(self.threshold, *placed)
 
 
 def _search(nodes: Nodes, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -30,7 +30,7 @@ from typing import Literal
 import numpy as np
 
 from ..ir.trees import Op, TreeArrays
-from .midpoints import CorrectionReport, Midpoint, Placer, placed_with_report
+from .midpoints import CorrectionReport, Midpoint, Placement, Placer
 from .shared_rows import Nodes, shared_neighbours
 from .tree_space import TreeSpace
 
@@ -156,17 +156,8 @@ def correct_from_summary(
     if not trees:
         return [], CorrectionReport()
     nodes, (largest_left, smallest_right, _, _) = _per_node(trees, summary)
-    new, report = placed_with_report(
-        nodes.feature,
-        nodes.threshold,
-        largest_left,
-        smallest_right,
-        op=op,
-        threshold_dtype=threshold_dtype,
-        midpoint=midpoint,
-        place=place,
-    )
-    return np.split(new, nodes.starts[1:]), report
+    placement = Placement(op, threshold_dtype, midpoint, place)
+    return nodes.per_tree(placement, largest_left, smallest_right)
 
 
 def klein_space(

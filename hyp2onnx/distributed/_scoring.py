@@ -35,7 +35,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import onnx
@@ -47,6 +47,7 @@ from ..geometry import raise_rows
 
 __all__ = [
     "BAD_ROWS",
+    "Opened",
     "OutputSpec",
     "RowCheck",
     "bad_row_mask",
@@ -56,6 +57,7 @@ __all__ = [
     "graph_key",
     "locate",
     "null_outputs",
+    "opened",
     "run",
     "session",
     "sessions_created",
@@ -228,6 +230,29 @@ def check_of(blob: bytes, *, check_manifold: bool = True) -> Any:
 
         return FeedCheck.of(model, check_manifold=check_manifold)
     return RowCheck.of(blob, check_manifold=check_manifold)
+
+
+class Opened(NamedTuple):
+    """What `opened` reads from a graph: its bytes, outputs, row checks and cache key."""
+
+    blob: bytes
+    spec: OutputSpec
+    check: Any
+    key: str
+
+
+def opened(graph: Any, *, check_manifold: bool = True, compiled: Any = None) -> Opened:
+    """What ``hyp2onnx.dask.predict`` and ``hyp2onnx.spark.predict`` read from ``graph``
+    (`graph_bytes`, `OutputSpec`, `check_of`, `graph_key`) before either library's own
+    work; ``compiled``, a compiled scorer of the graph's model, is checked against it."""
+    blob = graph_bytes(graph)
+    spec = OutputSpec.of(blob)
+    check = check_of(blob, check_manifold=check_manifold)
+    if compiled is not None:
+        from ..verification import default_tolerance
+
+        compiled.check_graph(blob, default_tolerance)
+    return Opened(blob, spec, check, graph_key(blob))
 
 
 def flagged(outputs: dict[str, np.ndarray], check: Any) -> np.ndarray | None:

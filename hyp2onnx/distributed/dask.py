@@ -1200,14 +1200,9 @@ def predict(
     """
     dask = _dask()
     bad_rows = _scoring.check_bad_rows(bad_rows)
-    blob = _scoring.graph_bytes(graph)
-    spec = _scoring.OutputSpec.of(blob)
-    check = _scoring.check_of(blob, check_manifold=check_manifold)
-    key = _scoring.graph_key(blob)
-    if compiled is not None:
-        from ..verification import default_tolerance
-
-        compiled.check_graph(blob, default_tolerance)
+    blob, spec, check, key = _scoring.opened(
+        graph, check_manifold=check_manifold, compiled=compiled
+    )
     shipped = dask.delayed(blob if compiled is None else compiled, pure=True)
     if isinstance(data, dask.dataframe.DataFrame):
         return _predict_frame(

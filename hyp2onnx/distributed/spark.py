@@ -163,14 +163,9 @@ def predict(
     """
     _pyspark()  # without pyspark: the error naming the extra, first
     bad_rows = _scoring.check_bad_rows(bad_rows)
-    blob = _scoring.graph_bytes(graph)
-    spec = _scoring.OutputSpec.of(blob)
-    check = _scoring.check_of(blob, check_manifold=check_manifold)
-    key = _scoring.graph_key(blob)
-    if compiled is not None:
-        from ..verification import default_tolerance
-
-        compiled.check_graph(blob, default_tolerance)
+    blob, spec, check, key = _scoring.opened(
+        graph, check_manifold=check_manifold, compiled=compiled
+    )
     layout = check.layout(list(df.columns), columns)
     names = spec.table_columns(list(df.columns), output_prefix)
     points = isinstance(layout, list)

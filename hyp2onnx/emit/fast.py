@@ -84,10 +84,9 @@ from .trees import (
     emit_exact,
     finish_scores,
     float32_boundaries,
-    legacy_regressor,
     per_class_trees,
-    tree_ensemble_v5,
     tree_of_node,
+    tree_operator,
 )
 
 STAGE = "trees"
@@ -446,13 +445,19 @@ def _reordered_sums(
             "n_targets": 1,
         }
     if plan.operator == "legacy":  # only ever with by_column (plan_trees)
-        rows = exact.operator_input(builder, k, k_dtype)
-        raw = legacy_regressor(builder, rows, ensemble, average=average, **targets)
+        rows, boundaries = exact.operator_input(builder, k, k_dtype), False
     else:
         rows, boundaries = _double_input(builder, k, k_dtype, ensemble)
-        raw = tree_ensemble_v5(
-            builder, rows, ensemble, average=average, boundaries=boundaries, **targets
-        )
+    operator: Literal["legacy", "v5"] = "legacy" if plan.operator == "legacy" else "v5"
+    raw = tree_operator(
+        builder,
+        rows,
+        ensemble,
+        operator=operator,
+        average=average,
+        boundaries=boundaries,
+        **targets,
+    )
     raw = cast_to(builder, raw, exact.out_dtype, ensemble.sum_dtype)
     return finish_scores(builder, raw, ensemble, ensemble.sum_dtype, averaged=average)
 

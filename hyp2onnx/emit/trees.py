@@ -131,7 +131,7 @@ class TreePlan:
     opset-5 ``TreeEnsemble`` in double; ``"v3"`` the opset-3
     ``TreeEnsembleRegressor`` with double thresholds and float32 outputs
     (leaf rows, exact below 2**24), for graphs that also hold the fast
-    encoding's opset-3 operator (`double_regressor`). ``carries``:
+    encoding's opset-3 operator (`class_weight_regressor`). ``carries``:
     ``"values"`` when each tree feeds one output column and hands over its
     own leaf value, ``"leaf_rows"`` when it hands over where its leaf's
     values are: the leaf's index among its tree's leaves (forests of up to
@@ -255,16 +255,7 @@ class ExactScorer:
     def per_tree_of(self, block: GraphBuilder, rows: str) -> str:
         """[b, F] Klein rows -> [b, T]: each tree's leaf value, or where its leaf's values are."""
         ensemble = self.ensemble
-        if self.plan.operator == "legacy":
-            per_tree = legacy_regressor(
-                block, rows, ensemble, n_targets=ensemble.n_trees, **self.targets
-            )
-        elif self.plan.operator == "v3":
-            per_tree = double_regressor(
-                block, rows, ensemble, n_targets=ensemble.n_trees, **self.targets
-            )
-        else:
-            per_tree = tree_ensemble_v5(block, rows, ensemble, **self.targets)
+        per_tree = tree_operator(block, rows, ensemble, operator=self.plan.operator, **self.targets)
         if self.groups is not None:
             return cast_to(block, per_tree, self.out_dtype, ensemble.sum_dtype)
         return block.cast(STAGE, per_tree, np.int64)
@@ -345,11 +336,12 @@ class ExactScorer:
         return self.blocks_of(builder, k)
 
 
-def tree_ensemble_v5(
+def tree_operator(
     builder: GraphBuilder,
     k: str,
     ensemble: Ensemble,
     *,
+    operator: Literal["legacy", "v3", "v5"],
     leaf_nodes: np.ndarray,
     target_ids: np.ndarray,
     weights: np.ndarray,
@@ -357,41 +349,69 @@ def tree_ensemble_v5(
     average: bool = False,
     boundaries: bool = False,
 ) -> str:
-    """Opset-5 TreeEnsemble in double: leaf ``leaf_nodes[i]`` puts ``weights[i]``
-    in column ``target_ids[i]``; returns [N, n_targets] (default: one column per tree).
+    """The tree operator `TreePlan.operator` names, reading ``k``: leaf ``leaf_nodes[i]``
+    adds ``weights[i]`` to column ``target_ids[i]``; returns [N, n_targets] (default:
+    one column per tree), the sums divided by the tree count where ``average`` (the
+    operator's AVERAGE: the sum, then one division, as a ``Div`` after it would make).
 
-    ``average`` divides the sums by the tree count (the operator's AVERAGE:
-    the sum, then one division, as a ``Div`` after it would make).
-    ``boundaries``: the input is float64 that a model comparing in float32
-    would round first; the thresholds are `float32_boundaries`.
+    ``"legacy"``: TreeEnsembleRegressor with float32 thresholds, weights and sums,
+    reading float32 ``k``. ``"v3"``: the ai.onnx.ml opset-3 TreeEnsembleRegressor with
+    double thresholds and weights (``*_as_tensor``), its double sums rounded once to
+    float32 (a leaf may appear several times). ``"v5"``: opset-5 TreeEnsemble in
+    double, one target per leaf. Both double operators read float64 ``k``: the
+    thresholds in the comparison's precision, held in double, compare a value of that
+    precision widened to double as the model compares it; ``boundaries``: ``k`` is
+    float64 that a model comparing in float32 would round first, and the thresholds
+    are `float32_boundaries`.
     """
+    n_targets = ensemble.n_trees if n_targets is None else n_targets
+    if operator == "v5":
+        op_type = "TreeEnsemble"
+        attributes = _v5_attributes(
+            ensemble, leaf_nodes, target_ids, weights, n_targets, average, boundaries
+        )
+    else:
+        op_type = "TreeEnsembleRegressor"
+        attributes = {
+            **_regressor_nodes(ensemble, operator, weights, boundaries),
+            **_regressor_attributes(ensemble, leaf_nodes, target_ids, n_targets, average),
+        }
+    return builder.op(STAGE, op_type, [k], domain=ML_DOMAIN, **attributes)
+
+
+def _v5_attributes(
+    ensemble: Ensemble,
+    leaf_nodes: np.ndarray,
+    target_ids: np.ndarray,
+    weights: np.ndarray,
+    n_targets: int,
+    average: bool,
+    boundaries: bool,
+) -> dict[str, Any]:
+    """The attributes of `tree_operator`'s opset-5 TreeEnsemble."""
     leaf = ensemble.feature < 0
     if not np.array_equal(leaf_nodes, np.flatnonzero(leaf)):
         raise ValueError("TreeEnsemble (opset 5) takes exactly one target per leaf")
     nodes = _v5_nodes(ensemble, boundaries=boundaries)
-    members = _v5_membership(ensemble, nodes)
+    members = _v5_membership(ensemble, nodes)  # before the roots: they append to nodes
     tree_roots = _v5_roots(ensemble, nodes)
-    return builder.op(
-        STAGE,
-        "TreeEnsemble",
-        [k],
-        domain=ML_DOMAIN,
+    return {
         # SUM (1): with a target per tree, each target receives exactly one leaf
-        aggregate_function=0 if average else 1,
-        post_transform=0,
-        n_targets=ensemble.n_trees if n_targets is None else n_targets,
-        tree_roots=tree_roots.astype(np.int64).tolist(),
-        nodes_featureids=nodes["features"].astype(np.int64).tolist(),
-        nodes_splits=nodes["splits"],
-        nodes_modes=nodes["modes"],
-        nodes_truenodeids=nodes["true_ids"].astype(np.int64).tolist(),
-        nodes_trueleafs=nodes["true_leafs"].tolist(),
-        nodes_falsenodeids=nodes["false_ids"].astype(np.int64).tolist(),
-        nodes_falseleafs=nodes["false_leafs"].tolist(),
-        leaf_targetids=np.asarray(target_ids, dtype=np.int64).tolist(),
-        leaf_weights=np.asarray(weights, dtype=np.float64),
+        "aggregate_function": 0 if average else 1,
+        "post_transform": 0,
+        "n_targets": n_targets,
+        "tree_roots": tree_roots.astype(np.int64).tolist(),
+        "nodes_featureids": nodes["features"].astype(np.int64).tolist(),
+        "nodes_splits": nodes["splits"],
+        "nodes_modes": nodes["modes"],
+        "nodes_truenodeids": nodes["true_ids"].astype(np.int64).tolist(),
+        "nodes_trueleafs": nodes["true_leafs"].tolist(),
+        "nodes_falsenodeids": nodes["false_ids"].astype(np.int64).tolist(),
+        "nodes_falseleafs": nodes["false_leafs"].tolist(),
+        "leaf_targetids": np.asarray(target_ids, dtype=np.int64).tolist(),
+        "leaf_weights": np.asarray(weights, dtype=np.float64),
         **members,
-    )
+    }
 
 
 def _v5_nodes(ensemble: Ensemble, *, boundaries: bool) -> dict[str, np.ndarray]:
@@ -485,35 +505,6 @@ def _legacy_nodes(ensemble: Ensemble) -> dict[str, Any]:
     }
 
 
-def legacy_regressor(
-    builder: GraphBuilder,
-    k: str,
-    ensemble: Ensemble,
-    *,
-    leaf_nodes: np.ndarray,
-    target_ids: np.ndarray,
-    weights: np.ndarray,
-    n_targets: int,
-    average: bool = False,
-) -> str:
-    """Legacy float32 TreeEnsembleRegressor: leaf ``leaf_nodes[i]`` adds ``weights[i]``
-    to column ``target_ids[i]``; returns [N, n_targets] float32 (divided by the
-    tree count where ``average``)."""
-    leaf = ensemble.feature < 0
-    return builder.op(
-        STAGE,
-        "TreeEnsembleRegressor",
-        [k],
-        domain=ML_DOMAIN,
-        nodes_modes=[b"LEAF" if x else _LEGACY_MODES[ensemble.op].encode() for x in leaf],
-        nodes_values=np.where(leaf, 0.0, _thresholds(ensemble, "float32"))
-        .astype(np.float32)
-        .tolist(),
-        target_weights=np.asarray(weights, dtype=np.float32).tolist(),
-        **_regressor_attributes(ensemble, leaf_nodes, target_ids, n_targets, average),
-    )
-
-
 def _regressor_attributes(
     ensemble: Ensemble,
     leaf_nodes: np.ndarray,
@@ -549,46 +540,34 @@ def _double_splits(ensemble: Ensemble, boundaries: bool) -> tuple[np.ndarray, li
     return np.where(leaf, 0.0, splits).astype(np.float64), modes
 
 
-def double_regressor(
-    builder: GraphBuilder,
-    k: str,
-    ensemble: Ensemble,
-    *,
-    leaf_nodes: np.ndarray,
-    target_ids: np.ndarray,
-    weights: np.ndarray,
-    n_targets: int,
-    average: bool = False,
-    boundaries: bool = False,
-) -> str:
-    """The ai.onnx.ml opset-3 TreeEnsembleRegressor with double thresholds and
-    weights (``*_as_tensor``) reading float64 ``k``: leaf ``leaf_nodes[i]`` adds
-    ``weights[i]`` to column ``target_ids[i]`` (a leaf may appear several times);
-    returns ``[N, n_targets]`` float32, the double sums (divided by the tree count
-    where ``average``) rounded once.
-
-    Routing: the thresholds in the comparison's precision, held in double, compare
-    a value of that precision widened to double as the model compares it;
-    ``boundaries``: ``k`` is float64 that the model would round to float32 first,
-    and the thresholds are `float32_boundaries`.
-    """
-    splits, modes = _double_splits(ensemble, boundaries)
-    return builder.op(
-        STAGE,
-        "TreeEnsembleRegressor",
-        [k],
-        domain=ML_DOMAIN,
-        nodes_modes=modes,
-        nodes_values_as_tensor=splits,
-        target_weights_as_tensor=np.asarray(weights, dtype=np.float64),
-        **_regressor_attributes(ensemble, leaf_nodes, target_ids, n_targets, average),
-    )
+def _regressor_nodes(
+    ensemble: Ensemble, operator: Literal["legacy", "v3"], weights: np.ndarray, boundaries: bool
+) -> dict[str, Any]:
+    """The modes, thresholds and weights of `tree_operator`'s TreeEnsembleRegressor:
+    float32 lists (``"legacy"``), or double tensors (``"v3"``)."""
+    if operator == "v3":
+        splits, modes = _double_splits(ensemble, boundaries)
+        return {
+            "nodes_modes": modes,
+            "nodes_values_as_tensor": splits,
+            "target_weights_as_tensor": np.asarray(weights, dtype=np.float64),
+        }
+    if boundaries:
+        raise ValueError("float32 boundaries are for the double tree operators")
+    leaf = ensemble.feature < 0
+    return {
+        "nodes_modes": [b"LEAF" if x else _LEGACY_MODES[ensemble.op].encode() for x in leaf],
+        "nodes_values": np.where(leaf, 0.0, _thresholds(ensemble, "float32"))
+        .astype(np.float32)
+        .tolist(),
+        "target_weights": np.asarray(weights, dtype=np.float32).tolist(),
+    }
 
 
 def class_weight_regressor(
     builder: GraphBuilder, k: str, ensemble: Ensemble, *, boundaries: bool, classes: np.ndarray
 ) -> str:
-    """`double_regressor` with every leaf adding its value of each class in
+    """The opset-3 `tree_operator` (``"v3"``) with every leaf adding its value of each class in
     ``classes`` to that class's column, divided by the tree count (forests):
     ``[N, len(classes)]`` float32.
 
@@ -599,10 +578,11 @@ def class_weight_regressor(
     leaf_nodes = np.flatnonzero(ensemble.feature < 0)
     values = ensemble.value[leaf_nodes][:, classes].astype(np.float64)
     nodes, column = np.nonzero(values)
-    return double_regressor(
+    return tree_operator(
         builder,
         k,
         ensemble,
+        operator="v3",
         leaf_nodes=leaf_nodes[nodes],
         target_ids=column,
         weights=values[nodes, column],
@@ -801,10 +781,11 @@ def emit_compat(
     """
     leaf = ensemble.feature < 0
     leaf_nodes, columns = np.nonzero(ensemble.value * leaf[:, None])
-    scores = legacy_regressor(
+    scores = tree_operator(
         builder,
         cast_to(builder, k, k_dtype, "float32"),
         ensemble,
+        operator="legacy",
         leaf_nodes=leaf_nodes,
         target_ids=columns,
         weights=ensemble.value[leaf_nodes, columns],

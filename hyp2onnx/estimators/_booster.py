@@ -15,6 +15,8 @@ so the thresholds of all trees are corrected in one pass
 from __future__ import annotations
 
 from abc import abstractmethod
+from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,6 +26,7 @@ from ..ir import Ensemble
 from ..ir.trees import TreeArrays
 from ._base import GEOMETRY_DEFAULTS, GEOMETRY_PARAMS_DOC, HyperbolicTreeModel, generate_init
 from ._interface import Array, Backend, Weights
+from ._probe import read_natively
 
 
 class BoosterBackend(Backend):
@@ -38,6 +41,19 @@ class BoosterBackend(Backend):
 
     #: The library's name in messages.
     title: ClassVar[str]
+    #: The library's own model class, trusted beside its scikit-learn classes.
+    booster: ClassVar[type]
+    #: The library's module that loads its shared library (as ``_LIB``).
+    loader: ModuleType
+
+    @classmethod
+    def check_file(cls, path: Path) -> None:
+        """Read ``path`` with the shared library alone in a child: a damaged file can crash it."""
+        read_natively(path, cls.title, cls.title, cls.loader._LIB._name)
+
+    @classmethod
+    def trusted_types(cls) -> list[type]:
+        return [*cls.native, cls.booster]
 
     def boosted(
         self, trees: list[TreeArrays], values: list[Array], n_features: int, **facts: Any

@@ -76,7 +76,7 @@ from ..ir import Ensemble, Model, Task
 from ..ir.projection import project
 from ..ir.trees import TreeArrays, apply, as_compared
 from ._base import GEOMETRY_DEFAULTS, HyperbolicTreeModel, generate_init, input_space
-from ._isolation_growth import GrownTrees, Streams, grow_forest
+from ._isolation_growth import GrownTrees, IsolationNodes, Streams, grow_forest
 from ._weights import checked_weights
 
 __all__ = [
@@ -192,7 +192,7 @@ def _check_finite_splits(trees: list[IsolationTree], what: str) -> None:
 
 
 @dataclass(frozen=True, eq=False)
-class IsolationTree:
+class IsolationTree(IsolationNodes):
     """One grown isolation tree: node arrays, root 0, children after parents.
 
     Internal node ``j`` sends a row left iff ``k[feature[j]] <= threshold[j]``
@@ -201,14 +201,6 @@ class IsolationTree:
     float64. ``n_node_samples`` counts the training rows (with repeats) that
     reached each node; ``depth`` is 0 at the root.
     """
-
-    feature: np.ndarray
-    threshold: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
-    n_node_samples: np.ndarray
-    depth: np.ndarray
-    normal: np.ndarray | None = None
 
     @property
     def is_leaf(self) -> np.ndarray:
@@ -261,18 +253,18 @@ def _subsample(r: np.random.RandomState, n: int, psi: int, bootstrap: bool) -> n
 
 def _isolation_trees(grown: GrownTrees) -> list[IsolationTree]:
     """The trees of `grow_forest`'s end-to-end arrays, each its own copy."""
-    trees = []
+    trees, nodes = [], grown.nodes
     for start, stop in zip(grown.offsets[:-1].tolist(), grown.offsets[1:].tolist(), strict=True):
         part = slice(start, stop)
         trees.append(
             IsolationTree(
-                feature=grown.feature[part].copy(),
-                threshold=grown.threshold[part].copy(),
-                left=grown.left[part].copy(),
-                right=grown.right[part].copy(),
-                n_node_samples=grown.n_node_samples[part].copy(),
-                depth=grown.depth[part].copy(),
-                normal=None if grown.normal is None else grown.normal[part].copy(),
+                feature=nodes.feature[part].copy(),
+                threshold=nodes.threshold[part].copy(),
+                left=nodes.left[part].copy(),
+                right=nodes.right[part].copy(),
+                n_node_samples=nodes.n_node_samples[part].copy(),
+                depth=nodes.depth[part].copy(),
+                normal=None if nodes.normal is None else nodes.normal[part].copy(),
             )
         )
     return trees

@@ -20,6 +20,7 @@ projection on the stored unit normal) is at most the stored threshold.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -30,18 +31,27 @@ from ..geometry import _ball_terms, _centroid_row_terms
 DIRECTION_TRIES = 4
 
 
-class GrownTrees(NamedTuple):
-    """The node arrays of several trees, end to end: tree ``t`` holds nodes
-    ``offsets[t]:offsets[t + 1]`` (root first); ``left``/``right`` are tree-local."""
+@dataclass(frozen=True, eq=False)
+class IsolationNodes:
+    """The node arrays of isolation trees (those of
+    `hyp2onnx.estimators._isolation.IsolationTree`, one tree's; `GrownTrees`, several
+    trees' end to end). ``normal`` is None for axis trees."""
 
-    offsets: np.ndarray
     feature: np.ndarray
     threshold: np.ndarray
     left: np.ndarray
     right: np.ndarray
     n_node_samples: np.ndarray
     depth: np.ndarray
-    normal: np.ndarray | None
+    normal: np.ndarray | None = None
+
+
+class GrownTrees(NamedTuple):
+    """The nodes of several trees, end to end: tree ``t`` holds nodes
+    ``offsets[t]:offsets[t + 1]`` (root first); ``left``/``right`` are tree-local."""
+
+    offsets: np.ndarray
+    nodes: IsolationNodes
 
 
 def _row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -176,7 +186,8 @@ class _Nodes:
             feature[at], threshold[at], left[at], right[at] = f, t, first, first + 1
             if normal is not None:
                 normal[at] = w
-        return GrownTrees(offsets, feature, threshold, left, right, n_samples, depth, normal)
+        nodes = IsolationNodes(feature, threshold, left, right, n_samples, depth, normal)
+        return GrownTrees(offsets, nodes)
 
 
 def grow_forest(

@@ -38,7 +38,6 @@ from ..ir.trees import CategorySets, TreeArrays
 from ._base import HyperbolicClassifierMixin
 from ._booster import BoosterBackend, BoostingModel, boosting_doc
 from ._interface import refuse_row_scores
-from ._probe import read_natively
 
 #: LightGBM's kZeroThreshold: the float literal 1e-35f held in a double.
 ZERO_THRESHOLD = float(np.float32(1e-35))
@@ -209,17 +208,10 @@ class LightGBMBackend(BoosterBackend):
     threshold_dtype = "float64"
     title = "LightGBM"
     native = (lightgbm.LGBMClassifier, lightgbm.LGBMRegressor)
+    booster = lightgbm.Booster
+    loader = lightgbm.basic
     zero_band = ZERO_THRESHOLD
     negative_weights = True
-
-    @classmethod
-    def check_file(cls, path: Path) -> None:
-        """Read ``path`` with the shared library alone in a child: a damaged file can crash it."""
-        read_natively(path, cls.title, cls.title, lightgbm.basic._LIB._name)
-
-    @classmethod
-    def trusted_types(cls) -> list[type]:
-        return [*cls.native, lightgbm.Booster]
 
     def __init__(self) -> None:
         super().__init__()

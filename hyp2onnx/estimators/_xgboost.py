@@ -43,7 +43,6 @@ from ..ir.trees import CategorySets, TreeArrays
 from ._base import HyperbolicClassifierMixin
 from ._booster import BoosterBackend, BoostingModel, boosting_doc
 from ._interface import refuse_row_scores
-from ._probe import read_natively
 
 #: Objectives whose prediction is the raw score itself.
 _IDENTITY_OBJECTIVES = {
@@ -272,6 +271,8 @@ class XGBoostBackend(BoosterBackend):
     threshold_dtype = "float32"
     title = "XGBoost"
     native = (xgboost.XGBClassifier, xgboost.XGBRegressor)
+    booster = xgboost.Booster
+    loader = xgboost.core
 
     def __init__(self) -> None:
         super().__init__()
@@ -302,15 +303,6 @@ class XGBoostBackend(BoosterBackend):
             types[self._categorical_features] = "c"
             estimator.set_params(enable_categorical=True, feature_types=types.tolist())
         return fit_params
-
-    @classmethod
-    def check_file(cls, path: Path) -> None:
-        """Read ``path`` with the shared library alone in a child: a damaged file can crash it."""
-        read_natively(path, cls.title, cls.title, xgboost.core._LIB._name)
-
-    @classmethod
-    def trusted_types(cls) -> list[type]:
-        return [*cls.native, xgboost.Booster]
 
     @classmethod
     def load_file(cls, path: Path) -> Any:
