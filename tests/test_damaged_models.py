@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _cli import assert_usage_error, cli
+from _cli import CLI, assert_usage_error, cli
 
 import hyp2onnx as h
 from hyp2onnx.errors import DamagedModelError
@@ -242,3 +242,157 @@ def test_a_pickled_tree_linking_outside_itself_is_refused(tmp_path: Path) -> Non
         code, out, err = cli("convert", tmp_path / "cycle.pkl", *plain)
         assert_usage_error(code, err, match="cycle.pkl: holds a damaged scikit-learn tree (its")
         assert out == ""
+
+
+# -- cut LightGBM model files -----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lightgbm_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small LightGBM classifier's model text, as ``save_model`` writes it."""
+    import lightgbm
+
+    folder = tmp_path_factory.mktemp("lightgbm")
+    X, y = h.datasets.make_wrapped_normal_mixture(200, 2, 3, random_state=0)
+    model = lightgbm.LGBMClassifier(n_estimators=3, num_leaves=4, verbose=-1)
+    model.fit(_klein_of(X), y).booster_.save_model(str(folder / "model.txt"))
+    return folder / "model.txt"
+
+
+def test_a_lightgbm_file_cut_in_its_parameters_is_one_error(
+    lightgbm_file: Path, tmp_path: Path
+) -> None:
+    """The issue's case: a LightGBM model file cut to 75% of its bytes, inside its
+    ``parameters:`` section. LightGBM loads it, and then crashes when asked for its
+    parameters (``LGBM_BoosterGetLoadedParam``, which ``lightgbm.Booster`` asks for
+    while it loads a file): its last line has no colon. The child that reads a native
+    file first did not ask, so it passed the file, and convert died of SIGSEGV."""
+    data = lightgbm_file.read_bytes()
+    cut = len(data) * 3 // 4
+    assert data.find(b"\nparameters:") < cut < data.find(b"\nend of parameters")
+    (tmp_path / "cut.txt").write_bytes(data[:cut])
+    done = subprocess.run(
+        [*CLI, "convert", "cut.txt", "--geometry", "klein"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert_usage_error(
+        done.returncode, done.stderr, match="cut.txt: not a readable LightGBM model file ("
+    )
+    assert "fix: pass a file written by lightgbm's save_model (.txt)" in done.stderr
+    assert done.stdout == "" and [p.name for p in tmp_path.iterdir()] == ["cut.txt"]
+
+
+def _cuts(data: bytes) -> list[int]:
+    """Every 10% of a model text, and either side of each section's first line."""
+    cuts = {len(data) * percent // 100 for percent in range(10, 100, 10)}
+    for section in (b"\nTree=1", b"\nend of trees", b"\nparameters:", b"\nend of parameters"):
+        at = data.find(section)
+        cuts |= {at, at + 1, at + len(section), at + len(section) + 2}
+    return sorted(cuts)
+
+
+#: Loads each file named on its command line as ``hyp2onnx convert`` does.
+_LOAD_EACH = """
+import sys
+from pathlib import Path
+from hyp2onnx.estimators._lightgbm import LightGBMBackend
+for name in sys.argv[1:]:
+    backend = LightGBMBackend()
+    try:
+        backend.parse(LightGBMBackend.load_file(Path(name)))
+    except Exception:
+        pass
+"""
+
+
+def test_a_cut_lightgbm_file_is_refused_by_the_child_or_loads(
+    lightgbm_file: Path, tmp_path: Path
+) -> None:
+    """Cut at every 10% and beside each section's start: the child refuses the file, or
+    loading and reading it as convert does is safe (here in a process of its own, where a
+    crash shows as a signal). Before the fix the child passed files cut anywhere in the
+    parameters, and loading them crashed."""
+    from hyp2onnx.estimators._lightgbm import LightGBMBackend
+    from hyp2onnx.estimators._probe import UnreadableFileError
+
+    data = lightgbm_file.read_bytes()
+    passed, refused = [], 0
+    for cut in _cuts(data):
+        path = tmp_path / f"cut{cut}.txt"
+        path.write_bytes(data[:cut])
+        try:
+            LightGBMBackend.check_file(path)
+            passed.append(str(path))
+        except UnreadableFileError as exc:
+            assert str(exc).startswith("not a readable LightGBM model file ("), exc
+            refused += 1
+    assert refused and passed  # both sides reached: damaged trees, a file ending at a line
+    done = subprocess.run(
+        [sys.executable, "-c", _LOAD_EACH, *passed],
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+
+
+@pytest.mark.filterwarnings("ignore:LGBMClassifier is exported with its own")
+def test_the_child_makes_every_native_call_that_loading_a_lightgbm_file_makes(
+    lightgbm_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the child does not ask LightGBM, it cannot find crashing: every LightGBM C
+    function that loading a file (``load_file``) and exporting its model call on that
+    model is one the child calls (``_native_probe.LIGHTGBM_CALLS``)."""
+    import lightgbm
+
+    from hyp2onnx.estimators import _native_probe
+    from hyp2onnx.estimators._lightgbm import LightGBMBackend
+
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    class Recorder:
+        def __getattr__(self, name: str) -> Any:
+            function = getattr(library, name)
+            return lambda *args: calls.append((name, args)) or function(*args)
+
+    library = lightgbm.basic._LIB
+    monkeypatch.setattr(lightgbm.basic, "_LIB", Recorder())
+    model = LightGBMBackend.load_file(lightgbm_file)
+    h.to_onnx(model, input_geometry="klein")
+    handle = model.booster_._handle.value
+    on_the_file = {
+        name
+        for name, args in calls
+        if name.endswith(("FromModelfile", "FromString"))
+        or (args and getattr(args[0], "value", None) == handle)
+    }
+    assert {"LGBM_BoosterGetLoadedParam", "LGBM_BoosterSaveModelToString"} <= on_the_file
+    assert not on_the_file - set(_native_probe.LIGHTGBM_CALLS)
+
+
+def test_a_child_that_does_not_finish_is_stopped_with_one_error(
+    lightgbm_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged file can make a library loop: the child reading it first is stopped
+    after a limit that grows with the file (60 s and 10 s a MB), not ten minutes, and
+    convert says so. Here the limit is 1 s, and the child sleeps."""
+    from hyp2onnx.estimators import _probe
+
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setattr(_probe, "_NATIVE_PROBE", sleeper)
+    monkeypatch.setattr(_probe, "CHILD_SECONDS", 1.0)
+    monkeypatch.setattr(_probe, "CHILD_SECONDS_PER_MB", 0.0)
+    code, out, err = cli("convert", lightgbm_file, "--geometry", "klein", "-o", tmp_path / "m.onnx")
+    assert_usage_error(code, err, match="model.txt: LightGBM did not finish reading it in 1 s")
+    assert out == "" and not (tmp_path / "m.onnx").exists()
+    monkeypatch.undo()
+    with (tmp_path / "big.txt").open("wb") as f:
+        f.truncate(10**7)
+    assert _probe.child_timeout(tmp_path / "big.txt") == 160.0

@@ -151,7 +151,7 @@ def _probe_in_child(path: Path, kind: str, what: str, fix: str) -> None:
             ["-c", _RUN_FILE, str(_MODEL_PROBE), kind, probed],
             path,
             crash=f"damaged {what} file: loading it crashed ({{signal}})",
-            slow="loading it did not finish in 10 minutes",
+            slow="loading it did not finish in {seconds} s",
         )
     except UnreadableFileError as exc:
         raise InputError(path, str(exc), fix) from exc

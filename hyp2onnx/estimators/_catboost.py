@@ -255,7 +255,7 @@ class CatBoostBackend(Backend):
             ["-c", _RUN_FILE, str(_CATBOOST_PROBE)],
             path,
             crash="damaged CatBoost model file: loading it crashed ({signal})",
-            slow="loading it did not finish in 10 minutes",
+            slow="loading it did not finish in {seconds} s",
         )
         if done.returncode == 3:
             raise UnreadableFileError(

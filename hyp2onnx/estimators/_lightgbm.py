@@ -38,6 +38,7 @@ from ..ir.trees import CategorySets, TreeArrays
 from ._base import HyperbolicClassifierMixin
 from ._booster import BoosterBackend, BoostingModel, boosting_doc
 from ._interface import refuse_row_scores
+from ._probe import UnreadableFileError
 
 #: LightGBM's kZeroThreshold: the float literal 1e-35f held in a double.
 ZERO_THRESHOLD = float(np.float32(1e-35))
@@ -63,6 +64,10 @@ _CATEGORICAL = (
 _LINEAR_TREE = ("linear_tree", "linear_trees")
 
 _TREE_START = re.compile(r"^Tree=\d+$", re.MULTILINE)
+
+#: A line of a model text's ``parameters:`` section as LightGBM writes it, ``[name: value]``:
+#: LightGBM splits each at its colons and reads the second piece unchecked.
+_PARAMETER_LINE = re.compile(r"\[[^:\]]+:.+\]")
 
 
 def _values(params: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
@@ -189,15 +194,46 @@ class _Model:
         return head + "".join(blocks) + self.tail
 
 
-def _objective_in_file(path: Path) -> str:
-    """The objective's name from a LightGBM model file's header ("" if none is stated)."""
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            if line.startswith("objective="):
-                words = line[len("objective=") :].split()
-                return words[0] if words else ""
-            if line.startswith("Tree="):
-                break
+def model_text(path: Path) -> str:
+    """The model text in ``path``; `UnreadableFileError` where LightGBM would misread it.
+
+    LightGBM reads a file's lines up to a newline or a NUL byte, and its copy of
+    a file has no NUL after the last byte: a file cut short has its last line
+    read on into whatever memory follows. It is handed the text with the NUL
+    that ends every Python bytes object instead (``Booster(model_str=...)``),
+    here and in the child (``_native_probe.py``), which then read the same
+    bytes. Asking a model for its parameters (``lightgbm.Booster`` does, on
+    loading) crashes LightGBM, or not, depending on memory, where a line of the
+    ``parameters:`` section has no colon: a file cut inside the section.
+    """
+    data = path.read_bytes()
+    problem = "it holds a NUL byte, which model text never does" if b"\0" in data else None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        problem = problem or f"not UTF-8 text: {exc.reason} at byte {exc.start}"
+        text = ""
+    lines = [line for line in re.split(r"[\r\n]+", text) if line]
+    if "parameters:" in lines:
+        rest = lines[lines.index("parameters:") + 1 :]
+        end = rest.index("end of parameters") if "end of parameters" in rest else len(rest)
+        bad = [line for line in rest[:end] if not _PARAMETER_LINE.fullmatch(line)]
+        if end == len(rest) or bad:
+            shown = f"the line {bad[0][:60]!r}" if bad else "no 'end of parameters' line"
+            problem = problem or f"its parameters section is cut short or damaged: {shown}"
+    if problem:
+        raise UnreadableFileError(f"not a readable LightGBM model file ({problem})")
+    return text
+
+
+def _objective_in_text(text: str) -> str:
+    """The objective's name from a LightGBM model text's header ("" if none is stated)."""
+    for line in text.splitlines():
+        if line.startswith("objective="):
+            words = line[len("objective=") :].split()
+            return words[0] if words else ""
+        if line.startswith("Tree="):
+            break
     return ""
 
 
@@ -212,6 +248,13 @@ class LightGBMBackend(BoosterBackend):
     loader = lightgbm.basic
     zero_band = ZERO_THRESHOLD
     negative_weights = True
+
+    @classmethod
+    def check_file(cls, path: Path) -> None:
+        """Refuse first what LightGBM crashes on or not by chance (`model_text`), then read
+        ``path`` with the shared library alone in a child (`BoosterBackend.check_file`)."""
+        model_text(path)
+        super().check_file(path)
 
     def __init__(self) -> None:
         super().__init__()
@@ -234,8 +277,9 @@ class LightGBMBackend(BoosterBackend):
         attributes, classes included) and its booster is swapped for the
         loaded one, through the attribute ``booster_`` reads.
         """
-        booster = lightgbm.Booster(model_file=str(path))
-        objective = _objective_in_file(path)
+        text = model_text(path)
+        booster = lightgbm.Booster(model_str=text)  # not model_file=: see model_text
+        objective = _objective_in_text(text)
         n_features = booster.num_feature()
         if objective.startswith("multiclass"):
             n_classes = booster.num_model_per_iteration()

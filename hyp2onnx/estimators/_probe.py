@@ -18,22 +18,44 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["UnreadableFileError", "native_error", "read_natively", "run_child"]
+__all__ = ["UnreadableFileError", "child_timeout", "native_error", "read_natively", "run_child"]
 
 #: The child's script for XGBoost and LightGBM files: it imports only the standard library.
 _NATIVE_PROBE = Path(__file__).with_name("_native_probe.py")
+
+
+#: Seconds a child may take to read any file (it starts Python and imports its library)...
+CHILD_SECONDS = 60.0
+#: ... and per MB of the file (LightGBM's child reads about 2 MB a second on a loaded machine).
+CHILD_SECONDS_PER_MB = 10.0
 
 
 class UnreadableFileError(Exception):
     """A model file that a child process could not read: the message says why."""
 
 
+def child_timeout(path: Path) -> float:
+    """Seconds a child may take to read ``path``: a damaged file can make a library spin.
+
+    60 s and 10 s per MB: over thirty times what it takes on a loaded 2-core machine
+    (4.7 s for a 10 MB LightGBM file, 160 s allowed), yet a hang on a small file ends
+    in a minute, not ten.
+    """
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    return CHILD_SECONDS + CHILD_SECONDS_PER_MB * size / 1e6
+
+
 def run_child(args: list[str], path: Path, *, crash: str, slow: str) -> Any:
     """Run ``python ARGS PATH`` with this process's module path; its completed process.
 
-    ``crash`` (with ``{signal}``) and ``slow`` are the problems raised, as
-    `UnreadableFileError`, if the child dies of a signal or runs 10 minutes.
+    ``crash`` (with ``{signal}``) and ``slow`` (with ``{seconds}``) are the problems
+    raised, as `UnreadableFileError`, if the child dies of a signal or runs past
+    `child_timeout`.
     """
+    timeout = child_timeout(path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
         done = subprocess.run(
@@ -42,11 +64,11 @@ def run_child(args: list[str], path: Path, *, crash: str, slow: str) -> Any:
             text=True,
             errors="replace",
             stdin=subprocess.DEVNULL,
-            timeout=600,
+            timeout=timeout,
             env=env,
         )
     except subprocess.TimeoutExpired as exc:
-        raise UnreadableFileError(slow) from exc
+        raise UnreadableFileError(slow.format(seconds=f"{timeout:.0f}")) from exc
     if done.returncode < 0:
         raise UnreadableFileError(crash.format(signal=signal.Signals(-done.returncode).name))
     return done
@@ -63,7 +85,7 @@ def read_natively(path: Path, library: str, kind: str, shared_library: str) -> N
         ["-I", "-S", str(_NATIVE_PROBE), kind, shared_library],
         path,
         crash=f"not a readable {library} model file ({library} crashed reading it: {{signal}})",
-        slow=f"{library} did not finish reading it in 10 minutes",
+        slow=f"{library} did not finish reading it in {{seconds}} s",
     )
     if done.returncode != 0:
         raise UnreadableFileError(f"not a readable {library} model file ({native_error(done)})")
