@@ -205,6 +205,12 @@ def test_booster_continuation_parameters_are_refused(name: str) -> None:
                 fit(estimator, X, y, **{param: "previous.model"})
 
 
+def _native_input(ours, X):
+    """What scikit-learn's network inside ``ours`` reads: the centred Klein coordinates,
+    standardised by the fitted offset and scale (the same float64 operations as ``fit``)."""
+    return (ours.network_input(X) - ours.input_offset_) / ours.input_scale_
+
+
 def _oracle(cls, **params):
     return cls(hidden_layer_sizes=(6,), max_iter=30, random_state=0, **params)
 
@@ -218,7 +224,7 @@ def test_mlp_warm_start_follows_scikit_learn_on_klein_coordinates(classifier: bo
     w = np.linspace(0.5, 2.0, X.shape[0])
     oracle = _oracle(MLPClassifier if classifier else MLPRegressor, warm_start=True)
     fit(ours, X, y)
-    k = ours.network_input(X)
+    k = _native_input(ours, X)
     fit(oracle, k, y)
     # A refused warm refit in between changes nothing.
     with pytest.raises(ValueError, match="found negative at row 3"):
@@ -241,7 +247,7 @@ def test_a_refit_refused_inside_scikit_learn_leaves_the_previous_network_whole()
     X, y = data(ours, n=120)
     oracle = _oracle(MLPClassifier, warm_start=True)
     fit(ours, X, y)
-    k = ours.network_input(X)
+    k = _native_input(ours, X)
     fit(oracle, k, y)
     ours.set_params(early_stopping=True, validation_fraction=0.1)
     with pytest.raises(ValueError):
@@ -279,7 +285,7 @@ def test_mlp_partial_fit_follows_scikit_learn() -> None:
         ours.predict(X)
     oracle = _oracle(MLPClassifier)
     ours.partial_fit(X[:60], y[:60], classes=classes)
-    k = ours.network_input(X)
+    k = _native_input(ours, X)
     oracle.partial_fit(k[:60], y[:60], classes=classes)
     before = ours.predict(X)
     with pytest.raises(ValueError):  # a class not declared on the first call
@@ -298,6 +304,6 @@ def test_mlp_regressor_partial_fit_follows_scikit_learn() -> None:
     oracle = _oracle(MLPRegressor)
     for part in (slice(0, 60), slice(60, 120)):
         ours.partial_fit(X[part], y[part])
-        oracle.partial_fit(ours.network_input(X[part]), y[part])
+        oracle.partial_fit(_native_input(ours, X[part]), y[part])
     for a, b in zip(ours.coefs_, oracle.coefs_, strict=True):
         np.testing.assert_array_equal(a, b)

@@ -322,7 +322,10 @@ def grid(n=121):
 
 
 def oracle_patterns(model, k):
-    """Hidden-unit signs by numpy's own products, and each row's smallest |pre-activation|."""
+    """Hidden-unit signs by numpy's own products, and each row's smallest |pre-activation|;
+    ``k`` the network inputs, standardised here as scikit-learn's network read them."""
+    if getattr(model, "input_offset_", None) is not None:
+        k = (k - model.input_offset_) / model.input_scale_
     a, signs, least = k, [], np.full(len(k), np.inf)
     for W, b in zip(model.coefs_[:-1], model.intercepts_[:-1]):
         z = a @ W + b

@@ -62,6 +62,9 @@ def test_centred_predictions_do_not_depend_on_where_the_origin_is(d):
     scale = max(float((Z[:, 0] * m.centring_[0, 0]).max()) for Z, m in ((X, a), (Y, b)))
     inputs = np.abs(a.network_input(X) - b.network_input(Y)).max()
     assert inputs <= 16 * (d + 1) * U * scale
+    # The standardisation is a function of those inputs: the same up to their rounding.
+    assert np.abs(a.input_offset_ - b.input_offset_).max() <= 16 * (d + 1) * U * scale
+    assert np.abs(a.input_scale_ / b.input_scale_ - 1).max() <= 1e-9
     # Training amplifies the inputs' difference (Adam, 120 epochs) but stays far below 1e-6;
     # a label can change only where the first model's top two logits are within twice it.
     za, zb = a.decision_function(X[test]), b.decision_function(Y[test])
@@ -320,6 +323,116 @@ def _collapsed(net, pattern):
     return np.concatenate(c.weights[:-1], axis=1), np.concatenate(c.offsets[:-1])
 
 
+# -- standardised inputs, folded into the first layer --------------------------------------
+
+
+def _kink_rows(model, X, n, seed):
+    """Rows one bisection step either side of where a first-layer unit's computed
+    pre-activation changes sign (the folded layer's boundaries)."""
+    rng = np.random.default_rng(seed)
+    net, k = model.network(), model.to_klein(X)
+    i, j = rng.integers(0, len(k), (2, n))
+    lo, hi = k[i], k[j]
+    first = lambda q: net.forward(model.network_input(_hyper(q)))[1][0] > 0
+    flo, fhi = first(lo), first(hi)
+    unit = np.argmax(flo != fhi, axis=1)
+    keep = (flo != fhi).any(axis=1)
+    lo, hi, unit = lo[keep], hi[keep], unit[keep]
+    side = flo[keep, unit]
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        same = first(mid)[np.arange(len(mid)), unit] == side
+        lo = np.where(same[:, None], mid, lo)
+        hi = np.where(same[:, None], hi, mid)
+    return _hyper(np.concatenate([lo, hi]))
+
+
+def _exact_first_layer(model, kp):
+    """The unfolded first layer, ``((k' - offset) / scale) W + b``, in exact rationals."""
+    from fractions import Fraction
+
+    W, b = model.coefs_[0], model.intercepts_[0]
+    o, s = model.input_offset_, model.input_scale_
+    out = np.empty((len(kp), W.shape[1]))
+    for r, row in enumerate(kp):
+        z = [(Fraction(row[i]) - Fraction(o[i])) / Fraction(s[i]) for i in range(len(row))]
+        for u in range(W.shape[1]):
+            out[r, u] = float(
+                sum((z[i] * Fraction(W[i, u]) for i in range(len(z))), Fraction(b[u]))
+            )
+    return out
+
+
+def test_the_folded_network_is_the_standardised_one_to_rounding(centred):
+    """The model (the folded network on ``k'``) against scikit-learn's weights on ``(k' -
+    offset) / scale``: the first layer within the fold's and the sum's rounding of its exact
+    rational value, on held-out rows, rows at radius 10 to 15 from the centroid (inputs at
+    the ball's edge, far from the training mean), and rows either side of a first-layer kink
+    and of a label tie; the labels those of scikit-learn's forward pass except on rows within
+    the logits' difference of a tie. Planted: the bias folded with the unscaled weights, the
+    weights multiplied by the scale."""
+    model, X = centred
+    rows = np.concatenate(
+        [
+            X[500:],
+            _far_rows(model, 2, 100, 5),
+            _kink_rows(model, X, 60, 6),
+            _tie_rows(model, X, 40, 7),
+        ]
+    )
+    kp = model.network_input(rows)
+    net = model.network()
+    got = net.forward(kp)[1][0]
+    want = _exact_first_layer(model, kp)
+    W_f, o = net.weights[0], model.input_offset_
+    d = kp.shape[1]
+    size = np.abs(kp) @ np.abs(W_f) + np.abs(o) @ np.abs(W_f) + np.abs(model.intercepts_[0])
+    assert np.all(np.abs(got - want) <= 4 * (d + 3) * U * size)
+    # The whole network: scikit-learn's weights on the standardised rows (numpy's products).
+    a = (kp - o) / model.input_scale_
+    for W, b in zip(model.coefs_[:-1], model.intercepts_[:-1], strict=True):
+        a = np.maximum(a @ W + b, 0.0)
+    unfolded = a @ model.coefs_[-1] + model.intercepts_[-1]
+    logits = model.decision_function(rows)
+    drift = float(np.abs(logits - unfolded).max())
+    assert drift <= 1e-12 * (1 + np.abs(unfolded).max())
+    top = np.sort(unfolded, axis=1)
+    near = top[:, -1] - top[:, -2] <= 2 * drift
+    theirs = model.classes_[np.argmax(unfolded, axis=1)]
+    assert np.array_equal(model.predict(rows)[~near], theirs[~near])
+    assert near.sum() < len(rows) / 4  # the tie rows are half of the last block at most
+
+
+def test_standardisation_is_per_axis_floored_and_deterministic():
+    """Per axis of the centred frame: the mean and standard deviation of the training inputs,
+    each deviation raised to at least half the largest; refitting gives the same bits. A
+    cluster flat along its second axis gets the floor there; a round one its own deviations.
+    Planted: the floor dropped (the flat axis blown up)."""
+    rng = np.random.default_rng(12)
+    G = random_isometry(2, 5.0, np.random.default_rng(13))
+    for spreads, floored in (((1.0, 0.05), True), ((1.0, 0.8), False)):
+        v = rng.standard_normal((300, 2)) * spreads
+        r = np.linalg.norm(v, axis=1, keepdims=True)
+        local = np.concatenate([np.cosh(r), np.sinh(r) * v / r], axis=1)
+        X = isometric_copy(local, G)
+        y = (v[:, 0] > 0).astype(int)
+        model = _fit(_mlp(max_iter=5), X, y)
+        kp = model.network_input(X)
+        assert np.allclose(model.input_offset_, kp.mean(axis=0), rtol=0, atol=1e-14)
+        sd = kp.std(axis=0)
+        assert sd[0] > sd[1]  # the frame's first axis is the widest
+        assert model.input_scale_[0] == pytest.approx(sd[0], rel=1e-12)
+        if floored:
+            assert model.input_scale_[1] == 0.5 * model.input_scale_[0]
+        else:
+            assert model.input_scale_[1] == pytest.approx(sd[1], rel=1e-12)
+        again = _fit(_mlp(max_iter=5), X, y)
+        assert np.array_equal(again.input_offset_, model.input_offset_)
+        assert np.array_equal(again.input_scale_, model.input_scale_)
+        for a, b in zip(again.network().weights, model.network().weights, strict=True):
+            assert np.array_equal(a, b)
+
+
 # -- warm starts and partial_fit keep the first centring -------------------------------------
 
 
@@ -339,6 +452,11 @@ def test_warm_start_and_partial_fit_keep_the_first_centring():
     stream.partial_fit(X, y, classes=np.unique(y))
     stream.partial_fit(Y, y)
     assert np.array_equal(stream.centring_, first)
+    # ... and its standardisation
+    once = _fit(_mlp(), X, y)
+    for kept in (model, stream):
+        assert np.array_equal(kept.input_offset_, once.input_offset_)
+        assert np.array_equal(kept.input_scale_, once.input_scale_)
 
 
 def test_weighted_rows_centre_as_repeated_rows():
@@ -351,6 +469,8 @@ def test_weighted_rows_centre_as_repeated_rows():
     repeated = _fit(_mlp(max_iter=5), X.repeat(w, axis=0), y.repeat(w))
     size = np.abs(repeated.centring_).max()
     assert np.abs(weighted.centring_ - repeated.centring_).max() <= 1e-9 * size
+    assert np.abs(weighted.input_offset_ - repeated.input_offset_).max() <= 1e-9
+    assert np.abs(weighted.input_scale_ / repeated.input_scale_ - 1).max() <= 1e-9
 
 
 def test_origin_keeps_the_klein_model():
@@ -358,7 +478,11 @@ def test_origin_keeps_the_klein_model():
     y = labels(k, 3, seed=1)
     model = _fit(_mlp(centre="origin"), X, y)
     assert model.centring_ is None
+    assert model.input_offset_ is None and model.input_scale_ is None
     assert np.array_equal(model.network_input(X), model.to_klein(X))
+    net = model.network()  # no standardisation folded in: scikit-learn's weights as fitted
+    for got, want in zip(net.weights + net.biases, model.coefs_ + model.intercepts_, strict=True):
+        assert np.array_equal(got, want)
     assert math.isfinite(model.score(X, y))
 
 

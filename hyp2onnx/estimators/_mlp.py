@@ -21,6 +21,19 @@ forests' frames: training rows with ``x_0 L_00`` past ``cosh(17)^2`` are
 refused (`FarPointError`), such rows to predict are named in a
 `FarPointWarning`.
 
+A centred network also standardises what scikit-learn's optimiser sees: it
+is fitted on ``z = (k' - input_offset_) / input_scale_`` (`input_standardisation`:
+the training rows' mean of ``k'`` and each axis's standard deviation, floored
+at half the largest), a function of ``k'`` alone, so the isometry invariance
+stays. The affine map is folded into the first layer when the network is
+described (`hyp2onnx.ir.network.fold_input_map`): `network` reads ``k'``,
+its boundaries are still affine in ``k'`` (geodesic), and the model's
+outputs, the region tree's and the graphs' are the folded network's
+arithmetic.
+``centre="origin"`` does not standardise (``input_offset_`` and
+``input_scale_`` are None): it is the network on the input's own Klein
+coordinates, as fitted.
+
 ``fit`` projects the points to unit-ball Klein coordinates (then centres
 them) and fits scikit-learn's ``MLPClassifier`` / ``MLPRegressor``
 (``estimator_``) on them; its weights are the model. Prediction does not call ``estimator_``: its
@@ -59,7 +72,7 @@ from ..geometry import (
     unit_hyperboloid,
 )
 from ..ir.frames import Frames, frame_features
-from ..ir.network import Network, label_indices, link
+from ..ir.network import Network, fold_input_map, label_indices, link
 from ._base import GEOMETRY_DEFAULTS, generate_init
 from ._isolation import lorentz_boost_to_origin
 from ._rotation import _log_at_origin, _pca_axes, check_frame_precision
@@ -113,6 +126,41 @@ def _weighted_axes(v: np.ndarray, weight: np.ndarray) -> np.ndarray:
     vectors = vectors[:, ::-1]
     skew = w @ ((centred @ vectors) ** 3)
     return vectors * np.where(skew < 0, -1.0, 1.0)
+
+
+#: A centred network's axes are scaled to unit standard deviation, but by at most
+#: this many times the widest axis's factor: an axis of little spread is not blown up.
+SCALE_FLOOR = 0.5
+
+
+def input_standardisation(
+    k: np.ndarray, weight: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(offset, scale)``: the mean of the rows ``k`` and a scale per column.
+
+    Each column's scale is its standard deviation, raised to at least
+    `SCALE_FLOOR` times the largest (an axis of little spread, mostly noise,
+    is not blown up past twice the widest axis's factor). The columns are a
+    centred frame's axes, fixed by the data (`centring_frame`: principal
+    axes by decreasing variance, signed by their third moments), so moving
+    the rows by an isometry changes neither. With ``weight`` the mean and
+    the deviations are weighted (a row of weight 2 counts as two rows).
+    Rows that do not spread at all (largest deviation 0, or not finite) get
+    scale 1.
+    """
+    k = np.asarray(k, dtype=np.float64)
+    if weight is None:
+        offset = k.mean(axis=0)
+        variance = ((k - offset) ** 2).mean(axis=0)
+    else:
+        w = np.asarray(weight, dtype=np.float64) / np.sum(weight)
+        offset = w @ k
+        variance = w @ ((k - offset) ** 2)
+    deviation = np.sqrt(variance)
+    widest = float(deviation.max(initial=0.0))
+    if not (np.isfinite(widest) and widest > 0.0):
+        return offset, np.ones(k.shape[1])
+    return offset, np.maximum(deviation, SCALE_FLOOR * widest)
 
 
 class _HyperbolicMLP(FitTransaction, BaseEstimator):
@@ -205,6 +253,21 @@ class _HyperbolicMLP(FitTransaction, BaseEstimator):
         check_frame_precision(L, x, frame=_FRAME)
         self.centring_ = L
 
+    def _fit_standardisation(self, k: np.ndarray, sample_weight: np.ndarray | None) -> None:
+        """``input_offset_`` and ``input_scale_`` from the network inputs ``k`` (centred
+        networks; None for ``centre="origin"``)."""
+        if self.centre == "origin":
+            self.input_offset_ = self.input_scale_ = None
+            return
+        weighted = sample_weight is not None and bool(sample_weight.any())
+        offset, scale = input_standardisation(k, sample_weight if weighted else None)
+        self.input_offset_, self.input_scale_ = offset, scale
+
+    def _standardised(self, k: np.ndarray) -> np.ndarray:
+        """What scikit-learn's network reads: ``(k - input_offset_) / input_scale_``."""
+        offset = getattr(self, "input_offset_", None)
+        return k if offset is None else (k - offset) / self.input_scale_
+
     # -- training ------------------------------------------------------------
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None):
@@ -267,7 +330,10 @@ class _HyperbolicMLP(FitTransaction, BaseEstimator):
         )
         if reset:  # a new fit; a warm start or a later partial_fit keeps the first centring
             self._fit_centring(X, sample_weight)
-        return self._network_input(k), y, sample_weight
+        k = self._network_input(k)
+        if reset:
+            self._fit_standardisation(k, sample_weight)
+        return self._standardised(k), y, sample_weight
 
     def _native(self, *, continued: bool) -> Any:
         """The scikit-learn network to train: new, or a copy of the fitted one to go on from.
@@ -297,16 +363,22 @@ class _HyperbolicMLP(FitTransaction, BaseEstimator):
     _classifier: ClassVar[bool] = False
 
     def network(self) -> Network:
-        """The fitted network as `hyp2onnx.ir.network.Network` (its weights, in float64)."""
+        """The fitted network as `hyp2onnx.ir.network.Network` (its weights, in float64), on
+        what `network_input` gives: a centred network's standardisation folded into its first
+        layer (`hyp2onnx.ir.network.fold_input_map`). This is the model's arithmetic."""
         check_is_fitted(self)
         native = self.estimator_
         output = {"softmax": "softmax", "logistic": "logistic"}.get(native.out_activation_)
-        return Network(
+        network = Network(
             weights=tuple(np.asarray(W, dtype=np.float64) for W in native.coefs_),
             biases=tuple(np.asarray(b, dtype=np.float64) for b in native.intercepts_),
             output=output or "identity",  # type: ignore[arg-type]
             classes=np.asarray(self.classes_) if self._classifier else None,
         )
+        offset, scale = getattr(self, "input_offset_", None), getattr(self, "input_scale_", None)
+        if offset is None or scale is None:  # centre="origin": the network as fitted
+            return network
+        return fold_input_map(network, offset, scale)
 
     def _outputs(self, X: Any) -> np.ndarray:
         """The last layer's outputs (logits, or the values), in the model's fixed order."""
@@ -318,7 +390,8 @@ class _HyperbolicMLP(FitTransaction, BaseEstimator):
 
     @property
     def coefs_(self) -> list[np.ndarray]:
-        """The fitted weight matrices (``estimator_.coefs_``)."""
+        """The fitted weight matrices (``estimator_.coefs_``; a centred network's first one
+        reads the standardised inputs, `network` holds it folded)."""
         check_is_fitted(self)
         return self.estimator_.coefs_
 
@@ -389,17 +462,24 @@ _DOC = """{summary}
         The network's frame: the training rows' Lorentzian centroid moved to
         the origin and their tangent principal axes onto the coordinate axes
         (predictions do not depend on where the embedding put its origin), or
-        the input's own Klein coordinates. Warm starts and ``partial_fit``
-        keep the frame of the first fit.
+        the input's own Klein coordinates. A centred network is also fitted on
+        standardised inputs (``input_offset_``, ``input_scale_``). Warm starts
+        and ``partial_fit`` keep the frame and the standardisation of the first
+        fit.
 {native}
 
     Attributes
     ----------
     centring_ : ndarray of shape (d + 1, d + 1) or None
         The Lorentz matrix ``L`` of the frame (None for ``centre="origin"``).
+    input_offset_, input_scale_ : ndarray of shape (d,) or None
+        A centred network's standardisation: ``estimator_`` reads ``(k' -
+        input_offset_) / input_scale_`` (the training rows' mean and each
+        axis's standard deviation, at least half the largest), folded into
+        the first layer of `network` (None for ``centre="origin"``).
     estimator_ : {wrapped}
-        The network fitted on (centred) Klein coordinates (its ``predict`` uses a BLAS
-        product; this model's outputs do not).
+        The network fitted on (centred, standardised) Klein coordinates (its ``predict``
+        uses a BLAS product; this model's outputs do not).
     loss_curve_ : list of float
         The training loss after each iteration (not kept by ``solver="lbfgs"``).
     best_loss_ : float or None

@@ -36,6 +36,7 @@ __all__ = [
     "Network",
     "collapse",
     "error_bounds",
+    "fold_input_map",
     "gamma",
     "label_indices",
     "link",
@@ -115,6 +116,38 @@ class Network:
         if not hidden:
             return np.zeros((np.shape(k)[0], 0), dtype=bool)
         return np.concatenate([z > 0 for z in hidden], axis=1)
+
+
+def fold_input_map(network: Network, offset: np.ndarray, scale: np.ndarray) -> Network:
+    """The network on ``k`` of ``network`` read on ``(k - offset) / scale``, per input column.
+
+    An affine map of the inputs followed by an affine layer is one affine
+    layer: the first layer becomes ``W_f = W / scale`` (per row) and
+    ``b_f = b - sum_i offset_i W_f[i]``, the sum taken in input order from
+    ``b`` (a fixed order of correctly rounded float64 operations, so the
+    folded weights are the same on every machine). The later layers are
+    shared. The folded network agrees with the unfolded one on every row
+    up to the rounding of the fold (a few units in the last place of each
+    term); the fitted model is defined as the folded network.
+    """
+    offset = np.asarray(offset, dtype=np.float64)
+    scale = np.asarray(scale, dtype=np.float64)
+    W, b = network.weights[0], network.biases[0]
+    if offset.shape != (W.shape[0],) or scale.shape != (W.shape[0],):
+        raise ValueError(
+            f"fold_input_map: the network reads {W.shape[0]} inputs; offset {offset.shape}, "
+            f"scale {scale.shape}"
+        )
+    folded = W / scale[:, None]
+    bias = np.array(b, dtype=np.float64)
+    for i in range(folded.shape[0]):
+        bias = bias - offset[i] * folded[i]
+    return Network(
+        weights=(folded, *network.weights[1:]),
+        biases=(bias, *network.biases[1:]),
+        output=network.output,
+        classes=network.classes,
+    )
 
 
 def link(network: Network, logits: np.ndarray) -> np.ndarray:
