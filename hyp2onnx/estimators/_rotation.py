@@ -82,7 +82,7 @@ from ..geometry import (
     unit_hyperboloid,
 )
 from ..ir import Ensemble, Model
-from ..ir.frames import Frames, frame_features
+from ..ir.frames import Frames, frame_columns, frame_features
 from ._base import (
     GEOMETRY_DEFAULTS,
     HyperbolicTreeModel,
@@ -115,6 +115,16 @@ HYPERPLANE_MAX_DEPTH = 8
 _MAX_INT = np.iinfo(np.int32).max
 #: Mixed into each tree's seed for the frame's own random stream.
 _FRAME_STREAM = 0x726F74
+
+
+#: Rows a fit works on at once where it needs a few values per row and tree
+#: (the float32 check, the routing check): temporaries of about a megabyte.
+_BLOCK_ROWS = 1 << 14
+
+
+def _row_blocks(n: int) -> list[slice]:
+    """``[0, n)`` in consecutive blocks of `_BLOCK_ROWS` rows."""
+    return [slice(start, min(start + _BLOCK_ROWS, n)) for start in range(0, n, _BLOCK_ROWS)]
 
 
 def haar_rotation(d: int, rng: np.random.Generator) -> np.ndarray:
@@ -461,8 +471,7 @@ class _RotationForest(HyperbolicTreeModel):
             rng=np.random.default_rng((seed, _FRAME_STREAM)),
         )
         check_frame_precision(M, x)
-        features = frame_features(k, Frames.from_lorentz([M]))
-        return (M, *self._grow(features, y_fit, tree_weight, rows, fitted_on, seed))
+        return (M, *self._grow(k, M, y_fit, tree_weight, rows, fitted_on, seed))
 
     def _choose_routing(self, k: np.ndarray) -> str:
         """``"hyperplanes"`` or ``"frames"``, as ``routing`` asks, checked on the training rows.
@@ -480,10 +489,14 @@ class _RotationForest(HyperbolicTreeModel):
             tree.get_depth() > HYPERPLANE_MAX_DEPTH for tree in self.estimators_
         ):
             return "frames"
-        every = self._frame_features(k)
-        for t, tree in enumerate(self.estimators_):
-            framed = tree.apply(np.ascontiguousarray(self._tree_features(k, t, every), np.float32))
-            moved = np.flatnonzero(framed != self._hyperplane_leaves(k, t))
+        for t, tree in enumerate(self.estimators_):  # a tree at a time, in blocks of rows
+            moved = np.concatenate(
+                [
+                    rows.start + np.flatnonzero(framed != self._hyperplane_leaves(k[rows], t))
+                    for rows in _row_blocks(k.shape[0])
+                    for framed in [tree.apply(self._compared(k[rows], t))]
+                ]
+            )
             if moved.size == 0:
                 continue
             if self.routing == "auto":
@@ -562,23 +575,49 @@ class _RotationForest(HyperbolicTreeModel):
             axis=1,
         )
 
+    def _frame_input(
+        self, k: np.ndarray, M: np.ndarray, fitted_on: np.ndarray
+    ) -> tuple[TreeSpace, np.ndarray]:
+        """The tree space of frame ``M``'s coordinates of Klein rows ``k``, and its float32
+        image of them: what the tree trains on.
+
+        In ranks on every row (the default), the frame coordinates come a
+        column at a time and the ranks straight as float32 (exact below 2**24
+        rows): no ``n x d`` float64 array. Otherwise the coordinates are made
+        whole and their image cast in blocks. The same numbers either way.
+        """
+        frames = Frames.from_lorentz([M])
+        dtype = SklearnBackend.compare_dtype
+        every_row = fitted_on.size == k.shape[0]
+        if every_row and self.tree_space == "ranks":
+            done = TreeSpace.ranks_of_columns(
+                frame_columns(k, frames), k.shape, dtype, compact=True
+            )
+            if done is not None:
+                return done
+        kf = frame_features(k, frames)
+        if every_row:
+            space, Xt = TreeSpace.fit_transform(kf, self.tree_space, dtype, compact=True)
+            return space, np.ascontiguousarray(Xt, dtype=np.float32)
+        space = TreeSpace.fit(kf[fitted_on], self.tree_space, dtype)
+        compared = np.empty(kf.shape, dtype=np.float32)
+        for rows in _row_blocks(kf.shape[0]):
+            compared[rows] = space.transform(kf[rows])
+        return space, compared
+
     def _grow(
         self,
-        kf: np.ndarray,
+        k: np.ndarray,
+        M: np.ndarray,
         y: np.ndarray,
         tree_weight: np.ndarray | None,
         rows: np.ndarray,
         fitted_on: np.ndarray,
         seed: int,
     ) -> tuple[Any, Any, Any]:
-        """One Fast-HyperDT tree on the frame coordinates ``kf``: fit, then correct."""
+        """One Fast-HyperDT tree on frame ``M``'s coordinates of ``k``: fit, then correct."""
         backend = SklearnBackend()
-        if fitted_on.size == kf.shape[0]:  # every row: fitted and transformed at once
-            space, Xt = TreeSpace.fit_transform(kf, self.tree_space, backend.compare_dtype)
-        else:
-            space = TreeSpace.fit(kf[fitted_on], self.tree_space, backend.compare_dtype)
-            Xt = space.transform(kf)
-        compared = np.ascontiguousarray(Xt, dtype=np.float32)  # what the tree trains on
+        space, compared = self._frame_input(k, M, fitted_on)
         tree = self._make_estimator(seed)
         # As scikit-learn's forests grow their trees: the inputs are float32
         # and one output already, so the tree skips validating them again
@@ -603,22 +642,31 @@ class _RotationForest(HyperbolicTreeModel):
         unchanged by the rounding reaches the same leaf, so only the others
         are routed.
         """
-        rounded = X.astype(np.float32).astype(np.float64)
-        if np.array_equal(rounded, X):
+        geometry = (self.input_geometry, self.curvature, self.timelike_dim)
+        blocks = _row_blocks(X.shape[0])
+        rounded = (X[rows].astype(np.float32) for rows in blocks)
+        if all(np.array_equal(r.astype(np.float64), X[rows]) for r, rows in zip(rounded, blocks)):
             return True
-        k32 = to_klein(rounded, self.input_geometry, self.curvature, self.timelike_dim, check=False)
-        if getattr(self, "routing_", "frames") == "hyperplanes":  # pickles before routing_
-            moved = np.flatnonzero(np.any(k32 != k, axis=1))
-            return bool(np.array_equal(self._leaves(k[moved]), self._leaves(k32[moved])))
-        here, there = self._frame_features(k), self._frame_features(k32)
-        for t, tree in enumerate(self.estimators_):
-            a, b = self._tree_features(k, t, here), self._tree_features(k32, t, there)
-            moved = np.flatnonzero(np.any(a.astype(np.float32) != b.astype(np.float32), axis=1))
-            if moved.size and not np.array_equal(
-                tree.tree_.apply(np.ascontiguousarray(a[moved], dtype=np.float32)),
-                tree.tree_.apply(np.ascontiguousarray(b[moved], dtype=np.float32)),
-            ):
-                return False
+        if not all(np.isfinite(X[rows].astype(np.float32)).all() for rows in blocks):
+            # A value float32 cannot hold: the whole array's error, naming its rows.
+            to_klein(X.astype(np.float32).astype(np.float64), *geometry, check=False)
+        hyperplanes = getattr(self, "routing_", "frames") == "hyperplanes"  # pickles before
+        for rows in blocks:  # a block of rows at a time, tree by tree
+            r32 = X[rows].astype(np.float32).astype(np.float64)
+            k32, kb = to_klein(r32, *geometry, check=False), k[rows]
+            if hyperplanes:
+                moved = np.flatnonzero(np.any(k32 != kb, axis=1))
+                if not np.array_equal(self._leaves(kb[moved]), self._leaves(k32[moved])):
+                    return False
+                continue
+            for t, tree in enumerate(self.estimators_):
+                a, b = self._tree_features(kb, t), self._tree_features(k32, t)
+                moved = np.flatnonzero(np.any(a.astype(np.float32) != b.astype(np.float32), axis=1))
+                if moved.size and not np.array_equal(
+                    tree.tree_.apply(np.ascontiguousarray(a[moved], dtype=np.float32)),
+                    tree.tree_.apply(np.ascontiguousarray(b[moved], dtype=np.float32)),
+                ):
+                    return False
         return True
 
     # -- prediction ----------------------------------------------------------
@@ -658,6 +706,10 @@ class _RotationForest(HyperbolicTreeModel):
             kf = every[:, t * d : (t + 1) * d]
         index = self.split_indices_[t]
         return kf if index is None else index.transform(kf)
+
+    def _compared(self, k: np.ndarray, t: int) -> np.ndarray:
+        """Tree ``t``'s input for Klein rows ``k``, as its ``apply`` reads it (float32)."""
+        return np.ascontiguousarray(self._tree_features(k, t), dtype=np.float32)
 
     def _mean(self, X: Any, method: str) -> np.ndarray:
         """The trees' outputs added in tree order in float64, divided by their number."""
