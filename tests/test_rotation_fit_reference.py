@@ -19,12 +19,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _rotation_fit_reference import old_frame_features, old_rotation_fit
+from _rotation_fit_reference import old_draw_frame, old_frame_features, old_rotation_fit
 from sklearn.base import clone
 
 import hyp2onnx as h
 from hyp2onnx import geometry
 from hyp2onnx.correction.tree_space import TreeSpace
+from hyp2onnx.estimators import _rotation
+from hyp2onnx.ir import frames as _frames
 from hyp2onnx.ir.frames import Frames, frame_columns, frame_features
 
 _NODE_ARRAYS = (
@@ -186,8 +188,14 @@ def _fit(fit: Any, model: Any, X: np.ndarray, y: np.ndarray, w: np.ndarray | Non
         return ("raised", str(error))
 
 
+@pytest.mark.parametrize("blocks", ["default", "small"])
 @pytest.mark.parametrize("name", list(CASES))
-def test_rotation_fit_is_the_old_one(name: str) -> None:
+def test_rotation_fit_is_the_old_one(
+    name: str, blocks: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if blocks == "small":  # many blocks of rows, the last one short, and one-row blocks
+        monkeypatch.setattr(_rotation, "_BLOCK_ROWS", 37 if len(name) % 2 else 1)
+        monkeypatch.setattr(_frames, "BLOCK_VALUES", 100)
     model, X, y, w = _case(name)
     new = _fit(lambda m, *a: m.fit(*a), clone(model), X, y, w)
     old = _fit(old_rotation_fit, clone(model), X, y, w)
@@ -243,3 +251,27 @@ def test_frame_columns_and_blocks_are_the_whole_computation() -> None:
     assert all(a.tobytes() == b.tobytes() for a, b in zip(space.klein, by_column[0].klein))
     whole[3, 1] = np.nan  # not finite: left to the whole computation
     assert TreeSpace.ranks_of_columns(iter(whole.T), whole.shape, "float32") is None
+
+
+@pytest.mark.parametrize("centre", ["class_subset", "origin"])
+def test_draw_frame_is_the_old_one(centre: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The public `draw_frame` on whole rows, in blocks of rows: the old frame."""
+    monkeypatch.setattr(_rotation, "_BLOCK_ROWS", 29)
+    k = _adversarial(5, seed=4)
+    x = geometry.unit_hyperboloid(k, "klein")
+    y = _labels(k)
+    rows = np.flatnonzero(np.arange(k.shape[0]) % 3 != 0)
+    frames = [
+        draw(
+            x,
+            y,
+            rows,
+            centre=centre,
+            rotation="pca",
+            group_size=2,
+            remove_proportion=0.3,
+            rng=np.random.default_rng(5),
+        )
+        for draw in (_rotation.draw_frame, old_draw_frame)
+    ]
+    assert frames[0].tobytes() == frames[1].tobytes()

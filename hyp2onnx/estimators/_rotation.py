@@ -57,6 +57,7 @@ in any tree, and [`hyp2onnx.to_onnx`][hyp2onnx.to_onnx] then warns on ``dtype="f
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -162,6 +163,43 @@ class _Rows:
         return np.sort(rng.choice(rows, size=keep, replace=False))
 
 
+def _log_vectors(
+    points: Callable[[Any], np.ndarray], n: int, d: int, mu: np.ndarray | None
+) -> np.ndarray:
+    """``[n, d]`` log-map vectors at ``mu`` (None: the origin) of the rows ``points`` gives,
+    computed a block of rows at a time (each row's by the same operations as all at once)."""
+    out = np.empty((n, d))
+    for rows in _row_blocks(n):
+        x = points(rows)
+        if mu is None:
+            moved, distance = x, np.arcsinh(np.linalg.norm(x[:, 1:], axis=1))
+        else:
+            moved, distance = move_to_origin(x, mu)
+        out[rows] = _log_at_origin(moved, distance)
+    return out
+
+
+class _Points:
+    """The training points' unit-hyperboloid rows, made when asked for (by index or
+    slice), never all at once, each from its own input row as `unit_hyperboloid`
+    of the whole input makes it; their ``x_0`` kept for the frames' precision check."""
+
+    def __init__(self, X: np.ndarray, d: int, geometry: tuple[str, float, int]) -> None:
+        self.X, self.geometry, self.shape = X, geometry, (X.shape[0], d + 1)
+        self.x0 = np.concatenate([self(rows)[:, 0] for rows in _row_blocks(X.shape[0])])
+
+    def __call__(self, rows: Any) -> np.ndarray:
+        return unit_hyperboloid(self.X[rows], *self.geometry)
+
+    def check_precision(self, M: np.ndarray) -> None:
+        """`check_frame_precision` of ``M`` on every row: the same test on the kept
+        ``x_0``, and where it fails the same call on the whole rows (its error)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            scale = self.x0 * float(M[0, 0])
+        if not (np.isfinite(M).all() and np.all(scale <= math.cosh(CENTRED_RADIUS) ** 2)):
+            check_frame_precision(M, self(slice(None)))
+
+
 def _pca_axes(v: np.ndarray) -> np.ndarray:
     """Columns: principal axes of the rows ``v``, by decreasing variance, third moment >= 0."""
     centred = v - v.mean(axis=0)
@@ -192,12 +230,41 @@ def draw_frame(
     [move_to_origin][hyp2onnx.geometry.move_to_origin]), so the frame follows
     the data at any radius the input holds.
     """
-    d = x.shape[1] - 1
+    return _draw_frame(
+        x.__getitem__,
+        x.shape,
+        y,
+        rows,
+        centre=centre,
+        rotation=rotation,
+        group_size=group_size,
+        remove_proportion=remove_proportion,
+        rng=rng,
+    )
+
+
+def _draw_frame(
+    points: Callable[[Any], np.ndarray],
+    shape: tuple[int, int],
+    y: np.ndarray | None,
+    rows: np.ndarray,
+    *,
+    centre: str,
+    rotation: str,
+    group_size: int,
+    remove_proportion: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """`draw_frame` of the ``shape`` unit-hyperboloid rows that ``points`` gives by
+    index or slice (every one computed from its own input row alone), a block at a
+    time: no more than the log-map vectors (``n x d``) and their product with ``H``
+    are whole, the one product the old whole computation made, bit for bit."""
+    n, d = shape[0], shape[1] - 1
     B = np.eye(d + 1)
     mu = None
     pool = _Rows(y, rows)
     if centre == "class_subset":
-        mu = lorentzian_centroid(x[pool.sample(rng, remove_proportion)])
+        mu = lorentzian_centroid(points(pool.sample(rng, remove_proportion)))
         B = lorentz_boost_to_origin(mu)
     if rotation == "identity":
         R = np.eye(d)
@@ -205,11 +272,9 @@ def draw_frame(
         R = haar_rotation(d, rng)
     else:
         H = haar_rotation(d, rng)
-        if mu is None:
-            moved, distance = x, np.arcsinh(np.linalg.norm(x[:, 1:], axis=1))
-        else:
-            moved, distance = move_to_origin(x, mu)
-        v = _log_at_origin(moved, distance) @ H.T  # log-map vectors at the centre, in H's axes
+        # Log-map vectors at the centre, in H's axes: the product of the whole array
+        # (a BLAS product's rows depend on how many rows it is given).
+        v = _log_vectors(points, n, d, mu) @ H.T
         order = rng.permutation(d)
         axes = []
         for start in range(0, d, group_size):
@@ -388,7 +453,7 @@ class _RotationForest(HyperbolicTreeModel):
         # One seed per tree, drawn as scikit-learn's forests draw them.
         rng = check_random_state(self.random_state)
         seeds = [int(rng.randint(_MAX_INT)) for _ in range(self.n_estimators)]
-        x = unit_hyperboloid(X, self.input_geometry, self.curvature, self.timelike_dim)
+        x = _Points(X, k.shape[1], (self.input_geometry, self.curvature, self.timelike_dim))
 
         def one(seed: int) -> tuple:
             return self._grow_in_frame(seed, x, k, y_fit, classes, weight, n_draw, fitted_on)
@@ -439,7 +504,7 @@ class _RotationForest(HyperbolicTreeModel):
     def _grow_in_frame(
         self,
         seed: int,
-        x: np.ndarray,
+        x: _Points,
         k: np.ndarray,
         y_fit: np.ndarray,
         classes: np.ndarray | None,
@@ -460,8 +525,9 @@ class _RotationForest(HyperbolicTreeModel):
         else:
             tree_weight = weight
         rows = np.arange(n) if tree_weight is None else np.flatnonzero(tree_weight != 0)
-        M = draw_frame(
+        M = _draw_frame(
             x,
+            x.shape,
             classes,
             rows,
             centre=self.centre,
@@ -470,7 +536,7 @@ class _RotationForest(HyperbolicTreeModel):
             remove_proportion=float(self.remove_proportion),
             rng=np.random.default_rng((seed, _FRAME_STREAM)),
         )
-        check_frame_precision(M, x)
+        x.check_precision(M)
         return (M, *self._grow(k, M, y_fit, tree_weight, rows, fitted_on, seed))
 
     def _choose_routing(self, k: np.ndarray) -> str:
