@@ -70,16 +70,22 @@ def _plus_zero(u: np.ndarray) -> np.ndarray:
 def _unique_ranks(column: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """The sorted distinct values of ``column`` (finite), as ``np.unique`` finds them
     (of -0.0 and 0.0 the one sorted first), writing each value's rank among them,
-    from 1, into ``rank``: ``np.unique``'s inverse from the one sort it makes."""
+    from 1, into ``rank``: ``np.unique``'s inverse from the one sort it makes.
+
+    The sorted values go once their distinct ones are taken, and the ranks
+    are written through the sort order straight into ``rank`` (each the same
+    integer converted once): no more than three arrays of ``column``'s size
+    at a time besides it.
+    """
     order = np.argsort(column)
     values = column.take(order)
     new = np.empty(values.shape[0], dtype=bool)
     new[:1] = True
     np.not_equal(values[1:], values[:-1], out=new[1:])
-    inverse = np.empty(values.shape[0], dtype=np.intp)
-    inverse[order] = np.cumsum(new)
-    rank[:] = inverse  # exact: fewer ranks than ``rank``'s dtype holds
-    return values[new]
+    distinct = values[new]
+    del values
+    rank[order] = np.cumsum(new)  # exact: fewer ranks than ``rank``'s dtype holds
+    return distinct
 
 
 class ResolutionError(Exception):
