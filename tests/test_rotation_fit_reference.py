@@ -275,3 +275,30 @@ def test_draw_frame_is_the_old_one(centre: str, monkeypatch: pytest.MonkeyPatch)
         for draw in (_rotation.draw_frame, old_draw_frame)
     ]
     assert frames[0].tobytes() == frames[1].tobytes()
+
+
+def test_precision_check_on_extremes_is_the_whole_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_Points.check_precision` (the least and largest ``x_0`` only) passes and fails
+    where `check_frame_precision` on every row does, with its error."""
+    monkeypatch.setattr(_rotation, "_BLOCK_ROWS", 23)
+    rng = np.random.default_rng(2)
+    k = _klein(200, 3, 17.5, rng)
+    X = geometry.from_klein(k, "poincare")
+    x = geometry.unit_hyperboloid(X, "poincare")
+    points = _rotation._Points(X, 3, ("poincare", -1.0, 0))
+    assert points(np.arange(200)[::-3]).tobytes() == x[::-3].tobytes()
+    cut = np.cosh(17.0) ** 2 / x[:, 0].max()
+    outcomes = []
+    for m00 in (1.0, cut, np.nextafter(cut, np.inf), 1e300, np.inf, np.nan, -2.0, 0.0):
+        M = np.eye(4)
+        M[0, 0] = m00
+        found = []
+        for check in (points.check_precision, lambda M: _rotation.check_frame_precision(M, x)):
+            try:
+                check(M)
+                found.append(None)
+            except h.FarPointError as error:
+                found.append(str(error))
+        assert found[0] == found[1], m00
+        outcomes.append(found[0] is None)
+    assert True in outcomes and False in outcomes

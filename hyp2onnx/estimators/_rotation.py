@@ -120,12 +120,17 @@ _FRAME_STREAM = 0x726F74
 
 #: Rows a fit works on at once where it needs a few values per row and tree
 #: (the float32 check, the routing check): temporaries of about a megabyte.
-_BLOCK_ROWS = 1 << 14
+_BLOCK_ROWS = 1 << 12
 
 
 def _row_blocks(n: int) -> list[slice]:
     """``[0, n)`` in consecutive blocks of `_BLOCK_ROWS` rows."""
     return [slice(start, min(start + _BLOCK_ROWS, n)) for start in range(0, n, _BLOCK_ROWS)]
+
+
+def _tree_rows(tree_weight: np.ndarray | None, n: int) -> np.ndarray:
+    """The rows a tree is grown on: those of non-zero weight (None: all ``n``)."""
+    return np.arange(n) if tree_weight is None else np.flatnonzero(tree_weight != 0)
 
 
 def haar_rotation(d: int, rng: np.random.Generator) -> np.ndarray:
@@ -142,16 +147,17 @@ def _log_at_origin(x: np.ndarray, distance: np.ndarray) -> np.ndarray:
 
 
 class _Rows:
-    """The rows a frame may be drawn from, their classes looked up once per tree."""
+    """The rows a frame may be drawn from (None: all ``n``, no index array held), their
+    classes looked up once per tree."""
 
-    def __init__(self, y: np.ndarray | None, rows: np.ndarray) -> None:
-        self.rows = rows
-        self.y = None if y is None else y[rows]
+    def __init__(self, y: np.ndarray | None, rows: np.ndarray | None, n: int = 0) -> None:
+        self.rows, self.n = rows, n
+        self.y = None if y is None else y if rows is None else y[rows]
         self.classes = None if self.y is None else np.unique(self.y)
 
     def sample(self, rng: np.random.Generator, remove: float) -> np.ndarray:
         """Rows of a random non-empty class subset (all rows without classes), less ``remove``."""
-        rows = self.rows
+        rows = np.arange(self.n) if self.rows is None else self.rows
         if self.y is not None:
             assert self.classes is not None
             classes = self.classes
@@ -182,20 +188,33 @@ def _log_vectors(
 class _Points:
     """The training points' unit-hyperboloid rows, made when asked for (by index or
     slice), never all at once, each from its own input row as `unit_hyperboloid`
-    of the whole input makes it; their ``x_0`` kept for the frames' precision check."""
+    of the whole input makes it; the least and largest ``x_0`` (NaN if any is)
+    kept for the frames' precision check."""
 
     def __init__(self, X: np.ndarray, d: int, geometry: tuple[str, float, int]) -> None:
         self.X, self.geometry, self.shape = X, geometry, (X.shape[0], d + 1)
-        self.x0 = np.concatenate([self(rows)[:, 0] for rows in _row_blocks(X.shape[0])])
+        ends = [(x0.min(), x0.max()) for b in _row_blocks(X.shape[0]) for x0 in [self(b)[:, 0]]]
+        self.x0_ends = np.array(ends).reshape(-1)  # np.min/np.max: NaN if any x_0 is NaN
 
     def __call__(self, rows: Any) -> np.ndarray:
-        return unit_hyperboloid(self.X[rows], *self.geometry)
+        """The rows ``rows`` (a slice or an index array), made a block at a time."""
+        if isinstance(rows, slice):
+            start, stop, _ = rows.indices(self.shape[0])
+            if stop - start <= _BLOCK_ROWS and rows.step in (None, 1):
+                return unit_hyperboloid(self.X[rows], *self.geometry)
+            rows = np.arange(self.shape[0])[rows]
+        out = np.empty((len(rows), self.shape[1]))
+        for block in _row_blocks(len(rows)):
+            out[block] = unit_hyperboloid(self.X[rows[block]], *self.geometry)
+        return out
 
     def check_precision(self, M: np.ndarray) -> None:
-        """`check_frame_precision` of ``M`` on every row: the same test on the kept
-        ``x_0``, and where it fails the same call on the whole rows (its error)."""
+        """`check_frame_precision` of ``M`` on every row, and where it fails the same
+        call on the whole rows (its error). Its test ``x_0 M_00 <= cosh(17)^2`` holds
+        on every row iff it holds at the least and the largest ``x_0``: a product
+        with one number, correctly rounded, is monotone in the other (NaN fails)."""
         with np.errstate(over="ignore", invalid="ignore"):
-            scale = self.x0 * float(M[0, 0])
+            scale = np.array([self.x0_ends.min(), self.x0_ends.max()]) * float(M[0, 0])
         if not (np.isfinite(M).all() and np.all(scale <= math.cosh(CENTRED_RADIUS) ** 2)):
             check_frame_precision(M, self(slice(None)))
 
@@ -247,7 +266,7 @@ def _draw_frame(
     points: Callable[[Any], np.ndarray],
     shape: tuple[int, int],
     y: np.ndarray | None,
-    rows: np.ndarray,
+    rows: np.ndarray | None,
     *,
     centre: str,
     rotation: str,
@@ -258,11 +277,12 @@ def _draw_frame(
     """`draw_frame` of the ``shape`` unit-hyperboloid rows that ``points`` gives by
     index or slice (every one computed from its own input row alone), a block at a
     time: no more than the log-map vectors (``n x d``) and their product with ``H``
-    are whole, the one product the old whole computation made, bit for bit."""
+    are whole, the one product the old whole computation made, bit for bit.
+    ``rows`` None: every row."""
     n, d = shape[0], shape[1] - 1
     B = np.eye(d + 1)
     mu = None
-    pool = _Rows(y, rows)
+    pool = _Rows(y, rows, n)
     if centre == "class_subset":
         mu = lorentzian_centroid(points(pool.sample(rng, remove_proportion)))
         B = lorentz_boost_to_origin(mu)
@@ -447,9 +467,10 @@ class _RotationForest(HyperbolicTreeModel):
         y_fit, weight, classes = self._targets(y, sample_weight)
         n_draw = self._n_draw(n, weight)
         # The rows the tree spaces are fitted on: those of non-zero sample weight.
-        fitted_on = np.arange(n) if sample_weight is None else np.flatnonzero(sample_weight != 0)
-        if fitted_on.size == 0:
-            fitted_on = np.arange(n)
+        # None: every row (no index array of n rows held through the fit).
+        fitted_on = None if sample_weight is None else np.flatnonzero(sample_weight != 0)
+        if fitted_on is not None and fitted_on.size in (0, n):
+            fitted_on = None
         # One seed per tree, drawn as scikit-learn's forests draw them.
         rng = check_random_state(self.random_state)
         seeds = [int(rng.randint(_MAX_INT)) for _ in range(self.n_estimators)]
@@ -510,7 +531,7 @@ class _RotationForest(HyperbolicTreeModel):
         classes: np.ndarray | None,
         weight: np.ndarray | None,
         n_draw: int,
-        fitted_on: np.ndarray,
+        fitted_on: np.ndarray | None,
     ) -> tuple:
         """One tree: its bootstrap draw, its Lorentz frame, then the tree grown and
         corrected on the frame's coordinates (``(frame, tree, split indices, corrections)``)."""
@@ -524,12 +545,11 @@ class _RotationForest(HyperbolicTreeModel):
             tree_weight: np.ndarray | None = np.bincount(drawn.astype(np.int32), minlength=n)
         else:
             tree_weight = weight
-        rows = np.arange(n) if tree_weight is None else np.flatnonzero(tree_weight != 0)
         M = _draw_frame(
             x,
             x.shape,
             classes,
-            rows,
+            None if tree_weight is None else _tree_rows(tree_weight, n),
             centre=self.centre,
             rotation=self.rotation,
             group_size=int(self.group_size),
@@ -537,7 +557,7 @@ class _RotationForest(HyperbolicTreeModel):
             rng=np.random.default_rng((seed, _FRAME_STREAM)),
         )
         x.check_precision(M)
-        return (M, *self._grow(k, M, y_fit, tree_weight, rows, fitted_on, seed))
+        return (M, *self._grow(k, M, y_fit, tree_weight, fitted_on, seed))
 
     def _choose_routing(self, k: np.ndarray) -> str:
         """``"hyperplanes"`` or ``"frames"``, as ``routing`` asks, checked on the training rows.
@@ -642,7 +662,7 @@ class _RotationForest(HyperbolicTreeModel):
         )
 
     def _frame_input(
-        self, k: np.ndarray, M: np.ndarray, fitted_on: np.ndarray
+        self, k: np.ndarray, M: np.ndarray, fitted_on: np.ndarray | None
     ) -> tuple[TreeSpace, np.ndarray]:
         """The tree space of frame ``M``'s coordinates of Klein rows ``k``, and its float32
         image of them: what the tree trains on.
@@ -654,15 +674,14 @@ class _RotationForest(HyperbolicTreeModel):
         """
         frames = Frames.from_lorentz([M])
         dtype = SklearnBackend.compare_dtype
-        every_row = fitted_on.size == k.shape[0]
-        if every_row and self.tree_space == "ranks":
+        if fitted_on is None and self.tree_space == "ranks":
             done = TreeSpace.ranks_of_columns(
                 frame_columns(k, frames), k.shape, dtype, compact=True
             )
             if done is not None:
                 return done
         kf = frame_features(k, frames)
-        if every_row:
+        if fitted_on is None:
             space, Xt = TreeSpace.fit_transform(kf, self.tree_space, dtype, compact=True)
             return space, np.ascontiguousarray(Xt, dtype=np.float32)
         space = TreeSpace.fit(kf[fitted_on], self.tree_space, dtype)
@@ -677,8 +696,7 @@ class _RotationForest(HyperbolicTreeModel):
         M: np.ndarray,
         y: np.ndarray,
         tree_weight: np.ndarray | None,
-        rows: np.ndarray,
-        fitted_on: np.ndarray,
+        fitted_on: np.ndarray | None,
         seed: int,
     ) -> tuple[Any, Any, Any]:
         """One Fast-HyperDT tree on frame ``M``'s coordinates of ``k``: fit, then correct."""
@@ -697,6 +715,7 @@ class _RotationForest(HyperbolicTreeModel):
         )
         trees = backend.read_trees(tree)
         comparison = comparison_of(backend)
+        rows = _tree_rows(tree_weight, k.shape[0])  # made again here: not held through the fit
         neighbours = from_rows(trees, compared, [rows], comparison, self.midpoint)
         done = correct(trees, space, neighbours, comparison, self.midpoint)
         return backend.write_thresholds(tree, done.thresholds), done.split_index, done.report
