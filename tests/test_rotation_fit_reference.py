@@ -248,6 +248,10 @@ def test_frame_columns_and_blocks_are_the_whole_computation() -> None:
     )
     assert by_column is not None
     assert ranks.tobytes() == by_column[1].tobytes()
+    for f in range(5):  # np.unique's distinct values and inverse, independently
+        u, inverse = np.unique(whole[:, f], return_inverse=True)
+        assert np.array_equal(by_column[1][:, f], (inverse + 1).astype(np.float32))
+        assert u.tobytes() == by_column[0].klein[f].tobytes()
     assert all(a.tobytes() == b.tobytes() for a, b in zip(space.klein, by_column[0].klein))
     whole[3, 1] = np.nan  # not finite: left to the whole computation
     assert TreeSpace.ranks_of_columns(iter(whole.T), whole.shape, "float32") is None
