@@ -118,8 +118,9 @@ _MAX_INT = np.iinfo(np.int32).max
 _FRAME_STREAM = 0x726F74
 
 
-#: Rows a fit works on at once where it needs a few values per row and tree
-#: (the float32 check, the routing check): temporaries of about a megabyte.
+#: Rows a fit works on at once where it needs a few values per row (the
+#: unit-hyperboloid rows and log-map vectors of a frame, the float32 and routing
+#: checks of a tree): temporaries of a few hundred kilobytes each.
 _BLOCK_ROWS = 1 << 12
 
 
