@@ -37,6 +37,8 @@ precision. So the Python model and the exported graph, which compares
 from __future__ import annotations
 
 import functools
+import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -68,16 +70,22 @@ def _plus_zero(u: np.ndarray) -> np.ndarray:
 def _unique_ranks(column: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """The sorted distinct values of ``column`` (finite), as ``np.unique`` finds them
     (of -0.0 and 0.0 the one sorted first), writing each value's rank among them,
-    from 1, into ``rank``: ``np.unique``'s inverse from the one sort it makes."""
+    from 1, into ``rank``: ``np.unique``'s inverse from the one sort it makes.
+
+    The sorted values go once their distinct ones are taken, and the ranks
+    are written through the sort order straight into ``rank`` (each the same
+    integer converted once): no more than three arrays of ``column``'s size
+    at a time besides it.
+    """
     order = np.argsort(column)
     values = column.take(order)
     new = np.empty(values.shape[0], dtype=bool)
     new[:1] = True
     np.not_equal(values[1:], values[:-1], out=new[1:])
-    inverse = np.empty(values.shape[0], dtype=np.intp)
-    inverse[order] = np.cumsum(new)
-    rank[:] = inverse  # exact: fewer ranks than ``rank``'s dtype holds
-    return values[new]
+    distinct = values[new]
+    del values
+    rank[order] = np.cumsum(new)  # exact: fewer ranks than ``rank``'s dtype holds
+    return distinct
 
 
 class ResolutionError(Exception):
@@ -153,21 +161,47 @@ class TreeSpace:
         than 2**24 rows): the same numbers in half the memory, the precision
         scikit-learn and XGBoost read anyway.
         """
-        if space != "ranks" or not np.all(np.isfinite(Xk)):
-            fitted = cls.fit(Xk, space, compare_dtype, zero_band)
-            return fitted, fitted.transform(Xk)
-        n = Xk.shape[0]
+        if space == "ranks" and np.all(np.isfinite(Xk)):
+            columns = (Xk[:, f] for f in range(Xk.shape[1]))
+            done = cls.ranks_of_columns(
+                columns, Xk.shape, compare_dtype, zero_band, compact=compact
+            )
+            if done is not None:
+                return done
+        fitted = cls.fit(Xk, space, compare_dtype, zero_band)  # raises the ranks error if ranks
+        return fitted, fitted.transform(Xk)
+
+    @classmethod
+    def ranks_of_columns(
+        cls,
+        columns: Iterable[np.ndarray],
+        shape: tuple[int, int],
+        compare_dtype: str,
+        zero_band: float = 0.0,
+        *,
+        compact: bool = False,
+    ) -> tuple[TreeSpace, np.ndarray] | None:
+        """`fit_transform` in ranks of the ``shape`` rows whose columns come one at a time
+        (so that no more than one need exist at once): the same space and ranks.
+
+        None, having read no further, at a column that is not finite or has
+        more distinct values than ``compare_dtype`` ranks exactly: there
+        `fit_transform` of the whole rows refuses them or uses another path.
+        """
+        n, d = shape
         small = compact and n < _EXACT_INTS["float32"]
-        out = np.empty(Xk.shape, dtype=np.float32 if small else np.float64)
-        klein = []
-        for f in range(Xk.shape[1]):
-            u = _unique_ranks(_zeroed(Xk[:, f], zero_band), out[:, f])
+        out: np.ndarray = np.empty(shape, dtype=np.float32 if small else np.float64)
+        klein: list[np.ndarray] = []
+        for column in itertools.islice(columns, d):
+            if not np.all(np.isfinite(column)):
+                return None
+            u = _unique_ranks(_zeroed(column, zero_band), out[:, len(klein)])
             if u.size >= _EXACT_INTS[compare_dtype]:
-                return cls.fit(Xk, space, compare_dtype), Xk  # fit raises the ranks error
+                return None
             klein.append(_plus_zero(u))
         ranks = np.arange(1.0, max((u.size for u in klein), default=0) + 1.0)
         image = tuple(ranks[: u.size] for u in klein)  # views of one table
-        return cls(space, compare_dtype, tuple(klein), image, zero_band), out
+        return cls("ranks", compare_dtype, tuple(klein), image, zero_band), out
 
     def transform(self, Xk: np.ndarray) -> np.ndarray:
         """The learner's input (float64) for Klein rows ``Xk``, training rows or not.

@@ -57,6 +57,7 @@ in any tree, and [`hyp2onnx.to_onnx`][hyp2onnx.to_onnx] then warns on ``dtype="f
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -82,7 +83,7 @@ from ..geometry import (
     unit_hyperboloid,
 )
 from ..ir import Ensemble, Model
-from ..ir.frames import Frames, frame_features
+from ..ir.frames import Frames, frame_columns, frame_features
 from ._base import (
     GEOMETRY_DEFAULTS,
     HyperbolicTreeModel,
@@ -117,6 +118,22 @@ _MAX_INT = np.iinfo(np.int32).max
 _FRAME_STREAM = 0x726F74
 
 
+#: Rows a fit works on at once where it needs a few values per row (the
+#: unit-hyperboloid rows and log-map vectors of a frame, the float32 and routing
+#: checks of a tree): temporaries of a few hundred kilobytes each.
+_BLOCK_ROWS = 1 << 12
+
+
+def _row_blocks(n: int) -> list[slice]:
+    """``[0, n)`` in consecutive blocks of `_BLOCK_ROWS` rows."""
+    return [slice(start, min(start + _BLOCK_ROWS, n)) for start in range(0, n, _BLOCK_ROWS)]
+
+
+def _tree_rows(tree_weight: np.ndarray | None, n: int) -> np.ndarray:
+    """The rows a tree is grown on: those of non-zero weight (None: all ``n``)."""
+    return np.arange(n) if tree_weight is None else np.flatnonzero(tree_weight != 0)
+
+
 def haar_rotation(d: int, rng: np.random.Generator) -> np.ndarray:
     """A Haar-random orthogonal ``d x d`` matrix (QR of a Gaussian, signs fixed)."""
     q, r = np.linalg.qr(rng.standard_normal((d, d)))
@@ -131,16 +148,17 @@ def _log_at_origin(x: np.ndarray, distance: np.ndarray) -> np.ndarray:
 
 
 class _Rows:
-    """The rows a frame may be drawn from, their classes looked up once per tree."""
+    """The rows a frame may be drawn from (None: all ``n``, no index array held), their
+    classes looked up once per tree."""
 
-    def __init__(self, y: np.ndarray | None, rows: np.ndarray) -> None:
-        self.rows = rows
-        self.y = None if y is None else y[rows]
+    def __init__(self, y: np.ndarray | None, rows: np.ndarray | None, n: int = 0) -> None:
+        self.rows, self.n = rows, n
+        self.y = None if y is None else y if rows is None else y[rows]
         self.classes = None if self.y is None else np.unique(self.y)
 
     def sample(self, rng: np.random.Generator, remove: float) -> np.ndarray:
         """Rows of a random non-empty class subset (all rows without classes), less ``remove``."""
-        rows = self.rows
+        rows = np.arange(self.n) if self.rows is None else self.rows
         if self.y is not None:
             assert self.classes is not None
             classes = self.classes
@@ -150,6 +168,56 @@ class _Rows:
             rows = rows[wanted[self.y]]
         keep = max(1, int(round((1.0 - remove) * rows.size)))
         return np.sort(rng.choice(rows, size=keep, replace=False))
+
+
+def _log_vectors(
+    points: Callable[[Any], np.ndarray], n: int, d: int, mu: np.ndarray | None
+) -> np.ndarray:
+    """``[n, d]`` log-map vectors at ``mu`` (None: the origin) of the rows ``points`` gives,
+    computed a block of rows at a time (each row's by the same operations as all at once)."""
+    out = np.empty((n, d))
+    for rows in _row_blocks(n):
+        x = points(rows)
+        if mu is None:
+            moved, distance = x, np.arcsinh(np.linalg.norm(x[:, 1:], axis=1))
+        else:
+            moved, distance = move_to_origin(x, mu)
+        out[rows] = _log_at_origin(moved, distance)
+    return out
+
+
+class _Points:
+    """The training points' unit-hyperboloid rows, made when asked for (by index or
+    slice), never all at once, each from its own input row as `unit_hyperboloid`
+    of the whole input makes it; the least and largest ``x_0`` (NaN if any is)
+    kept for the frames' precision check."""
+
+    def __init__(self, X: np.ndarray, d: int, geometry: tuple[str, float, int]) -> None:
+        self.X, self.geometry, self.shape = X, geometry, (X.shape[0], d + 1)
+        ends = [(x0.min(), x0.max()) for b in _row_blocks(X.shape[0]) for x0 in [self(b)[:, 0]]]
+        self.x0_ends = np.array(ends).reshape(-1)  # np.min/np.max: NaN if any x_0 is NaN
+
+    def __call__(self, rows: Any) -> np.ndarray:
+        """The rows ``rows`` (a slice or an index array), made a block at a time."""
+        if isinstance(rows, slice):
+            start, stop, _ = rows.indices(self.shape[0])
+            if stop - start <= _BLOCK_ROWS and rows.step in (None, 1):
+                return unit_hyperboloid(self.X[rows], *self.geometry)
+            rows = np.arange(self.shape[0])[rows]
+        out = np.empty((len(rows), self.shape[1]))
+        for block in _row_blocks(len(rows)):
+            out[block] = unit_hyperboloid(self.X[rows[block]], *self.geometry)
+        return out
+
+    def check_precision(self, M: np.ndarray) -> None:
+        """`check_frame_precision` of ``M`` on every row, and where it fails the same
+        call on the whole rows (its error). Its test ``x_0 M_00 <= cosh(17)^2`` holds
+        on every row iff it holds at the least and the largest ``x_0``: a product
+        with one number, correctly rounded, is monotone in the other (NaN fails)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            scale = np.array([self.x0_ends.min(), self.x0_ends.max()]) * float(M[0, 0])
+        if not (np.isfinite(M).all() and np.all(scale <= math.cosh(CENTRED_RADIUS) ** 2)):
+            check_frame_precision(M, self(slice(None)))
 
 
 def _pca_axes(v: np.ndarray) -> np.ndarray:
@@ -182,12 +250,42 @@ def draw_frame(
     [move_to_origin][hyp2onnx.geometry.move_to_origin]), so the frame follows
     the data at any radius the input holds.
     """
-    d = x.shape[1] - 1
+    return _draw_frame(
+        x.__getitem__,
+        x.shape,
+        y,
+        rows,
+        centre=centre,
+        rotation=rotation,
+        group_size=group_size,
+        remove_proportion=remove_proportion,
+        rng=rng,
+    )
+
+
+def _draw_frame(
+    points: Callable[[Any], np.ndarray],
+    shape: tuple[int, int],
+    y: np.ndarray | None,
+    rows: np.ndarray | None,
+    *,
+    centre: str,
+    rotation: str,
+    group_size: int,
+    remove_proportion: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """`draw_frame` of the ``shape`` unit-hyperboloid rows that ``points`` gives by
+    index or slice (every one computed from its own input row alone), a block at a
+    time: no more than the log-map vectors (``n x d``) and their product with ``H``
+    are whole, the one product the old whole computation made, bit for bit.
+    ``rows`` None: every row."""
+    n, d = shape[0], shape[1] - 1
     B = np.eye(d + 1)
     mu = None
-    pool = _Rows(y, rows)
+    pool = _Rows(y, rows, n)
     if centre == "class_subset":
-        mu = lorentzian_centroid(x[pool.sample(rng, remove_proportion)])
+        mu = lorentzian_centroid(points(pool.sample(rng, remove_proportion)))
         B = lorentz_boost_to_origin(mu)
     if rotation == "identity":
         R = np.eye(d)
@@ -195,11 +293,9 @@ def draw_frame(
         R = haar_rotation(d, rng)
     else:
         H = haar_rotation(d, rng)
-        if mu is None:
-            moved, distance = x, np.arcsinh(np.linalg.norm(x[:, 1:], axis=1))
-        else:
-            moved, distance = move_to_origin(x, mu)
-        v = _log_at_origin(moved, distance) @ H.T  # log-map vectors at the centre, in H's axes
+        # Log-map vectors at the centre, in H's axes: the product of the whole array
+        # (a BLAS product's rows depend on how many rows it is given).
+        v = _log_vectors(points, n, d, mu) @ H.T
         order = rng.permutation(d)
         axes = []
         for start in range(0, d, group_size):
@@ -372,13 +468,14 @@ class _RotationForest(HyperbolicTreeModel):
         y_fit, weight, classes = self._targets(y, sample_weight)
         n_draw = self._n_draw(n, weight)
         # The rows the tree spaces are fitted on: those of non-zero sample weight.
-        fitted_on = np.arange(n) if sample_weight is None else np.flatnonzero(sample_weight != 0)
-        if fitted_on.size == 0:
-            fitted_on = np.arange(n)
+        # None: every row (no index array of n rows held through the fit).
+        fitted_on = None if sample_weight is None else np.flatnonzero(sample_weight != 0)
+        if fitted_on is not None and fitted_on.size in (0, n):
+            fitted_on = None
         # One seed per tree, drawn as scikit-learn's forests draw them.
         rng = check_random_state(self.random_state)
         seeds = [int(rng.randint(_MAX_INT)) for _ in range(self.n_estimators)]
-        x = unit_hyperboloid(X, self.input_geometry, self.curvature, self.timelike_dim)
+        x = _Points(X, k.shape[1], (self.input_geometry, self.curvature, self.timelike_dim))
 
         def one(seed: int) -> tuple:
             return self._grow_in_frame(seed, x, k, y_fit, classes, weight, n_draw, fitted_on)
@@ -429,13 +526,13 @@ class _RotationForest(HyperbolicTreeModel):
     def _grow_in_frame(
         self,
         seed: int,
-        x: np.ndarray,
+        x: _Points,
         k: np.ndarray,
         y_fit: np.ndarray,
         classes: np.ndarray | None,
         weight: np.ndarray | None,
         n_draw: int,
-        fitted_on: np.ndarray,
+        fitted_on: np.ndarray | None,
     ) -> tuple:
         """One tree: its bootstrap draw, its Lorentz frame, then the tree grown and
         corrected on the frame's coordinates (``(frame, tree, split indices, corrections)``)."""
@@ -449,20 +546,19 @@ class _RotationForest(HyperbolicTreeModel):
             tree_weight: np.ndarray | None = np.bincount(drawn.astype(np.int32), minlength=n)
         else:
             tree_weight = weight
-        rows = np.arange(n) if tree_weight is None else np.flatnonzero(tree_weight != 0)
-        M = draw_frame(
+        M = _draw_frame(
             x,
+            x.shape,
             classes,
-            rows,
+            None if tree_weight is None else _tree_rows(tree_weight, n),
             centre=self.centre,
             rotation=self.rotation,
             group_size=int(self.group_size),
             remove_proportion=float(self.remove_proportion),
             rng=np.random.default_rng((seed, _FRAME_STREAM)),
         )
-        check_frame_precision(M, x)
-        features = frame_features(k, Frames.from_lorentz([M]))
-        return (M, *self._grow(features, y_fit, tree_weight, rows, fitted_on, seed))
+        x.check_precision(M)
+        return (M, *self._grow(k, M, y_fit, tree_weight, fitted_on, seed))
 
     def _choose_routing(self, k: np.ndarray) -> str:
         """``"hyperplanes"`` or ``"frames"``, as ``routing`` asks, checked on the training rows.
@@ -480,10 +576,14 @@ class _RotationForest(HyperbolicTreeModel):
             tree.get_depth() > HYPERPLANE_MAX_DEPTH for tree in self.estimators_
         ):
             return "frames"
-        every = self._frame_features(k)
-        for t, tree in enumerate(self.estimators_):
-            framed = tree.apply(np.ascontiguousarray(self._tree_features(k, t, every), np.float32))
-            moved = np.flatnonzero(framed != self._hyperplane_leaves(k, t))
+        for t, tree in enumerate(self.estimators_):  # a tree at a time, in blocks of rows
+            moved = np.concatenate(
+                [
+                    rows.start + np.flatnonzero(framed != self._hyperplane_leaves(k[rows], t))
+                    for rows in _row_blocks(k.shape[0])
+                    for framed in [tree.apply(self._compared(k[rows], t))]
+                ]
+            )
             if moved.size == 0:
                 continue
             if self.routing == "auto":
@@ -562,23 +662,47 @@ class _RotationForest(HyperbolicTreeModel):
             axis=1,
         )
 
+    def _frame_input(
+        self, k: np.ndarray, M: np.ndarray, fitted_on: np.ndarray | None
+    ) -> tuple[TreeSpace, np.ndarray]:
+        """The tree space of frame ``M``'s coordinates of Klein rows ``k``, and its float32
+        image of them: what the tree trains on.
+
+        In ranks on every row (the default), the frame coordinates come a
+        column at a time and the ranks straight as float32 (exact below 2**24
+        rows): no ``n x d`` float64 array. Otherwise the coordinates are made
+        whole and their image cast in blocks. The same numbers either way.
+        """
+        frames = Frames.from_lorentz([M])
+        dtype = SklearnBackend.compare_dtype
+        if fitted_on is None and self.tree_space == "ranks":
+            done = TreeSpace.ranks_of_columns(
+                frame_columns(k, frames), k.shape, dtype, compact=True
+            )
+            if done is not None:
+                return done
+        kf = frame_features(k, frames)
+        if fitted_on is None:
+            space, Xt = TreeSpace.fit_transform(kf, self.tree_space, dtype, compact=True)
+            return space, np.ascontiguousarray(Xt, dtype=np.float32)
+        space = TreeSpace.fit(kf[fitted_on], self.tree_space, dtype)
+        compared = np.empty(kf.shape, dtype=np.float32)
+        for rows in _row_blocks(kf.shape[0]):
+            compared[rows] = space.transform(kf[rows])
+        return space, compared
+
     def _grow(
         self,
-        kf: np.ndarray,
+        k: np.ndarray,
+        M: np.ndarray,
         y: np.ndarray,
         tree_weight: np.ndarray | None,
-        rows: np.ndarray,
-        fitted_on: np.ndarray,
+        fitted_on: np.ndarray | None,
         seed: int,
     ) -> tuple[Any, Any, Any]:
-        """One Fast-HyperDT tree on the frame coordinates ``kf``: fit, then correct."""
+        """One Fast-HyperDT tree on frame ``M``'s coordinates of ``k``: fit, then correct."""
         backend = SklearnBackend()
-        if fitted_on.size == kf.shape[0]:  # every row: fitted and transformed at once
-            space, Xt = TreeSpace.fit_transform(kf, self.tree_space, backend.compare_dtype)
-        else:
-            space = TreeSpace.fit(kf[fitted_on], self.tree_space, backend.compare_dtype)
-            Xt = space.transform(kf)
-        compared = np.ascontiguousarray(Xt, dtype=np.float32)  # what the tree trains on
+        space, compared = self._frame_input(k, M, fitted_on)
         tree = self._make_estimator(seed)
         # As scikit-learn's forests grow their trees: the inputs are float32
         # and one output already, so the tree skips validating them again
@@ -592,6 +716,7 @@ class _RotationForest(HyperbolicTreeModel):
         )
         trees = backend.read_trees(tree)
         comparison = comparison_of(backend)
+        rows = _tree_rows(tree_weight, k.shape[0])  # made again here: not held through the fit
         neighbours = from_rows(trees, compared, [rows], comparison, self.midpoint)
         done = correct(trees, space, neighbours, comparison, self.midpoint)
         return backend.write_thresholds(tree, done.thresholds), done.split_index, done.report
@@ -603,22 +728,31 @@ class _RotationForest(HyperbolicTreeModel):
         unchanged by the rounding reaches the same leaf, so only the others
         are routed.
         """
-        rounded = X.astype(np.float32).astype(np.float64)
-        if np.array_equal(rounded, X):
+        geometry = (self.input_geometry, self.curvature, self.timelike_dim)
+        blocks = _row_blocks(X.shape[0])
+        rounded = (X[rows].astype(np.float32) for rows in blocks)
+        if all(np.array_equal(r.astype(np.float64), X[rows]) for r, rows in zip(rounded, blocks)):
             return True
-        k32 = to_klein(rounded, self.input_geometry, self.curvature, self.timelike_dim, check=False)
-        if getattr(self, "routing_", "frames") == "hyperplanes":  # pickles before routing_
-            moved = np.flatnonzero(np.any(k32 != k, axis=1))
-            return bool(np.array_equal(self._leaves(k[moved]), self._leaves(k32[moved])))
-        here, there = self._frame_features(k), self._frame_features(k32)
-        for t, tree in enumerate(self.estimators_):
-            a, b = self._tree_features(k, t, here), self._tree_features(k32, t, there)
-            moved = np.flatnonzero(np.any(a.astype(np.float32) != b.astype(np.float32), axis=1))
-            if moved.size and not np.array_equal(
-                tree.tree_.apply(np.ascontiguousarray(a[moved], dtype=np.float32)),
-                tree.tree_.apply(np.ascontiguousarray(b[moved], dtype=np.float32)),
-            ):
-                return False
+        if not all(np.isfinite(X[rows].astype(np.float32)).all() for rows in blocks):
+            # A value float32 cannot hold: the whole array's error, naming its rows.
+            to_klein(X.astype(np.float32).astype(np.float64), *geometry, check=False)
+        hyperplanes = getattr(self, "routing_", "frames") == "hyperplanes"  # pickles before
+        for rows in blocks:  # a block of rows at a time, tree by tree
+            r32 = X[rows].astype(np.float32).astype(np.float64)
+            k32, kb = to_klein(r32, *geometry, check=False), k[rows]
+            if hyperplanes:
+                moved = np.flatnonzero(np.any(k32 != kb, axis=1))
+                if not np.array_equal(self._leaves(kb[moved]), self._leaves(k32[moved])):
+                    return False
+                continue
+            for t, tree in enumerate(self.estimators_):
+                a, b = self._tree_features(kb, t), self._tree_features(k32, t)
+                moved = np.flatnonzero(np.any(a.astype(np.float32) != b.astype(np.float32), axis=1))
+                if moved.size and not np.array_equal(
+                    tree.tree_.apply(np.ascontiguousarray(a[moved], dtype=np.float32)),
+                    tree.tree_.apply(np.ascontiguousarray(b[moved], dtype=np.float32)),
+                ):
+                    return False
         return True
 
     # -- prediction ----------------------------------------------------------
@@ -658,6 +792,10 @@ class _RotationForest(HyperbolicTreeModel):
             kf = every[:, t * d : (t + 1) * d]
         index = self.split_indices_[t]
         return kf if index is None else index.transform(kf)
+
+    def _compared(self, k: np.ndarray, t: int) -> np.ndarray:
+        """Tree ``t``'s input for Klein rows ``k``, as its ``apply`` reads it (float32)."""
+        return np.ascontiguousarray(self._tree_features(k, t), dtype=np.float32)
 
     def _mean(self, X: Any, method: str) -> np.ndarray:
         """The trees' outputs added in tree order in float64, divided by their number."""

@@ -22,13 +22,14 @@ frame coordinates are the Python model's bit for bit.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from .projection import project
 
-__all__ = ["Frames", "frame_features"]
+__all__ = ["Frames", "frame_columns", "frame_features"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,10 +95,46 @@ class Frames:
         return np.flatnonzero(np.any(weights != 0, axis=1))
 
 
+#: Values a block of `frame_features` works on at once (rows times columns):
+#: its temporaries stay near a megabyte whatever the number of rows.
+BLOCK_VALUES = 1 << 17
+
+
 def frame_features(k: np.ndarray, frames: Frames) -> np.ndarray:
-    """``[n, m]`` frame coordinates of the Klein rows ``k`` (float64, fixed order; module doc)."""
+    """``[n, m]`` frame coordinates of the Klein rows ``k`` (float64, fixed order; module doc).
+
+    Computed in blocks of rows, each value by the same operations as all at
+    once (every one is its own row's), so the temporaries stay bounded: the
+    output is the only array of ``n`` rows.
+    """
     k = np.asarray(k, dtype=np.float64)
-    extended = np.concatenate([np.ones((k.shape[0], 1)), k], axis=1)
-    numerator = project(extended, frames.numerator)
-    denominator = project(extended, frames.denominator)
-    return numerator / denominator[:, frames.frame]
+    n, m = k.shape[0], frames.n_columns
+    out = np.empty((n, m))
+    step = max(1, BLOCK_VALUES // max(m, k.shape[1] + 1))
+    for start in range(0, n, step):
+        block = k[start : start + step]
+        extended = np.concatenate([np.ones((block.shape[0], 1)), block], axis=1)
+        numerator = project(extended, frames.numerator)
+        denominator = project(extended, frames.denominator)
+        np.divide(numerator, denominator[:, frames.frame], out=out[start : start + step])
+    return out
+
+
+def frame_columns(k: np.ndarray, frames: Frames) -> Iterator[np.ndarray]:
+    """The columns of ``frame_features(k, frames)`` one at a time, each bit for bit.
+
+    Each dot product starts from its constant (``1 * a`` is ``a`` exactly)
+    and adds ``k_0``'s term, then ``k_1``'s, ...: `project`'s order. Holds
+    the denominators and one column, never ``n x m`` values.
+    """
+    k = np.asarray(k, dtype=np.float64)
+
+    def dot(weights: np.ndarray) -> np.ndarray:
+        out = np.full(k.shape[0], weights[0])
+        for f in range(k.shape[1]):
+            out += k[:, f] * weights[1 + f]
+        return out
+
+    denominators = [dot(frames.denominator[:, c]) for c in range(frames.denominator.shape[1])]
+    for j in range(frames.n_columns):
+        yield dot(frames.numerator[:, j]) / denominators[frames.frame[j]]
