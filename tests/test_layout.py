@@ -7,6 +7,7 @@ statement imports, not what earlier tests loaded.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import warnings
@@ -211,6 +212,43 @@ def test_the_length_rule_sees_a_long_function(tmp_path: Path) -> None:
     (tmp_path / "long.py").write_text(f"def long():\n{body}\n")
     (tmp_path / "documented.py").write_text(f"def short():\n{doc}\n    return 1\n")
     assert long_functions(tmp_path) == ["long.py:1 long (61)"]
+
+
+#: A measured figure: a share, a ratio, a time or a size written with its number.
+_FIGURE = re.compile(r"\d+(\.\d+)?\s?(%|x\b|µs|us\b|ms\b|MB\b|GB\b)")
+
+
+def figures_in_docstrings(package: Path) -> list[str]:
+    """Docstring lines of ``package`` that state a measured figure."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(
+                node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+            ):
+                continue
+            for line in (ast.get_docstring(node) or "").splitlines():
+                if _FIGURE.search(line):
+                    found.append(
+                        f"{path.relative_to(package)} {getattr(node, 'name', '')}: {line.strip()}"
+                    )
+    return found
+
+
+def test_no_docstring_states_a_measured_figure() -> None:
+    """Figures go stale in docstrings, where nothing reruns them: a docstring names the
+    docs page or results file that holds the measurement instead."""
+    assert not figures_in_docstrings(Path(h.__file__).parent)
+
+
+def test_the_figure_rule_sees_a_figure(tmp_path: Path) -> None:
+    """The rule finds a share, a ratio and a time, and lets a rule's own numbers pass."""
+    (tmp_path / "m.py").write_text(
+        '"""Cheaper (5% of the graph)."""\n'
+        'def f():\n    """1.3x the peer\'s, 40 µs a row."""\n'
+        'def g():\n    """Stopped after 60 s and 10 s per MB; depth 8, d = 16."""\n'
+    )
+    assert [line.split(":")[0] for line in figures_in_docstrings(tmp_path)] == ["m.py ", "m.py f"]
 
 
 def _names_a_kind(side: ast.expr, names: set[str]) -> bool:

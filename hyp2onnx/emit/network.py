@@ -128,7 +128,7 @@ def emit_matmul(
     input has that column already; otherwise the first layer is ``MatMul``
     and ``Add`` (the ones column's bias 1 on zero weights). Every later
     product is a ``Gemm`` without a bias input: cheaper than one with it in
-    onnxruntime (5% of the graph at d = 8), and tract cannot run a float64
+    onnxruntime (docs/neural.md), and tract cannot run a float64
     ``Gemm`` with a bias.
     """
     a = k
@@ -294,8 +294,8 @@ def _rescore(
     An ``If`` on ``condition`` (true whenever some row needs it): one branch
     puts the chain's logits of those rows in place (``ScatterND``), and each
     branch computes the outputs itself. An ``If`` that returned the logits
-    copied them in the branch that keeps them (an ``Identity``: 6% of the
-    graph's time at two threads); one that returned only the rescored rows
+    copied them in the branch that keeps them (an ``Identity``, a cost
+    docs/neural.md gives); one that returned only the rescored rows
     gives its branches outputs of different sizes, which tract refuses.
     """
     branch = builder.child()

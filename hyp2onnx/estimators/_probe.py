@@ -37,9 +37,8 @@ class UnreadableFileError(Exception):
 def child_timeout(path: Path) -> float:
     """Seconds a child may take to read ``path``: a damaged file can make a library spin.
 
-    60 s and 10 s per MB: over thirty times what it takes on a loaded 2-core machine
-    (4.7 s for a 10 MB LightGBM file, 160 s allowed), yet a hang on a small file ends
-    in a minute, not ten.
+    60 s and 10 s per MB: far more than a good file takes to read (docs/guarantees.md),
+    yet a hang on a small file ends in a minute, not ten.
     """
     try:
         size = path.stat().st_size
