@@ -508,3 +508,27 @@ def test_command_line_converts_and_checks_a_centred_network_and_its_tree(tmp_pat
         assert code == 0, err
         got = np.loadtxt(tmp_path / f"{name}.csv", delimiter=",", skiprows=1, usecols=0)
         assert np.array_equal(got, model.predict(X[500:]))
+
+
+@pytest.mark.parametrize("n", [1, 4095, 4097, 9000])
+def test_centring_matrix_in_blocks_is_the_whole_arrays_bit_for_bit(n):
+    """`centring_frame` takes the log-map vectors a block of rows at a time (a
+    tenth of the memory); each row's by the same operations as the whole array's,
+    so the matrix is the one computed on all rows at once, bit for bit, at and
+    around the block size, weighted or not."""
+    from hyp2onnx.estimators._isolation import lorentz_boost_to_origin
+    from hyp2onnx.estimators._mlp import _weighted_axes, centring_frame
+    from hyp2onnx.estimators._rotation import _log_at_origin, _pca_axes
+    from hyp2onnx.geometry import lorentzian_centroid, move_to_origin
+
+    def whole(x, weight):
+        mu = lorentzian_centroid(x, weight)
+        B = lorentz_boost_to_origin(mu)
+        v = _log_at_origin(*move_to_origin(x, mu))
+        R = (_pca_axes(v) if weight is None else _weighted_axes(v, weight)).T
+        return np.vstack([B[:1], R @ B[1:]])
+
+    x, _ = _cluster(n, 5, 6.0, seed=n)
+    weight = np.random.default_rng(n).random(n)
+    for w in (None, weight):
+        assert np.array_equal(centring_frame(x, w), whole(x, w))

@@ -67,7 +67,6 @@ from ..errors import FarPointError, FarPointWarning, warn_user
 from ..geometry import (
     GEOMETRIES,
     lorentzian_centroid,
-    move_to_origin,
     to_klein,
     unit_hyperboloid,
 )
@@ -75,7 +74,7 @@ from ..ir.frames import Frames, frame_features
 from ..ir.network import Network, fold_input_map, label_indices, link
 from ._base import GEOMETRY_DEFAULTS, generate_init
 from ._isolation import lorentz_boost_to_origin
-from ._rotation import _log_at_origin, _pca_axes, check_frame_precision
+from ._rotation import _log_vectors, _pca_axes, check_frame_precision
 from ._transaction import FitTransaction, transactional
 from ._weights import checked_weights
 
@@ -109,8 +108,7 @@ def centring_frame(x: np.ndarray, weight: np.ndarray | None = None) -> np.ndarra
     """
     mu = lorentzian_centroid(x, weight)
     B = lorentz_boost_to_origin(mu)
-    moved, distance = move_to_origin(x, mu)
-    v = _log_at_origin(moved, distance)
+    v = _log_vectors(x.__getitem__, x.shape[0], x.shape[1] - 1, mu)  # a block at a time
     R = (_pca_axes(v) if weight is None else _weighted_axes(v, weight)).T
     L = np.empty_like(B)
     L[0, :] = B[0, :]
