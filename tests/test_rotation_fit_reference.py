@@ -259,7 +259,7 @@ def test_frame_columns_and_blocks_are_the_whole_computation() -> None:
 
 @pytest.mark.parametrize("centre", ["class_subset", "origin"])
 def test_draw_frame_is_the_old_one(centre: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The public `draw_frame` on whole rows, in blocks of rows: the old frame."""
+    """`draw_frame` on whole rows, in blocks of rows: the old frame."""
     monkeypatch.setattr(_rotation, "_BLOCK_ROWS", 29)
     k = _adversarial(5, seed=4)
     x = geometry.unit_hyperboloid(k, "klein")
@@ -267,7 +267,7 @@ def test_draw_frame_is_the_old_one(centre: str, monkeypatch: pytest.MonkeyPatch)
     rows = np.flatnonzero(np.arange(k.shape[0]) % 3 != 0)
     frames = [
         draw(
-            x,
+            *arrays,
             y,
             rows,
             centre=centre,
@@ -276,7 +276,10 @@ def test_draw_frame_is_the_old_one(centre: str, monkeypatch: pytest.MonkeyPatch)
             remove_proportion=0.3,
             rng=np.random.default_rng(5),
         )
-        for draw in (_rotation.draw_frame, old_draw_frame)
+        for draw, arrays in (
+            (_rotation.draw_frame, (x.__getitem__, x.shape)),
+            (old_draw_frame, (x,)),
+        )
     ]
     assert frames[0].tobytes() == frames[1].tobytes()
 

@@ -230,40 +230,6 @@ def _pca_axes(v: np.ndarray) -> np.ndarray:
 
 
 def draw_frame(
-    x: np.ndarray,
-    y: np.ndarray | None,
-    rows: np.ndarray,
-    *,
-    centre: str,
-    rotation: str,
-    group_size: int,
-    remove_proportion: float,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """One tree's frame ``M = diag(1, R) B`` (``(d + 1) x (d + 1)``; module doc).
-
-    ``x`` are the unit-hyperboloid rows ([unit_hyperboloid][hyp2onnx.geometry.unit_hyperboloid]
-    of the input, never of Klein rows, which lose far points' radii),
-    ``y`` the encoded classes (None for regression), ``rows`` the rows the
-    frame may be drawn from. The centroid and the rows seen from it are
-    computed without cancellation ([lorentzian_centroid][hyp2onnx.geometry.lorentzian_centroid],
-    [move_to_origin][hyp2onnx.geometry.move_to_origin]), so the frame follows
-    the data at any radius the input holds.
-    """
-    return _draw_frame(
-        x.__getitem__,
-        x.shape,
-        y,
-        rows,
-        centre=centre,
-        rotation=rotation,
-        group_size=group_size,
-        remove_proportion=remove_proportion,
-        rng=rng,
-    )
-
-
-def _draw_frame(
     points: Callable[[Any], np.ndarray],
     shape: tuple[int, int],
     y: np.ndarray | None,
@@ -275,11 +241,20 @@ def _draw_frame(
     remove_proportion: float,
     rng: np.random.Generator,
 ) -> np.ndarray:
-    """`draw_frame` of the ``shape`` unit-hyperboloid rows that ``points`` gives by
-    index or slice (every one computed from its own input row alone), a block at a
-    time: no more than the log-map vectors (``n x d``) and their product with ``H``
-    are whole, the one product the old whole computation made, bit for bit.
-    ``rows`` None: every row."""
+    """One tree's frame ``M = diag(1, R) B`` (``(d + 1) x (d + 1)``; module doc).
+
+    ``points`` gives the ``shape`` unit-hyperboloid rows by index or slice
+    ([unit_hyperboloid][hyp2onnx.geometry.unit_hyperboloid] of the input, never
+    of Klein rows, which lose far points' radii; ``x.__getitem__`` of a whole
+    array), ``y`` the encoded classes (None for regression), ``rows`` the rows
+    the frame may be drawn from (None: every row). The centroid and the rows
+    seen from it are computed without cancellation
+    ([lorentzian_centroid][hyp2onnx.geometry.lorentzian_centroid],
+    [move_to_origin][hyp2onnx.geometry.move_to_origin]), so the frame follows
+    the data at any radius the input holds. Rows are made a block at a time:
+    only the log-map vectors (``n x d``) and their product with ``H`` are
+    whole, the one product the whole computation made, bit for bit.
+    """
     n, d = shape[0], shape[1] - 1
     B = np.eye(d + 1)
     mu = None
@@ -546,7 +521,7 @@ class _RotationForest(HyperbolicTreeModel):
             tree_weight: np.ndarray | None = np.bincount(drawn.astype(np.int32), minlength=n)
         else:
             tree_weight = weight
-        M = _draw_frame(
+        M = draw_frame(
             x,
             x.shape,
             classes,
