@@ -407,3 +407,25 @@ def test_multiclass_labels_follow_catboosts_raw_scores() -> None:
     for encoding in ("fast", "exact", "standard"):
         got = run_onnx(h.to_onnx(model, encoding=encoding), X)["label"]
         assert np.array_equal(got, want), (encoding, np.flatnonzero(got != want)[:5])
+
+
+def test_one_parse_per_fit_and_none_stale_after_new_borders(tmp_path: Path) -> None:
+    """The backend reads a model's JSON once while it does not change it, and reads it
+    again after writing new borders: the trees it reads then are the written ones."""
+    from hyp2onnx.estimators._catboost import CatBoostBackend
+
+    k = _klein(300, 3, 7)
+    model = CatBoostClassifier(**PARAMS).fit(k, k[:, 0] > 0.1)
+    backend = CatBoostBackend()
+    first = backend.read_trees(model)
+    assert backend.read_trees(model)[0] is not first[0]  # new arrays ...
+    assert backend._model(model) is backend._model(model)  # ... from one parse
+    moved = [t.threshold[:1] for t in first]
+    step = np.float32(np.finfo(np.float32).eps)  # every border one step up, still ordered
+    moved = [(t.astype(np.float32) * (1 + step)).astype(np.float64) for t in moved]
+    backend.write_thresholds(model, moved)
+    again = np.array([t.threshold[0] for t in backend.read_trees(model)])
+    written = np.array([t[0] for t in moved])
+    np.testing.assert_array_equal(again, written)
+    on_file = _json(model, tmp_path)["features_info"]["float_features"]
+    assert [b for f in on_file for b in f["borders"]] == written.tolist()

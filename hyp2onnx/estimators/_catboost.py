@@ -194,17 +194,29 @@ class _Model:
         return index, self.border_feature[index]
 
     def with_borders(self, borders: np.ndarray) -> dict[str, Any]:
-        """The JSON model with new border values (in the registry's order)."""
-        out = json.loads(json.dumps(self.json))
-        i = 0
-        for feature in out["features_info"]["float_features"]:
+        """The JSON model with new border values (in the registry's order); a copy of
+        what changes, sharing the rest (the leaf values) with this model's."""
+        info = self.json["features_info"]
+        floats, i = [], 0
+        for feature in info["float_features"]:
             n = len(feature["borders"])
-            feature["borders"] = [float(b) for b in borders[i : i + n]]
+            floats.append({**feature, "borders": [float(b) for b in borders[i : i + n]]})
             i += n
-        for tree in out["oblivious_trees"]:
-            for split in tree["splits"]:
-                split["border"] = float(borders[split["split_index"]])
-        return out
+        trees = [
+            {
+                **tree,
+                "splits": [
+                    {**split, "border": float(borders[split["split_index"]])}
+                    for split in tree["splits"]
+                ],
+            }
+            for tree in self.json["oblivious_trees"]
+        ]
+        return {
+            **self.json,
+            "features_info": {**info, "float_features": floats},
+            "oblivious_trees": trees,
+        }
 
 
 #: The child's script, run as a file, not a module (no hyp2onnx import), and without its
@@ -224,6 +236,17 @@ class CatBoostBackend(Backend):
     compare_dtype = "float32"
     threshold_dtype = "float32"
     native = _CLASSES
+
+    def __init__(self) -> None:
+        # One fit reads the model four times (checks, rows, trees, thresholds);
+        # each read is a JSON export and parse. Kept until the model changes.
+        self._parsed: tuple[Any, _Model] | None = None
+
+    def _model(self, fitted: Any) -> _Model:
+        """``fitted``'s `_Model`, parsed once while this backend does not change it."""
+        if self._parsed is None or self._parsed[0] is not fitted:
+            self._parsed = (fitted, _Model(fitted))
+        return self._parsed[1]
 
     @classmethod
     def load_file(cls, path: Path) -> Any:
@@ -301,7 +324,7 @@ class CatBoostBackend(Backend):
             if np.unique(y).size < 2:
                 raise ValueError("CatBoost classifiers need at least 2 classes; y has 1 class.")
         estimator.fit(Xk, y, sample_weight=sample_weight, **fit_params)
-        self._outputs(estimator, _Model(estimator))  # refuse now what export would refuse
+        self._outputs(estimator, self._model(estimator))  # refuse now what export would refuse
         return estimator
 
     def training_rows(
@@ -309,12 +332,12 @@ class CatBoostBackend(Backend):
     ) -> list[np.ndarray]:
         # Borders quantize every row: keep all of them on their sides.
         rows = np.arange(np.shape(y)[0])
-        return [rows] * _Model(fitted).borders.size
+        return [rows] * self._model(fitted).borders.size
 
     # -- trees (for the correction: one single-split tree per border) -------
 
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
-        model = _Model(fitted)
+        model = self._model(fitted)
         leaf = np.array([-1, -1], dtype=np.int64)
         return [
             TreeArrays(
@@ -327,7 +350,8 @@ class CatBoostBackend(Backend):
         ]
 
     def write_thresholds(self, fitted: Any, thresholds: list[np.ndarray]) -> Any:
-        model = _Model(fitted)
+        model = self._model(fitted)
+        self._parsed = None  # the borders change below
         borders = np.array([t[0] for t in thresholds], dtype=np.float64)
         if np.any(borders.astype(np.float32).astype(np.float64) != borders):
             raise ValueError("CatBoost borders must be float32 values")
@@ -377,7 +401,7 @@ class CatBoostBackend(Backend):
         reached is the binary number the splits' bits spell (see the module
         doc); the model's bias becomes the base values.
         """
-        model = _Model(fitted)
+        model = self._model(fitted)
         n_outputs, post = self._outputs(fitted, model)
         trees, values = [], []
         start = 0
