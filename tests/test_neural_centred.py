@@ -518,17 +518,50 @@ def test_centring_matrix_in_blocks_is_the_whole_arrays_bit_for_bit(n):
     around the block size, weighted or not."""
     from hyp2onnx.estimators._isolation import lorentz_boost_to_origin
     from hyp2onnx.estimators._mlp import _weighted_axes, centring_frame
-    from hyp2onnx.estimators._rotation import _log_at_origin, _pca_axes
+    from hyp2onnx.estimators._rotation import _log_at_origin
     from hyp2onnx.geometry import lorentzian_centroid, move_to_origin
+
+    def pca_axes(v):  # the package's, written out whole (it works in place)
+        centred = v - v.mean(axis=0)
+        vectors = np.linalg.eigh(centred.T @ centred)[1][:, ::-1]
+        return vectors * np.where(((centred @ vectors) ** 3).sum(axis=0) < 0, -1.0, 1.0)
 
     def whole(x, weight):
         mu = lorentzian_centroid(x, weight)
         B = lorentz_boost_to_origin(mu)
         v = _log_at_origin(*move_to_origin(x, mu))
-        R = (_pca_axes(v) if weight is None else _weighted_axes(v, weight)).T
+        R = (pca_axes(v) if weight is None else _weighted_axes(v, weight)).T
         return np.vstack([B[:1], R @ B[1:]])
 
     x, _ = _cluster(n, 5, 6.0, seed=n)
     weight = np.random.default_rng(n).random(n)
     for w in (None, weight):
         assert np.array_equal(centring_frame(x, w), whole(x, w))
+
+
+@pytest.mark.parametrize("geometry", ["hyperboloid", "klein", "poincare"])
+@pytest.mark.parametrize("n", [1, 4097])
+def test_training_inputs_made_in_place_are_the_whole_arrays_bit_for_bit(geometry, n):
+    """The network's training input is made with few temporaries (points a block at a
+    time, in-place centring, squares and division, Klein input not copied) and is,
+    bit for bit, the definition computed on whole arrays; the caller's points are
+    left as they were."""
+    from hyp2onnx.estimators._mlp import centring_frame
+    from hyp2onnx.geometry import from_klein, to_klein, unit_hyperboloid
+    from hyp2onnx.ir.frames import Frames, frame_features
+
+    x, klein = _cluster(n, 4, 3.0, seed=n)
+    X = x if geometry == "hyperboloid" else from_klein(to_klein(x), geometry)
+    given = X.copy()
+    model = hyp2onnx.HyperbolicMLPClassifier(input_geometry=geometry, max_iter=1)
+    got, _, _ = model._training_data(X, (klein[:, 0] > 0).astype(int), None, reset=True)
+    L = centring_frame(unit_hyperboloid(X, geometry))
+    k = frame_features(to_klein(X, geometry), Frames.from_lorentz([L]))
+    offset = k.mean(axis=0)
+    deviation = np.sqrt(((k - offset) ** 2).mean(axis=0))
+    widest = deviation.max()
+    scale = np.maximum(deviation, 0.5 * widest) if widest > 0 else np.ones(k.shape[1])
+    assert np.array_equal(model.centring_, L)
+    assert np.array_equal(model.input_scale_, scale)
+    assert np.array_equal(got, (k - offset) / scale)
+    assert np.array_equal(X, given)

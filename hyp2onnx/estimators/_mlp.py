@@ -74,7 +74,7 @@ from ..ir.frames import Frames, frame_features
 from ..ir.network import Network, fold_input_map, label_indices, link
 from ._base import GEOMETRY_DEFAULTS, generate_init
 from ._isolation import lorentz_boost_to_origin
-from ._rotation import _log_vectors, _pca_axes, check_frame_precision
+from ._rotation import _log_vectors, _pca_axes, _row_blocks, check_frame_precision
 from ._transaction import FitTransaction, transactional
 from ._weights import checked_weights
 
@@ -109,11 +109,21 @@ def centring_frame(x: np.ndarray, weight: np.ndarray | None = None) -> np.ndarra
     mu = lorentzian_centroid(x, weight)
     B = lorentz_boost_to_origin(mu)
     v = _log_vectors(x.__getitem__, x.shape[0], x.shape[1] - 1, mu)  # a block at a time
-    R = (_pca_axes(v) if weight is None else _weighted_axes(v, weight)).T
+    R = (_pca_axes(v, overwrite=True) if weight is None else _weighted_axes(v, weight)).T
     L = np.empty_like(B)
     L[0, :] = B[0, :]
     L[1:, :] = R @ B[1:, :]
     return L
+
+
+def _unit_rows(X: np.ndarray, geometry: tuple[str, float, int]) -> np.ndarray:
+    """`unit_hyperboloid` of ``X``, made a block of rows at a time into one array (each
+    row by the same operations as the whole call): its temporaries stay small."""
+    width = X.shape[1] + (geometry[0] != "hyperboloid")  # x_0 added to ball coordinates
+    out = np.empty((X.shape[0], width))
+    for rows in _row_blocks(X.shape[0]):
+        out[rows] = unit_hyperboloid(X[rows], *geometry)
+    return out
 
 
 def _weighted_axes(v: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -129,6 +139,12 @@ def _weighted_axes(v: np.ndarray, weight: np.ndarray) -> np.ndarray:
 #: A centred network's axes are scaled to unit standard deviation, but by at most
 #: this many times the widest axis's factor: an axis of little spread is not blown up.
 SCALE_FLOOR = 0.5
+
+
+def _squared_deviations(k: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """``(k - offset) ** 2`` with one temporary of ``k``'s size instead of two."""
+    deviations = k - offset
+    return np.square(deviations, out=deviations)
 
 
 def input_standardisation(
@@ -149,11 +165,11 @@ def input_standardisation(
     k = np.asarray(k, dtype=np.float64)
     if weight is None:
         offset = k.mean(axis=0)
-        variance = ((k - offset) ** 2).mean(axis=0)
+        variance = _squared_deviations(k, offset).mean(axis=0)
     else:
         w = np.asarray(weight, dtype=np.float64) / np.sum(weight)
         offset = w @ k
-        variance = w @ ((k - offset) ** 2)
+        variance = w @ _squared_deviations(k, offset)
     deviation = np.sqrt(variance)
     widest = float(deviation.max(initial=0.0))
     if not (np.isfinite(widest) and widest > 0.0):
@@ -245,7 +261,7 @@ class _HyperbolicMLP(FitTransaction, BaseEstimator):
         if self.centre == "origin":
             self.centring_ = None
             return
-        x = unit_hyperboloid(X, *self._geometry())
+        x = _unit_rows(X, self._geometry())
         weighted = sample_weight is not None and bool(sample_weight.any())
         L = centring_frame(x, sample_weight if weighted else None)
         check_frame_precision(L, x, frame=_FRAME)
@@ -264,7 +280,11 @@ class _HyperbolicMLP(FitTransaction, BaseEstimator):
     def _standardised(self, k: np.ndarray) -> np.ndarray:
         """What scikit-learn's network reads: ``(k - input_offset_) / input_scale_``."""
         offset = getattr(self, "input_offset_", None)
-        return k if offset is None else (k - offset) / self.input_scale_
+        if offset is None:
+            return k
+        out = k - offset
+        out /= self.input_scale_  # in place: the same division, one n x d array less
+        return out
 
     # -- training ------------------------------------------------------------
 
@@ -323,8 +343,14 @@ class _HyperbolicMLP(FitTransaction, BaseEstimator):
             sample_weight = checked_weights(
                 sample_weight, X, negative_ok=False, backend=f"MLP {kind}"
             )
+        # Klein input of curvature -1 is used as it is (read, never written): no copy.
         k = to_klein(
-            X, self.input_geometry, self.curvature, self.timelike_dim, check=self.check_manifold
+            X,
+            self.input_geometry,
+            self.curvature,
+            self.timelike_dim,
+            check=self.check_manifold,
+            copy=False,
         )
         if reset:  # a new fit; a warm start or a later partial_fit keeps the first centring
             self._fit_centring(X, sample_weight)

@@ -220,12 +220,19 @@ class _Points:
             check_frame_precision(M, self(slice(None)))
 
 
-def _pca_axes(v: np.ndarray) -> np.ndarray:
-    """Columns: principal axes of the rows ``v``, by decreasing variance, third moment >= 0."""
-    centred = v - v.mean(axis=0)
+def _pca_axes(v: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
+    """Columns: principal axes of the rows ``v``, by decreasing variance, third moment >= 0.
+
+    ``overwrite``: centre ``v`` in place (the caller's scratch array), the same values
+    with one ``n x d`` temporary less.
+    """
+    mean = v.mean(axis=0)
+    centred = np.subtract(v, mean, out=v if overwrite else None)
     _, vectors = np.linalg.eigh(centred.T @ centred)
     vectors = vectors[:, ::-1]
-    skew = ((centred @ vectors) ** 3).sum(axis=0)
+    projections = centred @ vectors
+    np.power(projections, 3, out=projections)  # ``** 3`` in place: one n x d temporary less
+    skew = projections.sum(axis=0)
     return vectors * np.where(skew < 0, -1.0, 1.0)
 
 
