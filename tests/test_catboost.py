@@ -415,7 +415,7 @@ def test_one_parse_per_fit_and_none_stale_after_new_borders(tmp_path: Path) -> N
     from hyp2onnx.estimators._catboost import CatBoostBackend
 
     k = _klein(300, 3, 7)
-    model = CatBoostClassifier(**PARAMS).fit(k, k[:, 0] > 0.1)
+    model = CatBoostClassifier(**PARAMS, train_dir=str(tmp_path)).fit(k, k[:, 0] > 0.1)
     backend = CatBoostBackend()
     first = backend.read_trees(model)
     assert backend.read_trees(model)[0] is not first[0]  # new arrays ...

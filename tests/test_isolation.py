@@ -427,3 +427,22 @@ def test_hierarchy_example_finds_the_held_out_packages() -> None:
     mean = next(line for line in done.stdout.splitlines() if line.strip().startswith("mean"))
     auc_ours = float(mean.split()[1])
     assert auc_ours >= 0.9, done.stdout
+
+
+@pytest.mark.parametrize("bootstrap", [False, True])
+def test_sklearn_forests_rows_are_drawn_when_asked_and_survive_pickling(bootstrap) -> None:
+    """With scikit-learn's forest the training rows are not kept by ``fit`` but drawn
+    again from each tree's seed when asked: the same rows as scikit-learn's own
+    ``IsolationForest`` on the Klein coordinates, before and after pickling."""
+    from sklearn.ensemble import IsolationForest
+
+    X = _points(600, 3, 11)
+    params = {"n_estimators": 7, "max_samples": 100, "bootstrap": bootstrap, "random_state": 5}
+    model = h.HyperbolicIsolationForest(splits="axis", threshold_law="klein", **params).fit(X)
+    plain = IsolationForest(**params).fit(model.to_klein(X))
+    expected = [np.asarray(s) for s in plain.estimators_samples_]
+    again = pickle.loads(pickle.dumps(model))
+    for got in (model.estimators_samples_, again.estimators_samples_):
+        assert len(got) == len(expected)
+        assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
+    assert "estimators_samples_" not in vars(model)  # nothing of n rows kept by fit

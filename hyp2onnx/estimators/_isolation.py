@@ -457,7 +457,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         forest = self._make_estimator().fit(k, sample_weight=sample_weight)
         self.estimator_ = forest
         self.max_samples_ = int(forest._max_samples)
-        self.estimators_samples_ = [np.asarray(s) for s in forest.estimators_samples_]
+        self._samples = None  # scikit-learn's forest draws them again when asked
         trees = []
         for tree, features in zip(forest.estimators_, forest.estimators_features_, strict=True):
             t = tree.tree_
@@ -539,10 +539,26 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         n_chunks = max(effective_n_jobs(self.n_jobs), -(-seeds.size * psi // _ROWS_AT_ONCE))
         chunks = np.array_split(seeds, min(n_chunks, seeds.size))
         grown = Parallel(n_jobs=self.n_jobs, prefer="threads")(delayed(grow)(c) for c in chunks)
-        self.estimators_samples_ = [rows for samples, _ in grown for rows in samples]
+        self._samples = [rows for samples, _ in grown for rows in samples]
         self.trees_ = [tree for _, g in grown for tree in _isolation_trees(g)]
         # a guard: finite rows give finite splits, and a model never answers blankly
         _check_finite_splits(self.trees_, "fitted")
+
+    @property
+    def estimators_samples_(self) -> list[np.ndarray]:
+        """The training rows (indices) each tree grew on.
+
+        The forest grown here keeps them; scikit-learn's forest
+        (``splits="axis", threshold_law="klein"``) draws them again from each
+        tree's seed when asked, as its own ``estimators_samples_`` does, so a
+        fit does not pay for it.
+        """
+        check_is_fitted(self)
+        # (a model pickled before this property kept them under the public name)
+        samples = self.__dict__.get("_samples", self.__dict__.get("estimators_samples_"))
+        if samples is None:
+            return [np.asarray(s) for s in self.estimator_.estimators_samples_]
+        return samples
 
     # -- scoring -------------------------------------------------------------
 
