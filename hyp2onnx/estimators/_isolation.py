@@ -457,7 +457,7 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         forest = self._make_estimator().fit(k, sample_weight=sample_weight)
         self.estimator_ = forest
         self.max_samples_ = int(forest._max_samples)
-        self._samples = None  # scikit-learn's forest draws them again when asked
+        self._samples: list[np.ndarray] | None = None  # scikit-learn draws them when asked
         trees = []
         for tree, features in zip(forest.estimators_, forest.estimators_features_, strict=True):
             t = tree.tree_
