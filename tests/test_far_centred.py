@@ -160,6 +160,25 @@ def test_isolation_refuses_rows_whose_radius_float64_cannot_hold() -> None:
         ).fit(k)
 
 
+def test_far_rows_past_the_first_block_are_named_by_their_own_row_number() -> None:
+    """The far-row check reads the hyperboloid rows a block at a time; rows in a later
+    block are still named by their row number in ``X``, lost and far ones alike."""
+    rng = np.random.default_rng(3)
+    k = rng.uniform(-0.4, 0.4, size=(9000, 2))
+    k[8193] = [0.6, 0.8]  # on the unit sphere: at infinity
+    with pytest.raises(h.FarPointError, match=r"1 training row\(s\).*rows 8193 \(radius inf\)"):
+        h.HyperbolicIsolationForest(
+            input_geometry="klein", check_manifold=False, n_estimators=5, random_state=0
+        ).fit(k)
+    x = np.column_stack([np.sqrt(1.0 + (k[:, :1] ** 2 + k[:, 1:] ** 2)), k])
+    r = 17.5
+    x[5000] = [np.cosh(r), 0.6 * np.sinh(r), 0.8 * np.sinh(r)]
+    with pytest.warns(
+        h.FarPointWarning, match=r"^1 training row\(s\).*rows 5000 \(radius 17\.50\)"
+    ):
+        h.HyperbolicIsolationForest(n_estimators=5, random_state=0).fit(x)
+
+
 def test_near_data_fits_without_a_warning(mixture) -> None:
     X, _ = mixture
     with warnings.catch_warnings():

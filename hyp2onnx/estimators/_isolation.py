@@ -55,6 +55,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, ClassVar
@@ -136,19 +137,28 @@ def _identity(d: int) -> np.ndarray:
     return eye
 
 
-def _check_far_rows(x: np.ndarray) -> None:
+#: Rows whose hyperboloid coordinates `_check_far_rows` makes at once.
+_CHECK_ROWS = 1 << 12
+
+
+def _check_far_rows(points: Callable[[slice], np.ndarray], n: int) -> None:
     """Refuse rows whose radius float64 cannot hold; warn of rows beyond ``CENTRED_RADIUS``.
 
-    The centred design computes its centroids and frames from the
-    hyperboloid rows ``x`` at any radius, but routes every point by the
-    Klein coordinates of its input, whose ``|k|^2`` lies within
-    ``1 / cosh(r)^2`` of 1: beyond radius 17 a point's distance from the
+    ``points(rows)`` gives the hyperboloid rows ``rows`` of the ``n`` training
+    rows, read here a block at a time. The centred design computes its
+    centroids and frames from the hyperboloid rows at any radius, but routes
+    every point by the Klein coordinates of its input, whose ``|k|^2`` lies
+    within ``1 / cosh(r)^2`` of 1: beyond radius 17 a point's distance from the
     origin is held to worse than about 0.01, from about 18.7 not at all, and
     such rows are told apart by direction alone (their scores then depend on
     where the embedding put its origin).
     """
-    radius = hyperbolic_radius(x)
-    lost = ~np.isfinite(x).all(axis=1) | ~np.isfinite(radius)
+    radius, lost = np.empty(n), np.empty(n, dtype=bool)
+    for start in range(0, n, _CHECK_ROWS):
+        block = slice(start, start + _CHECK_ROWS)
+        x = points(block)
+        radius[block] = hyperbolic_radius(x)
+        lost[block] = ~np.isfinite(x).all(axis=1) | ~np.isfinite(radius[block])
     if lost.any():
         rows = np.flatnonzero(lost)
         error = FarPointError(
@@ -509,8 +519,13 @@ class HyperbolicIsolationForest(OutlierMixin, HyperbolicTreeModel):
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_estimators)
         lorentz = None
         if self.splits == "centred":
-            lorentz = unit_hyperboloid(X, self.input_geometry, self.curvature, self.timelike_dim)
-            _check_far_rows(lorentz)
+            # Hyperboloid rows made when read (those of the trees' samples), never all n.
+            geometry = (self.input_geometry, self.curvature, self.timelike_dim)
+
+            def lorentz(rows: Any) -> np.ndarray:
+                return unit_hyperboloid(X[rows], *geometry)
+
+            _check_far_rows(lorentz, n)
 
         def grow(chunk: np.ndarray) -> tuple[list[np.ndarray], GrownTrees]:
             r, samples, features = np.random.RandomState(0), [], []

@@ -192,7 +192,7 @@ class _Nodes:
 
 def grow_forest(
     k: np.ndarray,
-    lorentz: np.ndarray | None,
+    lorentz: Callable[[np.ndarray], np.ndarray] | None,
     samples: list[np.ndarray],
     features: list[np.ndarray],
     streams: Streams,
@@ -205,13 +205,13 @@ def grow_forest(
     all trees level by level.
 
     Axis splits on ``features[t]`` if ``lorentz`` is None, else centred splits (whose
-    centroids and moves use the hyperboloid rows ``lorentz``). A node is split
+    centroids and moves use the hyperboloid rows ``lorentz(rows)`` gives). A node is split
     unless it lies at ``max_depth`` or holds fewer than two rows.
     """
     n_trees, psi, d = len(samples), samples[0].size, k.shape[1]
     rows = np.concatenate(samples)
     # feature-major: a row's terms are a column, so each term is a contiguous vector
-    table = _centred_table(k[rows], lorentz[rows]) if lorentz is not None else k[rows].T.copy()
+    table = _centred_table(k[rows], lorentz(rows)) if lorentz is not None else k[rows].T.copy()
     allowed = np.zeros((d, n_trees), dtype=bool)
     for t, f in enumerate(features):
         allowed[f, t] = True
