@@ -8,7 +8,9 @@ parameters and threads: the hyperbolic estimator with
 the input dtype), the library on the coordinates themselves. Pairs:
 
 - decision tree, random forest, extra trees, XGBoost, LightGBM, CatBoost:
-  the wrapped class with the same parameters;
+  the wrapped class with the same parameters; extra trees also with
+  ``tree_space="klein"`` (the default "ranks" draws each random threshold
+  between two ranks, so it grows another, bushier forest than the library's);
 - oblique (HHCART) tree: one scikit-learn tree of the same depth (no library
   grows HHCART trees, so its ratio is the cost of the oblique search);
 - isolation forest: scikit-learn's ``IsolationForest``, against the default
@@ -99,6 +101,15 @@ def pairs(threads: int, trees: int) -> dict[str, tuple[Factory, Factory]]:
         ),
         "extra trees": (
             lambda: h.HyperbolicEstimator(ensemble.ExtraTreesClassifier(**forest), **k),
+            lambda: ensemble.ExtraTreesClassifier(**forest),
+        ),
+        # The default tree space draws each random threshold uniformly between two
+        # ranks, not two Klein values: another (bushier) forest than the library's.
+        # On Klein values both grow the same trees, so this row is the correction's cost.
+        "extra trees, klein": (
+            lambda: h.HyperbolicEstimator(
+                ensemble.ExtraTreesClassifier(**forest), tree_space="klein", **k
+            ),
             lambda: ensemble.ExtraTreesClassifier(**forest),
         ),
         "XGBoost": (
