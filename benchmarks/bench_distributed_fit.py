@@ -151,6 +151,22 @@ def run(client: Any, n: int, parts: int, repeats: int) -> list[list[Any]]:
 HEADERS = ["rows", "library", "fit", "wall s", "ratio", "driver CPU s", "workers CPU s"]
 
 
+def report(
+    title: str, doc: str, setting: str, headers: list[str], table: list[list[Any]], *, quick: bool
+) -> str:
+    """A results file: title, the script's description (its docstring less the usage
+    line), the setting, the table, the machine."""
+    return "\n\n".join(
+        [
+            title,
+            doc.split("\n\n", 1)[1].rsplit("\n\n", 1)[0],
+            setting + (" Quick mode: a smoke test only." if quick else ""),
+            md_table(headers, table),
+            environment(),
+        ]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_output_args(parser)
@@ -168,18 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     ):
         for n in steps(rows_list, "sizes", unit="sizes"):
             table += run(client, n, parts=4, repeats=repeats)
-    text = "\n\n".join(
-        [
-            TITLE,
-            __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0],
-            f"{PARAMS['n_estimators']} rounds of depth {PARAMS['max_depth']} (LightGBM: "
-            f"31 leaves), d = {DIM}, {CLASSES} classes, 4 partitions; best wall time of "
-            f"{repeats} interleaved runs."
-            + (" Quick mode: a smoke test only." if args.quick else ""),
-            md_table(HEADERS, table),
-            environment(),
-        ]
+    setting = (
+        f"{PARAMS['n_estimators']} rounds of depth {PARAMS['max_depth']} (LightGBM: "
+        f"31 leaves), d = {DIM}, {CLASSES} classes, 4 partitions; best wall time of "
+        f"{repeats} interleaved runs."
     )
+    text = report(TITLE, __doc__, setting, HEADERS, table, quick=args.quick)
     write(output_dir(args) / "distributed_fit.md", text)
     return 0
 

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, environment, md_table, output_dir, steps, text_table, write
-from bench_distributed_fit import CLASSES, DIM, PARAMS, block, cpu_seconds
+from _report import add_output_args, output_dir, steps, text_table, write
+from bench_distributed_fit import CLASSES, DIM, PARAMS, block, cpu_seconds, report
 
 TITLE = "# Training on Spark: hyp2onnx against xgboost.spark"
 PARTITIONS = 4
@@ -133,17 +133,12 @@ def main(argv: list[str] | None = None) -> int:
             table += run(spark, n, repeats)
     finally:
         spark.stop()
-    text = "\n\n".join(
-        [
-            TITLE,
-            __doc__.split("\n\n", 1)[1].rsplit("\n\n", 1)[0],
-            f"{PARAMS['n_estimators']} rounds of depth {PARAMS['max_depth']}, d = {DIM}, "
-            f"{CLASSES} classes, {PARTITIONS} partitions; best wall time of {repeats} "
-            "interleaved runs." + (" Quick mode: a smoke test only." if args.quick else ""),
-            md_table(HEADERS, table),
-            environment(),
-        ]
+    setting = (
+        f"{PARAMS['n_estimators']} rounds of depth {PARAMS['max_depth']}, d = {DIM}, "
+        f"{CLASSES} classes, {PARTITIONS} partitions; best wall time of {repeats} "
+        "interleaved runs."
     )
+    text = report(TITLE, __doc__, setting, HEADERS, table, quick=args.quick)
     write(output_dir(args) / "spark_fit.md", text)
     return 0
 
