@@ -167,16 +167,22 @@ def report(
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_sizes(doc: str, argv: list[str] | None) -> tuple[argparse.Namespace, list[int], int]:
+    """The distributed fit benchmarks' options: the arguments, the row counts to
+    measure and the repeats (``--quick``: 4,000 rows once)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     add_output_args(parser)
     parser.add_argument("--rows", type=int, nargs="+", default=None)
     parser.add_argument("--repeats", type=int, default=None)
     args = parser.parse_args(argv)
+    rows_list = args.rows or ([4_000] if args.quick else [100_000, 1_000_000])
+    return args, rows_list, args.repeats or (1 if args.quick else 3)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, rows_list, repeats = parse_sizes(__doc__, argv)
     from distributed import Client, LocalCluster
 
-    rows_list = args.rows or ([4_000] if args.quick else [100_000, 1_000_000])
-    repeats = args.repeats or (1 if args.quick else 3)
     table: list[list[Any]] = []
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,

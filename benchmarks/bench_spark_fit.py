@@ -19,7 +19,6 @@ merged on the driver).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -28,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _report import add_output_args, output_dir, steps, text_table, write
-from bench_distributed_fit import CLASSES, DIM, PARAMS, block, cpu_seconds, report
+from _report import output_dir, steps, text_table, write
+from bench_distributed_fit import CLASSES, DIM, PARAMS, block, cpu_seconds, parse_sizes, report
 
 TITLE = "# Training on Spark: hyp2onnx against xgboost.spark"
 PARTITIONS = 4
@@ -118,13 +117,7 @@ def run(spark: Any, n: int, repeats: int) -> list[list[Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_output_args(parser)
-    parser.add_argument("--rows", type=int, nargs="+", default=None)
-    parser.add_argument("--repeats", type=int, default=None)
-    args = parser.parse_args(argv)
-    rows_list = args.rows or ([4_000] if args.quick else [100_000, 1_000_000])
-    repeats = args.repeats or (1 if args.quick else 3)
+    args, rows_list, repeats = parse_sizes(__doc__, argv)
     spark = session()
     spark.sparkContext.setLogLevel("ERROR")
     table: list[list[Any]] = []
