@@ -74,7 +74,7 @@ from ..ir.frames import Frames, frame_features
 from ..ir.network import Network, fold_input_map, label_indices, link
 from ._base import GEOMETRY_DEFAULTS, generate_init
 from ._isolation import lorentz_boost_to_origin
-from ._rotation import _log_vectors, _pca_axes, _row_blocks, check_frame_precision
+from ._rotation import _log_vectors, _pca_axes, _Points, check_frame_precision
 from ._transaction import FitTransaction, transactional
 from ._weights import checked_weights
 
@@ -114,16 +114,6 @@ def centring_frame(x: np.ndarray, weight: np.ndarray | None = None) -> np.ndarra
     L[0, :] = B[0, :]
     L[1:, :] = R @ B[1:, :]
     return L
-
-
-def _unit_rows(X: np.ndarray, geometry: tuple[str, float, int]) -> np.ndarray:
-    """`unit_hyperboloid` of ``X``, made a block of rows at a time into one array (each
-    row by the same operations as the whole call): its temporaries stay small."""
-    width = X.shape[1] + (geometry[0] != "hyperboloid")  # x_0 added to ball coordinates
-    out = np.empty((X.shape[0], width))
-    for rows in _row_blocks(X.shape[0]):
-        out[rows] = unit_hyperboloid(X[rows], *geometry)
-    return out
 
 
 def _weighted_axes(v: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -261,7 +251,9 @@ class _HyperbolicMLP(FitTransaction, BaseEstimator):
         if self.centre == "origin":
             self.centring_ = None
             return
-        x = _unit_rows(X, self._geometry())
+        # unit-hyperboloid rows, made a block at a time into one array
+        d = X.shape[1] - (self.input_geometry == "hyperboloid")
+        x = _Points(X, d, self._geometry())(slice(None))
         weighted = sample_weight is not None and bool(sample_weight.any())
         L = centring_frame(x, sample_weight if weighted else None)
         check_frame_precision(L, x, frame=_FRAME)

@@ -56,6 +56,7 @@ in any tree, and [`hyp2onnx.to_onnx`][hyp2onnx.to_onnx] then warns on ``dtype="f
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from numbers import Integral, Real
@@ -194,8 +195,12 @@ class _Points:
 
     def __init__(self, X: np.ndarray, d: int, geometry: tuple[str, float, int]) -> None:
         self.X, self.geometry, self.shape = X, geometry, (X.shape[0], d + 1)
-        ends = [(x0.min(), x0.max()) for b in _row_blocks(X.shape[0]) for x0 in [self(b)[:, 0]]]
-        self.x0_ends = np.array(ends).reshape(-1)  # np.min/np.max: NaN if any x_0 is NaN
+
+    @functools.cached_property
+    def x0_ends(self) -> np.ndarray:
+        """Each block's least and largest ``x_0`` (made on first use: a pass over the rows)."""
+        ends = [(x0.min(), x0.max()) for b in _row_blocks(self.shape[0]) for x0 in [self(b)[:, 0]]]
+        return np.array(ends).reshape(-1)  # np.min/np.max: NaN if any x_0 is NaN
 
     def __call__(self, rows: Any) -> np.ndarray:
         """The rows ``rows`` (a slice or an index array), made a block at a time."""
