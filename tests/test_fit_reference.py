@@ -548,6 +548,7 @@ def test_tree_space_is_the_old_one(space: str, backend_name: str, weights: str |
     k[:40] = k[40:80]  # duplicate rows
     k[80:90, 0] = [0.0, -0.0, 1e-36, -1e-36, 5e-324, -5e-324, 1e-35, 2e-35, -1e-35, 0.0]
     k[90:95, 1] = np.nextafter(k[95:100, 1], 1.0)  # one float64 step apart
+    k[-1, 0] = -1e-36  # in LightGBM's zero band, the last row of its rank
     w = {None: None, "some zero": rng.uniform(0, 2, 300), "all zero": np.zeros(300)}[weights]
     if weights == "some zero":
         w[::5] = 0.0
@@ -567,6 +568,13 @@ def test_tree_space_is_the_old_one(space: str, backend_name: str, weights: str |
     )
     for a, b in zip((*new.klein, *new.image), (*old.klein, *old.image), strict=True):
         assert a.tobytes() == b.tobytes()
+    # Compact ranks keep no values: each is read off the training rows when asked.
+    lean, Xt32 = model._tree_space(backend, k, w, compact=True)
+    assert Xt32.astype(np.float64).tobytes() == Xt.tobytes()
+    assert not lean.klein or space != "ranks" or weights == "some zero"
+    for f in range(k.shape[1]):
+        assert lean.values(f).tobytes() == old.klein[f].tobytes()
+    assert lean.transform(k[::3]).tobytes() == old.transform(k[::3]).tobytes()
 
 
 @pytest.mark.parametrize("space", ["ranks", "klein"])
@@ -579,8 +587,10 @@ def test_the_zero_kept_is_plus_zero_whatever_the_sort(space: str, first: float) 
     for fitted in (
         TreeSpace.fit(Xk, space, "float64"),
         TreeSpace.fit_transform(Xk, space, "float64")[0],
+        TreeSpace.fit_transform(Xk, space, "float64", lazy=True)[0],
     ):
-        for u in fitted.klein:
+        for f in range(fitted.n_features):
+            u = fitted.values(f)
             zero = u[u == 0.0]
             assert zero.size == 1 and not np.signbit(zero[0])
 
@@ -661,3 +671,66 @@ def test_float32_ranks_fit_the_same_model(name: str, monkeypatch: pytest.MonkeyP
     outputs = "predict_proba" if hasattr(wide, "predict_proba") else "predict"
     new, old = getattr(compact, outputs)(probes), getattr(wide, outputs)(probes)
     assert new.tobytes() == old.tobytes()
+
+
+@pytest.mark.parametrize("name", [*CORRECTION_CASES, *COMPACT_CASES])
+def test_values_read_off_the_ranks_fit_the_same_model(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ranks space that holds no values through the library's fit (each read off the
+    training rows and their ranks when the correction asks, the Klein rows of
+    non-Klein input computed again after the fit) gives the model of one that
+    holds them, bit for bit; and the fit does take that path."""
+    cases = {**CORRECTION_CASES, **COMPACT_CASES}
+    make, kind, radius, weighted = cases[name]
+    if kind == "hyperboloid_large":
+        X, y, w, codes = _training("hyperboloid", radius, weighted, n=3000)
+    else:
+        X, y, w, codes = _training("klein" if kind == "mixed" else kind, radius, weighted)
+    if kind == "mixed":
+        X = np.column_stack([X, np.random.default_rng(4).normal(size=len(X)), codes])
+    original_correct = HyperbolicTreeModel._correct
+    seen: list[TreeSpace] = []
+
+    def correct(self: Any, backend: Any, fitted: Any, Xt: Any, *args: Any) -> Any:
+        seen.append(args[-1])
+        return original_correct(self, backend, fitted, Xt, *args)
+
+    monkeypatch.setattr(HyperbolicTreeModel, "_correct", correct)
+    lean = make().fit(X, y, sample_weight=w)
+    eager_fit = TreeSpace.fit_transform.__func__  # type: ignore[attr-defined]
+
+    def eager(cls: Any, *args: Any, lazy: bool = False, **kwargs: Any) -> Any:
+        return eager_fit(cls, *args, lazy=False, **kwargs)
+
+    monkeypatch.setattr(TreeSpace, "fit_transform", classmethod(eager))
+    held = make().fit(X, y, sample_weight=w)
+    assert _fitted_state(lean) == _fitted_state(held)
+    probes = X if kind == "mixed" else _probes(held, kind.removesuffix("_large"), radius)
+    outputs = "predict_proba" if hasattr(held, "predict_proba") else "predict"
+    assert getattr(lean, outputs)(probes).tobytes() == getattr(held, outputs)(probes).tobytes()
+    # Where the space is fitted on every row in ranks, none held values.
+    if (
+        getattr(held, "tree_space", "ranks") == "ranks"
+        and not weighted
+        and "categorical" not in name
+    ):
+        assert seen[0].klein == () and seen[0].rows is not None
+        assert seen[1].klein != ()
+
+
+def test_a_bootstrapped_forest_s_rows_come_one_tree_at_a_time() -> None:
+    """Each tree's rows are made as the correction reaches the tree (not a list of all),
+    again on a second pass, and are scikit-learn's drawn rows of non-zero weight."""
+    X, y, w, _ = _training("hyperboloid", 3.0, True)
+    model = h.HyperbolicRandomForestClassifier(n_estimators=5, max_depth=4, random_state=0)
+    model.fit(X, y, sample_weight=w)
+    backend = backend_for(model.estimator_)
+    rows = backend.training_rows(model.estimator_, y, w)
+    assert not isinstance(rows, (list, tuple))
+    drawn = model.estimator_.estimators_samples_
+    want = [np.flatnonzero((np.bincount(s, minlength=len(y)) > 0) & (w != 0)) for s in drawn]
+    for _ in range(2):
+        got = list(rows)
+        assert len(got) == len(want)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from ._correct import Comparison, Correction, Neighbours, correct, from_rows, from_summary
 from .midpoints import CorrectionReport, Midpoint
+from .shared_rows import RowsPerTree
 from .summaries import SplitSummary, klein_space, summarise
 from .tree_space import TREE_SPACES, SplitIndex, TreeSpace
 
@@ -31,6 +32,7 @@ __all__ = [
     "CorrectionReport",
     "Midpoint",
     "Neighbours",
+    "RowsPerTree",
     "SplitIndex",
     "SplitSummary",
     "TreeSpace",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +63,7 @@ class Correction:
 def from_rows(
     trees: list[TreeArrays],
     compared: np.ndarray,
-    rows: list[np.ndarray],
+    rows: Iterable[np.ndarray],
     comparison: Comparison,
     midpoint: Midpoint | np.ndarray,
 ) -> Neighbours:
@@ -126,7 +126,7 @@ def correct(
         index = SplitIndex.from_splits(
             np.concatenate([t.feature for t in trees]),
             np.concatenate(klein),
-            len(space.klein),
+            space.n_features,
             "float64",
         )
         new_thresholds = [

@@ -34,6 +34,7 @@ same `place_thresholds`.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -50,7 +51,14 @@ from .midpoints import (
     tree_neighbours,
 )
 
-__all__ = ["Nodes", "correct_shared_rows", "correct_trees", "shared_neighbours", "shared_rows"]
+__all__ = [
+    "Nodes",
+    "RowsPerTree",
+    "correct_shared_rows",
+    "correct_trees",
+    "shared_neighbours",
+    "shared_rows",
+]
 
 #: Candidates a walk looks at first; each further window is _GROWTH times larger.
 _FIRST_WINDOW = 4
@@ -72,9 +80,22 @@ _IN_ORDER_MAX = 1 << 24
 _IN_ORDER_MAX_FEATURES = 4
 
 
-def shared_rows(rows: list[np.ndarray]) -> np.ndarray | None:
-    """The one row set every tree saw, or None if the trees saw different rows."""
-    if not rows:
+@dataclass(frozen=True)
+class RowsPerTree:
+    """Each tree's own training rows, made as the correction reaches its tree: a
+    bootstrapped forest's rows, held at once, are about ``n`` indices per tree.
+    Iterable again (the correction may pass twice); each pass makes them anew."""
+
+    make: Callable[[], Iterator[np.ndarray]]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return self.make()
+
+
+def shared_rows(rows: Iterable[np.ndarray]) -> np.ndarray | None:
+    """The one row set every tree saw, or None if the trees saw different rows (rows
+    made one tree at a time, not a sequence, are each tree's own)."""
+    if not isinstance(rows, Sequence) or not rows:
         return None
     first = rows[0]
     if all(r is first or np.array_equal(r, first) for r in rows[1:]):
@@ -85,14 +106,15 @@ def shared_rows(rows: list[np.ndarray]) -> np.ndarray | None:
 def correct_trees(
     trees: list[TreeArrays],
     X: np.ndarray,
-    rows: list[np.ndarray],
+    rows: Iterable[np.ndarray],
     *,
     op: Op,
     threshold_dtype: str = "float64",
     midpoint: Midpoint | np.ndarray = "einstein",
     place: Placer | None = None,
 ) -> tuple[list[np.ndarray], CorrectionReport]:
-    """Corrected thresholds of every tree, each on its rows ``X[rows[i]]``.
+    """Corrected thresholds of every tree, each on its rows ``X[rows[i]]`` (a list, or an
+    iterator that makes them one tree at a time).
 
     ``X`` holds the training rows in the backend's comparison precision.
     Several small trees that share their rows are searched in one pass
@@ -129,7 +151,7 @@ def correct_trees(
 
 
 def _routed_neighbours(
-    trees: list[TreeArrays], X: np.ndarray, rows: list[np.ndarray], nodes: Nodes, op: Op
+    trees: list[TreeArrays], X: np.ndarray, rows: Iterable[np.ndarray], nodes: Nodes, op: Op
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every split's nearest training values either side (`tree_neighbours`), each tree
     routing its own rows ``X[rows[i]]``, in `Nodes`' order. On a terminal a bar counts a

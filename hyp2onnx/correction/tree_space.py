@@ -36,6 +36,7 @@ precision. So the Python model and the exported graph, which compares
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from collections.abc import Iterable
@@ -99,7 +100,10 @@ class TreeSpace:
     ``klein[f]`` holds the sorted distinct float64 Klein values of feature
     ``f`` in the training data and ``image[f]`` their images as the learner
     compares them (non-decreasing, float64 holding ``compare_dtype``
-    values). Used during ``fit`` only; not kept in fitted models.
+    values); read them with `values`, which makes a ranks space's one
+    feature at a time from its training rows when it holds none (up to
+    ``n x d`` float64 not held). Used during ``fit`` only; not kept in fitted
+    models.
     """
 
     # Or "quantiles": hyp2onnx.dask places thresholds learnt on quantile buckets as
@@ -109,6 +113,9 @@ class TreeSpace:
     klein: tuple[np.ndarray, ...]
     image: tuple[np.ndarray, ...]
     zero_band: float = 0.0
+    #: A ranks space fitted without keeping its values (``klein`` empty) reads
+    #: them from these training rows when asked (`values`).
+    rows: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def fit(
@@ -150,6 +157,7 @@ class TreeSpace:
         zero_band: float = 0.0,
         *,
         compact: bool = False,
+        lazy: bool = False,
     ) -> tuple[TreeSpace, np.ndarray]:
         """``fit(Xk, ...)`` and its ``transform(Xk)`` of the same rows, in one pass for ranks.
 
@@ -159,15 +167,17 @@ class TreeSpace:
         calls (finite ``Xk``; otherwise the two calls are made). With
         ``compact``, ranks come as float32 when every one is exact there (fewer
         than 2**24 rows): the same numbers in half the memory, the precision
-        scikit-learn and XGBoost read anyway.
+        scikit-learn and XGBoost read anyway. With ``lazy``, a ranks space keeps
+        no values but reads them from ``Xk`` and its ranks when asked (`values`).
         """
         if space == "ranks" and np.all(np.isfinite(Xk)):
             columns = (Xk[:, f] for f in range(Xk.shape[1]))
             done = cls.ranks_of_columns(
-                columns, Xk.shape, compare_dtype, zero_band, compact=compact
+                columns, Xk.shape, compare_dtype, zero_band, compact=compact, keep_values=not lazy
             )
             if done is not None:
-                return done
+                fitted, ranks = done
+                return (fitted.with_rows((Xk, ranks)) if lazy else fitted), ranks
         fitted = cls.fit(Xk, space, compare_dtype, zero_band)  # raises the ranks error if ranks
         return fitted, fitted.transform(Xk)
 
@@ -180,9 +190,11 @@ class TreeSpace:
         zero_band: float = 0.0,
         *,
         compact: bool = False,
+        keep_values: bool = True,
     ) -> tuple[TreeSpace, np.ndarray] | None:
         """`fit_transform` in ranks of the ``shape`` rows whose columns come one at a time
         (so that no more than one need exist at once): the same space and ranks.
+        Without ``keep_values`` the space holds no values (see `with_rows`).
 
         None, having read no further, at a column that is not finite or has
         more distinct values than ``compare_dtype`` ranks exactly: there
@@ -192,16 +204,49 @@ class TreeSpace:
         small = compact and n < _EXACT_INTS["float32"]
         out: np.ndarray = np.empty(shape, dtype=np.float32 if small else np.float64)
         klein: list[np.ndarray] = []
+        sizes: list[int] = []
         for column in itertools.islice(columns, d):
             if not np.all(np.isfinite(column)):
                 return None
-            u = _unique_ranks(_zeroed(column, zero_band), out[:, len(klein)])
+            u = _unique_ranks(_zeroed(column, zero_band), out[:, len(sizes)])
             if u.size >= _EXACT_INTS[compare_dtype]:
                 return None
-            klein.append(_plus_zero(u))
-        ranks = np.arange(1.0, max((u.size for u in klein), default=0) + 1.0)
-        image = tuple(ranks[: u.size] for u in klein)  # views of one table
+            sizes.append(u.size)
+            if keep_values:
+                klein.append(_plus_zero(u))
+        ranks = np.arange(1.0, max(sizes, default=0) + 1.0)
+        image = tuple(ranks[:size] for size in sizes)  # views of one table
         return cls("ranks", compare_dtype, tuple(klein), image, zero_band), out
+
+    @property
+    def n_features(self) -> int:
+        """How many features the space maps."""
+        return len(self.image)
+
+    def with_rows(self, rows: tuple[np.ndarray, np.ndarray] | None) -> TreeSpace:
+        """A ranks space that reads its values from ``rows``: the training Klein rows it
+        was fitted on and their ranks (its own image of them), or from nowhere (None).
+        Neither is copied."""
+        if self.space != "ranks" or self.klein:
+            raise ValueError("only a ranks space that holds no values reads them from rows")
+        return dataclasses.replace(self, rows=rows)
+
+    def values(self, f: int) -> np.ndarray:
+        """The sorted distinct float64 Klein values of feature ``f`` (``klein[f]``).
+
+        A space that holds none reads them off its ``rows``: rows of one rank
+        hold one value (or -0.0 and 0.0, made +0.0 as `fit` does), so each
+        value is any row of its rank's, one scatter and no sort; the same
+        bits as `fit`'s sorted distinct values.
+        """
+        if self.klein:
+            return self.klein[f]
+        if self.rows is None:
+            raise ValueError("this ranks space holds neither its values nor rows to read them from")
+        Xk, ranks = self.rows
+        u = np.empty(self.image[f].size)
+        u[ranks[:, f].astype(np.intp) - 1] = _zeroed(Xk[:, f], self.zero_band)
+        return _plus_zero(u)
 
     def transform(self, Xk: np.ndarray) -> np.ndarray:
         """The learner's input (float64) for Klein rows ``Xk``, training rows or not.
@@ -215,7 +260,8 @@ class TreeSpace:
         if self.space == "rapidity":
             return np.arctanh(Xk)
         out = np.empty(Xk.shape, dtype=np.float64)
-        for f, u in enumerate(self.klein):
+        for f in range(self.n_features):
+            u = self.values(f)
             at = np.searchsorted(u, Xk[:, f])
             hit = np.take(u, np.minimum(at, u.size - 1)) == Xk[:, f]
             out[:, f] = np.where(hit, at + 1.0, at + 0.5)
@@ -241,7 +287,7 @@ class TreeSpace:
         lo, hi = np.full(n, -np.inf), np.full(n, np.inf)
         for f in np.unique(feature[feature >= 0]):
             at = np.flatnonzero(feature == f)
-            u, v = self.klein[f], self.image[f]
+            u, v = self.values(f), self.image[f]
             reached = np.isfinite(largest_left[at]) & np.isfinite(smallest_right[at])
             below = np.searchsorted(v, threshold[at], side="right" if op == "<=" else "left")
             left = np.where(reached, np.searchsorted(v, largest_left[at], side="right"), below)

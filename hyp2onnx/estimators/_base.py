@@ -160,18 +160,20 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
             )
         return as_blocks(self.input_blocks, n_columns=getattr(self, "n_features_in_", None))
 
-    def _features(self, X: np.ndarray) -> np.ndarray:
-        """What the trees see: Klein coordinates, or each block's features side by side."""
+    def _features(self, X: np.ndarray, *, check: bool = True) -> np.ndarray:
+        """What the trees see: Klein coordinates, or each block's features side by side
+        (``check=False``: of points already checked)."""
+        check = check and self.check_manifold
         blocks = self._blocks()
         if blocks is not None:
-            return to_features(X, blocks, check=self.check_manifold)
+            return to_features(X, blocks, check=check)
         # Not copied when already Klein: nothing here writes into the points.
         return to_klein(
             X,
             self.input_geometry,
             self.curvature,
             self.timelike_dim,
-            check=self.check_manifold,
+            check=check,
             copy=False,
         )
 
@@ -218,6 +220,39 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
                 backend=f"{backend.name} {'classifiers' if is_classifier(self) else 'regressors'}",
             )
         Xk = self._features(X)
+        space, Xt, params = self._learner_input(backend, estimator, Xk, sample_weight, fit_params)
+        klein_input = Xk is X  # Klein points are the caller's array, held anyway
+        lean = space.rows is not None and not klein_input
+        if lean:  # Klein coordinates computed here need not live through the library's fit
+            space = space.with_rows(None)
+            del Xk
+        fitted = backend.fit(estimator, Xt, y, sample_weight, **params)
+        del params
+        if lean:
+            space = space.with_rows((self._features(X, check=False), Xt))
+        corrected, splits = self._correct(backend, fitted, Xt, y, sample_weight, space)
+        del space, Xt  # the float32 check reads neither
+        self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = corrected
+        if is_classifier(self):
+            self.classes_ = self._classes(fitted)
+        self.n_outputs_ = 1 if np.ndim(y) == 1 else np.shape(y)[1]
+        if self.input_dtype_ == "float32":
+            # Klein input is its own Klein coordinates, checked above.
+            klein = X if klein_input else None
+            if not self._float32_keeps_outputs(X, backend, splits, klein):
+                self.input_dtype_ = "float64"
+        return self
+
+    def _learner_input(
+        self,
+        backend: Backend,
+        estimator: Any,
+        Xk: np.ndarray,
+        sample_weight: np.ndarray | None,
+        fit_params: dict[str, Any],
+    ) -> tuple[TreeSpace, np.ndarray, dict[str, Any]]:
+        """The tree space, the learner's training input (its image of the Klein rows
+        ``Xk``) and the learner's fit parameters (evaluation points mapped alike)."""
         blocks = self._blocks()
         if blocks is not None and not (backend.takes_blocks and backend.feature_splits):
             raise ValueError(
@@ -225,38 +260,24 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
                 "leave input_blocks=None and give one hyperbolic geometry, or use a "
                 "scikit-learn, XGBoost or LightGBM model for inputs made of blocks."
             )
-        native_categorical = False
-        if blocks is not None:
-            native_categorical = backend.use_categorical(estimator, categorical_features(blocks))
+        native_categorical = blocks is not None and backend.use_categorical(
+            estimator, categorical_features(blocks)
+        )
         # Codes read natively go into Xt as they are: float64 holds every one.
         space, Xt = self._tree_space(backend, Xk, sample_weight, compact=not native_categorical)
         to_tree: Callable[[np.ndarray], np.ndarray] = space.transform
         if native_categorical:
             assert blocks is not None  # only input blocks have categorical features
             # Native categorical splits read the codes themselves, never a map of them.
-            codes = categorical_features(blocks)
+            codes, transform = categorical_features(blocks), space.transform
 
             def to_tree(F: np.ndarray) -> np.ndarray:
-                out = space.transform(F)
+                out = transform(F)
                 out[:, codes] = F[:, codes]
                 return out
 
-        if native_categorical:
             Xt[:, codes] = Xk[:, codes]
-        fitted = backend.fit(
-            estimator, Xt, y, sample_weight, **self._fit_params(fit_params, to_tree)
-        )
-        corrected, splits = self._correct(backend, fitted, Xt, y, sample_weight, space)
-        self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = corrected
-        if is_classifier(self):
-            self.classes_ = self._classes(fitted)
-        self.n_outputs_ = 1 if np.ndim(y) == 1 else np.shape(y)[1]
-        if self.input_dtype_ == "float32":
-            # Klein input is its own Klein coordinates, checked above (Xk is X).
-            klein = Xk if Xk is X else None
-            if not self._float32_keeps_outputs(X, backend, splits, klein):
-                self.input_dtype_ = "float64"
-        return self
+        return space, Xt, self._fit_params(fit_params, to_tree)
 
     def _float32_keeps_outputs(
         self,
@@ -372,8 +393,15 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         # thresholds in the space they see).
         weighted = None if sample_weight is None else sample_weight != 0
         if weighted is None or weighted.all() or not weighted.any():
+            # Ranks of every row: the space reads its values off them when asked
+            # (not compact: categorical codes are to overwrite some ranks).
             return TreeSpace.fit_transform(
-                Xk, self.tree_space, backend.compare_dtype, backend.zero_band, compact=compact
+                Xk,
+                self.tree_space,
+                backend.compare_dtype,
+                backend.zero_band,
+                compact=compact,
+                lazy=compact,
             )
         space = TreeSpace.fit(
             Xk[weighted], self.tree_space, backend.compare_dtype, backend.zero_band

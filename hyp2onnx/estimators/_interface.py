@@ -12,6 +12,7 @@ and one line in ``_registry.py``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -82,8 +83,9 @@ class Backend(ABC):
         """Fit ``estimator`` on unit-ball Klein coordinates; return the fitted model."""
 
     @abstractmethod
-    def training_rows(self, fitted: Any, y: Array, sample_weight: Weights) -> list[np.ndarray]:
-        """Indices of the training rows each tree was grown on, tree by tree.
+    def training_rows(self, fitted: Any, y: Array, sample_weight: Weights) -> Iterable[np.ndarray]:
+        """Indices of the training rows each tree was grown on, tree by tree: a list, or
+        (trees with rows of their own) a `RowsPerTree` that makes them one at a time.
 
         ``y`` and ``sample_weight`` are what `fit` was given.
         """

@@ -9,6 +9,7 @@ what is pickled).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from sklearn.tree import (
 )
 from sklearn.utils.class_weight import compute_sample_weight
 
+from ..correction import RowsPerTree
 from ..errors import UnsupportedModelError
 from ..ir import Ensemble
 from ..ir.trees import TreeArrays
@@ -134,7 +136,7 @@ class SklearnBackend(Backend):
 
     def training_rows(
         self, fitted: Any, y: np.ndarray, sample_weight: np.ndarray | None
-    ) -> list[np.ndarray]:
+    ) -> Iterable[np.ndarray]:
         # A tree's splitter sees exactly the rows of non-zero weight
         # (negative weights included); in a bootstrapped forest a row's
         # weight is also multiplied by its draw count. (scikit-learn >= 1.9
@@ -148,10 +150,12 @@ class SklearnBackend(Backend):
             class_w = np.ones(n)
         weighted = (class_w if sample_weight is None else class_w * sample_weight) != 0
         if isinstance(fitted, _FORESTS) and fitted.bootstrap:
-            return [
-                np.flatnonzero((np.bincount(s, minlength=n) > 0) & weighted)
-                for s in fitted.estimators_samples_
-            ]
+
+            def each_tree() -> Iterator[np.ndarray]:
+                for s in _drawn_rows(fitted):
+                    yield np.flatnonzero((np.bincount(s, minlength=n) > 0) & weighted)
+
+            return RowsPerTree(each_tree)
         rows = np.flatnonzero(weighted)
         return [rows] * len(_trees_of(fitted))
 
@@ -268,3 +272,11 @@ class HyperbolicRandomForestRegressor(RegressorMixin, WrappedParamsModel):
         RandomForestRegressor,
     )
     _wrapped = RandomForestRegressor
+
+
+def _drawn_rows(forest: Any) -> Iterator[np.ndarray]:
+    """A forest's drawn rows (``estimators_samples_``), one tree at a time: the list
+    scikit-learn's property builds holds all of them at once. Its own generator,
+    where this scikit-learn has one (it draws the same rows from each tree's seed)."""
+    one_by_one = getattr(forest, "_get_estimators_indices", None)
+    return one_by_one() if callable(one_by_one) else iter(forest.estimators_samples_)
