@@ -58,11 +58,14 @@ def _ranked_boxes(X: np.ndarray, flat: dict[str, np.ndarray], op: str):
 def test_ranks_sort_each_used_feature_and_cut_where_the_comparison_flips(op: str) -> None:
     X, flat, _ = _forest(1, op)
     ranks = _rank_features(X, flat["feature"], flat["threshold"], op)
+    n = X.shape[0]
+    sorted_values = [ranks.value(c * n + np.arange(n)) for c in range(ranks.u)]
     for c in range(ranks.u):
-        assert np.all(np.diff(ranks.sorted_values[c]) >= 0)
-        np.testing.assert_array_equal(ranks.rank[ranks.order[c], c], np.arange(X.shape[0]))
+        assert np.all(np.diff(sorted_values[c]) >= 0)
+        np.testing.assert_array_equal(sorted_values[c], np.sort(X[:, ranks.used[c]]))
+        np.testing.assert_array_equal(ranks.rank[ranks.order[c], c], np.arange(n))
     for j in np.flatnonzero(flat["feature"] >= 0):
-        column = ranks.sorted_values[ranks.col[j]]
+        column = sorted_values[ranks.col[j]]
         t = flat["threshold"][j]
         passes = column <= t if op == "<=" else column < t
         assert ranks.pos[j] == passes.sum() and passes[: ranks.pos[j]].all()

@@ -379,7 +379,7 @@ def _find_neighbours(
 class _Ranks:
     """The training rows sorted once per feature the splits use.
 
-    ``order[c]`` sorts used feature ``c`` (``sorted_values[c]`` its values),
+    ``order[c]`` sorts used feature ``c`` (`value` reads its sorted values),
     ``rank[row, c]`` is a row's position in it; ``col[j]`` is split ``j``'s
     feature as a used-feature column (-1 at leaves) and ``pos[j]`` its cut:
     the rows of rank below ``pos[j]`` satisfy ``x OP threshold``. Ties may be
@@ -392,11 +392,18 @@ class _Ranks:
     col: np.ndarray
     pos: np.ndarray
     order: np.ndarray  #: [u, n], int32 while row * u + c fits there
-    sorted_values: np.ndarray  #: [u, n]
     rank: np.ndarray  #: [n, u] int32
     #: ``rank`` read in walking order (``rank[order[c][i]]`` for flat ``c * n + i``),
     #: for sequential reads in the first check; None when too large to keep.
     in_order: np.ndarray | None
+    X: np.ndarray  #: the rows, as compared
+    used: np.ndarray  #: the feature of each used column
+
+    def value(self, flat: np.ndarray) -> np.ndarray:
+        """The values at flat sorted positions ``c * n + i`` (``i``-th smallest of used
+        column ``c``), read from the rows: a table of every sorted column would
+        hold another copy of the rows."""
+        return self.X[self.order.ravel().take(flat), self.used.take(flat // self.n)]
 
 
 def _rank_features(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, op: Op) -> _Ranks:
@@ -411,22 +418,20 @@ def _rank_features(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, op
     # half the memory of the largest table the search keeps.
     index = np.int32 if n * max(u, 1) < 1 << 31 else np.intp
     order = np.empty((u, n), dtype=index)
-    sorted_values = np.empty((u, n), dtype=X.dtype)  # as compared; widened when read
-    for i, f in enumerate(used):
-        column = np.ascontiguousarray(X[:, f])
-        order[i] = _argsort(column)
-        sorted_values[i] = column.take(order[i])
     rank = np.empty((n, u), dtype=np.int32)
     positions = np.arange(n, dtype=np.int32)
     side: Literal["left", "right"] = "left" if op == "<" else "right"
     pos = np.zeros(feature.shape[0], dtype=np.int64)
-    for c in range(u):
+    for c, f in enumerate(used):
+        column = np.ascontiguousarray(X[:, f])
+        order[c] = _argsort(column)
         rank[order[c], c] = positions
         at = np.flatnonzero(col == c)
-        pos[at] = np.searchsorted(sorted_values[c], threshold[at], side=side)
+        # As compared; widened when read.
+        pos[at] = np.searchsorted(column.take(order[c]), threshold[at], side=side)
     small = u * u * n <= _IN_ORDER_MAX and u <= _IN_ORDER_MAX_FEATURES
     in_order = rank.take(order.ravel(), axis=0).ravel() if small else None
-    return _Ranks(n, u, col, pos, order, sorted_values, rank, in_order)
+    return _Ranks(n, u, col, pos, order, rank, in_order, X, used)
 
 
 @dataclass(frozen=True)
@@ -561,7 +566,7 @@ class _Walks:
         trees whose walks went over budget (to be routed instead)."""
         c, p, tree, n = self.c, self.p, self.tree, self.ranks.n
         start, remaining = (p - 1, p - self.lo_c) if sign < 0 else (p, self.hi_c - p)
-        cursor = c * n + start  # flat position in order/sorted_values
+        cursor = c * n + start  # flat position in order (and `_Ranks.value`)
         window = np.full(self.nodes.shape[0], _FIRST_WINDOW, dtype=np.int64)
         scanned = np.zeros(self.nodes.shape[0], dtype=np.int64)
         work = np.zeros(self.n_trees)
@@ -608,7 +613,6 @@ class _Walks:
         ranks, checks = self.ranks, self.checks
         u = ranks.u
         order_flat, rank_flat = ranks.order.ravel(), ranks.rank.ravel()
-        sorted_flat = ranks.sorted_values.ravel()
         offset = np.cumsum(count) - count
         total = int(offset[-1] + count[-1])
         at = np.repeat(cursor[active] - sign * offset, count)
@@ -639,7 +643,7 @@ class _Walks:
         first = np.searchsorted(alive, offset)
         hit = first < alive.size
         hit[hit] = alive[first[hit]] < offset[hit] + count[hit]
-        found[self.nodes[active[hit]]] = sorted_flat.take(at.take(alive.take(first[hit])))
+        found[self.nodes[active[hit]]] = ranks.value(at.take(alive.take(first[hit])))
         return hit
 
     def _read_slabs(
@@ -669,6 +673,6 @@ class _Walks:
             starts = np.flatnonzero(np.diff(box, prepend=-1))
             best = (np.maximum if sign < 0 else np.minimum).reduceat(rc, starts)
             walks = box.take(starts)
-            found[self.nodes[walks]] = ranks.sorted_values.ravel().take(c.take(walks) * n + best)
+            found[self.nodes[walks]] = ranks.value(c.take(walks) * n + best)
         np.add.at(work, self.tree[slab], count)
         return work > self.budget
