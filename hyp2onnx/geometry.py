@@ -455,11 +455,22 @@ def lorentzian_centroid(x: np.ndarray, weight: np.ndarray | None = None) -> np.n
     result's ``x_0`` is recomputed from its spatial part.
     """
     x = np.asarray(x, dtype=np.float64)
-    if weight is None:
-        return _centroid_of_sum(x.sum(axis=0), x[:, 0], *_centroid_row_terms(x))
-    w = np.asarray(weight, dtype=np.float64)
-    m = (x * w[:, None]).sum(axis=0)
-    return _centroid_of_sum(m, x[:, 0], *_centroid_row_terms(x), weight=w)
+    w = None if weight is None else np.asarray(weight, dtype=np.float64)
+    m = x.sum(axis=0) if w is None else (x * w[:, None]).sum(axis=0)
+    direction = _direction(m)
+    terms = None
+    if direction is not None:  # row terms a block at a time: no n x d temporaries
+        terms = np.empty(x.shape[0])
+        for start in range(0, x.shape[0], _CENTROID_BLOCK):
+            rows = slice(start, start + _CENTROID_BLOCK)
+            block = x[rows]
+            terms[rows] = _lower_terms(direction, block[:, 0], *_centroid_row_terms(block))
+    return _centroid_from(m, terms, w)
+
+
+#: Rows whose centroid terms are computed at once (each row's alone: any block gives
+#: the same terms; their sum runs over all of them).
+_CENTROID_BLOCK = 1 << 14
 
 
 def _centroid_row_terms(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -491,25 +502,51 @@ def _centroid_of_sum(
     ``all_spatial`` says that every row has ``|x_s| > 0`` (no row at the
     origin), which spares selecting ``x_0`` for the others.
     """
+    direction = _direction(m)
+    terms = None
+    if direction is not None:
+        terms = _lower_terms(direction, x0, spatial, unit, inverse, all_spatial=all_spatial)
+    return _centroid_from(m, terms, weight)
+
+
+def _direction(m: np.ndarray) -> np.ndarray | None:
+    """``m_s / |m_s|`` of a rows' sum ``m``, None if ``m_s`` is 0."""
+    ms = m[1:]
+    s = math.hypot(*ms.tolist())
+    if not s > 0:
+        return None
+    with np.errstate(invalid="ignore"):  # the rows' sum overflowed: inf / inf
+        return ms / s
+
+
+def _lower_terms(
+    direction: np.ndarray,
+    x0: np.ndarray,
+    spatial: np.ndarray,
+    unit: np.ndarray,
+    inverse: np.ndarray,
+    *,
+    all_spatial: bool = False,
+) -> np.ndarray:
+    """Each row's ``x_0 - s . x_s`` (``s`` the sum's ``direction``), summed from terms that
+    are all positive: ``1 / (x_0 + |x_s|) + |x_s| |x_s / |x_s| - s|^2 / 2``; row by row."""
+    diff = unit - direction
+    # inverse + spatial * |diff|^2 / 2, in place (products and sums commute exactly)
+    gap = np.einsum("ij,ij->i", diff, diff)
+    gap *= spatial
+    gap /= 2.0
+    gap += inverse
+    return gap if all_spatial else np.where(spatial > 0, gap, x0)
+
+
+def _centroid_from(
+    m: np.ndarray, terms: np.ndarray | None, weight: np.ndarray | None
+) -> np.ndarray:
+    """The centroid of rows whose sum is ``m`` from their `_lower_terms` (None: ``m_s`` is 0)."""
     ms = m[1:]
     s = math.hypot(*ms.tolist())
     m0 = float(m[0])
-    if s > 0:
-        if s < math.inf:  # nothing below can divide by zero or make a NaN of numbers
-            direction = ms / s
-        else:  # the rows' sum overflowed
-            with np.errstate(invalid="ignore"):
-                direction = ms / s
-        diff = unit - direction
-        # inverse + spatial * |diff|^2 / 2, in place (products and sums commute exactly)
-        gap = np.einsum("ij,ij->i", diff, diff)
-        gap *= spatial
-        gap /= 2.0
-        gap += inverse
-        terms = gap if all_spatial else np.where(spatial > 0, gap, x0)
-        lower = float((terms if weight is None else terms * weight).sum())
-    else:
-        lower = m0
+    lower = m0 if terms is None else float((terms if weight is None else terms * weight).sum())
     mu_s = ms / (math.sqrt(lower) * math.sqrt(m0 + s))
     mu = np.empty(m.shape[0])
     mu[0] = math.hypot(1.0, *mu_s.tolist())

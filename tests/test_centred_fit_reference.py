@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import hyp2onnx as h
+from hyp2onnx import geometry
 from hyp2onnx.estimators import _isolation_growth as growth
 from hyp2onnx.estimators._isolation import lorentz_boost_to_origin
 from hyp2onnx.geometry import lorentzian_centroid, move_to_origin, to_klein, unit_hyperboloid
@@ -430,10 +431,16 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and np.array_equal(a.view(np.int64), b.view(np.int64))
 
 
+@pytest.mark.parametrize("block", [3, None])
 @pytest.mark.parametrize("d", [1, 2, 5])
-def test_the_public_centroid_move_and_boost_are_the_written_out_arithmetic(d) -> None:
+def test_the_public_centroid_move_and_boost_are_the_written_out_arithmetic(
+    d, block, monkeypatch
+) -> None:
     """Rows from the origin to radius 30, subsets of 1 to 300 rows, each row's direction
-    and a centroid at the origin (rows symmetric about it)."""
+    and a centroid at the origin (rows symmetric about it); the centroid's row terms
+    made all at once and 3 rows at a time."""
+    if block is not None:
+        monkeypatch.setattr(geometry, "_CENTROID_BLOCK", block)
     rng = np.random.default_rng(d)
     for radius in [0.0, 0.5, 5.0, 15.0, 17.0, 30.0]:
         for n in [1, 2, 3, 7, 8, 9, 64, 300]:

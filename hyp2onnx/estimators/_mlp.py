@@ -53,6 +53,7 @@ from __future__ import annotations
 import copy
 import inspect
 import re
+from collections.abc import Callable
 from numbers import Integral, Real
 from typing import Any, ClassVar
 
@@ -106,9 +107,22 @@ def centring_frame(x: np.ndarray, weight: np.ndarray | None = None) -> np.ndarra
     centroid, the scatter and the third moments are weighted: a row of weight 2
     counts as two rows.
     """
-    mu = lorentzian_centroid(x, weight)
+    x = np.asarray(x, dtype=np.float64)
+    return _centring_frame(x.__getitem__, x.shape, weight, x)
+
+
+def _centring_frame(
+    points: Callable[[Any], np.ndarray],
+    shape: tuple[int, int],
+    weight: np.ndarray | None,
+    whole: np.ndarray | None = None,
+) -> np.ndarray:
+    """`centring_frame` of the ``shape`` rows ``points`` gives by index or slice (``whole``:
+    all of them, if at hand): all rows at once for the centroid only (its sums run
+    over the whole array), then a block at a time, as the log-map vectors are."""
+    mu = lorentzian_centroid(points(slice(None)) if whole is None else whole, weight)
     B = lorentz_boost_to_origin(mu)
-    v = _log_vectors(x.__getitem__, x.shape[0], x.shape[1] - 1, mu)  # a block at a time
+    v = _log_vectors(points, shape[0], shape[1] - 1, mu)  # a block at a time
     R = (_pca_axes(v, overwrite=True) if weight is None else _weighted_axes(v, weight)).T
     L = np.empty_like(B)
     L[0, :] = B[0, :]
@@ -251,12 +265,13 @@ class _HyperbolicMLP(FitTransaction, BaseEstimator):
         if self.centre == "origin":
             self.centring_ = None
             return
-        # unit-hyperboloid rows, made a block at a time into one array
+        # unit-hyperboloid rows, made a block at a time when asked: all of them are
+        # held for the centroid only
         d = X.shape[1] - (self.input_geometry == "hyperboloid")
-        x = _Points(X, d, self._geometry())(slice(None))
+        points = _Points(X, d, self._geometry())
         weighted = sample_weight is not None and bool(sample_weight.any())
-        L = centring_frame(x, sample_weight if weighted else None)
-        check_frame_precision(L, x, frame=_FRAME)
+        L = _centring_frame(points, points.shape, sample_weight if weighted else None)
+        points.check_precision(L, frame=_FRAME)
         self.centring_ = L
 
     def _fit_standardisation(self, k: np.ndarray, sample_weight: np.ndarray | None) -> None:
@@ -269,12 +284,13 @@ class _HyperbolicMLP(FitTransaction, BaseEstimator):
         offset, scale = input_standardisation(k, sample_weight if weighted else None)
         self.input_offset_, self.input_scale_ = offset, scale
 
-    def _standardised(self, k: np.ndarray) -> np.ndarray:
-        """What scikit-learn's network reads: ``(k - input_offset_) / input_scale_``."""
+    def _standardised(self, k: np.ndarray, *, in_place: bool = False) -> np.ndarray:
+        """What scikit-learn's network reads: ``(k - input_offset_) / input_scale_``
+        (``in_place``: written over ``k``, the same values)."""
         offset = getattr(self, "input_offset_", None)
         if offset is None:
             return k
-        out = k - offset
+        out = np.subtract(k, offset, out=k if in_place else None)
         out /= self.input_scale_  # in place: the same division, one n x d array less
         return out
 
@@ -346,10 +362,11 @@ class _HyperbolicMLP(FitTransaction, BaseEstimator):
         )
         if reset:  # a new fit; a warm start or a later partial_fit keeps the first centring
             self._fit_centring(X, sample_weight)
-        k = self._network_input(k)
+        own = self._network_input(k)
         if reset:
-            self._fit_standardisation(k, sample_weight)
-        return self._standardised(k), y, sample_weight
+            self._fit_standardisation(own, sample_weight)
+        # A centred network's input is made here: standardised in place.
+        return self._standardised(own, in_place=own is not k), y, sample_weight
 
     def _native(self, *, continued: bool) -> Any:
         """The scikit-learn network to train: new, or a copy of the fitted one to go on from.

@@ -214,7 +214,7 @@ class _Points:
             out[block] = unit_hyperboloid(self.X[rows[block]], *self.geometry)
         return out
 
-    def check_precision(self, M: np.ndarray) -> None:
+    def check_precision(self, M: np.ndarray, **names: str) -> None:
         """`check_frame_precision` of ``M`` on every row, and where it fails the same
         call on the whole rows (its error). Its test ``x_0 M_00 <= cosh(17)^2`` holds
         on every row iff it holds at the least and the largest ``x_0``: a product
@@ -222,7 +222,7 @@ class _Points:
         with np.errstate(over="ignore", invalid="ignore"):
             scale = np.array([self.x0_ends.min(), self.x0_ends.max()]) * float(M[0, 0])
         if not (np.isfinite(M).all() and np.all(scale <= math.cosh(CENTRED_RADIUS) ** 2)):
-            check_frame_precision(M, self(slice(None)))
+            check_frame_precision(M, self(slice(None)), **names)
 
 
 def _pca_axes(v: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
