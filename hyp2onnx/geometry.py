@@ -21,6 +21,7 @@ exported graph computes bit-identical Klein coordinates.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -143,8 +144,9 @@ def _timelike_split(X: np.ndarray, timelike_dim: int) -> tuple[np.ndarray, np.nd
             f"{n_cols} columns."
         )
     t = timelike_dim % n_cols
-    spacelike = np.delete(X, t, axis=1) if n_cols > 1 else X[:, :0]
-    return X[:, t], spacelike
+    if t in (0, n_cols - 1):  # a view: no copy of the rows
+        return X[:, t], X[:, 1:] if t == 0 else X[:, :t]
+    return X[:, t], np.delete(X, t, axis=1)
 
 
 def hyperboloid_to_klein(X: np.ndarray, timelike_dim: int = 0) -> np.ndarray:
@@ -245,6 +247,20 @@ def check_representable(X: np.ndarray, dtype: Any) -> np.ndarray:
     return X.astype(dtype)
 
 
+#: Rows a check computes at once: its temporaries stay a block's size, not the data's.
+_CHECK_BLOCK = 1 << 14
+
+
+def _row_by_row(n: int, values: Callable[[slice], np.ndarray], dtype: Any) -> np.ndarray:
+    """``values`` of each block of the ``n`` rows (a row's value its own alone, so the same
+    as of all rows at once) in one array."""
+    out = np.empty(n, dtype=dtype)
+    for start in range(0, n, _CHECK_BLOCK):
+        rows = slice(start, start + _CHECK_BLOCK)
+        out[rows] = values(rows)
+    return out
+
+
 def check_points(
     X: np.ndarray,
     geometry: str,
@@ -282,27 +298,33 @@ def check_points(
             f"have a timelike coordinate x_0 <= 0 (column {timelike_dim % X.shape[1]})",
             "Points on the hyperboloid's upper sheet have x_0 > 0; check timelike_dim.",
         )
+
         # Scaled by the row's largest magnitude, so that no square overflows:
         # x0 * x0 of [1e200, 1, 0] is inf, and inf > rtol * inf is False.
         # R / m may still overflow (a row of tiny values): then the deviation
         # is inf and the row is refused, as it should be.
-        m = np.maximum(x0, np.abs(xs).max(axis=1, initial=0.0))
-        with np.errstate(over="ignore", under="ignore"):
-            a = (x0 / m) ** 2
-            b = sum_of_squares(xs / m[:, None])
-            r = R / m
-            off = np.abs(a - b - r * r) > rtol * (a + b)
+        def off(rows: slice) -> np.ndarray:
+            m = np.maximum(x0[rows], np.abs(xs[rows]).max(axis=1, initial=0.0))
+            with np.errstate(over="ignore", under="ignore"):
+                a = (x0[rows] / m) ** 2
+                b = sum_of_squares(xs[rows] / m[:, None])
+                r = R / m
+                return np.abs(a - b - r * r) > rtol * (a + b)
+
         raise_rows(
-            off,
+            _row_by_row(X.shape[0], off, bool),
             f"are off the hyperboloid x_0^2 - |x_s|^2 = R^2 with R = {R:g} "
             f"(curvature {curvature}; relative tolerance {rtol:g})",
             "Check the curvature and timelike_dim, or project the points onto the manifold." + skip,
         )
     else:
-        with np.errstate(over="ignore", under="ignore"):  # an overflow is inf, refused
-            norm2 = sum_of_squares(X if R == 1.0 else X / R)  # x / 1.0 is x: skip the copy
+
+        def norm2(rows: slice) -> np.ndarray:
+            with np.errstate(over="ignore", under="ignore"):  # an overflow is inf, refused
+                return sum_of_squares(X[rows] if R == 1.0 else X[rows] / R)  # x / 1.0 is x
+
         raise_rows(
-            norm2 >= 1.0,
+            _row_by_row(X.shape[0], norm2, np.float64) >= 1.0,
             f"lie on or outside the {geometry} ball of radius R = {R:g} (curvature {curvature})",
             "Check the curvature and input_geometry." + skip,
         )

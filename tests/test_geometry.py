@@ -362,3 +362,35 @@ def test_klein_points_are_not_copied_unless_asked() -> None:
     model = HyperbolicDecisionTreeClassifier(input_geometry="klein").fit(k, [0, 1, 0])
     out = model.to_klein(k)
     assert not np.shares_memory(out, k) and out.tobytes() == k.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("model", "timelike_dim"),
+    [("hyperboloid", 0), ("hyperboloid", 2), ("hyperboloid", 3), ("poincare", 0), ("klein", 0)],
+)
+def test_the_manifold_check_names_the_same_rows_a_block_at_a_time(
+    model: str, timelike_dim: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check runs a block of rows at a time (bounded temporaries); with 3-row blocks it
+    refuses and names exactly the rows it names all at once: bad rows in the first, a
+    middle and the last block (timelike column first, inside or last)."""
+    rng = np.random.default_rng(5)
+    k = rng.uniform(-0.5, 0.5, size=(20, 3)) / 2.0
+    X = geometry.from_klein(k, model, -1.0, timelike_dim)
+    bad = [1, 9, 19]
+    if model == "hyperboloid":  # off the hyperboloid
+        X[bad, 1 if timelike_dim == 0 else 0] *= 3.0
+    else:  # outside the ball
+        X[bad, 0] = 1.2
+    messages = []
+    for block in (3, 1 << 14):
+        monkeypatch.setattr(geometry, "_CHECK_BLOCK", block)
+        with pytest.raises(InvalidPointError) as error:
+            geometry.check_points(X, model, -1.0, timelike_dim)
+        messages.append(str(error.value))
+        ok = np.delete(X, bad, axis=0)
+        assert geometry.check_points(ok, model, -1.0, timelike_dim).shape == ok.shape
+        klein = geometry.to_klein(ok, model, -1.0, timelike_dim)
+        np.testing.assert_allclose(klein, np.delete(k, bad, axis=0), rtol=1e-12, atol=1e-15)
+    assert messages[0] == messages[1]
+    assert "3 row(s)" in messages[0] and "(rows 1, 9, 19)" in messages[0]
