@@ -212,6 +212,7 @@ def steps(
         for item in items:
             yield item
             progress.update(1)
+            progress.refresh()  # every count drawn: tqdm skips draws within 0.1 s of the last
     finally:
         progress.close()
         sys.stdout = out.release()
