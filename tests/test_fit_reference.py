@@ -568,6 +568,18 @@ def test_tree_space_is_the_old_one(space: str, backend_name: str, weights: str |
     )
     for a, b in zip((*new.klein, *new.image), (*old.klein, *old.image), strict=True):
         assert a.tobytes() == b.tobytes()
+    # Each feature's image as the learner compares it (a "klein" space makes it when read).
+    fitted_on = k if w is None or not (w != 0).any() else k[w != 0]
+    zeroed = np.where(np.abs(fitted_on) <= backend.zero_band, 0.0, fitted_on)
+    for f in range(k.shape[1]):
+        distinct = np.unique(zeroed[:, f]) + 0.0
+        want = {
+            "ranks": np.arange(1.0, distinct.size + 1.0),
+            "klein": as_compared(distinct, backend.compare_dtype),
+            "rapidity": as_compared(np.arctanh(distinct), backend.compare_dtype),
+        }[space]
+        assert new.image_of(f).tobytes() == want.tobytes()
+        assert new.values(f).tobytes() == distinct.tobytes()
     # Compact ranks keep no values: each is read off the training rows when asked.
     lean, Xt32 = model._tree_space(backend, k, w, compact=True)
     assert Xt32.astype(np.float64).tobytes() == Xt.tobytes()

@@ -137,7 +137,7 @@ class TreeSpace:
                 )
             image = tuple(np.arange(1.0, u.size + 1.0) for u in klein)
         elif space == "klein":
-            image = tuple(as_compared(u, compare_dtype) for u in klein)
+            image = ()  # the values in the learner's precision: made when read (`image_of`)
         else:
             if any(np.abs(u).max(initial=0.0) >= 1.0 for u in klein):
                 raise ValueError(
@@ -221,7 +221,14 @@ class TreeSpace:
     @property
     def n_features(self) -> int:
         """How many features the space maps."""
-        return len(self.image)
+        return len(self.image) or len(self.klein)
+
+    def image_of(self, f: int) -> np.ndarray:
+        """``image[f]``; a ``"klein"`` space that holds none rounds its values to the learner's
+        precision when asked (a second copy of every value not held through the fit)."""
+        if self.image or self.space != "klein":
+            return self.image[f]
+        return as_compared(self.klein[f], self.compare_dtype)
 
     def with_rows(self, rows: tuple[np.ndarray, np.ndarray] | None) -> TreeSpace:
         """A ranks space that reads its values from ``rows``: the training Klein rows it
@@ -287,7 +294,7 @@ class TreeSpace:
         lo, hi = np.full(n, -np.inf), np.full(n, np.inf)
         for f in np.unique(feature[feature >= 0]):
             at = np.flatnonzero(feature == f)
-            u, v = self.values(f), self.image[f]
+            u, v = self.values(f), self.image_of(f)
             reached = np.isfinite(largest_left[at]) & np.isfinite(smallest_right[at])
             below = np.searchsorted(v, threshold[at], side="right" if op == "<=" else "left")
             left = np.where(reached, np.searchsorted(v, largest_left[at], side="right"), below)
