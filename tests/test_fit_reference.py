@@ -746,3 +746,21 @@ def test_a_bootstrapped_forest_s_rows_come_one_tree_at_a_time() -> None:
         got = list(rows)
         assert len(got) == len(want)
         assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("bootstrap", [True, False])
+def test_trees_routed_on_threads_get_the_thresholds_of_one_thread(bootstrap: bool) -> None:
+    """A forest given n_jobs routes its trees' rows that many at a time, one tree a thread:
+    every threshold, the report and the input dtype are those of one thread, bit for bit
+    (bootstrapped rows made per tree, and rows shared by every tree; an odd count of
+    trees leaves a last batch of one)."""
+    X, y, w, _ = _training("hyperboloid", 3.0, True, n=2000)
+
+    def fit(n_jobs: int) -> Any:
+        forest = ExtraTreesClassifier(7, bootstrap=bootstrap, random_state=0, n_jobs=n_jobs)
+        return h.HyperbolicEstimator(forest).fit(X, y, sample_weight=w)
+
+    one = fit(1)
+    # Bushy trees: routed, not searched, even where they share their rows.
+    assert not _shared_rows_module._searched(backend_for(one.estimator_).read_trees(one.estimator_))
+    assert _fitted_state(fit(3)) == _fitted_state(one)

@@ -66,9 +66,14 @@ def from_rows(
     rows: Iterable[np.ndarray],
     comparison: Comparison,
     midpoint: Midpoint | np.ndarray,
+    *,
+    threads: int = 1,
 ) -> Neighbours:
-    """Neighbours found by routing the training rows (``rows[t]``: tree t's rows)."""
-    return functools.partial(correct_trees, trees, compared, rows, **comparison.keywords(midpoint))
+    """Neighbours found by routing the training rows (``rows[t]``: tree t's rows), trees
+    that route their own ``threads`` at a time."""
+    return functools.partial(
+        correct_trees, trees, compared, rows, threads=threads, **comparison.keywords(midpoint)
+    )
 
 
 def from_summary(

@@ -33,8 +33,10 @@ same `place_thresholds`.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -112,9 +114,11 @@ def correct_trees(
     threshold_dtype: str = "float64",
     midpoint: Midpoint | np.ndarray = "einstein",
     place: Placer | None = None,
+    threads: int = 1,
 ) -> tuple[list[np.ndarray], CorrectionReport]:
     """Corrected thresholds of every tree, each on its rows ``X[rows[i]]`` (a list, or an
-    iterator that makes them one tree at a time).
+    iterator that makes them one tree at a time); trees that route their rows go
+    ``threads`` at a time.
 
     ``X`` holds the training rows in the backend's comparison precision.
     Several small trees that share their rows are searched in one pass
@@ -137,7 +141,7 @@ def correct_trees(
     # Each tree routes its own rows; the thresholds of all trees are then placed
     # in one call (placement is per split, so this is `correct_tree` tree by tree).
     nodes = Nodes.of(trees)
-    largest_left, smallest_right = _routed_neighbours(trees, X, rows, nodes, op)
+    largest_left, smallest_right = _routed_neighbours(trees, X, rows, nodes, op, threads)
     fixed = None
     if not thresholds_only:
         fixed = np.concatenate(
@@ -151,23 +155,40 @@ def correct_trees(
 
 
 def _routed_neighbours(
-    trees: list[TreeArrays], X: np.ndarray, rows: Iterable[np.ndarray], nodes: Nodes, op: Op
+    trees: list[TreeArrays],
+    X: np.ndarray,
+    rows: Iterable[np.ndarray],
+    nodes: Nodes,
+    op: Op,
+    threads: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every split's nearest training values either side (`tree_neighbours`), each tree
     routing its own rows ``X[rows[i]]``, in `Nodes`' order. On a terminal a bar counts a
     forest's trees (its correction runs for minutes on millions of rows); silent
-    elsewhere, and for a lone tree."""
+    elsewhere, and for a lone tree.
+
+    With ``threads`` > 1, that many trees are routed at a time, each on its own
+    thread (numpy releases the GIL in the work that counts): the same values, as
+    each tree's are its own; at most ``threads`` trees' rows exist at once.
+    """
     largest_left = np.empty(nodes.feature.shape[0])
     smallest_right = np.empty(nodes.feature.shape[0])
+
+    def route(tree: TreeArrays, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return tree_neighbours(tree, X if r.size == X.shape[0] else X[r], op)
+
+    threads = max(1, min(threads, len(trees)))
+    work = zip(trees, rows, nodes.starts, nodes.sizes, strict=True)
     counted = bar(
         len(trees), "correcting thresholds", unit="trees", unit_scale=False, show=len(trees) > 1
     )
-    with counted as shown:
-        for tree, r, start, size in zip(trees, rows, nodes.starts, nodes.sizes, strict=True):
-            seen = X if r.size == X.shape[0] else X[r]
-            at = slice(start, start + size)
-            largest_left[at], smallest_right[at] = tree_neighbours(tree, seen, op)
-            shown.update()
+    with counted as shown, ThreadPoolExecutor(threads) as pool:
+        while batch := list(itertools.islice(work, threads)):
+            done = pool.map(route, *zip(*[(tree, r) for tree, r, _, _ in batch], strict=True))
+            for (_, _, start, size), found in zip(batch, done, strict=True):
+                at = slice(start, start + size)
+                largest_left[at], smallest_right[at] = found
+            shown.update(len(batch))
     return largest_left, smallest_right
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
 from numbers import Integral, Real
@@ -435,7 +436,9 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         trees = backend.read_trees(fitted)
         comparison = comparison_of(backend)
         rows = backend.training_rows(fitted, y, sample_weight)
-        neighbours = from_rows(trees, Xc, rows, comparison, self._midpoint_rules())
+        # Trees route their rows on as many threads as the learner was given.
+        threads = _threads(getattr(fitted, "n_jobs", None))
+        neighbours = from_rows(trees, Xc, rows, comparison, self._midpoint_rules(), threads=threads)
         done = correct(trees, space, neighbours, comparison, self._midpoint_rules())
         splits = None
         if backend.feature_splits:
@@ -493,6 +496,14 @@ def input_space(estimator: Any, blocks: tuple | None = None) -> InputSpace:
         timelike_dim=int(estimator.timelike_dim),
         n_input_features=n_input,
     )
+
+
+def _threads(n_jobs: Any) -> int:
+    """Threads for ``n_jobs`` as joblib counts them: None is 1, -1 every CPU, -2 all but one."""
+    if not isinstance(n_jobs, Integral) or int(n_jobs) == 0:
+        return 1
+    jobs = int(n_jobs)
+    return jobs if jobs > 0 else max(1, (os.cpu_count() or 1) + 1 + jobs)
 
 
 def _compared(backend: Backend, fitted: Any, Xt: np.ndarray, space: TreeSpace) -> np.ndarray:
