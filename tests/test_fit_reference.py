@@ -470,7 +470,11 @@ def test_correction_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPatch) -
     if kind == "hyperboloid_large":  # the case is what it says
         assert min(t.tree_.node_count for t in model.estimator_.estimators_) > 2 * 255
     new = _fitted_state(model)
-    monkeypatch.setattr(_correct_module, "correct_trees", old_correct_trees)
+
+    def old(*args: Any, threads: int = 1, **kwargs: Any) -> Any:  # it ran on one thread
+        return old_correct_trees(*args, **kwargs)
+
+    monkeypatch.setattr(_correct_module, "correct_trees", old)
     for module in (_midpoints_module, _shared_rows_module):
         monkeypatch.setattr(module, "tree_neighbours", old_tree_neighbours)
     assert _fitted_state(make().fit(X, y, sample_weight=w)) == new
