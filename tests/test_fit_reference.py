@@ -39,7 +39,7 @@ from hyp2onnx.blocks import Categorical, Euclidean, Hyperbolic
 from hyp2onnx.correction import _correct as _correct_module
 from hyp2onnx.correction import midpoints as _midpoints_module
 from hyp2onnx.correction import shared_rows as _shared_rows_module
-from hyp2onnx.correction.midpoints import tree_neighbours
+from hyp2onnx.correction.midpoints import leaves, tree_neighbours
 from hyp2onnx.correction.tree_space import TreeSpace
 from hyp2onnx.errors import InvalidPointError, UnsupportedModelError
 from hyp2onnx.estimators import _base as _base_module
@@ -471,8 +471,8 @@ def test_correction_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPatch) -
         assert min(t.tree_.node_count for t in model.estimator_.estimators_) > 2 * 255
     new = _fitted_state(model)
 
-    def old(*args: Any, threads: int = 1, **kwargs: Any) -> Any:  # it ran on one thread
-        return old_correct_trees(*args, **kwargs)
+    def old(*args: Any, threads: int = 1, routing: Any = None, **kwargs: Any) -> Any:
+        return old_correct_trees(*args, **kwargs)  # one thread, numpy's routing
 
     monkeypatch.setattr(_correct_module, "correct_trees", old)
     for module in (_midpoints_module, _shared_rows_module):
@@ -768,3 +768,25 @@ def test_trees_routed_on_threads_get_the_thresholds_of_one_thread(bootstrap: boo
     # Bushy trees: routed, not searched, even where they share their rows.
     assert not _shared_rows_module._searched(backend_for(one.estimator_).read_trees(one.estimator_))
     assert _fitted_state(fit(3)) == _fitted_state(one)
+
+
+def test_scikit_learn_s_routing_gives_the_numpy_walk_s_leaves() -> None:
+    """The correction routes scikit-learn trees' rows with ``tree_.apply``: every row's leaf
+    is the numpy walk's (`leaves`) on rows on every threshold, one float32 step either
+    side and between, for every tree of a forest; float64 rows get no compiled routing."""
+    X, y, _, _ = _training("klein", 3.0, False, n=1000)
+    forest = RandomForestClassifier(5, max_depth=8, random_state=0).fit(X.astype(np.float32), y)
+    backend = backend_for(forest)
+    trees = backend.read_trees(forest)
+    rows = [X.astype(np.float32)]
+    for tree in trees:
+        t = tree.threshold[tree.feature >= 0].astype(np.float32)
+        for value in (t, np.nextafter(t, np.float32(-2)), np.nextafter(t, np.float32(2))):
+            probe = np.repeat(value[:, None], X.shape[1], axis=1)
+            rows += [probe, probe[::-1] * np.float32(0.5)]
+    rows32 = np.ascontiguousarray(np.concatenate(rows), dtype=np.float32)
+    route = backend.leaf_routing(forest, rows32)
+    assert route is not None
+    for i, tree in enumerate(trees):
+        assert np.array_equal(route(i, rows32), leaves(tree, rows32, "<="))
+    assert backend.leaf_routing(forest, rows32.astype(np.float64)) is None

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import UnsupportedModelError, warn_user
 from ..ir.trees import Op, TreeArrays, as_compared
 from .midpoints import Array, CorrectionReport, Midpoint, Placement
-from .shared_rows import correct_trees
+from .shared_rows import Routing, correct_trees
 from .summaries import SplitSummary, correct_from_summary
 from .tree_space import KleinPlacer, ResolutionError, SplitIndex, TreeSpace
 
@@ -68,11 +68,19 @@ def from_rows(
     midpoint: Midpoint | np.ndarray,
     *,
     threads: int = 1,
+    routing: Routing | None = None,
 ) -> Neighbours:
     """Neighbours found by routing the training rows (``rows[t]``: tree t's rows), trees
-    that route their own ``threads`` at a time."""
+    that route their own ``threads`` at a time, through the library's ``routing`` if
+    given (`Backend.leaf_routing`)."""
     return functools.partial(
-        correct_trees, trees, compared, rows, threads=threads, **comparison.keywords(midpoint)
+        correct_trees,
+        trees,
+        compared,
+        rows,
+        threads=threads,
+        routing=routing,
+        **comparison.keywords(midpoint),
     )
 
 

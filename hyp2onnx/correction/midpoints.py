@@ -21,6 +21,7 @@ Pure numpy; one walk of the tree's rows, O(n * depth), no loop over rows.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -50,6 +51,7 @@ _BLOCK_ROWS = 1 << 15
 
 __all__ = [
     "CorrectionReport",
+    "LeafRouting",
     "Placement",
     "correct_tree",
     "place_thresholds",
@@ -206,9 +208,18 @@ class Placement:
         return new, internal, reached
 
 
-def tree_neighbours(tree: TreeArrays, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray]:
+#: A tree's own routing (the library's compiled one): the leaf, a node id of the tree,
+#: each row of a C-contiguous block of rows reaches.
+LeafRouting = Callable[[np.ndarray], np.ndarray]
+
+
+def tree_neighbours(
+    tree: TreeArrays, X: np.ndarray, op: Op, leaf_of: LeafRouting | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Each node's largest value routed left and smallest routed right (float64),
     among the rows ``X`` (compared precision) that reach it; ``-inf``/``inf`` where none.
+    ``leaf_of``: the library's own routing of rows to ``tree``'s leaves, used for
+    `leaves` where given (the same leaves, from compiled code).
 
     Threshold trees: each row's leaf (`leaves`), each leaf's column-wise
     extremes, then each node's extremes from its children's, bottom up
@@ -221,7 +232,7 @@ def tree_neighbours(tree: TreeArrays, X: np.ndarray, op: Op) -> tuple[np.ndarray
     if tree.categories is not None:
         return _routed_neighbours(tree, X, op)
     X = np.ascontiguousarray(X)
-    largest, smallest = _subtree_extremes(tree, X, op)
+    largest, smallest = _subtree_extremes(tree, X, op, leaf_of)
     internal = np.flatnonzero(tree.feature >= 0)
     f = tree.feature[internal]
     largest_left = np.full(tree.feature.shape[0], -np.inf)
@@ -231,17 +242,22 @@ def tree_neighbours(tree: TreeArrays, X: np.ndarray, op: Op) -> tuple[np.ndarray
     return largest_left + 0.0, smallest_right + 0.0
 
 
-def _subtree_extremes(tree: TreeArrays, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray]:
+def _subtree_extremes(
+    tree: TreeArrays, X: np.ndarray, op: Op, leaf_of: LeafRouting | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Per node and column, the largest and smallest value (float64) among the rows of
-    ``X`` below the node (``-inf``/``inf`` where none): rows grouped by leaf, in blocks
-    of `_BLOCK_ROWS` (small temporaries), then every parent from its two children."""
+    ``X`` below the node (``-inf``/``inf`` where none): rows grouped by leaf (`leaves`,
+    or ``leaf_of``), in blocks of `_BLOCK_ROWS` (small temporaries), then every parent
+    from its two children."""
+    if leaf_of is None:
+        leaf_of = functools.partial(leaves, tree, op=op)
     n_nodes, d = tree.feature.shape[0], X.shape[1]
     largest = np.full((n_nodes, d), -np.inf)
     smallest = np.full((n_nodes, d), np.inf)
     key = np.uint16 if n_nodes <= 1 << 16 else np.int64  # 16-bit keys: a radix sort
     for start in range(0, X.shape[0], _BLOCK_ROWS):
         block = X[start : start + _BLOCK_ROWS]
-        leaf = leaves(tree, block, op)
+        leaf = leaf_of(block)
         order = np.argsort(leaf.astype(key), kind="stable")
         leaf = leaf.take(order)
         starts = np.flatnonzero(np.concatenate([[True], leaf[1:] != leaf[:-1]]))

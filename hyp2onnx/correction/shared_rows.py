@@ -33,6 +33,7 @@ same `place_thresholds`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -82,6 +83,10 @@ _IN_ORDER_MAX = 1 << 24
 _IN_ORDER_MAX_FEATURES = 4
 
 
+#: A model's own routing: tree ``t``'s leaf (node id) for each row of a C-contiguous block.
+Routing = Callable[[int, np.ndarray], np.ndarray]
+
+
 @dataclass(frozen=True)
 class RowsPerTree:
     """Each tree's own training rows, made as the correction reaches its tree: a
@@ -115,10 +120,11 @@ def correct_trees(
     midpoint: Midpoint | np.ndarray = "einstein",
     place: Placer | None = None,
     threads: int = 1,
+    routing: Routing | None = None,
 ) -> tuple[list[np.ndarray], CorrectionReport]:
     """Corrected thresholds of every tree, each on its rows ``X[rows[i]]`` (a list, or an
     iterator that makes them one tree at a time); trees that route their rows go
-    ``threads`` at a time.
+    ``threads`` at a time, through the library's ``routing`` where given.
 
     ``X`` holds the training rows in the backend's comparison precision.
     Several small trees that share their rows are searched in one pass
@@ -141,7 +147,7 @@ def correct_trees(
     # Each tree routes its own rows; the thresholds of all trees are then placed
     # in one call (placement is per split, so this is `correct_tree` tree by tree).
     nodes = Nodes.of(trees)
-    largest_left, smallest_right = _routed_neighbours(trees, X, rows, nodes, op, threads)
+    largest_left, smallest_right = _routed_neighbours(trees, X, rows, nodes, op, threads, routing)
     fixed = None
     if not thresholds_only:
         fixed = np.concatenate(
@@ -161,6 +167,7 @@ def _routed_neighbours(
     nodes: Nodes,
     op: Op,
     threads: int = 1,
+    routing: Routing | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every split's nearest training values either side (`tree_neighbours`), each tree
     routing its own rows ``X[rows[i]]``, in `Nodes`' order. On a terminal a bar counts a
@@ -174,18 +181,19 @@ def _routed_neighbours(
     largest_left = np.empty(nodes.feature.shape[0])
     smallest_right = np.empty(nodes.feature.shape[0])
 
-    def route(tree: TreeArrays, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return tree_neighbours(tree, X if r.size == X.shape[0] else X[r], op)
+    def route(t: int, tree: TreeArrays, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        leaf_of = None if routing is None else functools.partial(routing, t)
+        return tree_neighbours(tree, X if r.size == X.shape[0] else X[r], op, leaf_of)
 
     threads = max(1, min(threads, len(trees)))
-    work = zip(trees, rows, nodes.starts, nodes.sizes, strict=True)
+    work = zip(range(len(trees)), trees, rows, nodes.starts, nodes.sizes, strict=True)
     counted = bar(
         len(trees), "correcting thresholds", unit="trees", unit_scale=False, show=len(trees) > 1
     )
     with counted as shown, ThreadPoolExecutor(threads) as pool:
         while batch := list(itertools.islice(work, threads)):
-            done = pool.map(route, *zip(*[(tree, r) for tree, r, _, _ in batch], strict=True))
-            for (_, _, start, size), found in zip(batch, done, strict=True):
+            done = pool.map(route, *zip(*[(t, tree, r) for t, tree, r, _, _ in batch], strict=True))
+            for (_, _, _, start, size), found in zip(batch, done, strict=True):
                 at = slice(start, start + size)
                 largest_left[at], smallest_right[at] = found
             shown.update(len(batch))

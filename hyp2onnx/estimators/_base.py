@@ -438,7 +438,10 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         rows = backend.training_rows(fitted, y, sample_weight)
         # Trees route their rows on as many threads as the learner was given.
         threads = _threads(getattr(fitted, "n_jobs", None))
-        neighbours = from_rows(trees, Xc, rows, comparison, self._midpoint_rules(), threads=threads)
+        routing = backend.leaf_routing(fitted, Xc)
+        neighbours = from_rows(
+            trees, Xc, rows, comparison, self._midpoint_rules(), threads=threads, routing=routing
+        )
         done = correct(trees, space, neighbours, comparison, self._midpoint_rules())
         splits = None
         if backend.feature_splits:

@@ -12,7 +12,7 @@ and one line in ``_registry.py``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -89,6 +89,14 @@ class Backend(ABC):
 
         ``y`` and ``sample_weight`` are what `fit` was given.
         """
+
+    def leaf_routing(
+        self, fitted: Any, X: np.ndarray
+    ) -> Callable[[int, np.ndarray], np.ndarray] | None:
+        """The library's own routing of rows of ``X`` (the compared values) to tree ``t``'s
+        leaves (`TreeArrays` node ids), for the correction; None to route in numpy.
+        Only where it gives the very leaves the trees' comparison does."""
+        return None
 
     def compared_values(self, fitted: Any, Xk: np.ndarray) -> np.ndarray:
         """The values the splits compare, one column per tested feature.

@@ -9,7 +9,7 @@ what is pickled).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -158,6 +158,20 @@ class SklearnBackend(Backend):
             return RowsPerTree(each_tree)
         rows = np.flatnonzero(weighted)
         return [rows] * len(_trees_of(fitted))
+
+    def leaf_routing(
+        self, fitted: Any, X: np.ndarray
+    ) -> Callable[[int, np.ndarray], np.ndarray] | None:
+        # ``tree_.apply`` compares float32 rows with float64 thresholds (``<=``), as the
+        # trees do and `leaves` does, in compiled code; node ids are the trees' own.
+        if X.dtype != np.float32:
+            return None
+        trees = [est.tree_ for est in _trees_of(fitted)]
+
+        def route(t: int, rows: np.ndarray) -> np.ndarray:
+            return trees[t].apply(rows)
+
+        return route
 
     def read_trees(self, fitted: Any) -> list[TreeArrays]:
         out = []
