@@ -35,11 +35,10 @@ from __future__ import annotations
 
 import functools
 import itertools
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -366,25 +365,6 @@ def _chunks(walks: np.ndarray, count: np.ndarray) -> list[tuple[np.ndarray, np.n
     return list(zip(np.split(walks, edges), np.split(count, edges), strict=True))
 
 
-def _argsort(values: np.ndarray) -> np.ndarray:
-    """Ascending order of a float column, by 16-bit radix passes (numpy's stable
-    sort of uint16 is a radix sort): faster than ``np.argsort`` on long columns."""
-    values = np.ascontiguousarray(values)
-    if sys.byteorder != "little" or values.dtype not in (np.float32, np.float64):
-        return np.argsort(values)
-    unsigned = np.uint32 if values.dtype == np.float32 else np.uint64
-    bits: np.ndarray[Any, np.dtype[np.unsignedinteger[Any]]] = values.view(unsigned)
-    sign = unsigned(1) << unsigned(8 * values.itemsize - 1)
-    # Flip so that unsigned order is float order (-0.0 sorts just before 0.0:
-    # equal values, either order is fine).
-    key = np.where(bits & sign, ~bits, bits | sign)
-    digits = key.view(np.uint16).reshape(values.shape[0], -1)  # column 0: lowest bits
-    order = np.argsort(digits[:, 0], kind="stable")
-    for i in range(1, digits.shape[1]):
-        order = order.take(np.argsort(digits[:, i].take(order), kind="stable"))
-    return order
-
-
 def _find_neighbours(
     X: np.ndarray,
     feature: np.ndarray,
@@ -453,7 +433,7 @@ def _rank_features(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, op
     pos = np.zeros(feature.shape[0], dtype=np.int64)
     for c, f in enumerate(used):
         column = np.ascontiguousarray(X[:, f])
-        order[c] = _argsort(column)
+        order[c] = np.argsort(column)  # ties in any order (see `_Ranks`)
         rank[order[c], c] = positions
         at = np.flatnonzero(col == c)
         # As compared; widened when read.
