@@ -20,6 +20,7 @@ exported graph computes bit-identical Klein coordinates.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, Literal
@@ -261,6 +262,30 @@ def _row_by_row(n: int, values: Callable[[slice], np.ndarray], dtype: Any) -> np
     return out
 
 
+def _off_hyperboloid(
+    x0: np.ndarray, xs: np.ndarray, R: float, rtol: float, rows: slice
+) -> np.ndarray:
+    """Whether each of ``rows`` is off the hyperboloid of radius ``R`` (`check_points`).
+
+    Scaled by the row's largest magnitude, so that no square overflows:
+    ``x0 * x0`` of ``[1e200, 1, 0]`` is inf, and ``inf > rtol * inf`` is False.
+    ``R / m`` may still overflow (a row of tiny values): then the deviation is
+    inf and the row is refused, as it should be.
+    """
+    m = np.maximum(x0[rows], np.abs(xs[rows]).max(axis=1, initial=0.0))
+    with np.errstate(over="ignore", under="ignore"):
+        a = (x0[rows] / m) ** 2
+        b = sum_of_squares(xs[rows] / m[:, None])
+        r = R / m
+        return np.abs(a - b - r * r) > rtol * (a + b)
+
+
+def _ball_norm2(X: np.ndarray, R: float, rows: slice) -> np.ndarray:
+    """``|x / R|^2`` of each of ``rows`` (`check_points`; an overflow is inf, refused)."""
+    with np.errstate(over="ignore", under="ignore"):
+        return sum_of_squares(X[rows] if R == 1.0 else X[rows] / R)  # x / 1.0 is x
+
+
 def check_points(
     X: np.ndarray,
     geometry: str,
@@ -299,32 +324,15 @@ def check_points(
             "Points on the hyperboloid's upper sheet have x_0 > 0; check timelike_dim.",
         )
 
-        # Scaled by the row's largest magnitude, so that no square overflows:
-        # x0 * x0 of [1e200, 1, 0] is inf, and inf > rtol * inf is False.
-        # R / m may still overflow (a row of tiny values): then the deviation
-        # is inf and the row is refused, as it should be.
-        def off(rows: slice) -> np.ndarray:
-            m = np.maximum(x0[rows], np.abs(xs[rows]).max(axis=1, initial=0.0))
-            with np.errstate(over="ignore", under="ignore"):
-                a = (x0[rows] / m) ** 2
-                b = sum_of_squares(xs[rows] / m[:, None])
-                r = R / m
-                return np.abs(a - b - r * r) > rtol * (a + b)
-
         raise_rows(
-            _row_by_row(X.shape[0], off, bool),
+            _row_by_row(X.shape[0], functools.partial(_off_hyperboloid, x0, xs, R, rtol), bool),
             f"are off the hyperboloid x_0^2 - |x_s|^2 = R^2 with R = {R:g} "
             f"(curvature {curvature}; relative tolerance {rtol:g})",
             "Check the curvature and timelike_dim, or project the points onto the manifold." + skip,
         )
     else:
-
-        def norm2(rows: slice) -> np.ndarray:
-            with np.errstate(over="ignore", under="ignore"):  # an overflow is inf, refused
-                return sum_of_squares(X[rows] if R == 1.0 else X[rows] / R)  # x / 1.0 is x
-
         raise_rows(
-            _row_by_row(X.shape[0], norm2, np.float64) >= 1.0,
+            _row_by_row(X.shape[0], functools.partial(_ball_norm2, X, R), np.float64) >= 1.0,
             f"lie on or outside the {geometry} ball of radius R = {R:g} (curvature {curvature})",
             "Check the curvature and input_geometry." + skip,
         )

@@ -455,17 +455,24 @@ CORRECTION_CASES: dict[str, tuple[Callable[[], Any], str, float, bool]] = {
 }
 
 
-@pytest.mark.parametrize("name", list(CORRECTION_CASES))
-def test_correction_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every corrected threshold, the report, the split index and the input dtype,
-    bit for bit, with the old per-tree correction and the new batched one."""
-    make, kind, radius, weighted = CORRECTION_CASES[name]
+def _case_training(kind: str, radius: float, weighted: bool) -> tuple[Any, ...]:
+    """A correction case's training points, labels and weights: 3000 rows for the
+    "_large" kind, a Euclidean and a code column beside Klein points for "mixed"."""
     if kind == "hyperboloid_large":
         X, y, w, codes = _training("hyperboloid", radius, weighted, n=3000)
     else:
         X, y, w, codes = _training("klein" if kind == "mixed" else kind, radius, weighted)
     if kind == "mixed":
         X = np.column_stack([X, np.random.default_rng(4).normal(size=len(X)), codes])
+    return X, y, w
+
+
+@pytest.mark.parametrize("name", list(CORRECTION_CASES))
+def test_correction_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every corrected threshold, the report, the split index and the input dtype,
+    bit for bit, with the old per-tree correction and the new batched one."""
+    make, kind, radius, weighted = CORRECTION_CASES[name]
+    X, y, w = _case_training(kind, radius, weighted)
     model = make().fit(X, y, sample_weight=w)
     if kind == "hyperboloid_large":  # the case is what it says
         assert min(t.tree_.node_count for t in model.estimator_.estimators_) > 2 * 255
@@ -699,12 +706,7 @@ def test_values_read_off_the_ranks_fit_the_same_model(
     holds them, bit for bit; and the fit does take that path."""
     cases = {**CORRECTION_CASES, **COMPACT_CASES}
     make, kind, radius, weighted = cases[name]
-    if kind == "hyperboloid_large":
-        X, y, w, codes = _training("hyperboloid", radius, weighted, n=3000)
-    else:
-        X, y, w, codes = _training("klein" if kind == "mixed" else kind, radius, weighted)
-    if kind == "mixed":
-        X = np.column_stack([X, np.random.default_rng(4).normal(size=len(X)), codes])
+    X, y, w = _case_training(kind, radius, weighted)
     original_correct = HyperbolicTreeModel._correct
     seen: list[TreeSpace] = []
 
