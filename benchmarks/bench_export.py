@@ -310,6 +310,16 @@ def model_specs(n_trees: int, quick: bool) -> list[tuple[str, Callable[..., Any]
                 n_jobs=2,
             ),
         ),
+        (  # pure leaves: vote counts, sums exact in any order, no guard
+            "RF binary, unlimited depth",
+            hyperbolic(
+                h.HyperbolicRandomForestClassifier,
+                2,
+                n_estimators=n_trees,
+                random_state=0,
+                n_jobs=2,
+            ),
+        ),
         ("XGBoost 8 classes", booster(xgboost.XGBClassifier, "xgboost", 8, max_depth=6, **rounds)),
         (
             "LightGBM 8 classes",

@@ -115,8 +115,96 @@ FLOAT32_ROUNDOFF = 2.0**-24
 FLOAT32_SUBNORMAL_HALF_STEP = 2.0**-150
 
 
+#: Bits of each summation type's significand: every integer up to ``2^p`` is a float of it.
+SIGNIFICAND_BITS = {"float32": 24, "float64": 53}
+
+
 def _gamma(k: np.ndarray, u: float) -> np.ndarray:
     return k * u / (1.0 - k * u)
+
+
+def _largest_per_tree(ensemble: Ensemble) -> np.ndarray:
+    """``[n_trees, n_outputs]``: each tree's largest ``|leaf value|`` in each output column."""
+    leaf = ensemble.feature < 0
+    largest = np.zeros((ensemble.n_trees, ensemble.n_outputs))
+    np.maximum.at(
+        largest, tree_of_node(ensemble)[leaf], np.abs(ensemble.value[leaf].astype(np.float64))
+    )
+    return largest
+
+
+def exact_sum_unit(ensemble: Ensemble) -> float | None:
+    """The power of two ``2^-e`` of which every leaf and base value is a multiple, where
+    that makes every sum of one leaf per tree exact in ``ensemble.sum_dtype`` whatever
+    its order; None where it does not.
+
+    With every value a multiple of ``2^-e`` and each column's ``Σ_t max |v|`` (plus
+    its base value) at most ``2^p · 2^-e`` (``p``: `SIGNIFICAND_BITS`), every partial
+    sum, in any order or grouping, is a multiple of ``2^-e`` no larger: a float of the
+    type. Every addition is then exact, and every order gives the exact sum, which the
+    Python model's tree-order sum is too (docs/math.md, "Sums that no order changes").
+    Forests grown to pure leaves (class fractions 0 and 1) are the case met in practice.
+    """
+    leaf = ensemble.feature < 0
+    values = np.concatenate(
+        [ensemble.value[leaf].astype(np.float64).ravel(), np.ravel(ensemble.base_values)]
+    ).astype(np.float64)
+    if not np.all(np.isfinite(values)):
+        return None
+    if np.any(values.astype(ensemble.sum_dtype).astype(np.float64) != values):
+        return None  # not the summation type's floats: the operator's weights would round
+    nonzero = values[values != 0.0]
+    if nonzero.size == 0:
+        return 1.0
+    mantissa, exponent = np.frexp(np.abs(nonzero))
+    significand = np.ldexp(mantissa, 53).astype(np.int64)  # an integer below 2^53, exactly
+    lowest_bit = np.log2((significand & -significand).astype(np.float64)).astype(np.int64)
+    unit = float(np.ldexp(1.0, int((exponent - 53 + lowest_bit).min())))
+    limit = 2 ** SIGNIFICAND_BITS[ensemble.sum_dtype]
+    base = np.broadcast_to(np.ravel(ensemble.base_values), (ensemble.n_outputs,))
+    # each term in units: an integer, exact (a power of two's scaling) up to the limit
+    units = np.vstack([_largest_per_tree(ensemble), np.abs(base)]) / unit
+    if not units.max(initial=0.0) <= limit:
+        return None
+    # the totals in Python integers: a float sum could round 2^p + 1 down to 2^p
+    totals = [sum(map(int, column)) for column in units.T]
+    return unit if max(totals, default=0) <= limit else None
+
+
+def labels_need_guard(ensemble: Ensemble, layout: FastLayout) -> bool:
+    """Whether some label of the fast graph with this ``layout`` may depend on the order
+    of the runtime's sums, so that the near-tie guard must look at every batch.
+
+    Not where every sum is exact in any order (`exact_sum_unit`) for forests'
+    averaged class fractions:
+
+    * ``"complement"`` leaves whose two fractions add up to exactly 1: the class-1
+      sum ``S1`` is the model's, and `_counted_complement_link` gives
+      ``[T - S1, S1] / T``, the model's probabilities bit for bit;
+    * ``"class_values"``: every class total is the model's; two unequal ones
+      differ by at least the unit over the tree count, which, where it exceeds
+      twice the tie margin, survives every rounding the graph makes; equal ones
+      go through the same operations and stay equal, a tie ``ArgMax`` gives
+      to the first class, as numpy's ``argmax`` does.
+    """
+    if ensemble.classes is None or len(ensemble.classes) < 2:
+        return False
+    if (
+        layout not in ("complement", "class_values")
+        or ensemble.label_rule != "probabilities"
+        or ensemble.post_transform != "identity"
+        or np.any(ensemble.base_values != 0)
+    ):
+        return True
+    unit = exact_sum_unit(ensemble)
+    if unit is None:
+        return True
+    if layout == "complement":
+        return ensemble.aggregate != "mean" or complement_defect(ensemble) != 0.0
+    bound = value_bound(ensemble)
+    bound += float32_rounding(ensemble, bound)
+    divisor = ensemble.n_trees if ensemble.aggregate == "mean" else 1
+    return unit / divisor <= 2.0 * tie_margin(ensemble, bound)
 
 
 def value_bound(ensemble: Ensemble) -> float:
@@ -128,21 +216,20 @@ def value_bound(ensemble: Ensemble) -> float:
     most ``2 γ(n_c - 1) S_c``; the division by the tree count (forests) and
     the base value's addition round monotonically, adding at most an ulp each
     (``8 u`` covers them). 0 when no column adds two non-zero terms: then
-    both graphs make the same additions.
+    both graphs make the same additions. Sums that no order changes
+    (`exact_sum_unit`) keep the roundings after them alone.
     """
     u = UNIT_ROUNDOFF[ensemble.sum_dtype]
-    leaf = ensemble.feature < 0
-    tree = tree_of_node(ensemble)[leaf]
-    magnitude = np.abs(ensemble.value[leaf].astype(np.float64))
-    largest = np.zeros((ensemble.n_trees, ensemble.n_outputs))
-    np.maximum.at(largest, tree, magnitude)
+    largest = _largest_per_tree(ensemble)
     terms = np.count_nonzero(largest, axis=0)
     if terms.max(initial=0) <= 1:
         return 0.0
+    # sums that no order changes (exact_sum_unit): the roundings after them alone
+    reordered = 0 if exact_sum_unit(ensemble) is not None else np.maximum(terms - 1, 0)
     total = largest.sum(axis=0)
     divisor = ensemble.n_trees if ensemble.aggregate == "mean" else 1
     scale = total / divisor + np.abs(ensemble.base_values.astype(np.float64))
-    bound = (2.0 * _gamma(np.maximum(terms - 1, 0), u) + 8.0 * u) * scale
+    bound = (2.0 * _gamma(np.asarray(reordered), u) + 8.0 * u) * scale
     defect = complement_defect(ensemble)
     if defect is not None:
         # Class 0 as 1 - p1 (binary class fractions): its exact sum adds the p0
@@ -150,7 +237,7 @@ def value_bound(ensemble: Ensemble) -> float:
         # reorderings, D, and the roundings of the division, the Sub and the
         # exact graph's division: within (2 γ(T-1) + 8u)(S0 + S1) / T + 2 D / T
         # (S0 + S1 >= T - D, so this covers the 1 as well).
-        n = np.float64(max(int(terms.max()) - 1, 0))
+        n = np.float64(np.max(reordered))
         both = (2.0 * n * u / (1.0 - n * u) + 8.0 * u) * total.sum() / divisor
         bound = np.append(bound, both + 2.0 * defect / divisor)
     return float(bound.max())
@@ -164,13 +251,10 @@ def float32_rounding(ensemble: Ensemble, bound: float) -> float:
     rounding to nearest float32 moves it by at most ``2^-24`` of its size, or by
     half a subnormal step below float32's normal range.
     """
-    largest = np.zeros((ensemble.n_trees, ensemble.n_outputs))
-    leaf = ensemble.feature < 0
-    np.maximum.at(
-        largest, tree_of_node(ensemble)[leaf], np.abs(ensemble.value[leaf].astype(np.float64))
-    )
     divisor = ensemble.n_trees if ensemble.aggregate == "mean" else 1
-    scale = largest.sum(axis=0) / divisor + np.abs(ensemble.base_values.astype(np.float64))
+    scale = _largest_per_tree(ensemble).sum(axis=0) / divisor + np.abs(
+        ensemble.base_values.astype(np.float64)
+    )
     size = float(scale.max(initial=0.0)) + bound
     # (1 + 2^-40): the products above are rounded up by far less than that
     return (FLOAT32_ROUNDOFF * size + FLOAT32_SUBNORMAL_HALF_STEP) * (1.0 + 2.0**-40)
@@ -348,25 +432,29 @@ def _guarded(
         k = by_row_blocks(builder, k, features, ensemble.n_features, "float64")
         k_dtype = "float64"
     bound = value_bound(ensemble)
+    # binary class fractions summed exactly: class 1's sum, then [T - S1, S1] / T
+    counted = layout == "complement" and not labels_need_guard(ensemble, layout)
     rounded_to = None
     if layout == "class_values":  # the opset-3 operator's double sums, rounded to float32
         scores = _class_value_scores(builder, k, k_dtype, ensemble, class_values)
         bound += float32_rounding(ensemble, bound)
         rounded_to = "float32"
     else:
-        scores = _reordered_sums(builder, k, k_dtype, exact, layout=layout)
+        scores = _reordered_sums(builder, k, k_dtype, exact, layout=layout, counted=counted)
     margin = tie_margin(ensemble, bound)
     complement = layout == "complement"
     # "average": the operator's float32 output is the scores, widened in the link
     # (inside the guard's branches, where the labels are taken too)
     widened = rounded_to is not None and class_values == "average"
     to_probabilities = None
-    if complement:
+    if counted:
+        to_probabilities = _counted_complement_link(ensemble)
+    elif complement:
         to_probabilities = _complement_link(ensemble.sum_dtype)
     elif widened:
         to_probabilities = _widening_link(ensemble.sum_dtype)
     refine: Refine | None = None
-    if guard and ensemble.classes is not None and len(ensemble.classes) > 1:
+    if guard and labels_need_guard(ensemble, layout):
         inputs = _GuardInputs(k=k, k_dtype=k_dtype, exact=exact, margin=margin)
         if ensemble.label_rule != "probabilities":  # the label is decided on the scores
             refine = partial(_score_guard, inputs=inputs, bound=bound)
@@ -416,13 +504,20 @@ def _class_value_scores(
 
 
 def _reordered_sums(
-    builder: GraphBuilder, k: str, k_dtype: str, exact: ExactScorer, *, layout: FastLayout
+    builder: GraphBuilder,
+    k: str,
+    k_dtype: str,
+    exact: ExactScorer,
+    *,
+    layout: FastLayout,
+    counted: bool = False,
 ) -> str:
     """The tree operator adding the trees itself: one target per output column
-    (``"by_column"``) or the class-1 fractions alone (``"complement"``)."""
+    (``"by_column"``) or the class-1 fractions alone (``"complement"``; with
+    ``counted``, their sum undivided, for `_counted_complement_link`)."""
     ensemble, plan = exact.ensemble, exact.plan
     # The operator divides by the tree count itself (its AVERAGE): one node less.
-    average = ensemble.aggregate == "mean" and ensemble.n_trees > 1
+    average = ensemble.aggregate == "mean" and ensemble.n_trees > 1 and not counted
     leaf_nodes = np.flatnonzero(ensemble.feature < 0)
     tree = tree_of_node(ensemble)[leaf_nodes]
     if layout == "by_column":
@@ -459,6 +554,8 @@ def _reordered_sums(
         **targets,
     )
     raw = cast_to(builder, raw, exact.out_dtype, ensemble.sum_dtype)
+    if counted:
+        return raw
     return finish_scores(builder, raw, ensemble, ensemble.sum_dtype, averaged=average)
 
 
@@ -485,6 +582,28 @@ def _complement_link(dtype: str) -> Link:
         signs = builder.const(STAGE, "minus_plus", np.array([[-1.0, 1.0]]), dtype)
         offset = builder.const(STAGE, "one_zero", np.array([1.0, 0.0]), dtype)
         return builder.op(STAGE, "Gemm", [p1, signs, offset])
+
+    return to_probabilities
+
+
+def _counted_complement_link(ensemble: Ensemble) -> Link:
+    """Class 1's exact sum ``S1 [N, 1] -> [T - S1, S1] / T`` (``Gemm``, ``Div``), where
+    every sum is exact and each leaf's two fractions add up to 1 (`labels_need_guard`).
+
+    ``T - S1`` is then class 0's sum, exactly, and each column is divided by the
+    tree count as the model divides its sums: the model's probabilities bit for
+    bit, and a tie (``S1 = T / 2``) an exact one. ``1 - S1 / T`` rounds apart
+    from ``S0 / T``, and a runtime averaging by a product with ``1 / T`` could
+    break such a tie.
+    """
+    dtype = ensemble.sum_dtype
+
+    def to_probabilities(builder: GraphBuilder, class_one: str) -> str:
+        signs = builder.const(STAGE, "minus_plus", np.array([[-1.0, 1.0]]), dtype)
+        offset = builder.const(STAGE, "trees_zero", np.array([ensemble.n_trees, 0.0]), dtype)
+        sums = builder.op(STAGE, "Gemm", [class_one, signs, offset])
+        trees = builder.const(STAGE, "n_trees", ensemble.n_trees, dtype)
+        return builder.op(STAGE, "Div", [sums, trees])
 
     return to_probabilities
 

@@ -35,6 +35,7 @@ from .fast import (
     complement_defect,
     emit_fast,
     fast_layout,
+    labels_need_guard,
     value_bound,
 )
 from .frames import emit_frames, frame_chain, remap_frames
@@ -385,10 +386,12 @@ def short_batch_rows(layout: FastLayout | None, ensemble: Ensemble) -> int:
     ``ReduceMin``, ``If``) costs a call more than the sums of a few rows:
     below the crossover the exact path is the faster, and its values are the
     model's bit for bit. Regressors have no guard to save (the ``If`` would
-    only cost), nor layouts without a bound (``"exact"``).
+    only cost), nor layouts without a bound (``"exact"``), nor classifiers
+    whose labels no order of the sums changes (`labels_need_guard`).
     """
-    classifier = ensemble.classes is not None and len(ensemble.classes) > 1
-    return SHORT_BATCH_ROWS.get(layout, 0) if layout is not None and classifier else 0
+    if layout is None or not labels_need_guard(ensemble, layout):
+        return 0
+    return SHORT_BATCH_ROWS.get(layout, 0)
 
 
 def row_batching(ensemble: Ensemble, *, by_block: bool = False) -> Batching:
