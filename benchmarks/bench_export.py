@@ -464,7 +464,8 @@ def _merge_rows(
 ) -> list[str]:
     """The lines of the results file ``path`` with the rows of ``models`` replaced by ``rows``.
 
-    Rows keep the file's order; the file's header must be ``headers``.
+    Rows keep the file's order; a model the file lacks is added after the
+    table's last row. The file's header must be ``headers``.
     """
     lines = path.read_text(encoding="utf-8").splitlines()
     header = "| " + " | ".join(headers) + " |"
@@ -482,7 +483,9 @@ def _merge_rows(
                 out.extend(fresh.pop(model))
             continue
         out.append(line)
-    return out
+    table_end = max(i for i, line in enumerate(out) if line.startswith("| ")) + 1
+    added = [line for model_rows in fresh.values() for line in model_rows]
+    return out[:table_end] + added + out[table_end:]
 
 
 def _address_limit() -> str:
