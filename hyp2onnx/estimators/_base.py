@@ -320,11 +320,14 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         moved = np.flatnonzero((rounded != X).any(axis=1))
         if moved.size == 0:
             return True
+        # X is fit's validated float64 array, and ``rounded`` a copy of it: the
+        # library-side validation of `_tree_input` has nothing left to check.
         try:
-            seen_in = self._tree_input(rounded[moved])
+            seen_in = self._from_klein(self._features(rounded[moved]))
         except InvalidPointError:  # rounding put a point off the manifold: keep float64
             return False
-        own_in = self._tree_input(X[moved]) if klein is None else self._from_klein(klein[moved])
+        own = self._features(X[moved], check=False) if klein is None else klein[moved]
+        own_in = self._from_klein(own)
         if splits is not None:
             rows = rows_that_may_cross(
                 splits,
