@@ -65,7 +65,8 @@ def tree_metadata(
 
     ``value_bound`` (fast encoding): how far any raw score may be from the exact
     one; ``tie_margin``: rows whose top two probabilities are closer get exact
-    scores; ``short_batch_rows``: batches of up to that many rows take the exact
+    scores, in graphs with a near-tie guard (classifiers whose sums no order
+    changes have none: ``hyp2onnx.emit.fast.labels_need_guard``); ``short_batch_rows``: batches of up to that many rows take the exact
     scores instead, within ``short_batch_value_bound`` (0).
     """
     space, ensemble = ir_model.space, ir_model.ensemble
