@@ -155,6 +155,7 @@ def run_distributed(args, id_encoder) -> None:
     quick = args.quick
     sizes = args.rows or ([10_000] if quick else [1_000_000])
     block, rounds = (5_000, 1) if quick else (250_000, 3)
+    rounds = getattr(args, "rounds", None) or rounds
     enc, graph, composed, (n_trees, depth) = _models(id_encoder, quick)
     rows = []
     with (

@@ -25,6 +25,7 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from _compose_distributed import N_FEATURES, raw_block
@@ -39,7 +40,7 @@ def session():
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (
+    spark = (
         SparkSession.builder.master("local[2]")
         .appName("hyp2onnx-compose-bench")
         .config("spark.ui.enabled", "false")
@@ -47,6 +48,16 @@ def session():
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .getOrCreate()
     )
+    # The Python workers unpickle functions of these modules by name: ship them, so
+    # that the benchmark runs without PYTHONPATH naming the benchmarks folder.
+    for module in (
+        "_report.py",
+        "bench_distributed.py",
+        "_compose_distributed.py",
+        "_compose_spark.py",
+    ):
+        spark.sparkContext.addPyFile(str(Path(__file__).with_name(module)))
+    return spark
 
 
 def raw_frame(spark, n: int, block: int):

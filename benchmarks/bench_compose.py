@@ -163,6 +163,9 @@ def main() -> None:
         action="store_true",
         help="with --distributed: score on a local[2] Spark session too",
     )
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="alternating rounds with --distributed [3]"
+    )
     args = parser.parse_args()
     if args.distributed:
         from _compose_distributed import run_distributed
