@@ -428,12 +428,13 @@ def run_speed(args: argparse.Namespace, out: Path) -> None:
     elapsed = time.perf_counter() - started
     if args.models and (out / "export.md").exists():
         merged = _merge_rows(out / "export.md", headers, rows, args.models)
-        merged += [
-            "",
-            f"Rows of {', '.join(args.models)} re-measured with `--models`: "
-            + environment()
-            + f" Those models: {elapsed / 60:.1f} min.",
-        ]
+        footer = f"Rows of {', '.join(args.models)} re-measured with `--models`: "
+        # an earlier rerun of the same models: its rows were just replaced, so is its line
+        while merged and merged[-1].startswith(footer):
+            merged = merged[:-1]
+            while merged and not merged[-1]:
+                merged = merged[:-1]
+        merged += ["", footer + environment() + f" Those models: {elapsed / 60:.1f} min."]
         write(out / "export.md", "\n".join(merged))
         return
 

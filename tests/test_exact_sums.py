@@ -82,6 +82,29 @@ def test_the_unit_is_the_largest_power_of_two_dividing_every_value() -> None:
         assert Fraction(fast.exact_sum_unit(e)) == _unit_by_fractions(per_tree.ravel())
 
 
+def test_counts_held_in_float32_stop_at_its_significand() -> None:
+    """The multi-class operator writes float32: class totals up to ``2^24`` units are
+    counts it holds exactly, one unit more is not (the next float32 is two units on)."""
+    model, _ = _forest(3, 8)
+    described = describe(model)
+    T = described.ensemble.n_trees
+
+    def with_first(first: float):
+        per_tree = np.ones((T, 3))
+        per_tree[0] = first
+        return _with_tree_values(described, per_tree).ensemble
+
+    assert fast.exact_sum_unit(with_first(2.0**24 - (T - 1)), held_in="float32") == 1.0
+    assert fast.counts_class_values(with_first(2.0**24 - (T - 1)))
+    over = with_first(2.0**24 - (T - 2))
+    assert fast.exact_sum_unit(over) == 1.0  # still exact in double
+    assert fast.exact_sum_unit(over, held_in="float32") is None
+    assert not fast.counts_class_values(over)
+    assert float(np.float32(2.0**24 + 1)) != 2.0**24 + 1
+    tiny = with_first(2.0**-150)  # a unit below float32's smallest subnormal
+    assert fast.exact_sum_unit(tiny, held_in="float32") is None
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_the_size_limit_is_the_significand(dtype: str) -> None:
     """At ``Σ_t max |v| = 2^p · unit`` every order is exact; one unit more and the
@@ -127,14 +150,13 @@ def test_pure_leaf_forests_keep_the_models_answers_without_a_guard(n_classes: in
     graph = h.to_onnx(model)
     assert not _graph_ops(graph) & GUARD_OPS
     assert "short_batch_rows" not in read_metadata(graph)
+    # the multi-class operator's float32 output holds the counts exactly: not rounded
+    assert "values_rounded_to" not in read_metadata(graph)
     for threads in (1, 2):
         got = run_onnx(graph, X, threads=threads)
         np.testing.assert_array_equal(got["label"], model.predict(X))
-        if n_classes == 2:  # [T - S1, S1] / T: the model's probabilities bit for bit
-            np.testing.assert_array_equal(got["probabilities"], proba)
-        else:
-            bound = read_metadata(graph)["value_bound"]
-            assert np.abs(got["probabilities"] - proba).max() <= bound
+        # binary [T - S1, S1] / T, more classes the counts / T: the model's probabilities
+        np.testing.assert_array_equal(got["probabilities"], proba)
     assert verify(model, graph, X).ok
 
 
@@ -161,6 +183,7 @@ def test_exact_sums_that_round_to_a_tie_keep_the_guard() -> None:
     described = _with_tree_values(described, per_tree)
     e = described.ensemble
     assert fast.exact_sum_unit(e) == 2.0**-30
+    assert not fast.counts_class_values(e)  # 4.5 = 2^30 * 4.5 units: past float32's 2^24
     assert fast.labels_need_guard(e, "class_values")
 
     def labels_of(threads: int, guard: bool = True) -> np.ndarray:

@@ -133,7 +133,7 @@ def _largest_per_tree(ensemble: Ensemble) -> np.ndarray:
     return largest
 
 
-def exact_sum_unit(ensemble: Ensemble) -> float | None:
+def exact_sum_unit(ensemble: Ensemble, *, held_in: str | None = None) -> float | None:
     """The power of two ``2^-e`` of which every leaf and base value is a multiple, where
     that makes every sum of one leaf per tree exact in ``ensemble.sum_dtype`` whatever
     its order; None where it does not.
@@ -144,6 +144,8 @@ def exact_sum_unit(ensemble: Ensemble) -> float | None:
     type. Every addition is then exact, and every order gives the exact sum, which the
     Python model's tree-order sum is too (docs/math.md, "Sums that no order changes").
     Forests grown to pure leaves (class fractions 0 and 1) are the case met in practice.
+    ``held_in``: a narrower type every sum must also be a float of (``"float32"``, which
+    the opset-3 operator writes its double sums in).
     """
     leaf = ensemble.feature < 0
     values = np.concatenate(
@@ -160,7 +162,10 @@ def exact_sum_unit(ensemble: Ensemble) -> float | None:
     significand = np.ldexp(mantissa, 53).astype(np.int64)  # an integer below 2^53, exactly
     lowest_bit = np.log2((significand & -significand).astype(np.float64)).astype(np.int64)
     unit = float(np.ldexp(1.0, int((exponent - 53 + lowest_bit).min())))
-    limit = 2 ** SIGNIFICAND_BITS[ensemble.sum_dtype]
+    held = held_in or ensemble.sum_dtype
+    if unit < float(np.finfo(held).smallest_subnormal):
+        return None
+    limit = 2 ** SIGNIFICAND_BITS[held]
     base = np.broadcast_to(np.ravel(ensemble.base_values), (ensemble.n_outputs,))
     # each term in units: an integer, exact (a power of two's scaling) up to the limit
     units = np.vstack([_largest_per_tree(ensemble), np.abs(base)]) / unit
@@ -171,7 +176,27 @@ def exact_sum_unit(ensemble: Ensemble) -> float | None:
     return unit if max(totals, default=0) <= limit else None
 
 
-def labels_need_guard(ensemble: Ensemble, layout: FastLayout) -> bool:
+def counts_class_values(ensemble: Ensemble, class_values: ClassValues = "average") -> bool:
+    """Whether a forest's per-class leaf fractions are added as counts: the opset-3
+    operator's sums (``SUM``, no ``AVERAGE``), then a ``Div`` by the tree count in double.
+
+    Where every class total is a float of float32 (`exact_sum_unit` held in float32),
+    the operator's double sums are exact in any order and its float32 output holds
+    them exactly, so the ``Div`` gives the model's probabilities bit for bit (the
+    model divides its totals by the tree count too), ties and all. Only for the default
+    way of adding class values (``"average"``; the others are kept to be measured).
+    """
+    return (
+        class_values == "average"
+        and ensemble.aggregate == "mean"
+        and not np.any(ensemble.base_values != 0)
+        and exact_sum_unit(ensemble, held_in="float32") is not None
+    )
+
+
+def labels_need_guard(
+    ensemble: Ensemble, layout: FastLayout, class_values: ClassValues = "average"
+) -> bool:
     """Whether some label of the fast graph with this ``layout`` may depend on the order
     of the runtime's sums, so that the near-tie guard must look at every batch.
 
@@ -181,8 +206,10 @@ def labels_need_guard(ensemble: Ensemble, layout: FastLayout) -> bool:
     * ``"complement"`` leaves whose two fractions add up to exactly 1: the class-1
       sum ``S1`` is the model's, and `_counted_complement_link` gives
       ``[T - S1, S1] / T``, the model's probabilities bit for bit;
-    * ``"class_values"``: every class total is the model's; two unequal ones
-      differ by at least the unit over the tree count, which, where it exceeds
+    * ``"class_values"`` added as counts (`counts_class_values`): the model's
+      probabilities bit for bit;
+    * ``"class_values"`` otherwise: every class total is the model's; two unequal
+      ones differ by at least the unit over the tree count, which, where it exceeds
       twice the tie margin, survives every rounding the graph makes; equal ones
       go through the same operations and stay equal, a tie ``ArgMax`` gives
       to the first class, as numpy's ``argmax`` does.
@@ -201,6 +228,8 @@ def labels_need_guard(ensemble: Ensemble, layout: FastLayout) -> bool:
         return True
     if layout == "complement":
         return ensemble.aggregate != "mean" or complement_defect(ensemble) != 0.0
+    if counts_class_values(ensemble, class_values):
+        return False
     bound = value_bound(ensemble)
     bound += float32_rounding(ensemble, bound)
     divisor = ensemble.n_trees if ensemble.aggregate == "mean" else 1
@@ -437,8 +466,9 @@ def _guarded(
     rounded_to = None
     if layout == "class_values":  # the opset-3 operator's double sums, rounded to float32
         scores = _class_value_scores(builder, k, k_dtype, ensemble, class_values)
-        bound += float32_rounding(ensemble, bound)
-        rounded_to = "float32"
+        if not counts_class_values(ensemble, class_values):  # counts: written exactly
+            bound += float32_rounding(ensemble, bound)
+            rounded_to = "float32"
     else:
         scores = _reordered_sums(builder, k, k_dtype, exact, layout=layout, counted=counted)
     margin = tie_margin(ensemble, bound)
@@ -454,7 +484,7 @@ def _guarded(
     elif widened:
         to_probabilities = _widening_link(ensemble.sum_dtype)
     refine: Refine | None = None
-    if guard and labels_need_guard(ensemble, layout):
+    if guard and labels_need_guard(ensemble, layout, class_values):
         inputs = _GuardInputs(k=k, k_dtype=k_dtype, exact=exact, margin=margin)
         if ensemble.label_rule != "probabilities":  # the label is decided on the scores
             refine = partial(_score_guard, inputs=inputs, bound=bound)
@@ -478,11 +508,16 @@ def _class_value_scores(
 ) -> str:
     """Scores ``[N, C]`` of leaves holding a value per class, by ``class_values``
     (all but ``"exact"``): float32 for ``"average"``, else float64 holding float32
-    values."""
+    values; counts (`counts_class_values`) divided in float64."""
     rows, boundaries = _double_input(builder, k, k_dtype, ensemble)
     classes = np.arange(ensemble.n_outputs)
     dtype = ensemble.sum_dtype
     averaged = ensemble.aggregate == "mean"  # the operator's AVERAGE divided
+    if counts_class_values(ensemble, class_values):
+        counts = class_weight_regressor(
+            builder, rows, ensemble, boundaries=boundaries, classes=classes, average=False
+        )
+        return finish_scores(builder, builder.cast(STAGE, counts, dtype), ensemble, dtype)
     if class_values == "average":  # float32: widened by _widening_link (no base values)
         return class_weight_regressor(
             builder, rows, ensemble, boundaries=boundaries, classes=classes

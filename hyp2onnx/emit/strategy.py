@@ -228,7 +228,7 @@ def _layout(
         layout = fast_layout(ensemble, operator, chosen.class_values)
     if chosen.short_rows is not None:
         return layout, chosen.short_rows
-    return layout, short_batch_rows(layout, ensemble)
+    return layout, short_batch_rows(layout, ensemble, chosen.class_values)
 
 
 def _operator_plan(
@@ -378,7 +378,9 @@ def emit_trees(
 SHORT_BATCH_ROWS: dict[FastLayout, int] = {"class_values": 8}
 
 
-def short_batch_rows(layout: FastLayout | None, ensemble: Ensemble) -> int:
+def short_batch_rows(
+    layout: FastLayout | None, ensemble: Ensemble, class_values: ClassValues = "average"
+) -> int:
     """Batches of up to this many rows take the exact scores (step 5); 0: none do.
 
     The exact scores' ordered sums cost a row more than the runtime's own
@@ -389,7 +391,7 @@ def short_batch_rows(layout: FastLayout | None, ensemble: Ensemble) -> int:
     only cost), nor layouts without a bound (``"exact"``), nor classifiers
     whose labels no order of the sums changes (`labels_need_guard`).
     """
-    if layout is None or not labels_need_guard(ensemble, layout):
+    if layout is None or not labels_need_guard(ensemble, layout, class_values):
         return 0
     return SHORT_BATCH_ROWS.get(layout, 0)
 

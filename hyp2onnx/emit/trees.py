@@ -565,11 +565,17 @@ def _regressor_nodes(
 
 
 def class_weight_regressor(
-    builder: GraphBuilder, k: str, ensemble: Ensemble, *, boundaries: bool, classes: np.ndarray
+    builder: GraphBuilder,
+    k: str,
+    ensemble: Ensemble,
+    *,
+    boundaries: bool,
+    classes: np.ndarray,
+    average: bool = True,
 ) -> str:
     """The opset-3 `tree_operator` (``"v3"``) with every leaf adding its value of each class in
-    ``classes`` to that class's column, divided by the tree count (forests):
-    ``[N, len(classes)]`` float32.
+    ``classes`` to that class's column, divided by the tree count (forests; not with
+    ``average`` False): ``[N, len(classes)]`` float32.
 
     onnxruntime keeps the sums in the thresholds' type (double) in whatever order its
     threads take the trees, divides in double and rounds once to float32 when it
@@ -587,7 +593,7 @@ def class_weight_regressor(
         target_ids=column,
         weights=values[nodes, column],
         n_targets=len(classes),
-        average=ensemble.aggregate == "mean",
+        average=average and ensemble.aggregate == "mean",
         boundaries=boundaries,
     )
 
