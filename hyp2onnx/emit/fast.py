@@ -63,10 +63,11 @@ and the label (`hyp2onnx.emit.outputs.class_index`) taken once, after the
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from onnx import TensorProto, helper
@@ -123,14 +124,34 @@ def _gamma(k: np.ndarray, u: float) -> np.ndarray:
     return k * u / (1.0 - k * u)
 
 
+#: Scans of an ensemble's leaf values, kept while the ensemble lives: one export asks
+#: for them from several places (the layout, the bound, the guard, short batches), and
+#: a large forest's scan takes a noticeable part of its export. Ensembles are frozen.
+_SCANS: weakref.WeakKeyDictionary[Ensemble, dict[object, Any]] = weakref.WeakKeyDictionary()
+
+
+def _scanned(ensemble: Ensemble, key: object, scan: Callable[[], Any]) -> Any:
+    """``scan()`` for ``ensemble``, made once per ensemble and ``key``."""
+    memo = _SCANS.setdefault(ensemble, {})
+    if key not in memo:
+        memo[key] = scan()
+    return memo[key]
+
+
 def _largest_per_tree(ensemble: Ensemble) -> np.ndarray:
-    """``[n_trees, n_outputs]``: each tree's largest ``|leaf value|`` in each output column."""
-    leaf = ensemble.feature < 0
-    largest = np.zeros((ensemble.n_trees, ensemble.n_outputs))
-    np.maximum.at(
-        largest, tree_of_node(ensemble)[leaf], np.abs(ensemble.value[leaf].astype(np.float64))
-    )
-    return largest
+    """``[n_trees, n_outputs]`` (read-only): each tree's largest ``|leaf value|`` in each
+    output column."""
+
+    def scan() -> np.ndarray:
+        leaf = ensemble.feature < 0
+        largest = np.zeros((ensemble.n_trees, ensemble.n_outputs))
+        values = np.abs(ensemble.value[leaf].astype(np.float64))
+        np.maximum.at(largest, tree_of_node(ensemble)[leaf], values)
+        largest.setflags(write=False)
+        return largest
+
+    result: np.ndarray = _scanned(ensemble, "largest", scan)
+    return result
 
 
 def exact_sum_unit(ensemble: Ensemble, *, held_in: str | None = None) -> float | None:
@@ -147,6 +168,24 @@ def exact_sum_unit(ensemble: Ensemble, *, held_in: str | None = None) -> float |
     ``held_in``: a narrower type every sum must also be a float of (``"float32"``, which
     the opset-3 operator writes its double sums in).
     """
+    held = held_in or ensemble.sum_dtype
+    unit: float | None = _scanned(ensemble, "unit", lambda: _lowest_bit(ensemble))
+    if unit is None or unit < float(np.finfo(held).smallest_subnormal):
+        return None
+    limit = 2 ** SIGNIFICAND_BITS[held]
+    base = np.broadcast_to(np.ravel(ensemble.base_values), (ensemble.n_outputs,))
+    # each term in units: an integer, exact (a power of two's scaling) up to the limit
+    units = np.vstack([_largest_per_tree(ensemble), np.abs(base)]) / unit
+    if not units.max(initial=0.0) <= limit:
+        return None
+    # the totals in Python integers: a float sum could round 2^p + 1 down to 2^p
+    totals = [sum(map(int, column)) for column in units.T]
+    return unit if max(totals, default=0) <= limit else None
+
+
+def _lowest_bit(ensemble: Ensemble) -> float | None:
+    """The largest power of two dividing every leaf and base value, or None where some
+    value is not finite or not a float of the summation type."""
     leaf = ensemble.feature < 0
     values = np.concatenate(
         [ensemble.value[leaf].astype(np.float64).ravel(), np.ravel(ensemble.base_values)]
@@ -161,19 +200,7 @@ def exact_sum_unit(ensemble: Ensemble, *, held_in: str | None = None) -> float |
     mantissa, exponent = np.frexp(np.abs(nonzero))
     significand = np.ldexp(mantissa, 53).astype(np.int64)  # an integer below 2^53, exactly
     lowest_bit = np.log2((significand & -significand).astype(np.float64)).astype(np.int64)
-    unit = float(np.ldexp(1.0, int((exponent - 53 + lowest_bit).min())))
-    held = held_in or ensemble.sum_dtype
-    if unit < float(np.finfo(held).smallest_subnormal):
-        return None
-    limit = 2 ** SIGNIFICAND_BITS[held]
-    base = np.broadcast_to(np.ravel(ensemble.base_values), (ensemble.n_outputs,))
-    # each term in units: an integer, exact (a power of two's scaling) up to the limit
-    units = np.vstack([_largest_per_tree(ensemble), np.abs(base)]) / unit
-    if not units.max(initial=0.0) <= limit:
-        return None
-    # the totals in Python integers: a float sum could round 2^p + 1 down to 2^p
-    totals = [sum(map(int, column)) for column in units.T]
-    return unit if max(totals, default=0) <= limit else None
+    return float(np.ldexp(1.0, int((exponent - 53 + lowest_bit).min())))
 
 
 def counts_class_values(ensemble: Ensemble, class_values: ClassValues = "average") -> bool:
