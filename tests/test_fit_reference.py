@@ -478,8 +478,11 @@ def test_correction_is_the_old_one(name: str, monkeypatch: pytest.MonkeyPatch) -
         assert min(t.tree_.node_count for t in model.estimator_.estimators_) > 2 * 255
     new = _fitted_state(model)
 
-    def old(*args: Any, threads: int = 1, routing: Any = None, **kwargs: Any) -> Any:
-        return old_correct_trees(*args, **kwargs)  # one thread, numpy's routing
+    def old(
+        *args: Any, threads: int = 1, routing: Any = None, memo: Any = None, **kwargs: Any
+    ) -> Any:
+        # One thread, numpy's routing, neighbours searched again at each placement.
+        return old_correct_trees(*args, **kwargs)
 
     monkeypatch.setattr(_correct_module, "correct_trees", old)
     for module in (_midpoints_module, _shared_rows_module):

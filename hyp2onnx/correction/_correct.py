@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import UnsupportedModelError, warn_user
 from ..ir.trees import Op, TreeArrays, as_compared
 from .midpoints import Array, CorrectionReport, Midpoint, Placement
-from .shared_rows import Routing, correct_trees
+from .shared_rows import NeighbourMemo, Routing, correct_trees
 from .summaries import SplitSummary, correct_from_summary
 from .tree_space import KleinPlacer, ResolutionError, SplitIndex, TreeSpace
 
@@ -72,7 +72,8 @@ def from_rows(
 ) -> Neighbours:
     """Neighbours found by routing the training rows (``rows[t]``: tree t's rows), trees
     that route their own ``threads`` at a time, through the library's ``routing`` if
-    given (`Backend.leaf_routing`)."""
+    given (`Backend.leaf_routing`). The neighbours are found at the first call and
+    kept for a second (`correct` places again in float64 when it must)."""
     return functools.partial(
         correct_trees,
         trees,
@@ -80,6 +81,7 @@ def from_rows(
         rows,
         threads=threads,
         routing=routing,
+        memo=NeighbourMemo(),
         **comparison.keywords(midpoint),
     )
 

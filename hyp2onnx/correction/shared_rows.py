@@ -54,6 +54,7 @@ from .midpoints import (
 )
 
 __all__ = [
+    "NeighbourMemo",
     "Nodes",
     "RowsPerTree",
     "correct_shared_rows",
@@ -84,6 +85,22 @@ _IN_ORDER_MAX_FEATURES = 4
 
 #: A model's own routing: tree ``t``'s leaf (node id) for each row of a C-contiguous block.
 Routing = Callable[[int, np.ndarray], np.ndarray]
+
+
+@dataclass
+class NeighbourMemo:
+    """Every split's neighbours, found once for one set of trees and rows and kept
+    for the next placement: `hyp2onnx.correction.correct` places twice when the
+    learner's own precision cannot separate some split's neighbours (far points),
+    and finding them is most of a correction's time. Placement never writes
+    into them."""
+
+    found: tuple[np.ndarray, ...] | None = None
+
+    def get(self, find: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+        if self.found is None:
+            self.found = find()
+        return self.found
 
 
 @dataclass(frozen=True)
@@ -120,10 +137,12 @@ def correct_trees(
     place: Placer | None = None,
     threads: int = 1,
     routing: Routing | None = None,
+    memo: NeighbourMemo | None = None,
 ) -> tuple[list[np.ndarray], CorrectionReport]:
     """Corrected thresholds of every tree, each on its rows ``X[rows[i]]`` (a list, or an
     iterator that makes them one tree at a time); trees that route their rows go
-    ``threads`` at a time, through the library's ``routing`` where given.
+    ``threads`` at a time, through the library's ``routing`` where given. A ``memo``
+    keeps the neighbours for another call with the same trees and rows.
 
     ``X`` holds the training rows in the backend's comparison precision.
     Several small trees that share their rows are searched in one pass
@@ -138,7 +157,13 @@ def correct_trees(
         seen = X if common.size == X.shape[0] else X[common]
         if _searched(trees):
             return correct_shared_rows(
-                trees, seen, op=op, threshold_dtype=threshold_dtype, midpoint=midpoint, place=place
+                trees,
+                seen,
+                op=op,
+                threshold_dtype=threshold_dtype,
+                midpoint=midpoint,
+                place=place,
+                memo=memo,
             )
         X, rows = seen, [np.arange(seen.shape[0])] * len(trees)
     if not trees:
@@ -146,7 +171,9 @@ def correct_trees(
     # Each tree routes its own rows; the thresholds of all trees are then placed
     # in one call (placement is per split, so this is `correct_tree` tree by tree).
     nodes = Nodes.of(trees)
-    largest_left, smallest_right = _routed_neighbours(trees, X, rows, nodes, op, threads, routing)
+    largest_left, smallest_right = (memo or NeighbourMemo()).get(
+        lambda: _routed_neighbours(trees, X, rows, nodes, op, threads, routing)
+    )
     fixed = None
     if not thresholds_only:
         fixed = np.concatenate(
@@ -235,12 +262,14 @@ def correct_shared_rows(
     threshold_dtype: str = "float64",
     midpoint: Midpoint | np.ndarray = "einstein",
     place: Placer | None = None,
+    memo: NeighbourMemo | None = None,
 ) -> tuple[list[np.ndarray], CorrectionReport]:
     """Corrected thresholds of every tree, all trained on the rows ``X``.
 
     ``X`` holds the training rows in the backend's comparison precision
     (float32 for XGBoost, or float64 holding such values). Same result as
-    `correct_tree` on each tree with ``X``.
+    `correct_tree` on each tree with ``X``. A ``memo`` keeps the searched
+    neighbours for another call with the same trees and rows.
     """
     if op not in ("<=", "<"):
         raise ValueError(f"unknown comparison {op!r}; expected '<=' or '<'")
@@ -249,7 +278,9 @@ def correct_shared_rows(
     X = np.asarray(X)
     nodes = Nodes.of(trees)
     feature, threshold, tree_of = nodes.feature, nodes.threshold, nodes.tree_of
-    largest_left, smallest_right, fallback = _search(nodes, X, op)
+    largest_left, smallest_right, fallback = (memo or NeighbourMemo()).get(
+        lambda: _search(nodes, X, op)
+    )
 
     # Trees handed to correct_tree are placed there only.
     searched = ~fallback[tree_of]
