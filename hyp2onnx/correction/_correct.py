@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedModelError, warn_user
+from ..ir.crossings import Margins
 from ..ir.trees import Op, TreeArrays, as_compared
 from .midpoints import Array, CorrectionReport, Midpoint, Placement
 from .shared_rows import NeighbourMemo, Routing, correct_trees
@@ -58,6 +59,9 @@ class Correction:
     report: CorrectionReport
     split_index: SplitIndex | None  #: set when the learner now reads split indices
     input_dtype: str  #: "float32" if float32 input keeps every split, else "float64"
+    #: Each numeric split with its two nearest training values (None: not known,
+    #: as for split indices and oblique splits).
+    margins: Margins | None = None
 
 
 def from_rows(
@@ -151,7 +155,8 @@ def correct(
         report = dataclasses.replace(report, n_moved=place.n_moved)
     _warn_unreached(report, "is placed just past the training values on the other side")
     dtype = "float32" if place.float32_separates else "float64"
-    return Correction(new_thresholds, report, index, dtype)
+    margins = place.margins if index is None else None
+    return Correction(new_thresholds, report, index, dtype, margins)
 
 
 def _warn_unreached(report: CorrectionReport, what_happens: str) -> None:

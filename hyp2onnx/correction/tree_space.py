@@ -45,6 +45,7 @@ from typing import Literal
 
 import numpy as np
 
+from ..ir.crossings import Margins
 from ..ir.trees import Op, as_compared
 from .midpoints import KEEP, Array, Midpoint, place_thresholds
 
@@ -314,7 +315,8 @@ class KleinPlacer:
     ``midpoint``), so that every training row stays on its side. Raises
     `ResolutionError` if ``compare_dtype`` cannot separate some
     split's two neighbours. ``float32_separates`` records whether float32
-    separates them all (what float32 input keeps).
+    separates them all (what float32 input keeps), and `margins` each placed
+    split with its two neighbours (what the float32 check of the inputs reads).
     """
 
     def __init__(
@@ -334,11 +336,22 @@ class KleinPlacer:
         #: Splits whose threshold is not the arithmetic midpoint of its two
         #: neighbours (where a Euclidean learner on Klein coordinates puts it).
         self.n_moved = 0
+        self._placed: list[tuple[np.ndarray, ...]] = []
+
+    @property
+    def margins(self) -> Margins:
+        """Every split placed so far: feature, threshold (in ``threshold_dtype``) and its
+        two neighbours' float64 Klein values, in no particular order."""
+        parts = (
+            list(zip(*self._placed, strict=True)) or [[np.zeros(0, np.int64)]] + [[np.zeros(0)]] * 3
+        )
+        feature, threshold, lo, hi = (np.concatenate(p) for p in parts)
+        return Margins(feature, as_compared(threshold, self.threshold_dtype), lo, hi)
 
     def __call__(
         self, feature: Array, threshold: Array, largest_left: Array, smallest_right: Array
     ) -> np.ndarray:
-        lo, hi = self.space.neighbours(
+        lo, hi = klein = self.space.neighbours(
             feature, threshold, largest_left, smallest_right, self.learner_op
         )
         both = np.isfinite(lo) & np.isfinite(hi)
@@ -376,6 +389,8 @@ class KleinPlacer:
             # (its values are one training value, 0, so L <= t < R still holds).
             inside = (feature >= 0) & (out >= -z) & (out < z)
             out[inside] = np.where(hi[inside] > z, z, np.nextafter(-z, -np.inf))
+        split = feature >= 0
+        self._placed.append((feature[split], out[split], klein[0][split], klein[1][split]))
         return out
 
 

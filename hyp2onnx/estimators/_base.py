@@ -39,10 +39,11 @@ from ..correction import (
     correct,
     from_rows,
 )
+from ..correction.shared_rows import shared_rows
 from ..errors import InvalidPointError
 from ..geometry import GEOMETRIES, to_klein
 from ..ir import InputSpace, Model
-from ..ir.crossings import Splits, rows_that_may_cross
+from ..ir.crossings import Splits, moved_by, rows_that_may_cross, splits_in_reach
 from ._interface import Backend
 from ._registry import backend_for
 from ._transaction import FitTransaction, refuse_continuation
@@ -329,8 +330,13 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         own = self._features(X[moved], check=False) if klein is None else klein[moved]
         own_in = self._from_klein(own)
         if splits is not None:
+            # Only splits that some row moved this far may cross are searched.
+            moved = moved_by(own_in, seen_in, backend.zero_band)
+            near = splits_in_reach(
+                splits, moved, op=backend.op, compare_dtype=backend.compare_dtype
+            )
             rows = rows_that_may_cross(
-                splits,
+                near,
                 own_in,
                 seen_in,
                 op=backend.op,
@@ -449,6 +455,11 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         splits = None
         if backend.feature_splits:
             splits = Splits.of(trees, done.thresholds, backend.threshold_dtype)
+            # A split's margins bound the rows the correction saw reach it; they
+            # speak for every training row only if every tree saw them all.
+            common = shared_rows(rows)
+            if common is not None and common.size == Xt.shape[0]:
+                splits = splits._replace(margins=done.margins)
         return write_back(backend, fitted, done), splits
 
     # -- prediction ----------------------------------------------------------

@@ -11,6 +11,14 @@ rounded to the precision the backend compares in. `rows_that_may_cross`
 returns the other rows, the only ones whose outputs need the library's own
 ``predict``: a search in each feature's sorted thresholds, O(n d log T),
 instead of a walk of every row down every tree.
+
+Most splits need no search at all. A split whose two nearest training
+values ``lo`` (largest routed left) and ``hi`` (smallest routed right)
+stay on their sides when moved by as much as any row moved on that
+feature cannot route a training row apart: every row that reaches it lies
+at or below ``lo``, or at or above ``hi``. `splits_in_reach` keeps the
+others (and every set-membership split), so the search runs against a
+handful of thresholds.
 """
 
 from __future__ import annotations
@@ -20,16 +28,30 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from .trees import Op, TreeArrays, as_compared
+from .trees import Op, TreeArrays, as_compared, goes_left
+
+
+class Margins(NamedTuple):
+    """Numeric splits as the threshold correction placed them: feature, threshold as
+    the model stores it (held in float64), and the float64 values of the split's two
+    nearest training values among the rows that reach it, ``lo`` routed left and
+    ``hi`` routed right (``-inf``/``inf`` where no row went that way)."""
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
 
 
 class Splits(NamedTuple):
     """Every split of a model: feature (-1 at leaves), threshold as the model
-    stores it (held in float64) and whether it is a set-membership split."""
+    stores it (held in float64) and whether it is a set-membership split;
+    ``margins``: the numeric splits' nearest training values, if known."""
 
     feature: np.ndarray
     threshold: np.ndarray
     member: np.ndarray
+    margins: Margins | None = None
 
     @classmethod
     def of(
@@ -45,6 +67,48 @@ class Splits(NamedTuple):
             ]
         )
         return cls(feature, as_compared(threshold, threshold_dtype), member)
+
+
+def moved_by(a: np.ndarray, b: np.ndarray, zero_band: float = 0.0) -> np.ndarray:
+    """Per column, a float64 bound of ``|b - a|`` over the rows (values in the zero
+    band read as 0, as the backend reads them); ``inf`` on a column with a value
+    that is not finite. Rounded up: at least the exact difference."""
+    if zero_band:
+        a, b = (np.where(np.abs(v) <= zero_band, 0.0, v) for v in (a, b))
+    with np.errstate(invalid="ignore", over="ignore"):
+        gap = np.abs(b - a).max(axis=0, initial=0.0)
+    gap[~np.isfinite(gap)] = np.inf
+    return np.nextafter(gap, np.inf)
+
+
+def splits_in_reach(splits: Splits, moved: np.ndarray, *, op: Op, compare_dtype: str) -> Splits:
+    """The splits of ``splits`` that a training row may cross when each of its values
+    on feature ``f`` moves by at most ``moved[f]`` (`moved_by`): every set-membership
+    split, and each numeric split whose ``lo`` moved up, or ``hi`` moved down, by that
+    much could compare otherwise with its threshold (in ``compare_dtype``, by ``op``).
+
+    Every split when ``splits`` carries no margins, or margins that do not account for
+    each of its numeric splits.
+    """
+    m = splits.margins
+    numeric = (splits.feature >= 0) & ~splits.member
+    if m is None or m.feature.shape[0] != np.count_nonzero(numeric):
+        return splits
+    step = moved[m.feature]
+    with np.errstate(invalid="ignore", over="ignore"):
+        up = as_compared(np.nextafter(m.lo + step, np.inf), compare_dtype)
+        down = as_compared(np.nextafter(m.hi - step, -np.inf), compare_dtype)
+    left_stays = ~np.isfinite(m.lo) | goes_left(up, m.threshold, op)
+    right_stays = ~np.isfinite(m.hi) | ~goes_left(down, m.threshold, op)
+    near = ~(left_stays & right_stays)
+    member = (splits.feature >= 0) & splits.member
+    return Splits(
+        np.concatenate([splits.feature[member], m.feature[near]]),
+        np.concatenate([splits.threshold[member], m.threshold[near]]),
+        np.concatenate(
+            [np.ones(np.count_nonzero(member), bool), np.zeros(np.count_nonzero(near), bool)]
+        ),
+    )
 
 
 def rows_that_may_cross(
