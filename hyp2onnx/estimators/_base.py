@@ -231,17 +231,16 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         fitted = backend.fit(estimator, Xt, y, sample_weight, **params)
         del params
         if lean:
-            space = space.with_rows((self._features(X, check=False), Xt))
+            Xk = self._features(X, check=False)
+            space = space.with_rows((Xk, Xt))
         corrected, splits = self._correct(backend, fitted, Xt, y, sample_weight, space)
-        del space, Xt  # the float32 check reads neither
+        del space, Xt  # the float32 check reads neither, only the Klein rows Xk
         self.estimator_, self.correction_, self.split_index_, self.input_dtype_ = corrected
         if is_classifier(self):
             self.classes_ = self._classes(fitted)
         self.n_outputs_ = 1 if np.ndim(y) == 1 else np.shape(y)[1]
         if self.input_dtype_ == "float32":
-            # Klein input is its own Klein coordinates, checked above.
-            klein = X if klein_input else None
-            if not self._float32_keeps_outputs(X, backend, splits, klein):
+            if not self._float32_keeps_outputs(X, backend, splits, Xk):
                 self.input_dtype_ = "float64"
         return self
 
