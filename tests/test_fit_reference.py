@@ -679,8 +679,8 @@ def test_float32_ranks_fit_the_same_model(name: str, monkeypatch: pytest.MonkeyP
     dtypes = []
 
     def ranks_as(dtype: type) -> Callable[..., Any]:
-        def tree_space(self: Any, *args: Any, compact: bool = False) -> Any:
-            space, Xt = original(self, *args, compact=compact and dtype == np.float32)
+        def tree_space(self: Any, *args: Any, compact: bool = False, **kwargs: Any) -> Any:
+            space, Xt = original(self, *args, compact=compact and dtype == np.float32, **kwargs)
             dtypes.append(Xt.dtype)
             return space, Xt
 

@@ -43,6 +43,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._progress import bar
+from .._threads import threaded_map
 from ..ir.trees import Op, TreeArrays
 from .midpoints import (
     CorrectionReport,
@@ -164,6 +165,7 @@ def correct_trees(
                 midpoint=midpoint,
                 place=place,
                 memo=memo,
+                threads=threads,
             )
         X, rows = seen, [np.arange(seen.shape[0])] * len(trees)
     if not trees:
@@ -263,13 +265,15 @@ def correct_shared_rows(
     midpoint: Midpoint | np.ndarray = "einstein",
     place: Placer | None = None,
     memo: NeighbourMemo | None = None,
+    threads: int = 1,
 ) -> tuple[list[np.ndarray], CorrectionReport]:
     """Corrected thresholds of every tree, all trained on the rows ``X``.
 
     ``X`` holds the training rows in the backend's comparison precision
     (float32 for XGBoost, or float64 holding such values). Same result as
     `correct_tree` on each tree with ``X``. A ``memo`` keeps the searched
-    neighbours for another call with the same trees and rows.
+    neighbours for another call with the same trees and rows; the search
+    sorts ``threads`` features, and walks both ways, at a time.
     """
     if op not in ("<=", "<"):
         raise ValueError(f"unknown comparison {op!r}; expected '<=' or '<'")
@@ -279,7 +283,7 @@ def correct_shared_rows(
     nodes = Nodes.of(trees)
     feature, threshold, tree_of = nodes.feature, nodes.threshold, nodes.tree_of
     largest_left, smallest_right, fallback = (memo or NeighbourMemo()).get(
-        lambda: _search(nodes, X, op)
+        lambda: _search(nodes, X, op, threads)
     )
 
     # Trees handed to correct_tree are placed there only.
@@ -355,7 +359,9 @@ class Nodes:
         return np.split(placed[0], self.starts[1:]), CorrectionReport.of(self.threshold, *placed)
 
 
-def _search(nodes: Nodes, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _search(
+    nodes: Nodes, X: np.ndarray, op: Op, threads: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every node's ``L`` and ``R`` by the rank search, and the trees it handed back
     (over budget: their entries are incomplete, route them instead)."""
     largest_left = np.full(nodes.feature.shape[0], -np.inf)
@@ -373,6 +379,7 @@ def _search(nodes: Nodes, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray
             op,
             largest_left,
             smallest_right,
+            threads,
         )
     return largest_left, smallest_right, fallback
 
@@ -423,12 +430,18 @@ def _find_neighbours(
     op: Op,
     largest_left: np.ndarray,
     smallest_right: np.ndarray,
+    threads: int = 1,
 ) -> np.ndarray:
-    """Fill ``largest_left``/``smallest_right`` of every split; return trees to route instead."""
-    ranks = _rank_features(X, feature, threshold, op)
+    """Fill ``largest_left``/``smallest_right`` of every split; return trees to route instead.
+    The two walks read the plan only, each writing its own array: with ``threads`` > 1
+    they go side by side."""
+    ranks = _rank_features(X, feature, threshold, op, threads)
     boxes = _node_boxes(ranks, feature, left, right, roots, tree_of)
     plan = _Walks.plan(ranks, boxes, tree_of)
-    return plan.walk(-1, largest_left) | plan.walk(1, smallest_right)
+    down, up = threaded_map(
+        lambda way: plan.walk(*way), [(-1, largest_left), (1, smallest_right)], threads
+    )
+    return down | up
 
 
 @dataclass(frozen=True)
@@ -462,8 +475,11 @@ class _Ranks:
         return self.X[self.order.ravel().take(flat), self.used.take(flat // self.n)]
 
 
-def _rank_features(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, op: Op) -> _Ranks:
-    """Sort the rows on every feature a split uses and place every split's cut."""
+def _rank_features(
+    X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, op: Op, threads: int = 1
+) -> _Ranks:
+    """Sort the rows on every feature a split uses and place every split's cut (``threads``
+    features at a time: each writes its own column of the tables)."""
     n = X.shape[0]
     internal = feature >= 0
     used, column = np.unique(feature[internal], return_inverse=True)
@@ -478,13 +494,16 @@ def _rank_features(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray, op
     positions = np.arange(n, dtype=np.int32)
     side: Literal["left", "right"] = "left" if op == "<" else "right"
     pos = np.zeros(feature.shape[0], dtype=np.int64)
-    for c, f in enumerate(used):
-        column = np.ascontiguousarray(X[:, f])
+
+    def sort(c: int) -> None:
+        column = np.ascontiguousarray(X[:, used[c]])
         order[c] = np.argsort(column)  # ties in any order (see `_Ranks`)
         rank[order[c], c] = positions
         at = np.flatnonzero(col == c)
         # As compared; widened when read.
         pos[at] = np.searchsorted(column.take(order[c]), threshold[at], side=side)
+
+    threaded_map(sort, range(u), threads)
     small = u * u * n <= _IN_ORDER_MAX and u <= _IN_ORDER_MAX_FEATURES
     in_order = rank.take(order.ravel(), axis=0).ravel() if small else None
     return _Ranks(n, u, col, pos, order, rank, in_order, X, used)

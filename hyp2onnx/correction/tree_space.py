@@ -45,6 +45,7 @@ from typing import Literal
 
 import numpy as np
 
+from .._threads import threaded_map
 from ..ir.crossings import Margins
 from ..ir.trees import Op, as_compared
 from .midpoints import KEEP, Array, Midpoint, place_thresholds
@@ -159,6 +160,7 @@ class TreeSpace:
         *,
         compact: bool = False,
         lazy: bool = False,
+        threads: int = 1,
     ) -> tuple[TreeSpace, np.ndarray]:
         """``fit(Xk, ...)`` and its ``transform(Xk)`` of the same rows, in one pass for ranks.
 
@@ -170,11 +172,18 @@ class TreeSpace:
         than 2**24 rows): the same numbers in half the memory, the precision
         scikit-learn and XGBoost read anyway. With ``lazy``, a ranks space keeps
         no values but reads them from ``Xk`` and its ranks when asked (`values`).
+        Columns are ranked ``threads`` at a time.
         """
         if space == "ranks" and np.all(np.isfinite(Xk)):
             columns = (Xk[:, f] for f in range(Xk.shape[1]))
             done = cls.ranks_of_columns(
-                columns, Xk.shape, compare_dtype, zero_band, compact=compact, keep_values=not lazy
+                columns,
+                Xk.shape,
+                compare_dtype,
+                zero_band,
+                compact=compact,
+                keep_values=not lazy,
+                threads=threads,
             )
             if done is not None:
                 fitted, ranks = done
@@ -192,10 +201,12 @@ class TreeSpace:
         *,
         compact: bool = False,
         keep_values: bool = True,
+        threads: int = 1,
     ) -> tuple[TreeSpace, np.ndarray] | None:
         """`fit_transform` in ranks of the ``shape`` rows whose columns come one at a time
-        (so that no more than one need exist at once): the same space and ranks.
-        Without ``keep_values`` the space holds no values (see `with_rows`).
+        (so that no more than ``threads`` need exist at once, ranked that many at a
+        time): the same space and ranks. Without ``keep_values`` the space holds no
+        values (see `with_rows`).
 
         None, having read no further, at a column that is not finite or has
         more distinct values than ``compare_dtype`` ranks exactly: there
@@ -206,15 +217,21 @@ class TreeSpace:
         out: np.ndarray = np.empty(shape, dtype=np.float32 if small else np.float64)
         klein: list[np.ndarray] = []
         sizes: list[int] = []
-        for column in itertools.islice(columns, d):
+
+        def ranked(at: tuple[int, np.ndarray]) -> np.ndarray | None:
+            f, column = at
             if not np.all(np.isfinite(column)):
                 return None
-            u = _unique_ranks(_zeroed(column, zero_band), out[:, len(sizes)])
-            if u.size >= _EXACT_INTS[compare_dtype]:
-                return None
-            sizes.append(u.size)
-            if keep_values:
-                klein.append(_plus_zero(u))
+            return _unique_ranks(_zeroed(column, zero_band), out[:, f])
+
+        work = enumerate(itertools.islice(columns, d))
+        while batch := list(itertools.islice(work, max(threads, 1))):
+            for u in threaded_map(ranked, batch, threads):
+                if u is None or u.size >= _EXACT_INTS[compare_dtype]:
+                    return None
+                sizes.append(u.size)
+                if keep_values:
+                    klein.append(_plus_zero(u))
         ranks = np.arange(1.0, max(sizes, default=0) + 1.0)
         image = tuple(ranks[:size] for size in sizes)  # views of one table
         return cls("ranks", compare_dtype, tuple(klein), image, zero_band), out

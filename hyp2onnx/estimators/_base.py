@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import os
 from abc import ABCMeta, abstractmethod
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._threads import threaded_map
 from ..blocks import as_blocks, categorical_features, feature_kinds, to_features
 from ..correction import (
     TREE_SPACES,
@@ -265,7 +267,11 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
             estimator, categorical_features(blocks)
         )
         # Codes read natively go into Xt as they are: float64 holds every one.
-        space, Xt = self._tree_space(backend, Xk, sample_weight, compact=not native_categorical)
+        # The learner's threads rank the columns too.
+        threads = _threads(getattr(estimator, "n_jobs", None))
+        space, Xt = self._tree_space(
+            backend, Xk, sample_weight, compact=not native_categorical, threads=threads
+        )
         to_tree: Callable[[np.ndarray], np.ndarray] = space.transform
         if native_categorical:
             assert blocks is not None  # only input blocks have categorical features
@@ -301,16 +307,21 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         the same path in every tree, so gets the same outputs. Rows go in
         blocks, so that the check's copies stay small beside the training data.
         ``klein``: the checked Klein coordinates of ``X`` if known (not recomputed).
+        The learner's threads (``n_jobs``) take a block each.
         """
-        return all(
-            self._float32_keeps_block(
-                X[start : start + _CHECK_ROWS],
-                backend,
-                splits,
-                None if klein is None else klein[start : start + _CHECK_ROWS],
+        threads = max(1, _threads(getattr(self.estimator_, "n_jobs", None)))
+
+        def keeps(start: int) -> bool:
+            rows = slice(start, start + _CHECK_ROWS)
+            return self._float32_keeps_block(
+                X[rows], backend, splits, None if klein is None else klein[rows]
             )
-            for start in range(0, X.shape[0], _CHECK_ROWS)
-        )
+
+        starts = iter(range(0, X.shape[0], _CHECK_ROWS))
+        while batch := list(itertools.islice(starts, threads)):
+            if not all(threaded_map(keeps, batch, threads)):
+                return False
+        return True
 
     def _float32_keeps_block(
         self, X: np.ndarray, backend: Backend, splits: Splits | None, klein: np.ndarray | None
@@ -381,11 +392,13 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         sample_weight: np.ndarray | None,
         *,
         compact: bool = False,
+        threads: int = 1,
     ) -> tuple[TreeSpace, np.ndarray]:
         """The map from Klein coordinates to what the learner is fitted on, and its
-        image of ``Xk`` (in one pass when the map is fitted on every row; with
-        ``compact``, ranks as float32 where that holds them exactly: every
-        library then reads the same numbers, see `TreeSpace.fit_transform`)."""
+        image of ``Xk`` (in one pass when the map is fitted on every row, its columns
+        ``threads`` at a time; with ``compact``, ranks as float32 where that holds them
+        exactly: every library then reads the same numbers, see
+        `TreeSpace.fit_transform`)."""
         if not backend.feature_splits:
             # Oblique splits compare projections of all Klein coordinates, which
             # no per-feature map keeps: such learners see the coordinates.
@@ -411,6 +424,7 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
                 backend.zero_band,
                 compact=compact,
                 lazy=compact,
+                threads=threads,
             )
         space = TreeSpace.fit(
             Xk[weighted], self.tree_space, backend.compare_dtype, backend.zero_band
