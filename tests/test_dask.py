@@ -685,7 +685,7 @@ def test_a_training_past_fit_timeout_is_cancelled_with_a_clear_error(client):
     k, X, y, _ = _data("binary", seed=9)
     Xd, yd = da.from_array(X, chunks=1000), da.from_array(y, chunks=1000)
     slow = hdask.HyperbolicDaskLGBMClassifier(
-        client=client, n_estimators=400, num_leaves=31, verbose=-1, fit_timeout=0.05
+        client=client, n_estimators=40, num_leaves=31, verbose=-1, fit_timeout=0.05
     )
     with pytest.raises(TimeoutError, match=r"fit_timeout=0.05 s.*restart the workers"):
         slow.fit(Xd, yd)
