@@ -36,14 +36,13 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
 from .._progress import bar
-from .._threads import threaded_map
+from .._threads import thread_pool, threaded_map
 from ..ir.trees import Op, TreeArrays
 from .midpoints import (
     CorrectionReport,
@@ -220,7 +219,7 @@ def _routed_neighbours(
     )
     # One thread routes here: a pool's thread would allocate from an arena of its own,
     # which keeps what it freed (a larger peak resident memory for nothing).
-    with counted as shown, ThreadPoolExecutor(threads) if threads > 1 else _Inline() as pool:
+    with counted as shown, thread_pool(threads) as pool:
         while batch := list(itertools.islice(work, threads)):
             done = pool.map(route, *zip(*[(t, tree, r) for t, tree, r, _, _ in batch], strict=True))
             for (_, _, _, start, size), found in zip(batch, done, strict=True):
@@ -228,20 +227,6 @@ def _routed_neighbours(
                 largest_left[at], smallest_right[at] = found
             shown.update(len(batch))
     return largest_left, smallest_right
-
-
-class _Inline:
-    """`ThreadPoolExecutor`'s ``map`` on the calling thread (and its ``with``)."""
-
-    def __enter__(self) -> _Inline:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    @staticmethod
-    def map(fn: Callable[..., Any], *iterables: Iterable[Any]) -> Iterator[Any]:
-        return map(fn, *iterables)
 
 
 def _searched(trees: list[TreeArrays]) -> bool:

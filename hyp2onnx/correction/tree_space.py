@@ -45,7 +45,7 @@ from typing import Literal
 
 import numpy as np
 
-from .._threads import threaded_map
+from .._threads import thread_pool
 from ..ir.crossings import Margins
 from ..ir.trees import Op, as_compared
 from .midpoints import KEEP, Array, Midpoint, place_thresholds
@@ -225,13 +225,14 @@ class TreeSpace:
             return _unique_ranks(_zeroed(column, zero_band), out[:, f])
 
         work = enumerate(itertools.islice(columns, d))
-        while batch := list(itertools.islice(work, max(threads, 1))):
-            for u in threaded_map(ranked, batch, threads):
-                if u is None or u.size >= _EXACT_INTS[compare_dtype]:
-                    return None
-                sizes.append(u.size)
-                if keep_values:
-                    klein.append(_plus_zero(u))
+        with thread_pool(min(threads, d)) as pool:
+            while batch := list(itertools.islice(work, max(threads, 1))):
+                for u in pool.map(ranked, batch):
+                    if u is None or u.size >= _EXACT_INTS[compare_dtype]:
+                        return None
+                    sizes.append(u.size)
+                    if keep_values:
+                        klein.append(_plus_zero(u))
         ranks = np.arange(1.0, max(sizes, default=0) + 1.0)
         image = tuple(ranks[:size] for size in sizes)  # views of one table
         return cls("ranks", compare_dtype, tuple(klein), image, zero_band), out

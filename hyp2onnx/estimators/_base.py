@@ -30,7 +30,7 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._threads import threaded_map
+from .._threads import thread_pool
 from ..blocks import as_blocks, categorical_features, feature_kinds, to_features
 from ..correction import (
     TREE_SPACES,
@@ -318,9 +318,10 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
             )
 
         starts = iter(range(0, X.shape[0], _CHECK_ROWS))
-        while batch := list(itertools.islice(starts, threads)):
-            if not all(threaded_map(keeps, batch, threads)):
-                return False
+        with thread_pool(min(threads, -(-X.shape[0] // _CHECK_ROWS))) as pool:
+            while batch := list(itertools.islice(starts, threads)):
+                if not all(list(pool.map(keeps, batch))):
+                    return False
         return True
 
     def _float32_keeps_block(
