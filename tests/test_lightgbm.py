@@ -240,3 +240,19 @@ BALL = {"input_geometry": "klein", "curvature": -1e-6, "n_jobs": 1}
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+def test_tree_lines_are_found_as_the_line_anchored_regex_finds_them():
+    """`_tree_starts` skips the regex's per-line tries; it finds exactly what
+    ``(?m)^Tree=\\d+$`` finds: not mid-line, not with a suffix, at the text's start."""
+    import re
+
+    from hyp2onnx.estimators._lightgbm import _tree_starts
+
+    text = (
+        "Tree=0\nx=1\nxTree=1\nTree=2a\nTree=3\r\nTree=4\n Tree=5\nTree=\nTree=6\n"
+        "end of trees\nTree=7\n"
+    )
+    end = text.find("end of trees")
+    want = [m.start() for m in re.finditer(r"(?m)^Tree=\d+$", text[:end])]
+    assert _tree_starts(text, end) == want == [0, text.find("Tree=4"), text.find("Tree=6")]
