@@ -341,10 +341,10 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         own = self._features(X[moved], check=False) if klein is None else klein[moved]
         own_in = self._from_klein(own)
         if splits is not None:
-            # Only splits that some row moved this far may cross are searched.
-            moved = moved_by(own_in, seen_in, backend.zero_band)
+            # Only splits that a row moved this far may cross are searched.
+            step = moved_by(own_in, seen_in, backend.zero_band)
             near = splits_in_reach(
-                splits, moved, op=backend.op, compare_dtype=backend.compare_dtype
+                splits, step, op=backend.op, compare_dtype=backend.compare_dtype
             )
             rows = rows_that_may_cross(
                 near,
