@@ -343,9 +343,7 @@ class HyperbolicTreeModel(FitTransaction, BaseEstimator, metaclass=ABCMeta):
         if splits is not None:
             # Only splits that a row moved this far may cross are searched.
             step = moved_by(own_in, seen_in, backend.zero_band)
-            near = splits_in_reach(
-                splits, step, op=backend.op, compare_dtype=backend.compare_dtype
-            )
+            near = splits_in_reach(splits, step, op=backend.op, compare_dtype=backend.compare_dtype)
             rows = rows_that_may_cross(
                 near,
                 own_in,
