@@ -11,8 +11,12 @@ the input dtype), the library on the coordinates themselves. Pairs:
   the wrapped class with the same parameters; extra trees also with
   ``tree_space="klein"`` (the default "ranks" draws each random threshold
   between two ranks, so it grows another, bushier forest than the library's);
-- oblique (HHCART) tree: one scikit-learn tree of the same depth (no library
-  grows HHCART trees, so its ratio is the cost of the oblique search);
+- oblique (HHCART) tree: hyp2onnx's own Euclidean HHCART tree
+  (``HouseholderTreeClassifier``, the class the hyperbolic one wraps: the same
+  node search by scikit-learn's splitter, thresholds at arithmetic midpoints),
+  since no library grows HHCART trees; ``--oblique-vs-axis`` measures it
+  against one axis-parallel scikit-learn tree instead (the oblique search's
+  own cost, about 23x);
 - isolation forest: scikit-learn's ``IsolationForest``, against the default
   (centred splits, grown by hyp2onnx) and against ``splits="axis",
   threshold_law="klein"`` (which is scikit-learn's forest, same draws);
@@ -29,7 +33,8 @@ figures, also given, inflate Python-heavy stages by its per-call cost).
 
     python benchmarks/bench_fit.py [--quick] [--sizes 10000 100000] [--dims 2 8 16]
         [--threads 1 2] [--repeats 3] [--trees 20] [--only NAME ...]
-        [--large 100000 --large-dims 8 --skip "oblique tree"] [--name fit.md]
+        [--large 100000 --large-dims 8 --skip "oblique tree"] [--oblique-vs-axis]
+        [--name fit.md]
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from threadpoolctl import threadpool_limits
 
 import hyp2onnx as h
 from hyp2onnx.datasets import make_wrapped_normal_mixture
+from hyp2onnx.estimators._householder import HouseholderTreeClassifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import add_output_args, environment, md_table, output_dir, steps, write
@@ -76,8 +82,11 @@ class RotatedTrees:
         return self
 
 
-def pairs(threads: int, trees: int) -> dict[str, tuple[Factory, Factory]]:
-    """Each estimator: (hyperbolic, plain library), both unfitted, same parameters."""
+def pairs(
+    threads: int, trees: int, oblique_vs_axis: bool = False
+) -> dict[str, tuple[Factory, Factory]]:
+    """Each estimator: (hyperbolic, plain library), both unfitted, same parameters;
+    ``oblique_vs_axis``: the oblique tree against an axis-parallel tree."""
     import catboost
     import lightgbm
     import xgboost
@@ -126,7 +135,9 @@ def pairs(threads: int, trees: int) -> dict[str, tuple[Factory, Factory]]:
         ),
         "oblique tree": (
             lambda: h.HyperbolicHouseholderTreeClassifier(max_depth=6, random_state=0, **k),
-            lambda: tree.DecisionTreeClassifier(max_depth=6, random_state=0),
+            (lambda: tree.DecisionTreeClassifier(max_depth=6, random_state=0))
+            if oblique_vs_axis
+            else (lambda: HouseholderTreeClassifier(max_depth=6, random_state=0)),
         ),
         "isolation forest": (
             lambda: h.HyperbolicIsolationForest(n_estimators=5 * trees, **iso, **k),
@@ -202,7 +213,7 @@ def measure(
     rows: list[dict[str, Any]] = []
     for n, d, t in configs(args):
         X, y = klein_data(n, d)
-        for name, (hyper, plain) in pairs(t, args.trees).items():
+        for name, (hyper, plain) in pairs(t, args.trees, args.oblique_vs_axis).items():
             if (args.only and name not in args.only) or (n >= args.large and name in args.skip):
                 continue
             memory = (n, d, t) in memory_configs(args)
@@ -217,7 +228,7 @@ def measure(
             )
     for row in steps(rows, "fits", unit="pairs"):
         X, y = klein_data(row["n"], row["d"])
-        hyper, plain = pairs(row["threads"], args.trees)[row["name"]]
+        hyper, plain = pairs(row["threads"], args.trees, args.oblique_vs_axis)[row["name"]]
         for make in (plain, hyper):  # imports and first-call costs out of the way
             fit_seconds(make, X[:300], y[:300], row["threads"])
         times: list[list[float]] = [[], []]
@@ -362,7 +373,12 @@ def report(rows: list[dict[str, Any]], split: list[list[Any]], args: argparse.Na
         "Both sides fit the same float64 Klein coordinates (8-class wrapped-normal mixture) "
         f"with the same parameters; forests and boosters grow {args.trees} trees (rounds); "
         "isolation forests five times as many; forests depth 10, XGBoost and CatBoost depth 6, the oblique tree depth 6 against "
-        "one scikit-learn tree, the rotation forest against as many scikit-learn trees on "
+        + (
+            "one axis-parallel scikit-learn tree"
+            if args.oblique_vs_axis
+            else "the Euclidean HHCART tree it wraps (no library grows HHCART trees)"
+        )
+        + ", the rotation forest against as many scikit-learn trees on "
         "randomly rotated coordinates, the MLP 32 hidden units, 20 epochs. "
         f"From {args.large:,} rows: d = {', '.join(map(str, args.large_dims))} only"
         + (f", without {', '.join(args.skip)}" if args.skip else "")
@@ -419,6 +435,11 @@ def main() -> None:
     )
     parser.add_argument("--large-dims", type=int, nargs="+", default=[8])
     parser.add_argument("--skip", nargs="+", default=["oblique tree"], help="estimator names")
+    parser.add_argument(
+        "--oblique-vs-axis",
+        action="store_true",
+        help="the oblique tree against one scikit-learn tree (the oblique search's cost)",
+    )
     parser.add_argument("--name", default="fit.md", help="results file name in the output folder")
     parser.add_argument("--title", default="", help="what sets this run apart, after the title")
     args = parser.parse_args()
