@@ -925,3 +925,28 @@ def test_near_check_decides_as_the_sketch_it_replaces(client):
         assert distributed_near(client, X, dw) == sketched
         answers.append(sketched)
     assert True in answers and False in answers
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        np.array([3, 0, -1], dtype=np.int64),
+        np.array([True, False]),
+        np.array([0.5, np.nan, -np.inf, np.nan], dtype=np.float32),
+        np.array([[1.0, np.nan], [np.nan, 2.0]]),
+        np.array([1, None, "a", np.nan], dtype=object),
+        pd.array([1, None, 3], dtype="Int64"),
+        pd.array([0.5, None], dtype="Float64"),
+        np.zeros((0,), dtype=np.float64),
+    ],
+    ids=["int", "bool", "float32", "float-2d", "object", "Int64", "Float64", "empty"],
+)
+def test_null_labels_are_found_as_pandas_finds_them(block):
+    """The numeric fast path of a partition's nulls agrees with pandas' ``isna`` on the boxed
+    values, its oracle: NaN in floats, None and <NA> in object and nullable columns."""
+    from hyp2onnx.distributed.dask import _nulls
+
+    expected = np.asarray(pd.isna(np.asarray(block, dtype=object)), dtype=bool)
+    got = _nulls(block)
+    assert got.dtype == bool and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)

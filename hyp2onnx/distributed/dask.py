@@ -180,6 +180,13 @@ def _nulls(block: Any) -> np.ndarray:
     """Where a partition holds None, NaN or pandas' <NA> (object and nullable columns too)."""
     import pandas as pd
 
+    values = np.asarray(block)
+    # Numbers hold no None or <NA>: only a float's NaN, found without a boxed copy
+    # (an object array of 250,000 labels took 10 ms to build and search).
+    if values.dtype.kind in "iub":
+        return np.zeros(values.shape, dtype=bool)
+    if values.dtype.kind == "f":
+        return np.isnan(values)
     return np.asarray(pd.isna(np.asarray(block, dtype=object)), dtype=bool)
 
 
