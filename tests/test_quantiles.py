@@ -102,3 +102,30 @@ def test_bucket_splits_are_float64_klein_splits(op):
         np.testing.assert_array_equal(
             compare(k, klein_tree.threshold[j]), compare(b, t[j]), err_msg=f"threshold {t[j]}"
         )
+
+
+@pytest.mark.parametrize("n", [300, 9000])  # searched as given, and sorted first
+@pytest.mark.parametrize("zero_band", [0.0, 1e-3])
+def test_buckets_count_the_edges_below_each_value(n, zero_band):
+    """Each value's bucket is one more than the number of edges strictly below it, counted
+    by `bisect` value by value (the oracle): values on an edge, one float64 step either
+    side, repeated values, -0.0 and 0.0, values beyond the first and last edge."""
+    import bisect
+
+    rng = np.random.default_rng(7)
+    edges = [np.unique(rng.uniform(-0.9, 0.9, size=m)) for m in (1, 40, 700)]
+    edges[1] = np.unique(np.concatenate([edges[1], [0.0, 5e-4]]))
+    columns = []
+    for e in edges:
+        on = rng.choice(e, size=n // 4)
+        near = np.concatenate([np.nextafter(on, -np.inf), np.nextafter(on, np.inf)])
+        rest = rng.uniform(-1.0, 1.0, size=n - on.size - near.size - 4)
+        col = np.concatenate([on, near, rest, [-0.0, 0.0, -0.99, 0.99]])
+        columns.append(rng.permutation(col))
+    X = np.column_stack(columns)
+    got = QuantileMap(tuple(edges), zero_band).transform(X)
+    read = np.where(np.abs(X) <= zero_band, 0.0, X)
+    expected = np.array(
+        [[bisect.bisect_left(e.tolist(), v) + 1.0 for e, v in zip(edges, row)] for row in read]
+    )
+    np.testing.assert_array_equal(got, expected)

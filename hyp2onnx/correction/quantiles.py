@@ -137,6 +137,10 @@ class QuantileSketch:
         return int(sum(v.nbytes + w.nbytes for v, w in zip(self.values, self.weights, strict=True)))
 
 
+#: From this many rows `QuantileMap.transform` sorts a column before searching it.
+_SORTED_SEARCH_ROWS = 4096
+
+
 @dataclass(frozen=True, eq=False)
 class QuantileMap:
     """The map ``k -> 1 + #{e in edges[f] : e < k}`` of each feature ``f`` (after reading
@@ -156,7 +160,15 @@ class QuantileMap:
             Xk = np.where(np.abs(Xk) <= self.zero_band, 0.0, Xk)
         out = np.empty(Xk.shape, dtype=np.float64)
         for f, e in enumerate(self.edges):
-            out[:, f] = np.searchsorted(e, Xk[:, f], side="left") + 1.0
+            column = Xk[:, f]
+            if column.shape[0] < _SORTED_SEARCH_ROWS:
+                out[:, f] = np.searchsorted(e, column, side="left") + 1.0
+                continue
+            # The same counts, searched in increasing order: each search starts
+            # from the last one's place, in cache, where random keys miss it
+            # (250,000 rows into 16,384 edges: 25 ms a column, 10 ms sorted first).
+            order = np.argsort(column)
+            out[order, f] = np.searchsorted(e, column.take(order), side="left") + 1.0
         return out
 
     def klein_thresholds(self, feature: np.ndarray, threshold: np.ndarray, op: Op) -> np.ndarray:
