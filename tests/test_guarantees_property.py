@@ -601,6 +601,18 @@ def _snapshot(folder: Path) -> dict:
     return out
 
 
+def _wake_fifo_reader(path: Path) -> None:
+    """Open ``path`` (a FIFO) for writing without blocking, then close it: a reader still
+    waiting in ``open`` gets end of file. A blocking open would wait for ever when the
+    reader had already read and closed, between ``f.read()`` and recording it (the
+    suite once hung there); then no reader waits and the open fails, as it should."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:  # ENXIO: no reader has it open
+        return
+    os.close(fd)
+
+
 @settings(max_examples=30, **SETTINGS)
 @given(
     kind=st.sampled_from(OUTPUT_KINDS),
@@ -631,8 +643,7 @@ def test_output_paths_of_every_kind_are_written_as_documented(
         code, stdout, err = cli(*args, path, *(["--force"] if force else []))
         if reader is not None:
             if reader.is_alive() and not received:  # the command never opened it: let go
-                with open(path, "wb"):
-                    pass
+                _wake_fifo_reader(path)
             reader.join(5)
         after = _snapshot(folder)
         event(f"{kind}: exit {code}")
