@@ -478,7 +478,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--only",
-        choices=["speed", "exactness", "accuracy"],
+        choices=["speed", "exactness", "accuracy", "certified"],
         default=None,
         help="rerun one section alone, in place in an existing neural.md",
     )
@@ -503,6 +503,8 @@ def main() -> None:
                 ]
                 measured += "Rows of `origin` networks: from the last full run.\n"
             text = exactness_section(rows, measured)
+        elif args.only == "certified":
+            text = certified_section(certified(args.quick), measured)
         else:
             only = ("MLP",) if args.centred_only else None
             rows = accuracy(args.quick, seeds, args.jobs, only)
@@ -538,15 +540,7 @@ the tree (missing leaves included) and build time in seconds.
 
 {_report.md_table(GROWTH_HEADERS, growth_rows)}
 
-Regions certified feasible: trees built from the first `n` of 2,000 training points, without
-and with `certify_radius` set to the training points' largest hyperbolic radius. Each
-certified region holds a witness point within that radius whose pattern the network computes
-as the region's; coverage of 10,000 held-out rows, all of them and those within the radius;
-the certified tree's build time in seconds. Labels equal the network's on every held-out row
-(checked).
-
-{_report.md_table(CERTIFIED_HEADERS, certified_rows)}
-
+{certified_section(certified_rows)}
 {accuracy_section(accuracy_rows, seeds, args.quick)}{speed_section(speed_rows, args.quick)}"""
     _report.write(out / "neural.md", text)
 
@@ -570,6 +564,19 @@ certified-region and speed sections measure networks on Klein coordinates (`cent
 """
 
 
+def certified_section(rows: list[list[Any]], measured: str = "") -> str:
+    return f"""Regions certified feasible: trees built from the first `n` of 2,000 training points, without
+and with `certify_radius` set to the training points' largest hyperbolic radius. Each
+certified region holds a witness point within that radius whose pattern the network computes
+as the region's; coverage of 10,000 held-out rows, all of them and those within the radius;
+the certified tree's build time in seconds. Labels equal the network's on every held-out row
+(checked).
+
+{measured}
+{_report.md_table(CERTIFIED_HEADERS, rows)}
+"""
+
+
 def accuracy_section(rows: list[list[Any]], seeds: int, quick: bool, measured: str = "") -> str:
     return f"""## Accuracy and isometry
 
@@ -589,6 +596,7 @@ ours centred (the default) and on Klein coordinates (`centre="origin"`); forests
 SECTIONS = {
     "exactness": ("## Exactness", "## Coverage"),
     "accuracy": ("## Accuracy and isometry", "## Speed"),
+    "certified": ("Regions certified feasible:", "## Accuracy and isometry"),
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import subprocess
 import sys
 import warnings
 
@@ -389,6 +390,67 @@ def test_certified_regions_hold_their_witnesses_and_cover_the_ball(four_classes,
     capped = hyp2onnx.region_tree(model, few, certify_radius=radius, max_certified=3, verbose=1)
     assert capped.n_certified_ == 3
     assert "region_tree: round 1, " in capsys.readouterr().err
+
+
+def test_linear_programs_agree_with_scipy_linprog():
+    """The certifier's programs, solved through highspy, against scipy's ``linprog`` (the
+    same HiGHS solver behind another wrapper): the same optimal value on feasible
+    programs shaped like the certifier's (margin and least 1-norm, free and bounded
+    columns), None where linprog finds none (infeasible, unbounded). Planted: the status
+    check dropped, the matrix laid out by rows (the fail)."""
+    from scipy.optimize import linprog
+
+    from hyp2onnx.estimators._regions import _LinearPrograms
+
+    programs = _LinearPrograms()
+    rng = np.random.default_rng(7)
+    kinds = []
+    for trial in range(60):
+        rows, cols = int(rng.integers(3, 33)), int(rng.integers(2, 6))
+        A = rng.normal(size=(rows, cols))
+        b = rng.normal(size=rows) + (1.0 if trial % 3 else -2.0)  # a third mostly infeasible
+        c = rng.normal(size=cols)
+        lower = np.where(rng.random(cols) < 0.3, -np.inf, -rng.uniform(0.5, 2, cols))
+        upper = np.where(rng.random(cols) < 0.3, np.inf, rng.uniform(0.5, 2, cols))
+        if trial == 1:  # unbounded: x = 0 feasible, a free column no row holds, pulled along
+            A[:, 0], lower[0], upper[0], c[0] = 0.0, -np.inf, np.inf, 1.0
+            b = np.abs(b) + 1.0
+            lower[1:], upper[1:] = np.minimum(lower[1:], 0.0), np.maximum(upper[1:], 0.0)
+        want = linprog(c, A_ub=A, b_ub=b, bounds=list(zip(lower, upper)), method="highs")
+        got = programs.minimise(c, A, b, lower, upper)
+        kinds.append(want.status)
+        if want.status != 0:
+            assert got is None, (trial, want.status)
+            continue
+        assert got is not None, trial
+        x, value = got
+        np.testing.assert_allclose(value, want.fun, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(value, c @ x, rtol=1e-9, atol=1e-9)
+        assert (
+            np.all(A @ x <= b + 1e-9) and np.all(x >= lower - 1e-12) and np.all(x <= upper + 1e-12)
+        )
+    assert kinds.count(0) >= 20 and kinds.count(2) >= 10 and 3 in kinds  # each kind met
+
+
+def test_certifying_writes_nothing_on_stdout():
+    """HiGHS announces itself on the process's stdout (once a process) when its log is
+    on: a pipeline's output must not carry it. A fresh interpreter, so that no earlier
+    solver has printed it already. Planted: highspy.Highs() (which prints while it
+    installs its callbacks) in place of the compiled solver."""
+    script = (
+        "import warnings; import hyp2onnx\n"
+        "from hyp2onnx.datasets import make_wrapped_normal_mixture\n"
+        "X, y = make_wrapped_normal_mixture(200, 2, 2, random_state=0)\n"
+        "with warnings.catch_warnings():\n"
+        "    warnings.simplefilter('ignore')\n"
+        "    net = hyp2onnx.HyperbolicMLPClassifier(hidden_layer_sizes=(6,), max_iter=30,\n"
+        "                                           random_state=0).fit(X, y)\n"
+        "tree = hyp2onnx.region_tree(net, X[:5], certify_radius=2.0, max_certified=3)\n"
+        "assert tree.n_certified_ > 0\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
 
 
 def test_tree_labels_are_the_networks_and_values_within_the_bound(four_classes):
