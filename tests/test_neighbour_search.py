@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 from test_ensemble_thresholds import random_tree
 
-from hyp2onnx.correction.shared_rows import _node_boxes, _rank_features, _Walks
+from hyp2onnx.correction import shared_rows
+from hyp2onnx.correction.shared_rows import (
+    _node_boxes,
+    _order_of_permutation,
+    _rank_features,
+    _Walks,
+)
 
 
 def _forest(seed: int, op: str) -> tuple[np.ndarray, dict[str, np.ndarray], list[np.ndarray]]:
@@ -97,3 +103,40 @@ def test_walks_find_the_nearest_value_on_each_side(op: str) -> None:
         go_left = x <= t if op == "<=" else x < t
         assert largest_left[node] == (x[go_left].max() if go_left.any() else -np.inf)
         assert smallest_right[node] == (x[~go_left].min() if (~go_left).any() else np.inf)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_column_of_distinct_ranks_is_ordered_as_argsort_orders_it(
+    dtype: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank space's column without ties (each of 1..n once) is ordered by inverting it,
+    not sorted: the same order as ``np.argsort``, and every other column (a tie that
+    keeps 1 and n, 0, n + 1, a half, NaN, Klein values, none) is sorted as before.
+    Then the search's tables with the shortcut equal those of argsort alone. Planted:
+    the check that every slot is filled dropped (the tie passes), the check for
+    integers dropped (the half passes)."""
+    rng = np.random.default_rng(5)
+    n = 500
+    column = (rng.permutation(n) + 1).astype(dtype)
+    np.testing.assert_array_equal(_order_of_permutation(column), np.argsort(column))
+    inner = np.flatnonzero((column != 1) & (column != n))
+    for value in ("tie", 0.0, n + 1.0, "half", np.nan):
+        bad = column.copy()
+        if value == "tie":
+            bad[inner[0]] = bad[inner[1]]
+        elif value == "half":
+            bad[inner[0]] += 0.5
+        else:
+            bad[inner[0]] = value
+        assert _order_of_permutation(bad) is None, value
+    assert _order_of_permutation(rng.uniform(-1, 1, n).astype(dtype)) is None
+    assert _order_of_permutation(np.zeros(0, dtype=dtype)) is None
+    # Rows: a column of distinct ranks, one with ties, one of Klein values.
+    X = np.column_stack([column, np.round(column / 7), rng.uniform(-1, 1, n)]).astype(dtype)
+    feature = np.array([0, 1, 2, 0, -1, -1])
+    threshold = np.array([250.0, 30.0, 0.1, 17.5, 0.0, 0.0])
+    got = _rank_features(X, feature, threshold, "<=")
+    monkeypatch.setattr(shared_rows, "_order_of_permutation", lambda column: None)
+    want = _rank_features(X, feature, threshold, "<=")
+    for name in ("order", "rank", "pos"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))

@@ -482,7 +482,9 @@ def _rank_features(
 
     def sort(c: int) -> None:
         column = np.ascontiguousarray(X[:, used[c]])
-        order[c] = np.argsort(column)  # ties in any order (see `_Ranks`)
+        permutation = _order_of_permutation(column)
+        # Ties in any order (see `_Ranks`).
+        order[c] = np.argsort(column) if permutation is None else permutation
         rank[order[c], c] = positions
         at = np.flatnonzero(col == c)
         # As compared; widened when read.
@@ -492,6 +494,27 @@ def _rank_features(
     small = u * u * n <= _IN_ORDER_MAX and u <= _IN_ORDER_MAX_FEATURES
     in_order = rank.take(order.ravel(), axis=0).ravel() if small else None
     return _Ranks(n, u, col, pos, order, rank, in_order, X, used)
+
+
+def _order_of_permutation(column: np.ndarray) -> np.ndarray | None:
+    """The order that sorts ``column`` when it holds each of ``1 .. n`` once, else None.
+
+    A rank space's column without ties is such a permutation (continuous
+    coordinates have none): its sorting order is the inverse permutation,
+    one scatter where a sort costs O(n log n), and the same array as
+    ``np.argsort``'s, distinct values having one sorting order only. ``n``
+    values that are integers in ``[1, n]`` and fill every slot are a
+    permutation; anything else (ties, non-integers, NaN) returns None.
+    """
+    n = column.shape[0]
+    if n == 0 or column.dtype.kind != "f" or column.min() != 1 or column.max() != n:
+        return None  # NaN fails both comparisons
+    at = column.astype(np.intp)
+    if not np.array_equal(at, column):
+        return None
+    order = np.full(n, -1, dtype=np.intp)
+    order[at - 1] = np.arange(n)
+    return None if order.min() < 0 else order
 
 
 @dataclass(frozen=True)
