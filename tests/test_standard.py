@@ -131,7 +131,11 @@ def _depth_case(name: str) -> tuple[object, np.ndarray, dict[str, dict[str, np.n
     and its neighbours, and far points) and its exact graph's outputs for each dtype:
     both plans of `test_depth_groups_equal_exact` share them, as a plan changes only
     the standard graph."""
-    X, k = points(3000 if name == "lgbm_8_classes" else 1500, 4, seed=35)
+    # The regressor's trees grow to one row a leaf: from 1,500 rows 20 to 27 levels, whose
+    # perfect layout up to the median depth (the finest plan) holds 2^21 nodes a tree;
+    # from 500 rows 15 to 20 levels, five depths.
+    rows = {"lgbm_8_classes": 3000, "forest_regressor_unlimited": 500}.get(name, 1500)
+    X, k = points(rows, 4, seed=35)
     model = _mixed_depth_models()[name]()
     model.fit(X, targets(k) if "regressor" in name else labels(k, 8))
     X_all = np.concatenate(
