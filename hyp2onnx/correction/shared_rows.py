@@ -509,11 +509,11 @@ def _order_of_permutation(column: np.ndarray) -> np.ndarray | None:
     n = column.shape[0]
     if n == 0 or column.dtype.kind != "f" or column.min() != 1 or column.max() != n:
         return None  # NaN fails both comparisons
-    index = np.int32 if n < 1 << 31 else np.intp  # no larger than argsort's order
-    at = column.astype(index)
+    index: type[np.signedinteger] = np.int32 if n < 1 << 31 else np.intp
+    at = column.astype(index)  # no larger than argsort's order
     if not np.array_equal(at, column):
         return None
-    at -= 1
+    np.subtract(at, 1, out=at)
     order = np.full(n, -1, dtype=index)
     order[at] = np.arange(n, dtype=index)
     return None if order.min() < 0 else order
