@@ -397,7 +397,7 @@ def test_linear_programs_agree_with_scipy_linprog():
     same HiGHS solver behind another wrapper): the same optimal value on feasible
     programs shaped like the certifier's (margin and least 1-norm, free and bounded
     columns), None where linprog finds none (infeasible, unbounded). Planted: the status
-    check dropped, the matrix laid out by rows (the fail)."""
+    check dropped, the matrix laid out by rows: each fails it."""
     from scipy.optimize import linprog
 
     from hyp2onnx.estimators._regions import _LinearPrograms
