@@ -16,6 +16,7 @@ from hyp2onnx.correction.shared_rows import (
     _order_of_permutation,
     _rank_features,
     _Walks,
+    shared_neighbours_and_sides,
 )
 
 
@@ -140,3 +141,39 @@ def test_a_column_of_distinct_ranks_is_ordered_as_argsort_orders_it(
     want = _rank_features(X, feature, threshold, "<=")
     for name in ("order", "rank", "pos"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", ["<=", "<"])
+@pytest.mark.parametrize("n_trees", [1, 4])
+def test_sides_are_the_nearest_values_either_side_of_each_threshold(
+    op: str, dtype: type, n_trees: int
+) -> None:
+    """``below``/``above`` of every split against brute force over all rows: the largest
+    value the comparison sends left, the smallest it sends right; from the rank search's
+    sorted columns (several trees) or from distinct values (one tree, routed). Rows with
+    ties, -0.0 beside 0.0, thresholds on a value, one ulp beside it, at 0 and outside the
+    data; zeros come out +0.0. Planted: the value at the cut read for ``below``, the
+    zeros' sign kept."""
+    rng = np.random.default_rng(11)
+    X = np.round(rng.uniform(-1, 1, (400, 3)), 2).astype(dtype)  # many ties
+    X[rng.random(X.shape) < 0.05] = -0.0
+    X[rng.random(X.shape) < 0.05] = 0.0
+    trees = [random_tree(rng, X.astype(np.float64), 5) for _ in range(n_trees)]
+    picks = [0.0, float(X[0, 0]), 5.0, -5.0]
+    for t in trees:  # thresholds one float step beside a value, and at 0
+        at = np.flatnonzero(t.feature >= 0)
+        for j, node in enumerate(at[: len(picks) * 2]):
+            value = picks[j % len(picks)]
+            step = np.nextafter(dtype(value), dtype(np.inf)) if j >= len(picks) else value
+            t.threshold[node] = float(step)
+    L, R, below, above = shared_neighbours_and_sides(trees, X, op)
+    feature = np.concatenate([t.feature for t in trees])
+    threshold = np.concatenate([t.threshold for t in trees])
+    for j in np.flatnonzero(feature >= 0):
+        x = X[:, feature[j]].astype(np.float64)
+        left = x <= threshold[j] if op == "<=" else x < threshold[j]
+        assert below[j] == (x[left].max() if left.any() else -np.inf), j
+        assert above[j] == (x[~left].min() if (~left).any() else np.inf), j
+    zeros = np.concatenate([below[below == 0], above[above == 0]])
+    assert zeros.size and not np.signbit(zeros).any()

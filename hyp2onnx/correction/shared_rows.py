@@ -60,6 +60,7 @@ __all__ = [
     "correct_shared_rows",
     "correct_trees",
     "shared_neighbours",
+    "shared_neighbours_and_sides",
     "shared_rows",
 ]
 
@@ -268,7 +269,7 @@ def correct_shared_rows(
     nodes = Nodes.of(trees)
     feature, threshold, tree_of = nodes.feature, nodes.threshold, nodes.tree_of
     largest_left, smallest_right, fallback = (memo or NeighbourMemo()).get(
-        lambda: _search(nodes, X, op, threads)
+        lambda: _search(nodes, X, op, threads)[:3]
     )
 
     # Trees handed to correct_tree are placed there only.
@@ -346,14 +347,16 @@ class Nodes:
 
 def _search(
     nodes: Nodes, X: np.ndarray, op: Op, threads: int = 1
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every node's ``L`` and ``R`` by the rank search, and the trees it handed back
-    (over budget: their entries are incomplete, route them instead)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, _Ranks | None]:
+    """Every node's ``L`` and ``R`` by the rank search, the trees it handed back
+    (over budget: their entries are incomplete, route them instead), and the
+    sorted rows it searched (None when there was nothing to search)."""
     largest_left = np.full(nodes.feature.shape[0], -np.inf)
     smallest_right = np.full(nodes.feature.shape[0], np.inf)
     fallback = np.zeros(nodes.sizes.shape[0], dtype=bool)
+    ranks = None
     if X.shape[0] and np.any(nodes.feature >= 0):
-        fallback = _find_neighbours(
+        fallback, ranks = _find_neighbours(
             X,
             nodes.feature,
             nodes.threshold,
@@ -366,7 +369,7 @@ def _search(
             smallest_right,
             threads,
         )
-    return largest_left, smallest_right, fallback
+    return largest_left, smallest_right, fallback, ranks
 
 
 def shared_neighbours(
@@ -382,10 +385,40 @@ def shared_neighbours(
     on the method, and the ``L`` (``R``) of a union of row sets is the maximum
     (minimum) of theirs.
     """
+    _, largest_left, smallest_right, _ = _shared(trees, np.asarray(X), op)
+    return largest_left, smallest_right
+
+
+def shared_neighbours_and_sides(
+    trees: list[TreeArrays], X: np.ndarray, op: Op
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`shared_neighbours`, and per node ``below``/``above``: the nearest values of its
+    feature among *all* the rows ``X`` that the comparison sends left and right
+    (``-inf``/``inf`` where there is none; float64, zeros +0.0).
+
+    Where the rank search ran, its sorted columns and cuts give them (no
+    second sort); otherwise each split feature's distinct values do.
+    """
     X = np.asarray(X)
+    nodes, largest_left, smallest_right, ranks = _shared(trees, X, op)
+    if ranks is None:
+        below, above = _sides_of_distinct_values(nodes, X, op)
+    else:
+        below, above = _sides_of_ranks(ranks, nodes.feature)
+    # -0.0 and 0.0 are one value to the comparison; which one the sort put nearer
+    # the cut is the CPU's sort kernel's choice: +0.0, as the tree space holds zeros.
+    return largest_left, smallest_right, below + 0.0, above + 0.0
+
+
+def _shared(
+    trees: list[TreeArrays], X: np.ndarray, op: Op
+) -> tuple[Nodes, np.ndarray, np.ndarray, _Ranks | None]:
+    """`shared_neighbours`' nodes, ``L`` and ``R``, and the rank search's sorted rows (None
+    where every tree was routed)."""
     nodes = Nodes.of(trees)
+    ranks = None
     if len(trees) > 1 and all(t.categories is None for t in trees):
-        largest_left, smallest_right, routed = _search(nodes, X, op)
+        largest_left, smallest_right, routed, ranks = _search(nodes, X, op)
     else:
         largest_left = np.full(nodes.feature.shape[0], -np.inf)
         smallest_right = np.full(nodes.feature.shape[0], np.inf)
@@ -394,7 +427,38 @@ def shared_neighbours(
     for i in np.flatnonzero(routed):
         at = slice(nodes.starts[i], nodes.starts[i] + nodes.sizes[i])
         largest_left[at], smallest_right[at] = tree_neighbours(trees[i], X64, op)
-    return largest_left, smallest_right
+    return nodes, largest_left, smallest_right, ranks
+
+
+def _sides_of_ranks(ranks: _Ranks, feature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per split, the sorted values of its feature just below and at its cut: the rows
+    of rank below ``pos`` are those the comparison sends left."""
+    below = np.full(feature.shape[0], -np.inf)
+    above = np.full(feature.shape[0], np.inf)
+    split = np.flatnonzero(feature >= 0)
+    flat, pos = ranks.col[split] * ranks.n, ranks.pos[split]
+    left, right = pos > 0, pos < ranks.n
+    below[split[left]] = ranks.value(flat[left] + pos[left] - 1)
+    above[split[right]] = ranks.value(flat[right] + pos[right])
+    return below, above
+
+
+def _sides_of_distinct_values(nodes: Nodes, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray]:
+    """Per split, the nearest values of its feature in ``X`` either side of its threshold:
+    one sort of each split feature's distinct values, then a binary search per split."""
+    feature, threshold = nodes.feature, nodes.threshold
+    below = np.full(feature.shape[0], -np.inf)
+    above = np.full(feature.shape[0], np.inf)
+    if X.shape[0] == 0:
+        return below, above
+    side: Literal["left", "right"] = "right" if op == "<=" else "left"
+    for f in np.unique(feature[feature >= 0]):
+        at = np.flatnonzero(feature == f)
+        u = np.unique(X[:, f]).astype(np.float64)
+        pos = np.searchsorted(u, threshold[at], side=side)
+        below[at] = np.where(pos > 0, u[np.maximum(pos - 1, 0)], -np.inf)
+        above[at] = np.where(pos < u.size, u[np.minimum(pos, u.size - 1)], np.inf)
+    return below, above
 
 
 def _chunks(walks: np.ndarray, count: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -416,17 +480,17 @@ def _find_neighbours(
     largest_left: np.ndarray,
     smallest_right: np.ndarray,
     threads: int = 1,
-) -> np.ndarray:
-    """Fill ``largest_left``/``smallest_right`` of every split; return trees to route instead.
-    The two walks read the plan only, each writing its own array: with ``threads`` > 1
-    they go side by side."""
+) -> tuple[np.ndarray, _Ranks]:
+    """Fill ``largest_left``/``smallest_right`` of every split; return trees to route instead,
+    and the sorted rows. The two walks read the plan only, each writing its own array:
+    with ``threads`` > 1 they go side by side."""
     ranks = _rank_features(X, feature, threshold, op, threads)
     boxes = _node_boxes(ranks, feature, left, right, roots, tree_of)
     plan = _Walks.plan(ranks, boxes, tree_of)
     down, up = threaded_map(
         lambda way: plan.walk(*way), [(-1, largest_left), (1, smallest_right)], threads
     )
-    return down | up
+    return down | up, ranks
 
 
 @dataclass(frozen=True)

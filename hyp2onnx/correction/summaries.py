@@ -25,13 +25,12 @@ tree, costs several times the search on large many-tree boosters.)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from ..ir.trees import Op, TreeArrays
 from .midpoints import CorrectionReport, Midpoint, Placement, Placer
-from .shared_rows import Nodes, shared_neighbours
+from .shared_rows import Nodes, shared_neighbours_and_sides
 from .tree_space import TreeSpace
 
 __all__ = [
@@ -98,29 +97,8 @@ def summarise(trees: list[TreeArrays], X: np.ndarray, op: Op) -> SplitSummary:
         raise TypeError(f"X must be a 2-D array of floating-point values, got {X.dtype} {X.shape}")
     nodes = Nodes.of(trees)
     split = nodes.feature >= 0
-    per_node = (*shared_neighbours(trees, X, op), *_around(nodes, X, op))
+    per_node = shared_neighbours_and_sides(trees, X, op)
     return SplitSummary(*(v[split].astype(X.dtype) for v in per_node))
-
-
-def _around(nodes: Nodes, X: np.ndarray, op: Op) -> tuple[np.ndarray, np.ndarray]:
-    """Per split, the nearest values of its feature in ``X`` either side of its threshold.
-
-    One sort of each split feature's distinct values, then a binary search
-    per split: O(n log n + splits log n).
-    """
-    feature, threshold = nodes.feature, nodes.threshold
-    below = np.full(feature.shape[0], -np.inf)
-    above = np.full(feature.shape[0], np.inf)
-    if X.shape[0] == 0:
-        return below, above
-    side: Literal["left", "right"] = "right" if op == "<=" else "left"
-    for f in np.unique(feature[feature >= 0]):
-        at = np.flatnonzero(feature == f)
-        u = np.unique(X[:, f]).astype(np.float64)
-        pos = np.searchsorted(u, threshold[at], side=side)
-        below[at] = np.where(pos > 0, u[np.maximum(pos - 1, 0)], -np.inf)
-        above[at] = np.where(pos < u.size, u[np.minimum(pos, u.size - 1)], np.inf)
-    return below, above
 
 
 def _per_node(trees: list[TreeArrays], summary: SplitSummary) -> tuple[Nodes, np.ndarray]:
