@@ -15,6 +15,7 @@ from hyp2onnx.correction.shared_rows import (
     _node_boxes,
     _order_of_permutation,
     _rank_features,
+    _sorting_order,
     _Walks,
     shared_neighbours_and_sides,
 )
@@ -177,3 +178,33 @@ def test_sides_are_the_nearest_values_either_side_of_each_threshold(
         assert above[j] == (x[~left].min() if (~left).any() else np.inf), j
     zeros = np.concatenate([below[below == 0], above[above == 0]])
     assert zeros.size and not np.signbit(zeros).any()
+
+
+def test_radix_order_sorts_float32_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long float32 column's two radix passes sort it: the values in its order are
+    ``np.sort``'s (negative and positive, -0.0 beside 0.0, ties, the extremes, tiny
+    subnormals), and the search's cuts equal those of argsort alone. Planted: the
+    sign bit left as it is (negatives last), the passes swapped (low half last)."""
+    rng = np.random.default_rng(12)
+    n = 1 << 14
+    tiny = np.float32(1e-45)
+    column = np.concatenate(
+        [
+            rng.normal(size=n - 10).astype(np.float32),
+            np.array([0.0, -0.0, tiny, -tiny, 3.4e38, -3.4e38, 1.0, 1.0, -1.0, -1.0], np.float32),
+        ]
+    )
+    column[rng.random(n) < 0.2] = np.round(column[:1000], 1)[0]  # many ties
+    order = _sorting_order(column)
+    assert np.array_equal(np.sort(order), np.arange(n))
+    np.testing.assert_array_equal(column[order], np.sort(column))
+    X = np.column_stack([column, column[::-1]])
+    feature = np.array([0, 1, 0, -1])
+    threshold = np.array([0.0, float(column[5]), -1.0, 0.0])
+    got = _rank_features(X, feature, threshold, "<")
+    monkeypatch.setattr(shared_rows, "_RADIX_MIN_ROWS", n + 1)
+    want = _rank_features(X, feature, threshold, "<")
+    np.testing.assert_array_equal(got.pos, want.pos)
+    for c in range(got.u):
+        sorted_got = X[got.order[c], got.used[c]]
+        np.testing.assert_array_equal(sorted_got, X[want.order[c], want.used[c]])
