@@ -577,9 +577,12 @@ def _sorting_order(column: np.ndarray) -> np.ndarray:
     key *= np.uint32(0x7FFFFFFF)
     key |= np.uint32(0x80000000)
     key ^= column.view(np.uint32)
-    order = np.argsort(key.astype(np.uint16), kind="stable")  # the low 16 bits
+    index: type[np.signedinteger] = np.int32 if column.shape[0] < 1 << 31 else np.intp
+    order = np.argsort(key.astype(np.uint16), kind="stable").astype(index)  # low 16 bits
     key >>= 16
-    return order.take(np.argsort(key.astype(np.uint16).take(order), kind="stable"))
+    high = key.astype(np.uint16)
+    del key
+    return order.take(np.argsort(high.take(order), kind="stable"))
 
 
 def _order_of_permutation(column: np.ndarray) -> np.ndarray | None:
