@@ -539,7 +539,7 @@ def _rank_features(
     col[internal] = column
     # Row numbers in 32 bits while every flat rank index ``row * u + c`` fits there:
     # half the memory of the largest table the search keeps.
-    index = np.int32 if n * max(u, 1) < 1 << 31 else np.intp
+    index = _index_dtype(n * max(u, 1))
     order = np.empty((u, n), dtype=index)
     rank = np.empty((n, u), dtype=np.int32)
     positions = np.arange(n, dtype=np.int32)
@@ -562,6 +562,11 @@ def _rank_features(
     return _Ranks(n, u, col, pos, order, rank, in_order, X, used)
 
 
+def _index_dtype(size: int) -> type[np.signedinteger]:
+    """int32 while every index below ``size`` fits there (half intp's memory), else intp."""
+    return np.int32 if size < 1 << 31 else np.intp
+
+
 def _sorting_order(column: np.ndarray) -> np.ndarray:
     """An order that sorts ``column`` (ties in any order): ``np.argsort``'s, or for a
     long float32 column two stable passes over its bits' 16-bit halves, which numpy
@@ -577,7 +582,7 @@ def _sorting_order(column: np.ndarray) -> np.ndarray:
     key *= np.uint32(0x7FFFFFFF)
     key |= np.uint32(0x80000000)
     key ^= column.view(np.uint32)
-    index: type[np.signedinteger] = np.int32 if column.shape[0] < 1 << 31 else np.intp
+    index = _index_dtype(column.shape[0])
     order = np.argsort(key.astype(np.uint16), kind="stable").astype(index)  # low 16 bits
     key >>= 16
     high = key.astype(np.uint16)
@@ -598,7 +603,7 @@ def _order_of_permutation(column: np.ndarray) -> np.ndarray | None:
     n = column.shape[0]
     if n == 0 or column.dtype.kind != "f" or column.min() != 1 or column.max() != n:
         return None  # NaN fails both comparisons
-    index: type[np.signedinteger] = np.int32 if n < 1 << 31 else np.intp
+    index = _index_dtype(n)
     at = column.astype(index)  # no larger than argsort's order
     if not np.array_equal(at, column):
         return None

@@ -564,8 +564,8 @@ class _LinearPrograms:
         lp = hs.HighsLp()
         lp.num_col_, lp.num_row_ = cols, rows
         lp.col_cost_ = np.ascontiguousarray(c, dtype=np.float64)
-        lp.col_lower_ = np.maximum(lower, -hs.kHighsInf).astype(np.float64)
-        lp.col_upper_ = np.minimum(upper, hs.kHighsInf).astype(np.float64)
+        lp.col_lower_ = np.asarray(lower, dtype=np.float64)  # HiGHS's infinity is inf
+        lp.col_upper_ = np.asarray(upper, dtype=np.float64)
         lp.row_lower_ = np.full(rows, -hs.kHighsInf)
         lp.row_upper_ = np.ascontiguousarray(b, dtype=np.float64)
         lp.a_matrix_.format_ = hs.MatrixFormat.kColwise
